@@ -1,0 +1,96 @@
+"""Input validation at the public boundary: one helper per kind of input.
+
+Every helper validates *and* standardises, and never modifies the caller's object. Error messages
+name the offending entries and, where possible, suggest the fix.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _preview(values, limit: int = 8) -> str:
+    """Format the first ``limit`` offending entries as ``[a, b, ...]`` for error messages."""
+    values = list(values)
+    head = ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values[:limit])
+    more = f", ... ({len(values)} in all)" if len(values) > limit else ""
+    return f"[{head}{more}]"
+
+
+def check_scores(scores, *, name: str = "scores", ids=None) -> np.ndarray:
+    """Return ``scores`` as a float64 copy of shape (n,), checked to lie in [0, 1] and be finite."""
+    try:
+        arr = np.array(scores, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be numeric probabilities in [0, 1]; could not convert: {exc}") from None
+    if arr.ndim != 1:
+        raise ValueError(f"`{name}` must be one-dimensional (n_items,); got shape {arr.shape}.")
+    if arr.size == 0:
+        raise ValueError(f"`{name}` is empty.")
+    where = ids if ids is not None else np.arange(arr.size)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"`{name}` must be finite; got NaN or inf at items {_preview(np.asarray(where)[bad])}.")
+    bad = (arr < 0) | (arr > 1)
+    if bad.any():
+        raise ValueError(
+            f"`{name}` must lie in [0, 1]; got {_preview(arr[bad])} at items {_preview(np.asarray(where)[bad])}. "
+            "Pass probabilities, not logits or percentages."
+        )
+    return arr
+
+
+def check_binary_labels(labels, *, name: str = "labels", allow_missing: bool = False) -> np.ndarray:
+    """Return labels as an int8 copy with values in {0, 1} (and -1 for missing if allowed).
+
+    NaN is read as missing when ``allow_missing``; anything else is an error naming the positions.
+    """
+    arr = np.asarray(labels)
+    if arr.size == 0:
+        raise ValueError(f"`{name}` is empty.")
+    if arr.dtype == object or arr.dtype.kind in "USb" and arr.dtype.kind != "b":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"`{name}` must be 0 or 1; got non-numeric values such as {_preview(np.unique(arr.astype(str))[:5])}. "
+                "Map your classes to 0/1 first."
+            ) from None
+    arr = arr.astype(np.float64)
+    missing = np.isnan(arr)
+    if allow_missing:
+        missing |= arr == -1
+    elif missing.any():
+        raise ValueError(f"`{name}` contains missing values at positions {_preview(np.argwhere(missing).tolist())}.")
+    bad = ~missing & (arr != 0) & (arr != 1)
+    if bad.any():
+        pos = np.argwhere(bad)
+        pos = pos[:, 0].tolist() if pos.shape[1] == 1 else [tuple(p) for p in pos.tolist()]
+        raise ValueError(
+            f"`{name}` must be 0 or 1; got {_preview(np.unique(arr[bad]))} at positions {_preview(pos)}. "
+            "Map your classes to 0/1 first."
+        )
+    out = np.where(missing, -1, arr).astype(np.int8)
+    return out
+
+
+def check_soft_labels(q, *, name: str = "soft_labels") -> np.ndarray:
+    """Return soft labels as float64 in [0, 1] (same rules as scores)."""
+    return check_scores(q, name=name)
+
+
+def check_same_length(a, b, names=("scores", "labels")) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"`{names[0]}` and `{names[1]}` must have the same length; got {len(a)} and {len(b)}.")
+
+
+def check_level(level: float) -> float:
+    level = float(level)
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must lie strictly between 0 and 1; got {level}.")
+    return level
+
+
+def check_positive_int(value, *, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
+    return int(value)

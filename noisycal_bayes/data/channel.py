@@ -1,0 +1,88 @@
+"""`Channel`: per-annotator false-positive and true-positive rates with positive orientation."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import _preview
+
+
+@dataclass(frozen=True, eq=False)
+class Channel:
+    """Class-conditional annotator channels ``P(A_j = 1 | Y = 0) = fpr_j``, ``P(A_j = 1 | Y = 1) = tpr_j``.
+
+    Parameters
+    ----------
+    fpr, tpr : array-like of shape (n_annotators,)
+        Rates in [0, 1] with ``tpr_j > fpr_j`` (positive orientation, paper symbol ``a_j`` and
+        ``a_j + delta_j``).
+    annotator_ids : sequence, optional
+        Names of the annotators (defaults to 0..J-1).
+
+    Raises
+    ------
+    ValueError
+        Rates outside [0, 1], non-finite, or ``tpr <= fpr`` for any annotator.
+
+    Examples
+    --------
+    >>> Channel([0.1, 0.2], [0.9, 0.7]).gap.round(2).tolist()
+    [0.8, 0.5]
+    """
+
+    fpr: np.ndarray
+    tpr: np.ndarray
+    annotator_ids: tuple | None = None
+
+    def __post_init__(self):
+        fpr = np.atleast_1d(np.array(self.fpr, dtype=np.float64))
+        tpr = np.atleast_1d(np.array(self.tpr, dtype=np.float64))
+        if fpr.shape != tpr.shape or fpr.ndim != 1:
+            raise ValueError(f"`fpr` and `tpr` must be 1-d of equal length; got shapes {fpr.shape} and {tpr.shape}.")
+        for name, v in (("fpr", fpr), ("tpr", tpr)):
+            bad = ~np.isfinite(v) | (v < 0) | (v > 1)
+            if bad.any():
+                raise ValueError(f"`{name}` must lie in [0, 1]; got {_preview(v[bad])} for annotators "
+                                 f"{_preview(np.flatnonzero(bad))}.")
+        bad = tpr <= fpr
+        if bad.any():
+            raise ValueError(
+                f"positive orientation requires tpr > fpr (gap > 0); annotators {_preview(np.flatnonzero(bad))} have "
+                f"tpr <= fpr. An annotator with tpr < fpr labels the opposite class; one with tpr == fpr carries no "
+                "information and cannot be corrected."
+            )
+        ids = tuple(range(fpr.size)) if self.annotator_ids is None else tuple(self.annotator_ids)
+        if len(ids) != fpr.size:
+            raise ValueError(f"`annotator_ids` has {len(ids)} names for {fpr.size} annotators.")
+        for arr in (fpr, tpr):
+            arr.setflags(write=False)
+        object.__setattr__(self, "fpr", fpr)
+        object.__setattr__(self, "tpr", tpr)
+        object.__setattr__(self, "annotator_ids", ids)
+
+    @classmethod
+    def identity(cls, n_annotators: int) -> "Channel":
+        """The noiseless channel (fpr 0, tpr 1): corrected labels equal the labels."""
+        return cls(np.zeros(n_annotators), np.ones(n_annotators))
+
+    @property
+    def gap(self) -> np.ndarray:
+        """``tpr - fpr`` (paper: ``delta_j = 1 - FPR_j - FNR_j``), shape (n_annotators,)."""
+        return self.tpr - self.fpr
+
+    @property
+    def n_annotators(self) -> int:
+        return self.fpr.size
+
+    def flipped(self) -> "Channel":
+        """Rates after exchanging the labels ``Y <-> 1 - Y`` *and* ``A <-> 1 - A`` (orientation kept)."""
+        return Channel(1 - self.tpr, 1 - self.fpr, self.annotator_ids)
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame({"annotator": list(self.annotator_ids), "fpr": self.fpr, "tpr": self.tpr, "gap": self.gap})
+
+    def __repr__(self) -> str:
+        return f"Channel(fpr={np.round(self.fpr, 4).tolist()}, tpr={np.round(self.tpr, 4).tolist()})"

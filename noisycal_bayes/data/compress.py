@@ -1,0 +1,75 @@
+"""Sufficient statistics: counts of distinct (group, response pattern) rows, and per-bin sums.
+
+The grouped Dawid-Skene likelihood depends on the data only through these counts, so one O(n J)
+pass here makes every later EM step and NUTS gradient independent of the number of items.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class PatternCounts(NamedTuple):
+    """Compressed responses.
+
+    patterns : (n_patterns, n_annotators) int8, 0/1 and -1 for missing
+    group : (n_patterns,) int32
+    counts : (n_patterns,) float64 (0 for padding rows)
+    n_groups : int
+    inverse : (n_items,) int64 row of each item, or None for padded/merged tables
+    """
+
+    patterns: np.ndarray
+    group: np.ndarray
+    counts: np.ndarray
+    n_groups: int
+    inverse: np.ndarray | None = None
+
+
+def compress_patterns(labels: np.ndarray, group: np.ndarray | None = None, n_groups: int | None = None) -> PatternCounts:
+    """Count distinct (group, pattern) rows of ``labels`` (n_items, n_annotators) with -1 = missing."""
+    labels = np.asarray(labels, dtype=np.int8)
+    n, j = labels.shape
+    if group is None:
+        group = np.zeros(n, dtype=np.int32)
+        n_groups = 1
+    group = np.asarray(group, dtype=np.int64)
+    n_groups = int(group.max()) + 1 if n_groups is None else int(n_groups)
+    if j <= 36:
+        # Base-3 code of each row (digit 0 = missing, 1 = label 0, 2 = label 1) times the group: one
+        # int64 per item, so np.unique sorts integers instead of rows.
+        code = np.zeros(n, dtype=np.int64)
+        for col in range(j):
+            code = code * 3 + (labels[:, col].astype(np.int64) + 1)
+        code = code + group * (3 ** j) if j <= 33 and n_groups * 3 ** j < 2 ** 62 else None
+    else:
+        code = None
+    if code is not None:
+        uniq, first, inverse, counts = np.unique(code, return_index=True, return_inverse=True, return_counts=True)
+    else:
+        rows = np.concatenate([group[:, None], labels.astype(np.int64)], axis=1)
+        uniq, first, inverse, counts = np.unique(rows, axis=0, return_index=True, return_inverse=True,
+                                                 return_counts=True)
+    return PatternCounts(labels[first], group[first].astype(np.int32), counts.astype(np.float64), n_groups,
+                         inverse.reshape(-1))
+
+
+def pad_patterns(pc: PatternCounts, size: int) -> PatternCounts:
+    """Pad to ``size`` rows with zero-count rows, so that one compiled function serves many data sets."""
+    p = pc.patterns.shape[0]
+    if size < p:
+        raise ValueError(f"cannot pad {p} patterns down to {size}.")
+    extra = size - p
+    patterns = np.concatenate([pc.patterns, np.full((extra, pc.patterns.shape[1]), -1, np.int8)])
+    group = np.concatenate([pc.group, np.zeros(extra, np.int32)])
+    counts = np.concatenate([pc.counts, np.zeros(extra)])
+    return PatternCounts(patterns, group, counts, pc.n_groups, pc.inverse)
+
+
+def padded_size(n_patterns: int, n_groups: int, n_annotators: int) -> int:
+    """A pattern-table size fixed by the design: ``n_groups * 3**J`` when small, else the next power of 2."""
+    full = n_groups * 3 ** n_annotators if n_annotators <= 12 else None
+    if full is not None and full <= 4096:
+        return full
+    return int(2 ** int(np.ceil(np.log2(max(n_patterns, 1)))))
