@@ -1,0 +1,388 @@
+"""CSV loaders with one-line errors, and the bundled demo data.
+
+Two layouts are read:
+
+- **long**: one row per response, columns ``item, annotator, label`` (a missing response is simply an
+  absent row); an optional ``score`` column may carry each item's score;
+- **wide**: an ``item`` column and one column per annotator holding 0, 1 or an empty cell (missing);
+  an optional ``score`` column holds the scores.
+
+Scores may also come from a separate file with columns ``item, score``. Files may start with a UTF-8
+byte-order mark, contain blank lines, and quote their numbers. Every problem is raised as a
+``ValueError`` whose message is a single line naming the file and, where there is one, the line and
+column, e.g. ``labels.csv, line 7, column 'label': must be 0 or 1; got '2'.``
+"""
+from __future__ import annotations
+
+import csv
+import math
+import re
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .annotations import AnnotationSet
+from .channel import Channel
+
+__all__ = ["demo_paths", "load_annotations_csv", "load_demo", "load_scores_csv", "read_table"]
+
+#: Cells read as a missing response in wide format (case-insensitive, after stripping blanks).
+MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "-1"})
+_INT = re.compile(r"^[+-]?\d+$")
+_BUNDLED = "bundled"
+#: How the bundled demo data was simulated (see ``benchmarks/make_demo_data.py``).
+DEMO_CURVE = "overconfident"
+
+
+class _Table:
+    """A parsed CSV: header, rows of stripped strings, and the file line number of each row."""
+
+    def __init__(self, path: str, header: list[str], rows: list[list[str]], lines: list[int]):
+        self.path, self.header, self.rows, self.lines = path, header, rows, lines
+
+    def column(self, name: str) -> list[str]:
+        k = self.header.index(name)
+        return [r[k] for r in self.rows]
+
+    def where(self, row: int, column: str | None = None) -> str:
+        """``file, line N, column 'c'`` for error messages."""
+        out = f"{self.path}, line {self.lines[row]}"
+        return out if column is None else f"{out}, column '{column}'"
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
+def read_table(path) -> _Table:
+    """Read a CSV file into a :class:`_Table` (strings only; blank lines skipped; BOM removed).
+
+    Raises
+    ------
+    ValueError
+        The file is missing, unreadable, not text, empty, has no data rows, has duplicate or empty
+        column names, or a row with the wrong number of fields.
+    """
+    name = str(path)
+    try:
+        # utf-8-sig drops a leading byte-order mark (Excel writes one).
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh, skipinitialspace=True)
+            header, rows, lines = None, [], []
+            for fields in reader:
+                if not fields or all(not f.strip() for f in fields):
+                    continue  # blank line (or a line of empty separators)
+                fields = [f.strip() for f in fields]
+                if header is None:
+                    header = fields
+                    header_line = reader.line_num
+                    continue
+                if len(fields) != len(header):
+                    # A trailing separator gives one extra empty field; tolerate only that.
+                    if len(fields) == len(header) + 1 and fields[-1] == "":
+                        fields = fields[:-1]
+                    else:
+                        raise ValueError(f"{name}, line {reader.line_num}: expected {len(header)} fields "
+                                         f"({', '.join(header)}); got {len(fields)}.")
+                rows.append(fields)
+                lines.append(reader.line_num)
+    except FileNotFoundError:
+        raise ValueError(f"{name}: no such file.") from None
+    except IsADirectoryError:
+        raise ValueError(f"{name}: is a directory, not a CSV file.") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{name}: not a UTF-8 text file (is it a spreadsheet? export it as CSV).") from None
+    except csv.Error as exc:
+        raise ValueError(f"{name}: not a valid CSV file ({_one_line(exc)}).") from None
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot read ({_one_line(exc.strerror or exc)}).") from None
+    if header is None:
+        raise ValueError(f"{name}: the file is empty.")
+    if header and header[-1] == "" and len(header) > 1:
+        header = header[:-1]  # trailing separator on the header line
+        rows = [r[: len(header)] for r in rows]
+    blank = [k + 1 for k, h in enumerate(header) if not h]
+    if blank:
+        raise ValueError(f"{name}, line {header_line}: column(s) {blank} have no name.")
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise ValueError(f"{name}, line {header_line}: duplicate column name(s) {dup}.")
+    if not rows:
+        raise ValueError(f"{name}: no data rows below the header.")
+    return _Table(name, header, rows, lines)
+
+
+# ---------------------------------------------------------------------------------------------- cells
+def _item_ids(table: _Table, column: str) -> list:
+    """Item ids of a column: ints when every id is an integer, else the stripped strings."""
+    values = table.column(column)
+    for r, v in enumerate(values):
+        if v == "":
+            raise ValueError(f"{table.where(r, column)}: empty item id.")
+    if all(_INT.match(v) for v in values):
+        return [int(v) for v in values]
+    return values
+
+
+def _label(table: _Table, r: int, column: str, value: str, *, allow_missing: bool):
+    """0, 1, or None (missing, wide format only)."""
+    if allow_missing and value.lower() in MISSING_TOKENS:
+        return None
+    try:
+        x = float(value)
+    except ValueError:
+        x = None
+    if x is None or x not in (0.0, 1.0):
+        shown = "an empty cell" if value == "" else repr(value)
+        hint = " (leave the cell empty for a missing response)" if allow_missing else \
+            " (drop the row for a missing response)"
+        raise ValueError(f"{table.where(r, column)}: labels must be 0 or 1; got {shown}{hint}.")
+    return int(x)
+
+
+def _score(table: _Table, r: int, column: str, value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        shown = "an empty cell" if value == "" else repr(value)
+        raise ValueError(f"{table.where(r, column)}: scores must be numbers in [0, 1]; got {shown}.") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{table.where(r, column)}: scores must be finite numbers in [0, 1]; got {value!r}.")
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"{table.where(r, column)}: scores must lie in [0, 1]; got {value!r} "
+                         "(pass probabilities, not logits or percentages).")
+    return x
+
+
+def _require(table: _Table, columns, what: str) -> None:
+    missing = [c for c in columns if c not in table.header]
+    if missing:
+        raise ValueError(f"{table.path}: missing column(s) {missing} for {what}; found {table.header}.")
+
+
+def _check_unique(table: _Table, keys: list, what: str) -> None:
+    seen: dict = {}
+    for r, k in enumerate(keys):
+        if k in seen:
+            raise ValueError(f"{table.where(r)}: duplicate {what} {k!r} (first at line {table.lines[seen[k]]}).")
+        seen[k] = r
+
+
+# ---------------------------------------------------------------------------------------------- public
+def load_scores_csv(path, *, item: str = "item", score: str = "score") -> pd.Series:
+    """Read scores from a CSV with columns ``item, score``.
+
+    Returns
+    -------
+    Series of float64 indexed by item id (ints when every id is an integer), in file order.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, line and column: missing columns, an empty file, a score that is not
+        a number, NaN/inf, outside [0, 1], or an item listed twice.
+    """
+    table = read_table(path)
+    _require(table, (item, score), "scores (expected columns item, score)")
+    ids = _item_ids(table, item)
+    _check_unique(table, ids, "item")
+    k = table.header.index(score)
+    z = [_score(table, r, score, row[k]) for r, row in enumerate(table.rows)]
+    return pd.Series(np.asarray(z, dtype=np.float64), index=pd.Index(ids, dtype=object, name=item), name=score)
+
+
+def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: str = "item",
+                         annotator: str = "annotator", label: str = "label", score: str = "score") -> AnnotationSet:
+    """Read noisy labels (and scores) from CSV into an :class:`AnnotationSet`.
+
+    Parameters
+    ----------
+    path : str or Path
+        Annotations, long (``item, annotator, label`` [, ``score``]) or wide (``item`` + one column per
+        annotator [, ``score``]).
+    scores_path : str or Path, optional
+        A separate ``item, score`` file. Scored items that nobody annotated are dropped with a
+        :class:`~noisycal_bayes.warnings.DataWarning`; annotated items without a score are an error.
+    layout : {"auto", "long", "wide"}
+        ``"auto"`` reads long format when the file has both an ``annotator`` and a ``label`` column.
+    item, annotator, label, score : str
+        Column names.
+
+    Returns
+    -------
+    AnnotationSet
+
+    Raises
+    ------
+    ValueError
+        A single line naming the file, line and column of the first problem: missing columns, empty
+        file, labels other than 0/1, scores that are not numbers in [0, 1], duplicate (item, annotator)
+        pairs or items, annotated items without a score, scores given twice.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "labels.csv")
+    >>> _ = open(path, "w").write("item,ann1,ann2,score\\n1,1,1,0.9\\n2,0,,0.2\\n3,0,1,0.4\\n")
+    >>> data = load_annotations_csv(path)
+    >>> data.labels.tolist(), data.scores.tolist()
+    ([[1, 1], [0, -1], [0, 1]], [0.9, 0.2, 0.4])
+    """
+    if layout not in ("auto", "long", "wide"):
+        raise ValueError(f"`layout` must be 'auto', 'long' or 'wide'; got {layout!r}.")
+    table = read_table(path)
+    if layout == "auto":
+        layout = "long" if annotator in table.header and label in table.header else "wide"
+    reader = _read_long if layout == "long" else _read_wide
+    labels, item_ids, ann_ids, file_scores = reader(table, item=item, annotator=annotator, label=label, score=score)
+
+    if scores_path is not None and file_scores is not None:
+        raise ValueError(f"{table.path}: has a '{score}' column and a separate scores file was given; "
+                         "use one source of scores.")
+    scores = None
+    if file_scores is not None:
+        scores = pd.Series(file_scores, index=pd.Index(item_ids, dtype=object))
+    elif scores_path is not None:
+        scores = load_scores_csv(scores_path, item=item, score=score)
+        # Match ids written as 7 in one file and "7" in the other: compare as strings when types differ.
+        if _id_kinds(scores.index) != _id_kinds(item_ids):
+            scores.index = pd.Index([str(i) for i in scores.index], dtype=object)
+            item_ids = [str(i) for i in item_ids]
+    try:
+        data = AnnotationSet(labels, None, np.asarray(item_ids, dtype=object), np.asarray(ann_ids, dtype=object))
+        if scores is not None:
+            data = AnnotationSet.from_wide(pd.DataFrame(data.labels, index=pd.Index(data.item_ids, dtype=object),
+                                                        columns=pd.Index(data.annotator_ids, dtype=object)),
+                                           scores)
+    except ValueError as exc:
+        source = scores_path if scores_path is not None and "score" in str(exc) else path
+        raise ValueError(f"{source}: {_one_line(exc)}") from None
+    return data
+
+
+def _id_kinds(ids) -> set:
+    return {type(i) is int for i in ids}
+
+
+def _read_long(table: _Table, *, item, annotator, label, score):
+    _require(table, (item, annotator, label), "long format (expected columns item, annotator, label)")
+    items = _item_ids(table, item)
+    anns = table.column(annotator)
+    for r, a in enumerate(anns):
+        if a == "":
+            raise ValueError(f"{table.where(r, annotator)}: empty annotator id.")
+    _check_unique(table, list(zip(items, anns)), "(item, annotator) pair")
+    k = table.header.index(label)
+    lab = [_label(table, r, label, row[k], allow_missing=False) for r, row in enumerate(table.rows)]
+    item_ids = list(dict.fromkeys(items))
+    item_ids = sorted(item_ids) if _id_kinds(item_ids) == {True} else item_ids
+    ann_ids = _natural_ids(dict.fromkeys(anns))
+    anns = [int(a) for a in anns] if ann_ids and isinstance(ann_ids[0], int) else anns
+    ipos = {v: n for n, v in enumerate(item_ids)}
+    apos = {v: n for n, v in enumerate(ann_ids)}
+    labels = np.full((len(item_ids), len(ann_ids)), -1, dtype=np.int8)
+    for i, a, y in zip(items, anns, lab):
+        labels[ipos[i], apos[a]] = y
+    file_scores = None
+    if score in table.header:
+        ks = table.header.index(score)
+        per_item: dict = {}
+        for r, (i, row) in enumerate(zip(items, table.rows)):
+            z = _score(table, r, score, row[ks])
+            if i in per_item and per_item[i][0] != z:
+                raise ValueError(f"{table.where(r, score)}: item {i!r} has score {z} here but "
+                                 f"{per_item[i][0]} at line {table.lines[per_item[i][1]]}.")
+            per_item.setdefault(i, (z, r))
+        file_scores = np.asarray([per_item[i][0] for i in item_ids], dtype=np.float64)
+    return labels, item_ids, ann_ids, file_scores
+
+
+def _read_wide(table: _Table, *, item, annotator, label, score):
+    if item not in table.header:
+        raise ValueError(f"{table.path}: missing column '{item}'; found {table.header}. Expected long format "
+                         f"({item}, {annotator}, {label}) or wide format ({item} + one column per annotator).")
+    ann_cols = [c for c in table.header if c not in (item, score)]
+    if not ann_cols:
+        raise ValueError(f"{table.path}: wide format needs one column per annotator besides '{item}'"
+                         f"{' and ' + repr(score) if score in table.header else ''}; found {table.header}.")
+    items = _item_ids(table, item)
+    _check_unique(table, items, "item")
+    idx = [table.header.index(c) for c in ann_cols]
+    labels = np.full((len(items), len(ann_cols)), -1, dtype=np.int8)
+    for r, row in enumerate(table.rows):
+        for j, (c, k) in enumerate(zip(ann_cols, idx)):
+            y = _label(table, r, c, row[k], allow_missing=True)
+            if y is not None:
+                labels[r, j] = y
+    unlabelled = np.flatnonzero((labels < 0).all(axis=1))
+    if unlabelled.size:
+        r = int(unlabelled[0])
+        raise ValueError(f"{table.where(r)}: item {items[r]!r} has no label from any annotator "
+                         f"({unlabelled.size} such row(s)); drop those rows.")
+    file_scores = None
+    if score in table.header:
+        ks = table.header.index(score)
+        file_scores = np.asarray([_score(table, r, score, row[ks]) for r, row in enumerate(table.rows)])
+    return labels, items, _ids_as_ints(ann_cols), file_scores
+
+
+def _ids_as_ints(ids) -> list:
+    """Ids as ints when every one is an integer string, else unchanged."""
+    ids = list(ids)
+    return [int(v) for v in ids] if all(_INT.match(v) for v in ids) else ids
+
+
+def _natural_ids(ids) -> list:
+    """Sorted ids, as ints when every one is an integer string."""
+    return sorted(_ids_as_ints(ids))
+
+
+def _bundled(name: str):
+    return resources.files(__package__).joinpath(_BUNDLED, name)
+
+
+def load_demo() -> tuple[AnnotationSet, dict]:
+    """The bundled simulated demo data and its truth.
+
+    4000 items scored by an over-confident model (true curve ``m(z) = sigmoid(0.5 logit z)``), labelled
+    by three annotators ``careful`` (fpr 0.05, tpr 0.90), ``hasty`` (0.20, 0.70) and ``lenient``
+    (0.35, 0.95), about 10% of responses missing. Made by ``benchmarks/make_demo_data.py``.
+
+    Returns
+    -------
+    data : AnnotationSet with scores
+    truth : dict
+        ``clean_labels`` (n_items,) int8 aligned with ``data.item_ids`` (for checking only, never for
+        fitting); ``channel`` the true :class:`Channel` in ``data.annotator_ids`` order; ``curve`` the
+        name of the true calibration curve in :data:`noisycal_bayes.simulate.CURVES`.
+
+    Examples
+    --------
+    >>> data, truth = load_demo()
+    >>> data.n_items, data.n_annotators, sorted(truth)
+    (4000, 3, ['channel', 'clean_labels', 'curve'])
+    """
+    with resources.as_file(_bundled("demo_annotations.csv")) as ann, \
+            resources.as_file(_bundled("demo_scores.csv")) as sc:
+        data = load_annotations_csv(ann, sc)
+    with resources.as_file(_bundled("demo_truth.csv")) as tr:
+        truth = pd.read_csv(tr).set_index("item")["clean_label"]
+    with resources.as_file(_bundled("demo_channels.csv")) as ch:
+        channels = pd.read_csv(ch).set_index("annotator")
+    clean = truth.reindex(list(data.item_ids)).to_numpy(dtype=np.int8)
+    channels = channels.reindex(list(data.annotator_ids))
+    channel = Channel(channels["fpr"].to_numpy(), channels["tpr"].to_numpy(), tuple(data.annotator_ids))
+    return data, {"clean_labels": clean, "channel": channel, "curve": DEMO_CURVE}
+
+
+def demo_paths() -> dict:
+    """Paths of the bundled demo CSV files (``annotations``, ``scores``, ``truth``, ``channels``).
+
+    Useful to try the command line on a real file: ``noisycal-bayes evaluate <annotations> --scores <scores>``.
+    """
+    out = {}
+    for key in ("annotations", "scores", "truth", "channels"):
+        out[key] = Path(str(_bundled(f"demo_{key}.csv")))
+    return out
