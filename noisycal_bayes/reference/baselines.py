@@ -1,0 +1,123 @@
+"""What the usual metrics would have said: ECE against majority vote or one annotator, SMECE on votes.
+
+These treat noisy labels as truth and are biased for the clean calibration error (DESIGN §1, §2): a
+vote fraction estimates ``sum_j (a_j + delta_j m(z)) / J``, not ``m(z)``. They are reported beside
+NC-ECE so that the bias is visible. SMECE is from ``seeds/002_*``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_binary_labels
+from ..data import AnnotationSet, Binning, as_binning
+from .calibration import ece, smece
+
+
+@dataclass(frozen=True)
+class NaiveCalibrationResult:
+    """Calibration errors computed as if noisy labels were clean.
+
+    Attributes
+    ----------
+    majority_vote_ece : float
+        ECE against the per-item majority vote.
+    n_ties : int
+        Items whose votes split evenly; their majority label is set by ``ties``.
+    ties : str
+        ``"positive"`` (ties -> 1) or ``"negative"`` (ties -> 0).
+    vote_fraction_smece : float
+        SMECE against the fraction of positive votes per item.
+    annotator_ece : DataFrame
+        One row per annotator: ``annotator, n_items, ece`` (ECE on the items that annotator labelled).
+    clean_ece : float or None
+        ECE against the clean labels when given (simulations): the sample oracle ECE.
+    edges : ndarray of shape (n_bins + 1,)
+        The one partition used for every row (computed from all scores).
+    n_items : int
+    """
+
+    majority_vote_ece: float
+    n_ties: int
+    ties: str
+    vote_fraction_smece: float
+    annotator_ece: pd.DataFrame = field(repr=False)
+    clean_ece: float | None
+    edges: np.ndarray = field(repr=False)
+    n_items: int
+
+    def to_frame(self) -> pd.DataFrame:
+        """All baselines side by side: columns ``metric, labels, n_items, value``."""
+        rows = [
+            ("ECE", f"majority vote ({self.n_ties} ties -> {1 if self.ties == 'positive' else 0})", self.n_items,
+             self.majority_vote_ece),
+            ("SMECE", "vote fraction", self.n_items, self.vote_fraction_smece),
+        ]
+        rows += [("ECE", f"annotator {r.annotator}", int(r.n_items), float(r.ece))
+                 for r in self.annotator_ece.itertuples(index=False)]
+        if self.clean_ece is not None:
+            rows.append(("ECE", "clean labels (oracle)", self.n_items, self.clean_ece))
+        return pd.DataFrame(rows, columns=["metric", "labels", "n_items", "value"])
+
+
+def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
+                      clean_labels=None) -> NaiveCalibrationResult:
+    """ECE against majority vote and each single annotator, and SMECE against vote fractions.
+
+    Parameters
+    ----------
+    data : AnnotationSet with scores
+    bins : int or Binning
+        Evaluation bins; equal-mass edges are computed once from all scores and shared by every row
+        (so a single annotator's ECE uses the same partition restricted to the items they labelled).
+    ties : {"positive", "negative"}
+        Label given to an item whose votes split evenly; the number of such items is reported.
+    clean_labels : array-like of shape (n_items,), 0/1, optional
+        Known clean labels (simulations); adds the sample oracle ECE.
+
+    Returns
+    -------
+    NaiveCalibrationResult
+
+    Raises
+    ------
+    ValueError
+        ``data`` without scores, a bad ``ties`` rule, clean labels of the wrong length or not 0/1.
+
+    Notes
+    -----
+    ECE ``sum_k (n_k/n) |mean_{B_k}(y - z)|``; SMECE the same with soft labels ``q_i`` (equal to ECE when
+    ``q`` is 0/1). Neither corrects for annotator noise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> data = AnnotationSet.from_wide(np.array([[1, 0], [1, 1], [0, 0]]), [0.5, 0.9, 0.1])
+    >>> res = naive_calibration(data, bins=2)
+    >>> res.n_ties, round(res.majority_vote_ece, 6)
+    (1, 0.233333)
+    """
+    if not isinstance(data, AnnotationSet):
+        raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}.")
+    if ties not in ("positive", "negative"):
+        raise ValueError(f"`ties` must be 'positive' or 'negative'; got {ties!r}.")
+    z = data.require_scores()
+    edges = as_binning(bins).edges_for(z)
+    common = Binning.from_edges(edges)
+    mv = data.majority_vote(ties=ties)
+    rows = []
+    for j, ann in enumerate(data.annotator_ids):
+        obs = data.labels[:, j] >= 0
+        rows.append((ann, int(obs.sum()), ece(z[obs], data.labels[obs, j], bins=common)))
+    clean = None
+    if clean_labels is not None:
+        y = check_binary_labels(clean_labels, name="clean_labels")
+        if y.shape != (data.n_items,):
+            raise ValueError(f"`clean_labels` must have shape ({data.n_items},), one per item; got {y.shape}.")
+        clean = ece(z, y, bins=common)
+    return NaiveCalibrationResult(
+        ece(z, mv, bins=common), data.n_ties(), ties, smece(z, data.vote_fraction(), bins=common),
+        pd.DataFrame(rows, columns=["annotator", "n_items", "ece"]), clean, edges, data.n_items,
+    )
