@@ -8,12 +8,26 @@ from __future__ import annotations
 import numpy as np
 
 
+def _plain(value):
+    """Python scalar for a NumPy scalar (also inside tuples), so messages read ``(20, 'b')``."""
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _preview(values, limit: int = 8) -> str:
     """Format the first ``limit`` offending entries as ``[a, b, ...]`` for error messages."""
-    values = list(values)
+    # NumPy scalars print as ``np.str_('yes')`` / ``np.int64(4)`` under NumPy 2; show the plain value.
+    values = [_plain(v) for v in values]
     head = ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values[:limit])
     more = f", ... ({len(values)} in all)" if len(values) > limit else ""
     return f"[{head}{more}]"
+
+
+def _positions(mask: np.ndarray) -> list:
+    """Positions of the True entries: integers for a 1-d mask, (row, column) tuples otherwise."""
+    pos = np.argwhere(mask).tolist()
+    return [p[0] for p in pos] if mask.ndim == 1 else [tuple(p) for p in pos]
 
 
 def check_scores(scores, *, name: str = "scores", ids=None) -> np.ndarray:
@@ -47,12 +61,22 @@ def check_binary_labels(labels, *, name: str = "labels", allow_missing: bool = F
     arr = np.asarray(labels)
     if arr.size == 0:
         raise ValueError(f"`{name}` is empty.")
-    if arr.dtype == object or arr.dtype.kind in "USb" and arr.dtype.kind != "b":
+    if arr.dtype == object or arr.dtype.kind in "US":
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
+            # Convert entry by entry so that the message names the offending values *and* positions.
+            flat = arr.ravel()
+            bad = np.zeros(flat.size, dtype=bool)
+            for k, v in enumerate(flat):
+                try:
+                    float(v)
+                except (TypeError, ValueError):
+                    bad[k] = True
+            pos = _positions(bad.reshape(arr.shape))
+            values = list(dict.fromkeys(str(v) for v in flat[bad]))
             raise ValueError(
-                f"`{name}` must be 0 or 1; got non-numeric values such as {_preview(np.unique(arr.astype(str))[:5])}. "
+                f"`{name}` must be 0 or 1; got non-numeric values {_preview(values[:5])} at positions {_preview(pos)}. "
                 "Map your classes to 0/1 first."
             ) from None
     arr = arr.astype(np.float64)
@@ -60,13 +84,11 @@ def check_binary_labels(labels, *, name: str = "labels", allow_missing: bool = F
     if allow_missing:
         missing |= arr == -1
     elif missing.any():
-        raise ValueError(f"`{name}` contains missing values at positions {_preview(np.argwhere(missing).tolist())}.")
+        raise ValueError(f"`{name}` contains missing values at positions {_preview(_positions(missing))}.")
     bad = ~missing & (arr != 0) & (arr != 1)
     if bad.any():
-        pos = np.argwhere(bad)
-        pos = pos[:, 0].tolist() if pos.shape[1] == 1 else [tuple(p) for p in pos.tolist()]
         raise ValueError(
-            f"`{name}` must be 0 or 1; got {_preview(np.unique(arr[bad]))} at positions {_preview(pos)}. "
+            f"`{name}` must be 0 or 1; got {_preview(np.unique(arr[bad]))} at positions {_preview(_positions(bad))}. "
             "Map your classes to 0/1 first."
         )
     out = np.where(missing, -1, arr).astype(np.int8)

@@ -81,10 +81,13 @@ class AnnotationSet:
                 f"annotators {_preview(np.asarray(self.annotator_ids)[empty_ann])} did not label any item. "
                 "Drop them, or check the annotator column."
             )
-        if len(pd.unique(pd.Series(list(self.item_ids), dtype=object))) != n:
-            raise ValueError("`item_ids` must be unique.")
-        if len(pd.unique(pd.Series(list(self.annotator_ids), dtype=object))) != j:
-            raise ValueError("`annotator_ids` must be unique.")
+        for what, ids in (("item_ids", self.item_ids), ("annotator_ids", self.annotator_ids)):
+            ids = pd.Series(list(ids), dtype=object)
+            dup = ids.duplicated(keep=False).to_numpy()
+            if dup.any():
+                # Repeated ids in wide input are repeated (item, annotator) pairs: name them.
+                raise ValueError(f"`{what}` must be unique; {_preview(pd.unique(ids[dup]))} appear more than once. "
+                                 "Each item (row) and annotator (column) may appear once.")
         object.__setattr__(self, "labels", _readonly(labels.astype(np.int8)))
         object.__setattr__(self, "item_ids", _readonly(np.asarray(self.item_ids, dtype=object)))
         object.__setattr__(self, "annotator_ids", _readonly(np.asarray(self.annotator_ids, dtype=object)))

@@ -57,16 +57,28 @@ class Binning:
     def edges_for(self, scores=None) -> np.ndarray:
         """Edges of shape (n_bins + 1,) for these scores (only equal-mass bins look at the scores)."""
         if self.kind == "equal_width":
-            return np.linspace(0.0, 1.0, self.n_bins + 1)
+            # k / n_bins is the double nearest to the decimal edge (linspace gives 0.30000000000000004
+            # for 3/10), so a score of exactly 0.3 falls in [0.3, 0.4) as the half-open convention says.
+            return np.arange(self.n_bins + 1) / self.n_bins
         if self.kind == "edges":
             return np.asarray(self.edges)
         if scores is None:
             raise ValueError("equal-mass bins need the scores they are computed from.")
-        z = check_scores(scores)
+        z = np.sort(check_scores(scores))
         inner = np.quantile(z, np.linspace(0, 1, self.n_bins + 1)[1:-1])
         # Ties in the scores can repeat a quantile; repeated edges would make empty bins.
         inner = np.unique(inner[(inner > 0) & (inner < 1)])
-        return np.concatenate([[0.0], inner, [1.0]])
+        # An interpolated quantile just below a run of tied scores still leaves [e_k, e_{k+1}) empty
+        # (ties go right); keep an inner edge only if the bin it closes holds scores, then merge an
+        # empty last bin into its neighbour.
+        kept, lower = [], 0.0
+        for e in inner:
+            if np.searchsorted(z, e, side="left") > np.searchsorted(z, lower, side="left"):
+                kept.append(e)
+                lower = e
+        if kept and z[-1] < kept[-1]:
+            kept.pop()
+        return np.concatenate([[0.0], kept, [1.0]])
 
     def assign(self, scores) -> np.ndarray:
         """Bin index in ``0..n_bins-1`` of each score, shape (n_items,)."""

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import check_binary_labels, check_same_length, check_scores, check_soft_labels
+from .._validation import _preview, check_binary_labels, check_same_length, check_scores, check_soft_labels
 from ..core import bin_stats, bin_table, ece_from_labels, x64
 from ..core.weights import WEIGHT_RULES
-from ..data import AnnotationSet, Channel, as_binning, bin_index
+from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
 
 
 def ece(scores, labels, *, bins=10) -> float:
@@ -128,7 +128,14 @@ def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edge
     z = data.require_scores()
     channel = check_channel(channel, data)
     rule, label = check_weights(weights, data.n_annotators)
-    edges = as_binning(bins).edges_for(z) if edges is None else np.asarray(edges, dtype=np.float64)
+    if not isinstance(rule, str):
+        # Explicit weights may be zero for some annotators; an item labelled only by those would get a
+        # 0/0 combined label (NaN). Say which items instead.
+        orphan = ~(data.observed & (rule > 0)).any(axis=1)
+        if orphan.any():
+            raise ValueError(f"items {_preview(data.item_ids[orphan])} were labelled only by annotators with zero "
+                             "weight; give those annotators a positive weight or drop the items.")
+    edges = as_binning(bins).edges_for(z) if edges is None else Binning.from_edges(edges).edges_for()
     n_bins = edges.size - 1
     stats = bin_stats(data.labels, z, bin_index(z, edges), n_bins)
     with x64():

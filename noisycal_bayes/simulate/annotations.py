@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_positive_int
 from ..data import AnnotationSet, Channel
 
 
@@ -57,7 +58,9 @@ def simulate_annotations(n_items: int, *, fpr, tpr, curve="calibrated", score_be
     fpr, tpr : array-like of shape (n_annotators,)
     curve : name in :data:`CURVES` or a callable ``m(z)`` returning probabilities
     score_beta : (a, b) of the score distribution
-    missing : probability that a response is missing (every item keeps at least one label)
+    missing : float in [0, 1]
+        Probability that a response is dropped; where all of an item's responses are dropped one is
+        restored at random, so every item keeps a label and the missing rate is ``missing - missing**J / J``.
     seed : int or numpy Generator
 
     Examples
@@ -66,6 +69,10 @@ def simulate_annotations(n_items: int, *, fpr, tpr, curve="calibrated", score_be
     >>> sim.data.labels.shape
     (100, 3)
     """
+    n_items = check_positive_int(n_items, name="n_items")
+    missing = float(missing)
+    if not 0.0 <= missing <= 1.0:
+        raise ValueError(f"`missing` must be a probability in [0, 1]; got {missing}.")
     rng = np.random.default_rng(seed)
     channel = Channel(fpr, tpr)
     m = CURVES[curve] if isinstance(curve, str) else curve
@@ -77,7 +84,10 @@ def simulate_annotations(n_items: int, *, fpr, tpr, curve="calibrated", score_be
     if missing > 0:
         drop = rng.random(labels.shape) < missing
         keep = rng.integers(0, channel.n_annotators, size=n_items)
-        drop[np.arange(n_items), keep] = False
+        # Restore one random response only where every response was dropped, so that each response is
+        # missing with probability ``missing - missing**J / J`` (close to ``missing``), not ``missing (J-1)/J``.
+        empty = np.flatnonzero(drop.all(axis=1))
+        drop[empty, keep[empty]] = False
         labels[drop] = -1
     data = AnnotationSet(labels, z, np.arange(n_items).astype(object), np.arange(channel.n_annotators).astype(object))
     return Simulation(data, y, p, channel)
