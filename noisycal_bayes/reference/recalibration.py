@@ -1,0 +1,382 @@
+"""Post-hoc recalibration from noisy labels: corrected-loss temperature / Platt, projected histogram.
+
+Paper §5 (and Appendix E.2–E.3).
+
+* **Corrected loss** (§5.1). The log loss is linear in the label, ``l(p, y) = softplus(s) - y s`` with
+  ``s = logit(p)``; replacing ``y`` by the combined corrected label ``Ytilde_i`` gives an unbiased
+  estimate of the clean risk. Over affine-logit maps (temperature ``s / T``, Platt ``alpha s + beta``)
+  the loss is convex in ``(1/T)`` or ``(alpha, beta)`` but, because ``Ytilde`` leaves [0, 1], it can be
+  unbounded below; so the fit is over a compact box and an optimum on the boundary is reported
+  (flag + :class:`~noisycal_bayes.warnings.BoundaryWarning`).
+* **Projected histogram** (§5.2). Per fitting bin, the mean corrected label clipped ("projected") to
+  [0, 1]. The fitting bins need not match the channel groups or the evaluation bins.
+
+The functions here take a target vector: corrected labels for the noise-corrected fit (see
+:func:`corrected_item_labels`), or plain 0/1 labels / soft labels (majority vote, vote fraction) for
+the naive baselines; the same maps and optimisers serve both. Scores are turned into logits with
+:func:`noisycal_bayes.core.clipped_logit` (inputs clipped to ``[1e-6, 1 - 1e-6]``, paper Appendix E.2).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import optimize
+
+from .._validation import _preview, check_scores
+from ..core import (clipped_logit, corrected_log_loss, item_corrected_label, mean_corrected_label, platt_map,
+                    rule_weights, temperature_map, x64)
+from ..data import AnnotationSet, as_binning, bin_index
+from ..warnings import BoundaryWarning, ConvergenceWarning, DataWarning
+from .calibration import check_channel, check_weights
+
+#: Default temperature box ``[T_min, T_max]``.
+TEMPERATURE_BOUNDS = (0.05, 20.0)
+#: Default Platt box: slope ``alpha`` (kept positive, so the map is increasing) and intercept ``beta``.
+PLATT_ALPHA_BOUNDS = (0.01, 20.0)
+PLATT_BETA_BOUNDS = (-10.0, 10.0)
+
+
+# ----------------------------------------------------------------------------- targets
+class CorrectedLabels(NamedTuple):
+    """Combined corrected label per item and the annotator weights that combined them.
+
+    values : (n_items,) ``sum_j W_ij (A_ij - fpr_j) / gap_j`` (may leave [0, 1])
+    weights : (n_annotators,) convex weights (renormalised per item over observed annotators)
+    weights_rule : str
+    """
+
+    values: np.ndarray
+    weights: np.ndarray
+    weights_rule: str
+
+
+def corrected_item_labels(data: AnnotationSet, channel, *, weights="iv") -> CorrectedLabels:
+    """Combined corrected labels ``Ytilde_i`` of every item under ``channel`` (paper §3, §5.1).
+
+    Parameters
+    ----------
+    data : AnnotationSet
+    channel : Channel of shape (n_annotators,)
+    weights : {"iv", "equal", "gap", "squared_gap"} or array of shape (n_annotators,)
+        IV weights use ``mu`` = the equally weighted mean corrected label (DESIGN §3).
+
+    Returns
+    -------
+    CorrectedLabels
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from noisycal_bayes import Channel
+    >>> data = AnnotationSet.from_wide(np.array([[1, 0], [1, 1]]))
+    >>> corrected_item_labels(data, Channel([0.2, 0.2], [0.7, 0.7]), weights="equal").values.round(2).tolist()
+    [0.6, 1.6]
+    """
+    if not isinstance(data, AnnotationSet):
+        raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}.")
+    channel = check_channel(channel, data)
+    rule, label = check_weights(weights, data.n_annotators)
+    labels = np.asarray(data.labels)
+    with x64():
+        if isinstance(rule, str):
+            mu = mean_corrected_label(labels, channel.fpr, channel.gap) if rule == "iv" else None
+            w = rule_weights(rule, channel.fpr, channel.gap, mu)
+        else:
+            w = jnp.asarray(rule)
+        values = item_corrected_label(labels, channel.fpr, channel.gap, w)
+        return CorrectedLabels(np.asarray(values, dtype=np.float64), np.asarray(w, dtype=np.float64), label)
+
+
+# ----------------------------------------------------------------------------- validation
+def _check_targets(scores, targets, item_weights):
+    z = check_scores(scores)
+    try:
+        y = np.array(targets, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`targets` must be numeric; could not convert: {exc}") from None
+    if y.ndim != 1:
+        raise ValueError(f"`targets` must be one-dimensional (n_items,); got shape {y.shape}.")
+    if y.shape != z.shape:
+        raise ValueError(f"`scores` and `targets` must have the same length; got {z.size} and {y.size}.")
+    bad = ~np.isfinite(y)
+    if bad.any():
+        raise ValueError(f"`targets` must be finite; got NaN or inf at items {_preview(np.flatnonzero(bad))}.")
+    if item_weights is None:
+        w = np.ones_like(z)
+    else:
+        w = np.array(item_weights, dtype=np.float64)
+        if w.shape != z.shape:
+            raise ValueError(f"`item_weights` must have shape {z.shape}; got {w.shape}.")
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValueError("`item_weights` must be finite, non-negative and not all zero.")
+    return z, y, w
+
+
+def _check_box(bounds, name, *, positive=False):
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a pair (low, high); got {bounds!r}.") from None
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo >= hi or (positive and lo <= 0):
+        need = "0 < low < high" if positive else "low < high"
+        raise ValueError(f"`{name}` must be finite with {need}; got ({lo}, {hi}).")
+    return lo, hi
+
+
+# ----------------------------------------------------------------------------- temperature
+@jax.jit
+def _temperature_value_grad(inv_t, logits, targets, item_weights):
+    # Parametrised by inverse temperature theta = 1/T: the loss is convex in theta (affine in the logits).
+    return jax.value_and_grad(
+        lambda t: corrected_log_loss(temperature_map(logits, 1.0 / t), targets, item_weights))(inv_t)
+
+
+@dataclass(frozen=True)
+class TemperatureFit:
+    """A fitted temperature ``p = sigmoid(logit(z) / T)``.
+
+    temperature : float
+    loss : float, the (corrected) mean log loss at the optimum
+    on_boundary : bool, whether ``T`` is ``T_min`` or ``T_max`` (the loss decreases towards the boundary)
+    bounds : (T_min, T_max)
+    n_items : int
+    """
+
+    temperature: float
+    loss: float
+    on_boundary: bool
+    bounds: tuple
+    n_items: int
+    method: str = "log loss over T in a box (convex in 1/T), root of the derivative by Brent's method"
+
+
+def fit_temperature(scores, targets, *, bounds=TEMPERATURE_BOUNDS, item_weights=None) -> TemperatureFit:
+    """Minimise ``mean_i softplus(s_i / T) - y_i s_i / T`` over ``T in [T_min, T_max]`` (paper §5.1).
+
+    ``y`` are corrected labels (noise-corrected fit) or 0/1 / soft labels (naive fit). The loss is convex
+    in ``theta = 1/T``, so its derivative ``mean_i (sigmoid(theta s_i) - y_i) s_i`` is non-decreasing: if it
+    is ``>= 0`` at ``theta = 1/T_max`` the optimum is ``T_max``, if ``<= 0`` at ``1/T_min`` it is ``T_min``
+    (both reported as on the boundary, with a BoundaryWarning), else the root is found by Brent's method.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_items,), in [0, 1]
+    targets : array-like of shape (n_items,), finite reals
+    bounds : (T_min, T_max) with 0 < T_min < T_max
+    item_weights : array-like of shape (n_items,), optional
+
+    Returns
+    -------
+    TemperatureFit
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.linspace(0.05, 0.95, 19)
+    >>> round(fit_temperature(z, z).temperature, 4)   # the scores' own probabilities: T = 1
+    1.0
+    """
+    z, y, w = _check_targets(scores, targets, item_weights)
+    t_lo, t_hi = _check_box(bounds, "bounds", positive=True)
+    with x64():
+        s = np.asarray(clipped_logit(z))
+        if np.all(s == 0):
+            raise ValueError("every score is 0.5: the temperature is not identified (all logits are 0).")
+        args = (jnp.asarray(s), jnp.asarray(y), jnp.asarray(w))
+
+        def grad(theta):
+            return float(_temperature_value_grad(theta, *args)[1])
+
+        th_lo, th_hi = 1.0 / t_hi, 1.0 / t_lo
+        if grad(th_lo) >= 0:
+            theta, on_boundary = th_lo, True
+        elif grad(th_hi) <= 0:
+            theta, on_boundary = th_hi, True
+        else:
+            theta, on_boundary = optimize.brentq(grad, th_lo, th_hi, xtol=1e-14, rtol=1e-12), False
+        loss = float(_temperature_value_grad(theta, *args)[0])
+    temperature = 1.0 / theta
+    if on_boundary:
+        warnings.warn(
+            f"the temperature fit ended on the boundary T = {temperature:.4g} of [{t_lo}, {t_hi}]: the loss still "
+            "decreases beyond it. With corrected labels this can mean the corrected loss is unbounded below (labels "
+            "outside [0, 1], e.g. a small channel gap); otherwise widen `bounds`.", BoundaryWarning, stacklevel=2)
+    return TemperatureFit(float(temperature), loss, on_boundary, (t_lo, t_hi), int(z.size))
+
+
+def predict_temperature(scores, temperature: float) -> np.ndarray:
+    """``sigmoid(clipped_logit(z) / T)``, shape (n_items,)."""
+    z = check_scores(scores)
+    with x64():
+        return np.asarray(jax.nn.sigmoid(temperature_map(clipped_logit(z), float(temperature))), dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------- Platt
+@jax.jit
+def _platt_value_grad(params, logits, targets, item_weights):
+    return jax.value_and_grad(
+        lambda p: corrected_log_loss(platt_map(logits, p[0], p[1]), targets, item_weights))(params)
+
+
+@dataclass(frozen=True)
+class PlattFit:
+    """A fitted Platt map ``p = sigmoid(alpha logit(z) + beta)``.
+
+    alpha, beta : float
+    loss : float, (corrected) mean log loss at the optimum
+    on_boundary : bool, whether any parameter ended on its bound
+    boundary_params : tuple of str, which ones (``"alpha"``, ``"beta"``)
+    alpha_bounds, beta_bounds : (low, high)
+    converged : bool, L-BFGS-B success flag
+    n_iter : int
+    n_items : int
+    """
+
+    alpha: float
+    beta: float
+    loss: float
+    on_boundary: bool
+    boundary_params: tuple
+    alpha_bounds: tuple
+    beta_bounds: tuple
+    converged: bool
+    n_iter: int
+    n_items: int
+    method: str = "log loss over (alpha, beta) in a box, L-BFGS-B (convex objective)"
+
+
+def fit_platt(scores, targets, *, alpha_bounds=PLATT_ALPHA_BOUNDS, beta_bounds=PLATT_BETA_BOUNDS,
+              item_weights=None) -> PlattFit:
+    """Minimise ``mean_i softplus(alpha s_i + beta) - y_i (alpha s_i + beta)`` over a box (paper §5.1).
+
+    Convex in ``(alpha, beta)``; solved with L-BFGS-B from ``(1, 0)`` (projected into the box) with the
+    exact gradient. A parameter within ``1e-8 (high - low)`` of a bound is reported as on the boundary
+    (BoundaryWarning); a failed optimiser run raises a ConvergenceWarning.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_items,), in [0, 1]
+    targets : array-like of shape (n_items,), finite reals
+    alpha_bounds, beta_bounds : (low, high)
+    item_weights : array-like of shape (n_items,), optional
+
+    Returns
+    -------
+    PlattFit
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.linspace(0.05, 0.95, 19)
+    >>> fit = fit_platt(z, z)
+    >>> round(fit.alpha, 4), round(fit.beta, 4) + 0.0
+    (1.0, 0.0)
+    """
+    z, y, w = _check_targets(scores, targets, item_weights)
+    a_box = _check_box(alpha_bounds, "alpha_bounds")
+    b_box = _check_box(beta_bounds, "beta_bounds")
+    with x64():
+        args = (jnp.asarray(clipped_logit(z)), jnp.asarray(y), jnp.asarray(w))
+
+        def fun(p):
+            v, g = _platt_value_grad(jnp.asarray(p), *args)
+            return float(v), np.asarray(g, dtype=np.float64)
+
+        x0 = np.array([np.clip(1.0, *a_box), np.clip(0.0, *b_box)])
+        res = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=[a_box, b_box],
+                                options={"maxiter": 2000, "ftol": 1e-15, "gtol": 1e-10})
+    hit = []
+    for name, x, (lo, hi) in (("alpha", res.x[0], a_box), ("beta", res.x[1], b_box)):
+        if min(abs(x - lo), abs(x - hi)) <= 1e-8 * (hi - lo):
+            hit.append(name)
+    if hit:
+        warnings.warn(
+            f"the Platt fit ended on the boundary for {hit} (alpha = {res.x[0]:.4g} in {a_box}, beta = {res.x[1]:.4g} "
+            f"in {b_box}): the loss still decreases beyond it. With corrected labels the corrected loss may be "
+            "unbounded below; otherwise widen the bounds.", BoundaryWarning, stacklevel=2)
+    if not res.success:
+        warnings.warn(f"L-BFGS-B did not converge for the Platt fit: {res.message}", ConvergenceWarning, stacklevel=2)
+    return PlattFit(float(res.x[0]), float(res.x[1]), float(res.fun), bool(hit), tuple(hit), a_box, b_box,
+                    bool(res.success), int(res.nit), int(z.size))
+
+
+def predict_platt(scores, alpha: float, beta: float) -> np.ndarray:
+    """``sigmoid(alpha clipped_logit(z) + beta)``, shape (n_items,)."""
+    z = check_scores(scores)
+    with x64():
+        return np.asarray(jax.nn.sigmoid(platt_map(clipped_logit(z), float(alpha), float(beta))), dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------- projected histogram
+@dataclass(frozen=True)
+class HistogramFit:
+    """A fitted projected histogram: each score maps to its bin's value.
+
+    edges : (n_bins + 1,) fitting bins
+    bin_values : (n_bins,) ``clip(mean target, 0, 1)``; empty bins hold the bin midpoint
+    raw_means : (n_bins,) unclipped mean target (NaN for empty bins)
+    counts : (n_bins,) items (or item weight) per bin
+    empty_bins : tuple of int
+    clipped_bins : tuple of int, bins whose mean left [0, 1] and was projected
+    """
+
+    edges: np.ndarray = field(repr=False)
+    bin_values: np.ndarray
+    raw_means: np.ndarray = field(repr=False)
+    counts: np.ndarray = field(repr=False)
+    empty_bins: tuple
+    clipped_bins: tuple
+    method: str = "projected histogram: per-bin mean target clipped to [0, 1]; empty bin -> bin midpoint"
+
+
+def fit_projected_histogram(scores, targets, *, bins=10, item_weights=None) -> HistogramFit:
+    """Per fitting bin, the mean target projected onto [0, 1] (paper §5.2).
+
+    With corrected labels this is the projected-histogram recalibrator; with 0/1 or soft labels it is
+    plain histogram binning (the naive baseline). An empty bin has no evidence; it maps to its midpoint
+    ``(lower + upper) / 2`` (the identity map's value there) and a :class:`DataWarning` names it.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_items,), in [0, 1]
+    targets : array-like of shape (n_items,), finite reals
+    bins : int (equal width) or Binning (equal-mass edges come from ``scores``)
+    item_weights : array-like of shape (n_items,), optional
+
+    Returns
+    -------
+    HistogramFit
+
+    Examples
+    --------
+    >>> fit = fit_projected_histogram([0.1, 0.2, 0.8, 0.9], [-0.2, 0.4, 1.0, 1.6], bins=2)
+    >>> fit.bin_values.tolist(), fit.clipped_bins
+    ([0.1, 1.0], (1,))
+    """
+    z, y, w = _check_targets(scores, targets, item_weights)
+    edges = as_binning(bins).edges_for(z)
+    n_bins = edges.size - 1
+    idx = bin_index(z, edges)
+    counts = np.bincount(idx, weights=w, minlength=n_bins)
+    sums = np.bincount(idx, weights=w * y, minlength=n_bins)
+    empty = counts == 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        raw = np.where(empty, np.nan, sums / counts)
+    values = np.where(empty, (edges[:-1] + edges[1:]) / 2, np.clip(raw, 0.0, 1.0))
+    clipped = ~empty & ((raw < 0) | (raw > 1))
+    if empty.any():
+        warnings.warn(f"fitting bins {_preview(np.flatnonzero(empty))} are empty; they map to their midpoints.",
+                      DataWarning, stacklevel=2)
+    return HistogramFit(edges, values, raw, counts, tuple(int(k) for k in np.flatnonzero(empty)),
+                        tuple(int(k) for k in np.flatnonzero(clipped)))
+
+
+def predict_histogram(scores, edges, bin_values) -> np.ndarray:
+    """The value of each score's bin, shape (n_items,)."""
+    z = check_scores(scores)
+    return np.asarray(bin_values, dtype=np.float64)[bin_index(z, np.asarray(edges, dtype=np.float64))]
