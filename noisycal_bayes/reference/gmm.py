@@ -1,0 +1,249 @@
+"""Constrained generalised method of moments for score-grouped channels (paper §4.2, Appendix D.4).
+
+Model moments per score group ``g``: means ``m_jg = a_j + delta_j pi_g`` and within-group covariances
+``c_jkg = delta_j delta_k pi_g (1 - pi_g)`` (``j < k``). The estimator minimises
+
+``Q = sum_g w_g [ sum_j (mhat_jg - m_jg)^2 + sum_{j<k} (chat_jkg - c_jkg)^2 ]``,  ``w_g = n_g / n``,
+
+over the constrained set ``a_j in [0, 1]``, ``u_j in [0, 1]``, ``delta_j = (1 - a_j) u_j`` (so ``tpr = a_j +
+delta_j <= 1`` and ``delta_j >= 0``), ``pi_g in [0, 1]``, with L-BFGS-B from several starts. The final value
+of ``Q`` is reported as the *optimisation gap*: it is 0 at a global minimum when the moments are exactly
+those of the model (e.g. population moments), and a stopping rule alone does not certify a global
+minimum (§D.4).
+"""
+from __future__ import annotations
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import minimize
+
+from .._validation import _preview, check_positive_int
+from ..core import ds_loglik, x64
+from ..data import compress_patterns
+from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
+from .channels import (ChannelEstimate, check_annotation_set, group_moments, infeasibility, make_channel,
+                       require_several_annotators, resolve_data_groups)
+from .closed_form import closed_form_two_groups
+from .em import MIN_PREVALENCE_SPREAD, _moment_start, em_starts
+
+METHOD = "gmm"
+#: Starts whose objectives differ by less than this (absolute + relative) tie; the lowest index wins.
+TIE_TOL = 1e-12
+
+
+def gmm_objective(params, means, cov, mask_mean, mask_cov, weights):
+    """GMM objective ``Q`` and its gradient in the ``(fpr, u, prevalence)`` parametrisation.
+
+    Parameters
+    ----------
+    params : ndarray of shape (2 J + G,)
+        ``concat(fpr, u, prevalence)`` with ``gap = (1 - fpr) u``.
+    means : (J, G) empirical group means; cov : (J, J, G) empirical within-group covariances
+    mask_mean : (J, G), mask_cov : (J, J, G)
+        1 where the moment is used (0 for missing moments; ``mask_cov`` is 0 on the diagonal).
+    weights : (G,) group weights ``n_g / n``
+
+    Returns
+    -------
+    (float, ndarray of shape (2 J + G,))
+    """
+    n_ann = means.shape[0]
+    fpr, u, prev = params[:n_ann], params[n_ann:2 * n_ann], params[2 * n_ann:]
+    gap = (1.0 - fpr) * u
+    v = prev * (1.0 - prev)
+    r_m = mask_mean * (fpr[:, None] + gap[:, None] * prev[None, :] - means)
+    r_c = mask_cov * (gap[:, None, None] * gap[None, :, None] * v[None, None, :] - cov)
+    # The full symmetric sum over j != k counts each pair twice, hence the factor 1/2.
+    q = float(np.sum(weights * (np.sum(r_m**2, axis=0) + 0.5 * np.sum(r_c**2, axis=(0, 1)))))
+    d_fpr_direct = 2.0 * np.sum(weights * r_m, axis=1)
+    d_gap = 2.0 * np.sum(weights * (r_m * prev[None, :] + np.einsum("jkg,k,g->jg", r_c, gap, v)), axis=1)
+    d_prev = weights * (2.0 * np.sum(r_m * gap[:, None], axis=0)
+                        + np.einsum("jkg,j,k->g", r_c, gap, gap) * (1.0 - 2.0 * prev))
+    grad = np.concatenate([d_fpr_direct - u * d_gap, (1.0 - fpr) * d_gap, d_prev])
+    return q, grad
+
+
+def _to_params(fpr, tpr, prev):
+    fpr, tpr = np.asarray(fpr, dtype=np.float64), np.asarray(tpr, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u = np.where(fpr < 1, (tpr - fpr) / (1.0 - fpr), 0.0)
+    return np.clip(np.concatenate([fpr, u, np.asarray(prev, dtype=np.float64)]), 0.0, 1.0)
+
+
+def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float = 0.05,
+            max_iter: int = 5000) -> ChannelEstimate:
+    """Constrained GMM estimate of channels shared across score groups (paper §4.2, §D.4).
+
+    Parameters
+    ----------
+    data : AnnotationSet
+        Labels of shape (n_items, n_annotators), ``n_annotators >= 2``; scores needed when ``groups``
+        is an int or a Binning.
+    groups : int, Binning or integer array of shape (n_items,)
+        Score groups (at least 2 are needed for identification).
+    n_starts : int, default 10
+        Random starts from :func:`~noisycal_bayes.reference.em.em_starts` (converted to
+        ``u = gap / (1 - fpr)``); the closed-form estimate (two annotators, two groups) or the moment
+        estimate (three or more annotators) is appended as one more start when identified.
+    seed : int, default 0
+    min_gap : float, default 0.05
+        A fitted gap at or below this raises a :class:`SmallGapWarning`.
+    max_iter : int, default 5000
+        L-BFGS-B iterations per start.
+
+    Returns
+    -------
+    ChannelEstimate
+        ``method="gmm"``; ``optimisation_gap`` the minimum objective ``Q``; ``start_logliks`` the final
+        ``Q`` of every start; ``loglik`` the grouped Dawid-Skene log-likelihood at the estimate;
+        ``converged`` whether L-BFGS-B reported success for the selected start;
+        ``details["moments"]`` the empirical moments. Not identified (``identified=False``, with the
+        reason) with a single score group (means and covariances then fix only ``delta_j delta_k mu (1 - mu)``:
+        a one-parameter family fits equally well), or when the selected estimate has a gap of 0.
+
+    Raises
+    ------
+    ValueError
+        Not an AnnotationSet; a single annotator; score groups without scores; bad settings.
+
+    Warns
+    -----
+    IdentifiabilityWarning
+        A single score group, or estimated group prevalences that differ by less than 0.05.
+    SmallGapWarning
+        A fitted gap ``<= min_gap``.
+    ConvergenceWarning
+        The selected start did not report convergence.
+
+    Notes
+    -----
+    Moments: ``mhat_jg`` averages annotator ``j``'s labels over the items of group ``g`` it labelled;
+    ``chat_jkg`` is the plug-in covariance over the items of ``g`` labelled by both ``j`` and ``k`` (pairs
+    with fewer than 2 such items are left out). Selection: the smallest final ``Q``; starts within
+    ``1e-12 (1 + Q)`` of it tie and the lowest index wins. The objective is smooth, and its exact
+    gradient is supplied (see :func:`gmm_objective`).
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(20000, fpr=[0.1, 0.2], tpr=[0.9, 0.7], seed=0)
+    >>> est = fit_gmm(sim.data, 2, n_starts=2)
+    >>> bool(np.allclose(est.channel.tpr, [0.9, 0.7], atol=0.05))
+    True
+    """
+    func = "fit_gmm"
+    data = check_annotation_set(data, func)
+    require_several_annotators(data, func)
+    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
+    max_iter = check_positive_int(max_iter, name="max_iter")
+    min_gap = float(min_gap)
+    if not (np.isfinite(min_gap) and 0 <= min_gap < 1):
+        raise ValueError(f"`min_gap` must lie in [0, 1); got {min_gap!r}.")
+    if groups is None:
+        raise ValueError(f"{func}: needs score groups (`groups` as an int, Binning or integer array); means and "
+                         "covariances of a single group do not identify the channels.")
+    group, n_groups = resolve_data_groups(data, groups, func)
+    n_ann = data.n_annotators
+    ids = list(data.annotator_ids)
+    notes = []
+    if n_groups == 1:
+        msg = ("a single score group: group means and covariances determine only gap_j gap_k mu (1 - mu), so a "
+               "one-parameter family of channels fits equally well. Use at least two score groups with different "
+               "prevalences.")
+        warnings.warn(msg, IdentifiabilityWarning, stacklevel=2)
+        notes.append(msg)
+
+    means, cov, n_single, n_pair = group_moments(data.labels, group, n_groups)
+    mask_mean = (n_single > 0).astype(np.float64)
+    mask_cov = (n_pair >= 2).astype(np.float64) * (1.0 - np.eye(n_ann))[:, :, None]
+    means = np.where(mask_mean > 0, means, 0.0)
+    cov = np.where(mask_cov > 0, cov, 0.0)
+    group_sizes = np.bincount(group, minlength=n_groups)
+    weights = group_sizes / group_sizes.sum()
+
+    fpr0, tpr0, prev0 = em_starts(n_ann, n_groups, n_starts, seed)
+    starts = [_to_params(f, t, p) for f, t, p in zip(fpr0, tpr0, prev0)]
+    analytic = None
+    if n_ann == 2 and n_groups == 2:
+        cf = closed_form_two_groups(data, group)
+        if cf.identified:
+            analytic = _to_params(cf.channel.fpr, cf.channel.tpr, cf.prevalence)
+    elif n_ann >= 3:
+        ms = _moment_start(data, group, n_groups)
+        if ms is not None:
+            analytic = _to_params(*ms)
+    analytic_index = -1
+    if analytic is not None:
+        starts.append(analytic)
+        analytic_index = len(starts) - 1
+    if not starts:
+        raise ValueError(f"{func}: no starts: n_starts=0 and no analytic start is available.")
+
+    bounds = [(0.0, 1.0)] * (2 * n_ann + n_groups)
+    args = (means, cov, mask_mean, mask_cov, weights)
+    results = []
+    failed = []
+    for s, x0 in enumerate(starts):
+        # ftol/gtol far below the default: the objective is O(1/n) at its minimum, and the default relative
+        # ftol (2e-9) would stop long before the parameters settle.
+        res = minimize(gmm_objective, x0, args=args, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": max_iter, "ftol": 1e-16, "gtol": 1e-12, "maxcor": 20})
+        results.append(res)
+        if not np.isfinite(res.fun):
+            failed.append((s, "non-finite objective"))
+        elif not res.success:
+            failed.append((s, f"optimiser did not report convergence: {res.message}"))
+    objs = np.array([r.fun if np.isfinite(r.fun) else np.nan for r in results], dtype=np.float64)
+    if np.all(np.isnan(objs)):
+        msg = f"all {len(starts)} GMM starts gave a non-finite objective."
+        warnings.warn(msg, ConvergenceWarning, stacklevel=2)
+        return ChannelEstimate(None, np.full(n_groups, np.nan), False, False, msg, METHOD, failed_starts=failed,
+                               n_groups=n_groups, group_sizes=group_sizes, start_logliks=objs)
+    best = np.nanmin(objs)
+    sel = int(np.flatnonzero(objs <= best + TIE_TOL * (1.0 + abs(best)))[0])
+    res = results[sel]
+    x = np.clip(res.x, 0.0, 1.0)
+    fpr, u, prev = x[:n_ann], x[n_ann:2 * n_ann], x[2 * n_ann:]
+    gap = (1.0 - fpr) * u
+    tpr = fpr + gap
+    converged = bool(res.success)
+    details = {"moments": {"means": means, "covariances": cov, "mask_mean": mask_mean, "mask_cov": mask_cov,
+                           "weights": weights},
+               "analytic_start_index": analytic_index, "message": str(res.message)}
+    common = dict(method=METHOD, n_iter=int(res.nit), failed_starts=failed, n_groups=n_groups,
+                  group_sizes=group_sizes, optimisation_gap=float(res.fun), start_logliks=objs, selected_start=sel)
+    if not converged:
+        msg = (f"the selected GMM start {sel} did not report convergence ({res.message}); the optimisation gap "
+               f"{res.fun:.3g} is not certified. Try more starts or a larger `max_iter`.")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=2)
+        notes.append(msg)
+    why = infeasibility(fpr, tpr, prev)
+    if why:
+        details["warnings"] = tuple(notes)
+        details.update(fpr=fpr, tpr=tpr)
+        return ChannelEstimate(None, prev, False, converged, f"the GMM estimate is on the edge of the model: {why}",
+                               details=details, **common)
+    small = np.flatnonzero(gap <= min_gap)
+    if small.size:
+        msg = (f"GMM gaps <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
+               f"(gaps {_preview(np.round(gap[small], 4))}): corrected labels of these annotators have huge variance.")
+        warnings.warn(msg, SmallGapWarning, stacklevel=2)
+        notes.append(msg)
+    identified, reason = True, ""
+    if n_groups == 1:
+        identified, reason = False, notes[0]
+    elif prev.max() - prev.min() < MIN_PREVALENCE_SPREAD:
+        msg = (f"the estimated group prevalences barely differ ({_preview(np.round(prev, 4))}); means and "
+               "covariances identify the channels only through prevalence differences between groups, so this "
+               "estimate is unstable. Use groups that separate the classes better.")
+        warnings.warn(msg, IdentifiabilityWarning, stacklevel=2)
+        notes.append(msg)
+    details["warnings"] = tuple(notes)
+    pc = compress_patterns(data.labels, group, n_groups)
+    with x64():
+        loglik = float(ds_loglik(jnp.asarray(pc.patterns, dtype=jnp.int32), jnp.asarray(pc.group),
+                                 jnp.asarray(pc.counts), jnp.asarray(fpr), jnp.asarray(tpr), jnp.asarray(prev)))
+    return ChannelEstimate(make_channel(fpr, tpr, ids), prev, identified, converged, reason, loglik=loglik,
+                           details=details, **common)
