@@ -1,0 +1,29 @@
+"""NumPyro channel models (plain functions) and their priors.
+
+Models are addressed by name in the inference front door (``fit_em`` / ``fit_map`` / ``fit_nuts``):
+
+=================  ===========================================  =========================
+name               function                                     clean-label probability
+=================  ===========================================  =========================
+``"dawid_skene"``  :func:`dawid_skene`                          one prevalence
+``"grouped"``      :func:`grouped_dawid_skene`                  one per score group
+``"histogram"``    :func:`histogram_dawid_skene`                one per score bin
+``"monotone"``     :func:`monotone_dawid_skene`                 ordered, one per score bin
+``"platt"``        :func:`platt_dawid_skene`                    ``sigmoid(slope logit z + intercept)``
+=================  ===========================================  =========================
+"""
+from .curves import histogram_dawid_skene, monotone_dawid_skene, platt_dawid_skene
+from .dawid_skene import dawid_skene, grouped_dawid_skene, oriented_channels, responses
+from .priors import DEFAULT_PRIOR, Prior
+
+#: Model functions by the name used in ``model=``.
+MODELS = {
+    "dawid_skene": dawid_skene,
+    "grouped": grouped_dawid_skene,
+    "histogram": histogram_dawid_skene,
+    "monotone": monotone_dawid_skene,
+    "platt": platt_dawid_skene,
+}
+
+__all__ = ["DEFAULT_PRIOR", "MODELS", "Prior", "dawid_skene", "grouped_dawid_skene", "histogram_dawid_skene",
+           "monotone_dawid_skene", "oriented_channels", "platt_dawid_skene", "responses"]
