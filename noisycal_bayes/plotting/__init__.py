@@ -1,0 +1,11 @@
+"""Plots (matplotlib, imported lazily). Every function returns the ``Figure`` and never opens a window.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly, not through ``pyplot``, so nothing is
+registered with a GUI backend: call ``fig.savefig("x.png")`` to write one, or let a notebook display it.
+Pass ``ax=`` (or ``axes=``) to draw into your own axes instead.
+"""
+from .channels import channel_forest
+from .posterior import nc_ece_posterior
+from .reliability import reliability_diagram, reliability_table
+
+__all__ = ["channel_forest", "nc_ece_posterior", "reliability_diagram", "reliability_table"]

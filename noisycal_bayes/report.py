@@ -1,0 +1,447 @@
+"""Evaluation results for people and machines: terminal summary, JSON, and a report folder.
+
+An :class:`Evaluation` collects what one run of the calibration job found (channels, NC-ECE with its
+interval, the naive metrics, diagnostics, warnings). It is produced by the command line
+(:mod:`noisycal_bayes.cli`) from any channel engine (EM now, NUTS when the Bayesian layer is installed)
+and rendered here:
+
+- :func:`format_summary` — plain text for the terminal;
+- :func:`evaluation_to_dict` — the machine-readable schema written by ``--json``;
+- :func:`write_report` — a folder with PNG figures, ``summary.md`` and ``results.json``.
+
+Files are written to a temporary location and renamed into place, so an error never leaves a
+half-written report behind.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Evaluation", "RecalibrationRow", "atomic_write_text", "evaluation_to_dict", "format_summary",
+           "summary_markdown", "write_report"]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one calibration evaluation found, and how it was made.
+
+    Attributes
+    ----------
+    method : str
+        Channel engine: ``"em"`` (reference EM) or ``"nuts"`` (Bayesian posterior).
+    method_detail : str
+        One line saying how the channels and the interval were obtained.
+    n_items, n_annotators : int
+    channel : Channel
+        Point estimate (EM estimate, or posterior median).
+    channel_intervals : dict or None
+        ``{"fpr": (lower, upper), "tpr": ..., "gap": ...}``, arrays of shape (n_annotators,).
+    prevalence : ndarray of shape (n_groups,)
+        ``P(Y = 1)`` per score group.
+    nc_ece : float
+    nc_ece_lower, nc_ece_upper : float or None
+        Interval at ``level`` (None when not available; the reason is in ``warnings``).
+    nc_ece_upper_bound : float or None
+        One-sided ``level`` upper bound (report this near 0).
+    level : float
+    target : str
+        What the interval covers (DESIGN §2 targets).
+    interval_method : str
+    table : DataFrame
+        Per evaluation bin: ``bin, lower, upper, count, mean_score, corrected_frequency, residual,
+        band_lower, band_upper`` (band columns NaN when no interval is available).
+    edges : ndarray of shape (n_bins + 1,)
+    naive : NaiveCalibrationResult
+        ECE against majority vote (ties stated) and each annotator, SMECE against vote fractions.
+    diagnostics : dict
+        ``rhat_max, ess_min, divergences`` (None for EM).
+    warnings : tuple of str
+    draws : ndarray or None
+        NC-ECE posterior draws or bootstrap replicates (for the histogram).
+    draws_label : str
+        ``"posterior"`` or ``"bootstrap"``.
+    bins, groups, weights, seed : settings used
+    """
+
+    method: str
+    method_detail: str
+    n_items: int
+    n_annotators: int
+    channel: object
+    channel_intervals: dict | None
+    prevalence: np.ndarray
+    nc_ece: float
+    nc_ece_lower: float | None
+    nc_ece_upper: float | None
+    nc_ece_upper_bound: float | None
+    level: float
+    target: str
+    interval_method: str
+    table: pd.DataFrame = field(repr=False)
+    edges: np.ndarray = field(repr=False)
+    naive: object = field(repr=False)
+    diagnostics: dict = field(default_factory=dict)
+    warnings: tuple = ()
+    draws: np.ndarray | None = field(default=None, repr=False)
+    draws_label: str = "bootstrap"
+    bins: int = 10
+    groups: int = 5
+    weights: str = "iv"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class RecalibrationRow:
+    """One recalibration map evaluated on held-out items.
+
+    ``fitted_to`` says which labels fitted it (``"noisy labels, corrected"``, ``"majority vote"``,
+    ``"vote fraction"``, or ``"none"`` for the raw scores); ``params`` the fitted parameters as text;
+    ``nc_ece`` the noise-corrected ECE on the held-out items; ``oracle_ece`` the ECE against the clean
+    labels (simulations only, else None).
+    """
+
+    map_name: str
+    fitted_to: str
+    params: str
+    nc_ece: float
+    oracle_ece: float | None = None
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _num(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}f}"
+
+
+def _interval(lo, hi, digits: int = 3) -> str:
+    if lo is None or hi is None:
+        return ""
+    return f"[{_num(lo, digits)}, {_num(hi, digits)}]"
+
+
+def _is_number(text: str) -> bool:
+    if text in ("", "-"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _text_table(header, rows) -> str:
+    cells = [list(map(str, header))] + [[str(c) for c in r] for r in rows]
+    width = [max(len(r[k]) for r in cells) for k in range(len(header))]
+    numeric = [all(_is_number(r[k]) for r in cells[1:]) for k in range(len(header))]
+    lines = []
+    for n, r in enumerate(cells):
+        lines.append("  " + "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, width, numeric)))
+        if n == 0:
+            lines.append("  " + "  ".join("-" * w for w in width))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _md_table(header, rows) -> str:
+    out = ["| " + " | ".join(map(str, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _channel_rows(ev: Evaluation, truth_channel=None):
+    header = ["annotator", "fpr", "tpr", "gap"]
+    has_iv = ev.channel_intervals is not None
+    if has_iv:
+        header = ["annotator", "fpr", "interval", "tpr", "interval", "gap", "interval"]
+    if truth_channel is not None:
+        header += ["true fpr", "true tpr", "true gap"]
+    rows = []
+    for j, name in enumerate(ev.channel.annotator_ids):
+        row = [str(name)]
+        for q in ("fpr", "tpr", "gap"):
+            row.append(_num(float(getattr(ev.channel, q)[j])))
+            if has_iv:
+                iv = ev.channel_intervals.get(q)
+                row.append("" if iv is None else _interval(float(iv[0][j]), float(iv[1][j]), 2))
+        if truth_channel is not None:
+            row += [_num(float(getattr(truth_channel, q)[j])) for q in ("fpr", "tpr", "gap")]
+        rows.append(row)
+    return header, rows
+
+
+def _calibration_rows(ev: Evaluation, oracle_ece=None):
+    level = f"{100 * ev.level:.0f}%"
+    iv = _interval(ev.nc_ece_lower, ev.nc_ece_upper)
+    rows = [["NC-ECE (noise-corrected)", _num(ev.nc_ece), f"{level} interval {iv}" if iv else "no interval"]]
+    nv = ev.naive
+    tie = f"{nv.n_ties} tied items counted as {1 if nv.ties == 'positive' else 0}"
+    rows.append(["ECE vs majority vote", _num(nv.majority_vote_ece), tie])
+    rows.append(["SMECE vs vote fraction", _num(nv.vote_fraction_smece), ""])
+    for r in nv.annotator_ece.itertuples(index=False):
+        rows.append([f"ECE vs annotator {r.annotator}", _num(float(r.ece)), f"{int(r.n_items)} items"])
+    if oracle_ece is not None:
+        rows.append(["oracle ECE (clean labels)", _num(oracle_ece), "the truth NC-ECE estimates"])
+    return ["metric", "value", "note"], rows
+
+
+def _recal_rows(recal):
+    header = ["map", "fitted to", "parameters", "NC-ECE (held out)"]
+    oracle = any(r.oracle_ece is not None for r in recal)
+    if oracle:
+        header.append("oracle ECE (held out)")
+    rows = []
+    for r in recal:
+        row = [r.map_name, r.fitted_to, r.params, _num(r.nc_ece)]
+        if oracle:
+            row.append(_num(r.oracle_ece))
+        rows.append(row)
+    return header, rows
+
+
+def _oracle(ev: Evaluation, truth):
+    if truth is None:
+        return None, None
+    oracle = getattr(ev.naive, "clean_ece", None)
+    return truth.get("channel"), oracle
+
+
+# ------------------------------------------------------------------------------------------ renderers
+def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str | None = None) -> str:
+    """A readable plain-text summary of an :class:`Evaluation` (what the command line prints).
+
+    ``truth`` (optional) is a dict with ``channel`` (true Channel) — shown beside the estimates — and the
+    oracle ECE comes from ``ev.naive.clean_ece`` when the naive metrics were computed with clean labels.
+    ``recalibration`` is a list of :class:`RecalibrationRow`.
+    """
+    truth_channel, oracle = _oracle(ev, truth)
+    out = []
+    if title:
+        out += [title, "=" * len(title)]
+    out.append(f"{ev.n_items} items, {ev.n_annotators} annotators; {ev.bins} equal-width bins, "
+               f"{ev.groups} score groups, {ev.weights} annotator weights.")
+    out += ["", f"Annotator channels ({ev.method_detail})", _text_table(*_channel_rows(ev, truth_channel))]
+    out += ["", "Calibration error (lower is better; naive metrics treat noisy labels as truth)",
+            _text_table(*_calibration_rows(ev, oracle))]
+    if ev.nc_ece_lower is not None:
+        out.append(f"  interval: {ev.interval_method}; target: {ev.target}.")
+        if ev.nc_ece_upper_bound is not None:
+            out.append(f"  one-sided {100 * ev.level:.0f}% upper bound: {_num(ev.nc_ece_upper_bound)} "
+                       "(quote this when NC-ECE is near 0).")
+    d = ev.diagnostics or {}
+    if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
+        out += ["", f"MCMC diagnostics: R-hat max {_num(d.get('rhat_max'))}, ESS min "
+                    f"{_num(d.get('ess_min'), 0)}, divergences {d.get('divergences')}"]
+    if recalibration:
+        out += ["", "Recalibration (fitted on one half of the items, judged on the other half)",
+                _text_table(*_recal_rows(recalibration))]
+    if ev.warnings:
+        out += ["", "Warnings:"] + [f"  - {w}" for w in ev.warnings]
+    return "\n".join(out)
+
+
+def summary_markdown(ev: Evaluation, *, truth=None, recalibration=None, figures=(), title: str = "Calibration report",
+                     source: str | None = None) -> str:
+    """The one-page Markdown summary written to ``summary.md`` (figures linked by file name)."""
+    truth_channel, oracle = _oracle(ev, truth)
+    out = [f"# {title}", ""]
+    if source:
+        out += [f"Data: {source}", ""]
+    out += [f"{ev.n_items} items, {ev.n_annotators} annotators; {ev.bins} equal-width evaluation bins, "
+            f"{ev.groups} score groups for the channels, {ev.weights} annotator weights, seed {ev.seed}.", ""]
+    iv = _interval(ev.nc_ece_lower, ev.nc_ece_upper)
+    headline = f"**NC-ECE = {_num(ev.nc_ece)}**"
+    if iv:
+        headline += f", {100 * ev.level:.0f}% interval {iv} ({ev.interval_method}; target: {ev.target})"
+    out += [headline + ".", ""]
+    out += ["## Calibration error", "", _md_table(*_calibration_rows(ev, oracle)), "",
+            "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
+            "annotators' channels.", ""]
+    out += [f"## Annotator channels", "", ev.method_detail + ".", "", _md_table(*_channel_rows(ev, truth_channel)), ""]
+    if recalibration:
+        out += ["## Recalibration", "", "Maps fitted on one half of the items and judged on the other half.", "",
+                _md_table(*_recal_rows(recalibration)), ""]
+    d = ev.diagnostics or {}
+    if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
+        out += ["## Diagnostics", "", f"R-hat max {_num(d.get('rhat_max'))}, ESS min {_num(d.get('ess_min'), 0)}, "
+                f"divergences {d.get('divergences')}.", ""]
+    if ev.warnings:
+        out += ["## Warnings", ""] + [f"- {w}" for w in ev.warnings] + [""]
+    if figures:
+        out += ["## Figures", ""] + [f"![{name}]({name})" for name in figures] + [""]
+    return "\n".join(out)
+
+
+def _clean(x):
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_clean(v) for v in x.tolist()]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    if isinstance(x, (np.bool_,)):
+        return bool(x)
+    return x
+
+
+def evaluation_to_dict(ev: Evaluation) -> dict:
+    """The ``--json`` schema.
+
+    Keys: ``nc_ece`` {value, lower, upper, upper_bound, level, target, method, interval_method};
+    ``channels`` (one object per annotator: annotator, fpr, fpr_lower, fpr_upper, tpr, tpr_lower,
+    tpr_upper, gap, gap_lower, gap_upper — bounds null when not available); ``prevalence`` (per score
+    group); ``naive`` {ece_majority, majority_ties, majority_ties_counted_as, smece_vote_fraction,
+    ece_per_annotator (annotator -> ECE)}; ``diagnostics`` {rhat_max, ess_min, divergences, warnings};
+    ``reliability`` (one object per bin); ``settings`` {bins, groups, weights, seed}; ``n_items``;
+    ``n_annotators``; ``schema_version``. NaN is written as null.
+    """
+    channels = []
+    for j, name in enumerate(ev.channel.annotator_ids):
+        row = {"annotator": name}
+        for q in ("fpr", "tpr", "gap"):
+            row[q] = float(getattr(ev.channel, q)[j])
+            iv = (ev.channel_intervals or {}).get(q)
+            row[f"{q}_lower"] = None if iv is None else float(iv[0][j])
+            row[f"{q}_upper"] = None if iv is None else float(iv[1][j])
+        channels.append(row)
+    nv = ev.naive
+    d = ev.diagnostics or {}
+    out = {
+        "schema_version": SCHEMA_VERSION,
+        "nc_ece": {"value": ev.nc_ece, "lower": ev.nc_ece_lower, "upper": ev.nc_ece_upper,
+                   "upper_bound": ev.nc_ece_upper_bound, "level": ev.level, "target": ev.target,
+                   "method": ev.method, "interval_method": ev.interval_method},
+        "channels": channels,
+        "prevalence": ev.prevalence,
+        "naive": {"ece_majority": nv.majority_vote_ece, "majority_ties": nv.n_ties,
+                  "majority_ties_counted_as": 1 if nv.ties == "positive" else 0,
+                  "smece_vote_fraction": nv.vote_fraction_smece,
+                  "ece_per_annotator": {str(r.annotator): float(r.ece) for r in nv.annotator_ece.itertuples(index=False)}},
+        "diagnostics": {"rhat_max": d.get("rhat_max"), "ess_min": d.get("ess_min"),
+                        "divergences": d.get("divergences"), "warnings": list(ev.warnings)},
+        "reliability": ev.table.to_dict(orient="records"),
+        "settings": {"bins": ev.bins, "groups": ev.groups, "weights": ev.weights, "seed": ev.seed,
+                     "method_detail": ev.method_detail},
+        "n_items": ev.n_items,
+        "n_annotators": ev.n_annotators,
+    }
+    return _clean(out)
+
+
+# ------------------------------------------------------------------------------------------ files
+def atomic_write_text(path, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and an atomic rename."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValueError(f"{path}: the folder {folder} does not exist.")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json(path, payload: dict) -> Path:
+    """Write a JSON object atomically (NaN written as null)."""
+    return atomic_write_text(path, json.dumps(_clean(payload), indent=2, allow_nan=False) + "\n")
+
+
+def _figures(ev: Evaluation, data, truth) -> dict:
+    from .plotting import channel_forest, nc_ece_posterior, reliability_diagram
+
+    figs = {}
+    band = ev.table[["band_lower", "band_upper"]].to_numpy(dtype=np.float64)
+    has_band = np.isfinite(band).any()
+    figs["reliability.png"] = reliability_diagram(
+        ev.table, lower=band[:, 0] if has_band else None, upper=band[:, 1] if has_band else None,
+        level=ev.level if has_band else None, data=data,
+        clean_labels=None if truth is None else truth.get("clean_labels"),
+        title=f"Reliability diagram (NC-ECE {ev.nc_ece:.3f})")
+    figs["channels.png"] = channel_forest(
+        ev.channel, intervals=ev.channel_intervals, level=ev.level if ev.channel_intervals else None,
+        truth=None if truth is None else truth.get("channel"), title=f"Annotator channels ({ev.method})")
+    if ev.draws is not None and np.size(ev.draws):
+        oracle = None if truth is None else getattr(ev.naive, "clean_ece", None)
+        iv = None if ev.nc_ece_lower is None else (ev.nc_ece_lower, ev.nc_ece_upper)
+        figs["nc_ece.png"] = nc_ece_posterior(ev.draws, value=ev.nc_ece, interval=iv, level=ev.level, truth=oracle,
+                                              label=ev.draws_label, title=f"NC-ECE ({ev.draws_label})")
+    return figs
+
+
+def write_report(out_dir, ev: Evaluation, *, data=None, truth=None, recalibration=None, extra_figures=None,
+                 title: str = "Calibration report", source: str | None = None, dpi: int = 110) -> list[Path]:
+    """Write a report folder: figures (PNG), ``summary.md`` and ``results.json``.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        Created if missing; files of the same names are replaced, other files are left alone.
+    ev : Evaluation
+    data : AnnotationSet, optional
+        Adds the naive curves to the reliability diagram.
+    truth : dict, optional
+        ``clean_labels`` and ``channel`` (simulations): oracle curve and true channels in the figures.
+    recalibration : list of RecalibrationRow, optional
+    extra_figures : dict ``file name -> Figure``, optional
+    title, source : str
+        Heading and data description for ``summary.md``.
+
+    Returns
+    -------
+    list of Path
+        The files written.
+
+    Notes
+    -----
+    Everything is rendered into a temporary folder first and moved into ``out_dir`` only when all files
+    are complete, so a failure leaves no partial report.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{out_dir}: exists and is not a folder.")
+    parent = out_dir.resolve().parent
+    if not parent.is_dir():
+        raise ValueError(f"{out_dir}: the parent folder {parent} does not exist.")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=parent))
+    try:
+        figs = _figures(ev, data, truth)
+        figs.update(extra_figures or {})
+        for name, fig in figs.items():
+            fig.savefig(tmp / name, dpi=dpi)
+        md = summary_markdown(ev, truth=truth, recalibration=recalibration, figures=list(figs), title=title,
+                              source=source)
+        (tmp / "summary.md").write_text(md, encoding="utf-8")
+        payload = evaluation_to_dict(ev)
+        if recalibration:
+            payload["recalibration"] = [r.__dict__ for r in recalibration]
+        (tmp / "results.json").write_text(json.dumps(_clean(payload), indent=2, allow_nan=False) + "\n",
+                                          encoding="utf-8")
+        out_dir.mkdir(exist_ok=True)
+        written = []
+        for f in sorted(tmp.iterdir()):
+            os.replace(f, out_dir / f.name)
+            written.append(out_dir / f.name)
+        return written
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
