@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_level, check_positive_int
-from ..core import bin_stats, bin_table, mean_corrected_label, rule_weights, x64
+from ..core import BinStats, bin_stats, bin_table, mean_corrected_label, rule_weights, x64
 from ..data import AnnotationSet, Channel, as_binning, bin_index
 from ..warnings import ConvergenceWarning, DataWarning, IdentifiabilityWarning
 from .calibration import check_weights, nc_ece
@@ -123,10 +123,31 @@ def _weights_for(labels, channel: Channel, rule):
         return np.asarray(rule_weights(rule, channel.fpr, channel.gap, mu), dtype=np.float64)
 
 
+def _pad_stats(stats: BinStats) -> BinStats:
+    """Pad the rows to the next power of two (>= 8) with empty rows.
+
+    The number of distinct (bin, missingness) rows changes from sample to sample; padding keeps the
+    array shapes in a handful of sizes so that JAX does not recompile ``bin_table`` for every fold or
+    bootstrap replicate. A padding row has count 0 and label sums 0, so it adds nothing to any bin
+    (its mask is all True only to keep the per-row weight normalisation finite).
+    """
+    r = stats.count.size
+    size = max(8, 1 << max(r - 1, 0).bit_length())
+    extra = size - r
+    if extra == 0:
+        return stats
+    j = stats.mask.shape[1]
+    return BinStats(np.concatenate([stats.bin, np.zeros(extra, stats.bin.dtype)]),
+                    np.concatenate([stats.mask, np.ones((extra, j), bool)]),
+                    np.concatenate([stats.count, np.zeros(extra)]),
+                    np.concatenate([stats.label_sum, np.zeros((extra, j))]),
+                    np.concatenate([stats.score_sum, np.zeros(extra)]), stats.n_bins)
+
+
 def _bin_sums(labels, scores, edges, channel: Channel, weights):
     """Per-bin ``(count, score_sum, corrected_sum)`` of the given items with fixed weights."""
     n_bins = edges.size - 1
-    stats = bin_stats(labels, scores, bin_index(scores, edges), n_bins)
+    stats = _pad_stats(bin_stats(labels, scores, bin_index(scores, edges), n_bins))
     with x64():
         count, score_sum, corr_sum, _ = (np.asarray(a, dtype=np.float64) for a in
                                          bin_table(stats, channel.fpr, channel.gap, np.asarray(weights)))
@@ -406,10 +427,15 @@ class BootstrapNCECEResult:
     value : float
         Point estimate on the full sample (sample reuse, bins fixed from the full sample).
     interval : (float, float)
-        Two-sided percentile interval at ``level`` from the successful replicates.
+        Two-sided interval at ``level`` from the successful replicates (``method``).
     upper_bound : float
-        One-sided ``level`` upper bound (the ``level`` quantile of the replicates); report this when the
-        NC-ECE is near 0, where a two-sided interval cannot cover a boundary value.
+        One-sided ``level`` upper bound by the same method; report this when the NC-ECE is near 0, where
+        a two-sided interval cannot cover a boundary value.
+    bias : float
+        ``mean(replicates) - value``. NC-ECE sums absolute bin means, so it is biased upwards by noise
+        (Jensen); a replicate adds that bias once more, which shifts percentile intervals upwards (the
+        interval can even exclude ``value``). The ``"basic"`` method reflects the quantiles around
+        ``value`` and so corrects the shift to first order.
     level : float
     replicates : ndarray of shape (n_boot - n_failed,)
         NC-ECE of each successful replicate.
@@ -435,6 +461,7 @@ class BootstrapNCECEResult:
     value: float
     interval: tuple
     upper_bound: float
+    bias: float
     level: float
     replicates: np.ndarray = field(repr=False)
     n_boot: int
@@ -445,7 +472,7 @@ class BootstrapNCECEResult:
     edges: np.ndarray = field(repr=False)
     weights_rule: str
     seed: int
-    method: str = "percentile bootstrap over items, channels re-estimated per replicate"
+    method: str = "percentile"
     target: str = "population binned ECE on the fixed partition (sampling and channel-estimation uncertainty)"
 
     @property
@@ -458,13 +485,15 @@ class BootstrapNCECEResult:
 
 
 def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, level: float = 0.9, bins=10,
-                     weights="iv", seed: int = 0) -> BootstrapNCECEResult:
+                     weights="iv", method: str = "percentile", seed: int = 0) -> BootstrapNCECEResult:
     """Nonparametric bootstrap over items for NC-ECE, re-estimating the channels in each replicate.
 
     Each replicate draws ``n_items`` items with replacement (``numpy.random.default_rng(seed)``), calls
     ``estimator`` on the replicate, recomputes the weights (IV: from the replicate) and the NC-ECE on the
-    partition fixed from the full sample. The interval is the percentile interval
-    ``[q_{(1-level)/2}, q_{(1+level)/2}]`` of the successful replicates. Replicates where the channels
+    partition fixed from the full sample. With ``method="percentile"`` the interval is
+    ``[q_{(1-level)/2}, q_{(1+level)/2}]`` of the successful replicates and the upper bound ``q_level``;
+    with ``method="basic"`` it is ``[2v - q_{(1+level)/2}, 2v - q_{(1-level)/2}]`` and ``2v - q_{1-level}``
+    (``v`` the point estimate), clipped below at 0. Replicates where the channels
     are not identified (or an annotator has no label in the replicate) are counted in ``n_failed`` with
     their reasons and reported with an :class:`~noisycal_bayes.warnings.IdentifiabilityWarning`;
     warnings raised inside replicates are collected and re-issued once per category with a count.
@@ -477,6 +506,7 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     level : float in (0, 1)
     bins : int or Binning
     weights : rule name or array of shape (n_annotators,)
+    method : {"percentile", "basic"}
     seed : int
 
     Returns
@@ -500,6 +530,8 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     estimator = _check_estimator(estimator)
     n_boot = check_positive_int(n_boot, name="n_boot")
     level = check_level(level)
+    if method not in ("percentile", "basic"):
+        raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
     edges = as_binning(bins).edges_for(z)
     channel, converged = _fit_or_raise(estimator, data, data.n_annotators, "the full sample")
     estimate = nc_ece(data, channel, weights=rule, edges=edges)
@@ -549,8 +581,14 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
                       stacklevel=2)
     _warn_unconverged(int(not converged) + n_unconverged, n_boot + 1)
     reps = np.asarray(values)
-    lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
+    v = estimate.value
+    if method == "percentile":
+        lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
+        upper = np.quantile(reps, level)
+    else:
+        q_lo, q_hi, q_up = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2, 1 - level])
+        lo, hi, upper = max(2 * v - q_hi, 0.0), max(2 * v - q_lo, 0.0), max(2 * v - q_up, 0.0)
     return BootstrapNCECEResult(
-        estimate.value, (float(lo), float(hi)), float(np.quantile(reps, level)), level, reps, n_boot, n_failed,
-        dict(reasons), n_unconverged, estimate, edges, label, seed,
+        v, (float(lo), float(hi)), float(upper), float(reps.mean() - v), level, reps, n_boot, n_failed,
+        dict(reasons), n_unconverged, estimate, edges, label, seed, method,
     )
