@@ -37,23 +37,25 @@ MISSING = 0.15
 SEED = 20240611
 
 
-def main() -> None:
+def main(out: Path = OUT) -> None:
+    """Write the four CSV files into ``out`` (default: the package's bundled folder)."""
+    out = Path(out)
     sim = simulate_annotations(N_ITEMS, fpr=FPR, tpr=TPR, curve=CURVE, score_beta=SCORE_BETA, missing=MISSING,
                                seed=SEED)
     data = sim.data
     items = np.arange(1, N_ITEMS + 1)          # 1-based item ids, as a user's file would have
     lab = data.labels
     ii, jj = np.nonzero(lab >= 0)
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame({"item": items[ii], "annotator": np.asarray(ANNOTATORS)[jj], "label": lab[ii, jj].astype(int)}) \
-        .to_csv(OUT / "demo_annotations.csv", index=False)
+        .to_csv(out / "demo_annotations.csv", index=False)
     pd.DataFrame({"item": items, "score": np.round(data.scores, 6)}) \
-        .to_csv(OUT / "demo_scores.csv", index=False, float_format="%.6f")
+        .to_csv(out / "demo_scores.csv", index=False, float_format="%.6f")
     pd.DataFrame({"item": items, "clean_label": sim.clean_labels.astype(int)}) \
-        .to_csv(OUT / "demo_truth.csv", index=False)
-    pd.DataFrame({"annotator": ANNOTATORS, "fpr": FPR, "tpr": TPR}).to_csv(OUT / "demo_channels.csv", index=False)
-    total = sum(p.stat().st_size for p in OUT.glob("demo_*.csv"))
-    print(f"wrote {OUT} ({total / 1024:.0f} kB): {N_ITEMS} items, {ii.size} labels, "
+        .to_csv(out / "demo_truth.csv", index=False)
+    pd.DataFrame({"annotator": ANNOTATORS, "fpr": FPR, "tpr": TPR}).to_csv(out / "demo_channels.csv", index=False)
+    total = sum(p.stat().st_size for p in out.glob("demo_*.csv"))
+    print(f"wrote {out} ({total / 1024:.0f} kB): {N_ITEMS} items, {ii.size} labels, "
           f"{int((lab < 0).sum())} missing responses")
 
 

@@ -183,7 +183,9 @@ def _engine_em(data, opts: Options) -> EngineResult:
         notes.append(f"{boot.n_failed} of {boot.n_boot} bootstrap replicates failed: {boot.failure_reasons}.")
     return _em_result(fit, est, detail, notes, opts, lower=boot.interval[0], upper=boot.interval[1],
                       upper_bound=boot.upper_bound, channel_intervals=intervals, band_lower=band[0],
-                      band_upper=band[1], draws=boot.replicates, target=boot.target, interval_method=boot.method)
+                      band_upper=band[1], draws=boot.replicates, target=boot.target,
+                      interval_method=f"percentile bootstrap over items ({boot.n_boot - boot.n_failed} replicates, "
+                                      "channels re-fitted by EM in each)")
 
 
 def _em_result(fit, est, detail, notes, opts, *, lower, upper, upper_bound, channel_intervals, band_lower,

@@ -348,7 +348,7 @@ def load_demo() -> tuple[AnnotationSet, dict]:
 
     4000 items scored by an over-confident model (true curve ``m(z) = sigmoid(0.5 logit z)``), labelled
     by three annotators ``careful`` (fpr 0.05, tpr 0.90), ``hasty`` (0.20, 0.70) and ``lenient``
-    (0.35, 0.95), about 10% of responses missing. Made by ``benchmarks/make_demo_data.py``.
+    (0.35, 0.95), about 15% of responses missing. Made by ``benchmarks/make_demo_data.py``.
 
     Returns
     -------
