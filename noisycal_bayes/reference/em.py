@@ -93,13 +93,41 @@ def _objective(theta, patterns, group, counts, n_annotators, n_groups, prior):
     return ds_loglik(patterns, group, counts, fpr, tpr, prev) + _log_prior(fpr, tpr, prev, prior)
 
 
-@partial(jax.jit, static_argnames=("n_annotators", "n_groups", "prior"))
 def _step(theta, patterns, group, counts, n_annotators, n_groups, prior):
     """One EM step on ``theta = concat(fpr, tpr, prevalence)``; returns the new theta and its objective."""
     fpr, tpr, prev = theta[:n_annotators], theta[n_annotators:2 * n_annotators], theta[2 * n_annotators:]
     f, t, p = em_step(patterns, group, counts, n_groups, fpr, tpr, prev, prior)
     new = jnp.concatenate([f, t, p])
     return new, _objective(new, patterns, group, counts, n_annotators, n_groups, prior)
+
+
+@partial(jax.jit, static_argnames=("n_annotators", "n_groups", "prior", "trace_size"))
+def _iterate(theta0, patterns, group, counts, tol, max_iter, n_annotators, n_groups, prior, trace_size):
+    """EM from ``theta0`` until the stopping rule holds (see fit_em Notes, rule 2), or ``max_iter``.
+
+    Returns ``(theta, objective, n_iter, trace (trace_size,) NaN-padded, converged, nonfinite)``;
+    ``trace_size >= max_iter + 1``. The loop runs inside one compiled ``lax.while_loop`` only for speed
+    (``max_iter`` is traced, the trace length rounded up to a power of 2, so few compilations serve
+    every setting); it is the plain iteration.
+    """
+    obj0 = _objective(theta0, patterns, group, counts, n_annotators, n_groups, prior)
+    trace = jnp.full(trace_size, jnp.nan, dtype=theta0.dtype).at[0].set(obj0)
+
+    def cond(state):
+        it, _, _, trace, done, bad = state
+        return (it < max_iter) & ~done & ~bad
+
+    def body(state):
+        it, theta, obj, trace, _, _ = state
+        new, new_obj = _step(theta, patterns, group, counts, n_annotators, n_groups, prior)
+        bad = ~(jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj))
+        small_step = jnp.max(jnp.abs(new - theta)) <= tol
+        small_change = jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj))
+        return it + 1, new, new_obj, trace.at[it + 1].set(new_obj), small_step & small_change, bad
+
+    state = (jnp.asarray(0), theta0, obj0, trace, jnp.asarray(False), ~jnp.isfinite(obj0))
+    it, theta, obj, trace, done, bad = jax.lax.while_loop(cond, body, state)
+    return theta, obj, it, trace, done & ~bad, bad
 
 
 def _check_prior(prior):
@@ -153,25 +181,17 @@ def _moment_start(data, group, n_groups):
 
 def _run_start(theta0, arrays, n_annotators, n_groups, prior, max_iter, tol):
     """Iterate EM from ``theta0``. Returns ``(theta, objective, n_iter, trace, converged, reason)``."""
-    theta = jnp.asarray(theta0)
-    obj = float(_objective(theta, *arrays, n_annotators, n_groups, prior))
-    trace = [obj]
-    prev_np = np.asarray(theta0, dtype=np.float64)
-    if not np.isfinite(obj):
-        return prev_np, obj, 0, trace, False, "non-finite objective at the start"
-    for it in range(1, max_iter + 1):
-        theta, new_obj = _step(theta, *arrays, n_annotators, n_groups, prior)
-        new_np = np.asarray(theta)
-        new_obj = float(new_obj)
-        trace.append(new_obj)
-        if not (np.all(np.isfinite(new_np)) and np.isfinite(new_obj)):
-            return new_np, new_obj, it, trace, False, f"non-finite parameters at iteration {it}"
-        small_step = np.max(np.abs(new_np - prev_np)) <= tol
-        small_change = abs(new_obj - obj) <= tol * (1.0 + abs(new_obj))
-        prev_np, obj = new_np, new_obj
-        if small_step and small_change:
-            return new_np, new_obj, it, trace, True, ""
-    return prev_np, obj, max_iter, trace, False, f"did not converge within max_iter={max_iter} iterations"
+    trace_size = 1 << int(max_iter).bit_length()  # the next power of 2 above max_iter
+    theta, obj, it, trace, converged, bad = _iterate(jnp.asarray(theta0), *arrays, tol, max_iter, n_annotators,
+                                                     n_groups, prior, trace_size)
+    it = int(it)
+    theta, obj, trace = np.asarray(theta, dtype=np.float64), float(obj), np.asarray(trace)[:it + 1]
+    if bool(bad):
+        why = "non-finite objective at the start" if it == 0 else f"non-finite parameters at iteration {it}"
+        return theta, obj, it, trace, False, why
+    if not bool(converged):
+        return theta, obj, it, trace, False, f"did not converge within max_iter={max_iter} iterations"
+    return theta, obj, it, trace, True, ""
 
 
 def _orient(fpr, tpr, prevalence):
@@ -240,7 +260,9 @@ def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: in
     -----
     IdentifiabilityWarning
         Two annotators and no score groups (not identified, paper §D.1); or a two-annotator grouped fit
-        whose estimated group prevalences differ by less than ``MIN_PREVALENCE_SPREAD`` (0.05).
+        whose estimated group prevalences differ by less than ``MIN_PREVALENCE_SPREAD`` (0.05) (checked
+        on the selected fit, or on the best start when none was accepted: weak identification also
+        stalls EM, so this warning often comes with a ConvergenceWarning).
     SmallGapWarning
         The highest-objective converged fit has a gap ``<= min_gap`` (and was screened out).
     ConvergenceWarning
@@ -329,9 +351,12 @@ def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: in
         failed = []
         start_obj = np.full(n_total, np.nan)
         best_rejected = None  # (objective, start, small-gap annotators, gaps) of converged fits screened out
+        best_any = None  # (objective, oriented prevalence) of the best finite start, converged or not
         for s, (theta, obj, n_iter, trace, converged, why) in enumerate(results):
             if np.isfinite(obj):
                 start_obj[s] = obj
+            if np.isfinite(obj) and np.all(np.isfinite(theta)) and (best_any is None or obj > best_any[0]):
+                best_any = (obj, _orient(theta[:n_ann], theta[n_ann:2 * n_ann], theta[2 * n_ann:])[2])
             if not converged:
                 failed.append((s, why))
                 continue
@@ -363,6 +388,17 @@ def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: in
         warnings.warn(msg, SmallGapWarning, stacklevel=2)
         notes.append(msg)
 
+    # Two annotators are identified only through prevalence differences between groups (§D.2); check the
+    # selected fit, or the best start when none was accepted (weak identification also stalls EM).
+    prev_check = prev if fitted else (None if best_any is None else best_any[1])
+    if n_ann == 2 and n_groups > 1 and prev_check is not None and np.ptp(prev_check) < MIN_PREVALENCE_SPREAD:
+        msg = (f"the estimated group prevalences barely differ ({_preview(np.round(prev_check, 4))}, spread "
+               f"{np.ptp(prev_check):.3g} < {MIN_PREVALENCE_SPREAD}): with two annotators the channels are "
+               "identified only through prevalence differences between groups, so this estimate is unstable. Use "
+               "groups that separate the classes better (fewer, wider score groups) or add an annotator.")
+        warnings.warn(msg, IdentifiabilityWarning, stacklevel=2)
+        notes.append(msg)
+
     common = dict(method=METHOD, n_groups=n_groups, group_sizes=group_sizes, start_logliks=start_obj,
                   details={"moment_start_index": moment_index, "n_starts_total": n_total, "prior": prior,
                            "tol": tol, "max_iter": max_iter, "min_gap": min_gap, "warnings": tuple(notes)})
@@ -381,13 +417,6 @@ def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: in
         identified = False
         reason = ("two annotators without score groups: not identified (paper §D.1); this estimate is one point of a "
                   "continuum of channels with the same likelihood.")
-    elif n_ann == 2 and (prev.max() - prev.min()) < MIN_PREVALENCE_SPREAD:
-        msg = (f"the estimated group prevalences barely differ ({_preview(np.round(prev, 4))}, spread "
-               f"{prev.max() - prev.min():.3g} < {MIN_PREVALENCE_SPREAD}): with two annotators the channels are "
-               "identified only through prevalence differences between groups, so this estimate is unstable. Use "
-               "groups that separate the classes better (fewer, wider score groups) or add an annotator.")
-        warnings.warn(msg, IdentifiabilityWarning, stacklevel=2)
-        notes.append(msg)
     common["details"]["warnings"] = tuple(notes)
     common["details"]["label_exchanged"] = swapped
     return ChannelEstimate(make_channel(fpr, tpr, ids), np.clip(prev, 0.0, 1.0), identified, True, reason,
