@@ -65,6 +65,29 @@ def bin_stats(labels, scores, bin_idx, n_bins: int, item_weights=None) -> BinSta
     return BinStats(np.asarray(bin_idx)[first].astype(np.int32), obs[first], count, label_sum, score_sum, int(n_bins))
 
 
+def pad_bin_stats(stats: BinStats, size: int | None = None) -> BinStats:
+    """Pad the rows with empty ones (count 0) to ``size``, by default the next power of two >= 8.
+
+    The number of distinct (bin, mask) rows changes from data set to data set; padding keeps array
+    shapes in a few sizes so that JAX does not recompile for every new data set or bootstrap
+    replicate. A padding row has count 0 and label sums 0, so it adds nothing to any bin; its mask
+    is all True only to keep the per-row weight normalisation finite.
+    """
+    r = stats.count.size
+    size = max(8, 1 << max(r - 1, 0).bit_length()) if size is None else int(size)
+    if size < r:
+        raise ValueError(f"cannot pad {r} rows down to {size}.")
+    extra = size - r
+    if extra == 0:
+        return stats
+    j = stats.mask.shape[1]
+    return BinStats(np.concatenate([stats.bin, np.zeros(extra, stats.bin.dtype)]),
+                    np.concatenate([stats.mask, np.ones((extra, j), bool)]),
+                    np.concatenate([stats.count, np.zeros(extra)]),
+                    np.concatenate([stats.label_sum, np.zeros((extra, j))]),
+                    np.concatenate([stats.score_sum, np.zeros(extra)]), stats.n_bins)
+
+
 def _row_corrected_sums(stats: BinStats, fpr, gap, weights):
     """Per row: sum over its items of the combined corrected label, shape (n_rows,)."""
     w = jnp.where(stats.mask, weights, 0.0)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_binary_labels, check_same_length, check_scores, check_soft_labels
-from ..core import bin_stats, bin_table, ece_from_labels, x64
+from ..core import bin_stats, bin_table, binned_abs_residual, pad_bin_stats, x64
 from ..core.weights import WEIGHT_RULES
 from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
 
@@ -52,8 +52,15 @@ def smece(scores, soft_labels, *, bins=10) -> float:
 def _binned(z, y, bins) -> float:
     binning = as_binning(bins)
     edges = binning.edges_for(z)
+    idx = bin_index(z, edges)
+    # Pad to a power of two with zero-weight items so that JAX compiles for a few sizes, not every n.
+    size = max(8, 1 << max(z.size - 1, 0).bit_length())
+    pad = size - z.size
+    resid = np.concatenate([y - z, np.zeros(pad)])
+    weight = np.concatenate([np.ones(z.size), np.zeros(pad)])
+    idx = np.concatenate([idx, np.zeros(pad, idx.dtype)])
     with x64():
-        return float(ece_from_labels(z, y, bin_index(z, edges), edges.size - 1))
+        return float(binned_abs_residual(idx, resid, edges.size - 1, weight))
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,7 @@ def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edge
                              "weight; give those annotators a positive weight or drop the items.")
     edges = as_binning(bins).edges_for(z) if edges is None else Binning.from_edges(edges).edges_for()
     n_bins = edges.size - 1
-    stats = bin_stats(data.labels, z, bin_index(z, edges), n_bins)
+    stats = pad_bin_stats(bin_stats(data.labels, z, bin_index(z, edges), n_bins))
     with x64():
         count, score_sum, corr_sum, w = (np.asarray(a, dtype=np.float64) for a in
                                          bin_table(stats, channel.fpr, channel.gap, rule))
