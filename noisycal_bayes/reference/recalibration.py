@@ -128,12 +128,38 @@ def _check_box(bounds, name, *, positive=False):
     return lo, hi
 
 
+def _pad(x, value=0.0):
+    """``x`` padded with ``value`` to the next power of two (>= 64).
+
+    Padding keeps the jitted functions compiled for a handful of shapes instead of once per sample
+    size; padded items get weight 0 in the loss (so add nothing) and are cut from predictions.
+    """
+    n = x.size
+    size = max(64, 1 << max(n - 1, 0).bit_length())
+    return jnp.asarray(np.concatenate([x, np.full(size - n, value)]))
+
+
+def _padded(z, y, w):
+    return _pad(z, 0.5), _pad(y), _pad(w)
+
+
 # ----------------------------------------------------------------------------- temperature
 @jax.jit
-def _temperature_value_grad(inv_t, logits, targets, item_weights):
+def _temperature_value_grad(inv_t, scores, targets, item_weights):
     # Parametrised by inverse temperature theta = 1/T: the loss is convex in theta (affine in the logits).
+    logits = clipped_logit(scores)
     return jax.value_and_grad(
         lambda t: corrected_log_loss(temperature_map(logits, 1.0 / t), targets, item_weights))(inv_t)
+
+
+@jax.jit
+def _predict_temperature(scores, temperature):
+    return jax.nn.sigmoid(temperature_map(clipped_logit(scores), temperature))
+
+
+@jax.jit
+def _predict_platt(scores, alpha, beta):
+    return jax.nn.sigmoid(platt_map(clipped_logit(scores), alpha, beta))
 
 
 @dataclass(frozen=True)
@@ -183,11 +209,10 @@ def fit_temperature(scores, targets, *, bounds=TEMPERATURE_BOUNDS, item_weights=
     """
     z, y, w = _check_targets(scores, targets, item_weights)
     t_lo, t_hi = _check_box(bounds, "bounds", positive=True)
+    if np.all(z == 0.5):
+        raise ValueError("every score is 0.5: the temperature is not identified (all logits are 0).")
     with x64():
-        s = np.asarray(clipped_logit(z))
-        if np.all(s == 0):
-            raise ValueError("every score is 0.5: the temperature is not identified (all logits are 0).")
-        args = (jnp.asarray(s), jnp.asarray(y), jnp.asarray(w))
+        args = _padded(z, y, w)
 
         def grad(theta):
             return float(_temperature_value_grad(theta, *args)[1])
@@ -213,12 +238,13 @@ def predict_temperature(scores, temperature: float) -> np.ndarray:
     """``sigmoid(clipped_logit(z) / T)``, shape (n_items,)."""
     z = check_scores(scores)
     with x64():
-        return np.asarray(jax.nn.sigmoid(temperature_map(clipped_logit(z), float(temperature))), dtype=np.float64)
+        return np.asarray(_predict_temperature(_pad(z, 0.5), float(temperature)), dtype=np.float64)[:z.size]
 
 
 # ----------------------------------------------------------------------------- Platt
 @jax.jit
-def _platt_value_grad(params, logits, targets, item_weights):
+def _platt_value_grad(params, scores, targets, item_weights):
+    logits = clipped_logit(scores)
     return jax.value_and_grad(
         lambda p: corrected_log_loss(platt_map(logits, p[0], p[1]), targets, item_weights))(params)
 
@@ -281,7 +307,7 @@ def fit_platt(scores, targets, *, alpha_bounds=PLATT_ALPHA_BOUNDS, beta_bounds=P
     a_box = _check_box(alpha_bounds, "alpha_bounds")
     b_box = _check_box(beta_bounds, "beta_bounds")
     with x64():
-        args = (jnp.asarray(clipped_logit(z)), jnp.asarray(y), jnp.asarray(w))
+        args = _padded(z, y, w)
 
         def fun(p):
             v, g = _platt_value_grad(jnp.asarray(p), *args)
@@ -309,7 +335,7 @@ def predict_platt(scores, alpha: float, beta: float) -> np.ndarray:
     """``sigmoid(alpha clipped_logit(z) + beta)``, shape (n_items,)."""
     z = check_scores(scores)
     with x64():
-        return np.asarray(jax.nn.sigmoid(platt_map(clipped_logit(z), float(alpha), float(beta))), dtype=np.float64)
+        return np.asarray(_predict_platt(_pad(z, 0.5), float(alpha), float(beta)), dtype=np.float64)[:z.size]
 
 
 # ----------------------------------------------------------------------------- projected histogram
