@@ -75,6 +75,8 @@ def simulate_annotations(n_items: int, *, fpr, tpr, curve="calibrated", score_be
         raise ValueError(f"`missing` must be a probability in [0, 1]; got {missing}.")
     rng = np.random.default_rng(seed)
     channel = Channel(fpr, tpr)
+    if isinstance(curve, str) and curve not in CURVES:
+        raise ValueError(f"`curve` must be one of {sorted(CURVES)} or a callable m(z); got {curve!r}.")
     m = CURVES[curve] if isinstance(curve, str) else curve
     z = rng.beta(*score_beta, size=n_items)
     p = np.clip(np.asarray(m(z), dtype=np.float64), 0.0, 1.0)
