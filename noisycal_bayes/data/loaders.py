@@ -206,7 +206,7 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
         A separate ``item, score`` file. Scored items that nobody annotated are dropped with a
         :class:`~noisycal_bayes.warnings.DataWarning`; annotated items without a score are an error.
     layout : {"auto", "long", "wide"}
-        ``"auto"`` reads long format when the file has both an ``annotator`` and a ``label`` column.
+        ``"auto"`` reads long format when the file has an ``annotator`` or a ``label`` column, else wide.
     item, annotator, label, score : str
         Column names.
 
@@ -234,7 +234,8 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
         raise ValueError(f"`layout` must be 'auto', 'long' or 'wide'; got {layout!r}.")
     table = read_table(path)
     if layout == "auto":
-        layout = "long" if annotator in table.header and label in table.header else "wide"
+        # Either long-format column name means long format (then a missing partner is reported).
+        layout = "long" if annotator in table.header or label in table.header else "wide"
     reader = _read_long if layout == "long" else _read_wide
     labels, item_ids, ann_ids, file_scores = reader(table, item=item, annotator=annotator, label=label, score=score)
 

@@ -1,0 +1,219 @@
+"""Tests of noisycal_bayes/data/loaders.py: CSV layouts, one-line errors, bundled demo data."""
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from noisycal_bayes import AnnotationSet
+from noisycal_bayes.data.loaders import demo_paths, load_annotations_csv, load_demo, load_scores_csv, read_table
+from noisycal_bayes.warnings import DataWarning
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path, name, text, *, encoding="utf-8"):
+    path = tmp_path / name
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+LONG = "item,annotator,label\n1,a,1\n1,b,0\n2,a,0\n3,b,1\n3,a,1\n"
+SCORES = "item,score\n1,0.9\n2,0.2\n3,0.6\n"
+
+
+# ------------------------------------------------------------------------------------------ layouts
+def test_long_format_matches_from_long(tmp_path):
+    ann = write(tmp_path, "ann.csv", LONG)
+    sc = write(tmp_path, "sc.csv", SCORES)
+    data = load_annotations_csv(ann, sc)
+    ref = AnnotationSet.from_long(pd.read_csv(ann), pd.read_csv(sc))
+    assert data.labels.tolist() == ref.labels.tolist() == [[1, 0], [0, -1], [1, 1]]
+    assert data.scores.tolist() == ref.scores.tolist() == [0.9, 0.2, 0.6]
+    assert list(data.item_ids) == [1, 2, 3] and list(data.annotator_ids) == ["a", "b"]
+
+
+def test_wide_format_with_score_column_and_missing_cells(tmp_path):
+    path = write(tmp_path, "wide.csv", "item,ann1,ann2,ann3,score\nx,1,,0,0.8\ny,0,0,NA,0.1\nz,,1,1,0.5\n")
+    data = load_annotations_csv(path)
+    assert data.labels.tolist() == [[1, -1, 0], [0, 0, -1], [-1, 1, 1]]
+    assert list(data.annotator_ids) == ["ann1", "ann2", "ann3"]
+    assert data.scores.tolist() == [0.8, 0.1, 0.5]
+    # The same file read through the wide constructor gives the same set.
+    frame = pd.read_csv(path).set_index("item")
+    ref = AnnotationSet.from_wide(frame.drop(columns="score"), frame["score"])
+    assert data.labels.tolist() == ref.labels.tolist()
+
+
+def test_bom_blank_lines_quotes_crlf_and_trailing_separator(tmp_path):
+    text = '\ufeff"item","annotator","label"\r\n\r\n"1","a","1"\r\n1,b,"0",\r\n\r\n2, a ,0\r\n'
+    ann = write(tmp_path, "messy.csv", text)
+    sc = write(tmp_path, "sc.csv", '\ufeffitem,score\n"1","0.25"\n\n2,1\n')
+    data = load_annotations_csv(ann, sc)
+    assert data.labels.tolist() == [[1, 0], [0, -1]]
+    assert data.scores.tolist() == [0.25, 1.0]
+    assert list(data.annotator_ids) == ["a", "b"]
+
+
+def test_custom_column_names(tmp_path):
+    ann = write(tmp_path, "ann.csv", "id,worker,answer,p\n1,w1,1,0.7\n1,w2,1,0.7\n2,w1,0,0.3\n")
+    data = load_annotations_csv(ann, item="id", annotator="worker", label="answer", score="p")
+    assert data.labels.tolist() == [[1, 1], [0, -1]] and data.scores.tolist() == [0.7, 0.3]
+
+
+def test_integer_ids_match_across_files_and_sort_numerically(tmp_path):
+    ann = write(tmp_path, "ann.csv", "item,annotator,label\n10,a,1\n2,a,0\n10,b,1\n2,b,1\n")
+    sc = write(tmp_path, "sc.csv", "item,score\n2,0.3\n10,0.6\n")
+    data = load_annotations_csv(ann, sc)
+    assert list(data.item_ids) == [2, 10]
+    assert data.scores.tolist() == [0.3, 0.6]
+
+
+def test_unannotated_scores_are_dropped_with_a_warning(tmp_path):
+    ann = write(tmp_path, "ann.csv", LONG)
+    sc = write(tmp_path, "sc.csv", SCORES + "4,0.5\n5,0.5\n")
+    with pytest.warns(DataWarning, match="2 scored items"):
+        data = load_annotations_csv(ann, sc)
+    assert data.n_items == 3
+
+
+def test_load_scores_csv(tmp_path):
+    s = load_scores_csv(write(tmp_path, "sc.csv", SCORES))
+    assert s.index.tolist() == [1, 2, 3] and s.tolist() == [0.9, 0.2, 0.6]
+
+
+# ------------------------------------------------------------------------------------------ errors
+BAD_ANNOTATIONS = {
+    # name: (annotations text, scores text or None, pieces the message must contain)
+    "empty file": ("", SCORES, ["ann.csv", "empty"]),
+    "only blank lines": ("\n\n  \n", SCORES, ["ann.csv", "empty"]),
+    "header only": ("item,annotator,label\n", SCORES, ["ann.csv", "no data rows"]),
+    "missing label column": ("item,annotator,lab\n1,a,1\n", SCORES, ["ann.csv", "'label'"]),
+    "label 2": ("item,annotator,label\n1,a,1\n2,a,2\n", SCORES, ["ann.csv, line 3, column 'label'", "'2'"]),
+    "label text": ("item,annotator,label\n1,a,yes\n", SCORES, ["line 2, column 'label'", "'yes'"]),
+    "label empty": ("item,annotator,label\n1,a,\n", SCORES, ["line 2, column 'label'", "empty"]),
+    "label NaN": ("item,annotator,label\n1,a,nan\n", SCORES, ["line 2, column 'label'", "'nan'"]),
+    "label 0.5": ("item,annotator,label\n1,a,0.5\n", SCORES, ["line 2", "'0.5'"]),
+    "duplicate pair": ("item,annotator,label\n1,a,1\n2,a,0\n1,a,0\n", SCORES,
+                       ["line 4", "duplicate (item, annotator)", "line 2"]),
+    "ragged row": ("item,annotator,label\n1,a,1,7,8\n", SCORES, ["line 2", "expected 3 fields", "got 5"]),
+    "empty item id": ("item,annotator,label\n,a,1\n", SCORES, ["line 2, column 'item'", "empty item"]),
+    "duplicate column": ("item,label,annotator,label\n1,1,a,1\n", SCORES, ["line 1", "duplicate column"]),
+    "wide item without labels": ("item,a,b\n1,1,0\n2,,\n", SCORES, ["line 3", "no label"]),
+    "wide annotator without labels": ("item,a,b\n1,1,\n2,0,\n", "item,score\n1,0.5\n2,0.5\n", ["'b'", "did not label"]),
+    "wide label 3": ("item,a,b\n1,1,3\n", SCORES, ["line 2, column 'b'", "'3'"]),
+    "wide missing item column": ("id,a,b\n1,1,0\n", SCORES, ["missing column 'item'"]),
+    "binary garbage": ("\x00\xff\xfe", SCORES, ["ann.csv"]),
+}
+BAD_SCORES = {
+    "score above 1": ("item,score\n1,0.9\n2,1.5\n3,0.1\n", ["sc.csv, line 3, column 'score'", "'1.5'"]),
+    "negative score": ("item,score\n1,-0.1\n2,0.5\n3,0.1\n", ["line 2", "'-0.1'"]),
+    "score NaN": ("item,score\n1,0.9\n2,nan\n3,0.1\n", ["line 3", "'nan'"]),
+    "score inf": ("item,score\n1,inf\n2,0.5\n3,0.1\n", ["line 2", "'inf'"]),
+    "score text": ("item,score\n1,high\n2,0.5\n3,0.1\n", ["line 2, column 'score'", "'high'"]),
+    "score empty": ("item,score\n1,\n2,0.5\n3,0.1\n", ["line 2", "empty"]),
+    "duplicate score item": ("item,score\n1,0.9\n2,0.5\n1,0.1\n3,0.2\n", ["line 4", "duplicate item", "line 2"]),
+    "missing score column": ("item,prob\n1,0.9\n", ["sc.csv", "'score'"]),
+    "annotated item without score": ("item,score\n1,0.9\n2,0.5\n", ["sc.csv", "no score", "3"]),
+    "empty scores file": ("", ["sc.csv", "empty"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ANNOTATIONS))
+def test_bad_annotation_files_raise_one_line_errors(tmp_path, case):
+    ann_text, sc_text, pieces = BAD_ANNOTATIONS[case]
+    ann = tmp_path / "ann.csv"
+    ann.write_bytes(ann_text.encode("latin-1"))
+    sc = write(tmp_path, "sc.csv", sc_text)
+    with pytest.raises(ValueError) as info:
+        load_annotations_csv(ann, sc)
+    msg = str(info.value)
+    assert "\n" not in msg
+    for piece in pieces:
+        assert piece in msg, (piece, msg)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SCORES))
+def test_bad_score_files_raise_one_line_errors(tmp_path, case):
+    sc_text, pieces = BAD_SCORES[case]
+    ann = write(tmp_path, "ann.csv", LONG)
+    sc = write(tmp_path, "sc.csv", sc_text)
+    with pytest.raises(ValueError) as info:
+        load_annotations_csv(ann, sc)
+    msg = str(info.value)
+    assert "\n" not in msg
+    for piece in pieces:
+        assert piece in msg, (piece, msg)
+
+
+def test_conflicting_scores_in_long_file(tmp_path):
+    ann = write(tmp_path, "ann.csv", "item,annotator,label,score\n1,a,1,0.9\n1,b,1,0.8\n")
+    with pytest.raises(ValueError, match=r"line 3, column 'score': item 1 has score 0.8 here but 0.9 at line 2"):
+        load_annotations_csv(ann)
+
+
+def test_scores_given_twice(tmp_path):
+    ann = write(tmp_path, "ann.csv", "item,a,b,score\n1,1,0,0.9\n")
+    sc = write(tmp_path, "sc.csv", SCORES)
+    with pytest.raises(ValueError, match="one source of scores"):
+        load_annotations_csv(ann, sc)
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(ValueError, match="nope.csv: no such file"):
+        read_table(tmp_path / "nope.csv")
+    with pytest.raises(ValueError, match="is a directory"):
+        read_table(tmp_path)
+
+
+def test_bad_layout_argument(tmp_path):
+    with pytest.raises(ValueError, match="`layout`"):
+        load_annotations_csv(write(tmp_path, "a.csv", LONG), layout="tall")
+
+
+def test_caller_file_is_not_modified(tmp_path):
+    ann = write(tmp_path, "ann.csv", LONG)
+    before = ann.read_bytes()
+    load_annotations_csv(ann, write(tmp_path, "sc.csv", SCORES))
+    assert ann.read_bytes() == before
+
+
+# ------------------------------------------------------------------------------------------ demo data
+def test_demo_data_shapes_and_truth_alignment():
+    data, truth = load_demo()
+    assert (data.n_items, data.n_annotators) == (4000, 3)
+    assert list(data.annotator_ids) == ["careful", "hasty", "lenient"]
+    assert truth["clean_labels"].shape == (4000,) and set(np.unique(truth["clean_labels"])) == {0, 1}
+    np.testing.assert_allclose(truth["channel"].fpr, [0.05, 0.20, 0.35])
+    np.testing.assert_allclose(truth["channel"].tpr, [0.90, 0.70, 0.95])
+    # The clean labels must belong to these items: each annotator's empirical rates against them must match
+    # the true channel. Binomial standard error sqrt(p(1-p)/n) with n >= ~1300 responses per class; z = 4.9
+    # gives a two-sided false-alarm rate of 1e-6 per comparison (6 comparisons). Misaligned truth would
+    # give tpr - fpr near 0, many standard errors away.
+    y = truth["clean_labels"]
+    for j in range(3):
+        obs = data.labels[:, j] >= 0
+        for cls, rate in ((0, truth["channel"].fpr[j]), (1, truth["channel"].tpr[j])):
+            sel = obs & (y == cls)
+            est = data.labels[sel, j].mean()
+            se = np.sqrt(rate * (1 - rate) / sel.sum())
+            assert abs(est - rate) < 4.9 * se, (j, cls, est, rate)
+
+
+def test_bundled_files_are_small_and_reproduced_by_the_script(tmp_path):
+    paths = demo_paths()
+    assert sum(p.stat().st_size for p in paths.values()) < 300_000
+    spec = importlib.util.spec_from_file_location("make_demo_data", REPO / "benchmarks" / "make_demo_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module.main(tmp_path)
+    for key, path in paths.items():
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), (
+            f"{path.name} differs from what benchmarks/make_demo_data.py makes now; regenerate it with "
+            "`.venv/bin/python benchmarks/make_demo_data.py` if the simulator changed on purpose")
