@@ -273,3 +273,28 @@ def test_apply_rejects_bad_map_files(tmp_path, capsys):
         assert_one_line_error(err)
         assert piece in err
     assert not (tmp_path / "o.csv").exists()
+
+
+# ------------------------------------------------------------------------------------------ README
+def _readme():
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_readme_first_screen_shows_exactly_the_two_commands():
+    text = _readme()
+    first_block = text.split("```")[1]
+    assert [ln.strip() for ln in first_block.strip().splitlines()] == ["make demo", "make test"]
+    assert text.index("make demo") < 2500  # on the first screen, after one paragraph
+
+
+def test_readme_python_quickstart_runs(capsys):
+    text = _readme()
+    code = text.split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "NC-ECE" in out and "oracle ECE" in out
+    # The quickstart's claim "the simulated model needs T = 2": the demo's true curve is sigmoid(0.5 logit z).
+    assert 1.6 < namespace["ts"].temperature_ < 2.8
