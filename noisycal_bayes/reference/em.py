@@ -376,7 +376,7 @@ def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: in
             sel = min(s for s, v in fitted.items() if v[3] >= best - TIE_RTOL * (1.0 + abs(best)))
             fpr, tpr, prev, obj, n_iter, trace, swapped = fitted[sel]
             loglik = obj if prior is None else float(
-                ds_loglik(arrays[0], arrays[1], arrays[2], jnp.asarray(fpr), jnp.asarray(tpr), jnp.asarray(prev)))
+                _objective(jnp.asarray(np.concatenate([fpr, tpr, prev])), *arrays, n_ann, n_groups, None))
 
     top_obj = max((v[3] for v in fitted.values()), default=-np.inf)
     if best_rejected is not None and best_rejected[0] > top_obj + TIE_RTOL * (1.0 + abs(best_rejected[0])):
