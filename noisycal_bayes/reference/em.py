@@ -3,8 +3,9 @@
 E-step ``T_r = P(Y = 1 | pattern_r, g_r)``; M-step ``pi_g`` = mean of ``T`` in group ``g``,
 ``tpr_j = sum_r c_r T_r A_rj / sum_r c_r T_r O_rj`` and ``fpr_j`` the same with ``1 - T_r`` (``O`` = observed),
 all on compressed (group, pattern) counts (:func:`noisycal_bayes.core.em_step`, in float64). This is a
-plain Python loop over starts and iterations; a vectorised JAX version must reproduce it exactly
-given the same starts, so every rule is spelled out in :func:`fit_em`'s Notes.
+plain Python loop over starts (each start's iterations run in one compiled ``lax.while_loop``); a
+vectorised JAX version must reproduce it exactly given the same starts, so every rule is spelled out
+in :func:`fit_em`'s Notes.
 """
 from __future__ import annotations
 

@@ -125,6 +125,7 @@ def test_three_annotator_marginal_em_equals_moments():
     np.testing.assert_allclose(est.prevalence, mo.prevalence, atol=1e-7)
 
 
+@pytest.mark.statistical
 def test_recovers_simulated_channels_within_fisher_standard_errors():
     # Truth vs estimate with se from the observed Fisher information (Hessian of the compressed
     # log-likelihood at the estimate). False-alarm rate: alpha = 1e-3 for the whole family of K = 2J + G
