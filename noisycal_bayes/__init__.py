@@ -2,7 +2,12 @@
 
 Notation (Hanada & Futami): ``a_j`` -> ``fpr``, ``a_j + delta_j`` -> ``tpr``, ``delta_j`` -> ``gap``,
 ``pi_g`` -> ``prevalence``.
+
+The data layer and the metrics import eagerly; the Bayesian layer (NumPyro) and the reference layer are
+loaded on first use, so ``import noisycal_bayes`` stays cheap.
 """
+from importlib import import_module
+
 from . import warnings
 from .data import AnnotationSet, Binning, Channel
 from .reference.calibration import NCECEResult, ece, nc_ece, smece
@@ -10,5 +15,36 @@ from .simulate import simulate_annotations
 
 __version__ = "0.1.0"
 
+# Public name -> module that defines it (imported lazily by __getattr__).
+_LAZY = {
+    "TemperatureScaling": "noisycal_bayes.recalibration",
+    "PlattScaling": "noisycal_bayes.recalibration",
+    "ProjectedHistogram": "noisycal_bayes.recalibration",
+    "fit_em": "noisycal_bayes.inference",
+    "fit_map": "noisycal_bayes.inference",
+    "fit_nuts": "noisycal_bayes.inference",
+    "FitResult": "noisycal_bayes.inference",
+    "reference": "noisycal_bayes.reference",
+    "diagnostics": "noisycal_bayes.diagnostics",
+    "inference": "noisycal_bayes.inference",
+    "models": "noisycal_bayes.models",
+    "recalibration": "noisycal_bayes.recalibration",
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'noisycal_bayes' has no attribute {name!r}")
+    mod = import_module(module)
+    value = mod if module.endswith("." + name) else getattr(mod, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = ["AnnotationSet", "Binning", "Channel", "NCECEResult", "ece", "nc_ece", "simulate_annotations", "smece",
-           "warnings"]
+           "warnings", *_LAZY]

@@ -1,0 +1,23 @@
+"""The paper's frequentist estimators (Hanada & Futami), kept as reference implementations.
+
+Closed forms and moment methods for the channels, Dawid-Skene EM (marginal and score-grouped),
+constrained GMM, NC-ECE variants (independent split, reuse, cross-fit) with bootstrap intervals,
+corrected-loss and histogram recalibration fits, and the naive baselines.
+"""
+from .baselines import NaiveCalibrationResult, naive_calibration
+from .calibration import NCECEResult, ece, nc_ece, smece
+from .channels import ChannelEstimate
+from .closed_form import closed_form_two_groups, two_group_from_moments
+from .em import em_starts, fit_em
+from .gmm import fit_gmm
+from .moments import moments_three, three_from_moments
+from .recalibration import fit_platt, fit_projected_histogram, fit_temperature
+from .variants import (BootstrapNCECEResult, NCECEVariantResult, bootstrap_nc_ece, nc_ece_cross_fit, nc_ece_reuse,
+                       nc_ece_split)
+
+__all__ = [
+    "BootstrapNCECEResult", "ChannelEstimate", "NCECEResult", "NCECEVariantResult", "NaiveCalibrationResult",
+    "bootstrap_nc_ece", "closed_form_two_groups", "ece", "em_starts", "fit_em", "fit_gmm", "fit_platt",
+    "fit_projected_histogram", "fit_temperature", "moments_three", "naive_calibration", "nc_ece", "nc_ece_cross_fit",
+    "nc_ece_reuse", "nc_ece_split", "smece", "three_from_moments", "two_group_from_moments",
+]
