@@ -1,0 +1,18 @@
+"""Which labels are wrong, and which classifier is really better (DESIGN §1, job 5; seeds/003).
+
+Built on the Bayesian layer: every function takes a channel fit (``fit_em``, ``fit_map`` or
+``fit_nuts``) and never trusts a single label or the majority vote.
+
+- :func:`item_posteriors`, :func:`annotation_posteriors`: ``P(Y_i = 1 | data)``, ``P(A_ij wrong)``,
+  ``P(majority wrong)`` with intervals over the posterior draws.
+- :func:`label_issues`: items ranked by ``P(majority wrong)``.
+- :func:`corrected_accuracy`: accuracy / error rate of a thresholded classifier on the clean labels.
+- :func:`compare_models`: posterior probability that each classifier is the most accurate / best
+  calibrated.
+"""
+from .accuracy import CorrectedAccuracy, corrected_accuracy
+from .compare import ModelComparison, compare_models, joint_prediction_groups
+from .issues import annotation_posteriors, default_issue_fit, item_posteriors, label_issues
+
+__all__ = ["CorrectedAccuracy", "ModelComparison", "annotation_posteriors", "compare_models", "corrected_accuracy",
+           "default_issue_fit", "item_posteriors", "joint_prediction_groups", "label_issues"]

@@ -1,0 +1,253 @@
+"""Noise-corrected accuracy of a thresholded classifier, from the posterior of the clean labels.
+
+With predictions ``yhat_i = 1[z_i >= t]`` the accuracy on the clean labels of these items is
+``(1/n) sum_i 1[Y_i = yhat_i]``. Its posterior mean is
+
+``acc = (1/n) sum_i P(Y_i = yhat_i | data) = (1/n) sum_i [yhat_i p_i + (1 - yhat_i)(1 - p_i)]``
+
+with ``p_i = P(Y_i = 1 | A_i, c_i)`` averaged over the posterior draws. Intervals come from replicates
+that draw the channel (NUTS draws), the latent clean labels given it, and (``bootstrap=True``)
+Bayesian-bootstrap item weights for the population the items were drawn from.
+
+**When it is unbiased.** By the tower property ``E[P(Y_i = yhat_i | A_i, c_i)] = P(Y_i = yhat_i)``
+whenever ``yhat_i`` is a function of the conditioning information ``c_i`` and the model of
+``P(Y | c)`` and the channel are right. With ``c_i`` = the score bin and the threshold an edge of the
+bins, ``yhat`` is a function of ``c``, and ``Y | c ~ Bernoulli(pi_c)`` holds exactly for any discrete
+``c``: only the channel assumptions remain (class-conditional, score-invariant, independent
+annotators). When ``yhat`` carries information that ``c`` does not (another model's predictions, a
+threshold inside a bin), the posterior treats that information as irrelevant and the estimate is
+biased (towards the accuracy a predictor using only ``c`` would have). The functions here check this
+and warn; the default fit puts the threshold on a bin edge.
+
+The corrected-label estimate ``(1/n) sum_i [yhat_i Ytilde_i + (1 - yhat_i)(1 - Ytilde_i)]`` (paper §3
+corrected labels) is reported beside it: linear in the clean label, hence unbiased given the channel
+for any predictions, at the price of a larger variance.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_positive_int, check_scores
+from ..data import Binning, bin_index
+from ..warnings import DataWarning
+from ._posterior import (_item_groups, check_data, check_fit, check_prob, check_threshold, parameter_draws,
+                         row_posteriors)
+from ._replicates import (CorrectedLabels, accuracy_replicates, check_weights, moment_accuracy,
+                          posterior_mean_accuracy)
+from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
+
+TARGETS = {True: "population accuracy (Bayesian bootstrap over items)",
+           False: "sample accuracy (clean labels of these items)"}
+
+
+def predictions(scores, threshold: float) -> np.ndarray:
+    """``1[z >= threshold]`` as int8, shape (n_items,)."""
+    return (np.asarray(scores) >= threshold).astype(np.int8)
+
+
+def threshold_bins(scores, thresholds, n_items: int) -> np.ndarray:
+    """Equal-mass score bins with every threshold added as an edge, as integer groups (n_items,)."""
+    n_bins = min(DEFAULT_BINS, max(2, n_items // MIN_ITEMS_PER_BIN))
+    edges = Binning.equal_mass(n_bins).edges_for(scores)
+    edges = np.unique(np.concatenate([edges, np.asarray(thresholds, dtype=np.float64)]))
+    return bin_index(scores, edges)
+
+
+def conditioned_on(data, fit, yhat: np.ndarray, func: str) -> bool:
+    """Whether the predictions ``yhat`` are a function of what the fit conditions ``Y_i`` on.
+
+    Grouped models: ``yhat`` constant within every group. Platt: ``yhat`` a threshold of the fit's
+    scores (``max z[yhat = 0] < min z[yhat = 1]``).
+    """
+    if fit.model == "platt":
+        z = data.require_scores()
+        if yhat.min() == yhat.max():
+            return True
+        return bool(z[yhat == 0].max() < z[yhat == 1].min())
+    g = _item_groups(data, fit, func)
+    n_g = int(g.max()) + 1
+    pos = np.bincount(g, weights=yhat, minlength=n_g)
+    cnt = np.bincount(g, minlength=n_g)
+    return bool(np.all((pos == 0) | (pos == cnt)))
+
+
+def warn_unconditioned(names, fit, func: str):
+    names = list(names)
+    warnings.warn(
+        f"{func}: the predictions of {names} are not a function of what this {fit.model!r} fit conditions the clean "
+        "labels on (its score groups, or its own scores), so the posterior ignores what those predictions know and "
+        "their corrected accuracy is biased (pulled towards that of a predictor using only the fit's groups). Refit "
+        "with groups that every prediction is constant on, or pass fit=None to let this function do so; the "
+        "corrected-label estimate does not depend on the groups.", DataWarning, stacklevel=3)
+
+
+def check_replicates(n_replicates) -> int:
+    return check_positive_int(n_replicates, name="n_replicates")
+
+
+def _interval(x, prob):
+    return tuple(np.quantile(x, [(1 - prob) / 2, (1 + prob) / 2], axis=0))
+
+
+@dataclass(frozen=True)
+class CorrectedAccuracy:
+    """Noise-corrected accuracy of one thresholded classifier.
+
+    accuracy, error_rate : float
+        Posterior mean ``(1/n) sum_i P(Y_i = yhat_i | data)`` and one minus it.
+    lower, upper : float
+        Equal-tailed ``prob`` interval of ``target``.
+    corrected_label_accuracy, corrected_label_lower, corrected_label_upper : float
+        The corrected-label (moment) estimate and its interval (channel draws x bootstrap).
+    majority_accuracy : float
+        Accuracy against the majority vote (ties -> 1): the naive number.
+    annotator_accuracy : float
+        Mean over annotators of the accuracy against that annotator's own labels.
+    conditioned : bool
+        Whether the predictions are a function of the fit's conditioning information (see module notes).
+    p_correct : ndarray (n_items,)
+        ``P(Y_i = yhat_i | data)`` per item.
+    draws : dict of name -> ndarray (n_replicates,)
+        ``accuracy`` and ``corrected_label_accuracy`` replicates.
+    """
+
+    accuracy: float
+    error_rate: float
+    lower: float
+    upper: float
+    corrected_label_accuracy: float
+    corrected_label_lower: float
+    corrected_label_upper: float
+    majority_accuracy: float
+    annotator_accuracy: float
+    threshold: float
+    prob: float
+    target: str
+    n_items: int
+    n_replicates: int
+    model: str
+    method: str
+    n_channel_draws: int
+    conditioned: bool
+    p_correct: np.ndarray = field(repr=False)
+    draws: dict = field(repr=False)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One-row table of the scalar fields."""
+        keys = ("accuracy", "error_rate", "lower", "upper", "corrected_label_accuracy", "corrected_label_lower",
+                "corrected_label_upper", "majority_accuracy", "annotator_accuracy", "threshold", "prob", "target",
+                "n_items", "model", "method", "n_channel_draws", "conditioned")
+        return pd.DataFrame({k: [getattr(self, k)] for k in keys})
+
+
+def naive_accuracies(data, yhat: np.ndarray) -> tuple:
+    """Accuracy against the majority vote (ties -> 1) and the mean over annotators of accuracy against each."""
+    maj = data.majority_vote(ties="positive")
+    obs = data.observed
+    agree = (data.labels == yhat[:, None]) & obs
+    per_ann = agree.sum(axis=0) / obs.sum(axis=0)
+    return float(np.mean(maj == yhat)), float(np.mean(per_ann))
+
+
+def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, prob: float = 0.9,
+                       n_replicates: int = 2000, bootstrap: bool = True, weights="iv",
+                       max_draws: int | None = 1000, seed: int = 0) -> CorrectedAccuracy:
+    """Accuracy (and error rate) of ``1[score >= threshold]`` on the clean labels, with an interval.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+    fit : FitResult, optional
+        A fit of ``data`` (``fit_em``, ``fit_map``, ``fit_nuts``). None fits a histogram model by EM on
+        equal-mass bins of ``scores`` with ``threshold`` added as a bin edge, so that the predictions are
+        a function of the bins (see Notes).
+    scores : array of shape (n_items,), optional
+        The classifier's scores; default ``data.scores``.
+    threshold : float in [0, 1], default 0.5
+        Predict 1 when ``score >= threshold``.
+    prob : float, default 0.9
+    n_replicates : int, default 2000
+        Replicates for the interval (each: a channel draw, latent labels, bootstrap weights).
+    bootstrap : bool, default True
+        True: interval for the population accuracy (Bayesian bootstrap over items). False: for the
+        accuracy on these items' clean labels.
+    weights : {"iv", "equal", "gap", "squared_gap"} or array (n_annotators,)
+        Annotator weights of the corrected-label estimate.
+    max_draws : int or None, default 1000
+        Thin the fit's posterior draws to at most this many.
+    seed : int, default 0
+        Seed of the replicates (and of the EM starts when ``fit`` is None).
+
+    Returns
+    -------
+    CorrectedAccuracy
+
+    Raises
+    ------
+    ValueError
+        Bad ``data``, ``fit``, ``scores`` (shape, range), ``threshold``, ``prob``, ``n_replicates``,
+        ``weights``.
+
+    Warns
+    -----
+    DataWarning
+        The predictions are not a function of what the fit conditions on (the posterior estimate is then
+        biased; the corrected-label estimate is not).
+
+    Notes
+    -----
+    ``accuracy = (1/n) sum_i [yhat_i p_i + (1 - yhat_i)(1 - p_i)]`` with ``p_i = P(Y_i = 1 | data)``
+    (module docstring). The interval is over replicates: a channel draw ``theta_s`` (NUTS; the point
+    estimate for EM/MAP fits, whose intervals therefore omit channel uncertainty), latent labels
+    ``Y_i ~ Bernoulli(P(Y_i = 1 | A_i, c_i, theta_s))`` and, with ``bootstrap``, Dirichlet(1) item weights.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(3000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=0)
+    >>> res = corrected_accuracy(sim.data, n_replicates=500)
+    >>> truth = float(np.mean((sim.data.scores >= 0.5) == sim.clean_labels))
+    >>> bool(res.lower < truth < res.upper)
+    True
+    """
+    func = "corrected_accuracy"
+    data = check_data(data, func)
+    z = data.require_scores() if scores is None else check_scores(scores, ids=data.item_ids)
+    if z.shape != (data.n_items,):
+        raise ValueError(f"{func}: `scores` must have shape ({data.n_items},), one per item; got {z.shape}.")
+    t = check_threshold(threshold)
+    prob = check_prob(prob)
+    n_replicates = check_replicates(n_replicates)
+    w_rule = check_weights(weights, data.n_annotators)
+    rng = np.random.default_rng(seed)
+    yhat = predictions(z, t)
+    if fit is None:
+        from ..inference.em import fit_em
+
+        fit = fit_em(data, model="histogram", groups=threshold_bins(z, [t], data.n_items), n_starts=5, seed=seed)
+    fit = check_fit(fit, func)
+    rp = row_posteriors(data, fit, max_draws=max_draws, func=func)
+    conditioned = conditioned_on(data, fit, yhat, func)
+    if not conditioned:
+        warn_unconditioned(["scores"], fit, func)
+    y2 = yhat[:, None]
+    acc = float(posterior_mean_accuracy(rp, y2)[0])
+    reps = accuracy_replicates(rp, y2, n_replicates, bool(bootstrap), rng)[:, 0]
+    params, _ = parameter_draws(fit, max_draws)
+    cl = CorrectedLabels(data.labels, params["fpr"], params["tpr"], w_rule)
+    m_point, m_reps = moment_accuracy(cl, y2, n_replicates, bool(bootstrap), rng)
+    lo, hi = _interval(reps, prob)
+    mlo, mhi = _interval(m_reps[:, 0], prob)
+    p = rp.item_mean()
+    maj_acc, ann_acc = naive_accuracies(data, yhat)
+    return CorrectedAccuracy(
+        accuracy=acc, error_rate=1 - acc, lower=float(lo), upper=float(hi),
+        corrected_label_accuracy=float(m_point[0]), corrected_label_lower=float(mlo), corrected_label_upper=float(mhi),
+        majority_accuracy=maj_acc, annotator_accuracy=ann_acc, threshold=t, prob=prob, target=TARGETS[bool(bootstrap)],
+        n_items=data.n_items, n_replicates=n_replicates, model=fit.model, method=fit.method,
+        n_channel_draws=rp.n_samples if rp.has_draws else 0, conditioned=conditioned,
+        p_correct=np.where(yhat == 1, p, 1 - p), draws={"accuracy": reps, "corrected_label_accuracy": m_reps[:, 0]})

@@ -1,0 +1,214 @@
+"""Which classifier is really better: posterior probabilities on the clean labels (seeds/003).
+
+For classifiers ``m = 1..M`` scored on the same annotated items, every replicate ``r`` gives each
+model an accuracy on the clean labels (latent labels drawn from their posterior, optionally with
+Bayesian-bootstrap item weights) and an NC-ECE (paper §3, under the replicate's channel draw and the
+same item weights). Then
+
+- ``P(m most accurate) = mean_r 1[acc_m^(r) = max_k acc_k^(r)]`` (ties share the credit);
+- ``P(m best calibrated) = mean_r 1[NCECE_m^(r) = min_k NCECE_k^(r)]``.
+
+All models in a replicate share the draws, so the comparison is paired.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import _preview, check_scores
+from ..core import ece_from_labels, x64
+from ..data import as_binning, bin_index
+from ._posterior import check_data, check_fit, check_prob, check_threshold, parameter_draws, row_posteriors
+from ._replicates import (CorrectedLabels, accuracy_replicates, check_weights, nc_ece_replicates,
+                          posterior_mean_accuracy)
+from .accuracy import (TARGETS, check_replicates, conditioned_on, naive_accuracies, predictions,
+                       warn_unconditioned)
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """Posterior comparison of several classifiers on the clean labels.
+
+    table : DataFrame, one row per model
+        ``model``, ``threshold``, ``accuracy`` (posterior mean), ``accuracy_lower`` / ``_upper``,
+        ``p_most_accurate``, ``nc_ece`` (mean over replicates), ``nc_ece_lower`` / ``_upper``,
+        ``p_best_calibrated``, ``majority_accuracy`` and ``majority_ece`` (the naive numbers against
+        the majority vote), ``conditioned`` (predictions a function of the fit's conditioning
+        information).
+    draws : dict with ``accuracy`` and ``nc_ece``, each (n_replicates, n_models) in table order
+    """
+
+    table: pd.DataFrame
+    draws: dict = field(repr=False)
+    models: tuple
+    prob: float
+    target: str
+    bins: object
+    weights: object
+    n_replicates: int
+    fit_model: str
+    fit_method: str
+    n_channel_draws: int
+
+    def probability_better(self, a, b, *, metric: str = "accuracy") -> float:
+        """Posterior probability that model ``a`` beats model ``b`` (higher accuracy / lower NC-ECE)."""
+        if metric not in ("accuracy", "nc_ece"):
+            raise ValueError(f"`metric` must be 'accuracy' or 'nc_ece'; got {metric!r}.")
+        for name in (a, b):
+            if name not in self.models:
+                raise ValueError(f"unknown model {name!r}; models are {list(self.models)}.")
+        x = self.draws[metric]
+        ia, ib = self.models.index(a), self.models.index(b)
+        d = x[:, ia] - x[:, ib]
+        if metric == "nc_ece":
+            d = -d
+        return float(np.mean(d > 0) + 0.5 * np.mean(d == 0))
+
+
+def _check_scores_dict(scores, data, func):
+    if not isinstance(scores, dict) or len(scores) < 2:
+        raise ValueError(f"{func}: `scores` must be a dict of at least two models, name -> scores of shape "
+                         f"({data.n_items},); got {type(scores).__name__}"
+                         + (f" with {len(scores)} entry" if isinstance(scores, dict) else "")
+                         + ". For one model use corrected_accuracy.")
+    out = {}
+    for name, z in scores.items():
+        try:
+            arr = check_scores(z, name=f"scores[{name!r}]", ids=data.item_ids)
+        except ValueError as exc:
+            raise ValueError(f"{func}: {exc}") from None
+        if arr.shape != (data.n_items,):
+            raise ValueError(f"{func}: `scores[{name!r}]` must have shape ({data.n_items},), one per item of `data`; got "
+                             f"{arr.shape}.")
+        out[name] = arr
+    return out
+
+
+def _thresholds(threshold, names, func):
+    if isinstance(threshold, dict):
+        missing = [n for n in names if n not in threshold]
+        extra = [n for n in threshold if n not in names]
+        if missing or extra:
+            raise ValueError(f"{func}: `threshold` as a dict must name exactly the models {list(names)}; missing "
+                             f"{_preview(missing)}, unknown {_preview(extra)}.")
+        return {n: check_threshold(threshold[n]) for n in names}
+    t = check_threshold(threshold)
+    return {n: t for n in names}
+
+
+def _share_best(x: np.ndarray, largest: bool) -> np.ndarray:
+    """Fraction of rows where each column is the best (ties split evenly), shape (M,)."""
+    best = x.max(axis=1, keepdims=True) if largest else x.min(axis=1, keepdims=True)
+    win = (x == best).astype(np.float64)
+    return (win / win.sum(axis=1, keepdims=True)).mean(axis=0)
+
+
+def joint_prediction_groups(yhat: np.ndarray) -> np.ndarray:
+    """Integer group per item: the pattern of every model's prediction (at most 2^M groups)."""
+    return (yhat.astype(np.int64) << np.arange(yhat.shape[1], dtype=np.int64)).sum(axis=1)
+
+
+def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weights="iv", prob: float = 0.9,
+                   n_replicates: int = 1000, bootstrap: bool = True, max_draws: int | None = 1000,
+                   seed: int = 0) -> ModelComparison:
+    """Posterior probability that each classifier is the most accurate / best calibrated on clean labels.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+        The annotated evaluation items (its own scores, if any, are not used unless ``fit`` uses them).
+    scores : dict of name -> array of shape (n_items,)
+        Two or more classifiers' scores on the items of ``data``.
+    fit : FitResult, optional
+        A channel fit of ``data``. None (recommended) fits the grouped model by EM with one group per
+        pattern of the models' predictions, so that every model's predictions are a function of the
+        groups and no model is favoured (see Notes). A fit whose groups come from one model's scores
+        favours that model; it is accepted with a :class:`DataWarning`.
+    threshold : float or dict of name -> float, default 0.5
+    bins : int or Binning, default 10
+        Evaluation bins of the NC-ECE (int: equal width), computed per model on its own scores.
+    weights : {"iv", "equal", "gap", "squared_gap"} or array, default "iv"
+        Annotator weights of the corrected labels in NC-ECE.
+    prob : float, default 0.9
+    n_replicates : int, default 1000
+    bootstrap : bool, default True
+        True: population targets (Bayesian bootstrap item weights shared by all models in a replicate).
+        False: accuracy on these items' clean labels; the NC-ECE then varies with the channel draws only.
+    max_draws : int or None, default 1000
+    seed : int, default 0
+
+    Returns
+    -------
+    ModelComparison
+
+    Raises
+    ------
+    ValueError
+        Not an AnnotationSet; ``scores`` not a dict of at least two valid score arrays of the right
+        length; bad threshold(s), bins, weights, prob, n_replicates; an unusable fit.
+
+    Warns
+    -----
+    DataWarning
+        Some model's predictions are not a function of what ``fit`` conditions on.
+
+    Notes
+    -----
+    **Circularity** (seeds/003): judging models against labels "corrected" with one model's own
+    predicted probabilities credits that model with every disagreement it wins. Here the accuracy is
+    a posterior expectation, unbiased for a model whose predictions are a function of the fit's
+    conditioning information (tower property; :mod:`noisycal_bayes.labels.accuracy`), and biased for
+    the others, so the default fit conditions on the joint prediction pattern of all models: for any
+    discrete grouping ``Y | group ~ Bernoulli(pi_group)`` is exactly right, and only the channel
+    assumptions remain. The NC-ECE uses the channel only, never a prior from any model's scores.
+
+    Intervals and probabilities from an EM / MAP fit omit the channel uncertainty; use ``fit_nuts``
+    with the same groups for the full posterior.
+    """
+    func = "compare_models"
+    data = check_data(data, func)
+    sc = _check_scores_dict(scores, data, func)
+    names = tuple(sc)
+    th = _thresholds(threshold, names, func)
+    prob = check_prob(prob)
+    n_replicates = check_replicates(n_replicates)
+    w_rule = check_weights(weights, data.n_annotators)
+    binning = as_binning(bins)
+    rng = np.random.default_rng(seed)
+    yhat = np.stack([predictions(sc[n], th[n]) for n in names], axis=1)
+    if fit is None:
+        from ..inference.em import fit_em
+
+        fit = fit_em(data, model="grouped", groups=joint_prediction_groups(yhat), n_starts=5, seed=seed)
+    fit = check_fit(fit, func)
+    rp = row_posteriors(data, fit, max_draws=max_draws, func=func)
+    conditioned = [conditioned_on(data, fit, yhat[:, m], func) for m in range(len(names))]
+    if not all(conditioned):
+        warn_unconditioned([n for n, c in zip(names, conditioned) if not c], fit, func)
+    acc_mean = posterior_mean_accuracy(rp, yhat)
+    acc = accuracy_replicates(rp, yhat, n_replicates, bool(bootstrap), rng)
+    params, _ = parameter_draws(fit, max_draws)
+    cl = CorrectedLabels(data.labels, params["fpr"], params["tpr"], w_rule)
+    edges = [binning.edges_for(sc[n]) for n in names]
+    ece = nc_ece_replicates(cl, [sc[n] for n in names], edges, n_replicates, bool(bootstrap), rng)
+    q = [(1 - prob) / 2, (1 + prob) / 2]
+    acc_q, ece_q = np.quantile(acc, q, axis=0), np.quantile(ece, q, axis=0)
+    maj = data.majority_vote(ties="positive").astype(np.float64)
+    maj_acc, maj_ece = [], []
+    with x64():
+        for m, n in enumerate(names):
+            maj_acc.append(naive_accuracies(data, yhat[:, m])[0])
+            maj_ece.append(float(ece_from_labels(sc[n], maj, bin_index(sc[n], edges[m]), edges[m].size - 1)))
+    table = pd.DataFrame({
+        "model": list(names), "threshold": [th[n] for n in names], "accuracy": acc_mean,
+        "accuracy_lower": acc_q[0], "accuracy_upper": acc_q[1], "p_most_accurate": _share_best(acc, True),
+        "nc_ece": ece.mean(axis=0), "nc_ece_lower": ece_q[0], "nc_ece_upper": ece_q[1],
+        "p_best_calibrated": _share_best(ece, False), "majority_accuracy": maj_acc, "majority_ece": maj_ece,
+        "conditioned": conditioned,
+    })
+    return ModelComparison(table=table, draws={"accuracy": acc, "nc_ece": ece}, models=names, prob=prob,
+                           target=TARGETS[bool(bootstrap)], bins=bins, weights=weights, n_replicates=n_replicates,
+                           fit_model=fit.model, fit_method=fit.method,
+                           n_channel_draws=rp.n_samples if rp.has_draws else 0)
