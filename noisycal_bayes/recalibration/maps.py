@@ -274,7 +274,8 @@ class ProjectedHistogram(_Map):
         binning = as_binning(self.bins)
         y, kind, w = _targets(scores, data, channel, weights)
         fit = fit_projected_histogram(scores, y, bins=binning)
-        self.edges_, self.bin_values_, self.raw_means_, self.counts_ = fit.edges, fit.bin_values, fit.raw_means, fit.counts
+        self.edges_, self.bin_values_ = fit.edges, fit.bin_values
+        self.raw_means_, self.counts_ = fit.raw_means, fit.counts
         self.empty_bins_, self.clipped_bins_ = fit.empty_bins, fit.clipped_bins
         self.fit_kind_, self.weights_, self.n_items_ = kind, w, int(np.size(y))
         return self

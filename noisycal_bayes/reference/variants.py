@@ -54,7 +54,8 @@ def _check_estimator(estimator):
         return _default_estimator
     if not callable(estimator):
         raise ValueError(
-            f"`estimator` must be a callable `data -> ChannelEstimate` (or -> Channel); got {type(estimator).__name__}. "
+            "`estimator` must be a callable `data -> ChannelEstimate` (or -> Channel); "
+            f"got {type(estimator).__name__}. "
             "For example `lambda d: fit_em(d, groups=5)`."
         )
     return estimator

@@ -3,8 +3,9 @@
 Claim: with known channels, fixed bins and fixed weights, ``E[Ytilde_i | Y_i, Z_i] = Y_i``, so each bin's
 corrected mean residual ``mean_{B_k}(Ytilde - Z)`` is unbiased for the clean one ``mean_{B_k}(Y - Z)``
 (and for the conditional one ``mean_{B_k}(m(Z) - Z)``). IV weights depend on the sample only through
-``mu`` (one scalar), which adds an O(1/n) bias far below the test's resolution (se about 0.006 here). We simulate R independent data sets and test, bin
-by bin, that the mean paired difference is 0 within ``t * se`` with ``se`` the replicate sd / sqrt(R).
+``mu`` (one scalar), which adds an O(1/n) bias far below the test's resolution (se about 0.006 here).
+We simulate R independent data sets and test, bin by bin, that the mean paired difference is 0 within
+``t * se`` with ``se`` the replicate sd / sqrt(R).
 
 False-alarm rate: 1e-3 for the whole file's unbiasedness assertions, split (Bonferroni) over
 2 weight rules x 10 bins x 2 targets = 40 two-sided tests -> 1e-3 / 40 each, so
