@@ -179,7 +179,8 @@ class AnnotationSet:
         if isinstance(labels, pd.DataFrame):
             item_ids = labels.index.to_numpy(dtype=object)
             ann_ids = np.asarray(labels.columns, dtype=object) if annotators is None else np.asarray(annotators, dtype=object)
-            values = labels.to_numpy()
+            # Nullable dtypes (Int64, boolean) mark missing responses with pd.NA; read them as NaN.
+            values = labels.to_numpy(na_value=np.nan)
         else:
             values = np.asarray(labels)
             if values.ndim != 2:

@@ -28,7 +28,7 @@ def ece(scores, labels, *, bins=10) -> float:
 
     Examples
     --------
-    >>> ece([0.2, 0.8], [0, 1], bins=2)
+    >>> round(ece([0.2, 0.8], [0, 1], bins=2), 12)
     0.2
     """
     z = check_scores(scores)

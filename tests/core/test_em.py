@@ -47,14 +47,17 @@ def _step(patterns, group, counts, params, use_prior=False):
 
 @partial(jax.jit, static_argnames=("use_prior",))
 def _fixed_point(patterns, group, counts, start, use_prior=False, n_steps=3000):
-    """n_steps EM steps in one compiled loop (EM converges linearly; 3000 steps reach round-off here),
-    then one more step, and the gradients of the log-likelihood and of the log prior at the end point."""
+    """n_steps EM steps in one compiled loop (EM converges linearly; 3000 steps reach round-off here)."""
     body = lambda _, params: em_step(patterns, group, counts, N_GROUPS, *params,  # noqa: E731
                                      PRIOR if use_prior else None)
-    params = jax.lax.fori_loop(0, n_steps, body, start)
-    again = body(0, params)
+    return jax.lax.fori_loop(0, n_steps, body, start)
+
+
+@jax.jit
+def _grads(patterns, group, counts, params):
+    """Gradients of the log-likelihood and of the log prior with respect to (fpr, tpr, prevalence)."""
     ll = lambda f, t, p: ds_loglik(patterns, group, counts, f, t, p)  # noqa: E731
-    return params, again, jax.grad(ll, argnums=(0, 1, 2))(*params), jax.grad(_log_prior, argnums=(0, 1, 2))(*params)
+    return jax.grad(ll, argnums=(0, 1, 2))(*params), jax.grad(_log_prior, argnums=(0, 1, 2))(*params)
 
 
 def _numpy_em_step(labels, group, fpr, tpr, prev, prior=None):
@@ -98,8 +101,10 @@ def test_loglik_is_monotone():
 def test_flat_prior_fixed_point_is_stationary_for_the_loglik():
     _, _, pc = _data(3)
     with x64():
-        params, again, grads, _ = _fixed_point(pc.patterns, pc.group, pc.counts, START)
-        _, _, start_grads, _ = _fixed_point(pc.patterns, pc.group, pc.counts, START, n_steps=0)  # same compile
+        params = _fixed_point(pc.patterns, pc.group, pc.counts, START)
+        again = _step(pc.patterns, pc.group, pc.counts, params)
+        grads, _ = _grads(pc.patterns, pc.group, pc.counts, params)
+        start_grads, _ = _grads(pc.patterns, pc.group, pc.counts, START)
     for a, b in zip(again, params):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-12)  # converged
     # Gradient entries are sums of ~n = 1500 terms of size up to 1 / rate; 1e-6 is round-off level.
@@ -114,7 +119,11 @@ def test_flat_prior_fixed_point_is_stationary_for_the_loglik():
 def test_beta_prior_fixed_point_maximises_penalised_loglik():
     _, _, pc = _data(4, n=300)  # small n so that the prior visibly moves the estimate
     with x64():
-        _, again, ll_grads, prior_grads = _fixed_point(pc.patterns, pc.group, pc.counts, START, use_prior=True)
+        params = _fixed_point(pc.patterns, pc.group, pc.counts, START, use_prior=True)
+        again = _step(pc.patterns, pc.group, pc.counts, params, use_prior=True)
+        ll_grads, prior_grads = _grads(pc.patterns, pc.group, pc.counts, params)
+    for a, b in zip(again, params):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-12)  # converged
     for g_ll, g_prior in zip(ll_grads, prior_grads):
         np.testing.assert_allclose(np.asarray(g_ll) + np.asarray(g_prior), 0.0, atol=1e-6)
     # The MAP point is not the ML point: the plain log-likelihood gradient is clearly non-zero there.

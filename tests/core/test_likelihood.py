@@ -107,9 +107,8 @@ def test_boundary_rates_stay_finite_with_finite_gradient():
     fpr, tpr, prev = np.array([0.0, 0.2]), np.array([1.0, 0.7]), np.array([0.0])
     with x64():
         f = lambda a, b, p: ds_loglik(pats, np.zeros(len(pats), int), counts, a, b, p)  # noqa: E731
-        val = float(f(fpr, tpr, prev))
-        grads = jax.grad(f, argnums=(0, 1, 2))(fpr, tpr, prev)
-    assert np.isfinite(val)
+        val, grads = jax.jit(jax.value_and_grad(f, argnums=(0, 1, 2)))(fpr, tpr, prev)
+    assert np.isfinite(float(val))
     assert all(np.all(np.isfinite(np.asarray(g))) for g in grads)
 
 

@@ -351,3 +351,19 @@ def test_direct_constructor_validates():
         AnnotationSet(np.array([[0, 3]]), None, np.array([0], dtype=object), np.array(["a", "b"], dtype=object))
     with pytest.raises(ValueError, match="do not match the shape"):
         AnnotationSet(np.array([[0, 1]]), None, np.array([0, 1], dtype=object), np.array(["a", "b"], dtype=object))
+
+
+def test_wide_nullable_dtypes_read_pd_na_as_missing():
+    frame = pd.DataFrame({"a": pd.array([1, pd.NA, 0], dtype="Int64"),
+                          "b": pd.array([True, False, pd.NA], dtype="boolean")})
+    data = AnnotationSet.from_wide(frame)
+    np.testing.assert_array_equal(data.labels, [[1, 1], [-1, 0], [0, -1]])
+
+
+def test_long_nullable_and_boolean_labels():
+    frame = _long()
+    as_bool = AnnotationSet.from_long(frame.assign(label=frame["label"].astype(bool)))
+    np.testing.assert_array_equal(as_bool.labels, AnnotationSet.from_long(frame).labels)
+    nullable = frame.assign(label=pd.array([1, 1, 0, pd.NA, 0, 1, 1, 0], dtype="Int64"))
+    with pytest.raises(ValueError, match=r"`label` must be 0 or 1; got \[nan\] at rows \[3\]"):
+        AnnotationSet.from_long(nullable)
