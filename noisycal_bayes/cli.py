@@ -25,7 +25,7 @@ import os
 import sys
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,6 +67,9 @@ class Options:
     seed: int = 0
     n_boot: int = 200
     n_starts: int = 10
+    n_chains: int = 4
+    n_warmup: int = 1000
+    n_draws: int = 1000
     progress: bool = False
 
 
@@ -76,7 +79,10 @@ class EngineResult(NamedTuple):
     channel : Channel (point estimate)
     channel_intervals : dict {"fpr"|"tpr"|"gap": (lower (J,), upper (J,))} or None
     prevalence : ndarray (n_groups,)
-    estimate : NCECEResult at the point estimate (per-bin table, edges)
+    value : float, the NC-ECE estimate
+    table : DataFrame, one row per evaluation bin: bin, lower, upper, count, mean_score,
+        corrected_frequency, residual
+    edges : ndarray (n_bins + 1,)
     lower, upper, upper_bound : float or None (NC-ECE interval at ``options.level``)
     target, interval_method : str
     band_lower, band_upper : ndarray (n_bins,) or None (interval of each bin's corrected frequency)
@@ -89,7 +95,9 @@ class EngineResult(NamedTuple):
     channel: object
     channel_intervals: dict | None
     prevalence: np.ndarray
-    estimate: object
+    value: float
+    table: object
+    edges: np.ndarray
     lower: float | None
     upper: float | None
     upper_bound: float | None
@@ -192,7 +200,7 @@ def _em_result(fit, est, detail, notes, opts, *, lower, upper, upper_bound, chan
                band_upper, draws, target=None, interval_method="none") -> EngineResult:
     return EngineResult(
         channel=fit.channel, channel_intervals=channel_intervals, prevalence=np.asarray(fit.prevalence),
-        estimate=est, lower=lower, upper=upper, upper_bound=upper_bound,
+        value=float(est.value), table=est.table, edges=np.asarray(est.edges), lower=lower, upper=upper, upper_bound=upper_bound,
         target=target or est.target, interval_method=interval_method, band_lower=band_lower,
         band_upper=band_upper, draws=draws, draws_label="bootstrap",
         diagnostics={"rhat_max": None, "ess_min": None, "divergences": None}, method_detail=detail, notes=notes)
@@ -219,10 +227,53 @@ def _bayes_api():
 
 
 def _engine_nuts(data, opts: Options) -> EngineResult:
-    """Bayesian channels by NUTS, NC-ECE posterior by propagating every draw."""
+    """Bayesian channels by NUTS and the posterior of the sample oracle ECE.
+
+    The histogram model (the paper's grouped model with groups = the evaluation bins) is fitted by NUTS;
+    :func:`noisycal_bayes.propagate.posterior_nc_ece` then draws the items' clean labels from their
+    posterior (its default route), so the interval is for the sample oracle ECE of these items.
+    """
     fit_nuts, posterior_nc_ece = _bayes_api()
-    # The Bayesian layer is importable but its result types are not wired into the command line yet.
-    raise CommandError("the Bayesian layer is installed but this command line does not use it yet; use --method em.")
+    from .data import Binning
+
+    binning = Binning.equal_width(opts.bins)
+    fit = fit_nuts(data, model="histogram", groups=binning, n_chains=opts.n_chains, n_warmup=opts.n_warmup,
+                   n_draws=opts.n_draws, seed=opts.seed, progress_bar=opts.progress)
+    if fit.channel is None or not fit.identified:
+        raise CommandError(f"NUTS could not estimate the annotators' channels: {_one_line(fit.reason or 'not identified')}")
+    post = posterior_nc_ece(data, fit, bins=binning, weights=opts.weights, level=opts.level, seed=opts.seed)
+    q = [(1 - opts.level) / 2, (1 + opts.level) / 2]
+    intervals = {}
+    for name in ("fpr", "tpr", "gap"):
+        d = np.asarray(fit.draws[name]).reshape(-1, data.n_annotators)
+        lo, hi = np.quantile(d, q, axis=0)
+        intervals[name] = (lo, hi)
+    # The posterior median and the per-annotator intervals; the point channel is the posterior mean.
+    rhat, ess_b, ess_t = fit.rhat or {}, fit.ess_bulk or {}, fit.ess_tail or {}
+    finite = lambda vals: [float(np.nanmax(np.asarray(v))) for v in vals if np.size(v)]  # noqa: E731
+    diag = {
+        "rhat_max": max(finite(rhat.values()), default=None),
+        "ess_min": min([float(np.nanmin(np.asarray(v))) for v in list(ess_b.values()) + list(ess_t.values())
+                        if np.size(v)], default=None),
+        "divergences": int(fit.n_divergent),
+    }
+    lower, upper = post.lower, post.upper
+    notes = []
+    if post.interval_to_read == "upper_one_sided":
+        lower, upper = 0.0, post.upper_one_sided
+        notes.append(f"the data cannot tell the calibration error from 0; the interval is the one-sided "
+                     f"{100 * opts.level:.0f}% bound [0, {post.upper_one_sided:.3f}].")
+    table = post.table.rename(columns={"frequency_lower": "band_lower", "frequency_upper": "band_upper"})
+    detail = (f"NUTS, histogram model on the {opts.bins} evaluation bins, {fit.n_chains} chains x {fit.n_draws} draws; "
+              f"{100 * opts.level:.0f}% posterior intervals")
+    return EngineResult(
+        channel=fit.channel, channel_intervals=intervals,
+        prevalence=np.asarray(fit.draws["prevalence"]).reshape(-1, *np.shape(fit.draws["prevalence"])[2:]).mean(axis=0),
+        value=post.median, table=table, edges=np.asarray(post.edges), lower=lower, upper=upper,
+        upper_bound=post.upper_one_sided, target=post.target,
+        interval_method=f"equal-tailed posterior interval; varying: {post.uncertainty}",
+        band_lower=table["band_lower"].to_numpy(), band_upper=table["band_upper"].to_numpy(),
+        draws=post.draws, draws_label="posterior", diagnostics=diag, method_detail=detail, notes=notes)
 
 
 #: Channel engines by ``--method`` name: ``(data, Options) -> EngineResult``.
@@ -259,18 +310,20 @@ def evaluate_data(data, opts: Options, *, clean_labels=None, notes=()):
     with _collect_warnings(caught):
         res = ENGINES[opts.method](data, opts)
         naive = naive_calibration(data, bins=opts.bins, clean_labels=clean_labels)
-    table = res.estimate.table.copy()
+    table = res.table[["bin", "lower", "upper", "count", "mean_score", "corrected_frequency", "residual"]].copy()
     n_bins = len(table)
     table["band_lower"] = res.band_lower if res.band_lower is not None else np.full(n_bins, np.nan)
     table["band_upper"] = res.band_upper if res.band_upper is not None else np.full(n_bins, np.nan)
     return Evaluation(
         method=opts.method, method_detail=res.method_detail, n_items=data.n_items, n_annotators=data.n_annotators,
         channel=res.channel, channel_intervals=res.channel_intervals, prevalence=res.prevalence,
-        nc_ece=float(res.estimate.value), nc_ece_lower=res.lower, nc_ece_upper=res.upper,
+        nc_ece=float(res.value), nc_ece_lower=res.lower, nc_ece_upper=res.upper,
         nc_ece_upper_bound=res.upper_bound, level=opts.level, target=res.target,
-        interval_method=res.interval_method, table=table, edges=np.asarray(res.estimate.edges), naive=naive,
+        interval_method=res.interval_method, table=table, edges=np.asarray(res.edges), naive=naive,
         diagnostics=res.diagnostics, warnings=tuple(caught + list(res.notes)), draws=res.draws,
-        draws_label=res.draws_label, bins=opts.bins, groups=opts.groups, weights=opts.weights, seed=opts.seed)
+        draws_label=res.draws_label, bins=opts.bins, weights=opts.weights, seed=opts.seed,
+        # NUTS fits the histogram model, whose groups are the evaluation bins.
+        groups=opts.groups if opts.method == "em" else opts.bins)
 
 
 def _map_classes():
@@ -373,8 +426,12 @@ def _options(args, method: str) -> Options:
         raise CommandError(f"--n-boot must be 0 or more; got {args.n_boot}.")
     if method == "nuts":
         _bayes_api()
+    for flag, value, minimum in (("--chains", args.chains, 1), ("--warmup", args.warmup, 1), ("--draws", args.draws, 1)):
+        if value < minimum:
+            raise CommandError(f"{flag} must be at least {minimum}; got {value}.")
     return Options(method=method, bins=args.bins, groups=args.groups, weights=args.weights, level=args.level,
-                   seed=args.seed, n_boot=args.n_boot, progress=sys.stderr.isatty())
+                   seed=args.seed, n_boot=args.n_boot, n_chains=args.chains, n_warmup=args.warmup,
+                   n_draws=args.draws, progress=sys.stderr.isatty())
 
 
 def _default_method(requested):
@@ -426,26 +483,29 @@ def _cmd_demo(args) -> int:
           f"  labelled by {data.n_annotators} annotators with different error rates; "
           f"{int((~data.observed).sum())} of {data.labels.size} responses missing.\n"
           "  The truth (clean labels, channels) is used only to show how close the estimates come.\n", flush=True)
-    ev = evaluate_data(data, opts, clean_labels=truth["clean_labels"])
+    # EM always runs (it is quick); NUTS too when asked for (or by default when the Bayesian layer exists).
+    evs = [evaluate_data(data, replace(opts, method="em"), clean_labels=truth["clean_labels"])]
+    if method == "nuts":
+        print("Sampling the Bayesian model (NUTS)...", file=sys.stderr, flush=True)
+        evs.append(evaluate_data(data, opts, clean_labels=truth["clean_labels"]))
+    ev = evs[-1]
     recal = []
     try:
         recal = compare_recalibration(data, opts, clean_labels=truth["clean_labels"])
     except ImportError as exc:
         ev = _with_note(ev, f"recalibration skipped: {_one_line(exc)}")
-    print(format_summary(ev, truth=truth, recalibration=recal, title="Results"))
+    print(format_summary(ev, truth=truth, recalibration=recal, title=f"Results ({ev.method.upper()})", comparison=evs))
     print("\nReading the results: NC-ECE should be close to the oracle ECE (computed from the clean labels the\n"
           "method never sees), while the naive ECEs against votes are biased. Recalibrating against the\n"
           "corrected labels should lower the oracle ECE on held-out items; fitting to votes does not.")
     write_report(out_dir, ev, data=data, truth=truth, recalibration=recal, title="noisycal-bayes demo report",
-                 source="bundled simulated demo data (noisycal_bayes.data.loaders.load_demo)")
+                 source="bundled simulated demo data (noisycal_bayes.data.loaders.load_demo)", comparison=evs)
     print(f"\nReport written to {out_dir}/ (summary.md, results.json, reliability.png, channels.png"
           f"{', nc_ece.png' if ev.draws is not None else ''}).")
     return EXIT_OK
 
 
 def _with_note(ev, note: str):
-    from dataclasses import replace
-
     return replace(ev, warnings=tuple(ev.warnings) + (note,))
 
 
@@ -550,6 +610,9 @@ def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
                    help="annotator weights (default: iv, inverse variance)")
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
     p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates for EM intervals (0: none; default 200)")
+    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default: 4)")
+    p.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default: 1000)")
+    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
 
 
@@ -593,13 +656,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _prepare_jax() -> None:
-    """Entry-point-only JAX set-up: two host devices (parallel NUTS chains) before JAX initialises."""
-    try:
-        import numpyro
+    """Entry-point-only JAX set-up (a library must not do this; a command line may).
 
-        numpyro.set_host_device_count(min(2, os.cpu_count() or 1))
-    except Exception:  # noqa: BLE001 - an optimisation only; never block the command
-        pass
+    One host device per core, so NUTS chains can run in parallel (what ``numpyro.set_host_device_count``
+    does; it must happen before JAX initialises its backend), and JAX's persistent compilation cache in
+    ``$NOISYCAL_JAX_CACHE`` (default ``~/.cache/noisycal_bayes/jax``; set it to an empty string to disable)
+    so that repeated runs skip most compilation.
+    """
+    n = max(1, min(os.cpu_count() or 1, 8))
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={n}"])
+    cache = os.environ.get("NOISYCAL_JAX_CACHE", str(Path.home() / ".cache" / "noisycal_bayes" / "jax"))
+    if cache:
+        try:
+            import jax
+
+            Path(cache).mkdir(parents=True, exist_ok=True)
+            jax.config.update("jax_compilation_cache_dir", cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        except Exception:  # noqa: BLE001 - an optimisation only; never block the command
+            pass
 
 
 def main(argv=None) -> int:

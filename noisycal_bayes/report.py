@@ -208,6 +208,30 @@ def _recal_rows(recal):
     return header, rows
 
 
+def _comparison_rows(evs, truth=None):
+    """Side-by-side rows (NC-ECE, interval target, gap per annotator) for several evaluations."""
+    truth_channel = None if truth is None else truth.get("channel")
+    oracle = None if truth is None else getattr(evs[0].naive, "clean_ece", None)
+    header = ["quantity"] + [ev.method.upper() for ev in evs] + (["truth"] if truth is not None else [])
+    row = ["NC-ECE"] + [f"{_num(ev.nc_ece)} {_interval(ev.nc_ece_lower, ev.nc_ece_upper)}".strip() for ev in evs]
+    rows = [row + ([f"{_num(oracle)} (oracle ECE)"] if truth is not None else [])]
+    rows.append(["interval target"] + [ev.target.split(":")[0].split(" (")[0] for ev in evs]
+                + (["-"] if truth is not None else []))
+    for j, name in enumerate(evs[0].channel.annotator_ids):
+        for q in ("fpr", "gap"):
+            row = [f"{q} {name}"]
+            for ev in evs:
+                iv = (ev.channel_intervals or {}).get(q)
+                cell = _num(float(getattr(ev.channel, q)[j]))
+                if iv is not None:
+                    cell += " " + _interval(float(iv[0][j]), float(iv[1][j]), 2)
+                row.append(cell)
+            if truth is not None:
+                row.append(_num(float(getattr(truth_channel, q)[j])) if truth_channel is not None else "-")
+            rows.append(row)
+    return header, rows
+
+
 def _oracle(ev: Evaluation, truth):
     if truth is None:
         return None, None
@@ -216,12 +240,14 @@ def _oracle(ev: Evaluation, truth):
 
 
 # ------------------------------------------------------------------------------------------ renderers
-def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str | None = None) -> str:
+def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str | None = None,
+                   comparison=None) -> str:
     """A readable plain-text summary of an :class:`Evaluation` (what the command line prints).
 
     ``truth`` (optional) is a dict with ``channel`` (true Channel) — shown beside the estimates — and the
     oracle ECE comes from ``ev.naive.clean_ece`` when the naive metrics were computed with clean labels.
-    ``recalibration`` is a list of :class:`RecalibrationRow`.
+    ``recalibration`` is a list of :class:`RecalibrationRow`; ``comparison`` a list of evaluations of the
+    same data by different engines (e.g. EM and NUTS), shown side by side.
     """
     truth_channel, oracle = _oracle(ev, truth)
     out = []
@@ -241,6 +267,8 @@ def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
         out += ["", f"MCMC diagnostics: R-hat max {_num(d.get('rhat_max'))}, ESS min "
                     f"{_num(d.get('ess_min'), 0)}, divergences {d.get('divergences')}"]
+    if comparison and len(comparison) > 1:
+        out += ["", "Engines side by side (same data)", _text_table(*_comparison_rows(comparison, truth))]
     if recalibration:
         out += ["", "Recalibration (fitted on one half of the items, judged on the other half)",
                 _text_table(*_recal_rows(recalibration))]
@@ -250,7 +278,7 @@ def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str
 
 
 def summary_markdown(ev: Evaluation, *, truth=None, recalibration=None, figures=(), title: str = "Calibration report",
-                     source: str | None = None) -> str:
+                     source: str | None = None, comparison=None) -> str:
     """The one-page Markdown summary written to ``summary.md`` (figures linked by file name)."""
     truth_channel, oracle = _oracle(ev, truth)
     out = [f"# {title}", ""]
@@ -267,6 +295,8 @@ def summary_markdown(ev: Evaluation, *, truth=None, recalibration=None, figures=
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
             "annotators' channels.", ""]
     out += [f"## Annotator channels", "", ev.method_detail + ".", "", _md_table(*_channel_rows(ev, truth_channel)), ""]
+    if comparison and len(comparison) > 1:
+        out += ["## Engines side by side", "", _md_table(*_comparison_rows(comparison, truth)), ""]
     if recalibration:
         out += ["## Recalibration", "", "Maps fitted on one half of the items and judged on the other half.", "",
                 _md_table(*_recal_rows(recalibration)), ""]
@@ -380,7 +410,7 @@ def _figures(ev: Evaluation, data, truth) -> dict:
         title=f"Reliability diagram (NC-ECE {ev.nc_ece:.3f})")
     figs["channels.png"] = channel_forest(
         ev.channel, intervals=ev.channel_intervals, level=ev.level if ev.channel_intervals else None,
-        truth=None if truth is None else truth.get("channel"), title=f"Annotator channels ({ev.method})")
+        truth=None if truth is None else truth.get("channel"), title=f"Annotator channels ({ev.method.upper()})")
     if ev.draws is not None and np.size(ev.draws):
         oracle = None if truth is None else getattr(ev.naive, "clean_ece", None)
         iv = None if ev.nc_ece_lower is None else (ev.nc_ece_lower, ev.nc_ece_upper)
@@ -390,7 +420,8 @@ def _figures(ev: Evaluation, data, truth) -> dict:
 
 
 def write_report(out_dir, ev: Evaluation, *, data=None, truth=None, recalibration=None, extra_figures=None,
-                 title: str = "Calibration report", source: str | None = None, dpi: int = 110) -> list[Path]:
+                 title: str = "Calibration report", source: str | None = None, comparison=None,
+                 dpi: int = 110) -> list[Path]:
     """Write a report folder: figures (PNG), ``summary.md`` and ``results.json``.
 
     Parameters
@@ -403,6 +434,9 @@ def write_report(out_dir, ev: Evaluation, *, data=None, truth=None, recalibratio
     truth : dict, optional
         ``clean_labels`` and ``channel`` (simulations): oracle curve and true channels in the figures.
     recalibration : list of RecalibrationRow, optional
+    comparison : list of Evaluation, optional
+        Evaluations of the same data by other engines, summarised side by side (and saved in
+        ``results.json`` under ``comparison``).
     extra_figures : dict ``file name -> Figure``, optional
     title, source : str
         Heading and data description for ``summary.md``.
@@ -430,11 +464,13 @@ def write_report(out_dir, ev: Evaluation, *, data=None, truth=None, recalibratio
         for name, fig in figs.items():
             fig.savefig(tmp / name, dpi=dpi)
         md = summary_markdown(ev, truth=truth, recalibration=recalibration, figures=list(figs), title=title,
-                              source=source)
+                              source=source, comparison=comparison)
         (tmp / "summary.md").write_text(md, encoding="utf-8")
         payload = evaluation_to_dict(ev)
         if recalibration:
             payload["recalibration"] = [r.__dict__ for r in recalibration]
+        if comparison and len(comparison) > 1:
+            payload["comparison"] = {c.method: evaluation_to_dict(c) for c in comparison}
         (tmp / "results.json").write_text(json.dumps(_clean(payload), indent=2, allow_nan=False) + "\n",
                                           encoding="utf-8")
         out_dir.mkdir(exist_ok=True)

@@ -117,9 +117,12 @@ def test_evaluate_wide_file_and_report_folder(files, tmp_path, capsys):
     assert any("no interval" in w for w in res["diagnostics"]["warnings"])
 
 
-def test_method_nuts_without_the_bayesian_layer(files, tmp_path, capsys):
-    if bayes_available():
-        pytest.skip("the Bayesian layer is installed")
+def test_method_nuts_without_the_bayesian_layer(files, tmp_path, capsys, monkeypatch):
+    import sys
+
+    # Simulate an installation without the Bayesian layer: importing it fails.
+    monkeypatch.setitem(sys.modules, "noisycal_bayes.propagate", None)
+    assert not bayes_available()
     ann, scores = files
     js = tmp_path / "x.json"
     code, out, err = run(capsys, "evaluate", ann, "--scores", scores, "--method", "nuts", "--json", js)
@@ -127,6 +130,28 @@ def test_method_nuts_without_the_bayesian_layer(files, tmp_path, capsys):
     assert_one_line_error(err)
     assert "Bayesian layer" in err and "--method em" in err
     assert not js.exists()
+
+
+@pytest.mark.slow
+def test_evaluate_with_nuts(files, tmp_path, capsys):
+    if not bayes_available():
+        pytest.skip("the Bayesian layer is not installed")
+    ann, scores = files
+    js = tmp_path / "nuts.json"
+    code, out, err = run(capsys, "evaluate", ann, "--scores", scores, "--method", "nuts", "--chains", 2,
+                         "--warmup", 150, "--draws", 150, "--json", js)
+    assert code == 0, err
+    res = json.loads(js.read_text())
+    assert res["nc_ece"]["method"] == "nuts" and res["nc_ece"]["target"].startswith("sample oracle ECE")
+    assert 0 <= res["nc_ece"]["lower"] <= res["nc_ece"]["upper"]
+    d = res["diagnostics"]
+    assert d["rhat_max"] >= 1 - 1e-6 and d["ess_min"] > 0 and isinstance(d["divergences"], int)
+    for c in res["channels"]:
+        assert c["gap_lower"] <= c["gap_upper"] and c["fpr_lower"] <= c["fpr_upper"]
+    assert "MCMC diagnostics" in out
+    # The reliability bands are the posterior bands of each bin's clean frequency.
+    rel = [r for r in res["reliability"] if r["count"] > 0]
+    assert all(r["band_lower"] <= r["band_upper"] for r in rel)
 
 
 # ------------------------------------------------------------------------------------------ bad input
