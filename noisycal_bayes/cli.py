@@ -513,10 +513,10 @@ def _cmd_recalibrate(args) -> int:
     from .report import write_json
 
     save = _check_out_file(args.save)
-    if args.method == "nuts":
-        _bayes_api()
-        raise CommandError("recalibrate --method nuts is not wired in yet; use --method em.")
-    opts = _options(args, "em")
+    for flag, value in (("--groups", args.groups), ("--bins", args.bins), ("--map-bins", args.map_bins)):
+        if value < 1:
+            raise CommandError(f"{flag} must be at least 1; got {value}.")
+    opts = Options(method="em", bins=args.bins, groups=args.groups, weights=args.weights, seed=args.seed)
     notes: list = []
     data = _load(args, notes)
     if data.scores is None:
@@ -639,7 +639,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("recalibrate", help="fit a recalibration map against noise-corrected labels")
     _add_data_args(p)
-    _add_fit_args(p, methods=("em", "nuts"), default_method="em")
+    p.add_argument("--groups", type=int, default=5, help="equal-mass score groups identifying the channels (default: 5)")
+    p.add_argument("--bins", type=int, default=10, help="equal-width bins of the NC-ECE printed before/after (default: 10)")
+    p.add_argument("--method", choices=("em",), default="em", help="channel engine (em; Bayesian maps are not wired in yet)")
+    p.add_argument("--weights", choices=("iv", "equal", "gap", "squared_gap"), default="iv",
+                   help="annotator weights of the corrected labels (default: iv)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the EM starts (default: 0)")
     p.add_argument("--map", required=True, choices=sorted(MAP_NAMES), help="the map to fit")
     p.add_argument("--map-bins", type=int, default=10, help="fitting bins of the histogram map (default: 10)")
     p.add_argument("--save", required=True, metavar="MAP.json", help="where to save the fitted map")
