@@ -280,7 +280,8 @@ def test_no_warning_when_every_score_is_used():
 
 # ---------------------------------------------------------------------------------------- bad input: wide
 def test_wide_labels_other_than_zero_one_are_named():
-    with pytest.raises(ValueError, match=r"`labels` must be 0 or 1; got \[0\.5, 2\.0\] at positions \[\(0, 1\), \(2, 0\)\]"):
+    pattern = r"`labels` must be 0 or 1; got \[0\.5, 2\.0\] at positions \[\(0, 1\), \(2, 0\)\]"
+    with pytest.raises(ValueError, match=pattern):
         AnnotationSet.from_wide(np.array([[1, 0.5], [0, 1], [2, 0]]))
 
 
