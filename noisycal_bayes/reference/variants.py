@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_level, check_positive_int
-from ..core import BinStats, bin_stats, bin_table, mean_corrected_label, rule_weights, x64
+from ..core import BinStats, bin_stats, bin_table, mean_corrected_label, pad_bin_stats, rule_weights, x64
 from ..data import AnnotationSet, Channel, as_binning, bin_index
 from ..warnings import ConvergenceWarning, DataWarning, IdentifiabilityWarning
 from .calibration import check_weights, nc_ece
@@ -124,31 +124,10 @@ def _weights_for(labels, channel: Channel, rule):
         return np.asarray(rule_weights(rule, channel.fpr, channel.gap, mu), dtype=np.float64)
 
 
-def _pad_stats(stats: BinStats) -> BinStats:
-    """Pad the rows to the next power of two (>= 8) with empty rows.
-
-    The number of distinct (bin, missingness) rows changes from sample to sample; padding keeps the
-    array shapes in a handful of sizes so that JAX does not recompile ``bin_table`` for every fold or
-    bootstrap replicate. A padding row has count 0 and label sums 0, so it adds nothing to any bin
-    (its mask is all True only to keep the per-row weight normalisation finite).
-    """
-    r = stats.count.size
-    size = max(8, 1 << max(r - 1, 0).bit_length())
-    extra = size - r
-    if extra == 0:
-        return stats
-    j = stats.mask.shape[1]
-    return BinStats(np.concatenate([stats.bin, np.zeros(extra, stats.bin.dtype)]),
-                    np.concatenate([stats.mask, np.ones((extra, j), bool)]),
-                    np.concatenate([stats.count, np.zeros(extra)]),
-                    np.concatenate([stats.label_sum, np.zeros((extra, j))]),
-                    np.concatenate([stats.score_sum, np.zeros(extra)]), stats.n_bins)
-
-
 def _bin_sums(labels, scores, edges, channel: Channel, weights):
     """Per-bin ``(count, score_sum, corrected_sum)`` of the given items with fixed weights."""
     n_bins = edges.size - 1
-    stats = _pad_stats(bin_stats(labels, scores, bin_index(scores, edges), n_bins))
+    stats = pad_bin_stats(bin_stats(labels, scores, bin_index(scores, edges), n_bins))
     with x64():
         count, score_sum, corr_sum, _ = (np.asarray(a, dtype=np.float64) for a in
                                          bin_table(stats, channel.fpr, channel.gap, np.asarray(weights)))
