@@ -160,17 +160,16 @@ def _engine_em(data, opts: Options) -> EngineResult:
     calls = [0]
 
     def estimator(rep):
-        calls[0] += 1
-        if calls[0] == 1:  # the first call is the full sample
+        if rep is data:  # the bootstrap's full-sample fit: already done
             return fit
-        tick(calls[0] - 1, opts.n_boot)
+        calls[0] += 1
+        tick(calls[0], opts.n_boot)
         same_groups = resolve_groups(rep.scores, opts.groups, rep.n_items)[1] == fit.n_groups
         r = fit_em(rep, groups=opts.groups, starts=warm if same_groups else None, n_starts=opts.n_starts,
                    seed=opts.seed)
         if r.channel is not None and r.identified:
             channels.append(np.stack([r.channel.fpr, r.channel.tpr, r.channel.gap]))
-            # Per-item corrected labels have one shape for every replicate (n_items), so this compiles
-            # once; nc_ece's per-(bin, mask) tables change shape per replicate and recompile.
+            # The bin means of the per-item corrected labels: this replicate's corrected reliability curve.
             y = corrected_item_labels(rep, r.channel, weights=opts.weights).values
             b = bin_index(rep.scores, est.edges)
             with np.errstate(invalid="ignore", divide="ignore"):

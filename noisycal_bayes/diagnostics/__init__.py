@@ -1,0 +1,6 @@
+"""Diagnostics: identifiability checks, MCMC health (and small-gap sensitivity)."""
+from .identifiability import MIN_PREVALENCE_SPREAD, check_design, check_prevalence_spread
+from .mcmc import RHAT_MAX, check_mcmc, mcmc_diagnostics
+
+__all__ = ["MIN_PREVALENCE_SPREAD", "RHAT_MAX", "check_design", "check_mcmc", "check_prevalence_spread",
+           "mcmc_diagnostics"]

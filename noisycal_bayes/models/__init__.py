@@ -14,7 +14,7 @@ name               function                                     clean-label prob
 """
 from .curves import histogram_dawid_skene, monotone_dawid_skene, platt_dawid_skene
 from .dawid_skene import dawid_skene, grouped_dawid_skene, oriented_channels, responses
-from .priors import DEFAULT_PRIOR, Prior
+from .priors import DEFAULT_PRIOR, Prior, PriorParams
 
 #: Model functions by the name used in ``model=``.
 MODELS = {
@@ -25,5 +25,5 @@ MODELS = {
     "platt": platt_dawid_skene,
 }
 
-__all__ = ["DEFAULT_PRIOR", "MODELS", "Prior", "dawid_skene", "grouped_dawid_skene", "histogram_dawid_skene",
+__all__ = ["DEFAULT_PRIOR", "MODELS", "Prior", "PriorParams", "dawid_skene", "grouped_dawid_skene", "histogram_dawid_skene",
            "monotone_dawid_skene", "oriented_channels", "platt_dawid_skene", "responses"]

@@ -7,6 +7,7 @@ draw and the posterior cannot switch labels.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,6 +30,18 @@ def _normal_pair(value, name: str) -> tuple:
     if not (np.isfinite(loc) and np.isfinite(scale) and scale > 0):
         raise ValueError(f"`{name}` needs a finite loc and a finite scale > 0; got ({loc}, {scale}).")
     return loc, scale
+
+
+class PriorParams(NamedTuple):
+    """The numbers of a :class:`Prior` as a pytree, so that a compiled sampler takes them as traced inputs
+    (one compilation serves every prior). Model functions accept a ``Prior`` or a ``PriorParams``."""
+
+    fpr: tuple
+    u: tuple
+    prevalence: tuple
+    increments: object
+    slope: tuple
+    intercept: tuple
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,12 @@ class Prior:
                 "couples fpr and tpr, so there is no closed-form M-step: use fit_map (optimiser) instead."
             )
         return (af, bf - bu), (1.0, bu), tuple(self.prevalence)
+
+    def params(self) -> PriorParams:
+        """The prior's numbers as float64 NumPy scalars in a :class:`PriorParams` pytree."""
+        f = np.float64
+        return PriorParams(tuple(map(f, self.fpr)), tuple(map(f, self.u)), tuple(map(f, self.prevalence)),
+                           f(self.increments), tuple(map(f, self.slope)), tuple(map(f, self.intercept)))
 
     def sample(self, rng, n_annotators: int, n_groups: int = 1):
         """Draw ``(fpr, tpr, prevalence)`` from the prior with a NumPy ``Generator`` (for simulations).

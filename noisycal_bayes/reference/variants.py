@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_level, check_positive_int
-from ..core import BinStats, bin_stats, bin_table, mean_corrected_label, pad_bin_stats, rule_weights, x64
+from ..core import bin_stats, bin_table, mean_corrected_label, pad_bin_stats, rule_weights, x64
 from ..data import AnnotationSet, Channel, as_binning, bin_index
 from ..warnings import ConvergenceWarning, DataWarning, IdentifiabilityWarning
 from .calibration import check_weights, nc_ece
