@@ -94,7 +94,8 @@ def model_choice(n_items=4000, seeds=(0, 1, 2, 3), quick=False):
         "marginal (no scores)": lambda d: fit_em(d, model="dawid_skene", n_starts=3),
         "5 score groups": lambda d: fit_em(d, model="grouped", groups=5, n_starts=3),
         "histogram 10 bins": lambda d: fit_em(d, model="histogram", groups=10, n_starts=3),
-        "histogram 20 bins (default)": lambda d: fit_em(d, model="histogram", groups=20, n_starts=3),
+        "histogram 20 bins": lambda d: fit_em(d, model="histogram", groups=20, n_starts=3),
+        "histogram n/100 bins, at most 50 (default)": lambda d: default_issue_fit(d, n_starts=3),
         "histogram 50 bins": lambda d: fit_em(d, model="histogram", groups=50, n_starts=3),
         "Platt curve (MAP)": lambda d: fit_map(d, model="platt", n_starts=2),
     }
@@ -293,13 +294,13 @@ def main(argv=None):
     frame, data = load()
     fits = {}
     t = time.time()
-    fits["histogram 20 bins, EM (default)"] = default_issue_fit(data)
+    fits["histogram 50 bins, EM (default)"] = default_issue_fit(data)
+    fits["histogram 20 bins, EM"] = fit_em(data, model="histogram", groups=Binning.equal_mass(20), n_starts=5)
     fits["5 score groups, EM"] = fit_em(data, model="grouped", groups=5, n_starts=5)
-    fits["histogram 50 bins, EM"] = fit_em(data, model="histogram", groups=Binning.equal_mass(50), n_starts=5)
     fits["Platt curve, MAP"] = fit_map(data, model="platt", n_starts=3)
     fits["marginal (annotators only), EM"] = fit_em(data, model="dawid_skene", n_starts=5)
     if not args.no_nuts:
-        fits["histogram 20 bins, NUTS"] = fit_nuts(data, model="histogram", groups=Binning.equal_mass(20), n_chains=2,
+        fits["histogram 50 bins, NUTS"] = fit_nuts(data, model="histogram", groups=Binning.equal_mass(50), n_chains=2,
                                                    n_warmup=500, n_draws=500, seed=0, progress_bar=False)
     summary["fit_seconds"] = round(time.time() - t, 1)
     summary["channels"] = {name: {"fpr": np.round(f.channel.fpr, 4).tolist(), "tpr": np.round(f.channel.tpr, 4).tolist()}
@@ -318,7 +319,7 @@ def main(argv=None):
     print(table.to_string(index=False), flush=True)
 
     # Posterior self-report: expected number of wrong majority labels vs the number against y_ref.
-    iss = label_issues(data, fits["histogram 20 bins, EM (default)"])
+    iss = label_issues(data, fits["histogram 50 bins, EM (default)"])
     summary["expected_majority_errors_default"] = iss.attrs["expected_total_errors"]
     top = iss.iloc[:int(target_maj.sum())]
     summary["expected_precision_at_n_errors_default"] = float(top["p_majority_wrong"].mean())
