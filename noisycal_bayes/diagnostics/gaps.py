@@ -1,0 +1,400 @@
+"""Small channel gaps: how much the noise correction costs, and how NC-ECE responds to the gap (DESIGN §4).
+
+Correction divides by the gap ``delta_j = tpr_j - fpr_j``: the corrected label of annotator ``j`` has
+conditional variance ``[mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)] / delta_j^2`` (``a_j = fpr``,
+``b_j = tpr``), so its variance grows like ``1 / delta_j^2`` (paper §7: small gaps amplify correction
+variance). :func:`gap_diagnostics` reports, per annotator, ``P(delta_j < min_gap)`` and the variance
+inflation ``1 / delta_j^2``, and per bin the effective number of clean labels; :func:`gap_sensitivity`
+shows how NC-ECE and its interval move when the gap shrinks (in simulation, or by perturbing fitted
+channels).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import _preview, check_level, check_positive_int
+from ..data import AnnotationSet, Channel, as_binning, bin_index
+from ..warnings import SmallGapWarning
+
+#: Default smallest acceptable gap (the EM screening threshold is 0.05; 0.1 already inflates variance 100x).
+MIN_GAP = 0.1
+#: Warn when the posterior probability of a gap below ``min_gap`` exceeds this.
+ALARM_PROBABILITY = 0.05
+#: Warn when a bin with items carries fewer clean-label equivalents than this.
+MIN_EFFECTIVE = 10.0
+
+
+@dataclass(frozen=True)
+class GapDiagnostics:
+    """Cost of the noise correction per annotator and per bin.
+
+    Attributes
+    ----------
+    annotators : DataFrame, one row per annotator
+        ``annotator, gap`` (posterior mean or point estimate), ``gap_lower, gap_upper`` (equal-tailed
+        ``level`` interval; equal to ``gap`` for a point estimate), ``p_gap_below`` (posterior
+        probability that ``gap < min_gap``; 0 or 1 for a point estimate), ``variance_inflation``
+        (posterior mean of ``1 / gap^2``), ``alarming`` (bool).
+    bins : DataFrame, one row per evaluation bin
+        ``bin, lower, upper, count``, ``clean_frequency`` (``(sum of corrected labels + 1) / (count + 2)``,
+        kept in ``[1, count + 1] / (count + 2)``, used in the variances), ``effective_clean_labels`` (``n_eff``), ``efficiency`` (``n_eff / count``),
+        ``alarming`` (bool).
+    alarming : bool
+    messages : tuple of str
+        The warnings issued.
+    min_gap, level, min_effective : float
+    source : str
+        ``"nuts"``, ``"em"``, ``"map"`` or ``"channel"``.
+    """
+
+    annotators: pd.DataFrame = field(repr=False)
+    bins: pd.DataFrame = field(repr=False)
+    alarming: bool
+    messages: tuple
+    min_gap: float
+    level: float
+    min_effective: float
+    source: str
+
+
+def _item_variance(obs, fpr, gap, weights, mu):
+    """Variance of each item's combined corrected label around its clean frequency ``mu``.
+
+    ``Var(sum_j W_ij Ytilde_ij) = mu (1 - mu) + sum_j W_ij^2 [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)] / delta_j^2``
+    (conditionally independent annotators; the first term is the clean label's own variance).
+    Shapes: obs (n, J) (items or rows), fpr/gap/weights (S, J), mu (S, n) -> (S, n).
+    """
+    w = np.where(obs[None], weights[:, None, :], 0.0)
+    W = w / w.sum(axis=2, keepdims=True)
+    tpr = fpr + gap
+    noise = (mu[..., None] * (tpr * (1 - tpr))[:, None, :] + (1 - mu[..., None]) * (fpr * (1 - fpr))[:, None, :]) \
+        / (gap**2)[:, None, :]
+    return mu * (1 - mu) + np.sum(W**2 * noise, axis=2)
+
+
+def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=10, weights="iv",
+                    level: float = 0.9, alarm_probability: float = ALARM_PROBABILITY,
+                    min_effective: float = MIN_EFFECTIVE, n_draws: int = 400, warn: bool = True) -> GapDiagnostics:
+    """Per-annotator gap risk and per-bin effective number of clean labels, with a SmallGapWarning when alarming.
+
+    Parameters
+    ----------
+    data : AnnotationSet with scores
+        The evaluated items (labels and scores).
+    fit : FitResult or Channel
+        ``fit_nuts`` draws (probabilities are posterior probabilities), an EM / MAP point estimate or a
+        known Channel (then ``p_gap_below`` is 0 or 1).
+    min_gap : float, default 0.1
+    bins : int or Binning, default 10
+    weights : {"iv", "equal", "gap", "squared_gap"} or array of shape (n_annotators,)
+        Annotator weights of the combined corrected label (recomputed per draw).
+    level : float, default 0.9
+    alarm_probability : float, default 0.05
+        An annotator is alarming when ``P(gap < min_gap) > alarm_probability``.
+    min_effective : float, default 10
+        A bin with items is alarming when it holds fewer than this many clean-label equivalents.
+    n_draws : int, default 400
+        Posterior draws used (evenly thinned).
+    warn : bool, default True
+        Issue a :class:`~noisycal_bayes.warnings.SmallGapWarning` when anything is alarming.
+
+    Returns
+    -------
+    GapDiagnostics
+
+    Notes
+    -----
+    *Effective number of clean labels* of bin ``B_k``: the number of clean labels whose mean would be as
+    precise as the mean combined corrected label, ``n_eff,k = sum_{i in B_k} mu_k (1 - mu_k) / V_i`` with
+    ``V_i`` the variance of item ``i``'s combined corrected label (:func:`_item_variance`, averaged over
+    draws), ``mu_k`` the bin's clean frequency (its corrected frequency with one pseudo-label per class). ``V_i`` uses the
+    annotators who labelled item ``i``, so missing responses lower ``n_eff``. Near ``mu_k = 0`` or 1 the
+    clean labels are nearly constant and ``n_eff`` drops: estimating a rare frequency from noisy labels
+    is hard even with good annotators.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(1000, fpr=[0.1, 0.45, 0.1], tpr=[0.9, 0.5, 0.8], seed=0)
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     diag = gap_diagnostics(sim.data, sim.channel)
+    >>> diag.annotators["alarming"].tolist()
+    [False, True, False]
+    """
+    from ..core import mean_corrected_label, rule_weights, x64
+    from ..propagate._draws import check_fit, extract_draws, output_index
+    from ..propagate.nc_ece import _check_weights
+
+    func = "gap_diagnostics"
+    if not isinstance(data, AnnotationSet):
+        raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
+    z = data.require_scores()
+    min_gap = float(min_gap)
+    if not 0 < min_gap < 1:
+        raise ValueError(f"{func}: `min_gap` must lie in (0, 1); got {min_gap}.")
+    level = check_level(level)
+    alarm_probability = float(alarm_probability)
+    if not 0 <= alarm_probability < 1:
+        raise ValueError(f"{func}: `alarm_probability` must lie in [0, 1); got {alarm_probability}.")
+    rule, _ = _check_weights(weights, data.n_annotators)
+    fit = check_fit(fit, func, allow_channel=True)
+    src = extract_draws(fit)
+    if src.fpr.shape[1] != data.n_annotators:
+        raise ValueError(f"{func}: the fit has {src.fpr.shape[1]} annotators but `data` has {data.n_annotators}.")
+    src = src.take(output_index(src.n_source, min(n_draws, src.n_source), is_posterior=True))
+    fpr, gap = src.fpr, src.gap
+    ids = list(data.annotator_ids)
+
+    q = [(1 - level) / 2, (1 + level) / 2]
+    with np.errstate(divide="ignore"):
+        inflation = (1.0 / gap**2).mean(axis=0)
+    p_below = (gap < min_gap).mean(axis=0)
+    ann = pd.DataFrame({"annotator": ids, "gap": gap.mean(axis=0), "gap_lower": np.quantile(gap, q[0], axis=0),
+                        "gap_upper": np.quantile(gap, q[1], axis=0), "p_gap_below": p_below,
+                        "variance_inflation": inflation, "alarming": p_below > alarm_probability})
+
+    edges = as_binning(bins).edges_for(z)
+    n_bins = edges.size - 1
+    idx = bin_index(z, edges)
+    obs = data.observed
+    labels = data.labels
+    with x64():
+        if isinstance(rule, str):
+            w = np.stack([np.asarray(rule_weights(rule, f, g, mean_corrected_label(labels, f, g) if rule == "iv"
+                                                  else None)) for f, g in zip(fpr, gap)])
+        else:
+            w = np.broadcast_to(rule, fpr.shape)
+    # Items sharing (bin, missingness mask) have the same variance: work on those rows (O(draws x rows x J)).
+    keys = np.concatenate([idx[:, None], obs], axis=1).astype(np.int64)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    r = uniq.shape[0]
+    row_bin, row_mask = uniq[:, 0], uniq[:, 1:].astype(bool)
+    row_count = np.bincount(inv, minlength=r).astype(np.float64)
+    row_pos = np.stack([np.bincount(inv, weights=(labels[:, j] == 1).astype(np.float64), minlength=r)
+                        for j in range(labels.shape[1])], axis=1)
+    # Clean frequency of each bin per draw: the equally weighted corrected mean with one pseudo-label of each
+    # class, (sum + 1) / (n_k + 2), kept inside [1, n_k + 1] / (n_k + 2) (a noisy corrected mean can leave
+    # [0, 1], and a frequency of exactly 0 would make every bin of a rare class look empty of information).
+    per_ann = (row_pos[None] - row_count[None, :, None] * fpr[:, None, :]) / gap[:, None, :]
+    row_sum = np.where(row_mask[None], per_ann, 0.0).sum(axis=2) / row_mask.sum(axis=1)[None]
+    count = np.bincount(idx, minlength=n_bins).astype(np.float64)
+    sums = np.stack([np.bincount(row_bin, weights=v, minlength=n_bins) for v in row_sum])
+    mu_bin = np.clip((sums + 1.0) / (count + 2.0), 1.0 / (count + 2.0), (count + 1.0) / (count + 2.0))
+    var = _item_variance(row_mask, fpr, gap, np.asarray(w), mu_bin[:, row_bin]).mean(axis=0)
+    mu_mean = mu_bin.mean(axis=0)
+    clean_var = (mu_mean * (1 - mu_mean))[row_bin]
+    n_eff = np.bincount(row_bin, weights=row_count * clean_var / var, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        efficiency = n_eff / count
+    bin_alarm = (count > 0) & (n_eff < min_effective)
+    bins_df = pd.DataFrame({"bin": np.arange(n_bins), "lower": edges[:-1], "upper": edges[1:],
+                            "count": count.astype(np.int64), "clean_frequency": np.where(count > 0, mu_mean, np.nan),
+                            "effective_clean_labels": n_eff, "efficiency": efficiency, "alarming": bin_alarm})
+
+    messages = []
+    bad = np.flatnonzero(ann["alarming"].to_numpy())
+    if bad.size:
+        what = "posterior probability" if src.is_posterior else "estimate says"
+        messages.append(
+            f"{func}: annotators {_preview([ids[j] for j in bad])} have gap < {min_gap} ({what}: "
+            f"{_preview(np.round(p_below[bad], 3))}); their corrected labels carry variance inflated by "
+            f"{_preview(np.round(inflation[bad], 1))}x. Consider dropping them or collecting more labels.")
+    badb = np.flatnonzero(bin_alarm)
+    if badb.size:
+        messages.append(
+            f"{func}: bins {_preview(badb.tolist())} hold fewer than {min_effective:g} clean-label equivalents "
+            f"({_preview(np.round(n_eff[badb], 1))}); their corrected frequencies are very noisy. Use fewer or "
+            "equal-mass bins, or more items.")
+    if warn:
+        for m in messages:
+            warnings.warn(m, SmallGapWarning, stacklevel=2)
+    return GapDiagnostics(ann, bins_df, bool(messages), tuple(messages), min_gap, level, float(min_effective),
+                          src.source)
+
+
+@dataclass(frozen=True)
+class GapSensitivity:
+    """How NC-ECE and its interval respond to the channel gap.
+
+    Attributes
+    ----------
+    table : DataFrame
+        ``mode="perturb"``: one row per factor: ``factor, mean_gap, nc_ece`` (at the perturbed channels),
+        ``estimate, lower, upper, upper_one_sided, interval_to_read, width`` (plug-in with the perturbed
+        channels treated as known, Bayesian bootstrap of the items), ``min_effective_clean_labels``.
+        ``mode="simulate"``: one row per gap: ``gap, n_reps, variance_inflation`` (``1 / gap^2``),
+        ``oracle_ece`` (mean sample oracle ECE), ``target`` (mean of the ``method``'s target: sample oracle
+        ECE for ``"latent"``, conditional binned ECE for ``"plugin"``), ``nc_ece_known`` / ``nc_ece_em``
+        (mean plug-in NC-ECE with the true / EM-estimated channels), ``rmse_known`` / ``rmse_em``
+        (against the sample oracle ECE), ``estimate, lower, upper, width`` (means of the ``method``'s
+        estimate and reported interval with the EM channels treated as known), ``coverage`` (share of
+        those intervals covering the target), ``n_failed`` (EM fits that failed).
+    replicates : DataFrame or None
+        ``mode="simulate"``: one row per simulated data set.
+    mode : str
+    level : float
+    settings : dict
+    """
+
+    table: pd.DataFrame = field(repr=False)
+    replicates: pd.DataFrame | None = field(repr=False)
+    mode: str
+    level: float
+    settings: dict
+
+
+def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = "perturb",
+                    factors=(0.5, 0.75, 1.0, 1.25, 1.5), gaps=(0.15, 0.3, 0.5, 0.7), n_items: int = 2000,
+                    n_annotators: int = 3, curve="overconfident", n_reps: int = 10, bins=10, weights="iv",
+                    level: float = 0.9, n_draws: int = 400, method: str = "latent", seed: int = 0) -> GapSensitivity:
+    """Sweep the channel gap and report how NC-ECE and its interval respond (table; plot it with
+    :func:`noisycal_bayes.plotting.gap_sensitivity`).
+
+    Parameters
+    ----------
+    data : AnnotationSet with scores, optional
+        ``mode="perturb"``: the evaluated items.
+    fit : FitResult or Channel, optional
+        ``mode="perturb"``: the fitted channels (posterior mean for NUTS).
+    mode : {"perturb", "simulate"}
+        ``"perturb"``: scale every annotator's gap by each factor, keeping ``fpr`` (``tpr = fpr + factor *
+        gap``, capped below 1), and recompute NC-ECE with the perturbed channels treated as known.
+        ``"simulate"``: for each gap, simulate ``n_reps`` data sets with ``n_annotators`` symmetric
+        annotators (``fpr = (1 - gap)/2``, ``tpr = (1 + gap)/2``) and the calibration ``curve``, and compare
+        NC-ECE with the true and the EM-estimated channels to the sample oracle ECE.
+    factors : sequence of float, default (0.5, 0.75, 1, 1.25, 1.5)
+    gaps : sequence of float in (0, 1), default (0.15, 0.3, 0.5, 0.7)
+    n_items, n_annotators, curve, n_reps : simulation settings
+    bins, weights, level : as in :func:`~noisycal_bayes.propagate.posterior_nc_ece`
+    n_draws : int, default 400
+        Draws per interval (Bayesian bootstrap or clean-label draws).
+    method : {"latent", "plugin"}, default "latent"
+        ``mode="simulate"``: the :func:`~noisycal_bayes.propagate.posterior_nc_ece` route whose interval is
+        tracked (with the EM fit, i.e. channels treated as known). ``mode="perturb"`` always uses the
+        plug-in (perturbed channels have no prevalences).
+    seed : int, default 0
+
+    Returns
+    -------
+    GapSensitivity
+
+    Raises
+    ------
+    ValueError
+        Unknown mode; ``"perturb"`` without ``data`` and ``fit``; factors or gaps out of range.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(1000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
+    >>> res = gap_sensitivity(sim.data, sim.channel, factors=(0.5, 1.0), n_draws=100)
+    >>> res.table["factor"].tolist()
+    [0.5, 1.0]
+    """
+    from ..propagate._draws import check_fit, extract_draws
+    from ..propagate.nc_ece import posterior_nc_ece
+
+    func = "gap_sensitivity"
+    level = check_level(level)
+    n_draws = check_positive_int(n_draws, name="n_draws")
+    if mode == "perturb":
+        if not isinstance(data, AnnotationSet) or fit is None:
+            raise ValueError(f"{func}: mode='perturb' needs `data` (an AnnotationSet) and `fit` (a FitResult or "
+                             "Channel); for a simulated sweep use mode='simulate'.")
+        f = np.asarray(factors, dtype=np.float64)
+        if f.ndim != 1 or f.size == 0 or np.any(~np.isfinite(f)) or np.any(f <= 0):
+            raise ValueError(f"{func}: `factors` must be positive numbers; got {list(np.atleast_1d(f))}.")
+        fit = check_fit(fit, func, allow_channel=True)
+        src = extract_draws(fit)
+        fpr0, gap0 = src.fpr.mean(axis=0), src.gap.mean(axis=0)
+        rows = []
+        for k, fac in enumerate(f):
+            gap = np.minimum(fac * gap0, 1 - 1e-9 - fpr0)
+            ch = Channel(fpr0, fpr0 + gap, tuple(data.annotator_ids))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SmallGapWarning)
+                res = posterior_nc_ece(data, ch, bins=bins, weights=weights, level=level, seed=seed + k,
+                                       method="plugin", n_draws=n_draws)
+                point = posterior_nc_ece(data, ch, bins=bins, weights=weights, method="plugin", bootstrap=False,
+                                         n_draws=1)
+                diag = gap_diagnostics(data, ch, bins=bins, weights=weights, warn=False)
+            n_eff = diag.bins.loc[diag.bins["count"] > 0, "effective_clean_labels"]
+            rows.append({"factor": float(fac), "mean_gap": float(gap.mean()), "nc_ece": point.median,
+                         "estimate": res.estimate, "lower": res.lower, "upper": res.upper,
+                         "upper_one_sided": res.upper_one_sided, "interval_to_read": res.interval_to_read,
+                         "width": res.upper - res.lower, "min_effective_clean_labels": float(n_eff.min())})
+        return GapSensitivity(pd.DataFrame(rows), None, "perturb", level,
+                              dict(factors=f.tolist(), bins=bins, weights=weights, n_draws=n_draws, seed=seed,
+                                   base_channel=(fpr0.tolist(), (fpr0 + gap0).tolist())))
+    if mode != "simulate":
+        raise ValueError(f"{func}: `mode` must be 'perturb' or 'simulate'; got {mode!r}.")
+    from ..data import Binning
+    from ..inference.em import fit_em
+    from ..simulate import simulate_annotations
+
+    if method not in ("latent", "plugin"):
+        raise ValueError(f"{func}: `method` must be 'latent' or 'plugin' for mode='simulate'; got {method!r}.")
+    g = np.asarray(gaps, dtype=np.float64)
+    if g.ndim != 1 or g.size == 0 or np.any(~np.isfinite(g)) or np.any((g <= 0) | (g >= 1)):
+        raise ValueError(f"{func}: `gaps` must lie in (0, 1); got {list(np.atleast_1d(g))}.")
+    n_reps = check_positive_int(n_reps, name="n_reps")
+    n_annotators = check_positive_int(n_annotators, name="n_annotators", minimum=2)
+    binning = as_binning(bins)
+    reps = []
+    for a, gap in enumerate(g):
+        fpr = np.full(n_annotators, (1 - gap) / 2)
+        for r in range(n_reps):
+            s = seed + 1000 * a + r
+            sim = simulate_annotations(n_items, fpr=fpr, tpr=fpr + gap, curve=curve, seed=s)
+            z = sim.data.scores
+            edges = binning.edges_for(z)
+            idx = bin_index(z, edges)
+            oracle = float(np.abs(np.bincount(idx, weights=sim.clean_labels - z, minlength=edges.size - 1)).sum()
+                           / z.size)
+            conditional = float(np.abs(np.bincount(idx, weights=sim.true_probability - z,
+                                                   minlength=edges.size - 1)).sum() / z.size)
+            target = oracle if method == "latent" else conditional
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                known = posterior_nc_ece(sim.data, sim.channel, bins=binning, weights=weights, method="plugin",
+                                         bootstrap=False, n_draws=1).median
+                em = fit_em(sim.data, model="histogram", groups=Binning.from_edges(edges), n_starts=5, seed=s)
+                row = {"gap": float(gap), "rep": r, "seed": s, "oracle_ece": oracle, "conditional_ece": conditional,
+                       "target": target, "nc_ece_known": known, "nc_ece_em": np.nan, "estimate": np.nan,
+                       "lower": np.nan, "upper": np.nan, "failed": em.channel is None}
+                if em.channel is not None:
+                    res = posterior_nc_ece(sim.data, em, bins=binning, weights=weights, level=level, method=method,
+                                           seed=s, n_draws=n_draws)
+                    lo, hi = res.reported_interval
+                    row.update(nc_ece_em=posterior_nc_ece(sim.data, em, bins=binning, weights=weights, method="plugin",
+                                                          bootstrap=False, n_draws=1).median,
+                               estimate=res.estimate, lower=lo, upper=hi)
+            reps.append(row)
+    rep_df = pd.DataFrame(reps)
+    rows = []
+    for gap, grp in rep_df.groupby("gap", sort=True):
+        ok = ~grp["failed"].astype(bool)
+        err_k = grp["nc_ece_known"] - grp["oracle_ece"]
+        err_e = (grp["nc_ece_em"] - grp["oracle_ece"])[ok]
+        cover = ((grp["lower"] <= grp["target"]) & (grp["target"] <= grp["upper"]))[ok]
+        rows.append({"gap": gap, "n_reps": int(len(grp)), "variance_inflation": 1.0 / gap**2,
+                     "oracle_ece": grp["oracle_ece"].mean(), "target": grp["target"].mean(),
+                     "nc_ece_known": grp["nc_ece_known"].mean(),
+                     "nc_ece_em": grp["nc_ece_em"][ok].mean() if ok.any() else np.nan,
+                     "rmse_known": float(np.sqrt(np.mean(err_k**2))),
+                     "rmse_em": float(np.sqrt(np.mean(err_e**2))) if ok.any() else np.nan,
+                     "estimate": grp["estimate"][ok].mean() if ok.any() else np.nan,
+                     "lower": grp["lower"][ok].mean() if ok.any() else np.nan,
+                     "upper": grp["upper"][ok].mean() if ok.any() else np.nan,
+                     "width": float((grp["upper"] - grp["lower"])[ok].mean()) if ok.any() else np.nan,
+                     "coverage": float(cover.mean()) if ok.any() else np.nan, "n_failed": int((~ok).sum())})
+    return GapSensitivity(pd.DataFrame(rows), rep_df, "simulate", level,
+                          dict(gaps=g.tolist(), n_items=n_items, n_annotators=n_annotators, curve=str(curve),
+                               n_reps=n_reps, bins=bins, weights=weights, n_draws=n_draws, seed=seed, method=method))

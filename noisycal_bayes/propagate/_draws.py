@@ -1,0 +1,141 @@
+"""Posterior (or point) draws of a fitted channel model, flattened over chains, as plain arrays.
+
+Every propagation function starts here: a :class:`~noisycal_bayes.inference.result.FitResult` from
+``fit_nuts`` (posterior draws), ``fit_em`` / ``fit_map`` (one point), or a known
+:class:`~noisycal_bayes.data.Channel` becomes a :class:`Draws` with a leading ``draw`` axis.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import _preview, check_positive_int
+from ..data import AnnotationSet, Channel
+from ..warnings import ConvergenceWarning, IdentifiabilityWarning
+
+#: Output draws made from a point estimate (EM / MAP fit or a known channel) when ``n_draws`` is not given:
+#: the intervals then come from the Bayesian bootstrap or from label draws only.
+POINT_FIT_DRAWS = 1000
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Channel (and curve) parameters per draw.
+
+    Attributes
+    ----------
+    fpr, gap : ndarray of shape (n_source, n_annotators)
+    prevalence : ndarray of shape (n_source, n_groups) or None
+        Clean-label probability per group / bin (marginal model: one column); None for Platt fits and
+        known channels.
+    slope, intercept : ndarray of shape (n_source,) or None (Platt fits only)
+    source : str
+        ``"nuts"`` (posterior draws), ``"em"`` / ``"map"`` (one point estimate) or ``"channel"`` (known channel).
+    model : str or None
+        The fitted model's name (None for a known channel).
+    """
+
+    fpr: np.ndarray
+    gap: np.ndarray
+    prevalence: np.ndarray | None
+    slope: np.ndarray | None
+    intercept: np.ndarray | None
+    source: str
+    model: str | None
+
+    @property
+    def n_source(self) -> int:
+        return int(self.fpr.shape[0])
+
+    @property
+    def is_posterior(self) -> bool:
+        return self.source == "nuts"
+
+    @property
+    def tpr(self) -> np.ndarray:
+        return self.fpr + self.gap
+
+    def take(self, idx) -> "Draws":
+        """The draws at positions ``idx`` (shape (n,))."""
+        pick = lambda a: None if a is None else a[idx]  # noqa: E731
+        return Draws(self.fpr[idx], self.gap[idx], pick(self.prevalence), pick(self.slope), pick(self.intercept),
+                     self.source, self.model)
+
+
+def is_fit_result(obj) -> bool:
+    """Duck-typed check for a FitResult (avoids importing the inference layer at module import)."""
+    return all(hasattr(obj, a) for a in ("model", "method", "draws", "point", "groups", "inputs"))
+
+
+def check_fit(fit, func: str, *, allow_channel: bool = True):
+    """Validate ``fit`` (FitResult or Channel); warn about unconverged or unidentified fits."""
+    if isinstance(fit, Channel):
+        if not allow_channel:
+            raise ValueError(f"{func}: this method needs a fitted model (fit_nuts / fit_em), not a bare Channel.")
+        return fit
+    if not is_fit_result(fit):
+        raise ValueError(f"{func}: `fit` must be a FitResult from fit_nuts / fit_em / fit_map"
+                         f"{' or a Channel' if allow_channel else ''}; got {type(fit).__name__}.")
+    if fit.channel is None or (fit.draws is None and not fit.point):
+        raise ValueError(f"{func}: the fit has no estimate ({fit.reason or 'every start failed'}); refit before "
+                         "propagating.")
+    if not fit.identified:
+        warnings.warn(f"{func}: the channels of this fit are not identified ({fit.reason}); intervals built on it "
+                      "do not estimate anything.", IdentifiabilityWarning, stacklevel=3)
+    if fit.method == "nuts" and (not fit.converged or fit.n_divergent > 0):
+        warnings.warn(f"{func}: the NUTS fit reported problems (converged={fit.converged}, {fit.n_divergent} "
+                      "divergent transitions); the draws may not represent the posterior, and neither will the "
+                      "interval. Rerun fit_nuts with more warm-up or a higher target_accept.",
+                      ConvergenceWarning, stacklevel=3)
+    return fit
+
+
+def extract_draws(fit) -> Draws:
+    """All draws of ``fit`` flattened over chains (chain-major), or its point estimate as one draw."""
+    if isinstance(fit, Channel):
+        return Draws(np.asarray(fit.fpr, np.float64)[None], np.asarray(fit.gap, np.float64)[None], None, None, None,
+                     "channel", None)
+    src = fit.draws if fit.draws is not None else {k: np.asarray(v)[None, None] for k, v in fit.point.items()}
+
+    def flat(name):
+        if name not in src:
+            return None
+        a = np.asarray(src[name], dtype=np.float64)
+        return a.reshape((-1,) + a.shape[2:])
+
+    fpr = flat("fpr")
+    gap = flat("gap") if "gap" in src else flat("tpr") - fpr
+    prev = flat("prevalence")
+    if prev is not None and prev.ndim == 1:
+        prev = prev[:, None]
+    source = "nuts" if fit.draws is not None else fit.method
+    return Draws(fpr, gap, prev, flat("slope"), flat("intercept"), source, fit.model)
+
+
+def output_index(n_source: int, n_draws, *, is_posterior: bool) -> np.ndarray:
+    """Which source draw feeds each output draw: evenly thinned (or cycled) to ``n_draws`` outputs.
+
+    Default ``n_draws``: every posterior draw, or :data:`POINT_FIT_DRAWS` repetitions of a point estimate.
+    """
+    if n_draws is None:
+        n_draws = n_source if is_posterior else POINT_FIT_DRAWS
+    n_draws = check_positive_int(n_draws, name="n_draws")
+    return (np.arange(n_draws) * n_source) // n_draws if n_draws <= n_source else np.arange(n_draws) % n_source
+
+
+def check_same_items(data: AnnotationSet, fit, func: str, method: str) -> None:
+    """``method`` needs per-item quantities of the fit: ``data`` must hold the fitted items (scores may differ)."""
+    n_fit = fit.inputs.n_items
+    if data.n_items != n_fit or data.n_annotators != fit.inputs.n_annotators:
+        raise ValueError(
+            f"{func}: method={method!r} uses the fit's per-item posterior, so `data` must hold the items the model was "
+            f"fitted on ({n_fit} items x {fit.inputs.n_annotators} annotators); got {data.n_items} x "
+            f"{data.n_annotators}. Fit the model on these items, or use method='plugin' for held-out items.")
+    labels = fit.details.get("labels") if isinstance(fit.details, dict) else None
+    if labels is not None and not np.array_equal(np.asarray(labels), data.labels):
+        diff = np.flatnonzero((np.asarray(labels) != data.labels).any(axis=1))
+        raise ValueError(f"{func}: method={method!r}: the labels of `data` differ from the fitted ones at items "
+                         f"{_preview(data.item_ids[diff])}; pass the AnnotationSet the model was fitted on (new "
+                         "scores via `data.with_scores(...)` are fine).")
