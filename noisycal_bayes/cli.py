@@ -443,8 +443,10 @@ def _load(args, notes: list):
     from .data.loaders import load_annotations_csv
 
     with _collect_warnings(notes):
+        annotators = None if args.annotators is None else [a.strip() for a in args.annotators.split(",") if a.strip()]
         return load_annotations_csv(args.annotations, args.scores, layout=args.layout, item=args.item_col,
-                                    annotator=args.annotator_col, label=args.label_col, score=args.score_col)
+                                    annotator=args.annotator_col, label=args.label_col, score=args.score_col,
+                                    annotators=annotators)
 
 
 def _cmd_evaluate(args) -> int:
@@ -597,6 +599,8 @@ def _add_data_args(p):
     p.add_argument("--annotator-col", default="annotator", help="annotator column name (long format)")
     p.add_argument("--label-col", default="label", help="label column name (long format)")
     p.add_argument("--score-col", default="score", help="score column name (default: score)")
+    p.add_argument("--annotators", metavar="COL1,COL2,...",
+                   help="wide format: the columns holding annotators' labels (default: all but item and score)")
 
 
 def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):

@@ -107,9 +107,11 @@ def test_evaluate_wide_file_and_report_folder(files, tmp_path, capsys):
     long = pd.read_csv(ann)
     wide = long.pivot(index="item", columns="annotator", values="label").reset_index()
     wide = wide.merge(pd.read_csv(scores), on="item")
+    wide["batch"] = wide["item"] // 10  # a column that is not an annotator
     path = tmp_path / "wide.csv"
     wide.to_csv(path, index=False)  # missing responses become empty cells
-    code, out, err = run(capsys, "evaluate", path, "--method", "em", "--n-boot", 0, "--out", tmp_path / "rep")
+    code, out, err = run(capsys, "evaluate", path, "--method", "em", "--n-boot", 0, "--out", tmp_path / "rep",
+                         "--annotators", "ann_a,ann_b,ann_c")
     assert code == 0, err
     assert {"summary.md", "results.json", "reliability.png", "channels.png"} <= {p.name for p in (tmp_path / "rep").iterdir()}
     res = json.loads((tmp_path / "rep" / "results.json").read_text())

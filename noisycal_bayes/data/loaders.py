@@ -194,7 +194,8 @@ def load_scores_csv(path, *, item: str = "item", score: str = "score") -> pd.Ser
 
 
 def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: str = "item",
-                         annotator: str = "annotator", label: str = "label", score: str = "score") -> AnnotationSet:
+                         annotator: str = "annotator", label: str = "label", score: str = "score",
+                         annotators=None) -> AnnotationSet:
     """Read noisy labels (and scores) from CSV into an :class:`AnnotationSet`.
 
     Parameters
@@ -209,6 +210,9 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
         ``"auto"`` reads long format when the file has an ``annotator`` or a ``label`` column, else wide.
     item, annotator, label, score : str
         Column names.
+    annotators : sequence of str, optional
+        Wide format only: the columns holding annotators' labels (other columns are ignored). Default:
+        every column except ``item`` and ``score``.
 
     Returns
     -------
@@ -236,8 +240,14 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
     if layout == "auto":
         # Either long-format column name means long format (then a missing partner is reported).
         layout = "long" if annotator in table.header or label in table.header else "wide"
-    reader = _read_long if layout == "long" else _read_wide
-    labels, item_ids, ann_ids, file_scores = reader(table, item=item, annotator=annotator, label=label, score=score)
+    if layout == "long":
+        if annotators is not None:
+            raise ValueError("`annotators` selects columns of a wide file; a long file names annotators in its "
+                             f"'{annotator}' column.")
+        labels, item_ids, ann_ids, file_scores = _read_long(table, item=item, annotator=annotator, label=label,
+                                                            score=score)
+    else:
+        labels, item_ids, ann_ids, file_scores = _read_wide(table, item=item, score=score, annotators=annotators)
 
     if scores_path is not None and file_scores is not None:
         raise ValueError(f"{table.path}: has a '{score}' column and a separate scores file was given; "
@@ -300,11 +310,20 @@ def _read_long(table: _Table, *, item, annotator, label, score):
     return labels, item_ids, ann_ids, file_scores
 
 
-def _read_wide(table: _Table, *, item, annotator, label, score):
+def _read_wide(table: _Table, *, item, score, annotators=None):
     if item not in table.header:
         raise ValueError(f"{table.path}: missing column '{item}'; found {table.header}. Expected long format "
-                         f"({item}, {annotator}, {label}) or wide format ({item} + one column per annotator).")
-    ann_cols = [c for c in table.header if c not in (item, score)]
+                         f"(item, annotator, label) or wide format ({item} + one column per annotator).")
+    if annotators is not None:
+        ann_cols = [str(a) for a in annotators]
+        missing = [c for c in ann_cols if c not in table.header]
+        if missing:
+            raise ValueError(f"{table.path}: annotator column(s) {missing} not found; found {table.header}.")
+        if len(set(ann_cols)) != len(ann_cols) or item in ann_cols or score in ann_cols:
+            raise ValueError(f"{table.path}: `annotators` must name distinct label columns other than "
+                             f"'{item}' and '{score}'; got {ann_cols}.")
+    else:
+        ann_cols = [c for c in table.header if c not in (item, score)]
     if not ann_cols:
         raise ValueError(f"{table.path}: wide format needs one column per annotator besides '{item}'"
                          f"{' and ' + repr(score) if score in table.header else ''}; found {table.header}.")

@@ -217,3 +217,19 @@ def test_bundled_files_are_small_and_reproduced_by_the_script(tmp_path):
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), (
             f"{path.name} differs from what benchmarks/make_demo_data.py makes now; regenerate it with "
             "`.venv/bin/python benchmarks/make_demo_data.py` if the simulator changed on purpose")
+
+
+def test_wide_format_selects_annotator_columns(tmp_path):
+    # Like the CIFAR-10N file: extra columns (batch, reference label) beside the annotators' labels.
+    path = write(tmp_path, "w.csv", "item,batch,y_ref,score,ann1,ann2\n0,0,1,0.9,1,1\n1,0,0,0.2,0,1\n2,7,1,0.6,,1\n")
+    data = load_annotations_csv(path, annotators=["ann1", "ann2"])
+    assert list(data.annotator_ids) == ["ann1", "ann2"]
+    assert data.labels.tolist() == [[1, 1], [0, 1], [-1, 1]]
+    with pytest.raises(ValueError, match=r"w.csv, line 4, column 'batch'.*'7'"):
+        load_annotations_csv(path)  # without the selection, 'batch' is read as an annotator
+    with pytest.raises(ValueError, match=r"annotator column\(s\) \['ann9'\] not found"):
+        load_annotations_csv(path, annotators=["ann1", "ann9"])
+    with pytest.raises(ValueError, match="distinct label columns"):
+        load_annotations_csv(path, annotators=["ann1", "score"])
+    with pytest.raises(ValueError, match="wide file"):
+        load_annotations_csv(write(tmp_path, "l.csv", LONG), annotators=["a"])
