@@ -113,6 +113,77 @@ def parameter_draws(fit, max_draws: int | None) -> tuple[dict, int]:
 
 
 @dataclass(frozen=True)
+class Rows:
+    """The distinct rows the posterior depends on: (group, pattern) pairs, or items for the Platt model.
+
+    patterns (n_rows, n_annotators) int8, -1 = missing; group (n_rows,) or None (Platt); counts (n_rows,);
+    inverse (n_items,) row of each item; logit_score (n_rows,) for Platt.
+    """
+
+    model: str
+    patterns: np.ndarray
+    group: np.ndarray | None
+    counts: np.ndarray
+    inverse: np.ndarray
+    n_groups: int
+    logit_score: np.ndarray | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return self.patterns.shape[0]
+
+    def positive(self, params: dict) -> np.ndarray:
+        """``P(Y = 1 | row, theta_s)`` for a batch of parameters (leading axis S), shape (S, n_rows)."""
+        with x64():
+            pat = jnp.asarray(self.patterns, dtype=jnp.int32)
+            if self.model == "platt":
+                lz = jnp.asarray(self.logit_score)
+
+                def one(fpr, tpr, slope, intercept):
+                    l0, l1 = pattern_loglik(pat, fpr, tpr)
+                    # The prior log-odds slope * logit(z) + intercept enter additively: no clipping of m(z).
+                    return jax.nn.sigmoid(slope * lz + intercept + l1 - l0)
+
+                args = [params[k] for k in ("fpr", "tpr", "slope", "intercept")]
+            else:
+                grp = jnp.asarray(self.group, dtype=jnp.int32)
+
+                def one(fpr, tpr, prev):
+                    return posterior_positive(pat, grp, fpr, tpr, prev)
+
+                s = np.shape(params["fpr"])[0]
+                args = [params["fpr"], params["tpr"], np.asarray(params["prevalence"]).reshape(s, -1)]
+            return np.asarray(_jit_vmap(one)(*(jnp.asarray(a, dtype=jnp.float64) for a in args)))
+
+
+def _jit_vmap(fn):
+    return jax.jit(jax.vmap(fn))
+
+
+def check_annotators(data: AnnotationSet, fit, func: str) -> None:
+    ids = tuple(fit.annotator_ids)
+    if len(ids) != data.n_annotators or (ids and tuple(data.annotator_ids) != ids):
+        raise ValueError(f"{func}: the fit has annotators {_preview(list(ids))} but `data` has "
+                         f"{_preview(list(data.annotator_ids))}; pass the AnnotationSet the fit was made on (same "
+                         "annotator columns, same order).")
+
+
+def build_rows(data: AnnotationSet, fit, func: str) -> Rows:
+    """The rows of ``data`` under the fit's model (validated against the fit)."""
+    check_annotators(data, fit, func)
+    if fit.model == "platt":
+        z = data.require_scores()
+        n = data.n_items
+        with x64():
+            lz = np.asarray(clipped_logit(jnp.asarray(z)))
+        return Rows("platt", data.labels, None, np.ones(n), np.arange(n), 1, lz)
+    group = _item_groups(data, fit, func)
+    n_groups = int(fit.groups.n_groups)
+    pc = compress_patterns(data.labels, group, n_groups)
+    return Rows(fit.model, pc.patterns, pc.group, np.asarray(pc.counts), np.asarray(pc.inverse), n_groups)
+
+
+@dataclass(frozen=True)
 class RowPosteriors:
     """``p[s, r] = P(Y = 1 | row r, theta_s)``; item ``i`` has row ``inverse[i]``.
 
@@ -126,6 +197,7 @@ class RowPosteriors:
     has_draws: bool
     model: str
     thinned_from: int        # number of draws in the fit (0 for a point fit)
+    rows: Rows = None
 
     def item_mean(self) -> np.ndarray:
         return self.p.mean(axis=0)[self.inverse]
@@ -139,41 +211,28 @@ def row_posteriors(data: AnnotationSet, fit, *, max_draws: int | None = 1000, fu
     """Posterior probability of a positive clean label per row and per draw (see module docstring)."""
     if max_draws is not None:
         max_draws = check_positive_int(max_draws, name="max_draws")
-    ids = tuple(fit.annotator_ids)
-    if len(ids) != data.n_annotators or (ids and tuple(data.annotator_ids) != ids):
-        raise ValueError(f"{func}: the fit has annotators {_preview(list(ids))} but `data` has "
-                         f"{_preview(list(data.annotator_ids))}; pass the AnnotationSet the fit was made on (same "
-                         "annotator columns, same order).")
-    model = fit.model
+    rows = build_rows(data, fit, func)
     n_fit = 0 if fit.draws is None else int(np.prod(fit.draws["fpr"].shape[:2]))
-    if model == "platt":
-        z = data.require_scores()
-        n = data.n_items
-        if max_draws is not None and n_fit:
-            max_draws = max(1, min(max_draws, MAX_VALUES // n))
-        params, n_s = parameter_draws(fit, max_draws)
-        with x64():
-            pat = jnp.asarray(data.labels, dtype=jnp.int32)
-            lz = jnp.asarray(clipped_logit(jnp.asarray(z)))
-
-            def one(fpr, tpr, slope, intercept):
-                l0, l1 = pattern_loglik(pat, fpr, tpr)
-                # The prior log-odds slope * logit(z) + intercept enter additively: no clipping of m(z) needed.
-                return jax.nn.sigmoid(slope * lz + intercept + l1 - l0)
-
-            p = np.asarray(jax.jit(jax.vmap(one))(*(jnp.asarray(params[k]) for k in
-                                                    ("fpr", "tpr", "slope", "intercept"))))
-        return RowPosteriors(p, np.arange(n), np.ones(n), n_s, fit.draws is not None, model, n_fit)
-    group = _item_groups(data, fit, func)
+    if fit.model == "platt" and max_draws is not None and n_fit:
+        max_draws = max(1, min(max_draws, MAX_VALUES // rows.n_rows))
     params, n_s = parameter_draws(fit, max_draws)
-    n_groups = int(fit.groups.n_groups)
-    pc = compress_patterns(data.labels, group, n_groups)
-    prev = params["prevalence"].reshape(n_s, -1)
-    if prev.shape[1] != n_groups:
-        raise ValueError(f"{func}: the fit has {prev.shape[1]} prevalences for {n_groups} groups.")
-    with x64():
-        pat = jnp.asarray(pc.patterns, dtype=jnp.int32)
-        grp = jnp.asarray(pc.group, dtype=jnp.int32)
-        p = np.asarray(jax.jit(jax.vmap(lambda f, t, pi: posterior_positive(pat, grp, f, t, pi)))(
-            jnp.asarray(params["fpr"]), jnp.asarray(params["tpr"]), jnp.asarray(prev)))
-    return RowPosteriors(p, np.asarray(pc.inverse), np.asarray(pc.counts), n_s, fit.draws is not None, model, n_fit)
+    if fit.model != "platt":
+        n_prev = np.asarray(params["prevalence"]).reshape(n_s, -1).shape[1]
+        if n_prev != rows.n_groups:
+            raise ValueError(f"{func}: the fit has {n_prev} prevalences for {rows.n_groups} groups.")
+    p = rows.positive(params)
+    return RowPosteriors(p, rows.inverse, rows.counts, n_s, fit.draws is not None, fit.model, n_fit, rows)
+
+
+def draw_index(n_samples: int, n_replicates: int) -> np.ndarray:
+    """Draw used by each replicate: evenly spaced draws, cycling when there are fewer draws than replicates."""
+    if n_samples >= n_replicates:
+        return np.linspace(0, n_samples - 1, n_replicates).round().astype(np.int64)
+    return np.arange(n_replicates) % n_samples
+
+
+def posterior_mean_accuracy(rp: RowPosteriors, yhat: np.ndarray) -> np.ndarray:
+    """``mean_s (1/n) sum_i P(Y_i = yhat_im | A_i, c_i, theta_s)`` per model, shape (M,)."""
+    p = rp.p.mean(axis=0)[rp.inverse]                      # (n_items,)
+    yhat = np.asarray(yhat)
+    return np.mean(np.where(yhat == 1, p[:, None], 1 - p[:, None]), axis=0)

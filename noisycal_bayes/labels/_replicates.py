@@ -1,11 +1,20 @@
-"""Replicate draws shared by corrected accuracy and model comparison.
+"""Replicates for intervals of corrected accuracy and NC-ECE, shared by accuracy and model comparison.
 
-Each replicate ``r`` pairs one channel draw ``s_r`` (the point estimate for EM / MAP fits) with, when
-asked, Bayesian-bootstrap weights of the items (Dirichlet(1, ..., 1), Rubin 1981). Items that share a
-*cell* (the same posterior row and the same predictions) are exchangeable, so their draws aggregate
-exactly: the number of clean positives in a cell of ``n_c`` items is ``Binomial(n_c, p_c)`` given the
-channel draw, and the summed Dirichlet weight of ``k`` items is ``Gamma(k, 1)`` up to the common
-normaliser. Cost ``O(R x n_cells)`` instead of ``O(R x n_items)``.
+Each replicate ``r`` has parameters ``theta_r`` and, when asked, Bayesian-bootstrap item weights ``w_r``
+(independent Exp(1) per item, i.e. Dirichlet(1, ..., 1) after normalising; Rubin 1981):
+
+- a fit with posterior draws (NUTS): ``theta_r`` cycles through the (thinned) draws;
+- an EM / MAP fit of a grouped model: ``theta_r`` is the **weighted-likelihood bootstrap** refit
+  (Newton & Raftery 1994): EM on the compressed (group, pattern) counts re-weighted by ``w_r``, started at
+  the fit's estimate. It approximates posterior draws of the channel and prevalences at no NUTS cost
+  (the counts have one entry per distinct row, so a refit costs ``O(rows x J)`` per iteration);
+- otherwise (Platt / monotone MAP fits) ``theta_r`` is the point estimate: no channel uncertainty.
+
+Given ``theta_r``: latent clean labels are drawn from their posterior. Items sharing a *cell* (the same
+row and the same predictions of every model) are exchangeable: the number of clean positives in a cell
+of ``n_c`` items is ``Binomial(n_c, p_c)`` and, with bootstrap weights summing to ``G_c`` over the
+cell, the positives' share of it is ``Beta(k, n_c - k)``. Costs ``O(R x cells)`` plus, with bootstrap
+or refits, ``O(R x n_items)`` to draw and aggregate the item weights.
 """
 from __future__ import annotations
 
@@ -13,13 +22,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import item_corrected_label, rule_weights, x64
+from ..core import em_step, item_corrected_label, rule_weights, x64
 from ..core.weights import WEIGHT_RULES
-from ..data import compress_patterns
-from ._posterior import RowPosteriors
+from ..data import bin_index
+from ._posterior import Rows, draw_index, parameter_draws
 
-# Work in blocks of at most this many (replicate x cell) values.
+#: Models whose point fits are refitted by closed-form EM in the weighted-likelihood bootstrap.
+REFIT_MODELS = ("dawid_skene", "grouped", "histogram")
+SOURCES = {"draws": "posterior draws", "refit": "weighted-likelihood bootstrap (EM refits)",
+           "point": "none (point estimate)"}
+# Work in blocks of at most this many (replicate x item) values.
 _BLOCK_VALUES = 2_000_000
+# EM refits start at the fit's estimate; they stop when no parameter moves by more than _REFIT_TOL.
+_REFIT_TOL = 1e-9
+_REFIT_MAX_ITER = 5000
+_REFIT_FNS: dict = {}
 
 
 def check_weights(weights, n_annotators: int):
@@ -35,133 +52,198 @@ def check_weights(weights, n_annotators: int):
     return w / w.sum()
 
 
-def draw_index(n_samples: int, n_replicates: int) -> np.ndarray:
-    """Channel draw of each replicate: evenly spaced draws, cycling when there are fewer draws than replicates."""
-    if n_samples >= n_replicates:
-        return np.linspace(0, n_samples - 1, n_replicates).round().astype(np.int64)
-    return np.arange(n_replicates) % n_samples
+def _em_prior(fit):
+    """Beta pseudo-counts of the fit's prior for the EM M-step (None = maximum likelihood), or False if EM cannot."""
+    prior = getattr(fit, "prior", None)
+    if prior is None:
+        return None
+    try:
+        counts = prior.em_pseudo_counts()
+    except (AttributeError, ValueError):
+        return False
+    if any(v < 1 for pair in counts for v in pair):
+        return False
+    if all(v == 1.0 for pair in counts for v in pair):
+        return None
+    return tuple(tuple(float(v) for v in pair) for pair in counts)
 
 
-def _cells(row_of_item: np.ndarray, yhat: np.ndarray):
-    """Distinct (row, prediction pattern) cells: row (C,), predictions (C, M), counts (C,)."""
-    m = yhat.shape[1]
-    code = (yhat.astype(np.int64) << np.arange(m, dtype=np.int64)).sum(axis=1)
-    key = row_of_item.astype(np.int64) * (1 << m) + code
-    _, first, counts = np.unique(key, return_index=True, return_counts=True)
-    return row_of_item[first], yhat[first].astype(bool), counts.astype(np.int64)
+def parameter_source(fit) -> str:
+    if fit.draws is not None:
+        return "draws"
+    if fit.model in REFIT_MODELS and _em_prior(fit) is not False:
+        return "refit"
+    return "point"
 
 
-def posterior_mean_accuracy(rp: RowPosteriors, yhat: np.ndarray) -> np.ndarray:
-    """``mean_s (1/n) sum_i P(Y_i = yhat_im | A_i, c_i, theta_s)`` per model, shape (M,)."""
-    row, pred, n_c = _cells(rp.inverse, yhat)
-    p = rp.p[:, row]                                           # (S, C)
-    correct = np.where(pred[None], p[..., None], 1 - p[..., None])  # (S, C, M)
-    return np.einsum("scm,c->m", correct, n_c) / (rp.p.shape[0] * n_c.sum())
+def _refit_fn(n_groups: int, prior):
+    key = (n_groups, prior)
+    fn = _REFIT_FNS.get(key)
+    if fn is None:
+        def one(patterns, group, counts, fpr, tpr, prev):
+            def cond(c):
+                return (c[0] < _REFIT_MAX_ITER) & (c[2] > _REFIT_TOL)
+
+            def body(c):
+                it, (f, t, p), _ = c
+                nf, nt, npi = em_step(patterns, group, counts, n_groups, f, t, p, prior)
+                move = jnp.maximum(jnp.max(jnp.abs(nf - f)), jnp.maximum(jnp.max(jnp.abs(nt - t)),
+                                                                         jnp.max(jnp.abs(npi - p))))
+                return it + 1, (nf, nt, npi), move
+
+            it, theta, move = jax.lax.while_loop(cond, body, (0, (fpr, tpr, prev), jnp.inf))
+            return theta, move <= _REFIT_TOL
+
+        fn = jax.jit(jax.vmap(one, in_axes=(None, None, 0, None, None, None)))
+        _REFIT_FNS[key] = fn
+    return fn
 
 
-def accuracy_replicates(rp: RowPosteriors, yhat: np.ndarray, n_replicates: int, bootstrap: bool,
-                        rng: np.random.Generator) -> np.ndarray:
-    """Replicates of each model's accuracy on the clean labels, shape (R, M).
+def _corrected_rows(rows: Rows, fpr, tpr, weights) -> np.ndarray:
+    """Combined corrected label ``sum_j W_ij (A_ij - fpr_j) / gap_j`` of each row, per parameter set (S, n_rows)."""
+    n = rows.counts.sum()
+    with x64():
+        pat = jnp.asarray(rows.patterns, dtype=jnp.int32)
+        cnt = jnp.asarray(rows.counts, dtype=jnp.float64)
 
-    Without bootstrap: ``(1/n) sum_i 1[Y_i^(r) = yhat_im]`` with latent labels drawn from their posterior
-    (the *sample* target: these items' clean labels). With bootstrap: the same labels weighted by
-    Dirichlet(1) item weights (the *population* target).
+        def one(f, t):
+            gap = t - f
+            if isinstance(weights, str):
+                # IV needs mu: the equally weighted mean corrected label over the items (DESIGN §3).
+                mu = jnp.sum(cnt * item_corrected_label(pat, f, gap, jnp.ones_like(gap))) / n
+                w = rule_weights(weights, f, gap, mu)
+            else:
+                w = jnp.asarray(weights)
+            return item_corrected_label(pat, f, gap, w)
+
+        return np.asarray(jax.jit(jax.vmap(one))(jnp.asarray(fpr, dtype=jnp.float64),
+                                                  jnp.asarray(tpr, dtype=jnp.float64)))
+
+
+def _beta_share(rng, k, m):
+    """Share of ``k`` Exp(1) weights among ``m`` of them: Beta(k, m - k), with 0 and 1 at the ends."""
+    a = np.maximum(k, 1).astype(np.float64)
+    b = np.maximum(m - k, 1).astype(np.float64)
+    share = rng.beta(a, b)
+    return np.where(k == 0, 0.0, np.where(k == m, 1.0, share))
+
+
+class Replicates:
+    """Replicates of accuracy, corrected-label accuracy and NC-ECE for M sets of predictions.
+
+    Parameters
+    ----------
+    fit : FitResult
+    rows : Rows of the data under the fit
+    yhat : int array (n_items, M), predictions of each model
+    weights : weight rule or array for the corrected labels
+    max_draws : thinning of the fit's draws
+    ece : list of (scores (n_items,), edges) per model, or None (no NC-ECE)
     """
-    row, pred, n_c = _cells(rp.inverse, yhat)
-    s_idx = draw_index(rp.n_samples, n_replicates)
-    out = np.empty((n_replicates, yhat.shape[1]))
-    block = max(1, _BLOCK_VALUES // max(1, row.size))
-    for start in range(0, n_replicates, block):
-        s = s_idx[start:start + block]
-        p = rp.p[s][:, row]                                    # (B, C)
-        k = rng.binomial(n_c[None], p)                         # clean positives per cell
-        if bootstrap:
-            g1 = rng.standard_gamma(k.astype(np.float64))      # Gamma(0) = 0: an empty part weighs nothing
-            g0 = rng.standard_gamma((n_c[None] - k).astype(np.float64))
-            total = (g1 + g0).sum(axis=1)
-            out[start:start + s.size] = np.einsum("bcm,b->bm", np.where(pred[None], g1[..., None], g0[..., None]),
-                                                  1.0 / total)
-        else:
-            correct = np.where(pred[None], k[..., None], (n_c[None] - k)[..., None])
-            out[start:start + s.size] = correct.sum(axis=1) / n_c.sum()
-    return out
 
+    def __init__(self, fit, rows: Rows, yhat: np.ndarray, *, weights, max_draws, ece=None):
+        self.fit, self.rows, self.weights = fit, rows, weights
+        self.yhat = np.asarray(yhat, dtype=np.int64)
+        self.source = parameter_source(fit)
+        self.params, self.n_samples = parameter_draws(fit, max_draws)
+        m = self.yhat.shape[1]
+        code = (self.yhat << np.arange(m, dtype=np.int64)).sum(axis=1)
+        key = rows.inverse.astype(np.int64) * (1 << m) + code
+        _, first, self.cell_of_item, self.n_c = np.unique(key, return_index=True, return_inverse=True,
+                                                          return_counts=True)
+        self.cell_of_item = self.cell_of_item.reshape(-1)
+        self.cell_row = rows.inverse[first]
+        self.cell_pred = self.yhat[first].astype(bool)
+        self.n_items = int(self.n_c.sum())
+        self.ece = None
+        if ece is not None:
+            self.ece = []
+            for z, edges in ece:
+                b = bin_index(z, edges).astype(np.int64)
+                self.ece.append((np.asarray(z, dtype=np.float64), b, b * rows.n_rows + rows.inverse,
+                                 edges.size - 1))
 
-class CorrectedLabels:
-    """Combined corrected labels ``Ytilde = sum_j W_ij (A_ij - fpr_j) / gap_j`` per response pattern and draw.
+    # ------------------------------------------------------------------ point values
+    def point_moment_accuracy(self) -> np.ndarray:
+        """Corrected-label accuracy averaged over the fit's draws (or at its point), shape (M,)."""
+        yt = _corrected_rows(self.rows, self.params["fpr"], self.params["tpr"], self.weights)[:, self.cell_row]
+        contrib = np.where(self.cell_pred[None], yt[..., None], 1 - yt[..., None])
+        return np.einsum("scm,c->m", contrib, self.n_c) / (yt.shape[0] * self.n_items)
 
-    ``values`` (S, P) for the distinct response patterns of ``labels``; ``inverse`` (n_items,).
-    """
-
-    def __init__(self, labels: np.ndarray, fpr: np.ndarray, tpr: np.ndarray, weights):
-        pc = compress_patterns(labels)
-        self.inverse = np.asarray(pc.inverse)
-        self.counts = np.asarray(pc.counts)
-        n = labels.shape[0]
+    # ------------------------------------------------------------------ replicates
+    def _theta(self, r0, b, item_w):
+        """Parameters for replicates r0..r0+b-1: a dict of (b, ...) arrays, and the number of failed refits."""
+        if self.source == "draws":
+            s = draw_index(self.n_samples, self.n_replicates)[r0:r0 + b]
+            return {k: v[s] for k, v in self.params.items()}, 0
+        point = {k: v[0] for k, v in self.params.items()}
+        if self.source == "point":
+            return {k: np.broadcast_to(v, (b,) + np.shape(v)) for k, v in point.items()}, 0
+        rw = np.stack([np.bincount(self.rows.inverse, weights=w, minlength=self.rows.n_rows) for w in item_w])
+        # Pad to the block size so that one compiled refit serves every block.
+        pad = self.block - b
+        if pad:
+            rw = np.concatenate([rw, np.repeat(rw[-1:], pad, axis=0)])
+        prev0 = np.atleast_1d(np.asarray(point["prevalence"], dtype=np.float64))
+        fn = _refit_fn(self.rows.n_groups, _em_prior(self.fit))
         with x64():
-            pat = jnp.asarray(pc.patterns, dtype=jnp.int32)
-            cnt = jnp.asarray(pc.counts)
+            (f, t, p), ok = fn(jnp.asarray(self.rows.patterns, dtype=jnp.int32),
+                               jnp.asarray(self.rows.group, dtype=jnp.int32), jnp.asarray(rw),
+                               jnp.asarray(point["fpr"]), jnp.asarray(point["tpr"]), jnp.asarray(prev0))
+        f, t, p, ok = (np.asarray(a)[:b] for a in (f, t, p, ok))
+        bad = ~ok | ~np.all(np.isfinite(f), axis=1) | ~np.all(t > f, axis=1)
+        if bad.any():
+            # A refit that did not converge or lost its orientation falls back to the estimate.
+            f[bad], t[bad], p[bad] = point["fpr"], point["tpr"], prev0
+        return {"fpr": f, "tpr": t, "prevalence": p}, int(bad.sum())
 
-            def one(f, t):
-                gap = t - f
-                if isinstance(weights, str):
-                    # IV needs mu: the equally weighted mean corrected label over the items (DESIGN §3).
-                    mu = jnp.sum(cnt * item_corrected_label(pat, f, gap, jnp.ones_like(gap))) / n
-                    w = rule_weights(weights, f, gap, mu)
-                else:
-                    w = jnp.asarray(weights)
-                return item_corrected_label(pat, f, gap, w)
-
-            self.values = np.asarray(jax.jit(jax.vmap(one))(jnp.asarray(fpr), jnp.asarray(tpr)))
-
-
-def moment_accuracy(cl: CorrectedLabels, yhat: np.ndarray, n_replicates: int, bootstrap: bool,
-                    rng: np.random.Generator):
-    """Corrected-label accuracy ``(1/n) sum_i [yhat Ytilde_i + (1 - yhat)(1 - Ytilde_i)]``.
-
-    Returns (point (M,) averaged over draws, replicates (R, M)). Linear in the clean label, so unbiased
-    given the channel whatever the predictions are; replicates vary the channel draw and, with
-    bootstrap, the item weights (Gamma(n_c) per (pattern, prediction) cell).
-    """
-    row, pred, n_c = _cells(cl.inverse, yhat)
-    yt = cl.values[:, row]                                         # (S, C)
-    contrib = np.where(pred[None], yt[..., None], 1 - yt[..., None])  # (S, C, M)
-    point = np.einsum("scm,c->m", contrib, n_c) / (yt.shape[0] * n_c.sum())
-    s_idx = draw_index(yt.shape[0], n_replicates)
-    w = rng.standard_gamma(np.broadcast_to(n_c.astype(np.float64), (n_replicates, n_c.size))) if bootstrap \
-        else np.broadcast_to(n_c.astype(np.float64), (n_replicates, n_c.size))
-    reps = np.einsum("rcm,rc->rm", contrib[s_idx], w) / w.sum(axis=1, keepdims=True)
-    return point, reps
-
-
-def nc_ece_replicates(cl: CorrectedLabels, scores: list, edges: list, n_replicates: int, bootstrap: bool,
-                      rng: np.random.Generator) -> np.ndarray:
-    """NC-ECE ``sum_k |sum_{i in B_k} w_i (Ytilde_i - z_i)| / sum_i w_i`` per replicate and model, (R, M).
-
-    ``scores[m]`` (n_items,) and ``edges[m]`` are model ``m``'s scores and evaluation bin edges. Every
-    model in a replicate shares the channel draw and the item weights (Exp(1) per item, i.e.
-    Dirichlet(1) after normalising; all 1 without bootstrap), so differences between models are paired.
-    """
-    from ..data import bin_index
-
-    n_pat = cl.values.shape[1]
-    setup = []
-    for z, e in zip(scores, edges):
-        b = bin_index(z, e).astype(np.int64)
-        setup.append((z, b, b * n_pat + cl.inverse, e.size - 1))
-    s_idx = draw_index(cl.values.shape[0], n_replicates)
-    out = np.empty((n_replicates, len(scores)))
-    fixed = None
-    for r in range(n_replicates):
-        w = rng.standard_exponential(cl.inverse.size) if bootstrap else None
-        if w is not None or fixed is None:
-            stats = [(np.bincount(key, weights=w, minlength=k * n_pat).reshape(k, n_pat),
-                      np.bincount(b, weights=z if w is None else w * z, minlength=k)) for z, b, key, k in setup]
-            total = cl.inverse.size if w is None else w.sum()
-            if w is None:
-                fixed = (stats, total)
-        else:
-            stats, total = fixed
-        yt = cl.values[s_idx[r]]
-        out[r] = [np.abs(W @ yt - Z).sum() / total for W, Z in stats]
-    return out
+    def run(self, n_replicates: int, bootstrap: bool, rng: np.random.Generator) -> dict:
+        """Replicate arrays ``accuracy``, ``corrected_label_accuracy`` (R, M), ``nc_ece`` (R, M) or None."""
+        self.n_replicates = n_replicates
+        n, m = self.n_items, self.yhat.shape[1]
+        need_w = bootstrap or self.source == "refit"
+        self.block = max(1, min(n_replicates, _BLOCK_VALUES // max(n, self.n_c.size * m)))
+        acc = np.empty((n_replicates, m))
+        mom = np.empty((n_replicates, m))
+        ece = None if self.ece is None else np.empty((n_replicates, len(self.ece)))
+        failed = 0
+        fixed_ece = None
+        for r0 in range(0, n_replicates, self.block):
+            b = min(self.block, n_replicates - r0)
+            item_w = rng.standard_exponential((b, n)) if need_w else None
+            theta, nf = self._theta(r0, b, item_w)
+            failed += nf
+            p = self.rows.positive(theta)                                    # (b, n_rows)
+            yt = _corrected_rows(self.rows, theta["fpr"], theta["tpr"], self.weights)  # (b, n_rows)
+            avg_w = item_w if bootstrap else None
+            if avg_w is not None:
+                g = np.stack([np.bincount(self.cell_of_item, weights=w, minlength=self.n_c.size) for w in avg_w])
+            else:
+                g = np.broadcast_to(self.n_c.astype(np.float64), (b, self.n_c.size))
+            pc = p[:, self.cell_row]
+            k = rng.binomial(self.n_c[None], pc)                             # clean positives per cell
+            if avg_w is not None:
+                g1 = g * _beta_share(rng, k, self.n_c[None])
+                g0 = g - g1
+            else:
+                g1, g0 = k.astype(np.float64), (self.n_c[None] - k).astype(np.float64)
+            total = g.sum(axis=1, keepdims=True)
+            pred = self.cell_pred[None]
+            acc[r0:r0 + b] = np.einsum("bcm->bm", np.where(pred, g1[..., None], g0[..., None])) / total
+            ytc = yt[:, self.cell_row][..., None]
+            mom[r0:r0 + b] = np.einsum("bcm,bc->bm", np.where(pred, ytc, 1 - ytc), g) / total
+            if ece is not None:
+                for i in range(b):
+                    w = None if avg_w is None else avg_w[i]
+                    if w is None and fixed_ece is not None:
+                        stats, tot = fixed_ece
+                    else:
+                        stats = [(np.bincount(key, weights=w, minlength=kb * self.rows.n_rows)
+                                  .reshape(kb, self.rows.n_rows),
+                                  np.bincount(bi, weights=z if w is None else w * z, minlength=kb))
+                                 for z, bi, key, kb in self.ece]
+                        tot = n if w is None else w.sum()
+                        if w is None:
+                            fixed_ece = (stats, tot)
+                    ece[r0 + i] = [np.abs(W @ yt[i] - Z).sum() / tot for W, Z in stats]
+        return {"accuracy": acc, "corrected_label_accuracy": mom, "nc_ece": ece, "failed_refits": failed}

@@ -34,10 +34,9 @@ import pandas as pd
 from .._validation import check_positive_int, check_scores
 from ..data import Binning, bin_index
 from ..warnings import DataWarning
-from ._posterior import (_item_groups, check_data, check_fit, check_prob, check_threshold, parameter_draws,
+from ._posterior import (_item_groups, check_data, check_fit, check_prob, check_threshold, posterior_mean_accuracy,
                          row_posteriors)
-from ._replicates import (CorrectedLabels, accuracy_replicates, check_weights, moment_accuracy,
-                          posterior_mean_accuracy)
+from ._replicates import SOURCES, Replicates, check_weights
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
 
 TARGETS = {True: "population accuracy (Bayesian bootstrap over items)",
@@ -107,6 +106,12 @@ class CorrectedAccuracy:
         Accuracy against the majority vote (ties -> 1): the naive number.
     annotator_accuracy : float
         Mean over annotators of the accuracy against that annotator's own labels.
+    parameter_uncertainty : str
+        Where the replicates' channel and prevalence values come from: "posterior draws" (NUTS),
+        "weighted-likelihood bootstrap (EM refits)" (EM / MAP fits of grouped models) or "none (point
+        estimate)" (other point fits; the interval then omits the channel uncertainty).
+    failed_refits : int
+        Bootstrap refits that did not converge or lost their orientation (replaced by the estimate).
     conditioned : bool
         Whether the predictions are a function of the fit's conditioning information (see module notes).
     p_correct : ndarray (n_items,)
@@ -131,7 +136,8 @@ class CorrectedAccuracy:
     n_replicates: int
     model: str
     method: str
-    n_channel_draws: int
+    parameter_uncertainty: str
+    failed_refits: int
     conditioned: bool
     p_correct: np.ndarray = field(repr=False)
     draws: dict = field(repr=False)
@@ -140,7 +146,7 @@ class CorrectedAccuracy:
         """One-row table of the scalar fields."""
         keys = ("accuracy", "error_rate", "lower", "upper", "corrected_label_accuracy", "corrected_label_lower",
                 "corrected_label_upper", "majority_accuracy", "annotator_accuracy", "threshold", "prob", "target",
-                "n_items", "model", "method", "n_channel_draws", "conditioned")
+                "n_items", "model", "method", "parameter_uncertainty", "conditioned")
         return pd.DataFrame({k: [getattr(self, k)] for k in keys})
 
 
@@ -171,10 +177,10 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
         Predict 1 when ``score >= threshold``.
     prob : float, default 0.9
     n_replicates : int, default 2000
-        Replicates for the interval (each: a channel draw, latent labels, bootstrap weights).
+        Replicates for the interval (each: channel and prevalence values, latent labels, item weights).
     bootstrap : bool, default True
-        True: interval for the population accuracy (Bayesian bootstrap over items). False: for the
-        accuracy on these items' clean labels.
+        True: interval for the population accuracy (the replicates' item weights also weight the
+        average). False: for the accuracy on these items' clean labels.
     weights : {"iv", "equal", "gap", "squared_gap"} or array (n_annotators,)
         Annotator weights of the corrected-label estimate.
     max_draws : int or None, default 1000
@@ -201,9 +207,12 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
     Notes
     -----
     ``accuracy = (1/n) sum_i [yhat_i p_i + (1 - yhat_i)(1 - p_i)]`` with ``p_i = P(Y_i = 1 | data)``
-    (module docstring). The interval is over replicates: a channel draw ``theta_s`` (NUTS; the point
-    estimate for EM/MAP fits, whose intervals therefore omit channel uncertainty), latent labels
-    ``Y_i ~ Bernoulli(P(Y_i = 1 | A_i, c_i, theta_s))`` and, with ``bootstrap``, Dirichlet(1) item weights.
+    (module docstring). The interval is over replicates ``r``: parameters ``theta_r`` (a posterior draw
+    of a NUTS fit; for an EM / MAP fit of a grouped model the weighted-likelihood bootstrap refit on
+    Dirichlet(1)-reweighted counts, Newton & Raftery 1994; otherwise the point estimate, see
+    ``parameter_uncertainty``), latent labels ``Y_i ~ Bernoulli(P(Y_i = 1 | A_i, c_i, theta_r))`` and,
+    with ``bootstrap``, the same Dirichlet(1) item weights in the average. Coverage of the 90% interval
+    is checked by simulation in ``tests/statistical/test_label_errors.py``.
 
     Examples
     --------
@@ -236,12 +245,11 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
         warn_unconditioned(["scores"], fit, func)
     y2 = yhat[:, None]
     acc = float(posterior_mean_accuracy(rp, y2)[0])
-    reps = accuracy_replicates(rp, y2, n_replicates, bool(bootstrap), rng)[:, 0]
-    params, _ = parameter_draws(fit, max_draws)
-    cl = CorrectedLabels(data.labels, params["fpr"], params["tpr"], w_rule)
-    m_point, m_reps = moment_accuracy(cl, y2, n_replicates, bool(bootstrap), rng)
-    lo, hi = _interval(reps, prob)
-    mlo, mhi = _interval(m_reps[:, 0], prob)
+    engine = Replicates(fit, rp.rows, y2, weights=w_rule, max_draws=max_draws)
+    reps = engine.run(n_replicates, bool(bootstrap), rng)
+    m_point = engine.point_moment_accuracy()
+    lo, hi = _interval(reps["accuracy"][:, 0], prob)
+    mlo, mhi = _interval(reps["corrected_label_accuracy"][:, 0], prob)
     p = rp.item_mean()
     maj_acc, ann_acc = naive_accuracies(data, yhat)
     return CorrectedAccuracy(
@@ -249,5 +257,6 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
         corrected_label_accuracy=float(m_point[0]), corrected_label_lower=float(mlo), corrected_label_upper=float(mhi),
         majority_accuracy=maj_acc, annotator_accuracy=ann_acc, threshold=t, prob=prob, target=TARGETS[bool(bootstrap)],
         n_items=data.n_items, n_replicates=n_replicates, model=fit.model, method=fit.method,
-        n_channel_draws=rp.n_samples if rp.has_draws else 0, conditioned=conditioned,
-        p_correct=np.where(yhat == 1, p, 1 - p), draws={"accuracy": reps, "corrected_label_accuracy": m_reps[:, 0]})
+        parameter_uncertainty=SOURCES[engine.source], failed_refits=reps["failed_refits"], conditioned=conditioned,
+        p_correct=np.where(yhat == 1, p, 1 - p),
+        draws={"accuracy": reps["accuracy"][:, 0], "corrected_label_accuracy": reps["corrected_label_accuracy"][:, 0]})

@@ -20,9 +20,8 @@ import pandas as pd
 from .._validation import _preview, check_scores
 from ..core import ece_from_labels, x64
 from ..data import as_binning, bin_index
-from ._posterior import check_data, check_fit, check_prob, check_threshold, parameter_draws, row_posteriors
-from ._replicates import (CorrectedLabels, accuracy_replicates, check_weights, nc_ece_replicates,
-                          posterior_mean_accuracy)
+from ._posterior import check_data, check_fit, check_prob, check_threshold, posterior_mean_accuracy, row_posteriors
+from ._replicates import SOURCES, Replicates, check_weights
 from .accuracy import (TARGETS, check_replicates, conditioned_on, naive_accuracies, predictions,
                        warn_unconditioned)
 
@@ -50,7 +49,8 @@ class ModelComparison:
     n_replicates: int
     fit_model: str
     fit_method: str
-    n_channel_draws: int
+    parameter_uncertainty: str
+    failed_refits: int
 
     def probability_better(self, a, b, *, metric: str = "accuracy") -> float:
         """Posterior probability that model ``a`` beats model ``b`` (higher accuracy / lower NC-ECE)."""
@@ -135,7 +135,7 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     n_replicates : int, default 1000
     bootstrap : bool, default True
         True: population targets (Bayesian bootstrap item weights shared by all models in a replicate).
-        False: accuracy on these items' clean labels; the NC-ECE then varies with the channel draws only.
+        False: accuracy on these items' clean labels; the NC-ECE then varies with the channel values only.
     max_draws : int or None, default 1000
     seed : int, default 0
 
@@ -164,8 +164,9 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     discrete grouping ``Y | group ~ Bernoulli(pi_group)`` is exactly right, and only the channel
     assumptions remain. The NC-ECE uses the channel only, never a prior from any model's scores.
 
-    Intervals and probabilities from an EM / MAP fit omit the channel uncertainty; use ``fit_nuts``
-    with the same groups for the full posterior.
+    Replicates draw the parameters as :func:`corrected_accuracy` does (posterior draws of a NUTS fit,
+    weighted-likelihood bootstrap refits of an EM fit), the latent labels, and Bayesian-bootstrap item
+    weights shared by every model in the replicate.
     """
     func = "compare_models"
     data = check_data(data, func)
@@ -188,11 +189,11 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     if not all(conditioned):
         warn_unconditioned([n for n, c in zip(names, conditioned) if not c], fit, func)
     acc_mean = posterior_mean_accuracy(rp, yhat)
-    acc = accuracy_replicates(rp, yhat, n_replicates, bool(bootstrap), rng)
-    params, _ = parameter_draws(fit, max_draws)
-    cl = CorrectedLabels(data.labels, params["fpr"], params["tpr"], w_rule)
     edges = [binning.edges_for(sc[n]) for n in names]
-    ece = nc_ece_replicates(cl, [sc[n] for n in names], edges, n_replicates, bool(bootstrap), rng)
+    engine = Replicates(fit, rp.rows, yhat, weights=w_rule, max_draws=max_draws,
+                        ece=[(sc[n], e) for n, e in zip(names, edges)])
+    reps = engine.run(n_replicates, bool(bootstrap), rng)
+    acc, ece = reps["accuracy"], reps["nc_ece"]
     q = [(1 - prob) / 2, (1 + prob) / 2]
     acc_q, ece_q = np.quantile(acc, q, axis=0), np.quantile(ece, q, axis=0)
     maj = data.majority_vote(ties="positive").astype(np.float64)
@@ -211,4 +212,4 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     return ModelComparison(table=table, draws={"accuracy": acc, "nc_ece": ece}, models=names, prob=prob,
                            target=TARGETS[bool(bootstrap)], bins=bins, weights=weights, n_replicates=n_replicates,
                            fit_model=fit.model, fit_method=fit.method,
-                           n_channel_draws=rp.n_samples if rp.has_draws else 0)
+                           parameter_uncertainty=SOURCES[engine.source], failed_refits=reps["failed_refits"])

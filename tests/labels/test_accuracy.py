@@ -43,7 +43,8 @@ def test_point_estimate_is_the_mean_posterior_probability_of_being_right(sim, fi
     # The corrected-label estimate, by the formula item by item (IV weights, DESIGN §3).
     yt = iv_corrected_labels(sim.data.labels, FPR, TPR)
     assert res.corrected_label_accuracy == pytest.approx(np.mean(np.where(yhat, yt, 1 - yt)), rel=1e-9)
-    assert res.conditioned and res.n_channel_draws == 0 and res.method == "em"
+    assert res.conditioned and res.method == "em"
+    assert res.parameter_uncertainty == "weighted-likelihood bootstrap (EM refits)" and res.failed_refits == 0
     assert res.lower <= res.accuracy <= res.upper
 
 
@@ -92,10 +93,11 @@ def test_draws_widen_the_interval_and_are_averaged(sim, fit):
                 (bayes_positive(sim.data.labels, fpr[c, d], tpr[c, d], prev[c, d][gi])
                  for c in range(2) for d in range(25))]
     assert res.accuracy == pytest.approx(np.mean(per_draw), rel=1e-10)
-    assert res.n_channel_draws == 50 and "sample accuracy" in res.target
-    point = corrected_accuracy(sim.data, with_point(fit, fpr=FPR, tpr=TPR, prevalence=np.linspace(0.05, 0.95, g)),
-                               n_replicates=400, bootstrap=False)
-    assert (res.upper - res.lower) > (point.upper - point.lower)
+    assert res.parameter_uncertainty == "posterior draws" and "sample accuracy" in res.target
+    # One draw: only the latent labels vary, so the interval is narrower.
+    one = with_draws(fit, {"fpr": fpr[:1, :1], "tpr": tpr[:1, :1], "prevalence": prev[:1, :1]})
+    single = corrected_accuracy(sim.data, one, n_replicates=400, bootstrap=False)
+    assert (res.upper - res.lower) > (single.upper - single.lower)
 
 
 def test_predictions_not_measurable_by_the_fit_warn(sim, fit):
