@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import sparse
 
-from ..core import BinStats, bin_table, posterior_positive, x64
+from ..core import BinStats, bin_table, clipped_logit, posterior_positive, x64
 
 # Work arrays of at most this many (draw x item) entries are built at once.
 _CHUNK_ENTRIES = 4_000_000
@@ -127,6 +127,19 @@ def plugin_sums(labels, scores, bin_idx, n_bins, fpr, gap, rule, *, bootstrap: b
 
 
 # ----------------------------------------------------------------------------- model-based
+def fitted_logits(fit) -> np.ndarray:
+    """``clipped_logit`` of the fitted items' original scores in float64, shape (n_items,).
+
+    Recomputed from the fit's recorded scores when available (the model inputs may hold them in the
+    precision JAX ran in); otherwise the inputs' ``logit_score``.
+    """
+    scores = fit.details.get("scores") if isinstance(fit.details, dict) else None
+    if scores is not None:
+        with x64():
+            return np.asarray(clipped_logit(np.asarray(scores, dtype=np.float64)), dtype=np.float64)
+    return np.asarray(fit.inputs.logit_score, dtype=np.float64)
+
+
 def model_sums(scores, bin_idx, n_bins, draws, fit):
     """Curve bin sums ``sum_{i in B_k} m_s(Z_i)`` per draw, from the fitted calibration curve.
 
@@ -140,7 +153,7 @@ def model_sums(scores, bin_idx, n_bins, draws, fit):
     score_sum = np.bincount(bin_idx, weights=z, minlength=n_bins)
     n_out = draws.n_source
     if draws.model == "platt":
-        s0 = np.asarray(fit.inputs.logit_score, dtype=np.float64)
+        s0 = fitted_logits(fit)
         M = _indicator(np.asarray(bin_idx), n_bins)
         freq = np.empty((n_out, n_bins))
         c = chunk_size(n)
@@ -185,7 +198,7 @@ def latent_sums(data, bin_idx, n_bins, draws, fit, rng):
     freq = np.empty((n_out, n_bins))
     with x64():
         if draws.model == "platt":
-            s0 = np.asarray(fit.inputs.logit_score, dtype=np.float64)
+            s0 = fitted_logits(fit)
             labels = np.asarray(data.labels, dtype=np.int32)
             M = _indicator(bin_idx, n_bins)
             c = chunk_size(n)
