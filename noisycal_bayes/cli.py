@@ -90,6 +90,7 @@ class EngineResult(NamedTuple):
     diagnostics : dict (rhat_max, ess_min, divergences; None for EM)
     method_detail : str
     notes : list of str (extra warnings, e.g. why there is no interval)
+    n_groups : int (groups the channel model used)
     """
 
     channel: object
@@ -110,6 +111,7 @@ class EngineResult(NamedTuple):
     diagnostics: dict
     method_detail: str
     notes: list
+    n_groups: int
 
 
 def _progress(label: str, enabled: bool):
@@ -202,7 +204,8 @@ def _em_result(fit, est, detail, notes, opts, *, lower, upper, upper_bound, chan
         value=float(est.value), table=est.table, edges=np.asarray(est.edges), lower=lower, upper=upper, upper_bound=upper_bound,
         target=target or est.target, interval_method=interval_method, band_lower=band_lower,
         band_upper=band_upper, draws=draws, draws_label="bootstrap",
-        diagnostics={"rhat_max": None, "ess_min": None, "divergences": None}, method_detail=detail, notes=notes)
+        diagnostics={"rhat_max": None, "ess_min": None, "divergences": None}, method_detail=detail, notes=notes,
+        n_groups=int(fit.n_groups))
 
 
 def bayes_available() -> bool:
@@ -226,17 +229,23 @@ def _bayes_api():
 
 
 def _engine_nuts(data, opts: Options) -> EngineResult:
-    """Bayesian channels by NUTS and the posterior of the sample oracle ECE.
+    """Bayesian channels by NUTS, and the posterior of the calibration error by propagation.
 
-    The histogram model (the paper's grouped model with groups = the evaluation bins) is fitted by NUTS;
-    :func:`noisycal_bayes.propagate.posterior_nc_ece` then draws the items' clean labels from their
-    posterior (its default route), so the interval is for the sample oracle ECE of these items.
+    The propagation route is the Bayesian layer's default (:data:`noisycal_bayes.propagate.DEFAULT_METHOD`):
+    ``"plugin"`` (channel draws + Bayesian bootstrap; target: population binned ECE) fits the paper's
+    score-grouped model with ``--groups`` groups; ``"latent"`` / ``"model"`` (targets: sample oracle /
+    conditional binned ECE) fit the histogram model on the evaluation bins, as they require.
     """
     fit_nuts, posterior_nc_ece = _bayes_api()
     from .data import Binning
+    from .propagate import DEFAULT_METHOD
 
     binning = Binning.equal_width(opts.bins)
-    fit = fit_nuts(data, model="histogram", groups=binning, n_chains=opts.n_chains, n_warmup=opts.n_warmup,
+    if DEFAULT_METHOD == "plugin":
+        model, groups, how = "grouped", opts.groups, f"{opts.groups} score groups"
+    else:
+        model, groups, how = "histogram", binning, f"the {opts.bins} evaluation bins"
+    fit = fit_nuts(data, model=model, groups=groups, n_chains=opts.n_chains, n_warmup=opts.n_warmup,
                    n_draws=opts.n_draws, seed=opts.seed, progress_bar=opts.progress)
     if fit.channel is None or not fit.identified:
         raise CommandError(f"NUTS could not estimate the annotators' channels: {_one_line(fit.reason or 'not identified')}")
@@ -247,7 +256,7 @@ def _engine_nuts(data, opts: Options) -> EngineResult:
         d = np.asarray(fit.draws[name]).reshape(-1, data.n_annotators)
         lo, hi = np.quantile(d, q, axis=0)
         intervals[name] = (lo, hi)
-    # The posterior median and the per-annotator intervals; the point channel is the posterior mean.
+    # Per-annotator equal-tailed posterior intervals; the point channel is the posterior mean.
     rhat, ess_b, ess_t = fit.rhat or {}, fit.ess_bulk or {}, fit.ess_tail or {}
     finite = lambda vals: [float(np.nanmax(np.asarray(v))) for v in vals if np.size(v)]  # noqa: E731
     diag = {
@@ -263,16 +272,19 @@ def _engine_nuts(data, opts: Options) -> EngineResult:
         notes.append(f"the data cannot tell the calibration error from 0; the interval is the one-sided "
                      f"{100 * opts.level:.0f}% bound [0, {post.upper_one_sided:.3f}].")
     table = post.table.rename(columns={"frequency_lower": "band_lower", "frequency_upper": "band_upper"})
-    detail = (f"NUTS, histogram model on the {opts.bins} evaluation bins, {fit.n_chains} chains x {fit.n_draws} draws; "
+    detail = (f"NUTS, {model} model on {how}, {fit.n_chains} chains x {fit.n_draws} draws; "
               f"{100 * opts.level:.0f}% posterior intervals")
     return EngineResult(
         channel=fit.channel, channel_intervals=intervals,
         prevalence=np.asarray(fit.draws["prevalence"]).reshape(-1, *np.shape(fit.draws["prevalence"])[2:]).mean(axis=0),
-        value=post.median, table=table, edges=np.asarray(post.edges), lower=lower, upper=upper,
+        value=float(post.estimate), table=table, edges=np.asarray(post.edges), lower=lower, upper=upper,
         upper_bound=post.upper_one_sided, target=post.target,
-        interval_method=f"equal-tailed posterior interval; varying: {post.uncertainty}",
+        interval_method=f"{post.interval_method} equal-tailed interval; varying: {post.uncertainty}",
         band_lower=table["band_lower"].to_numpy(), band_upper=table["band_upper"].to_numpy(),
-        draws=post.draws, draws_label="posterior", diagnostics=diag, method_detail=detail, notes=notes)
+        # The histogram shows the distribution the interval is read from.
+        draws=post.debiased_draws if post.interval_method == "debiased" else post.draws,
+        draws_label="posterior" if post.interval_method != "debiased" else "posterior (bias-corrected)",
+        diagnostics=diag, method_detail=detail, notes=notes, n_groups=int(fit.groups.n_groups))
 
 
 #: Channel engines by ``--method`` name: ``(data, Options) -> EngineResult``.
@@ -320,9 +332,7 @@ def evaluate_data(data, opts: Options, *, clean_labels=None, notes=()):
         nc_ece_upper_bound=res.upper_bound, level=opts.level, target=res.target,
         interval_method=res.interval_method, table=table, edges=np.asarray(res.edges), naive=naive,
         diagnostics=res.diagnostics, warnings=tuple(caught + list(res.notes)), draws=res.draws,
-        draws_label=res.draws_label, bins=opts.bins, weights=opts.weights, seed=opts.seed,
-        # NUTS fits the histogram model, whose groups are the evaluation bins.
-        groups=opts.groups if opts.method == "em" else opts.bins)
+        draws_label=res.draws_label, bins=opts.bins, weights=opts.weights, seed=opts.seed, groups=res.n_groups)
 
 
 def _map_classes():

@@ -190,7 +190,7 @@ def _calibration_rows(ev: Evaluation, oracle_ece=None):
     for r in nv.annotator_ece.itertuples(index=False):
         rows.append([f"ECE vs annotator {r.annotator}", _num(float(r.ece)), f"{int(r.n_items)} items"])
     if oracle_ece is not None:
-        rows.append(["oracle ECE (clean labels)", _num(oracle_ece), "the truth NC-ECE estimates"])
+        rows.append(["oracle ECE (clean labels)", _num(oracle_ece), "sample oracle ECE: the truth, for checking"])
     return ["metric", "value", "note"], rows
 
 
