@@ -1,0 +1,181 @@
+"""Validated model inputs: group assignment, compressed (group, pattern) counts, flat response arrays."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core import clipped_logit
+from ..data import AnnotationSet, Binning, bin_index, compress_patterns, pad_patterns, padded_size, resolve_groups
+
+#: Models whose likelihood depends on the data only through (group, response pattern) counts.
+GROUPED_MODELS = ("dawid_skene", "grouped", "histogram", "monotone")
+MODEL_NAMES = GROUPED_MODELS + ("platt",)
+#: Name of the prevalence dimension per model (None: a scalar prevalence or no prevalence at all).
+PREVALENCE_DIM = {"dawid_skene": None, "grouped": "group", "histogram": "bin", "monotone": "bin", "platt": None}
+
+
+def _readonly(a):
+    if a is None:
+        return None
+    a = np.asarray(a)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class GroupAssignment:
+    """The score groups (or bins) a fit used, so that downstream code can reuse exactly the same ones.
+
+    Attributes
+    ----------
+    index : ndarray of shape (n_items,), int32
+        Group (or bin) of each item, in ``0..n_groups-1``.
+    n_groups : int
+    dim : str or None
+        ``"group"``, ``"bin"``, or None for models without groups (marginal, Platt).
+    edges : ndarray of shape (n_edges,) or None
+        Score edges of the partition (half-open bins ``[e_k, e_{k+1})``, the last one closed), when the
+        groups came from an int or a :class:`~noisycal_bayes.Binning`; None for integer labels.
+    used : ndarray of shape (n_groups,) or None
+        For each group, the index of its bin among ``edges`` (bins without items are dropped, so
+        ``used`` can skip values); with integer labels, the original label of each group.
+    spec : object
+        The ``groups`` argument as given.
+    """
+
+    index: np.ndarray
+    n_groups: int
+    dim: str | None
+    edges: np.ndarray | None = None
+    used: np.ndarray | None = None
+    spec: object = None
+
+    def __post_init__(self):
+        for name in ("index", "edges", "used"):
+            object.__setattr__(self, name, _readonly(getattr(self, name)))
+
+    def assign(self, scores) -> np.ndarray:
+        """Group of new scores under the fitted partition, shape (n,); -1 where the bin had no items.
+
+        Raises
+        ------
+        ValueError
+            The groups were integer labels (there is no score rule to apply).
+        """
+        if self.edges is None:
+            raise ValueError("these groups were given as integer labels per item; there is no score partition to apply "
+                             "to new scores.")
+        raw = bin_index(np.asarray(scores, dtype=np.float64), self.edges)
+        lookup = np.full(self.edges.size - 1, -1, dtype=np.int32)
+        lookup[self.used] = np.arange(self.n_groups, dtype=np.int32)
+        return lookup[raw]
+
+
+@dataclass(frozen=True, eq=False)
+class ModelInputs:
+    """Arrays a model is evaluated on, built once per data set (read-only).
+
+    Grouped models: ``patterns`` (n_rows, n_annotators) int8 with -1 = missing, ``row_group`` (n_rows,),
+    ``counts`` (n_rows,) (None when rows are items). Compressed rows are padded with zero-count rows to
+    :func:`~noisycal_bayes.data.padded_size`, so that one compiled sampler serves every data set with
+    the same numbers of groups and annotators; ``inverse`` (n_items,) gives each item's row.
+
+    Platt: flat responses ``item``, ``annotator``, ``label`` (n_responses,) and ``logit_score`` (n_items,).
+    """
+
+    model: str
+    n_items: int
+    n_annotators: int
+    n_groups: int
+    compressed: bool
+    patterns: np.ndarray | None = None
+    row_group: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    n_patterns: int = 0
+    inverse: np.ndarray | None = None
+    item: np.ndarray | None = None
+    annotator: np.ndarray | None = None
+    label: np.ndarray | None = None
+    logit_score: np.ndarray | None = None
+    static: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("patterns", "row_group", "counts", "inverse", "item", "annotator", "label", "logit_score"):
+            object.__setattr__(self, name, _readonly(getattr(self, name)))
+
+    def model_args(self):
+        """Positional data arguments of the model function (NumPy arrays; the prior is appended later)."""
+        if self.model == "platt":
+            return (self.item.astype(np.int32), self.annotator.astype(np.int32), self.label.astype(np.int32),
+                    self.logit_score)
+        return (self.patterns.astype(np.int32), self.row_group.astype(np.int32), self.counts)
+
+    def static_kwargs(self) -> dict:
+        """Keyword arguments fixed at compile time (sizes)."""
+        if self.model == "platt":
+            return {"n_items": self.n_items, "n_annotators": self.n_annotators}
+        return {"n_annotators": self.n_annotators, "n_groups": self.n_groups}
+
+    def item_rows(self) -> np.ndarray:
+        """Row of each item in ``patterns`` (the identity for per-item rows), shape (n_items,)."""
+        return self.inverse
+
+
+def check_data(data, func: str) -> AnnotationSet:
+    if not isinstance(data, AnnotationSet):
+        raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}. Build one with "
+                         "AnnotationSet.from_long or AnnotationSet.from_wide.")
+    return data
+
+
+def check_model(model, func: str) -> str:
+    if model not in MODEL_NAMES:
+        raise ValueError(f"{func}: `model` must be one of {list(MODEL_NAMES)}; got {model!r}.")
+    return model
+
+
+def resolve_assignment(data: AnnotationSet, model: str, groups, func: str) -> GroupAssignment:
+    """Group assignment for ``model``: one group for the marginal and Platt models, else from ``groups``."""
+    n = data.n_items
+    if model in ("dawid_skene", "platt"):
+        return GroupAssignment(np.zeros(n, dtype=np.int32), 1, None, spec=None)
+    dim = PREVALENCE_DIM[model]
+    if groups is None:
+        raise ValueError(f"{func}: model={model!r} needs `groups` (an int, a Binning or a group label per item); "
+                         "use model='dawid_skene' for one prevalence.")
+    is_rule = isinstance(groups, (Binning, int, np.integer)) and not isinstance(groups, bool)
+    if is_rule and data.scores is None:
+        raise ValueError(f"{func}: score groups given as {groups!r} need classifier scores, and this AnnotationSet has "
+                         "none. Build it with `scores=`, pass an integer group label per item, or use "
+                         "model='dawid_skene'.")
+    index, n_groups = resolve_groups(data.scores, groups, n)
+    if is_rule:
+        binning = groups if isinstance(groups, Binning) else Binning.equal_mass(int(groups))
+        edges = binning.edges_for(data.scores)
+        used = np.unique(bin_index(data.scores, edges))
+        return GroupAssignment(index, n_groups, dim, edges, used.astype(np.int32), spec=groups)
+    used = np.unique(np.asarray(groups))
+    return GroupAssignment(index, n_groups, dim, None, used, spec="labels")
+
+
+def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment, *, compress: bool = True) -> ModelInputs:
+    """Build the arrays of ``model`` for ``data`` (one O(n J) pass)."""
+    n, j = data.labels.shape
+    if model == "platt":
+        scores = data.require_scores()
+        ii, jj = np.nonzero(data.observed)
+        return ModelInputs(model, n, j, 1, False, item=ii.astype(np.int32), annotator=jj.astype(np.int32),
+                           label=data.labels[ii, jj].astype(np.int32),
+                           logit_score=np.asarray(clipped_logit(scores), dtype=np.float64),
+                           inverse=np.arange(n))
+    g = assignment.index
+    if not compress:
+        return ModelInputs(model, n, j, assignment.n_groups, False, patterns=data.labels, row_group=g,
+                           counts=np.ones(n), n_patterns=n, inverse=np.arange(n))
+    pc = compress_patterns(data.labels, g, assignment.n_groups)
+    n_patterns = pc.patterns.shape[0]
+    padded = pad_patterns(pc, padded_size(n_patterns, assignment.n_groups, j))
+    return ModelInputs(model, n, j, assignment.n_groups, True, patterns=padded.patterns, row_group=padded.group,
+                       counts=padded.counts, n_patterns=n_patterns, inverse=pc.inverse)
+

@@ -1,0 +1,373 @@
+"""EM (and MAP-EM) for the grouped Dawid-Skene models in JAX: all starts at once with ``vmap``.
+
+The rules are those of the reference EM (``noisycal_bayes.reference.em.fit_em``, documented in its Notes)
+so that the two agree to rounding from identical starts; the E- and M-steps are
+:func:`noisycal_bayes.core.em_step` on compressed, padded (group, pattern) counts.
+"""
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._validation import _preview, check_positive_int
+from ..core import ds_loglik, em_step, x64
+from ..diagnostics.identifiability import check_design, check_prevalence_spread
+from ..models.priors import Prior
+from ..warnings import ConvergenceWarning, SmallGapWarning
+from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
+from .result import FitResult, channel_from, point_dict
+
+#: Random starts: fpr ~ U(FPR_RANGE), tpr ~ U(TPR_RANGE), prevalence ~ U(PREVALENCE_RANGE); the same rule as
+#: ``noisycal_bayes.reference.em.em_starts`` (the test suite checks that both produce identical arrays).
+FPR_RANGE = (0.05, 0.45)
+TPR_RANGE = (0.55, 0.95)
+PREVALENCE_RANGE = (0.2, 0.8)
+#: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
+TIE_RTOL = 1e-9
+# Status codes of one EM run.
+_RUNNING, _CONVERGED, _NONFINITE, _MAX_ITER, _BAD_START = 0, 1, 2, 3, 4
+
+
+def em_starts(n_annotators: int, n_groups: int, n_starts: int, seed: int = 0):
+    """Random EM starts with ``fpr < 0.5 < tpr``, reproducible from ``seed``.
+
+    Exactly: ``rng = np.random.default_rng(seed)``; ``fpr = rng.uniform(0.05, 0.45, (S, J))``, then
+    ``tpr = rng.uniform(0.55, 0.95, (S, J))``, then ``prevalence = rng.uniform(0.2, 0.8, (S, G))``.
+    Starting with ``fpr < 0.5 < tpr`` avoids most label-swapped solutions (ENVIRONMENT.md).
+
+    Returns
+    -------
+    fpr, tpr : ndarray of shape (n_starts, n_annotators)
+    prevalence : ndarray of shape (n_starts, n_groups)
+
+    Examples
+    --------
+    >>> fpr, tpr, prevalence = em_starts(3, 2, 4, seed=0)
+    >>> fpr.shape, prevalence.shape
+    ((4, 3), (4, 2))
+    """
+    rng = np.random.default_rng(seed)
+    fpr = rng.uniform(*FPR_RANGE, size=(n_starts, n_annotators))
+    tpr = rng.uniform(*TPR_RANGE, size=(n_starts, n_annotators))
+    prevalence = rng.uniform(*PREVALENCE_RANGE, size=(n_starts, n_groups))
+    return fpr, tpr, prevalence
+
+
+def _log_prior(theta_parts, prior):
+    """Sum of Beta log-kernels ``(alpha - 1) log p + (beta - 1) log(1 - p)`` (0 for maximum likelihood)."""
+    if prior is None:
+        return 0.0
+    total = 0.0
+    for p, (al, be) in zip(theta_parts, prior):
+        # Clip as the likelihood does, so a rate on the boundary with a flat side contributes 0, not NaN.
+        p = jnp.clip(p, 1e-12, 1 - 1e-12)
+        total = total + jnp.sum((al - 1.0) * jnp.log(p) + (be - 1.0) * jnp.log1p(-p))
+    return total
+
+
+def _split(theta, n_annotators):
+    return theta[:n_annotators], theta[n_annotators:2 * n_annotators], theta[2 * n_annotators:]
+
+
+@partial(jax.jit, static_argnames=("n_annotators", "n_groups", "prior", "max_iter"))
+def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
+    """EM from every start (rows of ``theta0``) with one ``lax.while_loop`` each, batched by ``vmap``.
+
+    Returns ``(theta (S, K), objective (S,), n_iter (S,), status (S,), trace (S, max_iter + 1))``.
+    """
+
+    def objective(theta):
+        f, t, p = _split(theta, n_annotators)
+        return ds_loglik(patterns, group, counts, f, t, p) + _log_prior((f, t, p), prior)
+
+    def step(theta):
+        f, t, p = em_step(patterns, group, counts, n_groups, *_split(theta, n_annotators), prior)
+        return jnp.concatenate([f, t, p])
+
+    def one(th0):
+        obj0 = objective(th0)
+        trace = jnp.full(max_iter + 1, jnp.nan, dtype=th0.dtype).at[0].set(obj0)
+        status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
+
+        def cond(c):
+            return c[3] == _RUNNING
+
+        def body(c):
+            it, theta, obj, _, tr = c
+            it = it + 1
+            new = step(theta)
+            new_obj = objective(new)
+            finite = jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj)
+            # The reference rule: parameters AND objective both stopped moving.
+            small = (jnp.max(jnp.abs(new - theta)) <= tol) & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj)))
+            st = jnp.where(~finite, _NONFINITE, jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER,
+                                                                                         _RUNNING)))
+            return it, new, new_obj, st, tr.at[it].set(new_obj)
+
+        it, theta, obj, st, tr = jax.lax.while_loop(cond, body, (jnp.int32(0), th0, obj0, status, trace))
+        return theta, obj, it, st, tr
+
+    return jax.vmap(one)(theta0)
+
+
+def _orient(fpr, tpr, prevalence):
+    """Global label exchange ``Y <-> 1 - Y`` when most annotators have ``tpr < fpr`` (ties: summed gap < 0)."""
+    gap = tpr - fpr
+    n_rev = int(np.sum(gap < 0))
+    if 2 * n_rev > gap.size or (2 * n_rev == gap.size and gap.sum() < 0):
+        return tpr.copy(), fpr.copy(), 1.0 - prevalence, True
+    return fpr, tpr, prevalence, False
+
+
+def _check_starts(starts, n_annotators, n_groups):
+    try:
+        fpr, tpr, prev = (np.array(s, dtype=np.float64) for s in starts)
+    except (TypeError, ValueError):
+        raise ValueError("`starts` must be a tuple (fpr (S, J), tpr (S, J), prevalence (S, G)).") from None
+    if fpr.ndim != 2 or fpr.shape[1] != n_annotators or tpr.shape != fpr.shape or prev.shape != (fpr.shape[0], n_groups):
+        raise ValueError(f"`starts` must have shapes (S, {n_annotators}), (S, {n_annotators}), (S, {n_groups}); got "
+                         f"{fpr.shape}, {tpr.shape}, {prev.shape}.")
+    if fpr.shape[0] == 0:
+        raise ValueError("`starts` is empty.")
+    vals = np.concatenate([fpr.ravel(), tpr.ravel(), prev.ravel()])
+    if not np.all(np.isfinite(vals)) or np.any((vals <= 0) | (vals >= 1)):
+        raise ValueError("`starts` must lie strictly inside (0, 1).")
+    return fpr, tpr, prev
+
+
+def _em_counts(prior):
+    """Beta pseudo-counts for ``core.em_step`` (None = maximum likelihood), validated."""
+    if prior is None:
+        return None
+    if not isinstance(prior, Prior):
+        raise ValueError(f"`prior` must be None (maximum likelihood) or a Prior; got {type(prior).__name__}.")
+    counts = prior.em_pseudo_counts()
+    if any(v < 1 for pair in counts for v in pair):
+        raise ValueError(
+            f"closed-form EM needs Beta pseudo-counts >= 1 in (fpr, tpr, prevalence) coordinates; this prior gives "
+            f"{counts} (fpr beta = prior.fpr[1] - prior.u[1]). The mode may then lie on the boundary, where the EM "
+            "M-step does not apply: use fit_map.")
+    if all(v == 1.0 for pair in counts for v in pair):
+        return None  # flat in (fpr, tpr, prevalence): the MAP is the maximum-likelihood estimate
+    return counts
+
+
+def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, starts=None, annotator_ids=None):
+    """EM on prepared inputs. Returns a dict with the selected estimate and the bookkeeping (no warnings)."""
+    n_ann, n_groups = inputs.n_annotators, inputs.n_groups
+    if starts is not None:
+        fpr0, tpr0, prev0 = _check_starts(starts, n_ann, n_groups)
+    else:
+        if n_starts < 1:
+            raise ValueError("`n_starts` must be at least 1.")
+        fpr0, tpr0, prev0 = em_starts(n_ann, n_groups, n_starts, seed)
+    theta0 = np.concatenate([fpr0, tpr0, prev0], axis=1)
+    ids = list(range(n_ann)) if annotator_ids is None else list(annotator_ids)
+    with x64():
+        args = (jnp.asarray(inputs.patterns, dtype=jnp.int32), jnp.asarray(inputs.row_group, dtype=jnp.int32),
+                jnp.asarray(inputs.counts, dtype=jnp.float64))
+        theta, obj, n_iter, status, trace = (np.asarray(v) for v in _run_all(
+            jnp.asarray(theta0), *args, jnp.float64(tol), n_annotators=n_ann, n_groups=n_groups, prior=prior_counts,
+            max_iter=int(max_iter)))
+        failed, fitted, best_rejected = [], {}, None
+        start_obj = np.where(np.isfinite(obj), obj, np.nan)
+        for s in range(theta.shape[0]):
+            if status[s] != _CONVERGED:
+                why = {_BAD_START: "non-finite objective at the start",
+                       _NONFINITE: f"non-finite parameters at iteration {n_iter[s]}",
+                       _MAX_ITER: f"did not converge within max_iter={max_iter} iterations"}[int(status[s])]
+                failed.append((s, why))
+                continue
+            fpr, tpr, prev, swapped = _orient(*_split(theta[s], n_ann))
+            gap = tpr - fpr
+            small = np.flatnonzero(~(gap > min_gap))
+            if small.size:
+                failed.append((s, f"gap <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
+                                  f"(gaps {_preview(np.round(gap[small], 4))})"))
+                if best_rejected is None or obj[s] > best_rejected[0]:
+                    best_rejected = (obj[s], s, small, gap[small])
+                continue
+            fitted[s] = (fpr, tpr, prev, float(obj[s]), int(n_iter[s]), trace[s, :n_iter[s] + 1], swapped)
+        out = {"failed": failed, "start_logliks": start_obj, "n_starts_total": theta.shape[0], "best_rejected": None}
+        top = max((v[3] for v in fitted.values()), default=-np.inf)
+        if best_rejected is not None and best_rejected[0] > top + TIE_RTOL * (1.0 + abs(best_rejected[0])):
+            out["best_rejected"] = best_rejected
+        if not fitted:
+            out["selected"] = None
+            return out
+        best = max(v[3] for v in fitted.values())
+        sel = min(s for s, v in fitted.items() if v[3] >= best - TIE_RTOL * (1.0 + abs(best)))
+        fpr, tpr, prev, o, it, tr, swapped = fitted[sel]
+        loglik = o if prior_counts is None else float(ds_loglik(*args, jnp.asarray(fpr), jnp.asarray(tpr),
+                                                                 jnp.asarray(prev)))
+    out.update(selected=sel, fpr=fpr, tpr=tpr, prevalence=prev, objective=o, n_iter=it, trace=tr,
+               label_exchanged=swapped, loglik=loglik)
+    return out
+
+
+def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: int = 0, prior=None,
+           max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None) -> FitResult:
+    """Maximum-likelihood (or MAP) channels by EM in JAX, all starts at once.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+        Labels (n_items, n_annotators), -1 = missing (missing at random; they drop out of the likelihood).
+    model : {"grouped", "dawid_skene", "histogram"}, default "grouped"
+        ``"dawid_skene"``: one prevalence (``groups`` ignored). ``"grouped"``: one prevalence per score
+        group, channels shared (the paper's model). ``"histogram"``: the same with the dimension called
+        ``bin``. ``"monotone"`` and ``"platt"`` have no closed-form M-step: use :func:`fit_map`.
+    groups : int, Binning or int array of shape (n_items,), default 5
+        Score groups: an int means that many equal-mass groups of the scores; empty groups are dropped.
+    n_starts : int, default 10
+        Random starts (:func:`em_starts`), run in parallel with ``jax.vmap``.
+    seed : int, default 0
+        Seed of the starts.
+    prior : None or Prior
+        None: maximum likelihood. A :class:`~noisycal_bayes.models.Prior`: the posterior mode in
+        ``(fpr, tpr, prevalence)`` coordinates via Beta pseudo-counts
+        (:meth:`~noisycal_bayes.models.Prior.em_pseudo_counts`; the default ``Prior()`` is flat there,
+        so it gives the maximum-likelihood estimate).
+    max_iter, tol, min_gap : see Notes.
+    starts : tuple (fpr (S, J), tpr (S, J), prevalence (S, G)), optional
+        Explicit starts instead of the random ones.
+
+    Returns
+    -------
+    FitResult
+        ``method="em"``, ``draws=None``; ``channel`` and ``prevalence`` the selected estimate,
+        ``loglik`` the log-likelihood there, ``details`` with ``loglik_trace`` (objective at the start
+        and after each iteration of the selected start), ``start_logliks``, ``selected_start``,
+        ``failed_starts``.
+
+    Raises
+    ------
+    ValueError
+        Not an AnnotationSet; one annotator; unknown model or a model without closed-form EM; score
+        groups without scores; a prior that EM cannot handle; bad numeric settings.
+
+    Warns
+    -----
+    IdentifiabilityWarning
+        Two annotators with the marginal model (paper §D.1); two annotators whose estimated group
+        prevalences differ by less than 0.05.
+    SmallGapWarning
+        The best converged fit has a gap ``<= min_gap`` (it is screened out).
+    ConvergenceWarning
+        No start was accepted.
+
+    Notes
+    -----
+    The same rules as the reference EM (``noisycal_bayes.reference.em.fit_em``): (1) starts from
+    :func:`em_starts`; (2) ``theta_t = EMstep(theta_{t-1})`` (:func:`noisycal_bayes.core.em_step`,
+    float64) with objective ``l_t`` = log-likelihood (+ Beta log-kernels for MAP), stopping at the first
+    ``t <= max_iter`` with ``max|theta_t - theta_{t-1}| <= tol`` and ``|l_t - l_{t-1}| <= tol (1 + |l_t|)``;
+    non-finite values or ``max_iter`` fail the start; (3) orientation by global label exchange when
+    most annotators have ``tpr < fpr``; (4) accept converged starts with every gap ``> min_gap``;
+    (5) the largest objective wins, ties within ``1e-9 (1 + |best|)`` go to the lowest start index.
+    Unlike the reference, no moment-estimator start is added for three or more annotators (that
+    estimator lives in the frequentist layer, which this layer does not import); pass ``starts=`` to
+    reproduce a particular set of starts. Paper §4.3 and Appendix F.1-F.2.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(3000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
+    >>> fit = fit_em(sim.data, model="grouped", groups=5, n_starts=3)
+    >>> bool(np.allclose(fit.channel.fpr, [0.1, 0.2, 0.1], atol=0.05))
+    True
+    """
+    func = "fit_em"
+    data = check_data(data, func)
+    model = check_model(model, func)
+    if model not in ("dawid_skene", "grouped", "histogram"):
+        raise ValueError(f"{func}: model={model!r} has no closed-form M-step; use fit_map (optimiser) or fit_nuts.")
+    n_starts = check_positive_int(n_starts, name="n_starts")
+    max_iter = check_positive_int(max_iter, name="max_iter")
+    tol, min_gap = float(tol), float(min_gap)
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"`tol` must be a positive number; got {tol!r}.")
+    if not (np.isfinite(min_gap) and 0 <= min_gap < 1):
+        raise ValueError(f"`min_gap` must lie in [0, 1); got {min_gap!r}.")
+    prior_counts = _em_counts(prior)
+    notes = check_design(data, model, func=func)
+    assignment = resolve_assignment(data, model, groups, func)
+    inputs = prepare_inputs(data, model, assignment)
+    out = run_em(inputs, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
+                 prior_counts=prior_counts, starts=starts, annotator_ids=data.annotator_ids)
+    return _em_result(data, model, assignment, inputs, out, prior, notes, func,
+                      settings=dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
+                                    explicit_starts=starts is not None))
+
+
+def _em_result(data, model, assignment, inputs, out, prior, notes, func, *, settings, method="em"):
+    ids = list(data.annotator_ids)
+    notes = list(notes)
+    if out["best_rejected"] is not None:
+        _, s, small, gaps = out["best_rejected"]
+        msg = (f"{func}: the highest-likelihood EM fit (start {s}) has gap <= min_gap={settings['min_gap']} for "
+               f"annotators {_preview([ids[j] for j in small])} (gaps {_preview(np.round(gaps, 4))}): those annotators "
+               "look uninformative, and correcting their labels would divide by a gap near zero. Drop them, or lower "
+               "`min_gap` to inspect the fit.")
+        warnings.warn(msg, SmallGapWarning, stacklevel=3)
+        notes.append(msg)
+    details = {"start_logliks": out["start_logliks"], "n_starts_total": out["n_starts_total"]}
+    if out["selected"] is None:
+        failed = out["failed"]
+        reasons = "; ".join(f"start {s}: {r}" for s, r in failed[:6])
+        more = f" (and {len(failed) - 6} more)" if len(failed) > 6 else ""
+        msg = (f"{func}: all {out['n_starts_total']} EM starts failed: {reasons}{more}. Try more starts (`n_starts`), a "
+               "larger `max_iter`, or check for uninformative annotators.")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+        notes.append(msg)
+        return FitResult(model=model, method=method, channel=None, point={}, groups=assignment, inputs=inputs,
+                         prior=prior, annotator_ids=tuple(ids), converged=False, identified=False, reason=msg,
+                         failed_starts=tuple(failed), warnings=tuple(notes), settings=settings, details=details)
+    fpr, tpr, prev = out["fpr"], out["tpr"], np.clip(out["prevalence"], 0.0, 1.0)
+    notes += check_prevalence_spread(prev, data.n_annotators, model, func=func, stacklevel=4)
+    identified, reason = True, ""
+    if data.n_annotators == 2 and model == "dawid_skene":
+        identified = False
+        reason = ("two annotators without score groups: not identified (paper §D.1); this estimate is one point of a "
+                  "continuum of channels with the same likelihood.")
+    details.update(loglik_trace=np.asarray(out["trace"]), selected_start=out["selected"],
+                   objective=out["objective"], label_exchanged=out["label_exchanged"])
+    point = point_dict(model, fpr, tpr, prev)
+    return FitResult(model=model, method=method, channel=channel_from(fpr, tpr, ids), point=point,
+                     groups=assignment, inputs=inputs, prior=prior, annotator_ids=tuple(ids), converged=True,
+                     identified=identified, reason=reason, loglik=float(out["loglik"]), n_iter=int(out["n_iter"]),
+                     failed_starts=tuple(out["failed"]), warnings=tuple(notes), settings=settings, details=details)
+
+
+def start_point(data, inputs, model: str, seed: int = 0):
+    """A maximum-likelihood EM estimate to start an optimiser or sampler from, as a ``point`` dict (or None).
+
+    Grouped models: EM on their own compressed table (the monotone model then sorts the prevalences).
+    Platt: channels from EM on 5 equal-mass score groups, and the slope and intercept from a weighted
+    least-squares line through ``(mean logit score, logit prevalence)`` of those groups.
+    """
+    if model == "platt":
+        assignment = resolve_assignment(data, "grouped", 5, "start_point")
+        em_inputs = prepare_inputs(data, "grouped", assignment)
+    else:
+        em_inputs = inputs
+    out = run_em(em_inputs, n_starts=10, seed=seed, max_iter=1000, tol=1e-8, min_gap=0.0, prior_counts=None)
+    if out["selected"] is None:
+        return None
+    if model != "platt":
+        prev = np.sort(out["prevalence"]) if model == "monotone" else out["prevalence"]
+        return point_dict(model, out["fpr"], out["tpr"], prev)
+    s = np.asarray(inputs.logit_score)
+    n_g = np.bincount(assignment.index, minlength=assignment.n_groups).astype(np.float64)
+    s_g = np.bincount(assignment.index, weights=s, minlength=assignment.n_groups) / np.maximum(n_g, 1)
+    p = np.clip(out["prevalence"], 0.01, 0.99)
+    y = np.log(p) - np.log1p(-p)
+    w = n_g / n_g.sum()
+    sm, ym = w @ s_g, w @ y
+    var = w @ (s_g - sm) ** 2
+    slope = (w @ ((s_g - sm) * (y - ym))) / var if var > 0 else 1.0
+    return point_dict("platt", out["fpr"], out["tpr"], slope=slope, intercept=ym - slope * sm)

@@ -1,0 +1,267 @@
+"""MAP by an optimiser on the NumPyro log density: every model, including those without closed-form EM.
+
+The objective is the log posterior density of the user-facing parameters ``(fpr, tpr, prevalence)``
+(or ``(fpr, tpr, slope, intercept)``): NumPyro's ``log_density`` of the sampled sites ``(fpr, u, ...)``
+minus ``sum_j log(1 - fpr_j)``, the log-Jacobian of ``u -> tpr = fpr + (1 - fpr) u``. Hence with the
+default prior (flat over oriented channels) the MAP is the maximum-likelihood estimate and equals EM.
+It is maximised over unconstrained coordinates (a bijection, which moves no mode) by damped Newton
+steps with exact Hessians in float64, from several starts at once with ``vmap``. (BFGS from
+``jax.scipy.optimize`` compiled 40% slower here and stopped further from the mode.)
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+from numpyro.infer.util import constrain_fn, log_density, unconstrain_fn
+
+from .._validation import check_positive_int
+from ..core import ds_loglik, x64
+from ..diagnostics.identifiability import check_design, check_prevalence_spread
+from ..models import DEFAULT_PRIOR, Prior
+from ..warnings import ConvergenceWarning
+from ._common import bound_model, sample_sites, with_derived
+from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
+from .em import em_starts, start_point
+from .result import FitResult, channel_from, point_dict
+
+_PROGRAMS: dict = {}
+
+
+def _check_prior(prior) -> Prior:
+    if prior is None:
+        return DEFAULT_PRIOR
+    if not isinstance(prior, Prior):
+        raise ValueError(f"`prior` must be None (the default Prior()) or a Prior; got {type(prior).__name__}.")
+    return prior
+
+
+def log_posterior(model_fn, args, prior_params, sites):
+    """Log posterior density of ``(fpr, tpr, ...)`` at constrained sample-site values ``sites`` (unnormalised)."""
+    lp, _ = log_density(model_fn, args + (prior_params,), {}, sites)
+    # Density of (fpr, tpr) = density of (fpr, u) / |d tpr / d u| with d tpr / d u = 1 - fpr.
+    return lp - jnp.sum(jnp.log1p(-sites["fpr"]))
+
+
+def _newton(f, z0, maxiter, gtol):
+    """Damped Newton on ``f`` from ``z0``: returns ``(z, f(z), converged, n_iter)``.
+
+    Each step solves ``(H + shift I) step = -g`` with the shift making ``H`` positive definite (Levenberg),
+    then halves the step until the Armijo condition holds. The parameter count is small (annotators plus
+    groups), so exact Hessians are cheap, and near the mode the convergence is quadratic. Converged when
+    the max-abs gradient is below ``gtol`` or the Newton decrement ``-g . step / 2`` (the predicted gain)
+    is below float64 resolution of ``f`` (``1e-15 (1 + |f|)``): no step can improve ``f`` any more.
+    """
+    value_and_grad = jax.value_and_grad(f)
+    hess = jax.hessian(f)
+
+    def newton_step(x, g):
+        h = hess(x)
+        shift = jnp.maximum(0.0, 1e-10 - jnp.min(jnp.linalg.eigvalsh(h)))
+        return -jnp.linalg.solve(h + shift * jnp.eye(h.shape[0], dtype=h.dtype), g)
+
+    def is_done(fx, g, step):
+        return (jnp.max(jnp.abs(g)) <= gtol) | (-(g @ step) / 2 <= 1e-15 * (1 + jnp.abs(fx)))
+
+    def cond(c):
+        it, _, _, _, _, done, stalled = c
+        return (~done) & (~stalled) & (it < maxiter)
+
+    def body(c):
+        it, x, fx, g, step, _, _ = c
+        slope = g @ step
+
+        def ls_cond(s):
+            t, fn = s
+            return ~(fn <= fx + 1e-4 * t * slope) & (t > 1e-12)
+
+        def ls_body(s):
+            t, _ = s
+            return t / 2, f(x + (t / 2) * step)
+
+        t, _ = jax.lax.while_loop(ls_cond, ls_body, (jnp.asarray(1.0, x.dtype), f(x + step)))
+        x_new = x + t * step
+        f_new, g_new = value_and_grad(x_new)
+        ok = jnp.isfinite(f_new) & (f_new <= fx) & (t > 1e-12)
+        x_new = jnp.where(ok, x_new, x)
+        f_new = jnp.where(ok, f_new, fx)
+        g_new = jnp.where(ok, g_new, g)
+        step_new = newton_step(x_new, g_new)
+        return it + 1, x_new, f_new, g_new, step_new, is_done(f_new, g_new, step_new), ~ok
+
+    f0, g0 = value_and_grad(z0)
+    s0 = newton_step(z0, g0)
+    it, x, fx, g, step, done, _ = jax.lax.while_loop(
+        cond, body, (jnp.int32(0), z0, f0, g0, s0, is_done(f0, g0, s0), ~jnp.isfinite(f0)))
+    return x, fx, done, it
+
+
+def _program(model: str, static: dict):
+    key = (model, tuple(sorted(static.items())))
+    prog = _PROGRAMS.get(key)
+    if prog is not None:
+        return prog
+    model_fn = bound_model(model, static)
+
+    def solve(z0_flat, unravel, args, prior_params, scale, gtol, maxiter):
+        def negative(zf):
+            sites = constrain_fn(model_fn, args + (prior_params,), {}, unravel(zf))
+            # Per-item scale keeps the gradient tolerance meaningful for any number of items.
+            return -log_posterior(model_fn, args, prior_params, sites) / scale
+
+        x, fx, done, it = _newton(negative, z0_flat, maxiter, gtol)
+        return x, -fx * scale, done, it
+
+    prog = {"model_fn": model_fn, "solve": solve, "cache": {}}
+    _PROGRAMS[key] = prog
+    return prog
+
+
+def map_fit(data, inputs, assignment, model, prior, *, n_starts, seed, init, maxiter=200, gtol=1e-10):
+    """Run the optimiser. Returns a dict with the best point, objective, success flag and per-start values."""
+    static = inputs.static_kwargs()
+    prog = _program(model, static)
+    model_fn = prog["model_fn"]
+    starts = []
+    if init == "em":
+        p = start_point(data, inputs, model, seed)
+        if p is not None:
+            starts.append(p)
+    fpr0, tpr0, prev0 = em_starts(inputs.n_annotators, inputs.n_groups, n_starts, seed)
+    for s in range(n_starts):
+        starts.append(point_dict(model if model != "monotone" else "grouped", fpr0[s], tpr0[s],
+                                 prev0[s] if model != "dawid_skene" else prev0[s, 0], slope=1.0, intercept=0.0))
+    with x64():
+        args = tuple(jnp.asarray(a) for a in inputs.model_args())
+        prior_params = jax.tree.map(jnp.asarray, prior.params())
+        z = [unconstrain_fn(model_fn, args + (prior_params,), {}, sample_sites(model, p, inputs.n_groups))
+             for p in starts]
+        flat = [ravel_pytree(zz)[0] for zz in z]
+        unravel = ravel_pytree(z[0])[1]
+        z0 = jnp.stack(flat)
+        key = (z0.shape, tuple(a.shape for a in args), maxiter)
+        fn = prog["cache"].get(key)
+        if fn is None:
+            fn = jax.jit(jax.vmap(lambda zf, a, pp, sc, gt: prog["solve"](zf, unravel, a, pp, sc, gt, maxiter),
+                                  in_axes=(0, None, None, None, None)))
+            prog["cache"][key] = fn
+        x, obj, success, nit = (np.asarray(v) for v in fn(z0, args, prior_params, jnp.float64(inputs.n_items),
+                                                           jnp.float64(gtol)))
+        obj = np.where(np.isfinite(obj), obj, -np.inf)
+        # Starts that reach the same mode tie; among ties prefer one that converged, then the lowest index.
+        top = obj.max()
+        ties = np.flatnonzero(obj >= top - 1e-9 * (1.0 + abs(top)))
+        good = ties[success[ties]]
+        best = int(good[0] if good.size else ties[0])
+        sites = constrain_fn(model_fn, args + (prior_params,), {}, unravel(jnp.asarray(x[best])))
+        sites = {k: np.asarray(v) for k, v in sites.items()}
+        vals = with_derived(model, sites)
+        loglik = None
+        if model != "platt":
+            loglik = float(ds_loglik(args[0], args[1], args[2], jnp.asarray(vals["fpr"]), jnp.asarray(vals["tpr"]),
+                                     jnp.atleast_1d(jnp.asarray(vals["prevalence"]))))
+    return {"values": vals, "objective": float(obj[best]), "success": bool(success[best]), "n_iter": int(nit[best]),
+            "start_objectives": obj, "start_success": success, "start_n_iter": nit, "selected": best, "n_em_starts": int(init == "em" and len(starts) > n_starts),
+            "loglik": loglik}
+
+
+def fit_map(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: int = 0, prior=None,
+            init: str = "em") -> FitResult:
+    """Posterior mode by Newton's method on the NumPyro log density (every model, including Platt and monotone).
+
+    Parameters
+    ----------
+    data : AnnotationSet
+    model : {"grouped", "dawid_skene", "histogram", "monotone", "platt"}, default "grouped"
+    groups : int, Binning or int array of shape (n_items,), default 5
+        Score groups (bins); ignored by ``"dawid_skene"`` and ``"platt"``.
+    n_starts : int, default 10
+        Random starts (:func:`~noisycal_bayes.inference.em_starts`; Platt starts at slope 1, intercept 0).
+    seed : int, default 0
+    prior : None or Prior
+        None means the default :class:`~noisycal_bayes.models.Prior` (flat over oriented channels, so the
+        MAP is the maximum-likelihood estimate).
+    init : {"em", "random"}, default "em"
+        "em" adds the maximum-likelihood EM estimate as start 0 (Platt: EM with 5 score groups for the
+        channels); "random" uses the random starts only (an independent route to the optimum).
+
+    Returns
+    -------
+    FitResult
+        ``method="map"``; ``details`` holds ``objective`` (log posterior density at the mode, up to a
+        constant), ``start_objectives``, ``selected_start``, ``success``.
+
+    Raises
+    ------
+    ValueError
+        Bad data, model, groups, prior or ``init``; one annotator.
+
+    Warns
+    -----
+    IdentifiabilityWarning
+        As in :func:`fit_em`.
+    ConvergenceWarning
+        The optimiser did not reach a zero gradient for the selected start (often a mode on the boundary, e.g. an
+        annotator with no false positives at all).
+
+    Notes
+    -----
+    Maximises ``log p(A | theta) + log p(theta)`` with ``theta = (fpr, tpr, prevalence | slope, intercept)``;
+    NumPyro's density of the sampled ``(fpr, u)`` is converted with the Jacobian ``d tpr / d u = 1 - fpr``.
+    For the monotone model ``prevalence = cumsum(increments)`` has unit Jacobian.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], curve="overconfident", seed=0)
+    >>> fit = fit_map(sim.data, model="platt", n_starts=2)
+    >>> fit.method, bool(0.3 < fit.point["slope"] < 0.8)
+    ('map', True)
+    """
+    func = "fit_map"
+    data = check_data(data, func)
+    model = check_model(model, func)
+    n_starts = check_positive_int(n_starts, name="n_starts")
+    if init not in ("em", "random"):
+        raise ValueError(f"`init` must be 'em' or 'random'; got {init!r}.")
+    prior = _check_prior(prior)
+    notes = check_design(data, model, func=func)
+    assignment = resolve_assignment(data, model, groups, func)
+    inputs = prepare_inputs(data, model, assignment)
+    out = map_fit(data, inputs, assignment, model, prior, n_starts=n_starts, seed=seed, init=init)
+    return _map_result(data, model, assignment, inputs, prior, out, notes, func,
+                       settings=dict(n_starts=n_starts, seed=seed, init=init))
+
+
+def _map_result(data, model, assignment, inputs, prior, out, notes, func, *, settings):
+    notes = list(notes)
+    v = out["values"]
+    ids = list(data.annotator_ids)
+    if not out["success"]:
+        msg = (f"{func}: the optimiser did not reach a zero gradient for the best start (objective {out['objective']:.6g}); the mode "
+               "may lie on the boundary (e.g. an annotator with no false positives), where the unconstrained "
+               "coordinates diverge. Check the estimate, or use fit_nuts for the posterior.")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+        notes.append(msg)
+    if model != "platt":
+        notes += check_prevalence_spread(v["prevalence"], data.n_annotators, model, func=func, stacklevel=4)
+    point = {k: v[k] for k in ("fpr", "tpr", "gap", "u")}
+    for k in ("prevalence", "increments", "slope", "intercept"):
+        if k in v:
+            point[k] = v[k]
+    identified = not (data.n_annotators == 2 and model == "dawid_skene")
+    reason = "" if identified else ("two annotators without score groups: not identified (paper §D.1).")
+    loglik = out["loglik"] if out["loglik"] is not None else float("nan")
+    result = FitResult(model=model, method="map", channel=channel_from(v["fpr"], v["tpr"], ids), point=point,
+                     groups=assignment, inputs=inputs, prior=prior, annotator_ids=tuple(ids),
+                     converged=out["success"], identified=identified, reason=reason, loglik=loglik,
+                     n_iter=out["n_iter"], warnings=tuple(notes), settings=settings,
+                     details={"objective": out["objective"], "start_objectives": out["start_objectives"],
+                              "selected_start": out["selected"], "success": out["success"]})
+    if out["loglik"] is None:
+        result = dataclasses.replace(result, loglik=float(np.sum(result.log_likelihood())))
+    return result

@@ -1,0 +1,232 @@
+"""Posterior sampling with NumPyro's NUTS, started from the EM / MAP fit.
+
+Speed on this kind of machine (ENVIRONMENT.md): compilation, not sampling, dominates small fits. The
+sampler here is compiled once per *shape* (model, numbers of annotators and groups, padded pattern table,
+chains, warm-up and draws, precision) and cached for the life of the process (see
+``noisycal_bayes.inference._sampler``): the data and the prior are traced inputs, so a second data set
+of the same shape, or another prior, reuses the compiled program.
+
+Across processes, JAX's persistent compilation cache removes most of the first compilation too. It
+writes to disk, so it is off unless you opt in, before the first fit::
+
+    import jax
+    jax.config.update("jax_compilation_cache_dir", "/path/to/cache")   # or JAX_COMPILATION_CACHE_DIR=...
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+or call :func:`noisycal_bayes.inference.enable_compilation_cache`.
+
+Chains run ``"parallel"`` (one per device) when JAX has at least ``n_chains`` devices, which a library
+cannot arrange after JAX has started: a script can call ``numpyro.set_host_device_count(4)`` first
+thing (before anything imports JAX) to get it on CPU. Otherwise ``"sequential"``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.infer.util import unconstrain_fn
+
+from .._validation import check_positive_int
+from ..core import x64
+from ..diagnostics.identifiability import check_design, check_prevalence_spread
+from ..diagnostics.mcmc import check_mcmc, mcmc_diagnostics
+from ..models import DEFAULT_PRIOR, Prior
+from ._common import bound_model, sample_sites, to_constrained, with_derived
+from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
+from ._sampler import NutsProgram, choose_chain_method, chunk_size, get_program
+from .em import em_starts, start_point
+from .result import FitResult, channel_from, point_dict
+
+PRECISIONS = ("float64", "float32")
+#: Half-width of the uniform jitter added to the start of each chain in unconstrained coordinates, so that
+#: chains start apart and R-hat can reveal several modes.
+INIT_JITTER = 0.5
+
+
+def enable_compilation_cache(directory: str, *, min_compile_time_secs: float = 1.0) -> None:
+    """Opt in to JAX's persistent compilation cache (it writes compiled programs to ``directory``).
+
+    A repeated script then skips most of its compilation (measured here: a 6-fit script from 60 s to 19 s).
+    Equivalent to setting ``JAX_COMPILATION_CACHE_DIR``; affects the whole process.
+    """
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
+
+
+def _start_point(data, inputs, model, seed):
+    """Where the chains start: the maximum-likelihood EM estimate (see ``em.start_point``), else a random start."""
+    point = start_point(data, inputs, model, seed)
+    if point is not None:
+        return point, "em"
+    fpr, tpr, prev = em_starts(inputs.n_annotators, inputs.n_groups, 1, seed)
+    prev = prev[0, 0] if model == "dawid_skene" else np.sort(prev[0])
+    return point_dict(model, fpr[0], tpr[0], prev, slope=1.0, intercept=0.0), "random"
+
+
+def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_warmup: int = 1000, n_draws: int = 1000,
+             seed: int = 0, prior=None, progress_bar: bool = True, target_accept: float = 0.8,
+             max_tree_depth: int = 10, chain_method: str | None = None, precision: str = "float64",
+             compress: bool = True) -> FitResult:
+    """Posterior draws of a channel model by NumPyro's NUTS.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+    model : {"grouped", "dawid_skene", "histogram", "monotone", "platt"}, default "grouped"
+    groups : int, Binning or int array of shape (n_items,), default 5
+        Score groups (bins); an int means equal-mass groups. Ignored by ``"dawid_skene"`` and ``"platt"``.
+    n_chains, n_warmup, n_draws : int, defaults 4, 1000, 1000
+    seed : int, default 0
+        Seeds the chain starts and the sampler (``jax.random.key(seed)`` split by purpose).
+    prior : None or Prior
+        None means the default :class:`~noisycal_bayes.models.Prior` (uniform over oriented channels,
+        uniform prevalences; see its Notes).
+    progress_bar : bool, default True
+    target_accept : float, default 0.8
+        Target acceptance probability of step-size adaptation; raise it (0.9-0.99) after divergences.
+    max_tree_depth : int, default 10
+    chain_method : {None, "parallel", "sequential", "vectorized"}
+        None: ``"parallel"`` when JAX has at least ``n_chains`` devices, else ``"sequential"``.
+    precision : {"float64", "float32"}, default "float64"
+        float64 is the default because a per-item likelihood loses precision in float32 at large n
+        (ENVIRONMENT.md); the compressed likelihood is fine in either.
+    compress : bool, default True
+        Grouped models: evaluate the likelihood on compressed (group, pattern) counts (cost independent
+        of the number of items). False evaluates it item by item (for validation and benchmarks).
+
+    Returns
+    -------
+    FitResult
+        ``method="nuts"``; ``draws`` with dims ``(chain, draw, annotator | group | bin)``, ``channel``
+        the posterior mean, ``point`` the EM/MAP start, ``diagnostics`` (R-hat, bulk/tail ESS),
+        ``n_divergent``, ``sample_stats``; ``to_arviz()`` and ``summary()``.
+
+    Raises
+    ------
+    ValueError
+        Bad data, model, groups, prior or settings; one annotator; ``chain_method="parallel"`` without
+        enough devices.
+
+    Warns
+    -----
+    IdentifiabilityWarning
+        Two annotators with the marginal model; two annotators and group prevalences that barely differ.
+    ConvergenceWarning
+        Divergent transitions, R-hat above 1.01, bulk or tail ESS below 100 per chain, or transitions
+        that hit the maximum tree depth; each message says what to do.
+
+    Notes
+    -----
+    Model and priors: DESIGN §4 (paper §4 and Appendix F.1 for the likelihood). Chains start at the
+    maximum-likelihood EM estimate (Platt: EM channels on 5 score groups and a line through the group
+    prevalences) plus uniform jitter of +-0.5 in unconstrained coordinates. Diagnostics follow Vehtari et al. (2021).
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
+    >>> fit = fit_nuts(sim.data, n_chains=2, n_warmup=200, n_draws=200, progress_bar=False)  # doctest: +SKIP
+    >>> fit.draws["gap"].shape  # doctest: +SKIP
+    (2, 200, 3)
+    """
+    func = "fit_nuts"
+    data = check_data(data, func)
+    model = check_model(model, func)
+    n_chains = check_positive_int(n_chains, name="n_chains")
+    n_warmup = check_positive_int(n_warmup, name="n_warmup", minimum=0)
+    n_draws = check_positive_int(n_draws, name="n_draws")
+    max_tree_depth = check_positive_int(max_tree_depth, name="max_tree_depth")
+    target_accept = float(target_accept)
+    if not 0 < target_accept < 1:
+        raise ValueError(f"`target_accept` must lie strictly between 0 and 1; got {target_accept}.")
+    if precision not in PRECISIONS:
+        raise ValueError(f"`precision` must be one of {PRECISIONS}; got {precision!r}.")
+    if prior is None:
+        prior = DEFAULT_PRIOR
+    if not isinstance(prior, Prior):
+        raise ValueError(f"`prior` must be None (the default Prior()) or a Prior; got {type(prior).__name__}.")
+    if not compress and model not in GROUPED_MODELS:
+        raise ValueError("`compress=False` applies to grouped models only; the Platt model is always per item.")
+    chain_method = choose_chain_method(n_chains, chain_method)
+    notes = list(check_design(data, model, func=func))
+    assignment = resolve_assignment(data, model, groups, func)
+    inputs = prepare_inputs(data, model, assignment, compress=compress)
+    # Compressed inputs for the EM start even when sampling per item (EM costs the same either way).
+    start_inputs = inputs if (compress or model == "platt") else prepare_inputs(data, model, assignment)
+    point, start_kind = _start_point(data, start_inputs, model, seed)
+    if model != "platt":
+        notes += check_prevalence_spread(point["prevalence"], data.n_annotators, model, func=func)
+
+    static = inputs.static_kwargs()
+    use_x64 = precision == "float64"
+    # The histogram model is the grouped model with another dimension name: same compiled program.
+    program_model = "grouped" if model == "histogram" else model
+    chunk = chunk_size(n_warmup, n_draws)
+    # Sequential chains reuse single-chain functions: the number of chains and draws is not compiled in.
+    layout = n_chains if chain_method != "sequential" else None
+    key = ("nuts", program_model, tuple(sorted(static.items())), layout, n_warmup, chunk, chain_method,
+           target_accept, max_tree_depth, precision)
+
+    def build():
+        return NutsProgram(bound_model(program_model, static), n_warmup=n_warmup, chunk=chunk,
+                           chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth)
+
+    ctx = x64() if use_x64 else _null()
+    with ctx:
+        program = get_program(key, build)
+        dtype = jnp.float64 if use_x64 else jnp.float32
+        args = tuple(jnp.asarray(a, dtype=dtype) if np.asarray(a).dtype.kind == "f" else jnp.asarray(a)
+                     for a in inputs.model_args())
+        prior_params = jax.tree.map(lambda x: jnp.asarray(x, dtype=dtype), prior.params())
+        full_args = args + (prior_params,)
+        key_init, key_mcmc = jax.random.split(jax.random.key(seed))
+        z = unconstrain_fn(program.model_fn, full_args, {}, sample_sites(model, point, inputs.n_groups))
+        leaves, treedef = jax.tree.flatten(z)
+        keys = jax.random.split(key_init, len(leaves))
+        z0 = jax.tree.unflatten(treedef, [
+            jnp.asarray(leaf, dtype=dtype)[None] + jax.random.uniform(k, (n_chains,) + jnp.shape(leaf), dtype=dtype,
+                                                                      minval=-INIT_JITTER, maxval=INIT_JITTER)
+            for leaf, k in zip(leaves, keys)])
+        zs, stats = program.run(key_mcmc, z0, full_args, n_chains=n_chains, n_draws=n_draws,
+                                progress_bar=progress_bar, desc=f"NUTS {model}")
+        # Unconstrained -> constrained values of the sample sites (logistic / stick-breaking transforms), then
+        # the deterministic sites (tpr, gap, prevalence of the monotone model) in NumPy.
+        flat = jax.tree.map(lambda x: np.asarray(x).reshape((-1,) + x.shape[2:]), zs)
+        sites = to_constrained(program.model_fn, full_args, flat)
+    draws = with_derived(model, {k: v.reshape((n_chains, n_draws) + v.shape[1:]) for k, v in sites.items()})
+    order = ["fpr", "tpr", "gap", "u", "prevalence", "increments", "slope", "intercept"]
+    draws = {k: draws[k] for k in order if k in draws}
+    dims = {"fpr": ("annotator",), "tpr": ("annotator",), "gap": ("annotator",), "u": ("annotator",)}
+    ids = list(data.annotator_ids)
+    n_divergent = int(stats["diverging"].sum())
+    # A trajectory of depth d has 2**d - 1 leapfrog steps: reaching that count at the maximum depth means the
+    # doubling was stopped by the cap, not by the U-turn criterion.
+    n_max_depth = int((stats["n_steps"] >= 2 ** max_tree_depth - 1).sum())
+    result = FitResult(model=model, method="nuts", channel=None, point=point, groups=assignment, inputs=inputs,
+                       prior=prior, annotator_ids=tuple(ids), draws=draws, sample_stats=stats,
+                       n_divergent=n_divergent,
+                       identified=not (data.n_annotators == 2 and model == "dawid_skene"),
+                       reason="" if not (data.n_annotators == 2 and model == "dawid_skene") else
+                       "two annotators without score groups: not identified (paper §D.1).",
+                       settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, seed=seed,
+                                     chain_method=chain_method, target_accept=target_accept,
+                                     max_tree_depth=max_tree_depth, precision=precision, compress=compress,
+                                     start=start_kind),
+                       details={"labels": data.labels, "scores": data.scores})
+    table = mcmc_diagnostics(draws, result.dims, result.coords)
+    notes += check_mcmc(table, n_chains=n_chains, n_divergent=n_divergent, n_draws=n_draws, n_max_depth=n_max_depth,
+                        max_tree_depth=max_tree_depth, func=func)
+    fpr_mean, tpr_mean = draws["fpr"].mean(axis=(0, 1)), draws["tpr"].mean(axis=(0, 1))
+    converged = not any(("R-hat" in m or "divergent" in m) for m in notes)
+    return dataclasses.replace(result, channel=channel_from(fpr_mean, tpr_mean, ids), diagnostics=table,
+                               warnings=tuple(notes), converged=converged)
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
