@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validation import _preview, check_positive_int
 from ..core import clipped_logit, pattern_loglik, posterior_positive, x64
-from ..data import AnnotationSet, compress_patterns
+from ..data import AnnotationSet, compress_patterns, padded_size
 
 #: Cap on (draws x rows) posterior values held at once for per-item (Platt) models: 1e7 float64 = 80 MB.
 MAX_VALUES = 10_000_000
@@ -135,29 +135,37 @@ class Rows:
     def positive(self, params: dict) -> np.ndarray:
         """``P(Y = 1 | row, theta_s)`` for a batch of parameters (leading axis S), shape (S, n_rows)."""
         with x64():
-            pat = jnp.asarray(self.patterns, dtype=jnp.int32)
+            f64 = lambda a: jnp.asarray(a, dtype=jnp.float64)  # noqa: E731
             if self.model == "platt":
-                lz = jnp.asarray(self.logit_score)
-
-                def one(fpr, tpr, slope, intercept):
-                    l0, l1 = pattern_loglik(pat, fpr, tpr)
-                    # The prior log-odds slope * logit(z) + intercept enter additively: no clipping of m(z).
-                    return jax.nn.sigmoid(slope * lz + intercept + l1 - l0)
-
-                args = [params[k] for k in ("fpr", "tpr", "slope", "intercept")]
-            else:
-                grp = jnp.asarray(self.group, dtype=jnp.int32)
-
-                def one(fpr, tpr, prev):
-                    return posterior_positive(pat, grp, fpr, tpr, prev)
-
-                s = np.shape(params["fpr"])[0]
-                args = [params["fpr"], params["tpr"], np.asarray(params["prevalence"]).reshape(s, -1)]
-            return np.asarray(_jit_vmap(one)(*(jnp.asarray(a, dtype=jnp.float64) for a in args)))
+                out = _platt_positive(jnp.asarray(self.patterns, dtype=jnp.int32), f64(self.logit_score),
+                                      *(f64(params[k]) for k in ("fpr", "tpr", "slope", "intercept")))
+                return np.asarray(out)
+            s = np.shape(params["fpr"])[0]
+            # Pad the rows to the package's fixed table size so that one compiled function serves many data
+            # sets (padding rows are all-missing and are dropped again).
+            n_rows, j = self.patterns.shape
+            size = padded_size(n_rows, self.n_groups, j)
+            pat = np.concatenate([self.patterns, -np.ones((size - n_rows, j), dtype=self.patterns.dtype)])
+            grp = np.concatenate([self.group, np.zeros(size - n_rows, dtype=self.group.dtype)])
+            out = _grouped_positive(jnp.asarray(pat, dtype=jnp.int32), jnp.asarray(grp, dtype=jnp.int32),
+                                    f64(params["fpr"]), f64(params["tpr"]),
+                                    f64(np.asarray(params["prevalence"]).reshape(s, -1)))
+            return np.asarray(out)[:, :n_rows]
 
 
-def _jit_vmap(fn):
-    return jax.jit(jax.vmap(fn))
+@jax.jit
+def _grouped_positive(patterns, group, fpr, tpr, prevalence):
+    return jax.vmap(lambda f, t, p: posterior_positive(patterns, group, f, t, p))(fpr, tpr, prevalence)
+
+
+@jax.jit
+def _platt_positive(patterns, logit_score, fpr, tpr, slope, intercept):
+    def one(f, t, a, b):
+        l0, l1 = pattern_loglik(patterns, f, t)
+        # The prior log-odds a * logit(z) + b enter additively: no clipping of m(z) is needed.
+        return jax.nn.sigmoid(a * logit_score + b + l1 - l0)
+
+    return jax.vmap(one)(fpr, tpr, slope, intercept)
 
 
 def check_annotators(data: AnnotationSet, fit, func: str) -> None:

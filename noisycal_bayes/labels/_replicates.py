@@ -18,13 +18,15 @@ or refits, ``O(R x n_items)`` to draw and aggregate the item weights.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..core import em_step, item_corrected_label, rule_weights, x64
 from ..core.weights import WEIGHT_RULES
-from ..data import bin_index
+from ..data import bin_index, padded_size
 from ._posterior import Rows, draw_index, parameter_draws
 
 #: Models whose point fits are refitted by closed-form EM in the weighted-likelihood bootstrap.
@@ -101,23 +103,32 @@ def _refit_fn(n_groups: int, prior):
 
 def _corrected_rows(rows: Rows, fpr, tpr, weights) -> np.ndarray:
     """Combined corrected label ``sum_j W_ij (A_ij - fpr_j) / gap_j`` of each row, per parameter set (S, n_rows)."""
-    n = rows.counts.sum()
     with x64():
         pat = jnp.asarray(rows.patterns, dtype=jnp.int32)
-        cnt = jnp.asarray(rows.counts, dtype=jnp.float64)
+        f, t = jnp.asarray(fpr, dtype=jnp.float64), jnp.asarray(tpr, dtype=jnp.float64)
+        if isinstance(weights, str):
+            out = _corrected_rule(pat, jnp.asarray(rows.counts, dtype=jnp.float64), f, t, rule=weights)
+        else:
+            out = _corrected_explicit(pat, f, t, jnp.asarray(weights, dtype=jnp.float64))
+        return np.asarray(out)
 
-        def one(f, t):
-            gap = t - f
-            if isinstance(weights, str):
-                # IV needs mu: the equally weighted mean corrected label over the items (DESIGN §3).
-                mu = jnp.sum(cnt * item_corrected_label(pat, f, gap, jnp.ones_like(gap))) / n
-                w = rule_weights(weights, f, gap, mu)
-            else:
-                w = jnp.asarray(weights)
-            return item_corrected_label(pat, f, gap, w)
 
-        return np.asarray(jax.jit(jax.vmap(one))(jnp.asarray(fpr, dtype=jnp.float64),
-                                                  jnp.asarray(tpr, dtype=jnp.float64)))
+@partial(jax.jit, static_argnames="rule")
+def _corrected_rule(patterns, counts, fpr, tpr, *, rule):
+    n = jnp.sum(counts)
+
+    def one(f, t):
+        gap = t - f
+        # IV needs mu: the equally weighted mean corrected label over the items (DESIGN §3).
+        mu = jnp.sum(counts * item_corrected_label(patterns, f, gap, jnp.ones_like(gap))) / n
+        return item_corrected_label(patterns, f, gap, rule_weights(rule, f, gap, mu))
+
+    return jax.vmap(one)(fpr, tpr)
+
+
+@jax.jit
+def _corrected_explicit(patterns, fpr, tpr, weights):
+    return jax.vmap(lambda f, t: item_corrected_label(patterns, f, t - f, weights))(fpr, tpr)
 
 
 def _beta_share(rng, k, m):
@@ -180,15 +191,22 @@ class Replicates:
         if self.source == "point":
             return {k: np.broadcast_to(v, (b,) + np.shape(v)) for k, v in point.items()}, 0
         rw = np.stack([np.bincount(self.rows.inverse, weights=w, minlength=self.rows.n_rows) for w in item_w])
-        # Pad to the block size so that one compiled refit serves every block.
+        # Pad to the block size and the rows to the package's padded size (zero-count rows change nothing),
+        # so that one compiled refit serves every block and data sets of similar shape.
         pad = self.block - b
         if pad:
             rw = np.concatenate([rw, np.repeat(rw[-1:], pad, axis=0)])
+        n_rows = self.rows.n_rows
+        size = padded_size(n_rows, self.rows.n_groups, self.rows.patterns.shape[1])
+        patterns = np.concatenate([self.rows.patterns, -np.ones((size - n_rows, self.rows.patterns.shape[1]),
+                                                                 dtype=self.rows.patterns.dtype)])
+        group = np.concatenate([self.rows.group, np.zeros(size - n_rows, dtype=self.rows.group.dtype)])
+        rw = np.concatenate([rw, np.zeros((rw.shape[0], size - n_rows))], axis=1)
         prev0 = np.atleast_1d(np.asarray(point["prevalence"], dtype=np.float64))
         fn = _refit_fn(self.rows.n_groups, _em_prior(self.fit))
         with x64():
-            (f, t, p), ok = fn(jnp.asarray(self.rows.patterns, dtype=jnp.int32),
-                               jnp.asarray(self.rows.group, dtype=jnp.int32), jnp.asarray(rw),
+            (f, t, p), ok = fn(jnp.asarray(patterns, dtype=jnp.int32), jnp.asarray(group, dtype=jnp.int32),
+                               jnp.asarray(rw),
                                jnp.asarray(point["fpr"]), jnp.asarray(point["tpr"]), jnp.asarray(prev0))
         f, t, p, ok = (np.asarray(a)[:b] for a in (f, t, p, ok))
         bad = ~ok | ~np.all(np.isfinite(f), axis=1) | ~np.all(t > f, axis=1)
@@ -201,7 +219,6 @@ class Replicates:
         """Replicate arrays ``accuracy``, ``corrected_label_accuracy`` (R, M), ``nc_ece`` (R, M) or None."""
         self.n_replicates = n_replicates
         n, m = self.n_items, self.yhat.shape[1]
-        need_w = bootstrap or self.source == "refit"
         self.block = max(1, min(n_replicates, _BLOCK_VALUES // max(n, self.n_c.size * m)))
         acc = np.empty((n_replicates, m))
         mom = np.empty((n_replicates, m))
@@ -210,7 +227,9 @@ class Replicates:
         fixed_ece = None
         for r0 in range(0, n_replicates, self.block):
             b = min(self.block, n_replicates - r0)
-            item_w = rng.standard_exponential((b, n)) if need_w else None
+            # Item weights: the refit's re-weighting, the corrected-label estimate's bootstrap and (with
+            # ``bootstrap``) the average of the posterior accuracy and NC-ECE.
+            item_w = rng.standard_exponential((b, n))
             theta, nf = self._theta(r0, b, item_w)
             failed += nf
             p = self.rows.positive(theta)                                    # (b, n_rows)
@@ -231,7 +250,10 @@ class Replicates:
             pred = self.cell_pred[None]
             acc[r0:r0 + b] = np.einsum("bcm->bm", np.where(pred, g1[..., None], g0[..., None])) / total
             ytc = yt[:, self.cell_row][..., None]
-            mom[r0:r0 + b] = np.einsum("bcm,bc->bm", np.where(pred, ytc, 1 - ytc), g) / total
+            # The corrected-label estimate has annotation noise of its own: always bootstrap its average.
+            gm = g if avg_w is not None else np.stack([np.bincount(self.cell_of_item, weights=w,
+                                                                   minlength=self.n_c.size) for w in item_w])
+            mom[r0:r0 + b] = np.einsum("bcm,bc->bm", np.where(pred, ytc, 1 - ytc), gm) / gm.sum(axis=1, keepdims=True)
             if ece is not None:
                 for i in range(b):
                     w = None if avg_w is None else avg_w[i]
