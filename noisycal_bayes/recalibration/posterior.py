@@ -45,6 +45,12 @@ def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
+def _logits(scores) -> np.ndarray:
+    """Clipped logits of validated scores, in float64."""
+    with x64():
+        return np.asarray(clipped_logit(check_scores(scores)), dtype=np.float64)
+
+
 class _PosteriorMap:
     """Shared plumbing: fitted checks and the summaries of ``predict_draws``."""
 
@@ -227,7 +233,7 @@ class PosteriorPlatt(_PosteriorMap):
     def predict_draws(self, scores) -> np.ndarray:
         """Recalibrated probability per draw, shape (n_draws, n_items)."""
         self._check_fitted()
-        s = np.asarray(clipped_logit(check_scores(scores)), dtype=np.float64)
+        s = _logits(scores)
         return _sigmoid(self.slope_draws_[:, None] * s[None, :] + self.intercept_draws_[:, None])
 
 
@@ -409,7 +415,7 @@ class PosteriorTemperature(_PosteriorMap):
         src = src.take(output_index(src.n_source, self.n_draws, is_posterior=src.is_posterior))
         n_out = src.n_source
         targets = _corrected_label_draws(data.labels, src.fpr, src.gap, rule)
-        logits = np.asarray(clipped_logit(z), dtype=np.float64)[None, :]
+        logits = _logits(z)[None, :]
         rng = np.random.default_rng(self.seed)
         temps, at_min, at_max = np.empty(n_out), np.zeros(n_out, bool), np.zeros(n_out, bool)
         step = max(1, 2_000_000 // z.size)
@@ -433,5 +439,5 @@ class PosteriorTemperature(_PosteriorMap):
     def predict_draws(self, scores) -> np.ndarray:
         """Recalibrated probability per draw, shape (n_draws, n_items)."""
         self._check_fitted()
-        s = np.asarray(clipped_logit(check_scores(scores)), dtype=np.float64)
+        s = _logits(scores)
         return _sigmoid(s[None, :] / self.temperature_draws_[:, None])
