@@ -510,8 +510,8 @@ def _cmd_demo(args) -> int:
           "corrected labels should lower the oracle ECE on held-out items; fitting to votes does not.")
     write_report(out_dir, ev, data=data, truth=truth, recalibration=recal, title="noisycal-bayes demo report",
                  source="bundled simulated demo data (noisycal_bayes.data.loaders.load_demo)", comparison=evs)
-    print(f"\nReport written to {out_dir}/ (summary.md, results.json, reliability.png, channels.png"
-          f"{', nc_ece.png' if ev.draws is not None else ''}).")
+    print(f"\nReport written to {out_dir}/ (summary.md, results.json, reliability.png, channels.png, "
+          f"gap_sensitivity.png{', nc_ece.png' if ev.draws is not None else ''}).")
     return EXIT_OK
 
 

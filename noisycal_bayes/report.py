@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -307,8 +308,25 @@ def summary_markdown(ev: Evaluation, *, truth=None, recalibration=None, figures=
     if ev.warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in ev.warnings] + [""]
     if figures:
-        out += ["## Figures", ""] + [f"![{name}]({name})" for name in figures] + [""]
+        out += ["## Figures", ""]
+        for name in figures:
+            out += [f"![{name}]({name})", ""]
+            if name in _CAPTIONS:
+                out += [_CAPTIONS[name], ""]
     return "\n".join(out)
+
+
+_CAPTIONS = {
+    "reliability.png": "Noise-corrected frequency of the positive class per score bin (with its interval), beside "
+                       "what majority vote and vote fractions would show; the diagonal is perfect calibration.",
+    "channels.png": "Each annotator's false-positive rate, true-positive rate and gap with intervals. A small gap "
+                    "makes the correction noisy.",
+    "gap_sensitivity.png": "How NC-ECE and its interval would change if every annotator's gap were scaled by the "
+                           "factor on the x axis (1 = as estimated): a steep curve means the answer hinges on "
+                           "the channel estimates.",
+    "nc_ece.png": "Distribution of the calibration error (bootstrap replicates or posterior draws) with the "
+                  "estimate and its interval.",
+}
 
 
 def _clean(x):
@@ -398,6 +416,7 @@ def write_json(path, payload: dict) -> Path:
 
 
 def _figures(ev: Evaluation, data, truth) -> dict:
+    from .data import Binning
     from .plotting import channel_forest, nc_ece_posterior, reliability_diagram
 
     figs = {}
@@ -411,6 +430,19 @@ def _figures(ev: Evaluation, data, truth) -> dict:
     figs["channels.png"] = channel_forest(
         ev.channel, intervals=ev.channel_intervals, level=ev.level if ev.channel_intervals else None,
         truth=None if truth is None else truth.get("channel"), title=f"Annotator channels ({ev.method.upper()})")
+    if data is not None:
+        try:
+            from .diagnostics.gaps import gap_sensitivity as sweep
+            from .plotting import gap_sensitivity
+        except ImportError:  # pragma: no cover - the diagnostics layer ships with the package
+            sweep = None
+        if sweep is not None:
+            # Shrinking the gaps on purpose triggers small-gap warnings; they describe the sweep, not the data.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = sweep(data, ev.channel, bins=Binning.from_edges(ev.edges), weights=ev.weights, level=ev.level,
+                            seed=ev.seed)
+            figs["gap_sensitivity.png"] = gap_sensitivity(res)
     if ev.draws is not None and np.size(ev.draws):
         oracle = None if truth is None else getattr(ev.naive, "clean_ece", None)
         iv = None if ev.nc_ece_lower is None else (ev.nc_ece_lower, ev.nc_ece_upper)
@@ -423,6 +455,10 @@ def write_report(out_dir, ev: Evaluation, *, data=None, truth=None, recalibratio
                  title: str = "Calibration report", source: str | None = None, comparison=None,
                  dpi: int = 110) -> list[Path]:
     """Write a report folder: figures (PNG), ``summary.md`` and ``results.json``.
+
+    Figures: ``reliability.png`` (corrected reliability diagram with bands, naive curves when ``data`` is
+    given), ``channels.png`` (channel forest plot), ``gap_sensitivity.png`` (NC-ECE and its interval as
+    every gap is scaled, with ``data``), ``nc_ece.png`` (NC-ECE draws, when the evaluation has them).
 
     Parameters
     ----------

@@ -48,10 +48,10 @@ def test_demo_runs_and_writes_the_report(tmp_path, capsys):
                   f"Report written to {out_dir}"):
         assert piece in out
     names = {p.name for p in out_dir.iterdir()}
-    assert {"summary.md", "results.json", "reliability.png", "channels.png", "nc_ece.png"} <= names
+    assert {"summary.md", "results.json", "reliability.png", "channels.png", "nc_ece.png", "gap_sensitivity.png"} <= names
     assert not [n for n in names if n.endswith(".tmp")]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
-    for png in ("reliability.png", "channels.png", "nc_ece.png"):
+    for png in ("reliability.png", "channels.png", "nc_ece.png", "gap_sensitivity.png"):
         assert (out_dir / png).read_bytes()[:4] == b"\x89PNG"
     summary = (out_dir / "summary.md").read_text()
     assert "![reliability.png](reliability.png)" in summary and "oracle ECE" in summary

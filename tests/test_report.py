@@ -82,7 +82,8 @@ def test_write_report_replaces_its_files_and_keeps_others(ev, sim, tmp_path):
     (out / "summary.md").write_text("old")
     written = write_report(out, ev, data=sim.data, truth={"channel": sim.channel, "clean_labels": sim.clean_labels})
     names = sorted(p.name for p in written)
-    assert names == ["channels.png", "reliability.png", "results.json", "summary.md"]  # no draws: no histogram
+    # No draws (no bootstrap): no NC-ECE histogram.
+    assert names == ["channels.png", "gap_sensitivity.png", "reliability.png", "results.json", "summary.md"]
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "summary.md").read_text().startswith("# Calibration report")
     assert [p.name for p in tmp_path.iterdir()] == ["rep"]  # the temporary folder is gone

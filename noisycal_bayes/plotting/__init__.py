@@ -7,5 +7,6 @@ Pass ``ax=`` (or ``axes=``) to draw into your own axes instead.
 from .channels import channel_forest
 from .posterior import nc_ece_posterior
 from .reliability import reliability_diagram, reliability_table
+from .sensitivity import gap_sensitivity
 
-__all__ = ["channel_forest", "nc_ece_posterior", "reliability_diagram", "reliability_table"]
+__all__ = ["channel_forest", "gap_sensitivity", "nc_ece_posterior", "reliability_diagram", "reliability_table"]
