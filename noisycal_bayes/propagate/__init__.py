@@ -1,4 +1,9 @@
-"""Posterior propagation: channel posteriors -> NC-ECE with intervals, reliability curves (DESIGN §4)."""
-from .nc_ece import DEFAULT_METHOD, METHODS, TARGETS, PosteriorNCECE, posterior_nc_ece
+"""Posterior propagation (DESIGN §4): channel posteriors -> calibration error with intervals for a stated
+target, corrected reliability curves. Recalibration posteriors live in
+:mod:`noisycal_bayes.recalibration.posterior`, small-gap diagnostics in :mod:`noisycal_bayes.diagnostics.gaps`."""
+from .nc_ece import (DEFAULT_INTERVAL, DEFAULT_METHOD, INTERVAL_METHODS, METHODS, TARGETS, PosteriorNCECE, debias_abs,
+                     posterior_nc_ece)
+from .reliability import posterior_reliability
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "PosteriorNCECE", "TARGETS", "posterior_nc_ece"]
+__all__ = ["DEFAULT_INTERVAL", "DEFAULT_METHOD", "INTERVAL_METHODS", "METHODS", "PosteriorNCECE", "TARGETS",
+           "debias_abs", "posterior_nc_ece", "posterior_reliability"]

@@ -9,7 +9,6 @@ work, except the Bayesian bootstrap (one exponential weight per item and draw) a
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from scipy import sparse
 
