@@ -135,6 +135,21 @@ def require_several_annotators(data: AnnotationSet, func: str) -> None:
         )
 
 
+def co_labelling_problem(data: AnnotationSet) -> str:
+    """Why the design cannot identify any channel because no item has two labels, or ''.
+
+    With one label per item the data fix only each annotator's positive rate per group,
+    ``fpr_j + gap_j pi_g``; any affine change ``pi -> c + d pi`` with ``gap -> gap / d``,
+    ``fpr -> fpr - c gap / d`` leaves every such rate, hence the likelihood, unchanged.
+    """
+    if (np.asarray(data.observed).sum(axis=1) >= 2).any():
+        return ""
+    return ("no item was labelled by two or more annotators: with one label per item the data fix only each "
+            "annotator's positive rate per score group (fpr_j + gap_j pi_g), and any affine change of the prevalences "
+            "(pi -> c + d pi, gap -> gap / d, fpr -> fpr - c gap / d) fits equally well. Have some items labelled by "
+            "several annotators.")
+
+
 def resolve_data_groups(data: AnnotationSet, groups, func: str):
     """``(group_index (n_items,), n_groups)`` from an int, a Binning or an integer array (or None)."""
     if groups is None:

@@ -20,7 +20,7 @@ from .._validation import _preview, check_positive_int
 from ..core import ds_loglik, em_step, x64
 from ..data import compress_patterns, pad_patterns, padded_size
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
-from .channels import (ChannelEstimate, check_annotation_set, group_moments, make_channel,
+from .channels import (ChannelEstimate, check_annotation_set, co_labelling_problem, group_moments, make_channel,
                        require_several_annotators, resolve_data_groups)
 from .moments import moments_three
 
@@ -260,8 +260,10 @@ def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: in
     Warns
     -----
     IdentifiabilityWarning
-        Two annotators and no score groups (not identified, paper §D.1); or a two-annotator grouped fit
-        whose estimated group prevalences differ by less than ``MIN_PREVALENCE_SPREAD`` (0.05) (checked
+        Two annotators and no score groups (not identified, paper §D.1); no item labelled by two or more
+        annotators (then ``identified=False``: the prevalences are fixed only up to an affine map); or a
+        two-annotator grouped fit whose estimated group prevalences differ by less than
+        ``MIN_PREVALENCE_SPREAD`` (0.05) (checked
         on the selected fit, or on the best start when none was accepted: weak identification also
         stalls EM, so this warning often comes with a ConvergenceWarning).
     SmallGapWarning
@@ -335,6 +337,10 @@ def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: in
                "pass `groups=` (score groups with different prevalences) or add a third annotator.")
         warnings.warn(msg, IdentifiabilityWarning, stacklevel=2)
         notes.append(msg)
+    co_why = co_labelling_problem(data)
+    if co_why:
+        warnings.warn(co_why, IdentifiabilityWarning, stacklevel=2)
+        notes.append(co_why)
 
     pc = compress_patterns(data.labels, group, n_groups)
     # Padding to a size fixed by (J, G) lets one compiled EM step serve many data sets.
@@ -418,6 +424,8 @@ def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: in
         identified = False
         reason = ("two annotators without score groups: not identified (paper §D.1); this estimate is one point of a "
                   "continuum of channels with the same likelihood.")
+    elif co_why:
+        identified, reason = False, co_why
     common["details"]["warnings"] = tuple(notes)
     common["details"]["label_exchanged"] = swapped
     return ChannelEstimate(make_channel(fpr, tpr, ids), np.clip(prev, 0.0, 1.0), identified, True, reason,

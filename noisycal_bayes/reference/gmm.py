@@ -24,8 +24,8 @@ from .._validation import _preview, check_positive_int
 from ..core import ds_loglik, x64
 from ..data import compress_patterns, pad_patterns, padded_size
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
-from .channels import (ChannelEstimate, check_annotation_set, group_moments, infeasibility, make_channel,
-                       require_several_annotators, resolve_data_groups)
+from .channels import (ChannelEstimate, check_annotation_set, co_labelling_problem, group_moments, infeasibility,
+                       make_channel, require_several_annotators, resolve_data_groups)
 from .closed_form import closed_form_two_groups
 from .em import MIN_PREVALENCE_SPREAD, _moment_start, em_starts
 
@@ -114,7 +114,8 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
     Warns
     -----
     IdentifiabilityWarning
-        A single score group, or estimated group prevalences that differ by less than 0.05.
+        A single score group, no item labelled by two or more annotators (then ``identified=False``), or
+        estimated group prevalences that differ by less than 0.05.
     SmallGapWarning
         A fitted gap ``<= min_gap``.
     ConvergenceWarning
@@ -157,6 +158,10 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
                "prevalences.")
         warnings.warn(msg, IdentifiabilityWarning, stacklevel=2)
         notes.append(msg)
+    co_why = co_labelling_problem(data)
+    if co_why:
+        warnings.warn(co_why, IdentifiabilityWarning, stacklevel=2)
+        notes.append(co_why)
 
     means, cov, n_single, n_pair = group_moments(data.labels, group, n_groups)
     mask_mean = (n_single > 0).astype(np.float64)
@@ -238,6 +243,8 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
     identified, reason = True, ""
     if n_groups == 1:
         identified, reason = False, notes[0]
+    elif co_why:
+        identified, reason = False, co_why
     elif prev.max() - prev.min() < MIN_PREVALENCE_SPREAD:
         msg = (f"the estimated group prevalences barely differ ({_preview(np.round(prev, 4))}); means and "
                "covariances identify the channels only through prevalence differences between groups, so this "
