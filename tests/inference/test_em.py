@@ -1,0 +1,160 @@
+"""Tests for noisycal_bayes/inference/em.py: JAX EM vectorised over starts.
+
+The frequentist reference (``noisycal_bayes.reference.em.fit_em``, a plain loop over starts) is an
+independent implementation of the same rules; from identical starts both must agree to rounding.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+from noisycal_bayes.data import AnnotationSet, Binning
+from noisycal_bayes.inference import em_starts, fit_em
+from noisycal_bayes.models import Prior
+from noisycal_bayes.reference import em as ref
+from noisycal_bayes.simulate import simulate_annotations
+from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
+
+SIM = simulate_annotations(2000, fpr=[0.1, 0.2, 0.05], tpr=[0.9, 0.75, 0.7], curve="overconfident", missing=0.15,
+                           seed=11)
+
+
+def _agree(ours, theirs, atol):
+    np.testing.assert_allclose(ours.channel.fpr, theirs.channel.fpr, atol=atol, rtol=0)
+    np.testing.assert_allclose(ours.channel.tpr, theirs.channel.tpr, atol=atol, rtol=0)
+    np.testing.assert_allclose(ours.prevalence, theirs.prevalence, atol=atol, rtol=0)
+
+
+def test_starts_are_the_reference_starts():
+    for args in [(3, 5, 10, 0), (2, 1, 4, 123)]:
+        for a, b in zip(em_starts(*args), ref.em_starts(*args)):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("groups", [5, Binning.equal_width(4)])
+def test_agrees_with_reference_em_from_identical_starts(groups):
+    # Same starts, same iteration, stopping, orientation, screening and selection rules: every number agrees
+    # to rounding (1e-10; float64 EM iterates differ by ~1e-16 per step and EM is a contraction).
+    starts = ref.em_starts(3, 5 if groups == 5 else 4, 8, 3)
+    ours = fit_em(SIM.data, groups=groups, starts=starts)
+    theirs = ref.fit_em(SIM.data, groups=groups, starts=starts)
+    _agree(ours, theirs, 1e-10)
+    np.testing.assert_allclose(ours.loglik, theirs.loglik, rtol=1e-12)
+    assert ours.n_iter == theirs.n_iter
+    assert ours.details["selected_start"] == theirs.selected_start
+    np.testing.assert_allclose(ours.details["loglik_trace"], theirs.loglik_trace, rtol=1e-12)
+    np.testing.assert_allclose(ours.details["start_logliks"], theirs.start_logliks, rtol=1e-12)
+    assert [s for s, _ in ours.failed_starts] == [s for s, _ in theirs.failed_starts]
+
+
+def test_marginal_model_agrees_with_reference():
+    starts = ref.em_starts(3, 1, 6, 0)
+    ours = fit_em(SIM.data, model="dawid_skene", starts=starts)
+    theirs = ref.fit_em(SIM.data, groups=None, starts=starts)
+    _agree(ours, theirs, 1e-10)
+    assert ours.prevalence.shape == (1,)
+
+
+def test_map_with_pseudo_counts_agrees_with_reference():
+    prior = Prior(fpr=(2.0, 6.0), u=(1.0, 2.0), prevalence=(2.0, 3.0))
+    starts = ref.em_starts(3, 5, 5, 1)
+    ours = fit_em(SIM.data, groups=5, prior=prior, starts=starts)
+    theirs = ref.fit_em(SIM.data, groups=5, prior=prior.em_pseudo_counts(), starts=starts)
+    _agree(ours, theirs, 1e-10)
+    np.testing.assert_allclose(ours.loglik, theirs.loglik, rtol=1e-12)
+
+
+def test_default_starts_agree_with_reference_defaults():
+    # The reference adds a moment-estimator start for J >= 3 that this layer cannot import; both reach the same
+    # maximum, each stopped by the rule max|theta_t - theta_{t-1}| <= 1e-8. With the linear rate r < 1 of EM
+    # the remaining distance to the fixed point is about 1e-8 r / (1 - r); 1e-6 allows r up to 0.99.
+    ours = fit_em(SIM.data, groups=5)
+    theirs = ref.fit_em(SIM.data, groups=5)
+    _agree(ours, theirs, 1e-6)
+
+
+def test_objective_never_decreases():
+    fit = fit_em(SIM.data, groups=5, n_starts=3)
+    trace = fit.details["loglik_trace"]
+    assert trace.size == fit.n_iter + 1
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+
+
+def test_invariances():
+    base = fit_em(SIM.data, groups=5, tol=1e-12)
+    # Permuting items changes nothing: the compressed table is the same.
+    perm = np.random.default_rng(0).permutation(SIM.data.n_items)
+    shuffled = fit_em(SIM.data.subset(perm), groups=5, tol=1e-12)
+    _agree(shuffled, base, 1e-12)
+    # Exchanging A <-> 1 - A (Y <-> 1 - Y) maps the channel to Channel.flipped() and prevalence to 1 - prevalence.
+    flipped = SIM.data.labels.copy()
+    obs = flipped >= 0
+    flipped[obs] = 1 - flipped[obs]
+    other = fit_em(AnnotationSet.from_wide(flipped, 1 - SIM.data.scores), groups=5, tol=1e-12)
+    np.testing.assert_allclose(other.channel.fpr, base.channel.flipped().fpr, atol=1e-7)
+    np.testing.assert_allclose(other.channel.tpr, base.channel.flipped().tpr, atol=1e-7)
+    # Scores 1 - z reverse the equal-mass groups (ties aside), so group g becomes group 4 - g.
+    np.testing.assert_allclose(other.prevalence[::-1], 1 - base.prevalence, atol=1e-7)
+
+
+def test_result_records_how_it_was_made():
+    fit = fit_em(SIM.data, groups=5, n_starts=4, seed=9)
+    assert fit.method == "em" and fit.draws is None and fit.converged and fit.identified
+    assert fit.settings["n_starts"] == 4 and fit.settings["seed"] == 9
+    assert fit.groups.n_groups == 5 and fit.groups.index.shape == (SIM.data.n_items,)
+    np.testing.assert_array_equal(fit.groups.assign(SIM.data.scores), fit.groups.index)
+    assert fit.inputs.compressed and fit.inputs.inverse.shape == (SIM.data.n_items,)
+    table = fit.summary()
+    assert list(table.columns) == ["estimate"] and "fpr[0]" in table.index and "prevalence[4]" in table.index
+    with pytest.raises(ValueError, match="no posterior draws"):
+        fit.to_arviz()
+
+
+def test_two_annotators_without_groups_warn_and_are_not_identified():
+    sim = simulate_annotations(500, fpr=[0.1, 0.2], tpr=[0.9, 0.8], seed=2)
+    with pytest.warns(IdentifiabilityWarning, match="continuum"):
+        fit = fit_em(sim.data, model="dawid_skene", n_starts=3)
+    assert not fit.identified and "not identified" in fit.reason
+
+
+def test_two_annotators_with_flat_prevalence_warn():
+    # The prevalence does not depend on the score, so two annotators are not identified: the likelihood is flat
+    # along a ridge, EM crawls (a loose tol stops it there) and the estimated prevalences barely differ.
+    sim = simulate_annotations(3000, fpr=[0.1, 0.2], tpr=[0.9, 0.8], curve=lambda z: np.full_like(z, 0.4), seed=3)
+    with pytest.warns(IdentifiabilityWarning, match="barely differ"):
+        fit_em(sim.data, groups=2, n_starts=3, tol=1e-4)
+
+
+def test_all_starts_failing_is_reported():
+    with pytest.warns(ConvergenceWarning, match="all 2 EM starts failed"):
+        fit = fit_em(SIM.data, groups=5, n_starts=2, max_iter=1)
+    assert fit.channel is None and not fit.converged and len(fit.failed_starts) == 2
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"model": "platt"}, "no closed-form M-step"),
+    ({"model": "nope"}, "must be one of"),
+    ({"prior": Prior(u=(2.0, 1.0))}, "fit_map"),
+    ({"prior": Prior(fpr=(1.0, 1.5), u=(1.0, 1.0))}, "pseudo-counts >= 1"),
+    ({"prior": ((1, 1), (1, 1), (1, 1))}, "Prior"),
+    ({"tol": 0.0}, "tol"),
+    ({"n_starts": 0}, "n_starts"),
+    ({"starts": (np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 5)))}, "strictly inside"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fit_em(SIM.data, **kwargs)
+
+
+def test_bad_data():
+    with pytest.raises(ValueError, match="AnnotationSet"):
+        fit_em(np.zeros((3, 3)))
+    one = AnnotationSet.from_wide(np.array([[0], [1]]), np.array([0.2, 0.8]))
+    with pytest.raises(ValueError, match="single annotator"):
+        fit_em(one)
+    no_scores = AnnotationSet.from_wide(SIM.data.labels)
+    with pytest.raises(ValueError, match="need classifier scores"):
+        fit_em(no_scores, groups=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_em(no_scores, model="dawid_skene", n_starts=2)  # the marginal model needs no scores
