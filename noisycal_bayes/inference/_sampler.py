@@ -135,7 +135,7 @@ class NutsProgram:
             for c in range(n_chains):
                 state = self._init(keys[c], jax.tree.map(lambda x: x[c], z0), args)
                 per_chain.append(self._loop(state, args, n_chunks, bar, desc, stride=1))
-            got = jax.tree.map(lambda *xs: jnp.stack(xs), *per_chain)
+            got = jax.tree.map(lambda *xs: np.stack(xs), *per_chain)
         else:
             states = self._init(keys, z0, args)
             got = self._loop(states, args, n_chunks, bar, desc, stride=n_chains, axis=1)
@@ -157,12 +157,13 @@ class NutsProgram:
         for c in range(n_chunks):
             states, got = self._advance(states, args)
             if (c + 1) * self.chunk > self.n_warmup:
-                kept.append(got)
+                # To NumPy at once: concatenating device arrays would compile a concatenation per shape.
+                kept.append(jax.tree.map(np.asarray, got))
             if bar is not None:
                 if (c + 1) * self.chunk == self.n_warmup:
                     bar.set_description(f"{desc} sample")
                 bar.update(self.chunk * stride)
-        return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=axis), *kept)
+        return jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *kept)
 
 
 def get_program(key, build):

@@ -1,0 +1,142 @@
+"""Tests for noisycal_bayes/inference/nuts.py and result.py: the NUTS front door and the FitResult it returns.
+
+Statistical checks of the posterior (recovery, coverage, SBC, known labels, real data) are in
+tests/statistical/; here: structure, bookkeeping, consistency between views, reuse of the compiled
+sampler, error paths. All fits share one compiled program (grouped model, 3 annotators, 5 groups,
+200 warm-up steps): compilation dominates the cost of these tests.
+"""
+import warnings
+
+import arviz as az
+import jax
+import numpy as np
+import pytest
+
+from noisycal_bayes.core import ds_loglik, x64
+from noisycal_bayes.data import AnnotationSet
+from noisycal_bayes.inference import FitResult, fit_nuts
+from noisycal_bayes.inference import _sampler, nuts
+from noisycal_bayes.simulate import simulate_annotations
+from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
+
+SIM = simulate_annotations(1200, fpr=[0.1, 0.2, 0.05], tpr=[0.9, 0.75, 0.7], missing=0.1, seed=21)
+KW = dict(groups=5, n_warmup=200, n_draws=150, progress_bar=False)
+
+
+@pytest.fixture(scope="module")
+def fit():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fit_nuts(SIM.data, n_chains=3, seed=1, **KW)
+
+
+def test_draws_have_named_dims_and_orientation(fit):
+    assert isinstance(fit, FitResult) and fit.method == "nuts" and fit.model == "grouped"
+    assert fit.draws["fpr"].shape == (3, 150, 3) and fit.draws["prevalence"].shape == (3, 150, 5)
+    assert fit.dims["prevalence"] == ("group",) and fit.dims["gap"] == ("annotator",)
+    assert fit.coords["annotator"] == [0, 1, 2] and fit.coords["group"] == list(range(5))
+    assert (fit.draws["gap"] > 0).all()
+    np.testing.assert_allclose(fit.draws["tpr"], fit.draws["fpr"] + fit.draws["gap"], rtol=1e-12)
+    np.testing.assert_allclose(fit.draws["gap"], (1 - fit.draws["fpr"]) * fit.draws["u"], rtol=1e-12)
+
+
+def test_channel_is_the_posterior_mean_and_point_is_the_em_start(fit):
+    np.testing.assert_allclose(fit.channel.fpr, fit.draws["fpr"].mean(axis=(0, 1)))
+    np.testing.assert_allclose(fit.prevalence, fit.draws["prevalence"].mean(axis=(0, 1)))
+    assert fit.settings["start"] == "em" and set(fit.point) >= {"fpr", "tpr", "prevalence"}
+
+
+def test_diagnostics_and_summary_agree_with_arviz(fit):
+    table = fit.diagnostics
+    assert len(table) == 3 * 4 + 5 and set(table.columns) >= {"r_hat", "ess_bulk", "ess_tail"}
+    idata = fit.to_arviz()
+    ess = az.ess(idata, var_names=["fpr"], method="bulk")["fpr"].values
+    np.testing.assert_allclose(fit.ess_bulk["fpr"], ess, rtol=1e-10)
+    rhat = az.rhat(idata, var_names=["prevalence"])["prevalence"].values
+    np.testing.assert_allclose(fit.rhat["prevalence"], rhat, rtol=1e-10)
+    summary = fit.summary(prob=0.8)
+    assert list(summary.columns) == ["mean", "sd", "lower", "upper", "r_hat", "ess_bulk", "ess_tail"]
+    x = fit.draws["tpr"][:, :, 2].ravel()
+    np.testing.assert_allclose(summary.loc["tpr[2]", ["mean", "lower", "upper"]].to_numpy(dtype=float),
+                               [x.mean(), *np.quantile(x, [0.1, 0.9])])
+    assert fit.n_divergent == int(fit.sample_stats["diverging"].sum())
+    with pytest.raises(ValueError, match="prob"):
+        fit.summary(prob=1.0)
+
+
+def test_arviz_groups_and_pointwise_loglik(fit):
+    idata = fit.to_arviz()
+    for group in ("posterior", "sample_stats", "observed_data", "log_likelihood"):
+        assert group in idata.groups()
+    assert idata.posterior["prevalence"].dims == ("chain", "draw", "group")
+    assert idata.sample_stats["diverging"].shape == (3, 150)
+    np.testing.assert_array_equal(idata.observed_data["labels"].values, SIM.data.labels)
+    ll = idata.log_likelihood["labels"].values
+    assert ll.shape == (3, 150, SIM.data.n_items)
+    # Per-item values expanded from compressed rows sum to the count-weighted total of core.ds_loglik.
+    c, d = 1, 77
+    with x64():
+        total = float(ds_loglik(fit.inputs.patterns, fit.inputs.row_group, fit.inputs.counts, fit.draws["fpr"][c, d],
+                                fit.draws["tpr"][c, d], fit.draws["prevalence"][c, d]))
+    np.testing.assert_allclose(ll[c, d].sum(), total, rtol=1e-12)
+    loo = az.loo(idata)
+    assert np.isfinite(loo.elpd_loo)
+    assert "log_likelihood" not in fit.to_arviz(log_likelihood=False).groups()
+
+
+def test_same_seed_same_draws_and_one_compiled_program(fit):
+    n_programs = len(_sampler._PROGRAMS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        again = fit_nuts(SIM.data, n_chains=3, seed=1, **KW)
+        other = simulate_annotations(900, fpr=[0.2, 0.1, 0.1], tpr=[0.8, 0.9, 0.6], seed=3)
+        fit_nuts(other.data, n_chains=2, seed=2, **KW)  # another data set and chain count, same shapes
+    np.testing.assert_array_equal(again.draws["fpr"], fit.draws["fpr"])
+    assert len(_sampler._PROGRAMS) == n_programs
+
+
+def test_group_assignment_is_reusable(fit):
+    g = fit.groups
+    assert g.dim == "group" and g.n_groups == 5 and g.edges.shape == (6,)
+    np.testing.assert_array_equal(g.assign(SIM.data.scores), g.index)
+    np.testing.assert_array_equal(fit.inputs.patterns[fit.inputs.inverse], SIM.data.labels)
+
+
+def test_identifiability_is_checked_before_sampling(monkeypatch):
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(nuts, "get_program", stop)  # stop right before compiling
+    two = simulate_annotations(300, fpr=[0.1, 0.2], tpr=[0.9, 0.8], seed=4)
+    with pytest.warns(IdentifiabilityWarning, match="continuum"), pytest.raises(Stop):
+        fit_nuts(two.data, model="dawid_skene", progress_bar=False)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"n_chains": 0}, "n_chains"),
+    ({"n_draws": 0}, "n_draws"),
+    ({"precision": "float16"}, "precision"),
+    ({"target_accept": 1.0}, "target_accept"),
+    ({"chain_method": "threads"}, "chain_method"),
+    ({"prior": {"fpr": (1, 2)}}, "Prior"),
+    ({"model": "platt", "compress": False}, "compress"),
+    ({"model": "hierarchical"}, "must be one of"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fit_nuts(SIM.data, progress_bar=False, **kwargs)
+
+
+@pytest.mark.skipif(jax.local_device_count() >= 4, reason="this process has enough devices for parallel chains")
+def test_parallel_chains_need_devices():
+    with pytest.raises(ValueError, match="set_host_device_count"):
+        fit_nuts(SIM.data, n_chains=4, chain_method="parallel", progress_bar=False)
+
+
+def test_one_annotator_is_an_error():
+    one = AnnotationSet.from_wide(np.array([[0], [1], [1]]), np.array([0.1, 0.5, 0.9]))
+    with pytest.raises(ValueError, match="single annotator"):
+        fit_nuts(one, progress_bar=False)
