@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validation import _preview, check_positive_int
 from ..core import clipped_logit, pattern_loglik, posterior_positive, x64
-from ..data import AnnotationSet, compress_patterns, padded_size
+from ..data import AnnotationSet, compress_patterns
 
 #: Cap on (draws x rows) posterior values held at once for per-item (Platt) models: 1e7 float64 = 80 MB.
 MAX_VALUES = 10_000_000
@@ -141,10 +141,10 @@ class Rows:
                                       *(f64(params[k]) for k in ("fpr", "tpr", "slope", "intercept")))
                 return np.asarray(out)
             s = np.shape(params["fpr"])[0]
-            # Pad the rows to the package's fixed table size so that one compiled function serves many data
-            # sets (padding rows are all-missing and are dropped again).
+            # Pad the rows to a power of two so that one compiled function serves many data sets (padding
+            # rows are all-missing and are dropped again).
             n_rows, j = self.patterns.shape
-            size = padded_size(n_rows, self.n_groups, j)
+            size = padded_rows(n_rows)
             pat = np.concatenate([self.patterns, -np.ones((size - n_rows, j), dtype=self.patterns.dtype)])
             grp = np.concatenate([self.group, np.zeros(size - n_rows, dtype=self.group.dtype)])
             out = _grouped_positive(jnp.asarray(pat, dtype=jnp.int32), jnp.asarray(grp, dtype=jnp.int32),
@@ -166,6 +166,11 @@ def _platt_positive(patterns, logit_score, fpr, tpr, slope, intercept):
         return jax.nn.sigmoid(a * logit_score + b + l1 - l0)
 
     return jax.vmap(one)(fpr, tpr, slope, intercept)
+
+
+def padded_rows(n_rows: int) -> int:
+    """Row-table size used by compiled kernels: the next power of two (at least 8)."""
+    return max(8, 1 << int(np.ceil(np.log2(max(n_rows, 1)))))
 
 
 def check_annotators(data: AnnotationSet, fit, func: str) -> None:

@@ -26,18 +26,23 @@ import numpy as np
 
 from ..core import em_step, item_corrected_label, rule_weights, x64
 from ..core.weights import WEIGHT_RULES
-from ..data import bin_index, padded_size
-from ._posterior import Rows, draw_index, parameter_draws
+from ..data import bin_index
+from ._posterior import Rows, draw_index, padded_rows, parameter_draws
 
 #: Models whose point fits are refitted by closed-form EM in the weighted-likelihood bootstrap.
 REFIT_MODELS = ("dawid_skene", "grouped", "histogram")
 SOURCES = {"draws": "posterior draws", "refit": "weighted-likelihood bootstrap (EM refits)",
            "point": "none (point estimate)"}
-# Work in blocks of at most this many (replicate x item) values.
+# Work in blocks of at most _BLOCK_MAX replicates and _BLOCK_VALUES (replicate x item) values.
 _BLOCK_VALUES = 2_000_000
-# EM refits start at the fit's estimate; they stop when no parameter moves by more than _REFIT_TOL.
-_REFIT_TOL = 1e-9
-_REFIT_MAX_ITER = 5000
+_BLOCK_MAX = 256
+# EM refits start at the fit's estimate and stop when no parameter moves by more than _REFIT_TOL (far below
+# the bootstrap spread, about 1e-2 here).
+_REFIT_TOL = 1e-5
+# A start at the estimate typically converges in about 50 iterations; the vmapped loop runs as long as
+# the slowest replicate, so it is capped and the last iterate kept (its remaining move is tiny next
+# to the bootstrap spread).
+_REFIT_MAX_ITER = 300
 _REFIT_FNS: dict = {}
 
 
@@ -94,7 +99,7 @@ def _refit_fn(n_groups: int, prior):
                 return it + 1, (nf, nt, npi), move
 
             it, theta, move = jax.lax.while_loop(cond, body, (0, (fpr, tpr, prev), jnp.inf))
-            return theta, move <= _REFIT_TOL
+            return theta, move
 
         fn = jax.jit(jax.vmap(one, in_axes=(None, None, 0, None, None, None)))
         _REFIT_FNS[key] = fn
@@ -103,14 +108,19 @@ def _refit_fn(n_groups: int, prior):
 
 def _corrected_rows(rows: Rows, fpr, tpr, weights) -> np.ndarray:
     """Combined corrected label ``sum_j W_ij (A_ij - fpr_j) / gap_j`` of each row, per parameter set (S, n_rows)."""
+    n_rows, j = rows.patterns.shape
+    # Padded to a power of two (one compilation for similar data sets); padding rows carry no items.
+    size = padded_rows(n_rows)
+    pat = np.concatenate([rows.patterns, np.zeros((size - n_rows, j), dtype=rows.patterns.dtype)])
+    cnt = np.concatenate([rows.counts, np.zeros(size - n_rows)])
     with x64():
-        pat = jnp.asarray(rows.patterns, dtype=jnp.int32)
         f, t = jnp.asarray(fpr, dtype=jnp.float64), jnp.asarray(tpr, dtype=jnp.float64)
+        pat = jnp.asarray(pat, dtype=jnp.int32)
         if isinstance(weights, str):
-            out = _corrected_rule(pat, jnp.asarray(rows.counts, dtype=jnp.float64), f, t, rule=weights)
+            out = _corrected_rule(pat, jnp.asarray(cnt, dtype=jnp.float64), f, t, rule=weights)
         else:
             out = _corrected_explicit(pat, f, t, jnp.asarray(weights, dtype=jnp.float64))
-        return np.asarray(out)
+        return np.asarray(out)[:, :n_rows]
 
 
 @partial(jax.jit, static_argnames="rule")
@@ -191,13 +201,13 @@ class Replicates:
         if self.source == "point":
             return {k: np.broadcast_to(v, (b,) + np.shape(v)) for k, v in point.items()}, 0
         rw = np.stack([np.bincount(self.rows.inverse, weights=w, minlength=self.rows.n_rows) for w in item_w])
-        # Pad to the block size and the rows to the package's padded size (zero-count rows change nothing),
-        # so that one compiled refit serves every block and data sets of similar shape.
+        # Pad to the block size and the rows to a power of two (zero-count rows change nothing), so that one
+        # compiled refit serves every block and data sets of similar shape.
         pad = self.block - b
         if pad:
             rw = np.concatenate([rw, np.repeat(rw[-1:], pad, axis=0)])
         n_rows = self.rows.n_rows
-        size = padded_size(n_rows, self.rows.n_groups, self.rows.patterns.shape[1])
+        size = padded_rows(n_rows)
         patterns = np.concatenate([self.rows.patterns, -np.ones((size - n_rows, self.rows.patterns.shape[1]),
                                                                  dtype=self.rows.patterns.dtype)])
         group = np.concatenate([self.rows.group, np.zeros(size - n_rows, dtype=self.rows.group.dtype)])
@@ -205,13 +215,13 @@ class Replicates:
         prev0 = np.atleast_1d(np.asarray(point["prevalence"], dtype=np.float64))
         fn = _refit_fn(self.rows.n_groups, _em_prior(self.fit))
         with x64():
-            (f, t, p), ok = fn(jnp.asarray(patterns, dtype=jnp.int32), jnp.asarray(group, dtype=jnp.int32),
+            (f, t, p), _ = fn(jnp.asarray(patterns, dtype=jnp.int32), jnp.asarray(group, dtype=jnp.int32),
                                jnp.asarray(rw),
                                jnp.asarray(point["fpr"]), jnp.asarray(point["tpr"]), jnp.asarray(prev0))
-        f, t, p, ok = (np.asarray(a)[:b] for a in (f, t, p, ok))
-        bad = ~ok | ~np.all(np.isfinite(f), axis=1) | ~np.all(t > f, axis=1)
+        f, t, p = (np.asarray(a)[:b] for a in (f, t, p))
+        bad = ~np.all(np.isfinite(f), axis=1) | ~np.all(t > f, axis=1)
         if bad.any():
-            # A refit that did not converge or lost its orientation falls back to the estimate.
+            # A refit that broke down or lost its orientation falls back to the estimate.
             f[bad], t[bad], p[bad] = point["fpr"], point["tpr"], prev0
         return {"fpr": f, "tpr": t, "prevalence": p}, int(bad.sum())
 
@@ -219,7 +229,8 @@ class Replicates:
         """Replicate arrays ``accuracy``, ``corrected_label_accuracy`` (R, M), ``nc_ece`` (R, M) or None."""
         self.n_replicates = n_replicates
         n, m = self.n_items, self.yhat.shape[1]
-        self.block = max(1, min(n_replicates, _BLOCK_VALUES // max(n, self.n_c.size * m)))
+        # A fixed block size (not tied to n_replicates), so that the compiled kernels are reused.
+        self.block = max(1, min(_BLOCK_MAX, _BLOCK_VALUES // max(n, self.n_c.size * m)))
         acc = np.empty((n_replicates, m))
         mom = np.empty((n_replicates, m))
         ece = None if self.ece is None else np.empty((n_replicates, len(self.ece)))
@@ -232,8 +243,11 @@ class Replicates:
             item_w = rng.standard_exponential((b, n))
             theta, nf = self._theta(r0, b, item_w)
             failed += nf
-            p = self.rows.positive(theta)                                    # (b, n_rows)
-            yt = _corrected_rows(self.rows, theta["fpr"], theta["tpr"], self.weights)  # (b, n_rows)
+            # Kernels see full blocks (the last one padded by repetition), then the padding is dropped.
+            full = {k: np.concatenate([v, np.repeat(v[-1:], self.block - b, axis=0)]) if b < self.block else v
+                    for k, v in theta.items()}
+            p = self.rows.positive(full)[:b]                                              # (b, n_rows)
+            yt = _corrected_rows(self.rows, full["fpr"], full["tpr"], self.weights)[:b]   # (b, n_rows)
             avg_w = item_w if bootstrap else None
             if avg_w is not None:
                 g = np.stack([np.bincount(self.cell_of_item, weights=w, minlength=self.n_c.size) for w in avg_w])
