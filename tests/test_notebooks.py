@@ -58,3 +58,37 @@ def test_committed_notebooks_match_generator(tmp_path):
         fresh = nbformat.read(p, as_version=4)
         assert [c.source for c in committed.cells] == [c.source for c in fresh.cells], p.name
         assert all(not c.get("outputs") for c in committed.cells if c.cell_type == "code"), f"{p.name} has outputs"
+
+
+def _python_blocks(path: Path) -> list[str]:
+    """The fenced ```python blocks of a Markdown page, in order (```text blocks are not run)."""
+    blocks, current = [], None
+    for line in path.read_text().splitlines():
+        if current is None and line.strip() == "```python":
+            current = []
+        elif current is not None and line.strip() == "```":
+            blocks.append("\n".join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    assert current is None, f"unclosed code block in {path.name}"
+    return blocks
+
+
+@pytest.mark.notebooks
+def test_user_guide_examples_run(small_env, tmp_path, monkeypatch):
+    """Every ```python block of docs/user_guide.md runs as written, top to bottom, in one namespace."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.chdir(tmp_path)   # nothing the examples write lands in the repository
+    blocks = _python_blocks(REPO / "docs" / "user_guide.md")
+    assert len(blocks) >= 6
+    namespace = {"__name__": "__user_guide__"}
+    try:
+        for i, block in enumerate(blocks):
+            exec(compile(block, f"docs/user_guide.md[block {i}]", "exec"), namespace)
+    finally:
+        plt.close("all")
