@@ -178,6 +178,43 @@ def test_ece_and_smece_agree_on_binary_labels_and_are_bounded(pairs, n_bins):
     assert abs(ece(z[perm], y[perm], bins=n_bins) - e) <= 1e-12
 
 
+@property_settings(40)
+@given(st.integers(1, 5).flatmap(lambda j: label_matrix(max_items=30, annotators=j)), st.integers(1, 12), st.data())
+def test_bin_statistics_are_exact_sums_whatever_the_route(lab, n_bins, data):
+    """The per-(bin, mask) sums against a dictionary built item by item; the chunked dense-table pass and the
+    sorting route give the same rows in the same order (sums equal up to the order of additions)."""
+    from unittest import mock
+
+    from noisycal_bayes.core import bin_stats
+    from noisycal_bayes.core import calibration as calibration_module
+
+    n, j = lab.shape
+    z = np.asarray(data.draw(st.lists(SCORES, min_size=n, max_size=n)))
+    b = np.asarray(data.draw(st.lists(st.integers(0, n_bins - 1), min_size=n, max_size=n)))
+    w = np.asarray(data.draw(st.lists(st.floats(0.0, 3.0), min_size=n, max_size=n)))
+    want = {}
+    for i in range(n):
+        key = (int(b[i]), tuple((lab[i] >= 0).tolist()))
+        c, s, ls = want.get(key, (0.0, 0.0, np.zeros(j)))
+        want[key] = (c + w[i], s + w[i] * z[i], ls + w[i] * (lab[i] == 1))
+    got = bin_stats(lab, z, b, n_bins, item_weights=w)
+    keys = [(int(k), tuple(m.tolist())) for k, m in zip(got.bin, got.mask)]
+    assert sorted(keys) == sorted(want) and len(set(keys)) == len(keys)
+    for r, key in enumerate(keys):
+        c, s, ls = want[key]
+        np.testing.assert_allclose([got.count[r], got.score_sum[r], *got.label_sum[r]], [c, s, *ls], rtol=1e-12,
+                                   atol=1e-12)
+    with mock.patch.object(calibration_module, "_DENSE_KEYS", 0):
+        sorted_route = bin_stats(lab, z, b, n_bins, item_weights=w)
+    with mock.patch.object(calibration_module, "_CHUNK", 7):
+        chunked = bin_stats(lab, z, b, n_bins, item_weights=w)
+    for other in (sorted_route, chunked):
+        np.testing.assert_array_equal(other.bin, got.bin)
+        np.testing.assert_array_equal(other.mask, got.mask)
+        for name in ("count", "score_sum", "label_sum"):
+            np.testing.assert_allclose(getattr(other, name), getattr(got, name), rtol=1e-12, atol=1e-12)
+
+
 # ---------------------------------------------------------------------------------------------- likelihood
 #: Likelihood cases are padded to one shape (items, annotators, groups, pattern rows) so that JAX compiles
 #: the checks once: padded annotators never respond and padded items have count 0, so neither changes

@@ -6,6 +6,7 @@ with a fixed, derandomised set of examples (``_helpers.property_settings``), so 
 from __future__ import annotations
 
 import re
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -236,6 +237,17 @@ def test_compression_is_lossless_and_order_free(case):
     np.testing.assert_array_equal(pp.patterns, pc.patterns)
     np.testing.assert_array_equal(pp.group, pc.group)
     np.testing.assert_array_equal(pp.counts, pc.counts)
+    # The bounded-memory pass (chunked, dense code table) and the sorting route give identical tables, in
+    # chunks of any size.
+    from noisycal_bayes.data import compress as compress_module
+
+    with mock.patch.object(compress_module, "_DENSE_CODES", 0):
+        sorted_route = compress_patterns(lab, group, n_groups)
+    with mock.patch.object(compress_module, "_CHUNK", 7):
+        chunked = compress_patterns(lab, group, n_groups)
+    for other in (sorted_route, chunked):
+        for a, b in zip(other, pc):
+            np.testing.assert_array_equal(a, b)
     # Padding adds zero-count rows only.
     size = padded_size(pc.counts.size, n_groups, lab.shape[1])
     padded = pad_patterns(pc, size)
