@@ -6,7 +6,7 @@ Real-World Human Annotations", ICLR 2022 (UCSC-REAL/cifar-10-100n, CC BY-NC 4.0)
 ResNet-50 probabilities published with confident learning (cgnorthcutt/confidentlearning-reproduce, MIT).
 ``y_ref`` (the original CIFAR-10 label) is used only to evaluate, never to fit.
 
-Sections (each writes CSVs to benchmarks/results/ and figures to docs/figures/):
+Sections (each writes CSVs to benchmarks/results/; figures go to docs/figures/):
 
 1. *Model choice* (simulation): precision at k of the P(majority wrong) ranking under several channel
    models, to choose the default of ``label_issues``.
@@ -17,7 +17,10 @@ Sections (each writes CSVs to benchmarks/results/ and figures to docs/figures/):
 3. *Accuracy*: corrected accuracy of the classifier at 0.5 vs its accuracy against ``y_ref``.
 4. *Comparison*: ``compare_models`` on the classifier and two altered versions of it, against the truth.
 
-Run: ``.venv/bin/python benchmarks/label_errors_cifar10n.py [--quick] [--no-nuts]``.
+5. *Circularity* (simulation): bias of accuracy estimates that reuse one model's scores.
+
+Run: ``.venv/bin/python benchmarks/label_errors_cifar10n.py [--quick] [--no-nuts] [--sections ...]``
+(about 15-30 minutes on 2 cores, most of it the model-choice simulation and the NUTS fits).
 """
 from __future__ import annotations
 
@@ -123,6 +126,61 @@ def model_choice(n_items=4000, seeds=(0, 1, 2, 3), quick=False):
     summary = (df.groupby(["setting", "ranking"], sort=False)["precision"]
                .agg(mean="mean", se=lambda x: x.std(ddof=1) / np.sqrt(len(x))).reset_index())
     return df, summary
+
+
+# ----------------------------------------------------------------------------- 5. circularity
+def circularity(n_items=2000, n_sets=20, seed=0):
+    """Bias of accuracy estimates that reuse a model's own scores, over simulated data sets.
+
+    Latent log-odds ``s ~ N(0, 2^2)``, ``Y ~ Bernoulli(sigmoid(s))``; two classifiers see ``s`` through
+    independent noise, ``z_A = sigmoid(s + e_A)``, ``z_B = sigmoid(s + e_B)``, ``e ~ N(0, 1)``: each
+    knows something the other does not. Three annotators. Accuracy at 0.5 of A and B, estimated by
+    (1) the posterior under a fit conditioned on A's score bins (20-bin histogram on ``z_A``),
+    (2) hard "corrected labels": the argmax of that posterior, (3) confident-learning style correction:
+    majority labels flagged by CL with A's probabilities flipped, (4) the posterior under the joint
+    prediction cells of A and B (the ``compare_models`` default), (5) the majority vote.
+    """
+    rng = np.random.default_rng(seed)
+    fpr, tpr = np.array([0.15, 0.2, 0.25]), np.array([0.8, 0.85, 0.75])
+    rows = []
+    for r in range(n_sets):
+        s = rng.normal(0, 2, n_items)
+        y = (rng.random(n_items) < 1 / (1 + np.exp(-s))).astype(int)
+        z_a = 1 / (1 + np.exp(-(s + rng.normal(0, 1, n_items))))
+        z_b = 1 / (1 + np.exp(-(s + rng.normal(0, 1, n_items))))
+        labels = (rng.random((n_items, 3)) < np.where(y[:, None] == 1, tpr, fpr)).astype(int)
+        data = AnnotationSet.from_wide(labels, z_a)
+        yhat = {"A": (z_a >= 0.5).astype(int), "B": (z_b >= 0.5).astype(int)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit_a = fit_em(data, model="histogram", groups=threshold_bins(z_a, [0.5], n_items), n_starts=3)
+            fit_j = fit_em(data, model="grouped", groups=joint_prediction_groups(np.stack(list(yhat.values()), 1)),
+                           n_starts=3)
+        p_a = label_issues(data, fit_a).sort_values("item")["p_positive"].to_numpy()
+        p_j = label_issues(data, fit_j).sort_values("item")["p_positive"].to_numpy()
+        maj = data.majority_vote()
+        cl = confident_learning(maj, z_a)
+        cl_labels = np.where(cl.is_issue, 1 - maj, maj)
+        for name, h in yhat.items():
+            truth = np.mean(h == y)
+            rows.append({"set": r, "model": name, "truth": truth,
+                         "posterior, groups from A's score": np.mean(np.where(h == 1, p_a, 1 - p_a)) - truth,
+                         "hard posterior labels (argmax), A's groups": np.mean(h == (p_a > 0.5)) - truth,
+                         "CL-corrected labels (A's probabilities)": np.mean(h == cl_labels) - truth,
+                         "posterior, joint prediction cells": np.mean(np.where(h == 1, p_j, 1 - p_j)) - truth,
+                         "majority vote": np.mean(h == maj) - truth})
+    df = pd.DataFrame(rows)
+    cols = [c for c in df.columns if c not in ("set", "model", "truth")]
+    long = df.melt(id_vars=["set", "model"], value_vars=cols, var_name="estimate", value_name="bias")
+    summary = (long.groupby(["estimate", "model"], sort=False)["bias"]
+               .agg(mean_bias="mean", se=lambda x: x.std(ddof=1) / np.sqrt(len(x))).reset_index())
+    # Difference A - B: what a comparison would conclude, minus the truth.
+    wide = df.pivot(index="set", columns="model")
+    diff = {c: (wide[c]["A"] - wide[c]["B"]) for c in cols}
+    summary_diff = pd.DataFrame({"estimate": cols, "mean_bias_of_A_minus_B": [diff[c].mean() for c in cols],
+                                 "se": [diff[c].std(ddof=1) / np.sqrt(n_sets) for c in cols]})
+    truth_gap = float((wide["truth"]["A"] - wide["truth"]["B"]).mean())
+    return summary, summary_diff, truth_gap
 
 
 # ----------------------------------------------------------------------------- real data
@@ -275,19 +333,33 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer simulation seeds")
     ap.add_argument("--no-nuts", action="store_true", help="skip the NUTS fits")
-    ap.add_argument("--skip-model-choice", action="store_true")
+    ap.add_argument("--sections", default="model_choice,circularity,real",
+                    help="comma-separated subset of: model_choice, circularity, real")
     args = ap.parse_args(argv)
+    sections = set(args.sections.split(","))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    summary = {"data": str(DATA), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    summary_path = RESULTS / "label_errors_cifar10n_summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    summary.update({"data": str(DATA), "started": time.strftime("%Y-%m-%d %H:%M:%S")})
     t0 = time.time()
 
-    if not args.skip_model_choice:
+    if "model_choice" in sections:
         detail, ms = model_choice(quick=args.quick)
         detail.to_csv(RESULTS / "label_errors_model_choice_detail.csv", index=False)
         ms.to_csv(RESULTS / "label_errors_model_choice.csv", index=False)
         print(ms.to_string(index=False), flush=True)
         summary["model_choice_seconds"] = round(time.time() - t0, 1)
 
+    if "circularity" in sections:
+        circ, circ_diff, gap = circularity(n_sets=8 if args.quick else 20)
+        circ.to_csv(RESULTS / "label_errors_circularity.csv", index=False)
+        circ_diff.to_csv(RESULTS / "label_errors_circularity_difference.csv", index=False)
+        summary["circularity_true_accuracy_gap_A_minus_B"] = gap
+        print(circ.to_string(index=False), "\n", circ_diff.to_string(index=False), flush=True)
+
+    if "real" not in sections:
+        summary_path.write_text(json.dumps(summary, indent=2))
+        return 0
     if not DATA.exists():
         print(f"{DATA} not found: real-data sections skipped.", file=sys.stderr)
         return 0
@@ -303,8 +375,8 @@ def main(argv=None):
         fits["histogram 50 bins, NUTS"] = fit_nuts(data, model="histogram", groups=Binning.equal_mass(50), n_chains=2,
                                                    n_warmup=500, n_draws=500, seed=0, progress_bar=False)
     summary["fit_seconds"] = round(time.time() - t, 1)
-    summary["channels"] = {name: {"fpr": np.round(f.channel.fpr, 4).tolist(), "tpr": np.round(f.channel.tpr, 4).tolist()}
-                           for name, f in fits.items()}
+    summary["channels"] = {name: {"fpr": np.round(f.channel.fpr, 4).tolist(),
+                                  "tpr": np.round(f.channel.tpr, 4).tolist()} for name, f in fits.items()}
     y = frame["y_ref"].to_numpy()
     summary["empirical_channel_vs_y_ref"] = {
         "fpr": [float(np.mean(data.labels[y == 0, j])) for j in range(3)],
@@ -335,7 +407,7 @@ def main(argv=None):
 
     figures(ranks, ranks1, target_maj, target_a1, acc, None)
     summary["total_seconds"] = round(time.time() - t0, 1)
-    (RESULTS / "label_errors_cifar10n_summary.json").write_text(json.dumps(summary, indent=2))
+    summary_path.write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
     return 0
 

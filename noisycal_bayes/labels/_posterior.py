@@ -220,7 +220,8 @@ class RowPosteriors:
         return np.quantile(self.p, q, axis=0)[:, self.inverse]
 
 
-def row_posteriors(data: AnnotationSet, fit, *, max_draws: int | None = 1000, func: str = "label_issues") -> RowPosteriors:
+def row_posteriors(data: AnnotationSet, fit, *, max_draws: int | None = 1000,
+                   func: str = "label_issues") -> RowPosteriors:
     """Posterior probability of a positive clean label per row and per draw (see module docstring)."""
     if max_draws is not None:
         max_draws = check_positive_int(max_draws, name="max_draws")

@@ -80,8 +80,8 @@ def _check_scores_dict(scores, data, func):
         except ValueError as exc:
             raise ValueError(f"{func}: {exc}") from None
         if arr.shape != (data.n_items,):
-            raise ValueError(f"{func}: `scores[{name!r}]` must have shape ({data.n_items},), one per item of `data`; got "
-                             f"{arr.shape}.")
+            raise ValueError(f"{func}: `scores[{name!r}]` must have shape ({data.n_items},), one per item of `data`; "
+                             f"got {arr.shape}.")
         out[name] = arr
     return out
 

@@ -94,7 +94,8 @@ def _describe(fit, rp: RowPosteriors) -> dict:
             "n_draws_used": int(rp.n_samples) if rp.has_draws else 0, "n_draws_fit": int(rp.thinned_from)}
 
 
-def item_posteriors(data, fit, *, prob: float = 0.9, ties: str = "positive", max_draws: int | None = 1000) -> pd.DataFrame:
+def item_posteriors(data, fit, *, prob: float = 0.9, ties: str = "positive",
+                    max_draws: int | None = 1000) -> pd.DataFrame:
     """Posterior of each item's clean label, and of its majority label being wrong.
 
     Parameters

@@ -115,7 +115,8 @@ def test_prune_by_noise_rate_flags_the_calibrated_off_diagonal_counts():
 
 
 @pytest.mark.parametrize("labels, probs, match", [
-    (np.array([0, 1, 2]), np.array([0.2, 0.8, 0.5]), r"`labels` must be integer classes in 0\.\.1; got \[2\] at items \[2\]"),
+    (np.array([0, 1, 2]), np.array([0.2, 0.8, 0.5]),
+     r"`labels` must be integer classes in 0\.\.1; got \[2\] at items \[2\]"),
     (np.array([0, 1, -1]), np.array([0.2, 0.8, 0.5]), r"Missing labels are not allowed"),
     (np.array([0, 1, 0.5]), np.array([0.2, 0.8, 0.5]), r"integer classes"),
     (np.array([0, 1]), np.array([0.2, 0.8, 0.5]), r"same number of items; got 2 and 3"),
