@@ -55,7 +55,7 @@ simulated demo data (with known truth).
 """),
     code(SETUP + '''
 N_ITEMS = 2000 if SMALL else 20000          # items used (a random subsample of the 50,000)
-N_CHAINS, N_WARMUP, N_DRAWS = (1, 150, 150) if SMALL else (4, 1000, 1000)
+N_CHAINS, N_WARMUP, N_DRAWS = (2, 500, 500) if SMALL else (4, 1000, 1000)
 CSV = (REPO / ".." / "shared" / "data" / "cifar10n_vehicle.csv").resolve()
 print("small mode" if SMALL else "full mode", "| data file:", CSV, "found" if CSV.exists() else "NOT found")
 '''),
@@ -100,9 +100,8 @@ post = fit_nuts(data, groups=5, n_chains=N_CHAINS, n_warmup=N_WARMUP, n_draws=N_
 post.summary(prob=0.9).round(4).head(9)
 '''),
     md("""
-**Watch out.** R-hat needs at least two chains (it is `NaN` in small mode, which runs one short chain).
-With real sizes (4 chains x 1000 draws) check `R-hat < 1.01`, bulk/tail ESS in the hundreds and no
-divergences; `fit_nuts` raises a `ConvergenceWarning` otherwise. The ArviZ object is one call away.
+**Watch out.** R-hat needs at least two chains. Check `R-hat < 1.01`, bulk/tail ESS in the hundreds and
+no divergences; `fit_nuts` raises a `ConvergenceWarning` otherwise. The ArviZ object is one call away.
 """),
     code('''
 idata = post.to_arviz()    # InferenceData with ArviZ 0.23, xarray.DataTree with ArviZ >= 1
@@ -111,10 +110,8 @@ print(type(idata).__name__, "| divergences:", post.n_divergent, "| converged:", 
     code('''
 import arviz as az
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")           # one chain in small mode: ArviZ warns that R-hat needs two
-    plot_trace = getattr(az, "plot_trace", None) or getattr(az, "plot_trace_dist")   # 0.23 / 1.x name
-    plot_trace(idata, var_names=["gap"])
+plot_trace = getattr(az, "plot_trace", None) or getattr(az, "plot_trace_dist")   # ArviZ 0.23 / 1.x name
+plot_trace(idata, var_names=["gap"]);
 '''),
     md("""
 ## Channel forest plot
@@ -202,7 +199,7 @@ pd.DataFrame({
 - The method assumes each worker's errors depend on the true class only, not on the image (class-conditional,
   score-invariant noise) and that workers err independently given the class. Hard images break both a little.
 - CIFAR-10N worker ids refer to batches, not single labels: the three slots are treated as exchangeable annotators.
-- Small mode uses a 2,000-item subsample and one short chain; numbers move at full size.
+- Small mode uses a 2,000-item subsample and short chains; numbers move at full size.
 """),
 ]
 
@@ -308,7 +305,7 @@ NumPyro posterior on the same data with known truth?
 """),
     code(SETUP + '''
 N_ITEMS = 2000 if SMALL else 10000
-N_CHAINS, N_WARMUP, N_DRAWS = (1, 150, 150) if SMALL else (4, 1000, 1000)
+N_CHAINS, N_WARMUP, N_DRAWS = (2, 500, 500) if SMALL else (4, 1000, 1000)
 '''),
     code('''
 from noisycal_bayes.simulate import simulate_annotations

@@ -20,7 +20,7 @@ CACHE = REPO / ".pytest_cache" / "jax"
 
 @pytest.fixture
 def small_env(monkeypatch):
-    """The kernel inherits this process's environment: small sizes and the shared JAX compilation cache."""
+    """Small sizes and the shared JAX compilation cache (a kernel inherits this process's environment)."""
     monkeypatch.setenv("NOISYCAL_NB_SMALL", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -29,20 +29,48 @@ def small_env(monkeypatch):
     monkeypatch.setenv("PYTHONWARNINGS", "ignore::FutureWarning")
 
 
+@pytest.fixture(scope="module")
+def kernel():
+    """One python3 kernel shared by the notebooks of this module (per xdist worker).
+
+    Starting a kernel and importing JAX / NumPyro costs several seconds, and the package caches compiled
+    NUTS programs per process, so notebooks fitting the same model shapes reuse them. Each notebook still
+    starts from an empty namespace (``%reset -f`` before it runs), so a notebook cannot lean on names
+    another one defined.
+    """
+    from jupyter_client.manager import KernelManager
+
+    env = dict(os.environ, NOISYCAL_NB_SMALL="1", MPLBACKEND="Agg", JAX_COMPILATION_CACHE_DIR=str(CACHE),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.5", PYTHONWARNINGS="ignore::FutureWarning")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(NB_DIR), env=env)
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
 def test_notebooks_exist():
     assert len(NOTEBOOKS) == 3, [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs(path, small_env):
+def test_notebook_runs(path, kernel):
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+    n_cells = len(nb.cells)
+    # A fresh namespace, and proof that the kernel runs in small mode.
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        "%reset -f\nimport os\nassert os.environ['NOISYCAL_NB_SMALL'] == '1'"))
+    client = nbclient.NotebookClient(nb, km=kernel, kernel_name="python3", timeout=300,
                                      resources={"metadata": {"path": str(NB_DIR)}})
     client.execute()   # raises CellExecutionError naming the cell on the first error
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.get("execution_count") for c in code), "a cell did not run"
+    errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
-    assert os.environ["NOISYCAL_NB_SMALL"] == "1"
+    assert len(nb.cells) == n_cells + 1
 
 
 def test_committed_notebooks_match_generator(tmp_path):
@@ -76,19 +104,18 @@ def _python_blocks(path: Path) -> list[str]:
 
 
 @pytest.mark.notebooks
-def test_user_guide_examples_run(small_env, tmp_path, monkeypatch):
-    """Every ```python block of docs/user_guide.md runs as written, top to bottom, in one namespace."""
-    import matplotlib
+def test_user_guide_examples_run(kernel):
+    """Every ```python block of docs/user_guide.md runs as written, top to bottom, in one fresh namespace.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    monkeypatch.chdir(tmp_path)   # nothing the examples write lands in the repository
+    Run in the shared kernel (working directory notebooks/, where the examples write nothing) so that the
+    guide's NUTS fit reuses the compiled program of the notebooks' fits of the same shapes.
+    """
     blocks = _python_blocks(REPO / "docs" / "user_guide.md")
     assert len(blocks) >= 6
-    namespace = {"__name__": "__user_guide__"}
-    try:
-        for i, block in enumerate(blocks):
-            exec(compile(block, f"docs/user_guide.md[block {i}]", "exec"), namespace)
-    finally:
-        plt.close("all")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")]
+                                  + [nbformat.v4.new_code_cell(b) for b in blocks])
+    before = set(NB_DIR.iterdir())
+    nbclient.NotebookClient(nb, km=kernel, kernel_name="python3", timeout=300,
+                            resources={"metadata": {"path": str(NB_DIR)}}).execute()
+    assert all(c.get("execution_count") for c in nb.cells)
+    assert set(NB_DIR.iterdir()) == before, "the examples wrote files"
