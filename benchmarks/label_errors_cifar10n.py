@@ -40,7 +40,7 @@ from noisycal_bayes.inference import fit_em, fit_map, fit_nuts
 from noisycal_bayes.labels import (annotation_posteriors, compare_models, corrected_accuracy, default_issue_fit,
                                    label_issues)
 from noisycal_bayes.labels.accuracy import threshold_bins
-from noisycal_bayes.labels.compare import joint_prediction_groups
+from noisycal_bayes.labels.compare import comparison_groups, joint_prediction_groups
 from noisycal_bayes.reference.calibration import ece
 from noisycal_bayes.reference.confident_learning import confident_learning
 
@@ -67,6 +67,28 @@ def precision_recall_at_k(score, target, ks):
         hits = t[above].sum() + (k - above.sum()) * t[tie].mean()
         rows.append((k, hits / k, hits / t.sum()))
     return rows
+
+
+def paired_difference(score_a, score_b, target, k, rng):
+    """Precision at k of ranking a minus ranking b, with a McNemar-type standard error.
+
+    Top-k sets with ties at the cut broken at random (``rng``); only items in one set and not the other
+    differ: ``d = (hits in a\\b - hits in b\\a) / k``, ``se^2 = (n_ab p_ab (1-p_ab) + n_ba p_ba (1-p_ba)) / k^2``.
+    """
+    t = np.asarray(target, dtype=bool)
+    sets = []
+    for s in (score_a, score_b):
+        order = np.lexsort((rng.random(t.size), -np.asarray(s, dtype=np.float64)))
+        m = np.zeros(t.size, dtype=bool)
+        m[order[:k]] = True
+        sets.append(m)
+    a, b = sets
+    ab, ba = a & ~b, b & ~a
+    p_ab = t[ab].mean() if ab.any() else 0.0
+    p_ba = t[ba].mean() if ba.any() else 0.0
+    d = (t[ab].sum() - t[ba].sum()) / k
+    se = np.sqrt(ab.sum() * p_ab * (1 - p_ab) + ba.sum() * p_ba * (1 - p_ba)) / k
+    return float(d), float(se)
 
 
 def rank_table(rankings: dict, target, ks, task: str) -> pd.DataFrame:
@@ -137,8 +159,9 @@ def circularity(n_items=2000, n_sets=20, seed=0):
     knows something the other does not. Three annotators. Accuracy at 0.5 of A and B, estimated by
     (1) the posterior under a fit conditioned on A's score bins (20-bin histogram on ``z_A``),
     (2) hard "corrected labels": the argmax of that posterior, (3) confident-learning style correction:
-    majority labels flagged by CL with A's probabilities flipped, (4) the posterior under the joint
-    prediction cells of A and B (the ``compare_models`` default), (5) the majority vote.
+    majority labels flagged by CL with A's probabilities flipped, (4) the posterior under the
+    ``compare_models`` default groups (joint prediction pattern of A and B x bins of their mean score),
+    (5) the majority vote.
     """
     rng = np.random.default_rng(seed)
     fpr, tpr = np.array([0.15, 0.2, 0.25]), np.array([0.8, 0.85, 0.75])
@@ -154,8 +177,8 @@ def circularity(n_items=2000, n_sets=20, seed=0):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit_a = fit_em(data, model="histogram", groups=threshold_bins(z_a, [0.5], n_items), n_starts=3)
-            fit_j = fit_em(data, model="grouped", groups=joint_prediction_groups(np.stack(list(yhat.values()), 1)),
-                           n_starts=3)
+            fit_j = fit_em(data, model="grouped", n_starts=3,
+                           groups=comparison_groups(np.stack(list(yhat.values()), 1), [z_a, z_b]))
         p_a = label_issues(data, fit_a).sort_values("item")["p_positive"].to_numpy()
         p_j = label_issues(data, fit_j).sort_values("item")["p_positive"].to_numpy()
         maj = data.majority_vote()
@@ -167,7 +190,7 @@ def circularity(n_items=2000, n_sets=20, seed=0):
                          "posterior, groups from A's score": np.mean(np.where(h == 1, p_a, 1 - p_a)) - truth,
                          "hard posterior labels (argmax), A's groups": np.mean(h == (p_a > 0.5)) - truth,
                          "CL-corrected labels (A's probabilities)": np.mean(h == cl_labels) - truth,
-                         "posterior, joint prediction cells": np.mean(np.where(h == 1, p_j, 1 - p_j)) - truth,
+                         "posterior, compare_models default groups": np.mean(np.where(h == 1, p_j, 1 - p_j)) - truth,
                          "majority vote": np.mean(h == maj) - truth})
     df = pd.DataFrame(rows)
     cols = [c for c in df.columns if c not in ("set", "model", "truth")]
@@ -225,7 +248,16 @@ def ranking_section(frame, data, fits, ks):
     others = data.labels[:, 1:]
     ranks1["disagreement with ann2, ann3"] = (others != a1[:, None]).sum(axis=1).astype(float)
     table_b = rank_table(ranks1, target_a1, ks + [int(target_a1.sum())], "annotator-1 label wrong")
-    cl_summary = {
+    rng = np.random.default_rng(0)
+    default = next(k for k in ranks if "(default)" in k)
+    paired = {}
+    for task, rk, tg in (("majority", ranks, target_maj), ("ann1", ranks1, target_a1)):
+        k = int(tg.sum())
+        for other in rk:
+            if other != default:
+                d, se = paired_difference(rk[default], rk[other], tg, k, rng)
+                paired[f"{task}: default - {other}"] = {"k": k, "difference": d, "se": se}
+    cl_summary = {"paired_precision_at_n_errors": paired,
         "majority": {"n_flagged": cl_maj.n_issues, "n_issues_estimate": cl_maj.n_issues_estimate,
                      "precision_of_flagged": float(target_maj[cl_maj.is_issue].mean()),
                      "recall_of_flagged": float(target_maj[cl_maj.is_issue].sum() / target_maj.sum()),
@@ -265,17 +297,27 @@ def comparison_section(frame, data, nuts, seed=0):
     z_c[hit] = rng.random(hit.sum())
     models = {"resnet50": z, "resnet50_T3": z_b, "resnet50_4pct_random": z_c}
     out = {}
-    for label, use_nuts in [("EM", False)] + ([("NUTS", True)] if nuts else []):
-        fit = None
-        if use_nuts:
-            yhat = np.stack([(m >= 0.5).astype(int) for m in models.values()], axis=1)
-            fit = fit_nuts(data, model="grouped", groups=joint_prediction_groups(yhat), n_chains=2, n_warmup=500,
-                           n_draws=500, seed=seed, progress_bar=False)
-        cmp = compare_models(data, models, fit, bins=10, n_replicates=1000, seed=seed)
+    yhat = np.stack([(m >= 0.5).astype(int) for m in models.values()], axis=1)
+    default_groups = comparison_groups(yhat, list(models.values()))
+    runs = [("EM, default groups", None), ("EM, joint prediction cells only", "joint")]
+    if nuts:
+        runs.append(("NUTS, default groups", "nuts"))
+    for label, kind in runs:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if kind == "joint":
+                fit = fit_em(data, model="grouped", groups=joint_prediction_groups(yhat), n_starts=5, seed=seed)
+            elif kind == "nuts":
+                fit = fit_nuts(data, model="grouped", groups=default_groups, n_chains=2, n_warmup=500, n_draws=500,
+                               seed=seed, progress_bar=False)
+            else:
+                fit = None
+            cmp = compare_models(data, models, fit, bins=10, n_replicates=1000, seed=seed)
         t = cmp.table.copy()
         t["accuracy_vs_y_ref"] = [float(np.mean((m >= 0.5) == y)) for m in models.values()]
         t["ece_vs_y_ref"] = [ece(m, y, bins=10) for m in models.values()]
         t["fit"] = label
+        t["parameter_uncertainty"] = cmp.parameter_uncertainty
         out[label] = t
     return pd.concat(out.values(), ignore_index=True)
 
@@ -385,6 +427,7 @@ def main(argv=None):
     ks = [50, 100, 200, 500, 1000, 2000, 5000]
     table, ranks, ranks1, cl_summary, target_maj, target_a1 = ranking_section(frame, data, fits, ks)
     table.to_csv(RESULTS / "label_errors_cifar10n_ranking.csv", index=False)
+    summary["paired_precision_at_n_errors"] = cl_summary.pop("paired_precision_at_n_errors")
     summary["confident_learning"] = cl_summary
     summary["n_majority_errors"] = int(target_maj.sum())
     summary["n_ann1_errors"] = int(target_a1.sum())

@@ -11,8 +11,9 @@ Built on the Bayesian layer: every function takes a channel fit (``fit_em``, ``f
   calibrated.
 """
 from .accuracy import CorrectedAccuracy, corrected_accuracy
-from .compare import ModelComparison, compare_models, joint_prediction_groups
+from .compare import ModelComparison, compare_models, comparison_groups, joint_prediction_groups
 from .issues import annotation_posteriors, default_issue_fit, item_posteriors, label_issues
 
-__all__ = ["CorrectedAccuracy", "ModelComparison", "annotation_posteriors", "compare_models", "corrected_accuracy",
+__all__ = ["CorrectedAccuracy", "ModelComparison", "annotation_posteriors", "compare_models", "comparison_groups",
+           "corrected_accuracy",
            "default_issue_fit", "item_posteriors", "joint_prediction_groups", "label_issues"]
