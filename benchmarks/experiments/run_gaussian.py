@@ -29,9 +29,9 @@ from noisycal_bayes.experiments.gaussian import SIZES, gaussian_recalibration, s
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=10, help="repetitions per size (paper: 60)")
+    p.add_argument("--reps", type=int, default=20, help="repetitions per size (paper: 60)")
     p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    p.add_argument("--bayes-reps", type=int, default=3, help="repetitions with the Bayesian maps (largest size only)")
+    p.add_argument("--bayes-reps", type=int, default=4, help="repetitions with the Bayesian maps (largest size only)")
     p.add_argument("--n-warmup", type=int, default=300)
     p.add_argument("--n-draws", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)

@@ -31,9 +31,9 @@ from noisycal_bayes.experiments.toy import CONDITIONS, SIZES, summarise_toy, toy
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=20, help="repetitions per Table 1 cell (paper: 200)")
-    p.add_argument("--figure-reps", type=int, default=20, help="repetitions per Figure 1 size (paper: 200)")
-    p.add_argument("--bayes-reps", type=int, default=4, help="repetitions with the NUTS posterior per condition")
+    p.add_argument("--reps", type=int, default=40, help="repetitions per Table 1 cell (paper: 200)")
+    p.add_argument("--figure-reps", type=int, default=40, help="repetitions per Figure 1 size (paper: 200)")
+    p.add_argument("--bayes-reps", type=int, default=10, help="repetitions with the NUTS posterior per condition")
     p.add_argument("--n-warmup", type=int, default=300)
     p.add_argument("--n-draws", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
