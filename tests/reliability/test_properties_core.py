@@ -81,7 +81,7 @@ def off_edges(z, n_bins=N_BINS, eps=1e-6):
 
 
 # ---------------------------------------------------------------------------------------------- weights
-@property_settings(80)
+@property_settings(50)
 @given(st.integers(1, 4).flatmap(lambda j: st.tuples(channels(j, min_gap=1e-6), st.floats(0.0, 1.0))),
        st.sampled_from(RULES))
 def test_weights_are_convex_for_every_rule(case, rule):
@@ -92,7 +92,7 @@ def test_weights_are_convex_for_every_rule(case, rule):
     assert abs(w.sum() - 1.0) < 1e-12
 
 
-@property_settings(60)
+@property_settings(40)
 @given(st.integers(1, 4).flatmap(lambda j: st.tuples(label_matrix(max_items=15, annotators=j), channels(j))),
        st.sampled_from(RULES))
 def test_per_item_weights_are_convex_over_the_annotators_who_labelled(case, rule):
@@ -107,7 +107,7 @@ def test_per_item_weights_are_convex_over_the_annotators_who_labelled(case, rule
 
 
 # ---------------------------------------------------------------------------------------------- NC-ECE, ECE, SMECE
-@property_settings(60)
+@property_settings(40)
 @given(scored_designs(), st.sampled_from(RULES))
 def test_nc_ece_matches_an_independent_numpy_implementation(design, rule):
     lab, z, ch = design
@@ -118,7 +118,7 @@ def test_nc_ece_matches_an_independent_numpy_implementation(design, rule):
     assert got >= 0 and np.isfinite(got)
 
 
-@property_settings(50)
+@property_settings(30)
 @given(scored_designs(), st.sampled_from(RULES), st.data())
 def test_nc_ece_does_not_depend_on_the_order_of_items_or_annotators(design, rule, data):
     lab, z, ch = design
@@ -130,7 +130,7 @@ def test_nc_ece_does_not_depend_on_the_order_of_items_or_annotators(design, rule
     assert abs(got - base) <= TOL, (got, base)
 
 
-@property_settings(50)
+@property_settings(30)
 @given(scored_designs(scores=OFF_EDGE_SCORES), st.sampled_from(RULES))
 def test_nc_ece_is_symmetric_under_exchanging_the_classes(design, rule):
     """Y <-> 1 - Y: labels A -> 1 - A, scores z -> 1 - z, channel (fpr, tpr) -> (1 - tpr, 1 - fpr).
@@ -146,7 +146,7 @@ def test_nc_ece_is_symmetric_under_exchanging_the_classes(design, rule):
     assert abs(got - base) <= TOL, (got, base)
 
 
-@property_settings(50)
+@property_settings(30)
 @given(scored_designs())
 def test_identity_channel_gives_smece_of_vote_fractions_and_ece_when_annotators_agree(design):
     lab, z, _ = design

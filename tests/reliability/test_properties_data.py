@@ -76,7 +76,7 @@ def same_ids(a, b) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- AnnotationSet
-@property_settings(60)
+@property_settings(40)
 @given(designs())
 def test_long_wide_round_trip_with_arbitrary_ids_missing_patterns_and_row_orders(design):
     lab, items, anns, scores, perm, kind = design
@@ -220,7 +220,7 @@ def grouped_labels(draw):
     return lab, group, n_groups, perm
 
 
-@property_settings(60)
+@property_settings(40)
 @given(grouped_labels())
 def test_compression_is_lossless_and_order_free(case):
     lab, group, n_groups, perm = case
