@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 
 #: Every property test runs a fixed, modest number of examples: derandomised (the same examples on every
-#: run, like a fixed seed), no example database (nothing written to the working tree), no deadline (the
+#: run, like a fixed seed), no example database (failing examples are not stored), no deadline (the
 #: first example of a JAX-backed test includes compilation).
 def property_settings(max_examples: int):
     return settings(max_examples=max_examples, deadline=None, derandomize=True, database=None,
