@@ -275,7 +275,8 @@ def accuracy_section(frame, data, fits, seed=0):
     z = data.scores
     truth = float(np.mean((z >= 0.5) == y))
     rows = []
-    for name, fit in [("default (histogram with 0.5 as an edge, EM)", None)] + list(fits.items()):
+    for name, fit in [("corrected_accuracy default (bins with 0.5 as an edge, EM)", None)] + list(fits.items()):
+        name = name.replace("(default)", "(label_issues default)")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             res = corrected_accuracy(data, fit, threshold=0.5, n_replicates=2000, seed=seed)
@@ -323,13 +324,23 @@ def comparison_section(frame, data, nuts, seed=0):
 
 
 # ----------------------------------------------------------------------------- figures
-def figures(ranks, ranks1, target_maj, target_a1, acc, model_summary):
+def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     FIGURES.mkdir(parents=True, exist_ok=True)
+    return plt
+
+
+def figures(ranks, ranks1, target_maj, target_a1, acc):
+    ranking_figure(ranks, ranks1, target_maj, target_a1)
+    accuracy_figure(acc)
+
+
+def ranking_figure(ranks, ranks1, target_maj, target_a1):
+    plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, rk, target, title in [(axes[0], ranks, target_maj, "majority label wrong (433 of 50,000)"),
                                   (axes[1], ranks1, target_a1, "annotator-1 label wrong (2,174 of 50,000)")]:
@@ -350,7 +361,11 @@ def figures(ranks, ranks1, target_maj, target_a1, acc, model_summary):
     fig.savefig(FIGURES / "label_errors_precision_at_k.png", dpi=120)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+
+def accuracy_figure(acc):
+    """Corrected accuracy per fit against the accuracy vs y_ref and the naive numbers (from the accuracy table)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
     rows = acc.reset_index(drop=True)
     yk = np.arange(len(rows))
     ax.errorbar(rows["accuracy"], yk, xerr=[rows["accuracy"] - rows["lower"], rows["upper"] - rows["accuracy"]],
@@ -448,7 +463,7 @@ def main(argv=None):
     cmp.to_csv(RESULTS / "label_errors_cifar10n_compare.csv", index=False)
     print(cmp.to_string(index=False), flush=True)
 
-    figures(ranks, ranks1, target_maj, target_a1, acc, None)
+    figures(ranks, ranks1, target_maj, target_a1, acc)
     summary["total_seconds"] = round(time.time() - t0, 1)
     summary_path.write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
