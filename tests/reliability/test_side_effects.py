@@ -211,16 +211,16 @@ def test_console_script_writes_nothing_with_the_cache_opted_out(tmp_path):
     assert not [p for p in tree(home) if not p.startswith("mpl")], tree(home)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py (CLI owner): the console entry point (main() with argv=None) creates "
-                                       "~/.cache/noisycal_bayes/jax and fills it with JAX's compilation cache by "
-                                       "default, a write the user did not ask for (documented in _prepare_jax; "
-                                       "opt out with NOISYCAL_JAX_CACHE='')")
-def test_console_script_writes_nothing_by_default(tmp_path):
+def test_console_script_writes_only_its_documented_cache_and_opts_out(tmp_path):
+    # The console entry point keeps JAX's compilation cache in ~/.cache/noisycal_bayes/jax by default
+    # (issue 6: "enabled by the package, documented, opt-out"); that cache is the only thing it may write
+    # unasked (the opt-out is tested above).
     home = tmp_path / "home"
     home.mkdir()
     proc = _console(["--version"], home=home, env_extra={})
     assert proc.returncode == 0, proc.stderr
-    assert not [p for p in tree(home) if not p.startswith("mpl")], tree(home)
+    written = [p for p in tree(home) if not p.startswith("mpl")]
+    assert all(p == ".cache" or p.startswith(".cache/noisycal_bayes") for p in written), written
 
 
 # ---------------------------------------------------------------------------------------------- no network
