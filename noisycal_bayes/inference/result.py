@@ -242,6 +242,57 @@ class FitResult:
             return rows[0]
         return rows.reshape((self.n_chains, self.n_draws) + rows.shape[1:])
 
+    def clean_label_probability(self, *, max_values: int | None = None) -> np.ndarray:
+        """``P(Y_i = 1 | A_i, parameters)`` per item: at every draw (NUTS) or at the point estimate.
+
+        Returns
+        -------
+        ndarray of shape (n_chains, n_draws, n_items), or (n_items,) without draws.
+
+        Notes
+        -----
+        Bayes' rule with the latent label's prior ``pi_{g(i)}`` (or ``m(z_i)`` for Platt):
+        ``sigmoid(log pi + l1 - log(1 - pi) - l0)`` (:func:`noisycal_bayes.core.posterior_positive`),
+        evaluated per compressed row and expanded to items. Drawing ``Y_i ~ Bernoulli`` of these, draw by
+        draw, gives posterior draws of the clean labels (e.g. for the sample oracle ECE).
+        """
+        import jax
+        import jax.numpy as jnp
+
+        from ..core import posterior_positive, x64
+
+        if self.channel is None:
+            raise ValueError("this fit has no estimate (every EM start failed).")
+        if self.draws is not None:
+            src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
+        else:
+            src = {k: np.asarray(v)[None] for k, v in self.point.items()}
+        n_samples = next(iter(src.values())).shape[0]
+        if max_values is not None and n_samples * self.inputs.n_items > max_values:
+            raise ValueError(f"the result would have {n_samples * self.inputs.n_items} values (> max_values={max_values}).")
+        inp = self.inputs
+        with x64():
+            if self.model == "platt":
+                dense = np.full((inp.n_items, inp.n_annotators), -1, dtype=np.int8)
+                dense[inp.item, inp.annotator] = inp.label
+                s = jnp.asarray(inp.logit_score)
+
+                def one(f, t, a, b):
+                    return posterior_positive(dense, None, f, t, jax.nn.sigmoid(a * s + b))
+
+                out = jax.vmap(one)(src["fpr"], src["tpr"], src["slope"], src["intercept"])
+            else:
+                prev = src["prevalence"].reshape(n_samples, -1)
+
+                def one(f, t, p):
+                    return posterior_positive(inp.patterns, inp.row_group, f, t, p)
+
+                out = np.asarray(jax.vmap(one)(src["fpr"], src["tpr"], prev))[:, inp.item_rows()]
+        out = np.asarray(out)
+        if self.draws is None:
+            return out[0]
+        return out.reshape((self.n_chains, self.n_draws, inp.n_items))
+
     # ------------------------------------------------------------------ ArviZ and tables
     def to_arviz(self, *, log_likelihood="auto"):
         """Convert to ArviZ: ``InferenceData`` with ArviZ 0.x, an ``xarray.DataTree`` with ArviZ >= 1.

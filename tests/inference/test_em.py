@@ -158,3 +158,12 @@ def test_bad_data():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit_em(no_scores, model="dawid_skene", n_starts=2)  # the marginal model needs no scores
+
+
+def test_clean_label_probability_at_the_estimate():
+    fit = fit_em(SIM.data, groups=5, n_starts=3)
+    p = fit.clean_label_probability()
+    assert p.shape == (SIM.data.n_items,)
+    # The EM fixed point: the mean posterior probability in each group equals that group's prevalence (M-step).
+    means = np.bincount(fit.groups.index, weights=p) / np.bincount(fit.groups.index)
+    np.testing.assert_allclose(means, fit.prevalence, atol=1e-6)
