@@ -169,3 +169,17 @@ def test_bad_inputs(sim, fit):
     low = AnnotationSet.from_wide(sim.data.labels[:3], [0.01, 0.7, 0.2], annotators=list(sim.data.annotator_ids))
     with pytest.raises(ValueError, match=r"items \[0, 2\] fall in score bins that held no item"):
         item_posteriors(low, f_gap)
+
+
+def test_agrees_with_the_fit_results_own_clean_label_probability(sim, fit):
+    # Independent route in the inference layer (FitResult.clean_label_probability, per item).
+    if not hasattr(fit, "clean_label_probability"):  # pragma: no cover - older inference layer
+        pytest.skip("FitResult.clean_label_probability is not available")
+    np.testing.assert_allclose(item_posteriors(sim.data, fit)["p_positive"], fit.clean_label_probability(),
+                               rtol=1e-9, atol=1e-12)
+    rng = np.random.default_rng(3)
+    drawn = with_draws(fit, {"fpr": np.clip(FPR + rng.normal(0, 0.02, (2, 3, 3)), 0.01, 0.4),
+                             "tpr": np.clip(TPR + rng.normal(0, 0.02, (2, 3, 3)), 0.6, 0.99),
+                             "prevalence": np.clip(PREV + rng.normal(0, 0.05, (2, 3, 5)), 0.01, 0.99)})
+    np.testing.assert_allclose(item_posteriors(sim.data, drawn)["p_positive"],
+                               drawn.clean_label_probability().mean(axis=(0, 1)), rtol=1e-9, atol=1e-12)
