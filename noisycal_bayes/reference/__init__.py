@@ -7,6 +7,7 @@ corrected-loss and histogram recalibration fits, and the naive baselines.
 from .baselines import NaiveCalibrationResult, naive_calibration
 from .calibration import NCECEResult, ece, nc_ece, smece
 from .channels import ChannelEstimate
+from .confident_learning import ConfidentLearningResult, confident_joint, confident_learning, normalized_margin
 from .closed_form import closed_form_two_groups, two_group_from_moments
 from .em import em_starts, fit_em
 from .gmm import fit_gmm
@@ -16,7 +17,8 @@ from .variants import (BootstrapNCECEResult, NCECEVariantResult, bootstrap_nc_ec
                        nc_ece_split)
 
 __all__ = [
-    "BootstrapNCECEResult", "ChannelEstimate", "NCECEResult", "NCECEVariantResult", "NaiveCalibrationResult",
+    "BootstrapNCECEResult", "ChannelEstimate", "ConfidentLearningResult", "confident_joint", "confident_learning",
+    "normalized_margin", "NCECEResult", "NCECEVariantResult", "NaiveCalibrationResult",
     "bootstrap_nc_ece", "closed_form_two_groups", "ece", "em_starts", "fit_em", "fit_gmm", "fit_platt",
     "fit_projected_histogram", "fit_temperature", "moments_three", "naive_calibration", "nc_ece", "nc_ece_cross_fit",
     "nc_ece_reuse", "nc_ece_split", "smece", "three_from_moments", "two_group_from_moments",
