@@ -55,7 +55,7 @@ def test_posterior_probabilities_and_inflation_from_draws(sim):
     fpr = np.full((1, 100, 3), 0.1)
     post = fake_nuts(em, {"fpr": fpr, "tpr": fpr + gap, "prevalence": np.tile(em.point["prevalence"], (1, 100, 1))})
     with pytest.warns(SmallGapWarning, match=r"annotators \[0\]"):
-        diag = gap_diagnostics(sim.data, post, min_gap=0.1, n_draws=100)
+        diag = gap_diagnostics(sim.data, post, min_gap=0.1, n_draws=100, min_effective=0.0)
     g0 = gap[0, :, 0]
     assert diag.annotators.loc[0, "p_gap_below"] == pytest.approx(np.mean(g0 < 0.1))
     assert diag.annotators.loc[0, "variance_inflation"] == pytest.approx(np.mean(1 / g0**2))
