@@ -31,6 +31,7 @@ _LAZY = {
     "compare_models": "noisycal_bayes.labels",
     "posterior_nc_ece": "noisycal_bayes.propagate",
     "posterior_reliability": "noisycal_bayes.propagate",
+    "PosteriorNCECE": "noisycal_bayes.propagate",
     "load_annotations_csv": "noisycal_bayes.data.loaders",
     "load_demo": "noisycal_bayes.data.loaders",
     "labels": "noisycal_bayes.labels",
