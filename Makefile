@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PY312 ?= $(shell for p in $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.1[2-9]*/bin/python 2>/dev/null) $$(command -v python3.12 python3.13 2>/dev/null); do $$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && echo $$p && break; done)
 SMOKE := tests/inference/test_nuts.py tests/core/test_likelihood.py tests/data/test_annotations.py
 
-.PHONY: demo test smoke-py312 bench install clean
+.PHONY: demo test test-all smoke-py312 bench install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 	$(VENV)/bin/noisycal-bayes demo
 
 test: $(STAMP)
+	$(PY) -m pytest -q -n 2 -m "not slow" --durations=15
+
+# Everything, including the tests marked slow (NUTS through the CLI, layout variants, heavy SBC).
+test-all: $(STAMP)
 	$(PY) -m pytest -q -n 2
 
 # ArviZ 1.x (xarray DataTree) needs Python >= 3.12: run a smoke subset there as well (DESIGN §7).
@@ -31,7 +35,7 @@ smoke-py312:
 	  [ -x .venv312/bin/python ] || $(PY312) -m venv .venv312; \
 	  .venv312/bin/python -m pip install --quiet --upgrade pip && \
 	  .venv312/bin/python -m pip install --quiet -e ".[dev]" && \
-	  .venv312/bin/python -m pytest -q -n 2 -p no:cacheprovider $(SMOKE); fi
+	  .venv312/bin/python -m pytest -q -n 2 -m "not slow" -p no:cacheprovider $(SMOKE); fi
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[bench]"
