@@ -198,7 +198,6 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
     draws = with_derived(model, {k: v.reshape((n_chains, n_draws) + v.shape[1:]) for k, v in sites.items()})
     order = ["fpr", "tpr", "gap", "u", "prevalence", "increments", "slope", "intercept"]
     draws = {k: draws[k] for k in order if k in draws}
-    dims = {"fpr": ("annotator",), "tpr": ("annotator",), "gap": ("annotator",), "u": ("annotator",)}
     ids = list(data.annotator_ids)
     n_divergent = int(stats["diverging"].sum())
     # A trajectory of depth d has 2**d - 1 leapfrog steps: reaching that count at the maximum depth means the

@@ -96,7 +96,7 @@ class FitResult:
     reason : str
         Why not identified / not converged ('' when fine).
     loglik : float
-        Log-likelihood at the point estimate.
+        Log-likelihood at the EM / MAP estimate (NaN for NUTS; see :meth:`log_likelihood` per draw).
     warnings : tuple of str
         Every warning message issued while fitting.
     settings, details : dict

@@ -67,7 +67,7 @@ def test_diagnostics_and_summary_agree_with_arviz(fit):
 def test_arviz_groups_and_pointwise_loglik(fit):
     idata = fit.to_arviz()
     for group in ("posterior", "sample_stats", "observed_data", "log_likelihood"):
-        assert group in idata.groups()
+        assert group in idata  # `in` works for InferenceData (0.23) and DataTree (1.x)
     assert idata.posterior["prevalence"].dims == ("chain", "draw", "group")
     assert idata.sample_stats["diverging"].shape == (3, 150)
     np.testing.assert_array_equal(idata.observed_data["labels"].values, SIM.data.labels)
@@ -81,7 +81,7 @@ def test_arviz_groups_and_pointwise_loglik(fit):
     np.testing.assert_allclose(ll[c, d].sum(), total, rtol=1e-12)
     loo = az.loo(idata)
     assert np.isfinite(loo.elpd_loo)
-    assert "log_likelihood" not in fit.to_arviz(log_likelihood=False).groups()
+    assert "log_likelihood" not in fit.to_arviz(log_likelihood=False)
 
 
 def test_same_seed_same_draws_and_one_compiled_program(fit):
