@@ -24,6 +24,7 @@ _LAZY = {
     "fit_map": "noisycal_bayes.inference",
     "fit_nuts": "noisycal_bayes.inference",
     "FitResult": "noisycal_bayes.inference",
+    "Prior": "noisycal_bayes.models",
     "label_issues": "noisycal_bayes.labels",
     "item_posteriors": "noisycal_bayes.labels",
     "annotation_posteriors": "noisycal_bayes.labels",
