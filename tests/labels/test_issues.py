@@ -173,8 +173,6 @@ def test_bad_inputs(sim, fit):
 
 def test_agrees_with_the_fit_results_own_clean_label_probability(sim, fit):
     # Independent route in the inference layer (FitResult.clean_label_probability, per item).
-    if not hasattr(fit, "clean_label_probability"):  # pragma: no cover - older inference layer
-        pytest.skip("FitResult.clean_label_probability is not available")
     np.testing.assert_allclose(item_posteriors(sim.data, fit)["p_positive"], fit.clean_label_probability(),
                                rtol=1e-9, atol=1e-12)
     rng = np.random.default_rng(3)
