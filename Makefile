@@ -38,7 +38,7 @@ smoke-py312:
 	  .venv312/bin/python -m pytest -q -n 2 -m "not slow" -p no:cacheprovider $(SMOKE); fi
 
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e ".[bench]"
+	$(PY) -m pip install --quiet -e ".[dev,bench]"
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
 
 clean:
