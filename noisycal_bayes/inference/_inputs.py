@@ -7,6 +7,8 @@ import numpy as np
 
 from ..core import clipped_logit
 from ..data import AnnotationSet, Binning, bin_index, compress_patterns, pad_patterns, padded_size, resolve_groups
+from ..data.compress import PatternCounts
+from ..data.outofcore import SufficientStats
 
 #: Models whose likelihood depends on the data only through (group, response pattern) counts.
 GROUPED_MODELS = ("dawid_skene", "grouped", "histogram", "monotone")
@@ -29,8 +31,9 @@ class GroupAssignment:
 
     Attributes
     ----------
-    index : ndarray of shape (n_items,), int32
-        Group (or bin) of each item, in ``0..n_groups-1``.
+    index : ndarray of shape (n_items,), int32, or None
+        Group (or bin) of each item, in ``0..n_groups-1``; None for a fit made from
+        :class:`~noisycal_bayes.data.SufficientStats` (which keep no items).
     n_groups : int
     dim : str or None
         ``"group"``, ``"bin"``, or None for models without groups (marginal, Platt).
@@ -118,14 +121,33 @@ class ModelInputs:
         return {"n_annotators": self.n_annotators, "n_groups": self.n_groups}
 
     def item_rows(self) -> np.ndarray:
-        """Row of each item in ``patterns`` (the identity for per-item rows), shape (n_items,)."""
+        """Row of each item in ``patterns`` (the identity for per-item rows), shape (n_items,).
+
+        Raises
+        ------
+        ValueError
+            The inputs were built from :class:`~noisycal_bayes.data.SufficientStats`, which keep counts of
+            (group, pattern) rows but not which item is which.
+        """
+        if self.inverse is None:
+            raise ValueError(STATS_ONLY)
         return self.inverse
 
 
-def check_data(data, func: str) -> AnnotationSet:
-    if not isinstance(data, AnnotationSet):
-        raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}. Build one with "
-                         "AnnotationSet.from_long or AnnotationSet.from_wide.")
+#: Error for item-level outputs of a fit made from sufficient statistics.
+STATS_ONLY = ("this fit was made from SufficientStats, which hold counts of (score group, response pattern) rows but "
+              "not which item is which: item-level outputs (per-item log-likelihood for LOO, clean-label "
+              "probabilities per item) are not available. Use per='row' for the log-likelihood of each (group, "
+              "pattern) row, or fit an AnnotationSet of the items you need.")
+
+
+def check_data(data, func: str) -> AnnotationSet | SufficientStats:
+    """``data`` if it is an AnnotationSet or (for the grouped models, checked later) SufficientStats."""
+    if not isinstance(data, (AnnotationSet, SufficientStats)):
+        raise ValueError(f"{func}: `data` must be an AnnotationSet (or SufficientStats for the grouped models); got "
+                         f"{type(data).__name__}. Build one with AnnotationSet.from_long or AnnotationSet.from_wide.")
+    if isinstance(data, SufficientStats) and data.n_items == 0:
+        raise ValueError(f"{func}: these SufficientStats hold no items.")
     return data
 
 
@@ -137,6 +159,8 @@ def check_model(model, func: str) -> str:
 
 def resolve_assignment(data: AnnotationSet, model: str, groups, func: str) -> GroupAssignment:
     """Group assignment for ``model``: one group for the marginal and Platt models, else from ``groups``."""
+    if isinstance(data, SufficientStats):
+        return _stats_assignment(data, model, groups, func)
     n = data.n_items
     if model in ("dawid_skene", "platt"):
         return GroupAssignment(np.zeros(n, dtype=np.int32), 1, None, spec=None)
@@ -161,6 +185,8 @@ def resolve_assignment(data: AnnotationSet, model: str, groups, func: str) -> Gr
 
 def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment, *, compress: bool = True) -> ModelInputs:
     """Build the arrays of ``model`` for ``data`` (one O(n J) pass)."""
+    if isinstance(data, SufficientStats):
+        return _stats_inputs(data, model, assignment, compress=compress)
     n, j = data.labels.shape
     if model == "platt":
         scores = data.require_scores()
@@ -179,3 +205,68 @@ def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment,
     return ModelInputs(model, n, j, assignment.n_groups, True, patterns=padded.patterns, row_group=padded.group,
                        counts=padded.counts, n_patterns=n_patterns, inverse=pc.inverse)
 
+
+
+# ------------------------------------------------------------------ fits from sufficient statistics
+def _stats_assignment(stats: SufficientStats, model: str, groups, func: str) -> GroupAssignment:
+    """Groups of a fit from SufficientStats: their non-empty score bins (or one group for the marginal model).
+
+    The bins were fixed when the statistics were computed, so ``groups`` must be None or a Binning /
+    edges equal to ``stats.edges`` (an int, meaning equal-mass groups of the scores, cannot be honoured).
+    """
+    if model == "platt":
+        raise ValueError(f"{func}: model='platt' needs each item's score; SufficientStats keep only counts per score "
+                         "bin. Fit an AnnotationSet, or use a grouped model ('grouped', 'histogram', 'dawid_skene', "
+                         "'monotone').")
+    if model == "dawid_skene":
+        return GroupAssignment(None, 1, None, spec=None)
+    dim = PREVALENCE_DIM[model]
+    if stats.edges is None:
+        raise ValueError(f"{func}: model={model!r} needs score groups, and these SufficientStats were computed without "
+                         "scores (one bin). Recompute them with `bins=` and a score column, or use model='dawid_skene'.")
+    if groups is not None:
+        edges = None
+        if isinstance(groups, Binning) and groups.kind != "equal_mass":
+            edges = groups.edges_for(None)
+        elif not isinstance(groups, (Binning, int, np.integer)):
+            try:
+                edges = np.asarray(groups, dtype=np.float64)
+            except (TypeError, ValueError):
+                edges = None
+        if edges is None or edges.shape != stats.edges.shape or not np.array_equal(edges, stats.edges):
+            raise ValueError(f"{func}: with SufficientStats the score groups are the bins the statistics were computed "
+                             f"with (edges {np.round(stats.edges, 6).tolist()}); pass groups=None (or that Binning), "
+                             f"not {groups!r}. Recompute the statistics to change the groups.")
+    used = np.flatnonzero(stats.bin_counts > 0).astype(np.int32)
+    return GroupAssignment(None, int(used.size), dim, stats.edges, used, spec=stats.binning)
+
+
+def _stats_inputs(stats: SufficientStats, model: str, assignment: GroupAssignment, *, compress: bool) -> ModelInputs:
+    """Compressed, padded inputs from SufficientStats: bins re-indexed to the non-empty groups (or merged).
+
+    The rows come out in the order :func:`~noisycal_bayes.data.compress_patterns` gives for the same
+    items, so a fit from the statistics sees exactly the arrays of a fit from the AnnotationSet.
+    """
+    if not compress:
+        raise ValueError("`compress=False` evaluates the likelihood item by item, and SufficientStats keep no items; "
+                         "use compress=True.")
+    j = stats.n_annotators
+    if assignment.n_groups == 1 and assignment.used is None:
+        new_group = np.zeros(stats.n_patterns, np.int64)
+    else:
+        lookup = np.full(stats.n_bins, -1, np.int64)
+        lookup[assignment.used] = np.arange(assignment.n_groups)
+        new_group = lookup[stats.group]
+    key = new_group * 3 ** j
+    for col in range(j):
+        key = key + (stats.patterns[:, col].astype(np.int64) + 1) * 3 ** (j - 1 - col)
+    uniq, inv = np.unique(key, return_inverse=True)
+    counts = np.bincount(inv.reshape(-1), weights=stats.counts, minlength=uniq.size)
+    first = np.zeros(uniq.size, np.int64)
+    first[inv.reshape(-1)[::-1]] = np.arange(stats.n_patterns)[::-1]
+    pc = PatternCounts(np.asarray(stats.patterns)[first], (uniq // 3 ** j).astype(np.int32), counts,
+                       assignment.n_groups, None)
+    n_patterns = pc.patterns.shape[0]
+    padded = pad_patterns(pc, padded_size(n_patterns, assignment.n_groups, j))
+    return ModelInputs(model, stats.n_items, j, assignment.n_groups, True, patterns=padded.patterns,
+                       row_group=padded.group, counts=padded.counts, n_patterns=n_patterns, inverse=None)

@@ -302,6 +302,8 @@ class FitResult:
         ``step_size``, ``tree_depth``), ``observed_data`` (``labels`` (item, annotator) with -1 =
         missing, ``scores`` (item) when present, ``group`` (item)) and ``log_likelihood`` (``labels``
         of shape (chain, draw, item): per-item log-likelihood, so that ``az.loo`` / ``az.waic`` work).
+        A fit from :class:`~noisycal_bayes.data.SufficientStats` has no items: it gets ``posterior`` and
+        ``sample_stats`` only (``log_likelihood=True`` raises).
 
         Parameters
         ----------
@@ -320,7 +322,7 @@ class FitResult:
         Raises
         ------
         ValueError
-            The result has no draws (EM / MAP fits).
+            The result has no draws (EM / MAP fits); ``log_likelihood=True`` for a fit from SufficientStats.
         """
         import xarray as xr
 
@@ -333,17 +335,24 @@ class FitResult:
                                   **{d: coords[d] for d in set(sum((dims[k] for k in self.draws), ()))}})
         stats = xr.Dataset({k: (("chain", "draw"), v) for k, v in self.sample_stats.items()},
                            coords={"chain": np.arange(self.n_chains), "draw": np.arange(self.n_draws)})
-        labels = self.details.get("labels")
-        obs_vars = {"group": (("item",), np.asarray(self.groups.index))}
-        if labels is not None:
-            obs_vars["labels"] = (("item", "annotator"), labels)
-        if self.details.get("scores") is not None:
-            obs_vars["scores"] = (("item",), self.details["scores"])
-        obs = xr.Dataset(obs_vars, coords={"item": np.arange(self.inputs.n_items), "annotator": coords["annotator"]})
-        groups = {"posterior": post, "sample_stats": stats, "observed_data": obs}
+        groups = {"posterior": post, "sample_stats": stats}
         n_values = self.n_chains * self.n_draws * self.inputs.n_items
         include = log_likelihood is True or (log_likelihood == "auto" and n_values <= MAX_LOGLIK_VALUES)
-        if log_likelihood == "auto" and not include:
+        if self.inputs.inverse is None:
+            # A fit from SufficientStats: no items, hence no per-item observed data or log-likelihood.
+            if log_likelihood is True:
+                self.inputs.item_rows()  # raises the explanation
+            include = False
+        else:
+            labels = self.details.get("labels")
+            obs_vars = {"group": (("item",), np.asarray(self.groups.index))}
+            if labels is not None:
+                obs_vars["labels"] = (("item", "annotator"), labels)
+            if self.details.get("scores") is not None:
+                obs_vars["scores"] = (("item",), self.details["scores"])
+            groups["observed_data"] = xr.Dataset(obs_vars, coords={"item": np.arange(self.inputs.n_items),
+                                                                   "annotator": coords["annotator"]})
+        if log_likelihood == "auto" and not include and self.inputs.inverse is not None:
             warnings.warn(f"to_arviz: the per-item log-likelihood would hold {n_values:.3g} values (> {MAX_LOGLIK_VALUES:.0e}); "
                           "it was left out. Pass log_likelihood=True to build it anyway.", UserWarning, stacklevel=2)
         if include:
