@@ -294,8 +294,8 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
     if not (np.isfinite(min_gap) and 0 <= min_gap < 1):
         raise ValueError(f"`min_gap` must lie in [0, 1); got {min_gap!r}.")
     prior_counts = _em_counts(prior)
-    notes = check_design(data, model, func=func)
     assignment = resolve_assignment(data, model, groups, func)
+    notes = check_design(data, model, n_groups=assignment.n_groups, func=func)
     inputs = prepare_inputs(data, model, assignment)
     out = run_em(inputs, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
                  prior_counts=prior_counts, starts=starts, annotator_ids=data.annotator_ids)
@@ -306,7 +306,7 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
 
 def _em_result(data, model, assignment, inputs, out, prior, notes, func, *, settings, method="em"):
     ids = list(data.annotator_ids)
-    notes = list(notes)
+    design, notes = list(notes), list(notes)
     if out["best_rejected"] is not None:
         _, s, small, gaps = out["best_rejected"]
         msg = (f"{func}: the highest-likelihood EM fit (start {s}) has gap <= min_gap={settings['min_gap']} for "
@@ -329,11 +329,8 @@ def _em_result(data, model, assignment, inputs, out, prior, notes, func, *, sett
                          failed_starts=tuple(failed), warnings=tuple(notes), settings=settings, details=details)
     fpr, tpr, prev = out["fpr"], out["tpr"], np.clip(out["prevalence"], 0.0, 1.0)
     notes += check_prevalence_spread(prev, data.n_annotators, model, func=func, stacklevel=4)
-    identified, reason = True, ""
-    if data.n_annotators == 2 and model == "dawid_skene":
-        identified = False
-        reason = ("two annotators without score groups: not identified (paper §D.1); this estimate is one point of a "
-                  "continuum of channels with the same likelihood.")
+    # Design problems (check_design): the estimate is one point of a set of channels with the same likelihood.
+    identified, reason = not design, design[0] if design else ""
     details.update(loglik_trace=np.asarray(out["trace"]), selected_start=out["selected"],
                    objective=out["objective"], label_exchanged=out["label_exchanged"])
     point = point_dict(model, fpr, tpr, prev)

@@ -216,8 +216,8 @@ def fit_map(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed:
     if init not in ("em", "random"):
         raise ValueError(f"`init` must be 'em' or 'random'; got {init!r}.")
     prior = _check_prior(prior)
-    notes = check_design(data, model, func=func)
     assignment = resolve_assignment(data, model, groups, func)
+    notes = check_design(data, model, n_groups=assignment.n_groups, func=func)
     inputs = prepare_inputs(data, model, assignment)
     out = map_fit(data, inputs, assignment, model, prior, n_starts=n_starts, seed=seed, init=init)
     return _map_result(data, model, assignment, inputs, prior, out, notes, func,
@@ -225,7 +225,7 @@ def fit_map(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed:
 
 
 def _map_result(data, model, assignment, inputs, prior, out, notes, func, *, settings):
-    notes = list(notes)
+    design, notes = list(notes), list(notes)
     v = out["values"]
     ids = list(data.annotator_ids)
     if not out["success"]:
@@ -240,8 +240,7 @@ def _map_result(data, model, assignment, inputs, prior, out, notes, func, *, set
     for k in ("prevalence", "increments", "slope", "intercept"):
         if k in v:
             point[k] = v[k]
-    identified = not (data.n_annotators == 2 and model == "dawid_skene")
-    reason = "" if identified else ("two annotators without score groups: not identified (paper §D.1).")
+    identified, reason = not design, design[0] if design else ""
     loglik = out["loglik"] if out["loglik"] is not None else float("nan")
     result = FitResult(model=model, method="map", channel=channel_from(v["fpr"], v["tpr"], ids), point=point,
                      groups=assignment, inputs=inputs, prior=prior, annotator_ids=tuple(ids),

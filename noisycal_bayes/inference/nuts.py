@@ -150,8 +150,9 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
     if not compress and model not in GROUPED_MODELS:
         raise ValueError("`compress=False` applies to grouped models only; the Platt model is always per item.")
     chain_method = choose_chain_method(n_chains, chain_method)
-    notes = list(check_design(data, model, func=func))
     assignment = resolve_assignment(data, model, groups, func)
+    design = list(check_design(data, model, n_groups=assignment.n_groups, func=func))
+    notes = list(design)
     inputs = prepare_inputs(data, model, assignment, compress=compress)
     # Compressed inputs for the EM start even when sampling per item (EM costs the same either way).
     start_inputs = inputs if (compress or model == "platt") else prepare_inputs(data, model, assignment)
@@ -206,9 +207,7 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
     result = FitResult(model=model, method="nuts", channel=None, point=point, groups=assignment, inputs=inputs,
                        prior=prior, annotator_ids=tuple(ids), draws=draws, sample_stats=stats,
                        n_divergent=n_divergent,
-                       identified=not (data.n_annotators == 2 and model == "dawid_skene"),
-                       reason="" if not (data.n_annotators == 2 and model == "dawid_skene") else
-                       "two annotators without score groups: not identified (paper §D.1).",
+                       identified=not design, reason=design[0] if design else "",
                        settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, seed=seed,
                                      chain_method=chain_method, target_accept=target_accept,
                                      max_tree_depth=max_tree_depth, precision=precision, compress=compress,

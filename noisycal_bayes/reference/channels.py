@@ -13,6 +13,7 @@ import numpy as np
 
 from .._validation import _preview
 from ..data import AnnotationSet, Channel, resolve_groups
+from ..diagnostics.identifiability import co_labelling_problem as _co_labelling_problem
 
 #: Tolerance used when checking that an estimate lies in the parameter space (population moments fed
 #: through the closed forms reproduce boundary values such as fpr = 0 only up to rounding).
@@ -138,16 +139,9 @@ def require_several_annotators(data: AnnotationSet, func: str) -> None:
 def co_labelling_problem(data: AnnotationSet) -> str:
     """Why the design cannot identify any channel because no item has two labels, or ''.
 
-    With one label per item the data fix only each annotator's positive rate per group,
-    ``fpr_j + gap_j pi_g``; any affine change ``pi -> c + d pi`` with ``gap -> gap / d``,
-    ``fpr -> fpr - c gap / d`` leaves every such rate, hence the likelihood, unchanged.
+    See :func:`noisycal_bayes.diagnostics.identifiability.co_labelling_problem` (the one rule both layers use).
     """
-    if (np.asarray(data.observed).sum(axis=1) >= 2).any():
-        return ""
-    return ("no item was labelled by two or more annotators: with one label per item the data fix only each "
-            "annotator's positive rate per score group (fpr_j + gap_j pi_g), and any affine change of the prevalences "
-            "(pi -> c + d pi, gap -> gap / d, fpr -> fpr - c gap / d) fits equally well. Have some items labelled by "
-            "several annotators.")
+    return _co_labelling_problem(data.observed)
 
 
 def resolve_data_groups(data: AnnotationSet, groups, func: str):

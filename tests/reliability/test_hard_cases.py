@@ -140,10 +140,6 @@ def test_two_annotators_in_a_single_score_group_reference_em_warns(sim3):
     assert not fit.identified
 
 
-@pytest.mark.xfail(strict=True, reason="inference/em.py + diagnostics/identifiability.py (Bayesian layer owner): "
-                                       "two annotators whose items all fall in one score group (the grouped model "
-                                       "reduces to the marginal one, paper §D.1) are fitted with identified=True "
-                                       "and no IdentifiabilityWarning")
 def test_two_annotators_in_a_single_score_group_inference_em_warns(sim3):
     data = _two_annotators_one_group(sim3)
     fit, warned = fit_recording(inference_em, data)
@@ -237,9 +233,6 @@ def test_one_label_per_item_reference_estimators_warn(sim3):
             est.require()
 
 
-@pytest.mark.xfail(strict=True, reason="inference/em.py + diagnostics/identifiability.py (Bayesian layer owner): data in "
-                                       "which no item has two labels (not identified: affine freedom of the "
-                                       "prevalences) are fitted with identified=True and no warning")
 def test_one_label_per_item_inference_em_warns(sim3):
     fit, warned = fit_recording(inference_em, _one_label_per_item(sim3))
     assert any(issubclass(w.category, IdentifiabilityWarning) for w in warned)
@@ -391,3 +384,15 @@ def test_nuts_divergences_give_a_warning_with_advice(tiny_bad_nuts):
     assert f"{fit.n_divergent} divergent transitions" in msgs[0]
     assert "target_accept" in msgs[0]  # what to do about it
     assert msgs[0] in fit.warnings  # and it stays on the result
+
+
+@pytest.mark.parametrize("design", ["two annotators, one score group", "one label per item"])
+def test_non_identified_designs_are_flagged_by_fit_map(sim3, design):
+    """fit_map shares check_design with fit_em and fit_nuts: the same warning and identified=False."""
+    from noisycal_bayes import fit_map
+
+    data = _two_annotators_one_group(sim3) if design.startswith("two") else _one_label_per_item(sim3)
+    fit, warned = fit_recording(lambda d: fit_map(d, model="grouped", groups=G, n_starts=2), data)
+    assert any(issubclass(w.category, IdentifiabilityWarning) for w in warned)
+    assert not fit.identified
+    assert "not identified" in fit.reason or "no item was labelled" in fit.reason
