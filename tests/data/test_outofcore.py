@@ -1,0 +1,238 @@
+"""Out-of-core sufficient statistics: every path (Dask long / wide, chunked CSV / Parquet, merge) gives exactly
+the counts of the in-memory compression (`compress_patterns` on an AnnotationSet, an independent code path),
+and fits from the statistics equal fits from the AnnotationSet."""
+import itertools
+import warnings
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from noisycal_bayes import AnnotationSet, Binning
+from noisycal_bayes.data import (SufficientStats, read_stats_csv, read_stats_parquet, stats_from_chunks,
+                                 stats_from_dask)
+from noisycal_bayes.simulate import simulate_annotations
+
+BINS = Binning.equal_width(6)
+
+
+@pytest.fixture(scope="module")
+def data():
+    """2,000 items, 4 annotators with ~25% missing responses (annotator 0 always present), scores in [0, 1]."""
+    sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.15, 0.3], tpr=[0.9, 0.8, 0.7, 0.85], seed=3)
+    lab = sim.data.labels.astype(np.float64)
+    miss = np.random.default_rng(0).random(lab.shape) < 0.25
+    miss[:, 0] = False
+    lab[miss] = np.nan
+    frame = pd.DataFrame(lab, columns=[10, 11, 12, 13], index=pd.Index(np.arange(5, 2005), name="item"))
+    return AnnotationSet.from_wide(frame, pd.Series(sim.data.scores, index=frame.index))
+
+
+def _long(data, *, shuffle=False):
+    out = data.to_long().astype({"item": np.int64, "annotator": np.int64})
+    return out.sample(frac=1.0, random_state=1).reset_index(drop=True) if shuffle else out
+
+
+def _wide(data):
+    out = pd.DataFrame(np.where(data.labels < 0, np.nan, data.labels), columns=[f"a{j}" for j in range(4)])
+    out.insert(0, "item", data.item_ids.astype(np.int64))
+    out["score"] = data.scores
+    return out
+
+
+def _wide_reference(data):
+    w = _wide(data)
+    return AnnotationSet.from_wide(w.set_index("item")[[f"a{j}" for j in range(4)]], data.scores)
+
+
+def _sync():
+    return dask.config.set(scheduler="synchronous")
+
+
+def test_hand_computed_codes():
+    # Items: 1 -> (a=1, b=missing) in bin 1; 2 -> (a=0, b=1) in bin 0; 3 -> (a=0, b=1) in bin 0.
+    frame = pd.DataFrame({"item": [1, 2, 2, 3, 3], "annotator": ["a", "a", "b", "b", "a"], "label": [1, 0, 1, 1, 0],
+                          "score": [0.9, 0.1, 0.1, 0.3, 0.3]})
+    st = stats_from_chunks([frame], layout="long", bins=[0.0, 0.5, 1.0])
+    assert st.annotator_ids == ("a", "b")
+    assert st.patterns.tolist() == [[0, 1], [1, -1]] and st.group.tolist() == [0, 1] and st.counts.tolist() == [2, 1]
+    assert (st.n_items, st.n_responses) == (3, 5)
+    np.testing.assert_allclose(st.score_sum, [0.4, 0.9])
+    np.testing.assert_array_equal(st.bin_counts, [2, 1])
+
+
+@pytest.mark.parametrize("with_scores", [True, False])
+def test_dask_long_equals_in_memory(data, with_scores):
+    bins = BINS if with_scores else None
+    ref = SufficientStats.from_annotations(data, bins)
+    long = _long(data, shuffle=True)  # responses of one item spread over partitions
+    if not with_scores:
+        long = long.drop(columns="score")
+    ddf = dd.from_pandas(long, npartitions=7)
+    with _sync():
+        st = stats_from_dask(ddf, bins=bins, split_out=3)
+    assert st.same_as(ref), (st, ref)
+    assert st.n_responses == int(data.observed.sum())
+
+
+def test_dask_wide_equals_in_memory(data):
+    ref = SufficientStats.from_annotations(_wide_reference(data), BINS)
+    with _sync():
+        st = stats_from_dask(dd.from_pandas(_wide(data), npartitions=5), layout="wide", bins=BINS)
+    assert st.same_as(ref)
+
+
+def test_dask_distributed_cluster(data):
+    distributed = pytest.importorskip("distributed")
+    ref = SufficientStats.from_annotations(data, BINS)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cl, \
+            distributed.Client(cl):
+        st = stats_from_dask(dd.from_pandas(_long(data, shuffle=True), npartitions=4), bins=BINS,
+                             annotators=[10, 11, 12, 13])
+    assert st.same_as(ref)
+
+
+def test_chunked_csv_and_parquet_equal_in_memory(data, tmp_path):
+    ref_long = SufficientStats.from_annotations(data, BINS)
+    ref_wide = SufficientStats.from_annotations(_wide_reference(data), BINS)
+    long, wide = _long(data), _wide(data)
+    long.to_csv(tmp_path / "long.csv", index=False)
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    long.to_parquet(tmp_path / "long.parquet", row_group_size=333)
+    wide.to_parquet(tmp_path / "wide.parquet", row_group_size=250)
+    # Chunk sizes that cut items in the middle of their responses.
+    assert read_stats_csv(tmp_path / "long.csv", layout="long", bins=BINS, chunksize=777).same_as(ref_long)
+    assert read_stats_parquet(tmp_path / "long.parquet", layout="long", bins=BINS, batch_size=101).same_as(ref_long)
+    assert read_stats_csv(tmp_path / "wide.csv", bins=BINS, chunksize=300).same_as(ref_wide)
+    assert read_stats_parquet(tmp_path / "wide.parquet", bins=BINS, batch_size=128).same_as(ref_wide)
+
+
+def test_merge_is_order_independent_and_aligns_annotators(data):
+    ref = SufficientStats.from_annotations(data, BINS)
+    long = _long(data)
+    cuts = [0, 500, 1200, 1700, data.n_items]
+    # Pieces by item; the first piece without annotator 13, so the pieces have different annotator sets.
+    pieces = []
+    for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        part = long[long["item"].isin(data.item_ids[a:b].astype(np.int64))]
+        if k == 0:
+            part = part[part["annotator"] != 13]
+        pieces.append(stats_from_chunks([part], layout="long", bins=BINS))
+    assert pieces[0].annotator_ids == (10, 11, 12)
+    whole = long[~(long["item"].isin(data.item_ids[:500].astype(np.int64)) & (long["annotator"] == 13))]
+    ref = SufficientStats.from_annotations(AnnotationSet.from_long(whole), BINS)
+    results = [p[0].merge(*p[1:]) for p in itertools.permutations(pieces)]
+    assert all(r.same_as(ref) for r in results)
+    # Associativity: (a + b) + (c + d) == a + (b + (c + d)).
+    a, b, c, d = pieces
+    assert ((a + b) + (c + d)).same_as(a + (b + (c + d)))
+
+
+def test_fit_em_from_stats_equals_fit_from_annotations(data):
+    from noisycal_bayes import fit_em
+
+    st = SufficientStats.from_annotations(data, BINS)
+    with _sync():
+        st_dask = stats_from_dask(dd.from_pandas(_long(data, shuffle=True), npartitions=4), bins=BINS)
+    for model in ("grouped", "dawid_skene", "histogram"):
+        ref = fit_em(data, model=model, groups=BINS, n_starts=4)
+        for s in (st, st_dask):
+            fit = fit_em(s, model=model, groups=None, n_starts=4)
+            np.testing.assert_array_equal(fit.inputs.patterns, ref.inputs.patterns)
+            np.testing.assert_array_equal(fit.inputs.counts, ref.inputs.counts)
+            np.testing.assert_allclose(fit.channel.fpr, ref.channel.fpr, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(fit.channel.tpr, ref.channel.tpr, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(fit.prevalence, ref.prevalence, rtol=0, atol=1e-12)
+            assert fit.loglik == pytest.approx(ref.loglik, rel=1e-13)
+            np.testing.assert_array_equal(fit.groups.used, ref.groups.used)
+
+
+def test_fit_nuts_from_stats_gives_identical_draws(data):
+    from noisycal_bayes import fit_nuts
+
+    st = SufficientStats.from_annotations(data, BINS)
+    kw = dict(n_chains=1, n_warmup=100, n_draws=100, progress_bar=False, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = fit_nuts(data, groups=BINS, **kw)
+        fit = fit_nuts(st, groups=None, **kw)
+    for k in ref.draws:
+        np.testing.assert_array_equal(fit.draws[k], ref.draws[k])
+    # No items: item-level outputs raise; the ArviZ export has no observed data or log-likelihood.
+    with pytest.raises(ValueError, match="SufficientStats"):
+        fit.clean_label_probability()
+    with pytest.raises(ValueError, match="SufficientStats"):
+        fit.log_likelihood(per="item")
+    with pytest.raises(ValueError, match="SufficientStats"):
+        fit.to_arviz(log_likelihood=True)
+    assert fit.log_likelihood(per="row").shape[:2] == (1, 100)
+    idata = fit.to_arviz()
+    assert "log_likelihood" not in list(getattr(idata, "groups", lambda: [])() if callable(getattr(idata, "groups", None))
+                                        else idata.groups)
+
+
+def test_fit_from_stats_refuses_what_it_cannot_do(data):
+    from noisycal_bayes import fit_em, fit_map, fit_nuts
+
+    st = SufficientStats.from_annotations(data, BINS)
+    with pytest.raises(ValueError, match="bins the statistics were computed with"):
+        fit_em(st, groups=5)
+    with pytest.raises(ValueError, match="bins the statistics were computed with"):
+        fit_em(st, groups=Binning.equal_width(3))
+    fit_em(st, groups=Binning.equal_width(6), n_starts=2)  # the same bins are accepted
+    with pytest.raises(ValueError, match="platt"):
+        fit_map(st, model="platt")
+    with pytest.raises(ValueError, match="compress=True"):
+        fit_nuts(st, groups=None, compress=False)
+    no_scores = SufficientStats.from_annotations(data)
+    with pytest.raises(ValueError, match="without scores"):
+        fit_em(no_scores, groups=None)
+    assert fit_em(no_scores, model="dawid_skene", n_starts=2).converged
+
+
+def _expect(match, fn, *args, **kw):
+    with pytest.raises(ValueError, match=match):
+        with _sync():
+            fn(*args, **kw)
+
+
+def test_bad_inputs_name_the_offending_entries(data, tmp_path):
+    long = _long(data)
+    bad = long.copy()
+    bad.loc[3, "label"] = 2
+    _expect(r"labels must be 0 or 1; got \[2\] at \(item, annotator\) \[\(6, ", stats_from_chunks, [bad], layout="long")
+    _expect(r"labels must be 0 or 1", stats_from_dask, dd.from_pandas(bad, npartitions=3))
+    bad = long.copy()
+    bad.loc[bad["item"] == 7, "score"] = 1.5
+    _expect(r"\[0, 1\]; got \[1.5, .*at items \[7", stats_from_dask, dd.from_pandas(bad, npartitions=3), bins=BINS)
+    # Two scores for one item, with its rows in different partitions.
+    bad = long.copy()
+    bad.loc[bad.index[bad["item"] == 8][0], "score"] = 0.0
+    _expect(r"items \[8\] have more than one score", stats_from_dask, dd.from_pandas(bad.iloc[::-1], npartitions=4),
+            bins=BINS)
+    # A duplicate (item, annotator) pair whose two rows sit in different partitions.
+    dup = pd.concat([long, long[(long["item"] == 9) & (long["annotator"] == 10)]], ignore_index=True)
+    _expect(r"items \[9\] have more than one label from the same annotator", stats_from_dask,
+            dd.from_pandas(dup, npartitions=5))
+    _expect(r"items \[9\] have more than one label", stats_from_chunks, [dup.sort_values("item", kind="stable")],
+            layout="long")
+    _expect(r"sorted by item.*stats_from_dask", stats_from_chunks, [long.iloc[10:], long.iloc[:10]], layout="long")
+    _expect(r"sorted by item", stats_from_chunks, [long.iloc[::-1]], layout="long")
+    _expect("equal-mass bins", stats_from_dask, dd.from_pandas(long, npartitions=2), bins=Binning.equal_mass(5))
+    _expect("int 5", stats_from_chunks, [long], layout="long", bins=5)
+    _expect(r"missing column\(s\) \['label'\]", stats_from_chunks, [long.drop(columns="label")], layout="long")
+    _expect(r"not among the given `annotators`", stats_from_dask, dd.from_pandas(long, npartitions=2),
+            annotators=[10, 11])
+    wide = _wide(data)
+    wide.loc[4, ["a0", "a1", "a2", "a3"]] = np.nan
+    _expect(r"items \[9\] have no label", stats_from_chunks, [wide])
+    wide = _wide(data)
+    wide.loc[2, "a1"] = 3
+    _expect(r"column 'a1', items \[7\]", stats_from_dask, dd.from_pandas(wide, npartitions=2), layout="wide")
+    _expect("empty", stats_from_chunks, [], layout="wide")
+    a = SufficientStats.from_annotations(data, BINS)
+    _expect("different score edges", a.merge, SufficientStats.from_annotations(data, Binning.equal_width(3)))
+    _long(data, shuffle=True).to_csv(tmp_path / "bad.csv", index=False)
+    _expect(r"bad.csv: .*sorted by item", read_stats_csv, tmp_path / "bad.csv", layout="long", chunksize=50)
