@@ -30,7 +30,9 @@ __all__ = ["demo_paths", "load_annotations_csv", "load_demo", "load_scores_csv",
 
 #: Cells read as a missing response in wide format (case-insensitive, after stripping blanks).
 MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "-1"})
-_INT = re.compile(r"^[+-]?\d+$")
+# Integer ids in canonical form only ("7", "-12"; not "007", "+7" or "-0"), so that reading them as ints
+# never merges two distinct strings. Longer ids stay strings: Python refuses int() beyond 4300 digits.
+_INT = re.compile(r"^(0|-?[1-9]\d{0,4000})$")
 _BUNDLED = "bundled"
 #: How the bundled demo data was simulated (see ``benchmarks/make_demo_data.py``).
 DEMO_CURVE = "overconfident"
@@ -116,7 +118,7 @@ def read_table(path) -> _Table:
 
 # ---------------------------------------------------------------------------------------------- cells
 def _item_ids(table: _Table, column: str) -> list:
-    """Item ids of a column: ints when every id is an integer, else the stripped strings."""
+    """Item ids of a column: ints when every id is a canonical integer ("7", not "007"), else the stripped strings."""
     values = table.column(column)
     for r, v in enumerate(values):
         if v == "":
@@ -349,7 +351,7 @@ def _read_wide(table: _Table, *, item, score, annotators=None):
 
 
 def _ids_as_ints(ids) -> list:
-    """Ids as ints when every one is an integer string, else unchanged."""
+    """Ids as ints when every one is a canonical integer string, else unchanged (so '01' and '1' stay distinct)."""
     ids = list(ids)
     return [int(v) for v in ids] if all(_INT.match(v) for v in ids) else ids
 

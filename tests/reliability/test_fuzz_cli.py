@@ -253,8 +253,6 @@ def test_unreadable_paths_are_one_line_errors(target, tmp_path):
     assert_one_line_error(err, piece=str(path))
 
 
-@pytest.mark.xfail(strict=True, reason="data/loaders.py (loader owner): long-format item ids '007' and '7' are both "
-                                       "read as the integer 7 and silently merged into one item")
 def test_distinct_zero_padded_ids_are_not_merged(tmp_path):
     """'007' and '7' are different items; reading both as 7 merges their labels without a word."""
     ann = write(tmp_path / "ann.csv", "item,annotator,label\n007,a,1\n7,b,0\n8,a,0\n8,b,0\n")
@@ -265,8 +263,6 @@ def test_distinct_zero_padded_ids_are_not_merged(tmp_path):
     assert data.n_items == 3, f"items {data.item_ids.tolist()} with labels {data.labels.tolist()}"
 
 
-@pytest.mark.xfail(strict=True, reason="data/loaders.py (loader owner): an all-digit id longer than Python's 4300-digit "
-                                       "int conversion limit raises a ValueError that names neither the file nor the id")
 def test_ids_beyond_the_int_conversion_limit_load_or_name_the_file(tmp_path):
     huge = "9" * 5000
     ann = write(tmp_path / "ann.csv", f"item,annotator,label\n{huge},a,1\n{huge},b,0\n1,a,0\n1,b,0\n")
@@ -409,3 +405,20 @@ def test_random_junk_files_through_the_command_line(tmp_path):
         assert code == 2, (text, out, err)
         assert_one_line_error(err)
         assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("layout", ["long", "wide"])
+def test_non_canonical_annotator_ids_are_not_merged(tmp_path, layout):
+    """Annotators '01' and '1' are two people; reading both as the int 1 would pool their labels."""
+    if layout == "long":
+        text = "item,annotator,label\na,01,1\na,1,0\nb,01,0\nb,1,0\n"
+    else:
+        text = "item,01,1\na,1,0\nb,0,0\n"
+    data = load_annotations_csv(write(tmp_path / "ann.csv", text))
+    assert data.n_annotators == 2 and sorted(map(str, data.annotator_ids)) == ["01", "1"]
+    assert data.labels[list(data.item_ids).index("a")].tolist() in ([1, 0], [0, 1])
+
+
+def test_canonical_integer_ids_are_still_read_as_ints(tmp_path):
+    data = load_annotations_csv(write(tmp_path / "ann.csv", "item,annotator,label\n10,1,1\n9,2,0\n10,2,0\n9,1,1\n"))
+    assert list(data.item_ids) == [9, 10] and list(data.annotator_ids) == [1, 2]
