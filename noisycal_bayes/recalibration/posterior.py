@@ -29,15 +29,12 @@ from ..core.weights import WEIGHT_RULES
 from ..data import AnnotationSet, bin_index
 from ..propagate._draws import check_fit, extract_draws, output_index
 from ..warnings import BoundaryWarning
+from .maps import NotFittedError
 
 #: Default temperature box ``[T_min, T_max]`` (the same as the point map's).
 TEMPERATURE_BOUNDS = (0.05, 20.0)
 # Newton iterations on log(1/T) (bisection fallback halves the bracket each time: 2^-100 of it at worst).
 _NEWTON_STEPS = 100
-
-
-class NotFittedError(ValueError, AttributeError):
-    """``predict`` was called before ``fit``."""
 
 
 def _sigmoid(x):

@@ -134,3 +134,12 @@ def test_errors(sim):
         PosteriorTemperature().fit(sim.data, Channel([0.1, 0.1], [0.9, 0.9]))
     with pytest.raises(ValueError, match="in \\[0, 1\\]"):
         PosteriorTemperature(n_draws=5).fit(sim.data, sim.channel).predict([1.5])
+
+
+def test_posterior_maps_raise_the_exported_not_fitted_error():
+    """One NotFittedError for point and posterior maps, so `except recalibration.NotFittedError` catches both."""
+    from noisycal_bayes import recalibration
+
+    for cls in (PosteriorHistogram, PosteriorPlatt, PosteriorTemperature):
+        with pytest.raises(recalibration.NotFittedError):
+            cls().predict([0.5])
