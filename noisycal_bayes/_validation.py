@@ -116,3 +116,28 @@ def check_positive_int(value, *, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
     return int(value)
+
+
+def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):
+    """Validate annotator weights: a rule name, or an explicit vector of shape (n_annotators,).
+
+    Returns ``(rule, label)``: the rule name twice, or the vector normalised to sum 1 and ``"explicit"``.
+    ``allow_zero=False`` (for code paths that cannot drop items whose annotators all weigh 0) requires
+    every explicit weight to be positive.
+    """
+    from .core.weights import WEIGHT_RULES
+
+    if isinstance(weights, str):
+        if weights not in WEIGHT_RULES:
+            raise ValueError(f"`weights` must be one of {WEIGHT_RULES} or an array of shape ({n_annotators},); got "
+                             f"{weights!r}.")
+        return weights, weights
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n_annotators,):
+        raise ValueError(f"explicit `weights` must have shape ({n_annotators},); got {w.shape}.")
+    if allow_zero:
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValueError(f"explicit `weights` must be finite, non-negative and not all zero; got {w.tolist()}.")
+    elif not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError(f"explicit `weights` must be finite and positive; got {w.tolist()}.")
+    return w / w.sum(), "explicit"

@@ -25,7 +25,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import em_step, item_corrected_label, rule_weights, x64
-from ..core.weights import WEIGHT_RULES
 from ..data import bin_index
 from ._posterior import Rows, draw_index, padded_rows, parameter_draws
 
@@ -44,19 +43,6 @@ _REFIT_TOL = 1e-5
 # to the bootstrap spread).
 _REFIT_MAX_ITER = 300
 _REFIT_FNS: dict = {}
-
-
-def check_weights(weights, n_annotators: int):
-    if isinstance(weights, str):
-        if weights not in WEIGHT_RULES:
-            raise ValueError(f"`weights` must be one of {WEIGHT_RULES} or an array of shape ({n_annotators},); got "
-                             f"{weights!r}.")
-        return weights
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n_annotators,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-        raise ValueError(f"explicit `weights` must be {n_annotators} finite non-negative numbers, not all zero; got "
-                         f"{np.asarray(weights).tolist()}.")
-    return w / w.sum()
 
 
 def _em_prior(fit):

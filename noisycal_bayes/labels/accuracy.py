@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import check_positive_int, check_scores
+from .._validation import check_positive_int, check_scores, check_weights
 from ..data import Binning, bin_index
 from ..warnings import DataWarning
 from ._posterior import (_item_groups, check_data, check_fit, check_prob, check_threshold, posterior_mean_accuracy,
                          row_posteriors)
-from ._replicates import SOURCES, Replicates, check_weights
+from ._replicates import SOURCES, Replicates
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
 
 TARGETS = {True: "population accuracy (Bayesian bootstrap over items)",
@@ -231,7 +231,7 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
     t = check_threshold(threshold)
     prob = check_prob(prob)
     n_replicates = check_replicates(n_replicates)
-    w_rule = check_weights(weights, data.n_annotators)
+    w_rule, _ = check_weights(weights, data.n_annotators)
     rng = np.random.default_rng(seed)
     yhat = predictions(z, t)
     if fit is None:

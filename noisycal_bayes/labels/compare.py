@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_scores
+from .._validation import _preview, check_scores, check_weights
 from ..core import ece_from_labels, x64
 from ..data import Binning, as_binning, bin_index
 from ._posterior import check_data, check_fit, check_prob, check_threshold, posterior_mean_accuracy, row_posteriors
-from ._replicates import SOURCES, Replicates, check_weights
+from ._replicates import SOURCES, Replicates
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
 from .accuracy import (TARGETS, check_replicates, conditioned_on, naive_accuracies, predictions,
                        warn_unconditioned)
@@ -197,7 +197,7 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     th = _thresholds(threshold, names, func)
     prob = check_prob(prob)
     n_replicates = check_replicates(n_replicates)
-    w_rule = check_weights(weights, data.n_annotators)
+    w_rule, _ = check_weights(weights, data.n_annotators)
     binning = as_binning(bins)
     rng = np.random.default_rng(seed)
     yhat = np.stack([predictions(sc[n], th[n]) for n in names], axis=1)

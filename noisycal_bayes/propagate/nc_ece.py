@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import check_level
-from ..core.weights import WEIGHT_RULES
+from .._validation import check_level, check_weights
 from ..data import AnnotationSet, as_binning, bin_index
 from ..warnings import DataWarning
 from ._draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index
@@ -42,20 +41,6 @@ READINGS = ("two_sided", "upper_one_sided")
 #: How the interval is computed from the draws: see :func:`posterior_nc_ece` Notes.
 INTERVAL_METHODS = ("debiased", "posterior")
 DEFAULT_INTERVAL = "debiased"
-
-
-def _check_weights(weights, n_annotators: int):
-    """A rule name or a convex weight vector (validated), and the rule label."""
-    if isinstance(weights, str):
-        if weights not in WEIGHT_RULES:
-            raise ValueError(f"`weights` must be one of {WEIGHT_RULES} or an array; got {weights!r}.")
-        return weights, weights
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n_annotators,):
-        raise ValueError(f"explicit `weights` must have shape ({n_annotators},); got {w.shape}.")
-    if not np.all(np.isfinite(w)) or np.any(w <= 0):
-        raise ValueError(f"explicit `weights` must be finite and positive; got {w.tolist()}.")
-    return w / w.sum(), "explicit"
 
 
 @dataclass(frozen=True)
@@ -345,7 +330,7 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
     level = check_level(level)
     if interval not in INTERVAL_METHODS:
         raise ValueError(f"{func}: `interval` must be one of {INTERVAL_METHODS}; got {interval!r}.")
-    rule, rule_label = _check_weights(weights, data.n_annotators)
+    rule, rule_label = check_weights(weights, data.n_annotators, allow_zero=False)
     fit = check_fit(fit, func, allow_channel=(method == "plugin"))
     n_ann_fit = fit.n_annotators if not is_fit_result(fit) else fit.inputs.n_annotators
     if n_ann_fit != data.n_annotators:

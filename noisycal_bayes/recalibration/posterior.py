@@ -23,9 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import check_level, check_scores
+from .._validation import check_level, check_scores, check_weights
 from ..core import clipped_logit, item_corrected_label, mean_corrected_label, rule_weights, x64
-from ..core.weights import WEIGHT_RULES
 from ..data import AnnotationSet, bin_index
 from ..propagate._draws import check_fit, extract_draws, output_index
 from ..warnings import BoundaryWarning
@@ -401,14 +400,10 @@ class PosteriorTemperature(_PosteriorMap):
         src = extract_draws(result)
         if src.fpr.shape[1] != data.n_annotators:
             raise ValueError(f"{func}: the fit has {src.fpr.shape[1]} annotators but `data` has {data.n_annotators}.")
-        rule = self.weights
-        if isinstance(rule, str):
-            if rule not in WEIGHT_RULES:
-                raise ValueError(f"{func}: `weights` must be one of {WEIGHT_RULES} or an array; got {rule!r}.")
-        else:
-            rule = np.asarray(rule, dtype=np.float64)
-            if rule.shape != (data.n_annotators,) or not np.all(np.isfinite(rule)) or np.any(rule <= 0):
-                raise ValueError(f"{func}: explicit `weights` must be {data.n_annotators} positive numbers.")
+        try:
+            rule, _ = check_weights(self.weights, data.n_annotators, allow_zero=False)
+        except ValueError as exc:
+            raise ValueError(f"{func}: {exc}") from None
         src = src.take(output_index(src.n_source, self.n_draws, is_posterior=src.is_posterior))
         n_out = src.n_source
         targets = _corrected_label_draws(data.labels, src.fpr, src.gap, rule)

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_binary_labels, check_same_length, check_scores, check_soft_labels
+from .._validation import _preview, check_binary_labels, check_same_length, check_scores, check_soft_labels, check_weights
 from ..core import bin_stats, bin_table, binned_abs_residual, pad_bin_stats, x64
-from ..core.weights import WEIGHT_RULES
 from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
 
 
@@ -95,20 +94,6 @@ def check_channel(channel, data: AnnotationSet) -> Channel:
     if channel.n_annotators != data.n_annotators:
         raise ValueError(f"`channel` has {channel.n_annotators} annotators but the data has {data.n_annotators}.")
     return channel
-
-
-def check_weights(weights, n_annotators: int):
-    """Return a rule name or a convex weight vector (validated), and the rule label."""
-    if isinstance(weights, str):
-        if weights not in WEIGHT_RULES:
-            raise ValueError(f"`weights` must be one of {WEIGHT_RULES} or an array; got {weights!r}.")
-        return weights, weights
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n_annotators,):
-        raise ValueError(f"explicit `weights` must have shape ({n_annotators},); got {w.shape}.")
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-        raise ValueError(f"explicit `weights` must be finite, non-negative and not all zero; got {w.tolist()}.")
-    return w / w.sum(), "explicit"
 
 
 def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edges=None) -> NCECEResult:

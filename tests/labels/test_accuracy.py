@@ -126,7 +126,7 @@ def test_bad_inputs(sim, fit):
         corrected_accuracy(sim.data, fit, n_replicates=0)
     with pytest.raises(ValueError, match="`weights` must be one of"):
         corrected_accuracy(sim.data, fit, weights="best")
-    with pytest.raises(ValueError, match="explicit `weights` must be 3 finite non-negative numbers"):
+    with pytest.raises(ValueError, match="explicit `weights` must be finite, non-negative and not all zero; got \\[1.0, -1.0, 1.0\\]"):
         corrected_accuracy(sim.data, fit, weights=[1, -1, 1])
     with pytest.raises(ValueError, match="`prob` must lie strictly between 0 and 1"):
         corrected_accuracy(sim.data, fit, prob=0)
