@@ -15,46 +15,17 @@ import numpy as np
 
 from .._validation import _preview, check_positive_int
 from ..core import ds_loglik, em_step, x64
+from ..core.starts import check_starts as _check_starts, em_starts, orient as _orient
 from ..diagnostics.identifiability import check_design, check_prevalence_spread
 from ..models.priors import Prior
 from ..warnings import ConvergenceWarning, SmallGapWarning
 from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
 from .result import FitResult, channel_from, point_dict
 
-#: Random starts: fpr ~ U(FPR_RANGE), tpr ~ U(TPR_RANGE), prevalence ~ U(PREVALENCE_RANGE); the same rule as
-#: ``noisycal_bayes.reference.em.em_starts`` (the test suite checks that both produce identical arrays).
-FPR_RANGE = (0.05, 0.45)
-TPR_RANGE = (0.55, 0.95)
-PREVALENCE_RANGE = (0.2, 0.8)
 #: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
 TIE_RTOL = 1e-9
 # Status codes of one EM run.
 _RUNNING, _CONVERGED, _NONFINITE, _MAX_ITER, _BAD_START = 0, 1, 2, 3, 4
-
-
-def em_starts(n_annotators: int, n_groups: int, n_starts: int, seed: int = 0):
-    """Random EM starts with ``fpr < 0.5 < tpr``, reproducible from ``seed``.
-
-    Exactly: ``rng = np.random.default_rng(seed)``; ``fpr = rng.uniform(0.05, 0.45, (S, J))``, then
-    ``tpr = rng.uniform(0.55, 0.95, (S, J))``, then ``prevalence = rng.uniform(0.2, 0.8, (S, G))``.
-    Starting with ``fpr < 0.5 < tpr`` avoids most label-swapped solutions (ENVIRONMENT.md).
-
-    Returns
-    -------
-    fpr, tpr : ndarray of shape (n_starts, n_annotators)
-    prevalence : ndarray of shape (n_starts, n_groups)
-
-    Examples
-    --------
-    >>> fpr, tpr, prevalence = em_starts(3, 2, 4, seed=0)
-    >>> fpr.shape, prevalence.shape
-    ((4, 3), (4, 2))
-    """
-    rng = np.random.default_rng(seed)
-    fpr = rng.uniform(*FPR_RANGE, size=(n_starts, n_annotators))
-    tpr = rng.uniform(*TPR_RANGE, size=(n_starts, n_annotators))
-    prevalence = rng.uniform(*PREVALENCE_RANGE, size=(n_starts, n_groups))
-    return fpr, tpr, prevalence
 
 
 def _log_prior(theta_parts, prior):
@@ -112,31 +83,6 @@ def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, pr
         return theta, obj, it, st, tr
 
     return jax.vmap(one)(theta0)
-
-
-def _orient(fpr, tpr, prevalence):
-    """Global label exchange ``Y <-> 1 - Y`` when most annotators have ``tpr < fpr`` (ties: summed gap < 0)."""
-    gap = tpr - fpr
-    n_rev = int(np.sum(gap < 0))
-    if 2 * n_rev > gap.size or (2 * n_rev == gap.size and gap.sum() < 0):
-        return tpr.copy(), fpr.copy(), 1.0 - prevalence, True
-    return fpr, tpr, prevalence, False
-
-
-def _check_starts(starts, n_annotators, n_groups):
-    try:
-        fpr, tpr, prev = (np.array(s, dtype=np.float64) for s in starts)
-    except (TypeError, ValueError):
-        raise ValueError("`starts` must be a tuple (fpr (S, J), tpr (S, J), prevalence (S, G)).") from None
-    if fpr.ndim != 2 or fpr.shape[1] != n_annotators or tpr.shape != fpr.shape or prev.shape != (fpr.shape[0], n_groups):
-        raise ValueError(f"`starts` must have shapes (S, {n_annotators}), (S, {n_annotators}), (S, {n_groups}); got "
-                         f"{fpr.shape}, {tpr.shape}, {prev.shape}.")
-    if fpr.shape[0] == 0:
-        raise ValueError("`starts` is empty.")
-    vals = np.concatenate([fpr.ravel(), tpr.ravel(), prev.ravel()])
-    if not np.all(np.isfinite(vals)) or np.any((vals <= 0) | (vals >= 1)):
-        raise ValueError("`starts` must lie strictly inside (0, 1).")
-    return fpr, tpr, prev
 
 
 def _em_counts(prior):

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._validation import _preview, check_positive_int
 from ..core import ds_loglik, em_step, x64
+from ..core.starts import check_starts as _check_starts, em_starts, orient as _orient
 from ..data import compress_patterns, pad_patterns, padded_size
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 from .channels import (ChannelEstimate, check_annotation_set, co_labelling_problem, group_moments, make_channel,
@@ -25,55 +26,12 @@ from .channels import (ChannelEstimate, check_annotation_set, co_labelling_probl
 from .moments import moments_three
 
 METHOD = "em"
-#: Random starts: fpr ~ U(FPR_RANGE), tpr ~ U(TPR_RANGE), prevalence ~ U(PREVALENCE_RANGE).
-FPR_RANGE = (0.05, 0.45)
-TPR_RANGE = (0.55, 0.95)
-PREVALENCE_RANGE = (0.2, 0.8)
 #: The moment start is clipped into this interval so that EM does not start on the boundary.
 START_CLIP = (0.01, 0.99)
 #: Accepted starts whose objective is within this relative distance of the best are ties.
 TIE_RTOL = 1e-9
 #: Two-annotator grouped fits warn when max(prevalence) - min(prevalence) is below this.
 MIN_PREVALENCE_SPREAD = 0.05
-
-
-def em_starts(n_annotators: int, n_groups: int, n_starts: int, seed: int = 0):
-    """Random EM starts with ``fpr < 0.5 < tpr``, reproducible from ``seed``.
-
-    Parameters
-    ----------
-    n_annotators, n_groups, n_starts : int
-    seed : int
-        Seed of ``numpy.random.default_rng``.
-
-    Returns
-    -------
-    fpr : ndarray of shape (n_starts, n_annotators)
-    tpr : ndarray of shape (n_starts, n_annotators)
-    prevalence : ndarray of shape (n_starts, n_groups)
-
-    Notes
-    -----
-    Exactly: ``rng = np.random.default_rng(seed)``; ``fpr = rng.uniform(0.05, 0.45, (S, J))``, then
-    ``tpr = rng.uniform(0.55, 0.95, (S, J))``, then ``prevalence = rng.uniform(0.2, 0.8, (S, G))``, in
-    this order. Starting with ``fpr < 0.5 < tpr`` avoids most label-swapped solutions (ENVIRONMENT.md).
-
-    Examples
-    --------
-    >>> fpr, tpr, prevalence = em_starts(3, 2, 4, seed=0)
-    >>> fpr.shape, tpr.shape, prevalence.shape
-    ((4, 3), (4, 3), (4, 2))
-    >>> bool((fpr < 0.5).all() and (tpr > 0.5).all())
-    True
-    """
-    n_annotators = check_positive_int(n_annotators, name="n_annotators")
-    n_groups = check_positive_int(n_groups, name="n_groups")
-    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
-    rng = np.random.default_rng(seed)
-    fpr = rng.uniform(*FPR_RANGE, size=(n_starts, n_annotators))
-    tpr = rng.uniform(*TPR_RANGE, size=(n_starts, n_annotators))
-    prevalence = rng.uniform(*PREVALENCE_RANGE, size=(n_starts, n_groups))
-    return fpr, tpr, prevalence
 
 
 def _log_prior(fpr, tpr, prevalence, prior):
@@ -145,22 +103,6 @@ def _check_prior(prior):
     return out
 
 
-def _check_starts(starts, n_annotators, n_groups):
-    try:
-        fpr, tpr, prev = (np.array(s, dtype=np.float64) for s in starts)
-    except (TypeError, ValueError):
-        raise ValueError("`starts` must be a tuple (fpr (S, J), tpr (S, J), prevalence (S, G)).") from None
-    if fpr.ndim != 2 or fpr.shape[1] != n_annotators or tpr.shape != fpr.shape or prev.shape != (fpr.shape[0], n_groups):
-        raise ValueError(f"`starts` must have shapes (S, {n_annotators}), (S, {n_annotators}), (S, {n_groups}); got "
-                         f"{fpr.shape}, {tpr.shape}, {prev.shape}.")
-    if fpr.shape[0] == 0:
-        raise ValueError("`starts` is empty.")
-    vals = np.concatenate([fpr.ravel(), tpr.ravel(), prev.ravel()])
-    if not np.all(np.isfinite(vals)) or np.any((vals <= 0) | (vals >= 1)):
-        raise ValueError("`starts` must lie strictly inside (0, 1).")
-    return fpr, tpr, prev
-
-
 def _moment_start(data, group, n_groups):
     """The moment estimate as an EM start (fpr, tpr (J,), prevalence (G,)), or None if not identified."""
     est = moments_three(data)
@@ -193,20 +135,6 @@ def _run_start(theta0, arrays, n_annotators, n_groups, prior, max_iter, tol):
     if not bool(converged):
         return theta, obj, it, trace, False, f"did not converge within max_iter={max_iter} iterations"
     return theta, obj, it, trace, True, ""
-
-
-def _orient(fpr, tpr, prevalence):
-    """Global label exchange ``Y <-> 1 - Y`` when most annotators have ``tpr < fpr``.
-
-    The exchange maps ``(fpr, tpr) -> (tpr, fpr)`` and ``prevalence -> 1 - prevalence`` (the likelihood
-    is unchanged). Ties (exactly half the annotators reversed) go by the sign of the summed gaps; a
-    summed gap of exactly 0 is left as it is.
-    """
-    gap = tpr - fpr
-    n_rev = int(np.sum(gap < 0))
-    if 2 * n_rev > gap.size or (2 * n_rev == gap.size and gap.sum() < 0):
-        return tpr.copy(), fpr.copy(), 1.0 - prevalence, True
-    return fpr, tpr, prevalence, False
 
 
 def fit_em(data, *, groups=None, n_starts: int = 10, seed: int = 0, max_iter: int = 1000, tol: float = 1e-8,
