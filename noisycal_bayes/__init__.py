@@ -3,20 +3,24 @@
 Notation (Hanada & Futami): ``a_j`` -> ``fpr``, ``a_j + delta_j`` -> ``tpr``, ``delta_j`` -> ``gap``,
 ``pi_g`` -> ``prevalence``.
 
-The data layer and the metrics import eagerly; the Bayesian layer (NumPyro) and the reference layer are
-loaded on first use, so ``import noisycal_bayes`` stays cheap.
+The data layer and the simulator import eagerly; the metrics (``ece``, ``nc_ece``, ``smece``, which use JAX),
+the Bayesian layer (NumPyro) and the reference layer are loaded on first use, so ``import noisycal_bayes``
+does not start JAX.
 """
 from importlib import import_module
 
 from . import warnings
 from .data import AnnotationSet, Binning, Channel
-from .reference.calibration import NCECEResult, ece, nc_ece, smece
 from .simulate import simulate_annotations
 
 __version__ = "0.1.0"
 
 # Public name -> module that defines it (imported lazily by __getattr__).
 _LAZY = {
+    "NCECEResult": "noisycal_bayes.reference.calibration",
+    "ece": "noisycal_bayes.reference.calibration",
+    "nc_ece": "noisycal_bayes.reference.calibration",
+    "smece": "noisycal_bayes.reference.calibration",
     "TemperatureScaling": "noisycal_bayes.recalibration",
     "PlattScaling": "noisycal_bayes.recalibration",
     "ProjectedHistogram": "noisycal_bayes.recalibration",
@@ -65,5 +69,4 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["AnnotationSet", "Binning", "Channel", "NCECEResult", "ece", "nc_ece", "simulate_annotations", "smece",
-           "warnings", *_LAZY]
+__all__ = ["AnnotationSet", "Binning", "Channel", "simulate_annotations", "warnings", *_LAZY]
