@@ -61,8 +61,12 @@ def _compress_dense(labels: np.ndarray, group, n_groups: int) -> PatternCounts |
         inverse[start:start + lab.shape[0]] = code
         counts += np.bincount(code, minlength=space)
     uniq = np.flatnonzero(counts)
+    # Rank of each code among the present ones, by a lookup table over the (small) code space: the same as
+    # np.searchsorted(uniq, code), without a binary search per item.
+    rank = np.zeros(space, dtype=np.intp)
+    rank[uniq] = np.arange(uniq.size)
     for start in range(0, n, _CHUNK):
-        inverse[start:start + _CHUNK] = np.searchsorted(uniq, inverse[start:start + _CHUNK])
+        inverse[start:start + _CHUNK] = rank[inverse[start:start + _CHUNK]]
     # Decode each code back into its group and pattern (digit 0 = missing, 1 = label 0, 2 = label 1).
     rest = uniq % base
     patterns = np.empty((uniq.size, j), dtype=np.int8)

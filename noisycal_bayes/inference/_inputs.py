@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._validation import check_positive_int
 from ..core import clipped_logit
 from ..data import AnnotationSet, Binning, bin_index, compress_patterns, pad_patterns, padded_size, resolve_groups
 from ..data.compress import PatternCounts
@@ -173,12 +174,22 @@ def resolve_assignment(data: AnnotationSet, model: str, groups, func: str) -> Gr
         raise ValueError(f"{func}: score groups given as {groups!r} need classifier scores, and this AnnotationSet has "
                          "none. Build it with `scores=`, pass an integer group label per item, or use "
                          "model='dawid_skene'.")
-    index, n_groups = resolve_groups(data.scores, groups, n)
     if is_rule:
-        binning = groups if isinstance(groups, Binning) else Binning.equal_mass(int(groups))
+        # What resolve_groups does for a rule (edges, bin index, empty bins dropped), with the edges and the
+        # bin index computed once (each is a pass over the scores; the quantiles sort them).
+        binning = groups if isinstance(groups, Binning) else Binning.equal_mass(check_positive_int(groups, name="groups"))
         edges = binning.edges_for(data.scores)
-        used = np.unique(bin_index(data.scores, edges))
-        return GroupAssignment(index, n_groups, dim, edges, used.astype(np.int32), spec=groups)
+        idx = bin_index(data.scores, edges)
+        present = np.bincount(idx, minlength=edges.size - 1)
+        used = np.flatnonzero(present)
+        if used.size == edges.size - 1:
+            index = idx
+        else:
+            rank = np.zeros(present.size, np.int32)
+            rank[used] = np.arange(used.size)
+            index = rank[idx]
+        return GroupAssignment(index.astype(np.int32), int(used.size), dim, edges, used.astype(np.int32), spec=groups)
+    index, n_groups = resolve_groups(data.scores, groups, n)
     used = np.unique(np.asarray(groups))
     return GroupAssignment(index, n_groups, dim, None, used, spec="labels")
 

@@ -17,6 +17,13 @@ from ..core import BinStats, bin_table, clipped_logit, posterior_positive, x64
 # Work arrays of at most this many (draw x item) entries are built at once.
 _CHUNK_ENTRIES = 4_000_000
 _MAX_CHUNK = 256
+#: Bayesian bootstrap with more than this many (item x draw) weights goes through per-cell totals
+#: (:func:`cell_bootstrap`); below it every item gets its own exponential weight per draw.
+_ITEM_BOOTSTRAP_ENTRIES = 20_000_000
+#: Cells with at most this many items get per-item weights inside :func:`cell_bootstrap`.
+_EXACT_CELL = 32
+#: Draws per compiled call of the cell route (a fixed shape: compiled once per bins and rule).
+_CELL_CHUNK = 256
 
 _JIT: dict = {}
 
@@ -53,6 +60,37 @@ def _plugin_fn(n_bins: int, rule, per_draw_stats: bool):
     return fn
 
 
+def _row_keys(bin_idx: np.ndarray, obs: np.ndarray, n_bins: int):
+    """Distinct (bin, missingness mask) rows, sorted lexicographically, and each item's row.
+
+    The same as ``np.unique(np.c_[bin_idx, obs], axis=0, return_inverse=True)`` (rows ``(n_rows, 1 + J)``),
+    through one integer code per item ``bin 2^J + sum_j obs_j 2^(J-1-j)`` (whose order is the lexicographic
+    order of the rows): a row-wise ``np.unique`` sorts void records and took ~18 s at 1e6 items.
+    """
+    n, j = obs.shape
+    if j > 40:
+        keys = np.concatenate([bin_idx[:, None], obs], axis=1).astype(np.int64)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        return uniq, inv.reshape(-1)
+    code = bin_idx.astype(np.int64) << j
+    for col in range(j):
+        code |= obs[:, col].astype(np.int64) << (j - 1 - col)
+    space = n_bins << j
+    if space <= (1 << 22) and (n == 0 or (code.min() >= 0 and code.max() < space)):
+        present = np.flatnonzero(np.bincount(code, minlength=space))
+        lut = np.zeros(space, np.int64)
+        lut[present] = np.arange(present.size)
+        inv = lut[code]
+    else:
+        present, inv = np.unique(code, return_inverse=True)
+        inv = inv.reshape(-1)
+    uniq = np.empty((present.size, 1 + j), np.int64)
+    uniq[:, 0] = present >> j
+    for col in range(j):
+        uniq[:, 1 + col] = (present >> (j - 1 - col)) & 1
+    return uniq, inv
+
+
 def plugin_sums(labels, scores, bin_idx, n_bins, fpr, gap, rule, *, bootstrap: bool, rng):
     """Plug-in corrected bin sums per draw.
 
@@ -76,9 +114,7 @@ def plugin_sums(labels, scores, bin_idx, n_bins, fpr, gap, rule, *, bootstrap: b
     n, j = labels.shape
     obs = labels >= 0
     # Rows keyed by (bin, missingness mask), as in core.bin_stats; the inverse maps items to rows.
-    keys = np.concatenate([np.asarray(bin_idx)[:, None], obs], axis=1).astype(np.int64)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    uniq, inv = _row_keys(np.asarray(bin_idx), obs, n_bins)
     r = uniq.shape[0]
     size = _pow2(r)
     row_bin = np.zeros(size, np.int32)
@@ -108,6 +144,10 @@ def plugin_sums(labels, scores, bin_idx, n_bins, fpr, gap, rule, *, bootstrap: b
                     o[a:b] = np.asarray(v)
             return tuple(out)
         fn = _plugin_fn(n_bins, rule_key, True)
+        if n * n_out > _ITEM_BOOTSTRAP_ENTRIES:
+            cell_bootstrap(labels, z, inv, size, fn, (row_bin, row_mask),
+                           explicit if explicit is not None else np.zeros(j), fpr, gap, out, rng)
+            return tuple(out)
         c = min(chunk_size(n), _MAX_CHUNK)
         for a in range(0, n_out, c):
             b = min(a + c, n_out)
@@ -123,6 +163,70 @@ def plugin_sums(labels, scores, bin_idx, n_bins, fpr, gap, rule, *, bootstrap: b
             for o, v in zip(out, res):
                 o[a:b] = np.asarray(v)[: b - a]
     return tuple(out)
+
+
+def cell_bootstrap(labels, z, row_inv, n_rows, fn, row_args, w_explicit, fpr, gap, out, rng):
+    """Bayesian-bootstrap bin sums from per-cell totals (the route for large ``n_items x n_draws``).
+
+    Items are grouped into cells ``c`` = (bin, missingness) row x response pattern. Under the Bayesian
+    bootstrap the item weights are ``g_i = n E_i / sum E``, ``E_i ~ Exp(1)`` independent. Per cell,
+    ``G_c = sum_{i in c} E_i ~ Gamma(n_c, 1)`` and, independently of ``G_c``, ``(E_i / G_c)_{i in c} ~
+    Dirichlet(1, ..., 1)`` (Gamma-Dirichlet independence), so the count and label sums of every row are exact
+    draws from the cell totals alone. The score sum ``sum_{i in c} E_i z_i = G_c M_c`` with ``M_c = sum D_i z_i``:
+    for cells of more than ``_EXACT_CELL`` items ``M_c`` is drawn from the normal with its exact mean
+    ``zbar_c`` and variance ``s_c^2 / (n_c + 1)`` (``s_c^2`` the within-cell variance of the scores, divisor
+    ``n_c``); for smaller cells every item gets its own exponential weight (exact). Cost per draw: the
+    number of cells plus the items in small cells, instead of ``n_items``.
+    """
+    from ..data.compress import compress_patterns
+
+    n, j = labels.shape
+    pc = compress_patterns(labels, row_inv, n_rows)
+    cell_row = pc.group.astype(np.int64)
+    n_c = pc.counts
+    inv = pc.inverse
+    k = n_c.size
+    zsum = np.bincount(inv, weights=z, minlength=k)
+    zbar = zsum / n_c
+    var = np.bincount(inv, weights=(z - zbar[inv]) ** 2, minlength=k) / n_c
+    sd = np.sqrt(var / (n_c + 1.0))
+    small = n_c <= _EXACT_CELL
+    small_items = np.flatnonzero(small[inv])
+    s_cells = np.flatnonzero(small)
+    # Items of small cells: indicator (len(s_cells), m) for their exponential weights.
+    local = np.full(k, -1, np.int64)
+    local[s_cells] = np.arange(s_cells.size)
+    S_ind = _indicator(local[inv[small_items]], s_cells.size) if s_cells.size else None
+    z_small = z[small_items]
+    big = np.flatnonzero(~small)
+    R = np.zeros((k, n_rows))
+    R[np.arange(k), cell_row] = 1.0
+    pos = (pc.patterns == 1).astype(np.float64)  # (k, j)
+    n_out = fpr.shape[0]
+    c = _CELL_CHUNK
+    for a in range(0, n_out, c):
+        b = min(a + c, n_out)
+        G = np.empty((c, k))
+        S = np.empty((c, k))
+        if big.size:
+            gb = rng.standard_gamma(n_c[big], size=(c, big.size))
+            G[:, big] = gb
+            S[:, big] = gb * (zbar[big] + sd[big] * rng.standard_normal((c, big.size)))
+        if s_cells.size:
+            e = rng.standard_exponential((c, small_items.size))
+            G[:, s_cells] = (S_ind @ e.T).T
+            S[:, s_cells] = (S_ind @ (e * z_small).T).T
+        scale = n / G.sum(axis=1, keepdims=True)
+        G *= scale
+        S *= scale
+        count = G @ R
+        score_sum = S @ R
+        label_sum = np.stack([(G * pos[:, jj]) @ R for jj in range(j)], axis=2)
+        f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], c - (b - a), axis=0)])
+        g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], c - (b - a), axis=0)])
+        res = fn(*row_args, count, label_sum, score_sum, f_pad, g_pad, w_explicit)
+        for o, v in zip(out, res):
+            o[a:b] = np.asarray(v)[: b - a]
 
 
 # ----------------------------------------------------------------------------- model-based

@@ -90,6 +90,43 @@ def test_bayesian_bootstrap_matches_bin_stats_with_item_weights(sim):
         np.testing.assert_allclose(count[s].sum(), n)
 
 
+def _boot_sums(sim, n_draws, seed, monkeypatch, *, item_route: bool, exact_cell=None):
+    import noisycal_bayes.propagate._sums as sums
+
+    monkeypatch.setattr(sums, "_ITEM_BOOTSTRAP_ENTRIES", 10**15 if item_route else 0)
+    if exact_cell is not None:
+        monkeypatch.setattr(sums, "_EXACT_CELL", exact_cell)
+    z = sim.data.scores
+    idx = np.searchsorted(Binning.equal_width(10).edges_for(z)[1:-1], z, side="right")
+    fpr, gap = np.tile(sim.channel.fpr, (n_draws, 1)), np.tile(sim.channel.gap, (n_draws, 1))
+    return plugin_sums(sim.data.labels, z, idx, 10, fpr, gap, "iv", bootstrap=True, rng=np.random.default_rng(seed))
+
+
+def test_cell_bootstrap_with_all_cells_exact_is_the_item_bootstrap(sim, monkeypatch):
+    # With every cell below the exact threshold the cell route draws one exponential per item, in item order,
+    # from the same stream: identical sums (checks the cell bookkeeping: rows, patterns, normalisation).
+    a = _boot_sums(sim, 300, 5, monkeypatch, item_route=True)
+    b = _boot_sums(sim, 300, 5, monkeypatch, item_route=False, exact_cell=10**9)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-9)
+
+
+def test_cell_bootstrap_matches_item_bootstrap_in_distribution(sim, monkeypatch):
+    # Gamma cell totals are exact; within-cell score means are normal with the exact Dirichlet moments.
+    # Compare the two routes' NC-ECE draws and per-bin sums: means within 4 standard errors, sds within 4 SE.
+    d = 3000
+    ia = _boot_sums(sim, d, 11, monkeypatch, item_route=True)
+    cb = _boot_sums(sim, d, 12, monkeypatch, item_route=False)
+    ece = [np.abs(f - s).sum(1) / c.sum(1) for c, s, f in (ia, cb)]
+    se_mean = np.sqrt((ece[0].var() + ece[1].var()) / d)
+    assert abs(ece[0].mean() - ece[1].mean()) < 4 * se_mean
+    assert abs(np.log(ece[0].std() / ece[1].std())) < 4 * np.sqrt(2.0 / (2 * d))
+    for k in (0, 1):  # count and score sums per bin
+        x, y = ia[k], cb[k]
+        np.testing.assert_array_less(np.abs(x.mean(0) - y.mean(0)), 4 * np.sqrt((x.var(0) + y.var(0)) / d) + 1e-9)
+        np.testing.assert_array_less(np.abs(np.log(x.std(0) / y.std(0))), 4 * np.sqrt(1.0 / d))
+
+
 def test_permuting_items_changes_nothing_without_bootstrap(sim, post):
     perm = np.random.default_rng(1).permutation(sim.data.n_items)
     shuffled = sim.data.subset(perm)
