@@ -282,7 +282,11 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
     *Plug-in* (paper §3 with DESIGN §4): for each draw ``s``, channels ``(a_s, delta_s)`` -> weights ->
     corrected labels -> ``NC-ECE_s = sum_k |sum_{i in B_k} g_si Rtilde_si| / sum_i g_si``, computed from
     per-(bin, missingness) sums (:func:`noisycal_bayes.core.bin_table`, vmapped over draws) with Bayesian
-    bootstrap weights ``g_s ~ n Dirichlet(1, ..., 1)``.
+    bootstrap weights ``g_s ~ n Dirichlet(1, ..., 1)``. Above 2e7 (item x draw) weights the bootstrap is drawn
+    from per-cell totals instead (cells = bin x missingness x response pattern): each cell's total weight is
+    an exact ``Gamma(n_c)`` draw, and its weighted score mean a normal draw with the exact Dirichlet mean and
+    variance (cells of at most 32 items keep per-item weights), which costs per draw the number of cells
+    rather than the number of items.
 
     *Model-based*: the calibration curve of the fit (histogram / monotone / grouped: ``m(z) =
     prevalence_s[g(z)]``; Platt: ``sigmoid(slope_s logit z + intercept_s)``) gives
