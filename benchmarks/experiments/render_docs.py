@@ -138,8 +138,12 @@ def tabular_table2() -> str:
                  "PosteriorPlatt (posterior-mean map)": f"{100 * r['ece']:.2f}",
                  "- Base": f"{100 * r['diff_vs_base']:+.2f}",
                  "mean 90% band width": f"{r['band_width']:.3f}"} for _, r in bayes.iterrows()]
-        btxt = (f"\n\nBayesian layer ({meta.get('bayes_seeds_done', 0)} seed(s), J = 3, all predictors and "
-                f"regimes; NUTS 2 chains x {meta['n_draws']} draws after {meta['n_warmup']} warm-up), ECE x100:\n\n"
+        bm = meta.get("bayes") or {}
+        regs = ", ".join(bm.get("bayes_regimes", meta["regimes"]))
+        btxt = (f"\n\nBayesian layer ({meta.get('bayes_seeds_done', 0)} seed(s), J = 3, all six predictors, regimes: "
+                f"{regs}; NUTS 2 chains x {bm.get('n_draws', meta['n_draws'])} draws after "
+                f"{bm.get('n_warmup', meta['n_warmup'])} warm-up); ECE x 100 and its difference from the base of the same seed "
+                f"(the base does not depend on J or the regime):\n\n"
                 + _md(pd.DataFrame(brow).drop(columns="Base (same seed)")))
     return (f"{meta['seeds_done']} seeds (paper: 10) x {len(meta['predictors'])} predictors x "
             f"{len(meta['n_annotators'])} annotator counts x {len(meta['regimes'])} regimes per data set; ECE x 100 "
