@@ -37,8 +37,14 @@ def co_labelling_problem(observed) -> str:
     observed : bool array of shape (n_items, n_annotators)
         Which annotator labelled which item.
     """
-    if (np.asarray(observed).sum(axis=1) >= 2).any():
-        return ""
+    obs = np.asarray(observed, dtype=bool)
+    # Column by column (boolean passes that stop at the first co-labelled item; a row sum costs an int64 array).
+    if obs.ndim == 2 and obs.shape[1] >= 2:
+        seen = obs[:, 0].copy()
+        for col in range(1, obs.shape[1]):
+            if (seen & obs[:, col]).any():
+                return ""
+            seen |= obs[:, col]
     return ("no item was labelled by two or more annotators: with one label per item the data fix only each "
             "annotator's positive rate per score group (fpr_j + gap_j pi_g), and any affine change of the prevalences "
             "(pi -> c + d pi, gap -> gap / d, fpr -> fpr - c gap / d) fits equally well. Have some items labelled by "
