@@ -4,11 +4,12 @@ and fits from the statistics equal fits from the AnnotationSet."""
 import itertools
 import warnings
 
-import dask
-import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+
+dask = pytest.importorskip("dask")  # the `dask` extra (installed by `dev`)
+dd = pytest.importorskip("dask.dataframe")
 
 from noisycal_bayes import AnnotationSet, Binning
 from noisycal_bayes.data import (SufficientStats, read_stats_csv, read_stats_parquet, stats_from_chunks,
