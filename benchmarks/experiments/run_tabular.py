@@ -66,12 +66,12 @@ def main(argv=None):
     if a.merge:
         rows = pd.read_csv(OUT / "experiments_tabular_rows.csv", keep_default_na=False, na_values=[""])
         rows = rows[rows["fit"] != "bayes"]
-        rows["failure"] = rows["failure"].fillna("")
+        rows["failure"] = rows["failure"].astype(object).where(rows["failure"].notna(), "")
         bpath = OUT / "experiments_tabular_bayes_rows.csv"
         bmeta = {}
         if bpath.exists():
             b = pd.read_csv(bpath, keep_default_na=False, na_values=[""])
-            b["failure"] = b["failure"].fillna("")
+            b["failure"] = b["failure"].astype(object).where(b["failure"].notna(), "")
             rows = pd.concat([rows, b[b["seed"].isin(rows["seed"].unique())]], ignore_index=True)
             bmeta = json.loads((OUT / "experiments_tabular_bayes.json").read_text())
         meta = json.loads((OUT / "experiments_tabular.json").read_text())

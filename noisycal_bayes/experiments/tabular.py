@@ -294,7 +294,8 @@ def summarise_tabular(frame: pd.DataFrame) -> pd.DataFrame:
     """Table 2 layout: per (dataset, map, fit) the mean and sample sd of the seed-level mean ECE.
 
     A cell (dataset, seed, predictor, J, regime) whose channel fit failed is dropped for every method,
-    so all methods are compared on the same cells. Columns: ``dataset, map, fit, ece, ece_sd, n_seeds,
+    so all methods are compared on the same cells (``failure`` empty or NaN, as read back from CSV, means
+    success). Columns: ``dataset, map, fit, ece, ece_sd, n_seeds,
     n_cells, n_failed`` and the paired comparison with the base: ``diff_vs_base`` (method minus base,
     mean over seeds of the seed-level differences), ``diff_se`` (its sd / sqrt(n_seeds)) and
     ``reduces`` (``diff_vs_base < 0``). A ``dataset="all"`` block pools the data sets (seed-level means
@@ -302,7 +303,8 @@ def summarise_tabular(frame: pd.DataFrame) -> pd.DataFrame:
     """
     keys = ["dataset", "seed", "predictor", "n_annotators", "regime"]
     point = frame[frame["fit"] != "bayes"]
-    failed = point.groupby(keys)["failure"].apply(lambda f: bool((f != "").any())).rename("failed").reset_index()
+    failed = point.groupby(keys)["failure"].apply(lambda f: bool((f.notna() & (f.astype(str) != "")).any()))
+    failed = failed.rename("failed").reset_index()
     ok = frame.merge(failed, on=keys)
     n_failed = failed.groupby("dataset")["failed"].sum()
     n_cells = failed.groupby("dataset").size()
