@@ -229,6 +229,10 @@ def main(argv=None):
     ap.add_argument("--ck-max-s", type=float, default=120.0, help="do not repeat crowd-kit runs longer than this")
     ap.add_argument("--ck-max-n", type=float, default=1e6, help="skip crowd-kit above this many items")
     ap.add_argument("--no-ck-default", action="store_true", help="skip crowd-kit with default settings")
+    ap.add_argument("--ck-skip", nargs="*", default=[], metavar="N:J",
+                    help="skip crowd-kit at these (n_items, n_annotators), e.g. 1e6:8; the row then carries an "
+                         "extrapolated time (per-response-iteration cost at the largest n run for that J, times "
+                         "the responses and the iterations of ours), marked estimated")
     ap.add_argument("--compress-sizes", nargs="+", default=["1e4", "1e5", "1e6", "1e7"])
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--out", default=None)
@@ -270,7 +274,10 @@ def main(argv=None):
                     r["compress_median_s"] = comp.get(r["n_groups"]) if r["n_groups"] in comp else None
                     r["group_assign_median_s"] = assign.get(r["n_groups"])
                 block += ours
-                if n <= args.ck_max_n:
+                skip = any(sizes_arg([k.split(":")[0]])[0] == n and int(k.split(":")[1]) == j for k in args.ck_skip)
+                if skip:
+                    block.append(_ck_estimate(rows + block, base, j))
+                if n <= args.ck_max_n and not skip:
                     df = long_frame(sim.data.labels)
                     kinds = ["crowdkit_ds"] + ([] if args.no_ck_default else ["crowdkit_ds_default"])
                     ck = {}
@@ -304,6 +311,22 @@ def main(argv=None):
                 "simulation": "simulate_annotations(n, fpr, tpr, curve='calibrated', seed=n + J), scores ~ U(0,1)",
                 "goals": goals}
     write_json("bench_em", info, settings, rows, args.out)
+
+
+def _ck_estimate(rows, base, j):
+    """An extrapolated crowd-kit row (not measured): seconds per (response x iteration) at the largest n run."""
+    ran = [r for r in rows if r["stage"] == "crowdkit_ds" and r["n_annotators"] == j and not r.get("estimated")]
+    ours = [r for r in rows if r["stage"] == "em_marginal" and r["n_items"] == base["n_items"]
+            and r["n_annotators"] == j]
+    if not ran:
+        return {"stage": "crowdkit_ds", **base, "n_groups": 1, "estimated": True, "median_s": None}
+    ref = max(ran, key=lambda r: r["n_items"])
+    per = ref["median_s"] / (ref["n_responses"] * ref["n_iter"])
+    n_iter = ours[0]["n_iter"] if ours else ref["n_iter"]
+    return {"stage": "crowdkit_ds", **base, "n_groups": 1, "estimated": True, "median_s": None,
+            "estimated_s": per * base["n_responses"] * n_iter, "estimate_basis":
+            f"{per:.3g} s per response-iteration at n={ref['n_items']}, x {base['n_responses']} responses x "
+            f"{n_iter} iterations (ours' marginal EM iterations at this n)", "reps": 0}
 
 
 def _goals(rows):
