@@ -3,10 +3,13 @@
 1. Generate a long-format Parquet data set (default 1.75e7 items x 3 annotators, 3% of responses missing,
    about 5.1e7 responses) chunk by chunk into ``--workdir`` (never in the repository): one file per (item
    chunk, annotator), so the responses of an item sit in three different files / partitions and the
-   ``groupby(item)`` really has to shuffle.
+   ``groupby(item)`` really has to shuffle. A second copy, one file per item chunk with rows sorted by
+   item, feeds the single-process chunked reader.
 2. ``stats_from_dask`` on a ``distributed.LocalCluster`` (2 worker processes, 1 thread each, a memory
    limit per worker): time, and the driver's peak memory (resident set size sampled every 50 ms, and
    ``ru_maxrss``) which must stay bounded (it never holds the data).
+   Then ``read_stats_parquet`` (pyarrow batches, one process) on the sorted copy: time, the same peak
+   memory measure, and equality with the Dask statistics.
 3. On a subset (the first item chunk, 1e6 items by default): the merged Dask statistics equal the in-memory
    ones (``AnnotationSet.from_long`` + ``compress_patterns``) exactly, and ``fit_em`` from either gives the
    same estimate (identical model inputs).
@@ -63,10 +66,11 @@ def machine() -> dict:
 
 def generate(workdir: Path, n_items: int, chunk: int, missing: float, seed: int) -> dict:
     """Write the long-format data set, one file per (item chunk, annotator); return sizes."""
-    data_dir = workdir / "responses"
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
-    data_dir.mkdir(parents=True)
+    data_dir, sorted_dir = workdir / "responses", workdir / "responses_sorted"
+    for d in (data_dir, sorted_dir):
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
     n_resp = 0
     for k, start in enumerate(range(0, n_items, chunk)):
         rng = np.random.default_rng([seed, k])
@@ -78,6 +82,10 @@ def generate(workdir: Path, n_items: int, chunk: int, missing: float, seed: int)
         obs[~obs.any(axis=1), 0] = True  # every item keeps at least one label
         p1 = np.where(y[:, None], TPR[None, :], FPR[None, :])
         lab = (rng.random((m, 3)) < p1).astype(np.int8)
+        # The same responses sorted by item, one file per chunk (for the chunked pyarrow reader).
+        ii, jj = np.nonzero(obs)
+        pq.write_table(pa.table({"item": item[ii], "annotator": jj.astype(np.int64), "label": lab[ii, jj],
+                                 "score": score[ii]}), sorted_dir / f"part-{k:05d}.parquet", row_group_size=1 << 18)
         for j in range(3):
             keep = obs[:, j]
             table = pa.table({"item": item[keep], "annotator": np.full(int(keep.sum()), j, np.int64),
@@ -85,7 +93,8 @@ def generate(workdir: Path, n_items: int, chunk: int, missing: float, seed: int)
             pq.write_table(table, data_dir / f"part-{k:05d}-{j}.parquet", row_group_size=1 << 18)
             n_resp += int(keep.sum())
     size = sum(f.stat().st_size for f in data_dir.iterdir())
-    return {"dir": data_dir, "n_responses": n_resp, "bytes": size, "n_chunks": k + 1}
+    return {"dir": data_dir, "sorted_dir": sorted_dir, "n_responses": n_resp, "bytes": size, "n_chunks": k + 1,
+            "sorted_bytes": sum(f.stat().st_size for f in sorted_dir.iterdir())}
 
 
 class PeakRSS:
@@ -139,7 +148,7 @@ def main(argv=None):
     from distributed import Client, LocalCluster
 
     from noisycal_bayes import AnnotationSet, Binning, fit_em
-    from noisycal_bayes.data import SufficientStats, stats_from_dask
+    from noisycal_bayes.data import SufficientStats, read_stats_parquet, stats_from_dask
 
     for name in ("distributed.shuffle", "distributed.nanny", "distributed.worker"):
         logging.getLogger(name).setLevel(logging.ERROR)  # P2P shuffle start/stop notices are not problems
@@ -188,13 +197,29 @@ def main(argv=None):
             t0 = time.perf_counter()
             sub = stats_from_dask(dd.read_parquet(sub_files), bins=bins)
             t_sub = time.perf_counter() - t0
+        # The same data through the single-process chunked reader (pyarrow batches, rows sorted by item).
+        with PeakRSS() as mem2:
+            t0 = time.perf_counter()
+            stats_pa = read_stats_parquet(gen["sorted_dir"], layout="long", bins=bins, batch_size=1 << 20)
+            t_pa = time.perf_counter() - t0
+        same = stats_pa.same_as(stats)
+        print(f"read_stats_parquet (one process, batches of 2**20 rows): {t_pa:.1f} s; driver RSS {mem2.base_mb:.0f} "
+              f"-> peak {mem2.peak_mb:.0f} MB; identical to the Dask statistics: {same}")
+        assert same
+        rows.append({"stage": "read_stats_parquet_full", "n_responses": stats_pa.n_responses,
+                     "n_items": stats_pa.n_items, "seconds": t_pa, "driver_peak_mb": mem2.peak_mb,
+                     "driver_base_mb": mem2.base_mb, "batch_size": 1 << 20, "equal_to_dask": same,
+                     "parquet_mb": gen["sorted_bytes"] / 2 ** 20})
+
+        # Subset in memory.
         t0 = time.perf_counter()
         frame = pd.concat([pd.read_parquet(f) for f in sub_files], ignore_index=True)
         data = AnnotationSet.from_long(frame)
         ref = SufficientStats.from_annotations(data, bins)
         t_mem = time.perf_counter() - t0
         equal = sub.same_as(ref)
-        print(f"subset of {ref.n_items:.2e} items: Dask {t_sub:.1f} s, in memory {t_mem:.1f} s; identical: {equal}")
+        print(f"subset of {ref.n_items:.2e} items: Dask {t_sub:.1f} s, in memory {t_mem:.1f} s (ratio Dask / in memory "
+              f"{t_sub / t_mem:.2f}); identical: {equal}")
         assert equal
         rows.append({"stage": "stats_from_dask_subset", "n_responses": sub.n_responses, "n_items": sub.n_items,
                      "seconds": t_sub, "driver_peak_mb": None, "equal_to_in_memory": equal})
@@ -232,6 +257,7 @@ def main(argv=None):
     finally:
         if not args.keep:
             shutil.rmtree(gen["dir"], ignore_errors=True)
+            shutil.rmtree(gen["sorted_dir"], ignore_errors=True)
 
     info["load_avg_end"] = list(os.getloadavg())
     out = {"benchmark": "dask", "machine": info,
