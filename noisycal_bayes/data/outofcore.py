@@ -591,13 +591,15 @@ def read_stats_csv(path, *, layout: str = "wide", bins=None, chunksize: int = 1_
             raise ValueError(f"{path}: {exc}") from None
 
 
-def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int = 1_000_000, item: str = "item",
+def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int = 1 << 18, item: str = "item",
                        annotator: str = "annotator", label: str = "label", score: str | None = "score",
                        annotators=None) -> SufficientStats:
     """Sufficient statistics of a Parquet file or directory, read in record batches with pyarrow.
 
-    Uses ``pyarrow.dataset.dataset(path).to_batches(batch_size=..., columns=...)``: memory is bounded by
-    a batch (and a row group). See :func:`stats_from_chunks` for the layouts, ``bins`` and errors; long
+    The files of ``pyarrow.dataset.dataset(path)`` are read one after the other with
+    ``pyarrow.parquet.ParquetFile.iter_batches(batch_size=..., columns=...)``: memory grows with the batch
+    size (measured: about 100 MB above the baseline at the default 2**18 rows, 280 MB at 2**20), not with
+    the data. See :func:`stats_from_chunks` for the layouts, ``bins`` and errors; long
     data must be sorted by item across the files in path order.
 
     Returns
@@ -605,6 +607,7 @@ def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int
     SufficientStats
     """
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
     try:
         dataset = ds.dataset(str(path), format="parquet")
@@ -618,9 +621,17 @@ def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int
         ann = list(annotators) if annotators is not None else [c for c in names if c not in (item, score)]
         columns = [item] + ann + ([score] if edges is not None else [])
     _check_columns(names, columns, where=str(path))
-    batches = (b.to_pandas() for b in dataset.to_batches(batch_size=int(batch_size), columns=columns))
+    # File by file with ParquetFile.iter_batches: memory grows with the batch size only. (Dataset.to_batches reads
+    # ahead several batches of several files: measured 1.8 GB at 2**20 rows a batch, 0.7 GB without read-ahead.)
+
+    def batches():
+        for name in dataset.files:
+            with pq.ParquetFile(name) as handle:
+                for batch in handle.iter_batches(batch_size=int(batch_size), columns=columns):
+                    yield batch.to_pandas()
+
     try:
-        return stats_from_chunks(batches, layout=layout, bins=bins, item=item, annotator=annotator, label=label,
+        return stats_from_chunks(batches(), layout=layout, bins=bins, item=item, annotator=annotator, label=label,
                                  score=score, annotators=annotators)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
