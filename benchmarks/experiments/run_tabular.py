@@ -65,11 +65,11 @@ def main(argv=None):
         return
     if a.merge:
         rows = pd.read_csv(OUT / "experiments_tabular_rows.csv", keep_default_na=False, na_values=[""])
-        rows = rows[rows["fit"] != "bayes"]
         rows["failure"] = rows["failure"].astype(object).where(rows["failure"].notna(), "")
         bpath = OUT / "experiments_tabular_bayes_rows.csv"
         bmeta = {}
-        if bpath.exists():
+        if bpath.exists():  # the separate Bayesian rows replace any in the main rows file
+            rows = rows[rows["fit"] != "bayes"]
             b = pd.read_csv(bpath, keep_default_na=False, na_values=[""])
             b["failure"] = b["failure"].astype(object).where(b["failure"].notna(), "")
             rows = pd.concat([rows, b[b["seed"].isin(rows["seed"].unique())]], ignore_index=True)
@@ -77,8 +77,9 @@ def main(argv=None):
         meta = json.loads((OUT / "experiments_tabular.json").read_text())
         table = summarise_tabular(rows)
         table.to_csv(OUT / "experiments_tabular_table2.csv", index=False)
-        meta.update(table2=table.to_dict(orient="records"), bayes=bmeta,
-                    bayes_seeds_done=int(bmeta.get("bayes_seeds", 0)))
+        meta.update(table2=table.to_dict(orient="records"))
+        if bmeta:
+            meta.update(bayes=bmeta, bayes_seeds_done=int(bmeta.get("bayes_seeds", 0)))
         (OUT / "experiments_tabular.json").write_text(json.dumps(meta, indent=1, default=float))
         print(table.round(4).to_string())
         return

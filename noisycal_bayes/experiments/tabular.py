@@ -162,6 +162,16 @@ def simulate_channels(n_annotators: int, regime: str, rng):
     return fpr, 1.0 - fnr
 
 
+def _annotator_key(n_annotators):
+    """Seed key of an annotator count: its index in :data:`N_ANNOTATORS`, else ``100 + J`` (fixed per J)."""
+    return N_ANNOTATORS.index(n_annotators) if n_annotators in N_ANNOTATORS else 100 + int(n_annotators)
+
+
+def _regime_key(regime):
+    """Seed key of a regime: its index in :data:`REGIMES` (unknown names fail in :func:`simulate_channels`)."""
+    return list(REGIMES).index(regime) if regime in REGIMES else len(REGIMES)
+
+
 def _split(y, fractions, rng):
     """Stratified split of ``range(n)`` into parts with the given fractions (per class, shuffled)."""
     parts = [[] for _ in fractions]
@@ -201,7 +211,10 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
         Add ``platt / bayes`` rows (PosteriorPlatt by NUTS, 2 chains) for seeds ``< bayes_seeds`` and
         annotator counts in ``bayes_n_annotators``.
     n_warmup, n_draws, level : NUTS settings per chain and the band level of the Bayesian rows
-    seed : int; data set ``d``, seed ``s`` uses ``SeedSequence([seed, d, s])``
+    seed : int; data set ``d``, seed ``s`` uses ``SeedSequence([seed, d, s])``; the annotations of a
+        (J, regime) cell are keyed by J's and the regime's place in :data:`N_ANNOTATORS` / :data:`REGIMES`,
+        and data sets and predictors by their place in :data:`DATASETS` / :data:`PREDICTORS`, so a run on
+        a subset of data sets, predictors, counts or regimes reproduces the same cells of the full run
 
     Returns
     -------
@@ -217,20 +230,22 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
     """
     _sklearn()
     rows = []
-    for di, name in enumerate(datasets):
+    for name in datasets:
         X, y = load_tabular(name)
+        di = list(DATASETS).index(name)
         for s in (range(n_seeds) if seeds is None else seeds):
             ss = np.random.SeedSequence([seed, di, s])
             split_seed, pred_seed, noise_seed = (int(q.generate_state(1)[0]) for q in ss.spawn(3))
             tr, fi, te = _split(y, fractions, np.random.default_rng(split_seed))
             annotations = {}
-            for ji, J in enumerate(n_annotators):
-                for ri, reg in enumerate(regimes):
-                    rng = np.random.default_rng([noise_seed, ji, ri])
+            for J in n_annotators:
+                for reg in regimes:
+                    rng = np.random.default_rng([noise_seed, _annotator_key(J), _regime_key(reg)])
                     fpr, tpr = simulate_channels(int(J), reg, rng)
                     rate = np.where(y[fi][:, None] == 1, tpr, fpr)
                     annotations[(J, reg)] = (rng.random(rate.shape) < rate).astype(np.int8)
-            for pi, fam in enumerate(predictors):
+            for fam in predictors:
+                pi = PREDICTORS.index(fam) if fam in PREDICTORS else len(PREDICTORS)
                 clf = make_predictor(fam, pred_seed % (2**31) + pi)
                 clf.fit(X[tr], y[tr])
                 z_fit = np.clip(clf.predict_proba(X[fi])[:, 1], 0.0, 1.0)

@@ -77,3 +77,17 @@ def test_tabular_corrected_platt_and_histogram_reduce_ece():
     for kind in ("platt", "histogram"):
         r = t.loc[("digits", kind, "corrected")]
         assert r["diff_vs_base"] < -Z * r["diff_se"], (kind, r.to_dict())
+
+
+def test_subset_run_reproduces_the_cells_of_a_larger_run():
+    # Seeds are keyed by each data set's / predictor's / J's / regime's place in the module constants, not
+    # by its position in the arguments, so a subset run gives exactly the same cells as the full run.
+    small = tabular_recalibration(datasets=("wine",), predictors=("decision_tree",), n_annotators=(5,),
+                                  regimes=("high",), seeds=[1], n_starts=2)
+    big = tabular_recalibration(datasets=("diabetes", "wine"), predictors=("naive_bayes", "decision_tree"),
+                                n_annotators=(3, 5), regimes=("asymmetric", "high"),
+                                seeds=[1], n_starts=2)
+    keys = ["dataset", "seed", "predictor", "n_annotators", "regime", "map", "fit"]
+    m = small.merge(big, on=keys, suffixes=("_small", "_big"))
+    assert len(m) == len(small) == 10
+    np.testing.assert_array_equal(m["ece_small"].to_numpy(), m["ece_big"].to_numpy())
