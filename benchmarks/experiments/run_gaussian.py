@@ -1,9 +1,9 @@
-"""Gaussian recalibration (paper Appendix G.2, Table 5) at reduced repetitions.
+"""Gaussian recalibration (paper Appendix G.2, Table 5).
 
 Usage::
 
-    python benchmarks/experiments/run_gaussian.py                  # today's reduced run
-    python benchmarks/experiments/run_gaussian.py --reps 60         # the paper's size
+    python benchmarks/experiments/run_gaussian.py                   # the paper's 60 reps, Bayesian rows 4
+    python benchmarks/experiments/run_gaussian.py --bayes-reps 60   # Bayesian rows at every repetition
 
 Writes benchmarks/results/experiments_gaussian_{rows,table5}.csv and experiments_gaussian.json.
 """
@@ -29,7 +29,7 @@ from noisycal_bayes.experiments.gaussian import SIZES, gaussian_recalibration, s
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=20, help="repetitions per size (paper: 60)")
+    p.add_argument("--reps", type=int, default=60, help="repetitions per size (paper: 60)")
     p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     p.add_argument("--bayes-reps", type=int, default=4, help="repetitions with the Bayesian maps (largest size only)")
     p.add_argument("--n-warmup", type=int, default=300)

@@ -1,9 +1,9 @@
-"""Toy ECE estimation (paper §6.1, Table 1 / Figure 1) at reduced repetitions.
+"""Toy ECE estimation (paper §6.1, Table 1 / Figure 1).
 
 Usage::
 
-    python benchmarks/experiments/run_toy.py                       # today's reduced run
-    python benchmarks/experiments/run_toy.py --reps 200 --bayes-reps 200   # the paper's size (hours)
+    python benchmarks/experiments/run_toy.py                        # the paper's 200 reps, Bayesian rows 10
+    python benchmarks/experiments/run_toy.py --bayes-reps 200       # Bayesian rows at every repetition (hours)
 
 Writes benchmarks/results/experiments_toy_{rows,table1,figure1}.csv and experiments_toy.json.
 """
@@ -31,8 +31,8 @@ from noisycal_bayes.experiments.toy import CONDITIONS, SIZES, summarise_toy, toy
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=40, help="repetitions per Table 1 cell (paper: 200)")
-    p.add_argument("--figure-reps", type=int, default=40, help="repetitions per Figure 1 size (paper: 200)")
+    p.add_argument("--reps", type=int, default=200, help="repetitions per Table 1 cell (paper: 200)")
+    p.add_argument("--figure-reps", type=int, default=200, help="repetitions per Figure 1 size (paper: 200)")
     p.add_argument("--bayes-reps", type=int, default=10, help="repetitions with the NUTS posterior per condition")
     p.add_argument("--n-warmup", type=int, default=300)
     p.add_argument("--n-draws", type=int, default=300)
