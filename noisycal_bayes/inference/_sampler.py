@@ -54,22 +54,27 @@ def chunk_size(n_warmup: int, n_draws: int, target: int = 50) -> int:
 
 
 def choose_chain_method(n_chains: int, requested: str | None = None) -> str:
-    """``parallel`` when JAX has one device per chain (e.g. after ``numpyro.set_host_device_count``), else
-    ``sequential`` (measured faster than ``vectorized`` here, where a batched while-loop waits for the
-    longest trajectory of all chains at every iteration; see benchmarks/bench_nuts.py)."""
+    """``parallel`` when JAX has two or more devices (e.g. after ``numpyro.set_host_device_count``; chains
+    then run ``n_devices`` at a time), else ``sequential`` (measured faster than ``vectorized`` here, where a
+    batched while-loop waits for the longest trajectory of all chains at every iteration)."""
     if requested is not None:
         if requested not in CHAIN_METHODS:
             raise ValueError(f"`chain_method` must be one of {CHAIN_METHODS} or None; got {requested!r}.")
-        if requested == "parallel" and jax.local_device_count() < n_chains:
+        if requested == "parallel" and n_chains > 1 and jax.local_device_count() < 2:
             raise ValueError(
-                f"chain_method='parallel' needs one JAX device per chain; this process has {jax.local_device_count()} "
-                f"for {n_chains} chains. Call numpyro.set_host_device_count({n_chains}) before JAX starts, or use "
+                f"chain_method='parallel' needs several JAX devices; this process has {jax.local_device_count()}. "
+                f"Call numpyro.set_host_device_count({min(n_chains, 8)}) before JAX starts, or use "
                 "chain_method='vectorized' / 'sequential'."
             )
         return requested
-    if n_chains > 1 and jax.local_device_count() >= n_chains:
+    if n_chains > 1 and jax.local_device_count() >= 2:
         return "parallel"
     return "sequential"
+
+
+def parallel_width(n_chains: int) -> int:
+    """Chains run at once by ``chain_method="parallel"``: one per device, at most ``n_chains``."""
+    return max(1, min(n_chains, jax.local_device_count()))
 
 
 class NutsProgram:
@@ -77,15 +82,17 @@ class NutsProgram:
 
     ``sequential`` compiles the single-chain functions and loops over chains in Python, so one program
     serves any number of chains; ``vectorized`` batches the chains with ``vmap``; ``parallel`` maps
-    them over devices with ``pmap``.
+    ``width`` chains at a time over as many devices with ``pmap`` (more chains than devices run in
+    rounds; a short last round is padded with a copy of its last chain, which is then dropped).
     """
 
     def __init__(self, model_fn, *, n_warmup: int, chunk: int, chain_method: str, target_accept: float,
-                 max_tree_depth: int):
+                 max_tree_depth: int, width: int = 1):
         self.model_fn = model_fn
         self.n_warmup = n_warmup
         self.chain_method = chain_method
         self.chunk = chunk
+        self.width = width
 
         def potential_fn_gen(*args):
             return partial(potential_energy, model_fn, args, {})
@@ -111,9 +118,10 @@ class NutsProgram:
         elif chain_method == "sequential":
             self._init = jax.jit(init_one)
             self._advance = jax.jit(advance_one)
-        else:  # parallel: one chain per device
-            self._init = jax.pmap(init_one, in_axes=(0, 0, None))
-            self._advance = jax.pmap(advance_one, in_axes=(0, None))
+        else:  # parallel: one chain per device, `width` devices
+            devices = jax.local_devices()[:width]
+            self._init = jax.pmap(init_one, in_axes=(0, 0, None), devices=devices)
+            self._advance = jax.pmap(advance_one, in_axes=(0, None), devices=devices)
 
     def run(self, key, z0, args, *, n_chains: int, n_draws: int, progress_bar: bool = False, desc: str = "NUTS"):
         """Run warm-up and sampling from unconstrained starts ``z0`` (leading dim n_chains).
@@ -136,6 +144,15 @@ class NutsProgram:
                 state = self._init(keys[c], jax.tree.map(lambda x: x[c], z0), args)
                 per_chain.append(self._loop(state, args, n_chunks, bar, desc, stride=1))
             got = jax.tree.map(lambda *xs: np.stack(xs), *per_chain)
+        elif self.chain_method == "parallel":
+            rounds = []
+            for first in range(0, n_chains, self.width):
+                n_real = min(self.width, n_chains - first)
+                idx = np.minimum(np.arange(first, first + self.width), n_chains - 1)
+                states = self._init(keys[idx], jax.tree.map(lambda x: x[idx], z0), args)
+                got = self._loop(states, args, n_chunks, bar, desc, stride=n_real, axis=1)
+                rounds.append(jax.tree.map(lambda x: x[:n_real], got))
+            got = jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *rounds)
         else:
             states = self._init(keys, z0, args)
             got = self._loop(states, args, n_chunks, bar, desc, stride=n_chains, axis=1)

@@ -35,7 +35,7 @@ from ..diagnostics.mcmc import check_mcmc, mcmc_diagnostics
 from ..models import DEFAULT_PRIOR, Prior
 from ._common import bound_model, sample_sites, to_constrained, with_derived
 from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
-from ._sampler import NutsProgram, choose_chain_method, chunk_size, get_program
+from ._sampler import NutsProgram, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
 from .result import FitResult, channel_from, point_dict
 
@@ -88,7 +88,9 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
         Target acceptance probability of step-size adaptation; raise it (0.9-0.99) after divergences.
     max_tree_depth : int, default 10
     chain_method : {None, "parallel", "sequential", "vectorized"}
-        None: ``"parallel"`` when JAX has at least ``n_chains`` devices, else ``"sequential"``.
+        None: ``"parallel"`` when JAX has two or more devices (``numpyro.set_host_device_count``, as the
+        command line does; chains then run one per device, in rounds if there are more chains than
+        devices), else ``"sequential"``.
     precision : {"float64", "float32"}, default "float64"
         float64 is the default because a per-item likelihood loses precision in float32 at large n
         (ENVIRONMENT.md); the compressed likelihood is fine in either.
@@ -166,13 +168,15 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
     program_model = "grouped" if model == "histogram" else model
     chunk = chunk_size(n_warmup, n_draws)
     # Sequential chains reuse single-chain functions: the number of chains and draws is not compiled in.
-    layout = n_chains if chain_method != "sequential" else None
+    width = parallel_width(n_chains) if chain_method == "parallel" else 1
+    layout = {"sequential": None, "parallel": width}.get(chain_method, n_chains)
     key = ("nuts", program_model, tuple(sorted(static.items())), layout, n_warmup, chunk, chain_method,
            target_accept, max_tree_depth, precision)
 
     def build():
         return NutsProgram(bound_model(program_model, static), n_warmup=n_warmup, chunk=chunk,
-                           chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth)
+                           chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
+                           width=width)
 
     ctx = x64() if use_x64 else _null()
     with ctx:
