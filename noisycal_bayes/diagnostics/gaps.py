@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_level, check_positive_int
+from .._validation import _preview, check_level, check_positive_int, check_weights
 from ..data import AnnotationSet, Channel, as_binning, bin_index
 from ..warnings import SmallGapWarning
 
@@ -129,7 +129,6 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
     """
     from ..core import mean_corrected_label, rule_weights, x64
     from ..propagate._draws import check_fit, extract_draws, output_index
-    from ..propagate.nc_ece import _check_weights
 
     func = "gap_diagnostics"
     if not isinstance(data, AnnotationSet):
@@ -142,7 +141,7 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
     alarm_probability = float(alarm_probability)
     if not 0 <= alarm_probability < 1:
         raise ValueError(f"{func}: `alarm_probability` must lie in [0, 1); got {alarm_probability}.")
-    rule, _ = _check_weights(weights, data.n_annotators)
+    rule, _ = check_weights(weights, data.n_annotators, allow_zero=False)
     fit = check_fit(fit, func, allow_channel=True)
     src = extract_draws(fit)
     if src.fpr.shape[1] != data.n_annotators:

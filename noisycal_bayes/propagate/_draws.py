@@ -127,6 +127,10 @@ def output_index(n_source: int, n_draws, *, is_posterior: bool) -> np.ndarray:
 
 def check_same_items(data: AnnotationSet, fit, func: str, method: str) -> None:
     """``method`` needs per-item quantities of the fit: ``data`` must hold the fitted items (scores may differ)."""
+    if getattr(fit.groups, "index", True) is None:
+        raise ValueError(f"{func}: method={method!r} uses the fit's per-item posterior, and this fit was made from "
+                         "SufficientStats, which keep no items. Use method='plugin' (it needs only the channels), "
+                         "or fit an AnnotationSet of these items.")
     n_fit = fit.inputs.n_items
     if data.n_items != n_fit or data.n_annotators != fit.inputs.n_annotators:
         raise ValueError(

@@ -169,6 +169,16 @@ def test_fit_nuts_from_stats_gives_identical_draws(data):
     with pytest.raises(ValueError, match="SufficientStats"):
         fit.to_arviz(log_likelihood=True)
     assert fit.log_likelihood(per="row").shape[:2] == (1, 100)
+    # Propagation: the plug-in route needs only the channels (same draws -> same answer); the per-item
+    # routes say why they cannot work instead of failing on a missing index.
+    from noisycal_bayes import posterior_nc_ece
+
+    a = posterior_nc_ece(data, fit, bins=BINS, seed=0)
+    b = posterior_nc_ece(data, ref, bins=BINS, seed=0)
+    np.testing.assert_array_equal(a.draws, b.draws)
+    for method in ("model", "latent"):
+        with pytest.raises(ValueError, match="keep no items"):
+            posterior_nc_ece(data, fit, bins=BINS, method=method)
     idata = fit.to_arviz()
     assert "log_likelihood" not in list(getattr(idata, "groups", lambda: [])() if callable(getattr(idata, "groups", None))
                                         else idata.groups)
