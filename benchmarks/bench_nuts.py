@@ -14,7 +14,8 @@ float64, target acceptance 0.8:
 
 - ``nuts_compressed``: ``fit_nuts(data, groups=10)`` (the default): the likelihood on the (group, pattern)
   table padded to 10 x 3^3 = 270 rows, the same shape at every n, so one compiled program serves all sizes.
-  Chains: ``chain_method=None`` -> "sequential" (JAX sees one CPU device here, fewer than 4 chains).
+  Chains: ``chain_method=None`` -> "parallel" with ``--devices 2`` (the default, one JAX CPU device per core
+  as the command line sets up): chains run two at a time, one per device, like PyMC's one process per core.
 - ``nuts_per_item``: ``fit_nuts(data, groups=10, compress=False)``: the same model, item by item.
 - ``nuts_enumerated``: a NumPyro model in the style of NumPyro's annotation example
   (``examples/annotation.py``, ``dawid_skene``): a discrete class ``y_i`` per item in an item plate,
@@ -26,8 +27,8 @@ float64, target acceptance 0.8:
   Recovering the classes (``infer_discrete``) after sampling is not timed.
 - ``pymc_marginal``: PyMC's NUTS (``pm.sample``, default ``jitter+adapt_diag`` init) on the per-item
   marginal model, class summed out with ``logaddexp`` in a ``pm.Potential``; same priors. ``cores=2``
-  (PyMC's default here: one process per core, the 4 chains run 2 at a time), so PyMC uses both cores
-  while our sequential chains use one.
+  (PyMC's default here: one process per core, the 4 chains run 2 at a time), like our chains with
+  ``--devices 2``.
 
 Timing (all in this one process; the JAX persistent compilation cache is switched off so that compile
 times are real; PyTensor's on-disk C-module cache is left as a user has it):
@@ -402,6 +403,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--pymc-cores", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--devices", type=int, default=min(2, os.cpu_count() or 1),
+                        help="JAX CPU devices (numpyro.set_host_device_count), as the command line sets one per core; "
+                             "our chains then run one per device, like PyMC's one process per core")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (n = 500, 2000; 2 x 200 + 200)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -412,6 +416,9 @@ def main(argv=None) -> dict:
                                  else Path(__file__).parent / "results" / "bench_nuts.json"))
     load_start = os.getloadavg()
 
+    # Must precede JAX's start-up (what numpyro.set_host_device_count does).
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={args.devices}"])
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)  # real compile times, not a disk-cache hit

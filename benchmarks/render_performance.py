@@ -30,20 +30,22 @@ SECTIONS = [
     ("bench_nuts", "NUTS: compressed vs per-item vs enumerated vs PyMC",
      "The grouped model (3 annotators, 10 score groups) sampled by our compressed likelihood, an item-level "
      "likelihood, NumPyro's discrete enumeration (the style of NumPyro's annotation example) and PyMC.",
-     ["stage", "n_items", "chain_method", "compile_s", "wall_s", "min_ess_bulk", "min_ess_per_s",
-      "compressed_ess_per_s_ratio"]),
+     ["stage", "n_items", "chain_method", "compile_s", "wall_s", "wall_total_s", "min_ess_bulk", "min_ess_per_s",
+      "compressed_ess_per_s_ratio", "max_abs_z_vs_compressed"]),
     ("bench_compile", "Compilation",
      "First fit vs a second fit on new data of the same shape (same process: one compiled program serves both), "
      "and a new process with the persistent compilation cache cold or warm.",
-     ["stage", "n_items", "median_s", "warm_s", "compile_overhead_s", "import_s", "reps"]),
+     ["stage", "n_items", "median_s", "warm_s", "compile_overhead_s", "import_s", "process_s", "reps"]),
     ("bench_propagation", "Propagation: posterior NC-ECE",
      "`posterior_nc_ece` over 4,000 posterior draws, with and without the Bayesian bootstrap.",
-     ["stage", "n_items", "bootstrap", "n_draws", "first_call_s", "median_s", "per_draw_ms", "reps"]),
+     ["stage", "n_items", "bootstrap", "n_draws", "first_call_s", "median_s", "per_draw_ms", "reps", "nc_ece"]),
     ("bench_import", "Import time", "`import noisycal_bayes` in fresh processes.",
-     ["stage", "median_s", "process_median_s", "process_minus_python_s", "n_modules"]),
+     ["stage", "statement", "median_s", "process_median_s", "process_minus_python_s", "n_modules",
+      "heavy_modules_loaded"]),
     ("bench_dask", "Beyond one machine: Dask",
      "Sufficient statistics from a Parquet data set on a local Dask cluster, checked against the in-memory path.",
-     ["stage", "n_responses", "n_items", "seconds", "driver_peak_mb", "equal", "max_abs_diff"]),
+     ["stage", "n_responses", "n_items", "seconds", "driver_base_mb", "driver_peak_mb", "n_partitions", "workers",
+      "equal_to_in_memory", "equal_to_dask", "max_abs_param_diff", "max_abs_error_vs_truth"]),
 ]
 
 #: Lines of the log-log figure: (benchmark, stage, row filter, label, panel).
@@ -90,6 +92,8 @@ def fmt(v) -> str:
         if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
             return f"{v:.2e}"
         return f"{v:.4g}"
+    if isinstance(v, (list, dict)):
+        return ", ".join(fmt(x) for x in v) if isinstance(v, list) and len(v) <= 4 else "…"
     if isinstance(v, int) and abs(v) >= 10_000 and v % 1000 == 0:
         return f"{v:.0e}".replace("+0", "")
     return str(v)
@@ -194,8 +198,14 @@ def render() -> Path:
             all_goals += [(title, g) for g in goals_of(payload)]
     if all_goals:
         lines += ["## Goals of issue 6", "", "| benchmark | goal | measured | met |", "|---|---|---|---|"]
-        lines += [f"| {t} | {g['goal']} | {g.get('value', '')} | {'yes' if g.get('met') else '**no**'} |"
-                  for t, g in all_goals]
+        for t, g in all_goals:
+            text = g["goal"]
+            if "detail" in g:  # structured goal: id, detail, direction, target
+                text = f"{g['detail']} {g.get('direction', '')} {fmt(g.get('target'))}"
+            value = g.get("value")
+            value = "not measured" if value is None else (fmt(value) if not isinstance(value, str) else value)
+            met = {True: "yes", False: "**no**", None: "–"}[g.get("met")]
+            lines.append(f"| {t} | {text} | {value} | {met} |")
         lines.append("")
     if plot(results):
         lines += ["## Time against the number of items", "",
