@@ -37,9 +37,10 @@ smoke-py312:
 	  .venv312/bin/python -m pip install --quiet -e ".[dev]" && \
 	  .venv312/bin/python -m pytest -q -n 2 -m "not slow" -p no:cacheprovider $(SMOKE); fi
 
+# Benchmarks (not tests): each script writes benchmarks/results/bench_*.json, then docs/performance.md is regenerated.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[dev,bench]"
-	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
+	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; $(PY) benchmarks/render_performance.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .venv312
