@@ -295,7 +295,7 @@ def summary_markdown(ev: Evaluation, *, truth=None, recalibration=None, figures=
     out += ["## Calibration error", "", _md_table(*_calibration_rows(ev, oracle)), "",
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
             "annotators' channels.", ""]
-    out += [f"## Annotator channels", "", ev.method_detail + ".", "", _md_table(*_channel_rows(ev, truth_channel)), ""]
+    out += ["## Annotator channels", "", ev.method_detail + ".", "", _md_table(*_channel_rows(ev, truth_channel)), ""]
     if comparison and len(comparison) > 1:
         out += ["## Engines side by side", "", _md_table(*_comparison_rows(comparison, truth)), ""]
     if recalibration:

@@ -6,7 +6,6 @@ E-step: ``T_r = P(Y = 1 | pattern_r, g_r)``. M-step with optional Beta(alpha, be
 ``1 - T_r``. The flat prior (all ones) gives maximum likelihood.
 """
 import jax
-import jax.numpy as jnp
 
 from .likelihood import posterior_positive
 

@@ -5,6 +5,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..reference.recalibration import (fit_platt, fit_projected_histogram, fit_temperature, predict_histogram,
+                                       predict_platt, predict_temperature)
+
 #: Evaluation bins of every experiment (paper §6: ten fixed equal-width bins).
 N_BINS = 10
 #: Score groups of the channel-estimation EM in the toy experiment (paper Appendix G.2: five).
@@ -32,3 +35,16 @@ def mc_summary(frame: pd.DataFrame, by, value: str, *, scale: float = 1.0) -> pd
     out = pd.DataFrame({"mean": g.mean() * scale, "sd": g.std(ddof=1) * scale, "n_reps": g.count()})
     out["mc_se"] = out["sd"] / np.sqrt(out["n_reps"])
     return out.reset_index()
+
+
+def fit_point_map(kind: str, z, t, *, bins: int = N_BINS):
+    """Prediction function of one corrected-loss map (``"temperature"``, ``"platt"`` or ``"histogram"``)
+    fitted to targets ``t`` (0/1, soft or noise-corrected labels) at scores ``z``."""
+    if kind == "temperature":
+        temp = fit_temperature(z, t).temperature
+        return lambda s: predict_temperature(s, temp)
+    if kind == "platt":
+        f = fit_platt(z, t)
+        return lambda s: predict_platt(s, f.alpha, f.beta)
+    f = fit_projected_histogram(z, t, bins=bins)
+    return lambda s: predict_histogram(s, f.edges, f.bin_values)

@@ -28,10 +28,9 @@ import numpy as np
 import pandas as pd
 
 from ..data import AnnotationSet, Binning, Channel
-from ..reference import fit_em, fit_platt, fit_projected_histogram, fit_temperature
-from ..reference.recalibration import (corrected_item_labels, predict_histogram, predict_platt,
-                                       predict_temperature)
-from ._common import N_BINS, N_GROUPS, mc_summary
+from ..reference import fit_em
+from ..reference.recalibration import corrected_item_labels
+from ._common import N_BINS, N_GROUPS, fit_point_map, mc_summary
 
 SIZES = (1500, 3000, 6000, 12000)
 FPR = (0.10, 0.25)
@@ -63,17 +62,6 @@ def _metrics(p, y, m):
     p = np.clip(p, 1e-12, 1 - 1e-12)
     return dict(l1=float(np.mean(np.abs(p - m))), log_loss=float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))),
                 brier=float(np.mean((p - y) ** 2)))
-
-
-def _point_map(kind, z, t):
-    if kind == "temperature":
-        temp = fit_temperature(z, t).temperature
-        return lambda s: predict_temperature(s, temp)
-    if kind == "platt":
-        f = fit_platt(z, t)
-        return lambda s: predict_platt(s, f.alpha, f.beta)
-    f = fit_projected_histogram(z, t, bins=N_BINS)
-    return lambda s: predict_histogram(s, f.edges, f.bin_values)
 
 
 def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, maps=MAPS, bayes: bool = False,
@@ -122,7 +110,7 @@ def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, m
                             rows.append(dict(base, map=kind, fit=fit_kind, failure=failure, l1=np.nan,
                                              log_loss=np.nan, brier=np.nan))
                             continue
-                        f = _point_map(kind, z_re, targets[fit_kind])
+                        f = fit_point_map(kind, z_re, targets[fit_kind])
                         rows.append(dict(base, map=kind, fit=fit_kind, failure="",
                                          **_metrics(f(z_te), y[te], m[te])))
                 if bayes and (bayes_reps is None or r < bayes_reps):

@@ -40,9 +40,8 @@ import pandas as pd
 
 from ..data import AnnotationSet
 from ..reference import ece, fit_em
-from ..reference.recalibration import (corrected_item_labels, fit_platt, fit_projected_histogram, fit_temperature,
-                                       predict_histogram, predict_platt, predict_temperature)
-from ._common import N_BINS, N_GROUPS
+from ..reference.recalibration import corrected_item_labels
+from ._common import N_BINS, N_GROUPS, fit_point_map
 
 #: The four data sets: name -> (scikit-learn loader, binarisation of the original target).
 DATASETS = {
@@ -63,18 +62,6 @@ REGIMES = {
 N_ANNOTATORS = (3, 5, 7)
 MAPS = ("temperature", "platt", "histogram")
 FITS = ("corrected", "naive", "oracle")
-
-
-def _fit_map(kind, z, t):
-    """Prediction function of one map fitted to targets ``t`` (0/1, soft or corrected labels)."""
-    if kind == "temperature":
-        temp = fit_temperature(z, t).temperature
-        return lambda s: predict_temperature(s, temp)
-    if kind == "platt":
-        f = fit_platt(z, t)
-        return lambda s: predict_platt(s, f.alpha, f.beta)
-    f = fit_projected_histogram(z, t, bins=N_BINS)
-    return lambda s: predict_histogram(s, f.edges, f.bin_values)
 
 
 def _sklearn():
@@ -128,7 +115,7 @@ def make_predictor(family: str, seed: int):
     ``random_forest``: 100 trees; ``gradient_boosting``: ``GradientBoostingClassifier`` (100 stages);
     ``knn``: standardise + 15 nearest neighbours; ``decision_tree``: depth 4.
     """
-    sk = _sklearn()  # noqa: F841 - checks the import with a clear message
+    _sklearn()  # checks the import with a clear message
     from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
     from sklearn.linear_model import LogisticRegression
     from sklearn.naive_bayes import GaussianNB
@@ -280,7 +267,7 @@ def _cell_rows(cell, data, z_te, y_fit, y_te, maps, n_starts, seed):
             if not failure:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    predict = _fit_map(kind, data.scores, targets[fit_kind])
+                    predict = fit_point_map(kind, data.scores, targets[fit_kind])
                 row["ece"] = ece(np.clip(predict(z_te), 0.0, 1.0), y_te, bins=N_BINS)
             out.append(row)
     return out

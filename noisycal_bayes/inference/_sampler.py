@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro.infer.hmc import hmc
-from numpyro.infer.util import constrain_fn, potential_energy
+from numpyro.infer.util import potential_energy
 
 CHAIN_METHODS = ("parallel", "sequential", "vectorized")
 

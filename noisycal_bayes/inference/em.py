@@ -19,7 +19,7 @@ from ..core.starts import check_starts as _check_starts, em_starts, orient as _o
 from ..diagnostics.identifiability import check_design, check_prevalence_spread
 from ..models.priors import Prior
 from ..warnings import ConvergenceWarning, SmallGapWarning
-from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
+from ._inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from .result import FitResult, channel_from, point_dict
 
 #: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).

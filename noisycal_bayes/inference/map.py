@@ -26,7 +26,7 @@ from ..diagnostics.identifiability import check_design, check_prevalence_spread
 from ..models import DEFAULT_PRIOR, Prior
 from ..warnings import ConvergenceWarning
 from ._common import bound_model, sample_sites, with_derived
-from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
+from ._inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from .em import em_starts, start_point
 from .result import FitResult, channel_from, point_dict
 
@@ -122,7 +122,6 @@ def map_fit(data, inputs, assignment, model, prior, *, n_starts, seed, init, max
              for p in starts]
         flat = [ravel_pytree(zz)[0] for zz in z]
         unravel = ravel_pytree(z[0])[1]
-        z0 = jnp.stack(flat)
         key = (flat[0].shape, tuple(a.shape for a in args))
         vgh = prog["cache"].get(key)
         if vgh is None:
