@@ -17,6 +17,7 @@ Built on :mod:`noisycal_bayes.core` only (the frequentist point maps live in
 from __future__ import annotations
 
 import warnings
+from abc import ABC, abstractmethod
 from functools import partial
 
 import jax
@@ -47,8 +48,8 @@ def _logits(scores) -> np.ndarray:
         return np.asarray(clipped_logit(check_scores(scores)), dtype=np.float64)
 
 
-class _PosteriorMap:
-    """Shared plumbing: fitted checks and the summaries of ``predict_draws``."""
+class _PosteriorMap(ABC):
+    """Shared plumbing: fitted checks and the summaries of ``predict_draws`` (abstract: each map defines it)."""
 
     _fitted_attr = "n_draws_"
 
@@ -56,8 +57,9 @@ class _PosteriorMap:
         if not hasattr(self, self._fitted_attr):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first.")
 
-    def predict_draws(self, scores) -> np.ndarray:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def predict_draws(self, scores) -> np.ndarray:
+        """Recalibrated probability per posterior draw, shape (n_draws, n_items)."""
 
     def predict(self, scores) -> np.ndarray:
         """Posterior mean of the recalibrated probability, shape (n_items,)."""
