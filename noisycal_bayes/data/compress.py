@@ -122,6 +122,36 @@ def pad_patterns(pc: PatternCounts, size: int) -> PatternCounts:
     return PatternCounts(patterns, group, counts, pc.n_groups, pc.inverse)
 
 
+def all_patterns(n_annotators: int) -> np.ndarray:
+    """Every response pattern of ``n_annotators`` (-1 = missing, 0, 1), shape (3**J, J), int8.
+
+    Row ``k`` is the pattern whose base-3 digits ``A_j + 1`` (first annotator most significant) spell ``k``:
+    the order of ``itertools.product([-1, 0, 1], repeat=J)`` and of :func:`grid_patterns` tables.
+    """
+    k = np.arange(3 ** n_annotators)
+    digits = (k[:, None] // 3 ** np.arange(n_annotators - 1, -1, -1)) % 3
+    return (digits - 1).astype(np.int8)
+
+
+def grid_patterns(pc: PatternCounts) -> PatternCounts:
+    """The table with every (group, pattern) cell, in a fixed order: ``n_groups * 3**J`` rows.
+
+    Row ``g * 3**J + k`` holds pattern ``k`` of :func:`all_patterns` in group ``g``, with its count (0 when
+    absent). The likelihood is the same as on ``pc`` (zero counts drop out), and a model told the layout
+    (``grid=True``) evaluates it without per-row gathers. ``inverse`` is mapped to the new rows.
+    """
+    j = pc.patterns.shape[1]
+    width = 3 ** j
+    code = pc.group.astype(np.int64) * width
+    for col in range(j):
+        code += (pc.patterns[:, col].astype(np.int64) + 1) * 3 ** (j - 1 - col)
+    counts = np.bincount(code, weights=pc.counts, minlength=pc.n_groups * width)
+    patterns = np.tile(all_patterns(j), (pc.n_groups, 1))
+    group = np.repeat(np.arange(pc.n_groups, dtype=np.int32), width)
+    inverse = None if pc.inverse is None else code[pc.inverse]
+    return PatternCounts(patterns, group, counts, pc.n_groups, inverse)
+
+
 def padded_size(n_patterns: int, n_groups: int, n_annotators: int) -> int:
     """A pattern-table size fixed by the design: ``n_groups * 3**J`` when small, else the next power of 2."""
     full = n_groups * 3 ** n_annotators if n_annotators <= 12 else None

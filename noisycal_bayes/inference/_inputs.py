@@ -7,7 +7,8 @@ import numpy as np
 
 from .._validation import check_positive_int
 from ..core import clipped_logit
-from ..data import AnnotationSet, Binning, bin_index, compress_patterns, pad_patterns, padded_size, resolve_groups
+from ..data import (AnnotationSet, Binning, bin_index, compress_patterns, grid_patterns, pad_patterns, padded_size,
+                    resolve_groups)
 from ..data.compress import PatternCounts
 from ..data.outofcore import SufficientStats
 
@@ -83,7 +84,9 @@ class ModelInputs:
     Grouped models: ``patterns`` (n_rows, n_annotators) int8 with -1 = missing, ``row_group`` (n_rows,),
     ``counts`` (n_rows,) (None when rows are items). Compressed rows are padded with zero-count rows to
     :func:`~noisycal_bayes.data.padded_size`, so that one compiled sampler serves every data set with
-    the same numbers of groups and annotators; ``inverse`` (n_items,) gives each item's row.
+    the same numbers of groups and annotators; when that size is every (group, pattern) cell the table is the
+    grid of :func:`~noisycal_bayes.data.grid_patterns` (``grid=True``, evaluated without per-row gathers).
+    ``inverse`` (n_items,) gives each item's row.
 
     Platt: flat responses ``item``, ``annotator``, ``label`` (n_responses,) and ``logit_score`` (n_items,).
     """
@@ -97,6 +100,7 @@ class ModelInputs:
     row_group: np.ndarray | None = None
     counts: np.ndarray | None = None
     n_patterns: int = 0
+    grid: bool = False
     inverse: np.ndarray | None = None
     item: np.ndarray | None = None
     annotator: np.ndarray | None = None
@@ -119,7 +123,7 @@ class ModelInputs:
         """Keyword arguments fixed at compile time (sizes)."""
         if self.model == "platt":
             return {"n_items": self.n_items, "n_annotators": self.n_annotators}
-        return {"n_annotators": self.n_annotators, "n_groups": self.n_groups}
+        return {"n_annotators": self.n_annotators, "n_groups": self.n_groups, "grid": self.grid}
 
     def item_rows(self) -> np.ndarray:
         """Row of each item in ``patterns`` (the identity for per-item rows), shape (n_items,).
@@ -211,10 +215,17 @@ def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment,
         return ModelInputs(model, n, j, assignment.n_groups, False, patterns=data.labels, row_group=g,
                            counts=np.ones(n), n_patterns=n, inverse=np.arange(n))
     pc = compress_patterns(data.labels, g, assignment.n_groups)
-    n_patterns = pc.patterns.shape[0]
-    padded = pad_patterns(pc, padded_size(n_patterns, assignment.n_groups, j))
-    return ModelInputs(model, n, j, assignment.n_groups, True, patterns=padded.patterns, row_group=padded.group,
-                       counts=padded.counts, n_patterns=n_patterns, inverse=pc.inverse)
+    return _compressed_inputs(model, n, pc)
+
+
+def _compressed_inputs(model: str, n_items: int, pc) -> ModelInputs:
+    """Inputs from compressed rows: the grid table when it has the padded size, else zero-count padding."""
+    n_patterns, j = pc.patterns.shape
+    size = padded_size(n_patterns, pc.n_groups, j)
+    grid = size == pc.n_groups * 3 ** j
+    table = grid_patterns(pc) if grid else pad_patterns(pc, size)
+    return ModelInputs(model, n_items, j, pc.n_groups, True, patterns=table.patterns, row_group=table.group,
+                       counts=table.counts, n_patterns=n_patterns, grid=grid, inverse=table.inverse)
 
 
 
@@ -277,7 +288,4 @@ def _stats_inputs(stats: SufficientStats, model: str, assignment: GroupAssignmen
     first[inv.reshape(-1)[::-1]] = np.arange(stats.n_patterns)[::-1]
     pc = PatternCounts(np.asarray(stats.patterns)[first], (uniq // 3 ** j).astype(np.int32), counts,
                        assignment.n_groups, None)
-    n_patterns = pc.patterns.shape[0]
-    padded = pad_patterns(pc, padded_size(n_patterns, assignment.n_groups, j))
-    return ModelInputs(model, stats.n_items, j, assignment.n_groups, True, patterns=padded.patterns,
-                       row_group=padded.group, counts=padded.counts, n_patterns=n_patterns, inverse=None)
+    return _compressed_inputs(model, stats.n_items, pc)

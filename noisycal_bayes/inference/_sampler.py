@@ -87,7 +87,7 @@ class NutsProgram:
     """
 
     def __init__(self, model_fn, *, n_warmup: int, chunk: int, chain_method: str, target_accept: float,
-                 max_tree_depth: int, width: int = 1):
+                 max_tree_depth: int, dense_mass: bool = True, width: int = 1):
         self.model_fn = model_fn
         self.n_warmup = n_warmup
         self.chain_method = chain_method
@@ -101,7 +101,7 @@ class NutsProgram:
 
         def init_one(key, z0, args):
             return init_kernel(z0, n_warmup, target_accept_prob=target_accept, max_tree_depth=max_tree_depth,
-                               model_args=args, rng_key=key)
+                               dense_mass=dense_mass, model_args=args, rng_key=key)
 
         def advance_one(state, args):
             def body(s, _):
@@ -119,9 +119,10 @@ class NutsProgram:
             self._init = jax.jit(init_one)
             self._advance = jax.jit(advance_one)
         else:  # parallel: one chain per device, `width` devices
-            devices = jax.local_devices()[:width]
-            self._init = jax.pmap(init_one, in_axes=(0, 0, None), devices=devices)
-            self._advance = jax.pmap(advance_one, in_axes=(0, None), devices=devices)
+            self._devices = jax.local_devices()[:width]
+            # The data arguments are replicated onto the devices once per fit (`run`), not at every call.
+            self._init = jax.pmap(init_one, in_axes=(0, 0, 0), devices=self._devices)
+            self._advance = jax.pmap(advance_one, in_axes=(0, 0), devices=self._devices)
 
     def run(self, key, z0, args, *, n_chains: int, n_draws: int, progress_bar: bool = False, desc: str = "NUTS"):
         """Run warm-up and sampling from unconstrained starts ``z0`` (leading dim n_chains).
@@ -145,6 +146,7 @@ class NutsProgram:
                 per_chain.append(self._loop(state, args, n_chunks, bar, desc, stride=1))
             got = jax.tree.map(lambda *xs: np.stack(xs), *per_chain)
         elif self.chain_method == "parallel":
+            args = _replicate(args, self._devices)
             rounds = []
             for first in range(0, n_chains, self.width):
                 n_real = min(self.width, n_chains - first)
@@ -181,6 +183,14 @@ class NutsProgram:
                     bar.set_description(f"{desc} sample")
                 bar.update(self.chunk * stride)
         return jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *kept)
+
+
+def _replicate(tree, devices):
+    """Each array of ``tree`` stacked ``len(devices)`` times and placed one copy per device (the input
+    layout ``pmap`` expects for ``in_axes=0``, so repeated calls do not copy the data again)."""
+    sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("device",)),
+                                          jax.sharding.PartitionSpec("device"))
+    return jax.tree.map(lambda x: jax.device_put(jnp.broadcast_to(x, (len(devices),) + jnp.shape(x)), sharding), tree)
 
 
 def get_program(key, build):

@@ -14,13 +14,13 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
-from ..core import pattern_loglik
+from ..core.likelihood import log_add, response_loglik
 from .dawid_skene import oriented_channels, responses
 from .priors import DEFAULT_PRIOR, Prior
 
 
 def histogram_dawid_skene(labels=None, group=None, counts=None, *, n_annotators: int, n_groups: int,
-                          prior: Prior = DEFAULT_PRIOR, record_loglik: bool = False):
+                          prior: Prior = DEFAULT_PRIOR, grid: bool = False, record_loglik: bool = False):
     """Histogram calibration curve: ``Y_i ~ Bernoulli(prevalence[bin(z_i)])``, channels shared.
 
     Identical to :func:`~noisycal_bayes.models.grouped_dawid_skene` with ``group`` = score bin; it
@@ -29,11 +29,11 @@ def histogram_dawid_skene(labels=None, group=None, counts=None, *, n_annotators:
     fpr, tpr = oriented_channels(n_annotators, prior)
     with numpyro.plate("bin", n_groups):
         prevalence = numpyro.sample("prevalence", dist.Beta(*prior.prevalence))
-    return responses(labels, prevalence[group], fpr, tpr, counts, record_loglik=record_loglik)
+    return responses(labels, group, prevalence, fpr, tpr, counts, grid=grid, record_loglik=record_loglik)
 
 
 def monotone_dawid_skene(labels=None, group=None, counts=None, *, n_annotators: int, n_groups: int,
-                         prior: Prior = DEFAULT_PRIOR, record_loglik: bool = False):
+                         prior: Prior = DEFAULT_PRIOR, grid: bool = False, record_loglik: bool = False):
     """Monotone histogram: ordered bin prevalences ``0 < pi_1 < ... < pi_K < 1``.
 
     ``increments ~ Dirichlet(prior.increments * ones(K + 1))`` and ``pi_k = sum_{l <= k} increments_l``
@@ -43,7 +43,7 @@ def monotone_dawid_skene(labels=None, group=None, counts=None, *, n_annotators: 
     fpr, tpr = oriented_channels(n_annotators, prior)
     inc = numpyro.sample("increments", dist.Dirichlet(jnp.full(n_groups + 1, prior.increments)))
     prevalence = numpyro.deterministic("prevalence", jnp.cumsum(inc)[:-1])
-    return responses(labels, prevalence[group], fpr, tpr, counts, record_loglik=record_loglik)
+    return responses(labels, group, prevalence, fpr, tpr, counts, grid=grid, record_loglik=record_loglik)
 
 
 def platt_dawid_skene(item, annotator, label=None, logit_score=None, *, n_items: int, n_annotators: int,
@@ -78,12 +78,12 @@ def platt_dawid_skene(item, annotator, label=None, logit_score=None, *, n_items:
         rate = jnp.where(y[item] == 1, tpr[annotator], fpr[annotator])
         with numpyro.plate("response", item.shape[0]):
             return numpyro.sample("labels", dist.Bernoulli(probs=rate))
-    # Each response as a one-column pattern with its own annotator's rates; then sum per item.
-    l0, l1 = pattern_loglik(label[:, None], fpr[annotator][:, None], tpr[annotator][:, None])
+    # Each response with its own annotator's rates; then sum per item.
+    l0, l1 = response_loglik(label, fpr[annotator], tpr[annotator])
     l0 = jax.ops.segment_sum(l0, item, num_segments=n_items)
     l1 = jax.ops.segment_sum(l1, item, num_segments=n_items)
     # log(1 - sigmoid(s)) = log_sigmoid(-s): exact for large |s|, where 1 - sigmoid(s) would round to 0.
-    rows = jnp.logaddexp(jax.nn.log_sigmoid(-s) + l0, jax.nn.log_sigmoid(s) + l1)
+    rows = log_add(jax.nn.log_sigmoid(-s) + l0, jax.nn.log_sigmoid(s) + l1)
     if record_loglik:
         numpyro.deterministic("log_likelihood", rows)
     numpyro.factor("responses", jnp.sum(rows))

@@ -6,7 +6,8 @@ label summed out analytically (``logaddexp`` in :func:`noisycal_bayes.core.ds_lo
 
 Rows are either compressed ``(group, response pattern)`` rows with ``counts`` (the likelihood costs
 ``O(n_patterns J)``, independent of the number of items; padding rows have count 0 and drop out)
-or single items (``counts=None``). Missing responses (-1) drop out of the likelihood.
+or single items (``counts=None``). A compressed table that lists every (group, pattern) cell in a fixed
+order (``grid=True``, :func:`noisycal_bayes.data.grid_patterns`) is evaluated without per-row gathers. Missing responses (-1) drop out of the likelihood.
 
 With ``labels=None`` a model samples the prior predictive: clean labels ``y`` and complete
 responses ``labels`` for the rows given by ``group``.
@@ -17,7 +18,8 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
-from ..core import ds_loglik_rows
+from ..core.likelihood import ds_loglik_rows, grid_loglik
+from ..data.compress import all_patterns
 from .priors import DEFAULT_PRIOR, Prior
 
 
@@ -35,17 +37,28 @@ def oriented_channels(n_annotators: int, prior: Prior):
     return fpr, tpr
 
 
-def responses(labels, row_probability, fpr, tpr, counts=None, *, record_loglik: bool = False):
+def responses(labels, group, probability, fpr, tpr, counts=None, *, grid: bool = False,
+              record_loglik: bool = False):
     """Likelihood of observed responses, or prior-predictive responses when ``labels`` is None.
 
-    ``row_probability`` is ``P(Y = 1)`` per row, shape (n_rows,).
+    ``probability`` is ``P(Y = 1)`` per group, shape (n_groups,); ``group`` (n_rows,) gives each row's group.
+    With ``grid=True`` the rows are a grid table (:func:`noisycal_bayes.data.grid_patterns`: row
+    ``g * 3**J + k`` holds pattern ``k`` of :func:`noisycal_bayes.data.all_patterns` in group ``g``), so the
+    likelihood is evaluated per (group, pattern) cell without gathering by row (same values, faster).
     """
     if labels is None:
-        with numpyro.plate("row", row_probability.shape[0]):
-            y = numpyro.sample("y", dist.Bernoulli(probs=row_probability))
+        with numpyro.plate("row", group.shape[0]):
+            y = numpyro.sample("y", dist.Bernoulli(probs=probability[group]))
             rate = jnp.where(y[:, None] == 1, tpr, fpr)
             return numpyro.sample("labels", dist.Bernoulli(probs=rate).to_event(1))
-    rows = ds_loglik_rows(labels, None, fpr, tpr, row_probability)
+    if grid:
+        n_cells = probability.shape[0] * 3 ** fpr.shape[-1]
+        if labels.shape[0] != n_cells:
+            raise ValueError(f"grid=True needs the grid table of {n_cells} rows (n_groups * 3**n_annotators); "
+                             f"got {labels.shape[0]} rows. Build it with noisycal_bayes.data.grid_patterns.")
+        rows = grid_loglik(all_patterns(fpr.shape[-1]), fpr, tpr, probability).reshape(-1)
+    else:
+        rows = ds_loglik_rows(labels, group, fpr, tpr, probability)
     if record_loglik:
         numpyro.deterministic("log_likelihood", rows)
     total = jnp.sum(rows) if counts is None else jnp.sum(counts * rows)
@@ -54,7 +67,7 @@ def responses(labels, row_probability, fpr, tpr, counts=None, *, record_loglik: 
 
 
 def grouped_dawid_skene(labels=None, group=None, counts=None, *, n_annotators: int, n_groups: int,
-                        prior: Prior = DEFAULT_PRIOR, record_loglik: bool = False):
+                        prior: Prior = DEFAULT_PRIOR, grid: bool = False, record_loglik: bool = False):
     """The paper's shared-channel model: ``Y_i ~ Bernoulli(prevalence[g(i)])``, channels shared by all groups.
 
     Parameters
@@ -68,6 +81,9 @@ def grouped_dawid_skene(labels=None, group=None, counts=None, *, n_annotators: i
     n_annotators, n_groups : int
         Static sizes.
     prior : Prior
+    grid : bool, default False
+        The rows are a grid table (:func:`noisycal_bayes.data.grid_patterns`, ``n_groups * 3**J`` rows):
+        the same likelihood, evaluated per (group, pattern) cell, about 3x faster per NUTS gradient.
     record_loglik : bool
         Add a deterministic site ``log_likelihood`` of shape (n_rows,) (per row, not weighted by counts).
 
@@ -79,11 +95,11 @@ def grouped_dawid_skene(labels=None, group=None, counts=None, *, n_annotators: i
     fpr, tpr = oriented_channels(n_annotators, prior)
     with numpyro.plate("group", n_groups):
         prevalence = numpyro.sample("prevalence", dist.Beta(*prior.prevalence))
-    return responses(labels, prevalence[group], fpr, tpr, counts, record_loglik=record_loglik)
+    return responses(labels, group, prevalence, fpr, tpr, counts, grid=grid, record_loglik=record_loglik)
 
 
 def dawid_skene(labels=None, group=None, counts=None, *, n_annotators: int, n_groups: int = 1,
-                prior: Prior = DEFAULT_PRIOR, record_loglik: bool = False):
+                prior: Prior = DEFAULT_PRIOR, grid: bool = False, record_loglik: bool = False):
     """Marginal Dawid-Skene model: ``Y_i ~ Bernoulli(prevalence)`` with one scalar prevalence.
 
     Same arguments as :func:`grouped_dawid_skene`; ``group`` only fixes the number of rows for the prior
@@ -95,5 +111,5 @@ def dawid_skene(labels=None, group=None, counts=None, *, n_annotators: int, n_gr
     fpr, tpr = oriented_channels(n_annotators, prior)
     prevalence = numpyro.sample("prevalence", dist.Beta(*prior.prevalence))
     n_rows = (labels if labels is not None else group).shape[0]
-    return responses(labels, jnp.broadcast_to(prevalence, (n_rows,)), fpr, tpr, counts,
+    return responses(labels, jnp.zeros(n_rows, jnp.int32), prevalence[None], fpr, tpr, counts, grid=grid,
                      record_loglik=record_loglik)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from noisycal_bayes.data import compress_patterns, pad_patterns, padded_size
+from noisycal_bayes.data import all_patterns, compress_patterns, grid_patterns, pad_patterns, padded_size
 
 
 def _random_labels(rng, n, j, p_missing=0.3):
@@ -85,3 +85,26 @@ def test_padded_size():
     for n_patterns in (1, 3, 100, 1000):
         size = padded_size(n_patterns, 3, 9)
         assert size >= n_patterns
+
+
+def test_all_patterns_is_itertools_product_order():
+    import itertools
+
+    for j in (1, 2, 4):
+        expected = np.array(list(itertools.product([-1, 0, 1], repeat=j)), dtype=np.int8)
+        np.testing.assert_array_equal(all_patterns(j), expected)
+
+
+def test_grid_patterns_keeps_every_item_on_its_own_pattern_and_group():
+    rng = np.random.default_rng(5)
+    labels = _random_labels(rng, 400, 3)
+    group = rng.integers(0, 4, size=400)
+    pc = pad_patterns(compress_patterns(labels, group, 4), 108)
+    grid = grid_patterns(pc)
+    assert grid.patterns.shape == (4 * 27, 3)
+    np.testing.assert_array_equal(grid.patterns[grid.inverse], labels)
+    np.testing.assert_array_equal(grid.group[grid.inverse], group)
+    np.testing.assert_array_equal(grid.counts, np.bincount(grid.inverse, minlength=108))
+    # Row g * 27 + k is pattern k of all_patterns in group g.
+    np.testing.assert_array_equal(grid.patterns, np.tile(all_patterns(3), (4, 1)))
+    np.testing.assert_array_equal(grid.group, np.repeat(np.arange(4), 27))

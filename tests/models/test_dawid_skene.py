@@ -16,7 +16,7 @@ from numpyro.infer.util import log_density
 from scipy import stats
 
 from noisycal_bayes.core import x64
-from noisycal_bayes.data import compress_patterns
+from noisycal_bayes.data import compress_patterns, grid_patterns
 from noisycal_bayes.models import Prior, dawid_skene, grouped_dawid_skene
 
 FPR = np.array([0.1, 0.25, 0.05])
@@ -172,3 +172,42 @@ def test_pattern_probabilities_sum_to_one_under_the_model(j):
         tr = trace(substitute(grouped_dawid_skene, data=params)).get_trace(
             full, np.zeros(len(full), np.int32), None, n_annotators=j, n_groups=1, record_loglik=True)
     np.testing.assert_allclose(np.exp(np.asarray(tr["log_likelihood"]["value"])).sum(), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("model,n_groups", [(grouped_dawid_skene, 3), (dawid_skene, 1)])
+def test_grid_table_gives_the_per_item_likelihood(model, n_groups):
+    # The grid layout evaluates the likelihood per (group, pattern) cell without reading the table's rows; the
+    # per-item hand loop is an independent route to the same number.
+    labels, group = _labels(n=700, seed=8)
+    group = group if n_groups > 1 else np.zeros_like(group)
+    grid = grid_patterns(compress_patterns(labels, group, n_groups))
+    params = {"fpr": FPR, "u": U, "prevalence": PREV[:n_groups] if n_groups > 1 else PREV[0]}
+    kw = dict(n_annotators=3, n_groups=n_groups, prior=PRIOR)
+    lp = _log_density(model, grid.patterns, grid.group, grid.counts, params=params, grid=True, **kw)
+    prev = PREV[:n_groups] if n_groups > 1 else PREV[:1]
+    expected = (_loglik_by_hand(labels, group, FPR, TPR, prev)
+                + _log_prior_scipy(PRIOR, FPR, U, np.atleast_1d(params["prevalence"])))
+    np.testing.assert_allclose(lp, expected, rtol=1e-12)
+
+
+def test_grid_row_loglik_matches_the_rows_layout_row_by_row():
+    labels, group = _labels(n=300, seed=9)
+    grid = grid_patterns(compress_patterns(labels, group, 3))
+    sites = {}
+    for layout in (False, True):
+        with x64():
+            params = {"fpr": jnp.asarray(FPR), "u": jnp.asarray(U), "prevalence": jnp.asarray(PREV)}
+            tr = trace(substitute(seed(grouped_dawid_skene, 0), params)).get_trace(
+                grid.patterns, grid.group, grid.counts, n_annotators=3, n_groups=3, prior=PRIOR, grid=layout,
+                record_loglik=True)
+        sites[layout] = np.asarray(tr["log_likelihood"]["value"])
+    np.testing.assert_allclose(sites[True], sites[False], rtol=1e-13)
+
+
+def test_grid_layout_refuses_a_table_of_another_size():
+    labels, group = _labels(n=100, seed=10)
+    pc = compress_patterns(labels, group, 3)
+    with pytest.raises(ValueError, match="grid=True needs the grid table of 81 rows"):
+        _log_density(grouped_dawid_skene, pc.patterns, pc.group, pc.counts,
+                     params={"fpr": FPR, "u": U, "prevalence": PREV}, n_annotators=3, n_groups=3, prior=PRIOR,
+                     grid=True)
