@@ -56,17 +56,3 @@ def with_derived(model: str, sites: dict) -> dict:
     if model == "monotone":
         out["prevalence"] = np.cumsum(out["increments"], axis=-1)[..., :-1]
     return out
-
-
-def to_constrained(model_fn, args, flat_z: dict) -> dict:
-    """Constrained sample-site values of a batch of unconstrained draws ``flat_z`` (leading dim n_samples).
-
-    Uses the model's own support transforms (``numpyro.infer.util.get_transforms``), applied to the whole
-    batch at once in NumPy-sized JAX operations (no compilation).
-    """
-    import jax
-    from numpyro.infer.util import get_transforms
-
-    one = {k: v[0] for k, v in flat_z.items()}
-    transforms = get_transforms(model_fn, args, {}, one)
-    return {k: np.asarray(jax.vmap(transforms[k])(v)) for k, v in flat_z.items()}

@@ -15,17 +15,25 @@ precision), so a second fit with the same padded shapes costs only sampling time
 """
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import pickle
 from functools import partial
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
+import jax.export
 import jax.numpy as jnp
 import numpy as np
 from numpyro.infer.hmc import hmc
-from numpyro.infer.util import potential_energy
+from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, unconstrain_fn
 
 CHAIN_METHODS = ("parallel", "sequential", "vectorized")
+#: Half-width of the uniform jitter added to the start of each chain in unconstrained coordinates, so that
+#: chains start apart and R-hat can reveal several modes.
+INIT_JITTER = 0.5
 
 # Programs by static configuration. Each holds two compiled functions of a few MB at most; a process
 # that fits many different shapes can clear it with `clear_sampler_cache()`.
@@ -73,8 +81,13 @@ def choose_chain_method(n_chains: int, requested: str | None = None) -> str:
 
 
 def parallel_width(n_chains: int) -> int:
-    """Chains run at once by ``chain_method="parallel"``: one per device, at most ``n_chains``."""
+    """Devices used by ``chain_method="parallel"``: one per chain, at most the number of devices."""
     return max(1, min(n_chains, jax.local_device_count()))
+
+
+def chains_per_device(n_chains: int, width: int) -> int:
+    """Chains vectorised on each device by ``chain_method="parallel"``, so that all run in one round."""
+    return -(-n_chains // width)
 
 
 class NutsProgram:
@@ -87,12 +100,35 @@ class NutsProgram:
     """
 
     def __init__(self, model_fn, *, n_warmup: int, chunk: int, chain_method: str, target_accept: float,
-                 max_tree_depth: int, dense_mass: bool = True, width: int = 1):
+                 max_tree_depth: int, dense_mass: bool = True, width: int = 1, per_device: int = 1, key=()):
         self.model_fn = model_fn
         self.n_warmup = n_warmup
         self.chain_method = chain_method
         self.chunk = chunk
         self.width = width
+        self.per_device = per_device
+
+        def starts(key, sites, args, n_chains):
+            """Chain keys and jittered unconstrained starts from constrained sample-site values ``sites``."""
+            key_init, key_mcmc = jax.random.split(key)
+            z = unconstrain_fn(model_fn, args, {}, sites)
+            leaves, treedef = jax.tree.flatten(z)
+            z0 = [leaf[None] + jax.random.uniform(k, (n_chains,) + leaf.shape, leaf.dtype, -INIT_JITTER, INIT_JITTER)
+                  for leaf, k in zip(leaves, jax.random.split(key_init, len(leaves)))]
+            return jax.random.split(key_mcmc, n_chains), jax.tree.unflatten(treedef, z0)
+
+        def constrained(flat_z, args):
+            """Constrained sample-site values of unconstrained draws (leading dim n_samples), by the model's own
+            support transforms."""
+            # The transforms are read off a model run at one constrained draw (site shapes differ between the
+            # two spaces: a simplex of K + 1 has K unconstrained coordinates).
+            one = constrain_fn(model_fn, args, {}, {k: v[0] for k, v in flat_z.items()})
+            transforms = get_transforms(model_fn, args, {}, one)
+            return {k: jax.vmap(transforms[k])(v) for k, v in flat_z.items()}
+
+        # One compiled program each (not a series of eager operations): cheap to load from the persistent cache.
+        self.starts = jax.jit(starts, static_argnames="n_chains")
+        self.constrained = jax.jit(constrained)
 
         def potential_fn_gen(*args):
             return partial(potential_energy, model_fn, args, {})
@@ -113,25 +149,31 @@ class NutsProgram:
             return jax.lax.scan(body, state, None, length=chunk)
 
         if chain_method == "vectorized":
-            self._init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None)))
-            self._advance = jax.jit(jax.vmap(advance_one, in_axes=(0, None)))
-        elif chain_method == "sequential":
-            self._init = jax.jit(init_one)
-            self._advance = jax.jit(advance_one)
-        else:  # parallel: one chain per device, `width` devices
+            init_one, advance_one = jax.vmap(init_one, in_axes=(0, 0, None)), jax.vmap(advance_one, in_axes=(0, None))
+        if chain_method == "parallel":  # `per_device` chains (vectorised) on each of `width` devices
             self._devices = jax.local_devices()[:width]
-            # The data arguments are replicated onto the devices once per fit (`run`), not at every call.
-            self._init = jax.pmap(init_one, in_axes=(0, 0, 0), devices=self._devices)
-            self._advance = jax.pmap(advance_one, in_axes=(0, 0), devices=self._devices)
+            if per_device > 1:
+                init_one, advance_one = jax.vmap(init_one, in_axes=(0, 0, None)), jax.vmap(advance_one, in_axes=(0, None))
+            # Every argument has a leading device axis: the data are replicated onto the devices once per fit
+            # (`run`), not copied again at every call.
+            stage, strip = partial(jax.pmap, devices=self._devices), 1
+        else:
+            # keep_unused: the grid layout never reads the pattern table, and a program saved by jax.export
+            # must take the arguments it is called with.
+            stage, strip = partial(jax.jit, keep_unused=True), 0
+        self._init = SavedProgram(init_one, stage, strip, name=("init",) + tuple(map(repr, key)))
+        self._advance = SavedProgram(advance_one, stage, strip, name=("advance",) + tuple(map(repr, key)))
 
-    def run(self, key, z0, args, *, n_chains: int, n_draws: int, progress_bar: bool = False, desc: str = "NUTS"):
-        """Run warm-up and sampling from unconstrained starts ``z0`` (leading dim n_chains).
+    def run(self, keys, z0, args, *, n_draws: int, progress_bar: bool = False, desc: str = "NUTS"):
+        """Run warm-up and sampling from one key per chain and unconstrained starts ``z0`` (leading dim n_chains).
 
         Returns ``(z, stats)``: unconstrained draws and sampler statistics, leading dims (chain, draw).
         """
         if n_draws % self.chunk:
             raise ValueError(f"n_draws={n_draws} is not a multiple of the compiled chunk {self.chunk}.")
-        keys = jax.random.split(key, n_chains)
+        # Indexing and reshaping happen in NumPy: on device arrays each would compile a small program.
+        keys, z0 = np.asarray(keys), jax.tree.map(np.asarray, z0)
+        n_chains = keys.shape[0]
         n_total = self.n_warmup + n_draws
         n_chunks = n_total // self.chunk
         bar = None
@@ -147,13 +189,19 @@ class NutsProgram:
             got = jax.tree.map(lambda *xs: np.stack(xs), *per_chain)
         elif self.chain_method == "parallel":
             args = _replicate(args, self._devices)
+            slots = self.width * self.per_device
+            lead = (self.width, self.per_device) if self.per_device > 1 else (self.width,)
             rounds = []
-            for first in range(0, n_chains, self.width):
-                n_real = min(self.width, n_chains - first)
-                idx = np.minimum(np.arange(first, first + self.width), n_chains - 1)
-                states = self._init(keys[idx], jax.tree.map(lambda x: x[idx], z0), args)
-                got = self._loop(states, args, n_chunks, bar, desc, stride=n_real, axis=1)
-                rounds.append(jax.tree.map(lambda x: x[:n_real], got))
+            for first in range(0, n_chains, slots):
+                n_real = min(slots, n_chains - first)
+                idx = np.minimum(np.arange(first, first + slots), n_chains - 1)
+
+                def on_devices(x):
+                    return x[idx].reshape(lead + x.shape[1:])
+
+                states = self._init(on_devices(keys), jax.tree.map(on_devices, z0), args)
+                got = self._loop(states, args, n_chunks, bar, desc, stride=n_real, axis=len(lead))
+                rounds.append(jax.tree.map(lambda x: x.reshape((slots,) + x.shape[len(lead):])[:n_real], got))
             got = jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *rounds)
         else:
             states = self._init(keys, z0, args)
@@ -185,12 +233,112 @@ class NutsProgram:
         return jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *kept)
 
 
+#: Sources whose code is inside a saved sampler: a change to any of them invalidates every saved program.
+_TRACED_SOURCES = ("models/dawid_skene.py", "models/curves.py", "models/priors.py", "core/likelihood.py",
+                   "data/compress.py", "inference/_sampler.py", "inference/_common.py")
+
+
+def saved_programs_dir() -> Path | None:
+    """Where samplers are saved: ``<JAX compilation cache>/noisycal_programs``, or None when the cache is off.
+
+    Saving needs JAX's ``jax.export`` serialisation (the ``flatbuffers`` package); without it, None.
+    """
+    cache = jax.config.jax_compilation_cache_dir
+    if not cache:
+        return None
+    try:
+        import flatbuffers  # noqa: F401  (needed by Exported.serialize)
+    except ImportError:
+        return None
+    return Path(cache) / "noisycal_programs"
+
+
+def _digest(name, in_tree, avals) -> str:
+    import numpyro
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for part in (name, str(in_tree), [(a.shape, str(a.dtype)) for a in avals], jax.__version__,
+                 jax.lib.__version__ if hasattr(jax.lib, "__version__") else "", numpyro.__version__):
+        h.update(repr(part).encode())
+    for rel in _TRACED_SOURCES:
+        h.update((root / rel).read_bytes())
+    return h.hexdigest()[:32]
+
+
+class SavedProgram:
+    """A per-device function staged by ``stage`` (``jax.jit`` or ``jax.pmap``), saved across processes.
+
+    Without a compilation cache directory this is just ``stage(fn)``. With one (see
+    :func:`saved_programs_dir`), the first call traces ``fn`` once with ``jax.export`` and saves the result
+    next to JAX's cache, keyed by the static configuration, the argument shapes and dtypes, the versions of
+    JAX and NumPyro, and the package's traced sources. A later process loads it instead of tracing NumPyro's
+    NUTS again, and JAX's persistent cache then supplies the compiled program: together they remove nearly
+    all of the first fit's compile overhead. ``strip`` leading axes of each argument are mapped by ``stage``.
+    """
+
+    def __init__(self, fn, stage, strip: int, name: tuple):
+        self.fn, self.stage, self.strip, self.name = fn, stage, strip, name
+        self._call = None
+
+    def __call__(self, *args):
+        if self._call is None:
+            self._call = self._build(args)
+        return self._call(*args)
+
+    def _build(self, args):
+        folder = saved_programs_dir()
+        if folder is None:
+            return self.stage(self.fn)
+        leaves, in_tree = jax.tree.flatten(args)
+        avals = [jax.ShapeDtypeStruct(np.shape(x)[self.strip:], x.dtype) for x in leaves]
+        path = folder / f"{_digest(self.name, in_tree, avals)}.pkl"
+        loaded = _load(path)
+        exported, out_tree = loaded if loaded is not None else self._export(path, in_tree, avals)
+        flat_call = self.stage(exported.call)
+
+        def call(*a):
+            return jax.tree.unflatten(out_tree, flat_call(*jax.tree.leaves(a)))
+
+        return call
+
+    def _export(self, path, in_tree, avals):
+        box = {}
+
+        def flat(*xs):
+            leaves, box["out_tree"] = jax.tree.flatten(self.fn(*jax.tree.unflatten(in_tree, xs)))
+            return leaves
+
+        exported = jax.export.export(jax.jit(flat, keep_unused=True))(*avals)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps((bytes(exported.serialize()), box["out_tree"])))
+            os.replace(tmp, path)  # atomic: a concurrent process sees the whole file or none
+        except OSError:
+            pass  # a read-only cache only costs the next process a trace
+        return exported, box["out_tree"]
+
+
+def _load(path: Path):
+    """``(Exported, out_tree)`` saved at ``path``, or None (absent or unreadable: it is then rebuilt)."""
+    try:
+        payload, out_tree = pickle.loads(path.read_bytes())
+        return jax.export.deserialize(bytearray(payload)), out_tree
+    except FileNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - a corrupt or incompatible file is replaced, never trusted
+        path.unlink(missing_ok=True)
+        return None
+
+
 def _replicate(tree, devices):
     """Each array of ``tree`` stacked ``len(devices)`` times and placed one copy per device (the input
     layout ``pmap`` expects for ``in_axes=0``, so repeated calls do not copy the data again)."""
     sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("device",)),
                                           jax.sharding.PartitionSpec("device"))
-    return jax.tree.map(lambda x: jax.device_put(jnp.broadcast_to(x, (len(devices),) + jnp.shape(x)), sharding), tree)
+    return jax.tree.map(lambda x: jax.device_put(np.broadcast_to(np.asarray(x), (len(devices),) + np.shape(x)),
+                                                 sharding), tree)
 
 
 def get_program(key, build):

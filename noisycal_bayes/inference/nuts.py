@@ -26,23 +26,19 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer.util import unconstrain_fn
 
 from .._validation import check_positive_int
 from ..core import x64
 from ..diagnostics.identifiability import check_design, check_prevalence_spread
 from ..diagnostics.mcmc import check_mcmc, mcmc_diagnostics
 from ..models import DEFAULT_PRIOR, Prior
-from ._common import bound_model, sample_sites, to_constrained, with_derived
+from ._common import bound_model, sample_sites, with_derived
 from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
-from ._sampler import NutsProgram, choose_chain_method, chunk_size, get_program, parallel_width
+from ._sampler import NutsProgram, chains_per_device, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
 from .result import FitResult, channel_from, point_dict
 
 PRECISIONS = ("float64", "float32")
-#: Half-width of the uniform jitter added to the start of each chain in unconstrained coordinates, so that
-#: chains start apart and R-hat can reveal several modes.
-INIT_JITTER = 0.5
 
 
 def enable_compilation_cache(directory: str, *, min_compile_time_secs: float = 1.0) -> None:
@@ -79,7 +75,7 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
         Score groups (bins); an int means equal-mass groups. Ignored by ``"dawid_skene"`` and ``"platt"``.
     n_chains, n_warmup, n_draws : int, defaults 4, 1000, 1000
     seed : int, default 0
-        Seeds the chain starts and the sampler (``jax.random.key(seed)`` split by purpose).
+        Seeds the chain starts and the sampler (``jax.random.PRNGKey(seed)`` split by purpose).
     prior : None or Prior
         None means the default :class:`~noisycal_bayes.models.Prior` (uniform over oriented channels,
         uniform prevalences; see its Notes).
@@ -173,37 +169,34 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
     chunk = chunk_size(n_warmup, n_draws)
     # Sequential chains reuse single-chain functions: the number of chains and draws is not compiled in.
     width = parallel_width(n_chains) if chain_method == "parallel" else 1
-    layout = {"sequential": None, "parallel": width}.get(chain_method, n_chains)
+    per_device = chains_per_device(n_chains, width) if chain_method == "parallel" else 1
+    layout = {"sequential": None, "parallel": (width, per_device)}.get(chain_method, n_chains)
     key = ("nuts", program_model, tuple(sorted(static.items())), layout, n_warmup, chunk, chain_method,
            target_accept, max_tree_depth, dense_mass, precision)
 
     def build():
         return NutsProgram(bound_model(program_model, static), n_warmup=n_warmup, chunk=chunk,
                            chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
-                           dense_mass=dense_mass, width=width)
+                           dense_mass=dense_mass, width=width, per_device=per_device, key=key)
 
     ctx = x64() if use_x64 else _null()
     with ctx:
         program = get_program(key, build)
-        dtype = jnp.float64 if use_x64 else jnp.float32
-        args = tuple(jnp.asarray(a, dtype=dtype) if np.asarray(a).dtype.kind == "f" else jnp.asarray(a)
+        dtype = np.float64 if use_x64 else np.float32
+        # NumPy arrays in, so that no eager JAX operation compiles a program of its own (each would cost a
+        # trace and a cache lookup in every new process).
+        args = tuple(np.asarray(a, dtype=dtype) if np.asarray(a).dtype.kind == "f" else np.asarray(a)
                      for a in inputs.model_args())
-        prior_params = jax.tree.map(lambda x: jnp.asarray(x, dtype=dtype), prior.params())
+        prior_params = jax.tree.map(lambda x: np.asarray(x, dtype=dtype), prior.params())
         full_args = args + (prior_params,)
-        key_init, key_mcmc = jax.random.split(jax.random.key(seed))
-        z = unconstrain_fn(program.model_fn, full_args, {}, sample_sites(model, point, inputs.n_groups))
-        leaves, treedef = jax.tree.flatten(z)
-        keys = jax.random.split(key_init, len(leaves))
-        z0 = jax.tree.unflatten(treedef, [
-            jnp.asarray(leaf, dtype=dtype)[None] + jax.random.uniform(k, (n_chains,) + jnp.shape(leaf), dtype=dtype,
-                                                                      minval=-INIT_JITTER, maxval=INIT_JITTER)
-            for leaf, k in zip(leaves, keys)])
-        zs, stats = program.run(key_mcmc, z0, full_args, n_chains=n_chains, n_draws=n_draws,
-                                progress_bar=progress_bar, desc=f"NUTS {model}")
+        sites = jax.tree.map(lambda x: np.asarray(x, dtype=dtype), sample_sites(model, point, inputs.n_groups))
+        chain_keys, z0 = program.starts(np.asarray(jax.random.PRNGKey(seed)), sites, full_args, n_chains=n_chains)
+        zs, stats = program.run(chain_keys, z0, full_args, n_draws=n_draws, progress_bar=progress_bar,
+                                desc=f"NUTS {model}")
         # Unconstrained -> constrained values of the sample sites (logistic / stick-breaking transforms), then
         # the deterministic sites (tpr, gap, prevalence of the monotone model) in NumPy.
         flat = jax.tree.map(lambda x: np.asarray(x).reshape((-1,) + x.shape[2:]), zs)
-        sites = to_constrained(program.model_fn, full_args, flat)
+        sites = jax.tree.map(np.asarray, program.constrained(flat, full_args))
     draws = with_derived(model, {k: v.reshape((n_chains, n_draws) + v.shape[1:]) for k, v in sites.items()})
     order = ["fpr", "tpr", "gap", "u", "prevalence", "increments", "slope", "intercept"]
     draws = {k: draws[k] for k in order if k in draws}

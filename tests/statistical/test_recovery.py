@@ -25,7 +25,6 @@ from scipy import integrate, stats
 from noisycal_bayes.core import x64
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_nuts
-from noisycal_bayes.inference._common import to_constrained
 from noisycal_bayes.inference._sampler import NutsProgram
 from noisycal_bayes.models import Prior, oriented_channels, responses
 from noisycal_bayes.simulate import simulate_annotations
@@ -150,8 +149,9 @@ def test_known_labels_give_the_closed_form_beta_posterior():
                               max_tree_depth=10)
         z = unconstrain_fn(model, args, {}, {"fpr": np.full(3, 0.2), "u": np.full(3, 0.7)})
         z0 = jax.tree.map(lambda v: jnp.broadcast_to(v, (n_chains,) + v.shape), z)
-        zs, stats_ = program.run(jax.random.key(5), z0, args, n_chains=n_chains, n_draws=n_draws)
-        sites = to_constrained(model, args, {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in zs.items()})
+        zs, stats_ = program.run(jax.random.split(jax.random.PRNGKey(5), n_chains), z0, args, n_draws=n_draws)
+        sites = program.constrained({k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in zs.items()}, args)
+        sites = {k: np.asarray(v) for k, v in sites.items()}
     fpr = sites["fpr"]
     tpr = fpr + (1 - fpr) * sites["u"]
     assert stats_["diverging"].sum() == 0
