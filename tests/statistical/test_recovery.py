@@ -115,7 +115,7 @@ def _known_label_model(labels, y, prior, *, n_annotators):
     most 1e-12 * (tpr / fpr)^3 < 1e-9 per item, far below the Monte Carlo resolution of this test.
     """
     fpr, tpr = oriented_channels(n_annotators, prior)
-    responses(labels, y, fpr, tpr)
+    responses(labels, jnp.arange(labels.shape[0]), y, fpr, tpr)  # one "group" per item, with P(Y = 1) = y_i
 
 
 def test_known_labels_give_the_closed_form_beta_posterior():
