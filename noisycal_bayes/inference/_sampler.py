@@ -3,7 +3,7 @@
 NumPyro's ``MCMC.run`` re-traces and re-compiles its sampling loop on every call (about 3 s on this
 machine even for identical shapes, ENVIRONMENT.md), because the loop body is a fresh closure each
 time. Here the NUTS kernel (NumPyro's functional ``hmc(potential_fn_gen=..., algo="NUTS")``) is
-wrapped in two ``jax.jit`` functions whose data arguments are traced (the same idea as
+wrapped in two compiled functions whose data arguments are traced (the same idea as
 ``MCMC(jit_model_args=True)``):
 
 - ``init(keys, z0, args)`` -> one NUTS state per chain;
@@ -12,6 +12,9 @@ wrapped in two ``jax.jit`` functions whose data arguments are traced (the same i
 Both are kept in a module-level cache keyed by everything static (model, sizes, chain layout,
 precision), so a second fit with the same padded shapes costs only sampling time. Python calls
 ``advance`` repeatedly, which also drives the progress bar without host callbacks.
+
+With JAX's persistent compilation cache on, each function is also saved across processes
+(:class:`SavedProgram`, ``jax.export``), so a new process neither re-traces NumPyro's NUTS nor recompiles it.
 """
 from __future__ import annotations
 
@@ -94,9 +97,11 @@ class NutsProgram:
     """Compiled NUTS for one model function (static sizes bound; data and prior are traced arguments).
 
     ``sequential`` compiles the single-chain functions and loops over chains in Python, so one program
-    serves any number of chains; ``vectorized`` batches the chains with ``vmap``; ``parallel`` maps
-    ``width`` chains at a time over as many devices with ``pmap`` (more chains than devices run in
-    rounds; a short last round is padded with a copy of its last chain, which is then dropped).
+    serves any number of chains; ``vectorized`` batches the chains with ``vmap``; ``parallel`` runs
+    ``per_device`` chains (batched with ``vmap`` when more than one) on each of ``width`` devices at once
+    (``jit`` of ``shard_map``, pmap's semantics); unused slots are filled with a copy of the last chain, which
+    is then dropped. ``starts`` and ``constrained`` map between constrained values and the sampler's
+    unconstrained coordinates, each one compiled program.
     """
 
     def __init__(self, model_fn, *, n_warmup: int, chunk: int, chain_method: str, target_accept: float,
@@ -156,11 +161,9 @@ class NutsProgram:
                 init_one, advance_one = jax.vmap(init_one, in_axes=(0, 0, None)), jax.vmap(advance_one, in_axes=(0, None))
             # Every argument has a leading device axis: the data are replicated onto the devices once per fit
             # (`run`), not copied again at every call.
-            stage, strip = partial(jax.pmap, devices=self._devices), 1
+            stage, strip = partial(_per_device, mesh=_mesh(self._devices)), 1
         else:
-            # keep_unused: the grid layout never reads the pattern table, and a program saved by jax.export
-            # must take the arguments it is called with.
-            stage, strip = partial(jax.jit, keep_unused=True), 0
+            stage, strip = _jit, 0
         self._init = SavedProgram(init_one, stage, strip, name=("init",) + tuple(map(repr, key)))
         self._advance = SavedProgram(advance_one, stage, strip, name=("advance",) + tuple(map(repr, key)))
 
@@ -332,11 +335,38 @@ def _load(path: Path):
         return None
 
 
+#: XLA options of the sampler's programs: LLVM's expensive passes cost a third of the compile time and gain
+#: nothing measurable in a NUTS loop made of many small operations (measured: compile 32 s -> 24 s, sampling
+#: 1.49 s -> 1.37 s per fit, docs/performance.md).
+COMPILER_OPTIONS = {"xla_llvm_disable_expensive_passes": True}
+
+
+def _jit(fn):
+    # keep_unused: the grid layout never reads the pattern table, and a program saved by jax.export must
+    # take every argument it is called with.
+    return jax.jit(fn, keep_unused=True, compiler_options=COMPILER_OPTIONS)
+
+
+def _mesh(devices):
+    return jax.sharding.Mesh(np.array(devices), ("device",))
+
+
+def _per_device(fn, *, mesh):
+    """``fn`` run on each device of ``mesh`` on its slice of every argument's leading axis (``pmap``'s
+    semantics, written as ``jit(shard_map)`` so that the compiler options apply)."""
+    spec = jax.sharding.PartitionSpec("device")
+
+    def block(*args):
+        out = fn(*jax.tree.map(lambda x: x[0], args))
+        return jax.tree.map(lambda x: x[None], out)
+
+    return _jit(jax.shard_map(block, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))
+
+
 def _replicate(tree, devices):
     """Each array of ``tree`` stacked ``len(devices)`` times and placed one copy per device (the input
     layout ``pmap`` expects for ``in_axes=0``, so repeated calls do not copy the data again)."""
-    sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("device",)),
-                                          jax.sharding.PartitionSpec("device"))
+    sharding = jax.sharding.NamedSharding(_mesh(devices), jax.sharding.PartitionSpec("device"))
     return jax.tree.map(lambda x: jax.device_put(np.broadcast_to(np.asarray(x), (len(devices),) + np.shape(x)),
                                                  sharding), tree)
 
