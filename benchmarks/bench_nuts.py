@@ -15,8 +15,10 @@ float64, target acceptance 0.8:
 - ``nuts_compressed``: ``fit_nuts(data, groups=10)`` (the default): the likelihood on the (group, pattern)
   table padded to 10 x 3^3 = 270 rows, the same shape at every n, so one compiled program serves all sizes.
   Chains: ``chain_method=None`` -> "parallel" with ``--devices 2`` (the default, one JAX CPU device per core
-  as the command line sets up): chains run two at a time, one per device, like PyMC's one process per core.
-- ``nuts_per_item``: ``fit_nuts(data, groups=10, compress=False)``: the same model, item by item.
+  as the command line sets up): the 4 chains run at once, two vectorised on each device (PyMC runs one
+  process per core). Dense mass matrix (``fit_nuts``' default).
+- ``nuts_per_item``: ``fit_nuts(data, groups=10, compress=False)``: the same model (and the same sampler
+  settings, dense mass included), item by item; chains one per device, two at a time.
 - ``nuts_enumerated``: a NumPyro model in the style of NumPyro's annotation example
   (``examples/annotation.py``, ``dawid_skene``): a discrete class ``y_i`` per item in an item plate,
   responses in a nested annotator plate, and ``y`` summed out by NumPyro's parallel enumeration
