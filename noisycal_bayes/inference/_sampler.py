@@ -19,6 +19,7 @@ With JAX's persistent compilation cache on, each function is also saved across p
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import os
 import pickle
@@ -249,9 +250,7 @@ def saved_programs_dir() -> Path | None:
     cache = jax.config.jax_compilation_cache_dir
     if not cache:
         return None
-    try:
-        import flatbuffers  # noqa: F401  (needed by Exported.serialize)
-    except ImportError:
+    if importlib.util.find_spec("flatbuffers") is None:  # needed by Exported.serialize
         return None
     return Path(cache) / "noisycal_programs"
 
