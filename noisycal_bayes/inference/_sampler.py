@@ -23,6 +23,7 @@ import importlib.util
 import math
 import os
 import pickle
+import warnings
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -317,18 +318,23 @@ class SavedProgram:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_bytes(pickle.dumps((bytes(exported.serialize()), box["out_tree"])))
             os.replace(tmp, path)  # atomic: a concurrent process sees the whole file or none
-        except OSError:
-            pass  # a read-only cache only costs the next process a trace
+        except OSError as err:
+            # Not fatal: this process runs the exported program anyway; only the next process traces again.
+            warnings.warn(f"could not save the NUTS sampler to {path.parent} ({err}); a new process will trace it "
+                          "again. Point the compilation cache at a writable directory to keep it.", RuntimeWarning,
+                          stacklevel=2)
         return exported, box["out_tree"]
 
 
 def _load(path: Path):
     """``(Exported, out_tree)`` saved at ``path``, or None (absent or unreadable: it is then rebuilt)."""
     try:
-        payload, out_tree = pickle.loads(path.read_bytes())
-        return jax.export.deserialize(bytearray(payload)), out_tree
-    except FileNotFoundError:
+        data = path.read_bytes()
+    except OSError:
         return None
+    try:
+        payload, out_tree = pickle.loads(data)
+        return jax.export.deserialize(bytearray(payload)), out_tree
     except Exception:  # noqa: BLE001 - a corrupt or incompatible file is replaced, never trusted
         path.unlink(missing_ok=True)
         return None

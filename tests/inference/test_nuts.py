@@ -210,3 +210,37 @@ def test_other_likelihood_layouts_give_the_same_posterior(fit, kwargs):
         sd = a.reshape(-1, a.shape[-1]).std(0)
         se = sd * np.sqrt(1 / fit.ess_bulk[name] + 1 / other.ess_bulk[name])
         assert np.all(np.abs(a.mean((0, 1)) - b.mean((0, 1))) < 4.4 * se)
+
+
+def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
+    # With a compilation cache directory, the sampler's two programs are exported there; a rebuilt program
+    # (as in a new process) loads them instead of rewriting them and gives the same draws. A cache where the
+    # folder cannot be made only warns.
+    from noisycal_bayes.inference._sampler import clear_sampler_cache
+
+    old = jax.config.jax_compilation_cache_dir
+    kw = dict(groups=3, n_chains=2, n_warmup=50, n_draws=50, progress_bar=False, seed=3)
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "noisycal_programs").write_text("a file where the folder should be")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            jax.config.update("jax_compilation_cache_dir", str(tmp_path / "cache"))
+            clear_sampler_cache()
+            first = fit_nuts(SIM.data, **kw)
+            saved = sorted((tmp_path / "cache" / "noisycal_programs").glob("*.pkl"))
+            assert len(saved) == 2
+            stamps = [p.stat().st_mtime_ns for p in saved]
+            clear_sampler_cache()
+            again = fit_nuts(SIM.data, **kw)
+            assert [p.stat().st_mtime_ns for p in saved] == stamps  # loaded, not rewritten
+            np.testing.assert_array_equal(again.draws["fpr"], first.draws["fpr"])
+            jax.config.update("jax_compilation_cache_dir", str(blocked))
+            clear_sampler_cache()
+            with pytest.warns(RuntimeWarning, match="could not save the NUTS sampler"):
+                other = fit_nuts(SIM.data, **kw)
+            np.testing.assert_array_equal(other.draws["fpr"], first.draws["fpr"])
+    finally:
+        jax.config.update("jax_compilation_cache_dir", old)
+        clear_sampler_cache()
