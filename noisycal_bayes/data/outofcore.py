@@ -2,7 +2,9 @@
 
 The grouped Dawid-Skene likelihood depends on the responses only through the counts of distinct
 (score bin, response pattern) rows. Counts are sums, so they can be computed piece by piece and added:
-:class:`SufficientStats` holds them (with the annotator ids, the score edges and per-bin score sums),
+:class:`SufficientStats` holds them (with the annotator ids, the score edges, per-bin score sums and, per
+row, the sums of the scores and of the squared scores, which the Bayesian bootstrap of
+:func:`~noisycal_bayes.propagate.posterior_nc_ece` needs),
 :meth:`SufficientStats.merge` adds them, and the fitters (:func:`~noisycal_bayes.inference.fit_em`,
 :func:`~noisycal_bayes.inference.fit_map`, :func:`~noisycal_bayes.inference.fit_nuts`) accept them in
 place of an :class:`~noisycal_bayes.AnnotationSet` for the grouped models.
@@ -75,11 +77,17 @@ def _decode(keys: np.ndarray, n_annotators: int):
     return patterns, (keys // base).astype(np.int32)
 
 
-def _count_keys(keys: np.ndarray, weights=None):
-    """Distinct keys in increasing order and their summed counts."""
+def _count_keys(keys: np.ndarray, weights=None, moments=None):
+    """Distinct keys in increasing order, their summed counts and (optionally) summed moments.
+
+    ``moments`` (n_moments, n_keys) holds per-key values (e.g. score and squared score) summed per distinct
+    key like the counts; the third result is None without them.
+    """
     uniq, inv = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
-    counts = np.bincount(inv.reshape(-1), weights=weights, minlength=uniq.size).astype(np.float64)
-    return uniq, counts
+    inv = inv.reshape(-1)
+    counts = np.bincount(inv, weights=weights, minlength=uniq.size).astype(np.float64)
+    sums = None if moments is None else np.stack([np.bincount(inv, weights=m, minlength=uniq.size) for m in moments])
+    return uniq, counts, sums
 
 
 def _resolve_edges(bins, score):
@@ -166,6 +174,14 @@ class SufficientStats:
     score_sum : ndarray of shape (n_bins,) or None
         Sum of the scores of the items in each bin (the mean score per bin is
         ``score_sum / bin_counts``); None without scores.
+    row_score_sum, row_score_sq : ndarray of shape (n_patterns,) or None
+        Per (bin, pattern) row: ``sum_i z_i`` and ``sum_i z_i**2`` over its items, so that the row's mean
+        score is ``row_score_sum / counts`` and its within-row variance (divisor ``counts``)
+        ``row_score_sq / counts - (row_score_sum / counts)**2``. ``score_sum`` is their sum per bin,
+        ``np.bincount(group, weights=row_score_sum, minlength=n_bins)`` (checked to 1e-8 relative).
+        Every builder fills them when it reads scores; :func:`~noisycal_bayes.propagate.posterior_nc_ece`
+        needs them for the Bayesian bootstrap. None without scores, and in statistics made before they
+        existed (everything else still works; recompute the statistics for the bootstrap).
     """
 
     patterns: np.ndarray
@@ -176,6 +192,8 @@ class SufficientStats:
     n_items: int = 0
     n_responses: int = 0
     score_sum: np.ndarray | None = None
+    row_score_sum: np.ndarray | None = None
+    row_score_sq: np.ndarray | None = None
 
     def __post_init__(self):
         p = np.asarray(self.patterns, dtype=np.int8)
@@ -191,8 +209,31 @@ class SufficientStats:
             object.__setattr__(self, "edges", _readonly(np.asarray(self.edges, dtype=np.float64)))
         if self.score_sum is not None:
             object.__setattr__(self, "score_sum", _readonly(np.asarray(self.score_sum, dtype=np.float64)))
+        self._check_row_moments()
         object.__setattr__(self, "n_items", int(self.n_items))
         object.__setattr__(self, "n_responses", int(self.n_responses))
+
+    def _check_row_moments(self) -> None:
+        """Both row moments or neither; shape (n_patterns,); their per-bin sum is ``score_sum``."""
+        a, b = self.row_score_sum, self.row_score_sq
+        if a is None and b is None:
+            return
+        if a is None or b is None:
+            raise ValueError("`row_score_sum` and `row_score_sq` go together; got only one of them.")
+        if self.score_sum is None:
+            raise ValueError("`row_score_sum` / `row_score_sq` need per-bin `score_sum` (scores) as well.")
+        n = self.patterns.shape[0]
+        for name, v in (("row_score_sum", a), ("row_score_sq", b)):
+            v = np.asarray(v, dtype=np.float64)
+            if v.shape != (n,):
+                raise ValueError(f"`{name}` must have shape (n_patterns,) = ({n},); got {v.shape}.")
+            object.__setattr__(self, name, _readonly(v))
+        per_bin = np.bincount(np.asarray(self.group), weights=self.row_score_sum, minlength=self.score_sum.size)
+        bad = ~np.isclose(per_bin, self.score_sum, rtol=1e-8, atol=1e-8)
+        if bad.any():
+            raise ValueError(f"`row_score_sum` summed per bin differs from `score_sum` in bins "
+                             f"{_preview(np.flatnonzero(bad))} ({_preview(per_bin[bad])} vs "
+                             f"{_preview(self.score_sum[bad])}): they must describe the same items.")
 
     # ------------------------------------------------------------------ views
     @property
@@ -243,11 +284,20 @@ class SufficientStats:
         return PatternCounts(np.asarray(self.patterns), np.asarray(self.group), np.asarray(self.counts), self.n_bins,
                              None)
 
+    @property
+    def has_row_moments(self) -> bool:
+        """Whether per-row score sums and squared-score sums are held (needed by the Bayesian bootstrap)."""
+        return self.row_score_sum is not None
+
     def to_frame(self) -> pd.DataFrame:
-        """One row per (bin, pattern): columns ``bin``, one per annotator (-1 = missing), ``count``."""
+        """One row per (bin, pattern): columns ``bin``, one per annotator (-1 = missing), ``count`` and, when
+        held, ``score_sum`` and ``score_sq`` (the row moments)."""
         out = pd.DataFrame(np.asarray(self.patterns), columns=list(self.annotator_ids))
         out.insert(0, "bin", np.asarray(self.group))
         out["count"] = np.asarray(self.counts)
+        if self.has_row_moments:
+            out["score_sum"] = np.asarray(self.row_score_sum)
+            out["score_sq"] = np.asarray(self.row_score_sq)
         return out
 
     def __repr__(self) -> str:
@@ -255,7 +305,8 @@ class SufficientStats:
                 f"n_annotators={self.n_annotators}, n_bins={self.n_bins}, n_patterns={self.n_patterns})")
 
     def same_as(self, other: "SufficientStats") -> bool:
-        """True when both hold exactly the same counts, ids, edges, sizes (score sums to 1e-9 relative)."""
+        """True when both hold exactly the same counts, ids, edges, sizes (score sums and row moments to 1e-9
+        relative; both or neither must hold row moments)."""
         if not isinstance(other, SufficientStats):
             return False
         if self.annotator_ids != other.annotator_ids or self.n_items != other.n_items:
@@ -267,6 +318,12 @@ class SufficientStats:
         if (self.score_sum is None) != (other.score_sum is None):
             return False
         if self.score_sum is not None and not np.allclose(self.score_sum, other.score_sum, rtol=1e-9, atol=1e-9):
+            return False
+        if self.has_row_moments != other.has_row_moments:
+            return False
+        if self.has_row_moments and self.n_patterns == other.n_patterns and not (
+                np.allclose(self.row_score_sum, other.row_score_sum, rtol=1e-9, atol=1e-9)
+                and np.allclose(self.row_score_sq, other.row_score_sq, rtol=1e-9, atol=1e-9)):
             return False
         return (np.array_equal(self.patterns, other.patterns) and np.array_equal(self.group, other.group)
                 and np.array_equal(self.counts, other.counts))
@@ -280,7 +337,7 @@ class SufficientStats:
         ----------
         data : AnnotationSet
         bins : Binning (equal-width or edges), array of edges, or None
-            Score bins; None: one bin (the scores are not used).
+            Score bins; None: one bin (the scores are not used, no score sums or row moments).
         """
         edges = _resolve_edges(bins, "score")
         if edges is not None and data.scores is None:
@@ -288,15 +345,21 @@ class SufficientStats:
         g = None if edges is None else bin_index(data.scores, edges)
         n_bins = 1 if edges is None else edges.size - 1
         pc = compress_patterns(data.labels, g, n_bins)
-        score_sum = None if edges is None else np.bincount(g, weights=data.scores, minlength=n_bins)
+        if edges is None:
+            return cls(pc.patterns, pc.group, pc.counts, tuple(data.annotator_ids), edges, data.n_items,
+                       int(data.observed.sum()))
+        z = np.asarray(data.scores, dtype=np.float64)
+        score_sum = np.bincount(g, weights=z, minlength=n_bins)
+        row_sum, row_sq = row_moments(pc.inverse, z, pc.counts.size)
         return cls(pc.patterns, pc.group, pc.counts, tuple(data.annotator_ids), edges, data.n_items,
-                   int(data.observed.sum()), score_sum)
+                   int(data.observed.sum()), score_sum, row_sum, row_sq)
 
     @classmethod
-    def _from_keys(cls, keys, weights, annotator_ids, edges, n_items, n_responses, score_sum):
-        uniq, counts = _count_keys(keys, weights)
+    def _from_keys(cls, keys, weights, annotator_ids, edges, n_items, n_responses, score_sum, moments=None):
+        uniq, counts, sums = _count_keys(keys, weights, moments)
         patterns, group = _decode(uniq, len(annotator_ids))
-        return cls(patterns, group, counts, tuple(annotator_ids), edges, n_items, n_responses, score_sum)
+        row = (None, None) if sums is None else (sums[0], sums[1])
+        return cls(patterns, group, counts, tuple(annotator_ids), edges, n_items, n_responses, score_sum, *row)
 
     def _reordered(self, ids) -> tuple:
         """Keys of this table with columns placed (and missing columns added) in the order ``ids``."""
@@ -335,8 +398,13 @@ class SufficientStats:
         keys = np.concatenate([p._reordered(ids) for p in pieces])
         weights = np.concatenate([p.counts for p in pieces])
         score_sum = None if self.score_sum is None else np.sum([p.score_sum for p in pieces], axis=0)
+        # Row moments add like the counts; one piece without them (older statistics) leaves the merge without.
+        moments = None
+        if all(p.has_row_moments for p in pieces):
+            moments = np.stack([np.concatenate([p.row_score_sum for p in pieces]),
+                                np.concatenate([p.row_score_sq for p in pieces])])
         return SufficientStats._from_keys(keys, weights, ids, self.edges, sum(p.n_items for p in pieces),
-                                          sum(p.n_responses for p in pieces), score_sum)
+                                          sum(p.n_responses for p in pieces), score_sum, moments)
 
     def __add__(self, other):
         if not isinstance(other, SufficientStats):
@@ -346,8 +414,15 @@ class SufficientStats:
 
 def _empty(annotator_ids, edges) -> SufficientStats:
     n_bins = 1 if edges is None else edges.size - 1
+    scores = () if edges is None else (np.zeros(n_bins), np.zeros(0), np.zeros(0))
     return SufficientStats(np.zeros((0, len(annotator_ids)), np.int8), np.zeros(0, np.int32), np.zeros(0),
-                           tuple(annotator_ids), edges, 0, 0, None if edges is None else np.zeros(n_bins))
+                           tuple(annotator_ids), edges, 0, 0, *scores)
+
+
+def row_moments(inverse: np.ndarray, z: np.ndarray, n_rows: int):
+    """``sum z`` and ``sum z**2`` per row, given each item's row ``inverse`` (n_items,) and score ``z``."""
+    return (np.bincount(inverse, weights=z, minlength=n_rows),
+            np.bincount(inverse, weights=z * z, minlength=n_rows))
 
 
 def _merge_all(pieces, annotator_ids, edges) -> SufficientStats:
@@ -363,14 +438,15 @@ def _item_table_stats(codes: np.ndarray, scores, ids, annotator_ids, edges, n_re
     j = len(annotator_ids)
     if scores is None or edges is None:
         g = np.zeros(codes.size, np.int64)
-        score_sum = None
+        score_sum = moments = None
     else:
         z = np.asarray(scores, dtype=np.float64)
         _check_scores_frame(z, ids)
         g = bin_index(z, edges).astype(np.int64)
         score_sum = np.bincount(g, weights=z, minlength=edges.size - 1)
+        moments = np.stack([z, z * z])  # per item; summed per (bin, pattern) row with the counts
     keys = g * 3 ** j + np.asarray(codes, dtype=np.int64)
-    return SufficientStats._from_keys(keys, None, annotator_ids, edges, codes.size, n_responses, score_sum)
+    return SufficientStats._from_keys(keys, None, annotator_ids, edges, codes.size, n_responses, score_sum, moments)
 
 
 def _wide_frame_stats(frame: pd.DataFrame, *, item, annotators, score, edges) -> SufficientStats:

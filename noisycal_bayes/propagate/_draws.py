@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import _preview, check_positive_int
-from ..data import AnnotationSet, Channel
+from ..data import AnnotationSet, Channel, SufficientStats
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning
 
 #: Output draws made from a point estimate (EM / MAP fit or a known channel) when ``n_draws`` is not given:
@@ -129,8 +129,9 @@ def check_same_items(data: AnnotationSet, fit, func: str, method: str) -> None:
     """``method`` needs per-item quantities of the fit: ``data`` must hold the fitted items (scores may differ)."""
     if getattr(fit.groups, "index", True) is None:
         raise ValueError(f"{func}: method={method!r} uses the fit's per-item posterior, and this fit was made from "
-                         "SufficientStats, which keep no items. Use method='plugin' (it needs only the channels), "
-                         "or fit an AnnotationSet of these items.")
+                         "SufficientStats, which keep no items. Pass the statistics themselves "
+                         "(posterior_nc_ece(stats, fit, ...), or SufficientStats.from_annotations(data, bins=...)), "
+                         "use method='plugin' (it needs only the channels), or fit an AnnotationSet of these items.")
     n_fit = fit.inputs.n_items
     if data.n_items != n_fit or data.n_annotators != fit.inputs.n_annotators:
         raise ValueError(
@@ -143,3 +144,70 @@ def check_same_items(data: AnnotationSet, fit, func: str, method: str) -> None:
         raise ValueError(f"{func}: method={method!r}: the labels of `data` differ from the fitted ones at items "
                          f"{_preview(data.item_ids[diff])}; pass the AnnotationSet the model was fitted on (new "
                          "scores via `data.with_scores(...)` are fine).")
+
+
+def _pattern_keys(patterns, group, n_annotators: int) -> np.ndarray:
+    """``group * 3**J + code`` (code: base-3 digits ``A_j + 1``, the first annotator most significant)."""
+    key = np.asarray(group, dtype=np.int64) * 3 ** n_annotators
+    for col in range(n_annotators):
+        key = key + (np.asarray(patterns)[:, col].astype(np.int64) + 1) * 3 ** (n_annotators - 1 - col)
+    return key
+
+
+def stats_fit_rows(stats: SufficientStats, fit, func: str, method: str):
+    """Fitted group and fitted input row of each row of ``stats``, for the model and latent routes.
+
+    The routes need, for every (score bin, response pattern) row of the statistics, the fit's group (to read
+    its prevalence) and the fit's row with that (group, pattern) (to read its clean-label posterior). So the
+    fit's groups must be the statistics' bins (or one group: the marginal model), and the fit must have seen
+    these items: its (group, pattern) counts must equal the statistics' counts (the analogue of
+    :func:`check_same_items`).
+
+    Returns
+    -------
+    cell_group, cell_row : ndarrays of shape (n_patterns,), int64
+
+    Raises
+    ------
+    ValueError
+        A Platt fit (it needs each item's score); groups that are not the statistics' bins; counts that
+        differ from the fitted ones.
+    """
+    if fit.model == "platt":
+        raise ValueError(f"{func}: method={method!r} with a Platt fit evaluates the curve at each item's score, and "
+                         "SufficientStats keep only counts per score bin. Use method='plugin', or a grouped fit "
+                         "(e.g. fit_nuts(stats, model='histogram')).")
+    n_bins = stats.n_bins
+    groups = fit.groups
+    if fit.model == "dawid_skene":
+        lookup = np.zeros(n_bins, np.int64)
+    elif groups.edges is not None and np.array_equal(np.asarray(groups.edges), stats.edges):
+        lookup = np.full(n_bins, -1, np.int64)
+        lookup[np.asarray(groups.used)] = np.arange(groups.n_groups)
+    else:
+        got = "integer labels" if groups.edges is None else f"edges {np.round(groups.edges, 6).tolist()}"
+        raise ValueError(f"{func}: method={method!r} from SufficientStats needs a fit whose groups are the statistics' "
+                         f"bins (edges {np.round(stats.edges, 6).tolist()}): the statistics know each item's bin, not "
+                         f"its place in other groups. This {fit.model!r} fit has groups with {got}. Fit the statistics "
+                         "themselves (fit_nuts(stats, model='histogram'), groups=None).")
+    j = stats.n_annotators
+    inp = fit.inputs
+    cell_group = lookup[np.asarray(stats.group)]
+    real = np.flatnonzero(np.asarray(inp.counts) > 0)
+    fit_key = _pattern_keys(np.asarray(inp.patterns)[real], np.asarray(inp.row_group)[real], j)
+    fit_uniq, first, fit_inv = np.unique(fit_key, return_index=True, return_inverse=True)
+    fit_counts = np.bincount(fit_inv.reshape(-1), weights=np.asarray(inp.counts)[real], minlength=fit_uniq.size)
+    ok = (cell_group >= 0).all()
+    if ok:
+        key = _pattern_keys(stats.patterns, cell_group, j)
+        uniq, inv = np.unique(key, return_inverse=True)
+        counts = np.bincount(inv.reshape(-1), weights=stats.counts, minlength=uniq.size)
+        ok = np.array_equal(uniq, fit_uniq) and np.allclose(counts, fit_counts, rtol=0, atol=1e-6)
+    if not ok or inp.n_items != stats.n_items:
+        raise ValueError(
+            f"{func}: method={method!r} uses the fit's posterior for the items it was fitted on, so the statistics "
+            f"must describe those items ({inp.n_items} items); got {stats.n_items} items whose counts of (group, "
+            "response pattern) rows differ from the fitted ones. Fit the model on these statistics "
+            "(fit_nuts(stats, ...)), or use method='plugin' for held-out items.")
+    cell_row = real[first[np.searchsorted(fit_uniq, key)]]
+    return cell_group, cell_row

@@ -1,12 +1,18 @@
 """Per-draw bin sums for the three propagation routes (plug-in, model-based, latent-label).
 
-Each route returns, per output draw ``s`` and evaluation bin ``k``: the item weight ``N_sk``, the score
-sum ``S_sk`` and a clean-frequency sum ``F_sk`` (corrected labels, curve values or clean-label draws).
-Then ``ECE_s = sum_k |F_sk - S_sk| / sum_k N_sk``. Only bin- or pattern-level arrays enter the per-draw
+Each route gives, per output draw ``s`` and evaluation bin ``k``, a clean-frequency sum ``F_sk``
+(corrected labels, curve values or clean-label draws); the plug-in route also the item weight ``N_sk`` and
+the score sum ``S_sk`` (they vary with the Bayesian bootstrap; the other routes use the observed ``n_k``
+and score sums). Then ``ECE_s = sum_k |F_sk - S_sk| / sum_k N_sk``. The plug-in route works on cells
+(evaluation bin x response pattern, :class:`Cells`), which come from items or from SufficientStats alike;
+the model and latent routes of grouped fits need per (fitted group, bin) counts and per (fitted row, bin)
+atoms, which both sources also give. Only bin- or pattern-level arrays enter the per-draw
 work, except the Bayesian bootstrap (one exponential weight per item and draw) and the Platt curve
 (one curve value per item and draw).
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -91,30 +97,100 @@ def _row_keys(bin_idx: np.ndarray, obs: np.ndarray, n_bins: int):
     return uniq, inv
 
 
-def plugin_sums(labels, scores, bin_idx, n_bins, fpr, gap, rule, *, bootstrap: bool, rng):
-    """Plug-in corrected bin sums per draw.
+class Cells(NamedTuple):
+    """The evaluated items summarised by cell = (evaluation bin, response pattern): all the plug-in route needs.
+
+    Built from items (:func:`item_cells`) or from :class:`~noisycal_bayes.data.SufficientStats`
+    (:func:`stats_cells`, whose rows are exactly these cells); cells are in increasing order of
+    ``bin * 3**J + code`` (the order of :func:`~noisycal_bayes.data.compress_patterns`).
+
+    Attributes
+    ----------
+    bin : ndarray of shape (n_cells,), int64
+    patterns : ndarray of shape (n_cells, n_annotators), int8, -1 = missing
+    count : ndarray of shape (n_cells,), float64
+        Items per cell ``n_c``.
+    score_sum : ndarray of shape (n_cells,)
+        ``sum_{i in c} z_i``.
+    score_sq : ndarray of shape (n_cells,) or None
+        ``sum_{i in c} z_i**2`` (None: unknown, then the Bayesian bootstrap is refused).
+    inverse : ndarray of shape (n_items,) or None
+        Cell of each item (in-memory data only: per-item bootstrap weights).
+    scores : ndarray of shape (n_items,) or None
+        Each item's score (in-memory data only).
+    """
+
+    bin: np.ndarray
+    patterns: np.ndarray
+    count: np.ndarray
+    score_sum: np.ndarray
+    score_sq: np.ndarray | None
+    inverse: np.ndarray | None = None
+    scores: np.ndarray | None = None
+
+    @property
+    def n_items(self) -> float:
+        return float(self.count.sum())
+
+
+def item_cells(labels, scores, bin_idx, n_bins: int) -> Cells:
+    """Cells of in-memory items: ``labels`` (n_items, n_annotators) with -1 = missing, ``scores`` and
+    ``bin_idx`` (n_items,). The same arrays as :meth:`SufficientStats.from_annotations` with these bins."""
+    from ..data.compress import compress_patterns
+    from ..data.outofcore import row_moments
+
+    z = np.asarray(scores, dtype=np.float64)
+    pc = compress_patterns(labels, np.asarray(bin_idx), n_bins)
+    row_sum, row_sq = row_moments(pc.inverse, z, pc.counts.size)
+    return Cells(pc.group.astype(np.int64), pc.patterns, pc.counts, row_sum, row_sq, pc.inverse, z)
+
+
+def stats_cells(stats) -> Cells:
+    """Cells of :class:`~noisycal_bayes.data.SufficientStats` (its rows; ``stats.edges`` are the bins).
+
+    Statistics without row moments (made before they existed) know only per-bin score sums: each cell then
+    gets its bin's mean score (``score_sum`` per bin is still exact, which is all the routes without the
+    bootstrap use) and ``score_sq=None``, so the bootstrap is refused.
+    """
+    counts = np.asarray(stats.counts, dtype=np.float64)
+    group = np.asarray(stats.group, dtype=np.int64)
+    if stats.has_row_moments:
+        return Cells(group, np.asarray(stats.patterns), counts, np.asarray(stats.row_score_sum),
+                     np.asarray(stats.row_score_sq))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(stats.bin_counts > 0, np.asarray(stats.score_sum) / stats.bin_counts, 0.0)
+    return Cells(group, np.asarray(stats.patterns), counts, counts * mean[group], None)
+
+
+def plugin_sums(cells: Cells, n_bins, fpr, gap, rule, *, bootstrap: bool, rng):
+    """Plug-in corrected bin sums per draw, from cells.
 
     Parameters
     ----------
-    labels : (n_items, n_annotators) int, -1 = missing
-    scores : (n_items,)
-    bin_idx : (n_items,) evaluation bin of each item
+    cells : Cells
+        From :func:`item_cells` or :func:`stats_cells`.
+    n_bins : int
     fpr, gap : (n_out, n_annotators), one channel per output draw
     rule : str or ndarray of shape (n_annotators,)
         Weight rule (recomputed per draw, IV from that draw's channels and weights) or explicit weights.
     bootstrap : bool
         Bayesian bootstrap: each draw reweights the items by ``n * Dirichlet(1, ..., 1)`` (independent
-        exponential weights, normalised), so the per-(bin, missingness) sums are recomputed per draw.
+        exponential weights, normalised), so the per-(bin, missingness) sums are recomputed per draw. With
+        per-item data and at most ``_ITEM_BOOTSTRAP_ENTRIES`` (item x draw) weights every item gets its own
+        weight; otherwise (and always for cells without items) :func:`cell_bootstrap`.
 
     Returns
     -------
     count, score_sum, freq_sum : ndarrays of shape (n_out, n_bins)
+
+    Raises
+    ------
+    ValueError
+        ``bootstrap=True`` with cells whose ``score_sq`` is unknown.
     """
-    labels = np.asarray(labels)
-    n, j = labels.shape
-    obs = labels >= 0
-    # Rows keyed by (bin, missingness mask), as in core.bin_stats; the inverse maps items to rows.
-    uniq, inv = _row_keys(np.asarray(bin_idx), obs, n_bins)
+    j = cells.patterns.shape[1]
+    # Rows keyed by (bin, missingness mask), as in core.bin_stats; cell_row maps cells to rows.
+    uniq, cell_row = _row_keys(np.asarray(cells.bin), cells.patterns >= 0, n_bins)
     r = uniq.shape[0]
     size = _pow2(r)
     row_bin = np.zeros(size, np.int32)
@@ -122,86 +198,92 @@ def plugin_sums(labels, scores, bin_idx, n_bins, fpr, gap, rule, *, bootstrap: b
     # Padding rows: count 0 and all annotators "observed" (keeps the per-row weight normalisation finite).
     row_mask = np.ones((size, j), bool)
     row_mask[:r] = uniq[:, 1:].astype(bool)
-    M = _indicator(inv, size)
-    pos = (labels == 1).astype(np.float64)
-    z = np.asarray(scores, dtype=np.float64)
+    pos = (cells.patterns == 1).astype(np.float64)  # (n_cells, J)
     explicit = None if isinstance(rule, str) else np.asarray(rule, np.float64)
     rule_key = rule if isinstance(rule, str) else None
+    w_explicit = explicit if explicit is not None else np.zeros(j)
     n_out = fpr.shape[0]
+    n = cells.n_items
     out = [np.empty((n_out, n_bins)) for _ in range(3)]
     with x64():
         if not bootstrap:
-            count = M @ np.ones(n)
-            stats = (count, np.stack([M @ pos[:, k] for k in range(j)], axis=1), M @ z)
+            row_sum = lambda w: np.bincount(cell_row, weights=w, minlength=size)  # noqa: E731
+            stats = (row_sum(cells.count), np.stack([row_sum(cells.count * pos[:, k]) for k in range(j)], axis=1),
+                     row_sum(cells.score_sum))
             fn = _plugin_fn(n_bins, rule_key, False)
             # One vmapped call over all draws (arrays are (n_out, n_bins)); chunk to bound memory.
             step = 4096
             for a in range(0, n_out, step):
                 b = min(a + step, n_out)
-                res = fn(row_bin, row_mask, *stats, fpr[a:b], gap[a:b],
-                         explicit if explicit is not None else np.zeros(j))
+                res = fn(row_bin, row_mask, *stats, fpr[a:b], gap[a:b], w_explicit)
                 for o, v in zip(out, res):
                     o[a:b] = np.asarray(v)
             return tuple(out)
         fn = _plugin_fn(n_bins, rule_key, True)
-        if n * n_out > _ITEM_BOOTSTRAP_ENTRIES:
-            cell_bootstrap(labels, z, inv, size, fn, (row_bin, row_mask),
-                           explicit if explicit is not None else np.zeros(j), fpr, gap, out, rng)
+        if cells.inverse is None or n * n_out > _ITEM_BOOTSTRAP_ENTRIES:
+            if cells.score_sq is None:
+                raise ValueError("the Bayesian bootstrap from SufficientStats needs each (bin, pattern) row's sums of "
+                                 "scores and squared scores (`row_score_sum`, `row_score_sq`), and these statistics "
+                                 "were made without them (an older version): recompute them with this version, or "
+                                 "pass bootstrap=False.")
+            cell_bootstrap(cells, cell_row, size, fn, (row_bin, row_mask), w_explicit, fpr, gap, out, rng)
             return tuple(out)
-        c = min(chunk_size(n), _MAX_CHUNK)
+        n_items = cells.inverse.size
+        M = _indicator(cell_row[cells.inverse], size)
+        pos_items = pos[cells.inverse]
+        z = cells.scores
+        c = min(chunk_size(n_items), _MAX_CHUNK)
         for a in range(0, n_out, c):
             b = min(a + c, n_out)
-            g = rng.standard_exponential((c, n))
-            g *= n / g.sum(axis=1, keepdims=True)
+            g = rng.standard_exponential((c, n_items))
+            g *= n_items / g.sum(axis=1, keepdims=True)
             count = (M @ g.T).T
             score_sum = (M @ (g * z).T).T
-            label_sum = np.stack([(M @ (g * pos[:, k]).T).T for k in range(j)], axis=2)
+            label_sum = np.stack([(M @ (g * pos_items[:, k]).T).T for k in range(j)], axis=2)
             f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], c - (b - a), axis=0)])
             g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], c - (b - a), axis=0)])
-            res = fn(row_bin, row_mask, count, label_sum, score_sum, f_pad, g_pad,
-                     explicit if explicit is not None else np.zeros(j))
+            res = fn(row_bin, row_mask, count, label_sum, score_sum, f_pad, g_pad, w_explicit)
             for o, v in zip(out, res):
                 o[a:b] = np.asarray(v)[: b - a]
     return tuple(out)
 
 
-def cell_bootstrap(labels, z, row_inv, n_rows, fn, row_args, w_explicit, fpr, gap, out, rng):
-    """Bayesian-bootstrap bin sums from per-cell totals (the route for large ``n_items x n_draws``).
+def cell_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, fpr, gap, out, rng):
+    """Bayesian-bootstrap bin sums from per-cell totals (large ``n_items x n_draws``, or SufficientStats).
 
-    Items are grouped into cells ``c`` = (bin, missingness) row x response pattern. Under the Bayesian
-    bootstrap the item weights are ``g_i = n E_i / sum E``, ``E_i ~ Exp(1)`` independent. Per cell,
-    ``G_c = sum_{i in c} E_i ~ Gamma(n_c, 1)`` and, independently of ``G_c``, ``(E_i / G_c)_{i in c} ~
+    Cells ``c`` = (bin, response pattern); each lies in one (bin, missingness) row ``cell_row[c]``. Under
+    the Bayesian bootstrap the item weights are ``g_i = n E_i / sum E``, ``E_i ~ Exp(1)`` independent. Per
+    cell, ``G_c = sum_{i in c} E_i ~ Gamma(n_c, 1)`` and, independently of ``G_c``, ``(E_i / G_c)_{i in c} ~
     Dirichlet(1, ..., 1)`` (Gamma-Dirichlet independence), so the count and label sums of every row are exact
-    draws from the cell totals alone. The score sum ``sum_{i in c} E_i z_i = G_c M_c`` with ``M_c = sum D_i z_i``:
-    for cells of more than ``_EXACT_CELL`` items ``M_c`` is drawn from the normal with its exact mean
-    ``zbar_c`` and variance ``s_c^2 / (n_c + 1)`` (``s_c^2`` the within-cell variance of the scores, divisor
-    ``n_c``); for smaller cells every item gets its own exponential weight (exact). Cost per draw: the
-    number of cells plus the items in small cells, instead of ``n_items``.
+    draws from the cell totals alone. The score sum ``sum_{i in c} E_i z_i = G_c M_c`` with ``M_c = sum D_i
+    z_i``: ``M_c`` is drawn from the normal with its exact mean ``zbar_c`` and variance ``s_c^2 / (n_c + 1)``,
+    ``s_c^2 = score_sq_c / n_c - zbar_c^2`` the within-cell variance of the scores (divisor ``n_c``; from sums
+    of squares, clipped at 0 against rounding). With per-item data, cells of at most ``_EXACT_CELL`` items
+    give every item its own exponential weight instead (exact); from SufficientStats (no items) every cell
+    takes the normal draw (exact when ``n_c = 1``, where ``s_c = 0``). Cost per draw: the number of cells
+    plus the items in small cells, instead of ``n_items``.
     """
-    from ..data.compress import compress_patterns
-
-    n, j = labels.shape
-    pc = compress_patterns(labels, row_inv, n_rows)
-    cell_row = pc.group.astype(np.int64)
-    n_c = pc.counts
-    inv = pc.inverse
+    j = cells.patterns.shape[1]
+    n_c = np.asarray(cells.count, dtype=np.float64)
     k = n_c.size
-    zsum = np.bincount(inv, weights=z, minlength=k)
-    zbar = zsum / n_c
-    var = np.bincount(inv, weights=(z - zbar[inv]) ** 2, minlength=k) / n_c
+    zbar = cells.score_sum / n_c
+    var = np.maximum(cells.score_sq / n_c - zbar**2, 0.0)
     sd = np.sqrt(var / (n_c + 1.0))
-    small = n_c <= _EXACT_CELL
-    small_items = np.flatnonzero(small[inv])
+    inv = cells.inverse
+    small = n_c <= _EXACT_CELL if inv is not None else np.zeros(k, bool)
     s_cells = np.flatnonzero(small)
-    # Items of small cells: indicator (len(s_cells), m) for their exponential weights.
-    local = np.full(k, -1, np.int64)
-    local[s_cells] = np.arange(s_cells.size)
-    S_ind = _indicator(local[inv[small_items]], s_cells.size) if s_cells.size else None
-    z_small = z[small_items]
+    if s_cells.size:
+        small_items = np.flatnonzero(small[inv])
+        # Items of small cells: indicator (len(s_cells), m) for their exponential weights.
+        local = np.full(k, -1, np.int64)
+        local[s_cells] = np.arange(s_cells.size)
+        S_ind = _indicator(local[inv[small_items]], s_cells.size)
+        z_small = cells.scores[small_items]
     big = np.flatnonzero(~small)
     R = np.zeros((k, n_rows))
     R[np.arange(k), cell_row] = 1.0
-    pos = (pc.patterns == 1).astype(np.float64)  # (k, j)
+    pos = (cells.patterns == 1).astype(np.float64)  # (k, j)
+    n = n_c.sum()
     n_out = fpr.shape[0]
     c = _CELL_CHUNK
     for a in range(0, n_out, c):
@@ -243,34 +325,38 @@ def fitted_logits(fit) -> np.ndarray:
     return np.asarray(fit.inputs.logit_score, dtype=np.float64)
 
 
-def model_sums(scores, bin_idx, n_bins, draws, fit):
-    """Curve bin sums ``sum_{i in B_k} m_s(Z_i)`` per draw, from the fitted calibration curve.
+def group_bin_counts(group, bin_idx, n_groups: int, n_bins: int, weights=None) -> np.ndarray:
+    """Items per (fitted group, evaluation bin), shape (n_groups, n_bins).
 
-    Grouped models: ``m_s(Z_i) = prevalence_s[g(i)]`` (a step curve on the fit's groups), computed through
-    the (group x bin) count matrix. Platt: ``m_s(Z_i) = sigmoid(slope_s logit(z_i) + intercept_s)`` with the
-    fitted items' original scores.
+    ``group``, ``bin_idx`` (n,) and ``weights`` (n,) (None: one item per entry; SufficientStats: the
+    row counts).
     """
-    z = np.asarray(scores, dtype=np.float64)
-    n = z.size
-    count = np.bincount(bin_idx, minlength=n_bins).astype(np.float64)
-    score_sum = np.bincount(bin_idx, weights=z, minlength=n_bins)
+    C = np.zeros((n_groups, n_bins))
+    np.add.at(C, (np.asarray(group), np.asarray(bin_idx)), 1.0 if weights is None else np.asarray(weights, float))
+    return C
+
+
+def model_freq(draws, *, group_bin=None, fit=None, bin_idx=None, n_bins=None) -> np.ndarray:
+    """Curve bin sums ``F_sk = sum_{i in B_k} m_s(Z_i)`` per draw, shape (n_out, n_bins).
+
+    Grouped models: ``m_s(Z_i) = prevalence_s[g(i)]`` (a step curve on the fit's groups), so ``F_s =
+    prevalence_s @ group_bin`` with ``group_bin`` from :func:`group_bin_counts`; when the groups are the
+    evaluation bins, ``F_sk = n_k prevalence_sk``. Platt: ``m_s(Z_i) = sigmoid(slope_s logit(z_i) +
+    intercept_s)`` with the fitted items' original scores (``fit``, ``bin_idx`` (n_items,), ``n_bins``).
+    """
+    if draws.model != "platt":
+        return draws.prevalence @ group_bin
+    s0 = fitted_logits(fit)
     n_out = draws.n_source
-    if draws.model == "platt":
-        s0 = fitted_logits(fit)
-        M = _indicator(np.asarray(bin_idx), n_bins)
-        freq = np.empty((n_out, n_bins))
-        c = chunk_size(n)
-        for a in range(0, n_out, c):
-            b = min(a + c, n_out)
-            lin = draws.slope[a:b, None] * s0[None, :] + draws.intercept[a:b, None]
-            m = 0.5 * (1.0 + np.tanh(0.5 * lin))  # sigmoid without overflow warnings
-            freq[a:b] = (M @ m.T).T
-    else:
-        g = np.asarray(fit.groups.index)
-        C = np.zeros((fit.groups.n_groups, n_bins))
-        np.add.at(C, (g, np.asarray(bin_idx)), 1.0)
-        freq = draws.prevalence @ C
-    return np.broadcast_to(count, (n_out, n_bins)), np.broadcast_to(score_sum, (n_out, n_bins)), freq
+    M = _indicator(np.asarray(bin_idx), n_bins)
+    freq = np.empty((n_out, n_bins))
+    c = chunk_size(s0.size)
+    for a in range(0, n_out, c):
+        b = min(a + c, n_out)
+        lin = draws.slope[a:b, None] * s0[None, :] + draws.intercept[a:b, None]
+        m = 0.5 * (1.0 + np.tanh(0.5 * lin))  # sigmoid without overflow warnings
+        freq[a:b] = (M @ m.T).T
+    return freq
 
 
 # ----------------------------------------------------------------------------- latent-label
@@ -284,27 +370,38 @@ def _posterior_items(labels, fpr, tpr, prob):
     return jax.vmap(lambda f, t, p: posterior_positive(labels, None, f, t, p))(fpr, tpr, prob)
 
 
-def latent_sums(data, bin_idx, n_bins, draws, fit, rng):
-    """Sums of clean-label draws per bin: ``Y_i ~ Bernoulli(P(Y_i = 1 | A_i, g_i, theta_s))``.
+def latent_atoms(fit_row, bin_idx, n_bins: int, weights=None):
+    """Distinct (fitted row, evaluation bin) atoms, in increasing order of ``row * n_bins + bin``.
 
-    Grouped models: items sharing (evaluation bin, fitted group, response pattern) are exchangeable given
-    ``theta_s``, so their number of positives is one Binomial draw per such atom (no per-item work per
-    draw). Platt: one Bernoulli draw per item (the prior probability differs per item).
+    ``fit_row`` and ``bin_idx`` (n,): each item's (or SufficientStats row's) row among the fit's inputs
+    and evaluation bin; ``weights`` (n,) its number of items (None: one). Returns ``atom_row``,
+    ``atom_bin`` and ``atom_count`` (int64), each of shape (n_atoms,). Items of one atom are exchangeable
+    given the parameters.
     """
-    z = data.scores
-    n = z.size
-    bin_idx = np.asarray(bin_idx)
-    count = np.bincount(bin_idx, minlength=n_bins).astype(np.float64)
-    score_sum = np.bincount(bin_idx, weights=z, minlength=n_bins)
+    key = np.asarray(fit_row, dtype=np.int64) * n_bins + np.asarray(bin_idx, dtype=np.int64)
+    atoms, inv = np.unique(key, return_inverse=True)
+    count = np.bincount(inv.reshape(-1), weights=weights, minlength=atoms.size)
+    return atoms // n_bins, atoms % n_bins, np.rint(count).astype(np.int64)
+
+
+def latent_freq(draws, fit, rng, *, atoms=None, labels=None, bin_idx=None, n_bins=None) -> np.ndarray:
+    """Sums of clean-label draws per bin, ``F_sk = sum_{i in B_k} Y_si``, ``Y_si ~ Bernoulli(P(Y_i = 1 | A_i,
+    g_i, theta_s))``, shape (n_out, n_bins).
+
+    Grouped models: the items of one atom (:func:`latent_atoms`) are exchangeable given ``theta_s``, so their
+    number of positives is one ``Binomial(atom_count, p_s[atom_row])`` draw (no per-item work per draw).
+    Platt: one Bernoulli draw per item (the prior probability differs per item; ``labels`` (n_items,
+    n_annotators), ``bin_idx`` (n_items,)).
+    """
     n_out = draws.n_source
     tpr = draws.fpr + draws.gap
     freq = np.empty((n_out, n_bins))
     with x64():
         if draws.model == "platt":
             s0 = fitted_logits(fit)
-            labels = np.asarray(data.labels, dtype=np.int32)
-            M = _indicator(bin_idx, n_bins)
-            c = chunk_size(n)
+            labels = np.asarray(labels, dtype=np.int32)
+            M = _indicator(np.asarray(bin_idx), n_bins)
+            c = chunk_size(s0.size)
             for a in range(0, n_out, c):
                 b = min(a + c, n_out)
                 lin = draws.slope[a:b, None] * s0[None, :] + draws.intercept[a:b, None]
@@ -313,12 +410,9 @@ def latent_sums(data, bin_idx, n_bins, draws, fit, rng):
                 y = rng.random(p.shape) < p
                 freq[a:b] = (M @ y.T.astype(np.float64)).T
         else:
-            rows = np.asarray(fit.inputs.item_rows())
-            key = rows.astype(np.int64) * n_bins + bin_idx
-            atoms, atom_count = np.unique(key, return_counts=True)
-            atom_row, atom_bin = atoms // n_bins, (atoms % n_bins).astype(np.int64)
-            B = np.zeros((atoms.size, n_bins))
-            B[np.arange(atoms.size), atom_bin] = 1.0
+            atom_row, atom_bin, atom_count = atoms
+            B = np.zeros((atom_row.size, n_bins))
+            B[np.arange(atom_row.size), atom_bin] = 1.0
             patterns = np.asarray(fit.inputs.patterns, dtype=np.int32)
             group = np.asarray(fit.inputs.row_group, dtype=np.int32)
             step = 1024
@@ -328,4 +422,4 @@ def latent_sums(data, bin_idx, n_bins, draws, fit, rng):
                 p = np.clip(p[:, atom_row], 0.0, 1.0)
                 y = rng.binomial(atom_count[None, :], p)
                 freq[a:b] = y @ B
-    return np.broadcast_to(count, (n_out, n_bins)), np.broadcast_to(score_sum, (n_out, n_bins)), freq
+    return freq

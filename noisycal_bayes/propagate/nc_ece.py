@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_level, check_weights
-from ..data import AnnotationSet, as_binning, bin_index
+from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..warnings import DataWarning
-from ._draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index
-from ._sums import latent_sums, model_sums, plugin_sums
+from ._draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
+from ._sums import (group_bin_counts, item_cells, latent_atoms, latent_freq, model_freq, plugin_sums,
+                    stats_cells)
 
 METHODS = ("plugin", "model", "latent")
 #: Default propagation route of :func:`posterior_nc_ece` (see docs/coverage.md for why).
@@ -219,24 +220,52 @@ def _summarise(count, score_sum, freq):
     return ece, debiased, float(m.sum()), p_value
 
 
-def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: float = 0.9, seed: int = 0,
+def _stats_edges(stats: SufficientStats, bins, func: str) -> np.ndarray:
+    """The evaluation edges of SufficientStats: their own bins; ``bins`` may only restate them."""
+    if stats.edges is None:
+        raise ValueError(f"{func}: these SufficientStats were computed without scores (one bin, no score sums), and a "
+                         "calibration error needs score bins: recompute them with `bins=` and a score column.")
+    if bins is None:
+        return np.asarray(stats.edges)
+    if isinstance(bins, Binning) and bins.kind == "equal_mass":
+        edges = None
+    elif isinstance(bins, (Binning, int, np.integer)) and not isinstance(bins, bool):
+        edges = as_binning(bins).edges_for(None)
+    else:
+        try:
+            edges = Binning.from_edges(bins).edges_for(None)
+        except (TypeError, ValueError):
+            edges = None
+    if edges is None or edges.shape != stats.edges.shape or not np.array_equal(edges, stats.edges):
+        raise ValueError(f"{func}: with SufficientStats the evaluation bins are the bins the statistics were computed "
+                         f"with (edges {np.round(stats.edges, 6).tolist()}): their sums over the items of a bin cannot "
+                         f"be split into other bins. Pass bins=None (or that Binning), not {bins!r}, or recompute "
+                         "the statistics with the bins you want.")
+    return np.asarray(stats.edges)
+
+
+def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, seed: int = 0,
                      method: str = DEFAULT_METHOD, interval: str = DEFAULT_INTERVAL, bootstrap: bool = True,
                      n_draws=None) -> PosteriorNCECE:
     """Posterior of the binned calibration error of ``data``'s scores, with an interval for a stated target.
 
     Parameters
     ----------
-    data : AnnotationSet with scores
+    data : AnnotationSet with scores, or SufficientStats with score bins
         The evaluated items. For ``"model"`` and ``"latent"`` they must be the items ``fit`` was fitted on
         (the scores may be new, e.g. ``data.with_scores(recalibrated)``); ``"plugin"`` takes any items
-        labelled by the same annotators (e.g. a held-out set).
+        labelled by the same annotators (e.g. a held-out set). :class:`~noisycal_bayes.data.SufficientStats`
+        (data that does not fit in memory, see Notes) give the same result as the AnnotationSet they
+        summarise, evaluated on their own bins.
     fit : FitResult or Channel
         ``fit_nuts(...)`` (posterior draws), ``fit_em(...)`` / ``fit_map(...)`` (a point estimate), or for
         ``"plugin"`` a known :class:`~noisycal_bayes.data.Channel`. With a point estimate the channels are
         treated as known and the interval carries only the Bayesian bootstrap (plug-in) or the label
         draws (latent); ``"model"`` needs posterior draws.
-    bins : int or Binning, default 10
-        Evaluation bins (an int means equal width; equal-mass edges come from ``data``'s scores).
+    bins : int or Binning, optional
+        Evaluation bins (an int means equal width; equal-mass edges come from ``data``'s scores). Default:
+        10 equal-width bins for an AnnotationSet; for SufficientStats their own bins (``stats.edges``),
+        the only ones they allow (other bins raise).
     weights : {"iv", "equal", "gap", "squared_gap"} or array of shape (n_annotators,), default "iv"
         Annotator weights of the plug-in route, recomputed from each draw's channels (IV also from
         each draw's item weights). Ignored by the other routes.
@@ -264,9 +293,11 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
     Raises
     ------
     ValueError
-        ``data`` not an AnnotationSet or without scores; unknown method / weights; ``fit`` of the wrong
-        kind (``"model"`` with a point estimate or a marginal model, ``"latent"`` with a bare Channel);
-        ``data`` not the fitted items for ``"model"`` / ``"latent"``; annotator counts that differ.
+        ``data`` not an AnnotationSet / SufficientStats or without scores; unknown method / weights; ``fit``
+        of the wrong kind (``"model"`` with a point estimate or a marginal model, ``"latent"`` with a bare
+        Channel); ``data`` not the fitted items for ``"model"`` / ``"latent"``; annotator counts that differ.
+        SufficientStats: ``bins`` other than their own; a Platt fit or a fit whose groups are not their
+        bins for ``"model"`` / ``"latent"``; the bootstrap with statistics made without row moments.
 
     Warns
     -----
@@ -314,6 +345,18 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
     Coverage of each route's interval for its target across simulated settings (and where it falls
     short) is in docs/coverage.md.
 
+    *From SufficientStats* (``n_c`` items, score sum ``S_c`` and squared-score sum ``Q_c`` per (bin, pattern)
+    row ``c``; per bin ``n_k`` and ``S_k``): every route needs only these. Plug-in without bootstrap: the
+    per-(bin, missingness) sums are sums of rows, so the draws equal those of the AnnotationSet the
+    statistics summarise (to rounding). Plug-in with bootstrap: always the per-cell route above, with every
+    cell's weighted score mean a normal draw of mean ``S_c / n_c`` and variance ``(Q_c / n_c - (S_c /
+    n_c)^2) / (n_c + 1)`` (no per-item weights for small cells: there are no items), exact in the cell
+    totals and moment-matched in the score means. Model: groups = bins, so ``F_sk = n_k prevalence_sk`` and
+    ``e_sk = (n_k prevalence_sk - S_k) / n``. Latent: one ``Binomial(n_c, P(Y = 1 | pattern_c, bin_c,
+    theta_s))`` per row. The fit must be grouped on the statistics' bins (or the marginal model, latent
+    only) and, for ``"model"`` / ``"latent"``, made from the same items (e.g. ``fit_nuts(stats)``); a Platt
+    fit needs each item's score and is refused there (plug-in takes any fit).
+
     Examples
     --------
     >>> from noisycal_bayes.simulate import simulate_annotations
@@ -324,11 +367,22 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
     >>> res = posterior_nc_ece(sim.data, fit, method="plugin", n_draws=200)
     >>> res.lower < res.median < res.upper, res.fit_method
     (True, 'em')
+
+    The same from sufficient statistics (e.g. built chunk by chunk with ``read_stats_csv``):
+
+    >>> from noisycal_bayes.data import SufficientStats
+    >>> stats = SufficientStats.from_annotations(sim.data, bins=Binning.equal_width(10))
+    >>> same = posterior_nc_ece(stats, fit, method="plugin", bootstrap=False, n_draws=5)
+    >>> bool(abs(same.median - posterior_nc_ece(sim.data, fit, bootstrap=False, n_draws=5).median) < 1e-12)
+    True
     """
     func = "posterior_nc_ece"
-    if not isinstance(data, AnnotationSet):
-        raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
-    z = data.require_scores()
+    is_stats = isinstance(data, SufficientStats)
+    if not (is_stats or isinstance(data, AnnotationSet)):
+        raise ValueError(f"{func}: `data` must be an AnnotationSet (or SufficientStats); got {type(data).__name__}.")
+    if is_stats and data.n_items == 0:
+        raise ValueError(f"{func}: these SufficientStats hold no items.")
+    z = None if is_stats else data.require_scores()
     if method not in METHODS:
         raise ValueError(f"{func}: `method` must be one of {METHODS}; got {method!r}.")
     level = check_level(level)
@@ -339,15 +393,28 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
     n_ann_fit = fit.n_annotators if not is_fit_result(fit) else fit.inputs.n_annotators
     if n_ann_fit != data.n_annotators:
         raise ValueError(f"{func}: the fit has {n_ann_fit} annotators but `data` has {data.n_annotators}.")
-    edges = as_binning(bins).edges_for(z)
-    n_bins = edges.size - 1
-    bin_idx = bin_index(z, edges)
+    if is_stats:
+        # The statistics' rows are the cells (bin, pattern); their bins are the only evaluation bins.
+        edges = _stats_edges(data, bins, func)
+        n_bins = edges.size - 1
+        bin_idx = None
+        count_obs = data.bin_counts
+        score_obs = np.asarray(data.score_sum, dtype=np.float64)
+    else:
+        edges = as_binning(10 if bins is None else bins).edges_for(z)
+        n_bins = edges.size - 1
+        bin_idx = bin_index(z, edges)
+        count_obs = np.bincount(bin_idx, minlength=n_bins).astype(np.float64)
+        score_obs = np.bincount(bin_idx, weights=z, minlength=n_bins)
     rng = np.random.default_rng(seed)
     src = extract_draws(fit)
     draws: Draws = src.take(output_index(src.n_source, n_draws, is_posterior=src.is_posterior))
 
     if method in ("model", "latent"):
-        check_same_items(data, fit, func, method)
+        if is_stats:
+            cell_group, cell_row = stats_fit_rows(data, fit, func, method)
+        else:
+            check_same_items(data, fit, func, method)
         if src.model == "dawid_skene" and method == "model":
             raise ValueError(f"{func}: the marginal model (one prevalence) has no calibration curve; fit "
                              "model='histogram' with groups equal to the evaluation bins for method='model'.")
@@ -364,9 +431,10 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
                     "cuts, so the target is estimated with a bias. Fit model='histogram' with "
                     "groups=<the evaluation Binning> (e.g. Binning.equal_width(10)).", DataWarning, stacklevel=2)
 
+    observed = tuple(np.broadcast_to(v, (draws.n_source, n_bins)) for v in (count_obs, score_obs))
     if method == "plugin":
-        count, score_sum, freq = plugin_sums(data.labels, z, bin_idx, n_bins, draws.fpr, draws.gap, rule,
-                                             bootstrap=bootstrap, rng=rng)
+        cells = stats_cells(data) if is_stats else item_cells(data.labels, z, bin_idx, n_bins)
+        count, score_sum, freq = plugin_sums(cells, n_bins, draws.fpr, draws.gap, rule, bootstrap=bootstrap, rng=rng)
         target = TARGETS["plugin" if bootstrap else "plugin_no_bootstrap"]
         parts = []
         if src.is_posterior:
@@ -374,15 +442,28 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
         else:
             parts.append(f"channels fixed at the {'known channel' if src.source == 'channel' else src.source + ' estimate'}")
         if bootstrap:
-            parts.append("Bayesian bootstrap of the evaluated items")
+            parts.append("Bayesian bootstrap of the evaluated items" + (
+                " (per cell: exact cell totals, moment-matched cell score means)" if is_stats else ""))
         uncertainty = " + ".join(parts)
     elif method == "model":
-        count, score_sum, freq = model_sums(z, bin_idx, n_bins, draws, fit)
+        if src.model == "platt":
+            freq = model_freq(draws, fit=fit, bin_idx=bin_idx, n_bins=n_bins)
+        else:
+            C = (group_bin_counts(cell_group, data.group, fit.groups.n_groups, n_bins, data.counts) if is_stats
+                 else group_bin_counts(fit.groups.index, bin_idx, fit.groups.n_groups, n_bins))
+            freq = model_freq(draws, group_bin=C)
+        count, score_sum = observed
         target = TARGETS["model"]
         uncertainty = f"posterior of the {src.model} calibration curve (channels and curve jointly)"
         rule_label = "-"
     else:
-        count, score_sum, freq = latent_sums(data, bin_idx, n_bins, draws, fit, rng)
+        if src.model == "platt":
+            freq = latent_freq(draws, fit, rng, labels=data.labels, bin_idx=bin_idx, n_bins=n_bins)
+        else:
+            atoms = (latent_atoms(cell_row, data.group, n_bins, data.counts) if is_stats
+                     else latent_atoms(fit.inputs.item_rows(), bin_idx, n_bins))
+            freq = latent_freq(draws, fit, rng, atoms=atoms, n_bins=n_bins)
+        count, score_sum = observed
         target = TARGETS["latent"]
         uncertainty = ("clean-label draws from their posterior given the responses"
                        + (" (channels and prevalences from the posterior)" if src.is_posterior else
@@ -393,8 +474,6 @@ def posterior_nc_ece(data: AnnotationSet, fit, *, bins=10, weights="iv", level: 
     source = debiased if interval == "debiased" else ece
     lo, hi, one = np.quantile(source, [(1 - level) / 2, (1 + level) / 2, level])
     read = "two_sided" if p_value <= 1 - level else "upper_one_sided"
-    count_obs = np.bincount(bin_idx, minlength=n_bins).astype(np.float64)
-    score_obs = np.bincount(bin_idx, weights=z, minlength=n_bins)
     table = _bin_table(edges, count_obs, score_obs, np.asarray(count), np.asarray(score_sum), freq, level)
     return PosteriorNCECE(
         estimate=estimate, mean=float(ece.mean()), median=float(np.median(ece)), lower=float(lo), upper=float(hi),

@@ -62,6 +62,10 @@ def test_hand_computed_codes():
     assert (st.n_items, st.n_responses) == (3, 5)
     np.testing.assert_allclose(st.score_sum, [0.4, 0.9])
     np.testing.assert_array_equal(st.bin_counts, [2, 1])
+    # Row moments: row (bin 0, a=0 b=1) holds items 2 and 3 (scores 0.1, 0.3); row (bin 1, a=1) item 1 (0.9).
+    np.testing.assert_allclose(st.row_score_sum, [0.4, 0.9])
+    np.testing.assert_allclose(st.row_score_sq, [0.1**2 + 0.3**2, 0.81])
+    assert list(st.to_frame().columns) == ["bin", "a", "b", "count", "score_sum", "score_sq"]
 
 
 @pytest.mark.parametrize("with_scores", [True, False])
@@ -74,8 +78,9 @@ def test_dask_long_equals_in_memory(data, with_scores):
     ddf = dd.from_pandas(long, npartitions=7)
     with _sync():
         st = stats_from_dask(ddf, bins=bins, split_out=3)
-    assert st.same_as(ref), (st, ref)
+    assert st.same_as(ref), (st, ref)  # same_as compares the row moments too
     assert st.n_responses == int(data.observed.sum())
+    assert st.has_row_moments == ref.has_row_moments == with_scores
 
 
 def test_dask_wide_equals_in_memory(data):
@@ -126,6 +131,10 @@ def test_merge_is_order_independent_and_aligns_annotators(data):
     ref = SufficientStats.from_annotations(AnnotationSet.from_long(whole), BINS)
     results = [p[0].merge(*p[1:]) for p in itertools.permutations(pieces)]
     assert all(r.same_as(ref) for r in results)
+    # The moments are those of the in-memory compression (independent: np.bincount over items per row).
+    merged = results[0]
+    np.testing.assert_allclose(merged.row_score_sum, ref.row_score_sum, rtol=1e-12)
+    np.testing.assert_allclose(merged.row_score_sq, ref.row_score_sq, rtol=1e-12)
     # Associativity: (a + b) + (c + d) == a + (b + (c + d)).
     a, b, c, d = pieces
     assert ((a + b) + (c + d)).same_as(a + (b + (c + d)))
@@ -179,6 +188,10 @@ def test_fit_nuts_from_stats_gives_identical_draws(data):
     for method in ("model", "latent"):
         with pytest.raises(ValueError, match="keep no items"):
             posterior_nc_ece(data, fit, bins=BINS, method=method)
+        # ... and from the statistics themselves every route gives the in-memory answer.
+        a = posterior_nc_ece(st, fit, method=method, seed=1)
+        b = posterior_nc_ece(data, ref, bins=BINS, method=method, seed=1)
+        np.testing.assert_array_equal(a.draws, b.draws)
     idata = fit.to_arviz()
     assert "log_likelihood" not in list(getattr(idata, "groups", lambda: [])() if callable(getattr(idata, "groups", None))
                                         else idata.groups)
@@ -247,3 +260,35 @@ def test_bad_inputs_name_the_offending_entries(data, tmp_path):
     _expect("different score edges", a.merge, SufficientStats.from_annotations(data, Binning.equal_width(3)))
     _long(data, shuffle=True).to_csv(tmp_path / "bad.csv", index=False)
     _expect(r"bad.csv: .*sorted by item", read_stats_csv, tmp_path / "bad.csv", layout="long", chunksize=50)
+
+
+def test_row_moments_merge_validate_and_old_objects(data):
+    ref = SufficientStats.from_annotations(data, BINS)
+    # Consistency with the per-bin score sums, and with the items (independent: a loop over rows).
+    np.testing.assert_allclose(np.bincount(ref.group, weights=ref.row_score_sum, minlength=ref.n_bins), ref.score_sum,
+                               rtol=1e-12)
+    g = Binning.equal_width(6).assign(data.scores)
+    for r in (0, ref.n_patterns // 2, ref.n_patterns - 1):
+        rows = (g == ref.group[r]) & (data.labels == ref.patterns[r]).all(axis=1)
+        assert rows.sum() == ref.counts[r]
+        assert ref.row_score_sq[r] == pytest.approx(np.sum(data.scores[rows] ** 2), rel=1e-12)
+    # An object made before the moments existed (as an old pickle restores it): the fields read None, merging
+    # with it gives statistics without moments, and same_as tells them apart.
+    old = SufficientStats.__new__(SufficientStats)
+    old.__dict__.update({k: v for k, v in ref.__dict__.items() if not k.startswith("row_")})
+    assert not old.has_row_moments and "score_sq" not in old.to_frame().columns
+    half = SufficientStats.from_annotations(data.subset(np.arange(1000)), BINS)
+    rest = SufficientStats.from_annotations(data.subset(np.arange(1000, data.n_items)), BINS)
+    assert (half + rest).has_row_moments and not (half + old).has_row_moments
+    assert not old.same_as(ref) and not ref.same_as(old)
+    # Construction checks.
+    import dataclasses
+
+    with pytest.raises(ValueError, match="go together"):
+        dataclasses.replace(ref, row_score_sq=None)
+    with pytest.raises(ValueError, match=r"shape \(n_patterns,\)"):
+        dataclasses.replace(ref, row_score_sum=ref.row_score_sum[:-1])
+    with pytest.raises(ValueError, match=r"differs from `score_sum` in bins \[0\]"):
+        dataclasses.replace(ref, row_score_sum=np.where(ref.group == 0, 0.0, ref.row_score_sum))
+    with pytest.raises(ValueError, match="need per-bin `score_sum`"):
+        dataclasses.replace(ref, score_sum=None)

@@ -14,7 +14,7 @@ from noisycal_bayes import AnnotationSet, Binning, Channel, ece, nc_ece, simulat
 from noisycal_bayes.core import bin_stats, nc_ece_from_stats, posterior_positive, x64
 from noisycal_bayes.propagate import TARGETS, posterior_nc_ece
 from noisycal_bayes.propagate._draws import output_index
-from noisycal_bayes.propagate._sums import chunk_size, plugin_sums
+from noisycal_bayes.propagate._sums import chunk_size, item_cells, plugin_sums
 from noisycal_bayes.propagate.nc_ece import debias_abs
 from noisycal_bayes.warnings import DataWarning
 
@@ -77,7 +77,7 @@ def test_bayesian_bootstrap_matches_bin_stats_with_item_weights(sim):
     idx = np.searchsorted(edges[1:-1], z, side="right")
     fpr = np.tile(sim.channel.fpr, (5, 1))
     gap = np.tile(sim.channel.gap, (5, 1))
-    count, score_sum, freq = plugin_sums(sim.data.labels, z, idx, 10, fpr, gap, "iv", bootstrap=True,
+    count, score_sum, freq = plugin_sums(item_cells(sim.data.labels, z, idx, 10), 10, fpr, gap, "iv", bootstrap=True,
                                          rng=np.random.default_rng(7))
     g = np.random.default_rng(7).standard_exponential((chunk_size(n), n))[:5]
     g *= n / g.sum(axis=1, keepdims=True)
@@ -99,7 +99,8 @@ def _boot_sums(sim, n_draws, seed, monkeypatch, *, item_route: bool, exact_cell=
     z = sim.data.scores
     idx = np.searchsorted(Binning.equal_width(10).edges_for(z)[1:-1], z, side="right")
     fpr, gap = np.tile(sim.channel.fpr, (n_draws, 1)), np.tile(sim.channel.gap, (n_draws, 1))
-    return plugin_sums(sim.data.labels, z, idx, 10, fpr, gap, "iv", bootstrap=True, rng=np.random.default_rng(seed))
+    return plugin_sums(item_cells(sim.data.labels, z, idx, 10), 10, fpr, gap, "iv", bootstrap=True,
+                       rng=np.random.default_rng(seed))
 
 
 def test_cell_bootstrap_with_all_cells_exact_is_the_item_bootstrap(sim, monkeypatch):
