@@ -153,7 +153,8 @@ class SufficientStats:
 
     Build with :meth:`from_annotations` (in memory), :func:`stats_from_dask`, :func:`stats_from_chunks`,
     :func:`read_stats_csv` or :func:`read_stats_parquet`; add pieces with :meth:`merge`. Pass to
-    ``fit_em``, ``fit_map`` or ``fit_nuts`` in place of an AnnotationSet (grouped models).
+    ``fit_em``, ``fit_map`` or ``fit_nuts`` in place of an AnnotationSet (grouped models), and to
+    :func:`~noisycal_bayes.propagate.posterior_nc_ece` / ``posterior_reliability`` (evaluated on these bins).
 
     Attributes
     ----------

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..data import AnnotationSet
+from ..data import AnnotationSet, SufficientStats
 from .nc_ece import DEFAULT_METHOD, posterior_nc_ece
 
 
-def posterior_reliability(data: AnnotationSet, fit, *, bins=10, weights="iv", level: float = 0.9, seed: int = 0,
+def posterior_reliability(data, fit, *, bins=None, weights="iv", level: float = 0.9, seed: int = 0,
                           method: str = DEFAULT_METHOD, bootstrap: bool = True, n_draws=None,
                           ties: str = "positive") -> pd.DataFrame:
     """Per evaluation bin: mean score, posterior clean frequency with a band, and the naive frequencies.
@@ -16,7 +16,9 @@ def posterior_reliability(data: AnnotationSet, fit, *, bins=10, weights="iv", le
     Parameters
     ----------
     data, fit, bins, weights, level, seed, method, bootstrap, n_draws
-        As in :func:`~noisycal_bayes.propagate.posterior_nc_ece` (the same draws give the bands).
+        As in :func:`~noisycal_bayes.propagate.posterior_nc_ece` (the same draws give the bands):
+        ``data`` an AnnotationSet or SufficientStats (whose response patterns give the naive curves),
+        ``bins`` by default 10 equal-width bins, or the statistics' own.
     ties : {"positive", "negative"}
         How majority-vote ties are broken for the naive curve.
 
@@ -52,12 +54,18 @@ def posterior_reliability(data: AnnotationSet, fit, *, bins=10, weights="iv", le
     res = posterior_nc_ece(data, fit, bins=bins, weights=weights, level=level, seed=seed, method=method,
                            bootstrap=bootstrap, n_draws=n_draws)
     table = res.table.copy()
-    idx = np.searchsorted(res.edges[1:-1], data.scores, side="right")
     n_bins = res.edges.size - 1
-    count = np.bincount(idx, minlength=n_bins).astype(np.float64)
+    if isinstance(data, SufficientStats):
+        # One row per (bin, pattern), weighted by its count: the votes of a pattern are those of its items.
+        idx, weight = np.asarray(data.group), np.asarray(data.counts)
+        votes = AnnotationSet.from_wide(np.where(data.patterns < 0, np.nan, data.patterns))
+    else:
+        idx, weight, votes = np.searchsorted(res.edges[1:-1], data.scores, side="right"), None, data
+    count = np.bincount(idx, weights=weight, minlength=n_bins).astype(np.float64)
+    w = 1.0 if weight is None else weight
     with np.errstate(invalid="ignore", divide="ignore"):
-        table["majority_vote_frequency"] = np.bincount(idx, weights=data.majority_vote(ties=ties).astype(np.float64),
+        table["majority_vote_frequency"] = np.bincount(idx, weights=w * votes.majority_vote(ties=ties),
                                                        minlength=n_bins) / count
-        table["vote_fraction_frequency"] = np.bincount(idx, weights=data.vote_fraction(), minlength=n_bins) / count
+        table["vote_fraction_frequency"] = np.bincount(idx, weights=w * votes.vote_fraction(), minlength=n_bins) / count
     table.attrs.update(level=res.level, method=res.method, target=res.target, uncertainty=res.uncertainty)
     return table

@@ -34,3 +34,18 @@ def test_table_feeds_the_reliability_diagram(sim):
     fig = reliability_diagram(table, lower=table["frequency_lower"], upper=table["frequency_upper"],
                               level=table.attrs["level"], data=sim.data)
     assert fig.axes
+
+
+@pytest.mark.parametrize("ties", ["positive", "negative"])
+def test_table_from_sufficient_stats_equals_the_annotation_set_table(sim, ties):
+    # The naive curves from the statistics' (bin, pattern) counts equal the per-item ones; the corrected
+    # columns are posterior_nc_ece's, equal for both inputs without bootstrap.
+    from noisycal_bayes import Binning
+    from noisycal_bayes.data import SufficientStats
+
+    bins = Binning.equal_width(5)
+    stats = SufficientStats.from_annotations(sim.data, bins=bins)
+    a = posterior_reliability(stats, sim.channel, bootstrap=False, n_draws=3, ties=ties)
+    b = posterior_reliability(sim.data, sim.channel, bootstrap=False, n_draws=3, bins=bins, ties=ties)
+    np.testing.assert_allclose(a.to_numpy(float), b.to_numpy(float), rtol=1e-12)
+    assert list(a.columns) == list(b.columns)
