@@ -43,6 +43,13 @@ def chunk_size(n_items: int) -> int:
     return int(np.clip(_CHUNK_ENTRIES // max(n_items, 1), 1, _MAX_CHUNK))
 
 
+def _draws_per_call(entries_per_draw: int, cap: int) -> int:
+    """Draws per vectorised call so that its per-draw arrays hold at most ``_CHUNK_ENTRIES`` entries in all
+    (at least 1, at most ``cap``): with many (bin, missingness) rows, e.g. many sparse annotators, the
+    ``(draws, rows, annotators)`` label sums would otherwise not fit in memory."""
+    return int(np.clip(_CHUNK_ENTRIES // max(int(entries_per_draw), 1), 1, cap))
+
+
 def _indicator(index: np.ndarray, n_cols: int) -> sparse.csr_matrix:
     """Sparse (n_cols, n) matrix with a 1 at (index[i], i): ``M @ x`` sums ``x`` per index."""
     n = index.size
@@ -211,8 +218,8 @@ def plugin_sums(cells: Cells, n_bins, fpr, gap, rule, *, bootstrap: bool, rng):
             stats = (row_sum(cells.count), np.stack([row_sum(cells.count * pos[:, k]) for k in range(j)], axis=1),
                      row_sum(cells.score_sum))
             fn = _plugin_fn(n_bins, rule_key, False)
-            # One vmapped call over all draws (arrays are (n_out, n_bins)); chunk to bound memory.
-            step = 4096
+            # One vmapped call over many draws (arrays are (n_out, n_bins)); chunk to bound memory.
+            step = _draws_per_call(size * (j + 2), 4096)
             for a in range(0, n_out, step):
                 b = min(a + step, n_out)
                 res = fn(row_bin, row_mask, *stats, fpr[a:b], gap[a:b], w_explicit)
@@ -232,7 +239,7 @@ def plugin_sums(cells: Cells, n_bins, fpr, gap, rule, *, bootstrap: bool, rng):
         M = _indicator(cell_row[cells.inverse], size)
         pos_items = pos[cells.inverse]
         z = cells.scores
-        c = min(chunk_size(n_items), _MAX_CHUNK)
+        c = min(chunk_size(n_items), _draws_per_call(size * (j + 2), _MAX_CHUNK))
         for a in range(0, n_out, c):
             b = min(a + c, n_out)
             g = rng.standard_exponential((c, n_items))
@@ -280,12 +287,11 @@ def cell_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, fpr
         S_ind = _indicator(local[inv[small_items]], s_cells.size)
         z_small = cells.scores[small_items]
     big = np.flatnonzero(~small)
-    R = np.zeros((k, n_rows))
-    R[np.arange(k), cell_row] = 1.0
+    R = _indicator(cell_row, n_rows)  # sparse (n_rows, k): sums cells into rows (dense would be k x n_rows)
     pos = (cells.patterns == 1).astype(np.float64)  # (k, j)
     n = n_c.sum()
     n_out = fpr.shape[0]
-    c = _CELL_CHUNK
+    c = _draws_per_call(n_rows * (j + 2) + 3 * k, _CELL_CHUNK)
     for a in range(0, n_out, c):
         b = min(a + c, n_out)
         G = np.empty((c, k))
@@ -301,9 +307,9 @@ def cell_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, fpr
         scale = n / G.sum(axis=1, keepdims=True)
         G *= scale
         S *= scale
-        count = G @ R
-        score_sum = S @ R
-        label_sum = np.stack([(G * pos[:, jj]) @ R for jj in range(j)], axis=2)
+        count = (R @ G.T).T
+        score_sum = (R @ S.T).T
+        label_sum = np.stack([(R @ (G * pos[:, jj]).T).T for jj in range(j)], axis=2)
         f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], c - (b - a), axis=0)])
         g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], c - (b - a), axis=0)])
         res = fn(*row_args, count, label_sum, score_sum, f_pad, g_pad, w_explicit)
