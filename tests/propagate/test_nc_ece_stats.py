@@ -71,6 +71,11 @@ def test_plugin_without_bootstrap_equals_annotation_set(sim, stats, post, weight
     _same(a, posterior_nc_ece(stats, post, weights=weights, bootstrap=False, bins=BINS.edges_for(None)))
 
 
+def test_plugin_with_a_known_channel_equals_annotation_set(sim, stats):
+    _same(posterior_nc_ece(stats, sim.channel, bootstrap=False, n_draws=2),
+          posterior_nc_ece(sim.data, sim.channel, bootstrap=False, n_draws=2, bins=BINS))
+
+
 def test_model_route_equals_annotation_set_and_hand_formula(sim, stats, post):
     a = posterior_nc_ece(stats, post, method="model")
     _same(a, posterior_nc_ece(sim.data, post, method="model", bins=BINS))
