@@ -57,9 +57,10 @@ warnings.simplefilter("ignore")
 cfg = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 import noisycal_bayes
-from noisycal_bayes.inference import enable_compilation_cache, fit_em, fit_nuts
+from noisycal_bayes.inference import configure_jax, enable_compilation_cache, fit_em, fit_nuts
 from noisycal_bayes.simulate import simulate_annotations
 import_s = time.perf_counter() - t0
+configure_jax(n_devices=None)  # small loops compiled whole, as in the parent process (single device)
 if cfg["cache_dir"]:
     enable_compilation_cache(cfg["cache_dir"], min_compile_time_secs=cfg["min_compile_s"])
 fn = fit_nuts if cfg["fit"] == "nuts" else fit_em
@@ -124,6 +125,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (NUTS 2 x 100 draws, 1 repeat)")
     args = ap.parse_args(argv)
+    from noisycal_bayes.inference import configure_jax
+
+    configure_jax(n_devices=None)  # small loops compiled whole (the user guide's set-up); one device
     nuts_kw = dict(NUTS_KW)
     if args.quick:
         args.sizes, args.reps = ["1e3"], 1

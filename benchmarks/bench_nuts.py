@@ -15,8 +15,8 @@ float64, target acceptance 0.8:
 - ``nuts_compressed``: ``fit_nuts(data, groups=10)`` (the default): the likelihood on the (group, pattern)
   table padded to 10 x 3^3 = 270 rows, the same shape at every n, so one compiled program serves all sizes.
   Chains: ``chain_method=None`` -> "parallel" with ``--devices 2`` (the default, one JAX CPU device per core
-  as the command line sets up): the 4 chains run at once, two vectorised on each device (PyMC runs one
-  process per core). Dense mass matrix (``fit_nuts``' default).
+  as the command line sets up with ``configure_jax``, which also compiles small loops whole): the 4 chains run
+  one per device, two at a time (PyMC runs one process per core). Dense mass matrix (``fit_nuts``' default).
 - ``nuts_compressed_disk_cache`` (1e4 only): the compressed fit in a NEW process whose on-disk caches are warm
   (JAX's compilation cache and the saved sampler, as the command line leaves them after one run; one child
   process fills a temporary cache, a second one is timed). PyMC's C-module cache is likewise on disk and
@@ -360,12 +360,10 @@ def add_comparisons(rows, summaries):
 DISK_CACHE_CHILD = r"""
 import json, os, sys, time, warnings
 cfg = json.loads(sys.argv[1])
-flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
-os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={cfg['devices']}"])
 warnings.simplefilter("ignore")
-from noisycal_bayes.inference import enable_compilation_cache, fit_nuts
+from noisycal_bayes.inference import configure_jax, fit_nuts
 from noisycal_bayes.simulate import simulate_annotations
-enable_compilation_cache(cfg["cache"], min_compile_time_secs=0.5)  # as the command line does
+configure_jax(n_devices=cfg["devices"], cache_dir=cfg["cache"])  # as the command line does
 out = {}
 for key, seed in (("first_s", cfg["seed"]), ("warm_s", cfg["seed"] + 1)):
     sim = simulate_annotations(cfg["n"], fpr=cfg["fpr"], tpr=cfg["tpr"], seed=seed)
@@ -481,8 +479,9 @@ def main(argv=None) -> dict:
     load_start = os.getloadavg()
 
     # Must precede JAX's start-up (what numpyro.set_host_device_count does).
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
-    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={args.devices}"])
+    from noisycal_bayes.inference import configure_jax
+
+    configure_jax(n_devices=args.devices)  # devices and small loops, as the command line and the user guide set up
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)  # real compile times, not a disk-cache hit

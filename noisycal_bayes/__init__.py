@@ -24,6 +24,7 @@ _LAZY = {
     "TemperatureScaling": "noisycal_bayes.recalibration",
     "PlattScaling": "noisycal_bayes.recalibration",
     "ProjectedHistogram": "noisycal_bayes.recalibration",
+    "configure_jax": "noisycal_bayes.inference",
     "fit_em": "noisycal_bayes.inference",
     "fit_map": "noisycal_bayes.inference",
     "fit_nuts": "noisycal_bayes.inference",

@@ -9,6 +9,10 @@ from pathlib import Path
 
 import jax
 
+from noisycal_bayes.inference import configure_jax
+
+# As the command line does: small loops compiled whole (NUTS about 1.6x faster); the device count is left alone.
+configure_jax(n_devices=None, small_loops=True)
 _CACHE = Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax"
 _CACHE.mkdir(parents=True, exist_ok=True)
 jax.config.update("jax_compilation_cache_dir", str(_CACHE))

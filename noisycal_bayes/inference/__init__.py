@@ -5,6 +5,7 @@ from .em import em_starts, fit_em
 from .map import fit_map
 from .nuts import enable_compilation_cache, fit_nuts
 from .result import FitResult
+from .setup import configure_jax
 
-__all__ = ["FitResult", "GroupAssignment", "MODEL_NAMES", "ModelInputs", "clear_sampler_cache", "em_starts",
-           "enable_compilation_cache", "fit_em", "fit_map", "fit_nuts"]
+__all__ = ["FitResult", "GroupAssignment", "MODEL_NAMES", "ModelInputs", "clear_sampler_cache", "configure_jax",
+           "em_starts", "enable_compilation_cache", "fit_em", "fit_map", "fit_nuts"]
