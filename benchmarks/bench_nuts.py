@@ -73,7 +73,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import sys
 import time
 import warnings
@@ -414,7 +413,8 @@ def evaluate_goals(rows):
     goals = []
 
     def goal(name, value, target, direction, detail):
-        met = None if value is None else bool(value >= target if direction == ">=" else value <= target)
+        # target None: an informative row (issue 6 sets no target for it).
+        met = None if value is None or target is None else bool(value >= target if direction == ">=" else value <= target)
         goals.append({"goal": name, "value": value, "target": target, "direction": direction, "met": met,
                       "detail": detail})
 
@@ -432,20 +432,21 @@ def evaluate_goals(rows):
     goal("pymc_1e4_ess_per_s_ratio", y4 and c4 and c4["min_ess_per_s"] / y4["min_ess_per_s"], 100, ">=",
          "our min bulk ESS/s / PyMC's at 1e4 (warm fits: sampling only)")
     goal("pymc_1e4_ess_per_s_total_ratio", y4 and c4 and c4["min_ess_per_s_total"] / y4["min_ess_per_s_total"],
-         100, ">=", "the same with compile time included on both sides")
+         None, ">=", "(informative, no target: the issue's ESS/s goal is for sampling, its compile-included goal is "
+         "the wall time above) ESS/s with compile time included on both sides")
     return goals
 
 
 def machine_info(load_start):
-    import arviz
+    """The shared machine description (_benchutil.machine) plus what this benchmark depends on."""
     import jax
-    import numpyro
 
-    info = {"python": platform.python_version(), "platform": platform.platform(), "jax": jax.__version__,
-            "numpyro": numpyro.__version__, "numpy": np.__version__, "arviz": arviz.__version__,
-            "cpu_count": os.cpu_count(), "jax_devices": jax.local_device_count(),
-            "load_average_start": list(load_start), "load_average_end": list(os.getloadavg())}
-    for mod in ("pymc", "pytensor", "funsor"):
+    from _benchutil import machine
+
+    info = machine()
+    info.update({"load_avg_start": list(load_start), "load_avg_end": list(os.getloadavg()),
+                 "jax_devices": jax.local_device_count(), "xla_flags": os.environ.get("XLA_FLAGS", "")})
+    for mod in ("arviz", "pymc", "pytensor", "funsor"):
         try:
             info[mod] = __import__(mod).__version__
         except ImportError:
@@ -572,9 +573,9 @@ def main(argv=None) -> dict:
     for g in result["goals"]:
         v = "n/a" if g["value"] is None else f"{g['value']:.2f}"
         print(f"  {g['goal']}: {v} (target {g['direction']} {g['target']}) -> "
-              f"{'MET' if g['met'] else 'not met' if g['met'] is not None else 'not measured'}")
+              f"{'MET' if g['met'] else 'not met' if g['met'] is not None else 'informative' if g['target'] is None else 'n/a'}")
     m = result["machine"]
-    print(f"\nload average {m['load_average_start']} -> {m['load_average_end']} on {m['cpu_count']} CPUs; "
+    print(f"\nload average {m['load_avg_start']} -> {m['load_avg_end']} on {m['cores']} CPUs; "
           f"written to {out_path}")
     return result
 

@@ -34,7 +34,9 @@ SECTIONS = [
       "max_abs_err", "crowdkit_max_abs_err", "ratio_crowdkit_over_ours", "reps"]),
     ("bench_nuts", "NUTS: compressed vs per-item vs enumerated vs PyMC",
      "The grouped model (3 annotators, 10 score groups) sampled by our compressed likelihood, an item-level "
-     "likelihood, NumPyro's discrete enumeration (the style of NumPyro's annotation example) and PyMC.",
+     "likelihood, NumPyro's discrete enumeration (the style of NumPyro's annotation example) and PyMC. The process "
+     "starts with `configure_jax(n_devices=2)`, the set-up of the command line and the user guide (one JAX device "
+     "per core, small loops compiled whole); our chains run one per device, PyMC's one process per core.",
      ["stage", "n_items", "chain_method", "compile_s", "wall_s", "wall_total_s", "min_ess_bulk", "min_ess_per_s",
       "compressed_ess_per_s_ratio", "max_abs_z_vs_compressed"]),
     ("bench_compile", "Compilation",
@@ -118,9 +120,11 @@ def machine_line(m: dict) -> str:
     for k in ("numpyro", "pymc", "crowd_kit", "dask"):
         if m.get(k):
             parts.append(f"{k.replace('_', '-')} {m[k]}")
-    load_s, load_e = m.get("load_avg_start"), m.get("load_avg_end")
+    # bench_nuts.py wrote its own key names before it used _benchutil.machine(): read both.
+    load_s = m.get("load_avg_start", m.get("load_average_start"))
+    load_e = m.get("load_avg_end", m.get("load_average_end"))
     when = m.get("started_utc", "")
-    cores = m.get("cores")
+    cores = m.get("cores", m.get("cpu_count"))
     cpu = m.get("cpu", "")
     load_txt = ""
     if load_s and load_e:
@@ -209,7 +213,7 @@ def render() -> Path:
         for t, g in all_goals:
             text = g["goal"]
             if "detail" in g:  # structured goal: id, detail, direction, target
-                text = f"{g['detail']} {g.get('direction', '')} {fmt(g.get('target'))}"
+                text = g["detail"] if g.get("target") is None else f"{g['detail']} {g.get('direction', '')} {fmt(g['target'])}"
             value = g.get("value")
             value = "not measured" if value is None else (fmt(value) if not isinstance(value, str) else value)
             met = {True: "yes", False: "**no**", None: "–"}[g.get("met")]

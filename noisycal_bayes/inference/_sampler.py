@@ -227,12 +227,12 @@ class NutsProgram:
             sharding = _device_sharding(self._devices)
             states = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), states)
         lowered = self._advance.lower(states, args)
-        worker = threading.Thread(target=lowered.compile, daemon=True)
+        worker = threading.Thread(target=self._advance.compile_ahead, args=(lowered,), daemon=True)
         worker.start()
         try:
             return self._init(keys, z0, args)
         finally:
-            worker.join()  # an error there resurfaces when `advance` compiles on its first call
+            worker.join()
 
     def _loop(self, states, args, n_chunks, bar, desc, stride, axis=0):
         kept = []
@@ -280,10 +280,12 @@ def _digest(name, in_tree, avals) -> str:
 
 
 class _Staged(NamedTuple):
-    """A staged function: ``call(*args)``, ``lower(*args)`` -> Lowered, ``out_info(*args)`` -> output shapes."""
+    """A staged function: ``call(*args)``, ``lower(*args)`` -> Lowered, ``out_info(*args)`` -> output shapes,
+    ``from_compiled(compiled)`` -> a function like ``call`` that runs that executable."""
     call: object
     lower: object
     out_info: object
+    from_compiled: object
 
 
 class SavedProgram:
@@ -300,17 +302,33 @@ class SavedProgram:
     def __init__(self, fn, stage, strip: int, name: tuple):
         self.fn, self.stage, self.strip, self.name = fn, stage, strip, name
         self._call = None
-        self.compiled = False  # True once a call (or `lower(...).compile()`) has compiled the program
+        self._ahead = None  # an executable compiled ahead of the first call (compile_ahead)
+        self.compiled = False  # True once a call has run the program
 
     def __call__(self, *args):
-        out = self._ensure(args).call(*args)
+        staged = self._ensure(args)
+        if self._ahead is not None:
+            try:
+                out = self._ahead(*args)
+                self.compiled = True
+                return out
+            except (TypeError, ValueError):  # arguments unlike those compiled ahead: JAX's usual path instead
+                self._ahead = None
+        out = staged.call(*args)
         self.compiled = True
         return out
 
     def lower(self, *args):
-        """``jax.stages.Lowered`` for ``args`` (arrays or ``jax.ShapeDtypeStruct``); compiling it fills the cache
-        that later calls with arguments of the same shapes use."""
+        """``jax.stages.Lowered`` for ``args`` (arrays or ``jax.ShapeDtypeStruct``)."""
         return self._ensure(args).lower(*args)
+
+    def compile_ahead(self, lowered) -> None:
+        """Compile ``lowered`` (from :meth:`lower`) and serve later calls with it. XLA compiles without the GIL,
+        so this can run in another thread; tracing (``lower``) must not, as NumPyro's handler stack is global."""
+        try:
+            self._ahead = self._call.from_compiled(lowered.compile())
+        except Exception:  # noqa: BLE001 - only an optimisation: the first call compiles (and reports) as usual
+            self._ahead = None
 
     def out_info(self, *args):
         """The outputs' shapes and dtypes for ``args`` (a tree of ``jax.ShapeDtypeStruct``), without compiling."""
@@ -325,7 +343,7 @@ class SavedProgram:
         folder = saved_programs_dir()
         if folder is None:
             staged = self.stage(self.fn)
-            return _Staged(staged, staged.lower, lambda *a: staged.lower(*a).out_info)
+            return _Staged(staged, staged.lower, lambda *a: staged.lower(*a).out_info, lambda compiled: compiled)
         leaves, in_tree = jax.tree.flatten(args)
         avals = [jax.ShapeDtypeStruct(np.shape(x)[self.strip:], x.dtype) for x in leaves]
         path = folder / f"{_digest(self.name, in_tree, avals)}.pkl"
@@ -339,7 +357,10 @@ class SavedProgram:
         def lower(*a):
             return flat_call.lower(*jax.tree.leaves(a))
 
-        return _Staged(call, lower, lambda *a: jax.tree.unflatten(out_tree, lower(*a).out_info))
+        def from_compiled(compiled):
+            return lambda *a: jax.tree.unflatten(out_tree, compiled(*jax.tree.leaves(a)))
+
+        return _Staged(call, lower, lambda *a: jax.tree.unflatten(out_tree, lower(*a).out_info), from_compiled)
 
     def _export(self, path, in_tree, avals):
         box = {}
