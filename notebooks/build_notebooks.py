@@ -18,6 +18,9 @@ import os
 import warnings
 from pathlib import Path
 
+from noisycal_bayes.inference import configure_jax
+configure_jax()                  # first, before any JAX computation: one JAX device per core, faster NUTS
+
 import numpy as np
 import pandas as pd
 import matplotlib

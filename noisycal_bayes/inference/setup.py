@@ -63,8 +63,9 @@ def configure_jax(*, n_devices: int | str | None = "auto", small_loops: bool = T
     Warns
     -----
     RuntimeWarning
-        JAX has already started, so the device count and the loop setting cannot change any more (they are
-        left as they are; the cache is still turned on). Restart the kernel and call this first.
+        JAX has already started with other flags, so the device count and the loop setting cannot change any
+        more (they are left as they are; the cache is still turned on). Restart the kernel and call this
+        first. A repeated call asking for the flags already in effect is silent.
 
     Notes
     -----
@@ -78,20 +79,20 @@ def configure_jax(*, n_devices: int | str | None = "auto", small_loops: bool = T
         if isinstance(n_devices, bool) or not isinstance(n_devices, int) or n_devices < 1:
             raise ValueError(f"`n_devices` must be 'auto', None or a positive int; got {n_devices!r}.")
     applied = {"n_devices": None, "small_loops": False, "cache_dir": None}
-    wanted = n_devices is not None or small_loops
-    if wanted and jax_started():
+    current = os.environ.get("XLA_FLAGS", "").split()
+    flags = list(current)
+    if n_devices is not None:
+        flags = [f for f in flags if not f.startswith(_DEVICE_FLAG)] + [f"{_DEVICE_FLAG}={n_devices}"]
+    if small_loops and not any(f.startswith("--xla_backend_extra_options") for f in flags):
+        flags.append(_SMALL_LOOP_FLAG)
+    if sorted(flags) != sorted(current) and jax_started():
         warnings.warn("configure_jax: JAX has already started, so its device count and compiler flags are fixed "
                       "for this process; they were left unchanged. Call configure_jax() before any JAX "
                       "computation (e.g. in the first cell, after a kernel restart).", RuntimeWarning, stacklevel=2)
-    elif wanted:
-        flags = os.environ.get("XLA_FLAGS", "").split()
-        if n_devices is not None:
-            flags = [f for f in flags if not f.startswith(_DEVICE_FLAG)] + [f"{_DEVICE_FLAG}={n_devices}"]
-            applied["n_devices"] = n_devices
-        if small_loops and not any(f.startswith("--xla_backend_extra_options") for f in flags):
-            flags.append(_SMALL_LOOP_FLAG)
-        applied["small_loops"] = small_loops and _SMALL_LOOP_FLAG in flags
+    else:  # not started yet, or already set up this way (e.g. a second notebook in the same kernel)
         os.environ["XLA_FLAGS"] = " ".join(flags)
+        applied["n_devices"] = n_devices
+        applied["small_loops"] = small_loops and _SMALL_LOOP_FLAG in flags
     if cache_dir is not None:
         from .nuts import enable_compilation_cache
 

@@ -63,6 +63,9 @@ def test_refused_once_jax_has_started():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert configure_jax(n_devices=None, small_loops=False)["n_devices"] is None  # nothing asked: no warning
+        # What is already in effect (the suite's conftest set the loop flag before JAX started): silent, reported.
+        assert configure_jax(n_devices=None, small_loops=True)["small_loops"] is True
+    assert os.environ.get("XLA_FLAGS") == before
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "all"])
