@@ -90,27 +90,62 @@ def _count_keys(keys: np.ndarray, weights=None, moments=None):
     return uniq, counts, sums
 
 
-def _resolve_edges(bins, score):
-    """Fixed score edges (or None without scores) from ``bins``: a Binning, an edges array, or None."""
+def _resolve_edges(bins, score, item_scores=None):
+    """Fixed score edges (or None without scores) from ``bins``: a Binning, an edges array, or None.
+
+    Equal-mass bins need every item's score: ``item_scores()`` returns them (one per item, any order), read
+    in a first pass by the readers that can read their source twice; without it they are refused.
+    """
     if bins is None:
         return None
     if isinstance(bins, Binning):
         if bins.kind == "equal_mass":
-            raise ValueError(
-                "equal-mass bins need the quantiles of all scores, which one pass over data that does not fit in "
-                "memory cannot give exactly: compute the edges first (e.g. an approximate "
-                "`ddf[score].quantile([...]).compute()` over items, or quantiles of a sample) and pass "
-                "Binning.from_edges(edges), or use Binning.equal_width(n).")
+            if score is None:
+                raise ValueError("`bins` were given but `score=None`: score bins need a score column.")
+            if item_scores is None:
+                raise ValueError(
+                    "equal-mass bins need the quantiles of all items' scores, which one pass over an iterable of "
+                    "chunks cannot give: use read_stats_csv, read_stats_parquet or stats_from_dask (they read the "
+                    "scores first, one per item), or pass fixed edges (Binning.from_edges(edges) or "
+                    "Binning.equal_width(n)).")
+            return np.asarray(bins.edges_for(item_scores()), dtype=np.float64)
         edges = bins.edges_for(None)
     elif isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
-        raise ValueError(f"`bins` must be a Binning (equal-width or explicit edges) or an array of edges; got the int "
-                         f"{bins}. An int means equal-mass groups in the fitters, which need all scores at once: pass "
-                         f"Binning.equal_width({bins}) or Binning.from_edges(edges).")
+        raise ValueError(f"`bins` must be a Binning or an array of edges; got the int {bins}. An int means "
+                         f"equal-mass groups in the fitters: pass Binning.equal_mass({bins}) (read_stats_csv, "
+                         f"read_stats_parquet, stats_from_dask), Binning.equal_width({bins}) or "
+                         "Binning.from_edges(edges).")
     else:
         edges = Binning.from_edges(bins).edges_for(None)
     if score is None:
         raise ValueError("`bins` were given but `score=None`: score bins need a score column.")
     return np.asarray(edges, dtype=np.float64)
+
+
+def _is_equal_mass(bins) -> bool:
+    return isinstance(bins, Binning) and bins.kind == "equal_mass"
+
+
+def _item_scores(chunks, *, layout: str, item: str, score: str) -> np.ndarray:
+    """One score per item from chunks holding ``item`` and ``score``: every row (wide), or the first row of
+    each run of an item (long rows sorted by item; the pass that follows checks the order and that an item's
+    rows agree on its score). Holds 8 bytes per item."""
+    out, last = [], None
+    for chunk in chunks:
+        if len(chunk) == 0:
+            continue
+        z = pd.to_numeric(chunk[score], errors="coerce").to_numpy(dtype=np.float64)
+        if layout == "long":
+            ids = chunk[item].to_numpy()
+            first = np.ones(ids.size, dtype=bool)
+            first[1:] = ids[1:] != ids[:-1]
+            first[0] = last is None or ids[0] != last
+            last = ids[-1]
+            z = z[first]
+        out.append(z)
+    if not out:
+        raise ValueError("no data: no rows to compute equal-mass bins from.")
+    return np.concatenate(out)
 
 
 def _check_layout(layout):
@@ -337,12 +372,13 @@ class SufficientStats:
         Parameters
         ----------
         data : AnnotationSet
-        bins : Binning (equal-width or edges), array of edges, or None
-            Score bins; None: one bin (the scores are not used, no score sums or row moments).
+        bins : Binning, array of edges, or None
+            Score bins (equal-mass edges come from ``data.scores``); None: one bin (the scores are not used,
+            no score sums or row moments).
         """
-        edges = _resolve_edges(bins, "score")
-        if edges is not None and data.scores is None:
+        if bins is not None and data.scores is None:
             raise ValueError("`bins` need scores, and this AnnotationSet has none.")
+        edges = _resolve_edges(bins, "score", lambda: data.scores)
         g = None if edges is None else bin_index(data.scores, edges)
         n_bins = 1 if edges is None else edges.size - 1
         pc = compress_patterns(data.labels, g, n_bins)
@@ -561,8 +597,9 @@ def stats_from_chunks(chunks, *, layout: str = "wide", bins=None, item: str = "i
         [, ``score``]; the rows must be sorted by item (checked), so that each item's responses are
         consecutive; an item may straddle two chunks.
     bins : Binning (equal-width or explicit edges), array of edges, or None
-        Score bins (fixed edges: equal-mass bins need all scores at once and are refused). None: one
-        bin, scores not read.
+        Score bins (fixed edges: equal-mass bins need all scores before the counts, which one pass over an
+        iterable cannot give; the file readers and :func:`stats_from_dask` accept them). None: one bin,
+        scores not read.
     item, annotator, label, score : str
         Column names (``annotator`` and ``label`` for the long layout only).
     annotators : sequence, optional
@@ -644,22 +681,49 @@ def _unsorted(ids: pd.Series) -> list:
     return [v[k], v[k + 1]]
 
 
+def _first_pass_edges(bins, chunks, *, layout, item, score, where) -> Binning:
+    """Equal-mass ``bins`` as fixed edges, from a first pass ``chunks()`` over the items' scores."""
+    _check_layout(layout)
+    try:
+        return Binning.from_edges(_resolve_edges(bins, score, lambda: _item_scores(chunks(), layout=layout,
+                                                                                  item=item, score=score)))
+    except ValueError as exc:
+        raise ValueError(f"{where}: equal-mass bins: {exc}") from None
+
+
+def _dask_item_scores(ddf, layout, item, score) -> np.ndarray:
+    """One score per item of a Dask dataframe, on the driver (long layout: one row per item kept)."""
+    frame = ddf[[item, score]]
+    if layout == "long":
+        frame = frame.drop_duplicates(subset=[item])
+    return pd.to_numeric(frame[score].compute(), errors="coerce").to_numpy(dtype=np.float64)
+
+
 def read_stats_csv(path, *, layout: str = "wide", bins=None, chunksize: int = 1_000_000, item: str = "item",
                    annotator: str = "annotator", label: str = "label", score: str | None = "score", annotators=None,
                    **read_csv_kwargs) -> SufficientStats:
     """Sufficient statistics of a CSV file read in chunks of ``chunksize`` rows (``pandas.read_csv``).
 
     Memory is bounded by one chunk; see :func:`stats_from_chunks` for the layouts, ``bins`` and errors
-    (long files must be sorted by item). Extra keyword arguments go to :func:`pandas.read_csv`.
+    (long files must be sorted by item). ``bins=Binning.equal_mass(k)`` reads the file twice: first the
+    item and score columns, keeping one score per item (8 bytes an item) for exact quantiles (the edges
+    ``Binning.equal_mass(k).edges_for(scores)`` of the same items in memory), then the counts. Extra
+    keyword arguments go to :func:`pandas.read_csv`.
 
     Returns
     -------
     SufficientStats
     """
-    try:
-        reader = pd.read_csv(path, chunksize=int(chunksize), **read_csv_kwargs)
-    except (OSError, pd.errors.EmptyDataError) as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from None
+    def read(**kw):
+        try:
+            return pd.read_csv(path, chunksize=int(chunksize), **{**read_csv_kwargs, **kw})
+        except (OSError, pd.errors.EmptyDataError) as exc:
+            raise ValueError(f"{path}: cannot read: {exc}") from None
+
+    if _is_equal_mass(bins):
+        bins = _first_pass_edges(bins, lambda: read(usecols=[item, score]), layout=layout, item=item, score=score,
+                                 where=path)
+    reader = read()
     with reader:
         try:
             return stats_from_chunks(reader, layout=layout, bins=bins, item=item, annotator=annotator, label=label,
@@ -677,7 +741,8 @@ def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int
     ``pyarrow.parquet.ParquetFile.iter_batches(batch_size=..., columns=...)``: memory grows with the batch
     size (measured: about 100 MB above the baseline at the default 2**18 rows, 280 MB at 2**20), not with
     the data. See :func:`stats_from_chunks` for the layouts, ``bins`` and errors; long
-    data must be sorted by item across the files in path order.
+    data must be sorted by item across the files in path order. Equal-mass bins read the data twice, as in
+    :func:`read_stats_csv`.
 
     Returns
     -------
@@ -691,6 +756,17 @@ def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None
     names = dataset.schema.names
+
+    def batches(columns):
+        for name in dataset.files:
+            with pq.ParquetFile(name) as handle:
+                for batch in handle.iter_batches(batch_size=int(batch_size), columns=columns):
+                    yield batch.to_pandas()
+
+    if _is_equal_mass(bins):
+        _check_columns(names, [item, score], where=str(path))
+        bins = _first_pass_edges(bins, lambda: batches([item, score]), layout=layout, item=item, score=score,
+                                 where=path)
     edges = _resolve_edges(bins, score)
     if layout == "long":
         columns = [item, annotator, label] + ([score] if edges is not None else [])
@@ -700,15 +776,8 @@ def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int
     _check_columns(names, columns, where=str(path))
     # File by file with ParquetFile.iter_batches: memory grows with the batch size only. (Dataset.to_batches reads
     # ahead several batches of several files: measured 1.8 GB at 2**20 rows a batch, 0.7 GB without read-ahead.)
-
-    def batches():
-        for name in dataset.files:
-            with pq.ParquetFile(name) as handle:
-                for batch in handle.iter_batches(batch_size=int(batch_size), columns=columns):
-                    yield batch.to_pandas()
-
     try:
-        return stats_from_chunks(batches(), layout=layout, bins=bins, item=item, annotator=annotator, label=label,
+        return stats_from_chunks(batches(columns), layout=layout, bins=bins, item=item, annotator=annotator, label=label,
                                  score=score, annotators=annotators)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
@@ -726,9 +795,10 @@ def stats_from_dask(ddf, *, layout: str = "long", bins=None, item: str = "item",
         responses of an item may sit in several partitions). Wide layout: one row per item (an ``item``
         column, one column per annotator with 0/1/NaN, optionally ``score``).
     layout : {"long", "wide"}, default "long"
-    bins : Binning (equal-width or explicit edges), array of edges, or None
-        Fixed score edges. Equal-mass bins are refused (they need exact quantiles of all items): compute
-        edges first, e.g. from Dask's approximate ``quantile``, and pass ``Binning.from_edges``.
+    bins : Binning, array of edges, or None
+        Score bins. ``Binning.equal_mass(k)`` costs a first pass that brings one score per item to the
+        driver (8 bytes an item; long layout: ``drop_duplicates`` on item) for exact quantiles, the edges
+        the same items would get in memory.
     item, annotator, label, score : str
         Column names.
     annotators : sequence, optional
@@ -761,6 +831,9 @@ def stats_from_dask(ddf, *, layout: str = "long", bins=None, item: str = "item",
     import dask
 
     _check_layout(layout)
+    if _is_equal_mass(bins):
+        _check_columns(ddf.columns, [item, score])
+        bins = Binning.from_edges(_resolve_edges(bins, score, lambda: _dask_item_scores(ddf, layout, item, score)))
     edges = _resolve_edges(bins, score)
     score_col = score if edges is not None else None
     if layout == "wide":

@@ -115,6 +115,30 @@ def test_chunked_csv_and_parquet_equal_in_memory(data, tmp_path):
     assert read_stats_parquet(tmp_path / "wide.parquet", bins=BINS, batch_size=128).same_as(ref_wide)
 
 
+def test_equal_mass_bins_out_of_core_equal_in_memory(data, tmp_path):
+    # Equal-mass bins need every item's score first: the file readers and Dask read them in a first pass and
+    # must give the edges (and so the counts) of the same items in memory, whose edges come from
+    # Binning.edges_for on the AnnotationSet's scores (an independent path: no chunks, no deduplication).
+    eq = Binning.equal_mass(7)
+    ref_long = SufficientStats.from_annotations(data, eq)
+    ref_wide = SufficientStats.from_annotations(_wide_reference(data), eq)
+    np.testing.assert_array_equal(ref_long.edges, eq.edges_for(data.scores))
+    assert ref_long.n_bins == 7 and np.ptp(ref_long.bin_counts) <= 1  # 2000 distinct scores: 285 or 286 per bin
+    long, wide = _long(data), _wide(data)
+    long.to_csv(tmp_path / "long.csv", index=False)
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    long.to_parquet(tmp_path / "long.parquet", row_group_size=333)
+    wide.to_parquet(tmp_path / "wide.parquet", row_group_size=250)
+    # Chunks that cut items in the middle of their responses: each item's score is counted once.
+    assert read_stats_csv(tmp_path / "long.csv", layout="long", bins=eq, chunksize=777).same_as(ref_long)
+    assert read_stats_parquet(tmp_path / "long.parquet", layout="long", bins=eq, batch_size=101).same_as(ref_long)
+    assert read_stats_csv(tmp_path / "wide.csv", bins=eq, chunksize=300).same_as(ref_wide)
+    assert read_stats_parquet(tmp_path / "wide.parquet", bins=eq, batch_size=128).same_as(ref_wide)
+    with _sync():
+        assert stats_from_dask(dd.from_pandas(_long(data, shuffle=True), npartitions=4), bins=eq).same_as(ref_long)
+        assert stats_from_dask(dd.from_pandas(wide, npartitions=3), layout="wide", bins=eq).same_as(ref_wide)
+
+
 def test_merge_is_order_independent_and_aligns_annotators(data):
     ref = SufficientStats.from_annotations(data, BINS)
     long = _long(data)
@@ -244,7 +268,13 @@ def test_bad_inputs_name_the_offending_entries(data, tmp_path):
             layout="long")
     _expect(r"sorted by item.*stats_from_dask", stats_from_chunks, [long.iloc[10:], long.iloc[:10]], layout="long")
     _expect(r"sorted by item", stats_from_chunks, [long.iloc[::-1]], layout="long")
-    _expect("equal-mass bins", stats_from_dask, dd.from_pandas(long, npartitions=2), bins=Binning.equal_mass(5))
+    _expect("equal-mass bins.*one pass", stats_from_chunks, [long], layout="long", bins=Binning.equal_mass(5))
+    bad = _wide(data)
+    bad.loc[5, "score"] = np.nan
+    bad.to_csv(tmp_path / "nan_score.csv", index=False)
+    _expect(r"nan_score.csv: equal-mass bins", read_stats_csv, tmp_path / "nan_score.csv", bins=Binning.equal_mass(5))
+    _expect(r"equal-mass bins.*no_such_column", read_stats_csv, tmp_path / "nan_score.csv", bins=Binning.equal_mass(5),
+            score="no_such_column")
     _expect("int 5", stats_from_chunks, [long], layout="long", bins=5)
     _expect(r"missing column\(s\) \['label'\]", stats_from_chunks, [long.drop(columns="label")], layout="long")
     _expect(r"not among the given `annotators`", stats_from_dask, dd.from_pandas(long, npartitions=2),
