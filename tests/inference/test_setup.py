@@ -39,15 +39,30 @@ def test_users_own_flags_are_kept():
     assert "--xla_force_host_platform_device_count=2" in flags and not any(f.endswith("=5") for f in flags)
 
 
-def test_small_loops_give_the_same_draws():
-    # A scheduling option only: the same seed gives bit-identical draws with and without it.
-    code = ("import numpy as np; from noisycal_bayes.inference import fit_nuts; "
-            "from noisycal_bayes.simulate import simulate_annotations; "
-            "sim = simulate_annotations(500, fpr=[.1, .2, .15], tpr=[.85, .8, .9], seed=1); "
-            "f = fit_nuts(sim.data, n_chains=1, n_warmup=100, n_draws=100, progress_bar=False, seed=3); "
-            "print(repr(float(np.asarray(f.draws['fpr']).sum())))")
+_SAME_CODE = ("import numpy as np; from noisycal_bayes.inference import fit_em, fit_nuts; "
+              "from noisycal_bayes.simulate import simulate_annotations; "
+              "sim = simulate_annotations(500, fpr=[.1, .2, .15], tpr=[.85, .8, .9], seed=1); ")
+
+
+def _with_and_without_small_loops(code):
     plain = _run(code, "")
     small = _run(code, f"--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold={SMALL_LOOP_BYTES}")
+    return plain, small
+
+
+def test_small_loops_give_the_same_em_estimate():
+    # A scheduling option only: EM's while loop, hoisted or not, gives bit-identical estimates.
+    code = _SAME_CODE + "f = fit_em(sim.data, n_starts=3); print(repr(float(np.sum(f.channel.fpr) + f.loglik)))"
+    plain, small = _with_and_without_small_loops(code)
+    assert plain == small
+
+
+@pytest.mark.slow
+def test_small_loops_give_the_same_draws():
+    # The same for NUTS (the loop the flag is for): the same seed gives bit-identical draws.
+    code = _SAME_CODE + ("f = fit_nuts(sim.data, n_chains=1, n_warmup=100, n_draws=100, progress_bar=False, seed=3); "
+                         "print(repr(float(np.asarray(f.draws['fpr']).sum())))")
+    plain, small = _with_and_without_small_loops(code)
     assert plain == small
 
 
