@@ -101,18 +101,24 @@ def test_dask_distributed_cluster(data):
 
 
 def test_chunked_csv_and_parquet_equal_in_memory(data, tmp_path):
-    ref_long = SufficientStats.from_annotations(data, BINS)
-    ref_wide = SufficientStats.from_annotations(_wide_reference(data), BINS)
+    _check_file_readers(data, tmp_path, BINS)
+
+
+def _check_file_readers(data, tmp_path, bins):
+    """CSV and Parquet, long and wide, read in chunks that cut items in the middle of their responses, give
+    the in-memory statistics of the same items."""
+    ref_long = SufficientStats.from_annotations(data, bins)
+    ref_wide = SufficientStats.from_annotations(_wide_reference(data), bins)
     long, wide = _long(data), _wide(data)
     long.to_csv(tmp_path / "long.csv", index=False)
     wide.to_csv(tmp_path / "wide.csv", index=False)
     long.to_parquet(tmp_path / "long.parquet", row_group_size=333)
     wide.to_parquet(tmp_path / "wide.parquet", row_group_size=250)
-    # Chunk sizes that cut items in the middle of their responses.
-    assert read_stats_csv(tmp_path / "long.csv", layout="long", bins=BINS, chunksize=777).same_as(ref_long)
-    assert read_stats_parquet(tmp_path / "long.parquet", layout="long", bins=BINS, batch_size=101).same_as(ref_long)
-    assert read_stats_csv(tmp_path / "wide.csv", bins=BINS, chunksize=300).same_as(ref_wide)
-    assert read_stats_parquet(tmp_path / "wide.parquet", bins=BINS, batch_size=128).same_as(ref_wide)
+    assert read_stats_csv(tmp_path / "long.csv", layout="long", bins=bins, chunksize=777).same_as(ref_long)
+    assert read_stats_parquet(tmp_path / "long.parquet", layout="long", bins=bins, batch_size=101).same_as(ref_long)
+    assert read_stats_csv(tmp_path / "wide.csv", bins=bins, chunksize=300).same_as(ref_wide)
+    assert read_stats_parquet(tmp_path / "wide.parquet", bins=bins, batch_size=128).same_as(ref_wide)
+    return ref_long, ref_wide
 
 
 def test_equal_mass_bins_out_of_core_equal_in_memory(data, tmp_path):
@@ -120,23 +126,13 @@ def test_equal_mass_bins_out_of_core_equal_in_memory(data, tmp_path):
     # must give the edges (and so the counts) of the same items in memory, whose edges come from
     # Binning.edges_for on the AnnotationSet's scores (an independent path: no chunks, no deduplication).
     eq = Binning.equal_mass(7)
-    ref_long = SufficientStats.from_annotations(data, eq)
-    ref_wide = SufficientStats.from_annotations(_wide_reference(data), eq)
+    # Chunks that cut items in the middle of their responses: each item's score must be counted once.
+    ref_long, ref_wide = _check_file_readers(data, tmp_path, eq)
     np.testing.assert_array_equal(ref_long.edges, eq.edges_for(data.scores))
     assert ref_long.n_bins == 7 and np.ptp(ref_long.bin_counts) <= 1  # 2000 distinct scores: 285 or 286 per bin
-    long, wide = _long(data), _wide(data)
-    long.to_csv(tmp_path / "long.csv", index=False)
-    wide.to_csv(tmp_path / "wide.csv", index=False)
-    long.to_parquet(tmp_path / "long.parquet", row_group_size=333)
-    wide.to_parquet(tmp_path / "wide.parquet", row_group_size=250)
-    # Chunks that cut items in the middle of their responses: each item's score is counted once.
-    assert read_stats_csv(tmp_path / "long.csv", layout="long", bins=eq, chunksize=777).same_as(ref_long)
-    assert read_stats_parquet(tmp_path / "long.parquet", layout="long", bins=eq, batch_size=101).same_as(ref_long)
-    assert read_stats_csv(tmp_path / "wide.csv", bins=eq, chunksize=300).same_as(ref_wide)
-    assert read_stats_parquet(tmp_path / "wide.parquet", bins=eq, batch_size=128).same_as(ref_wide)
     with _sync():
         assert stats_from_dask(dd.from_pandas(_long(data, shuffle=True), npartitions=4), bins=eq).same_as(ref_long)
-        assert stats_from_dask(dd.from_pandas(wide, npartitions=3), layout="wide", bins=eq).same_as(ref_wide)
+        assert stats_from_dask(dd.from_pandas(_wide(data), npartitions=3), layout="wide", bins=eq).same_as(ref_wide)
 
 
 def test_merge_is_order_independent_and_aligns_annotators(data):

@@ -12,6 +12,9 @@ from noisycal_bayes.inference._inputs import GroupAssignment, prepare_inputs
 from noisycal_bayes.inference.em import fit_em
 from noisycal_bayes.inference.result import FitResult, channel_from
 
+#: Channels of the simulated data shared by the NC-ECE tests (conftest.py).
+FPR, TPR = [0.1, 0.2, 0.15], [0.85, 0.8, 0.9]
+
 
 def channel_draws(rng, fpr, tpr, n_chains, n_draws, spread=0.02):
     """Draws jittered around (fpr, tpr), kept oriented and inside (0, 1)."""

@@ -18,27 +18,8 @@ from noisycal_bayes.propagate._sums import chunk_size, item_cells, plugin_sums
 from noisycal_bayes.propagate.nc_ece import debias_abs
 from noisycal_bayes.warnings import DataWarning
 
-from ._fakes import channel_draws, fake_nuts, fake_platt, histogram_fit
+from ._fakes import FPR, TPR, channel_draws, fake_nuts, fake_platt, histogram_fit
 
-FPR, TPR = [0.1, 0.2, 0.15], [0.85, 0.8, 0.9]
-
-
-@pytest.fixture(scope="module")
-def sim():
-    return simulate_annotations(800, fpr=FPR, tpr=TPR, curve="overconfident", missing=0.2, seed=3)
-
-
-@pytest.fixture(scope="module")
-def em(sim):
-    return histogram_fit(sim.data)
-
-
-@pytest.fixture(scope="module")
-def post(em):
-    rng = np.random.default_rng(0)
-    f, t = channel_draws(rng, FPR, TPR, 2, 30)
-    prev = np.clip(em.point["prevalence"] + 0.03 * rng.standard_normal((2, 30, em.groups.n_groups)), 0.01, 0.99)
-    return fake_nuts(em, {"fpr": f, "tpr": t, "prevalence": prev})
 
 
 # ----------------------------------------------------------------------------- plug-in

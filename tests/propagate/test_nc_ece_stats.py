@@ -13,40 +13,21 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from noisycal_bayes import Binning, simulate_annotations
+from noisycal_bayes import Binning
 from noisycal_bayes.data import SufficientStats, stats_from_chunks
 from noisycal_bayes.inference.em import fit_em
 from noisycal_bayes.propagate import posterior_nc_ece
 from noisycal_bayes.propagate._sums import item_cells, plugin_sums, stats_cells
 from noisycal_bayes.warnings import DataWarning
 
-from ._fakes import channel_draws, fake_nuts, fake_platt, histogram_fit
+from ._fakes import FPR, TPR, channel_draws, fake_nuts, fake_platt, histogram_fit
 
-FPR, TPR = [0.1, 0.2, 0.15], [0.85, 0.8, 0.9]
 BINS = Binning.equal_width(10)
-
-
-@pytest.fixture(scope="module")
-def sim():
-    return simulate_annotations(800, fpr=FPR, tpr=TPR, curve="overconfident", missing=0.2, seed=3)
 
 
 @pytest.fixture(scope="module")
 def stats(sim):
     return SufficientStats.from_annotations(sim.data, bins=BINS)
-
-
-@pytest.fixture(scope="module")
-def em(sim):
-    return histogram_fit(sim.data)
-
-
-@pytest.fixture(scope="module")
-def post(em):
-    rng = np.random.default_rng(0)
-    f, t = channel_draws(rng, FPR, TPR, 2, 30)
-    prev = np.clip(em.point["prevalence"] + 0.03 * rng.standard_normal((2, 30, em.groups.n_groups)), 0.01, 0.99)
-    return fake_nuts(em, {"fpr": f, "tpr": t, "prevalence": prev})
 
 
 def _same(a, b):
