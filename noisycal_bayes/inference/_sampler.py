@@ -99,8 +99,9 @@ class NutsProgram:
     on each of ``width`` devices at once (``jit`` of ``shard_map``, pmap's semantics), in rounds when there
     are more chains than devices; unused slots of the last round are filled with a copy of its last chain,
     which is then dropped. (Vectorising several chains per device was measured slower once small loops are
-    compiled whole, :func:`noisycal_bayes.inference.configure_jax`: 1.42 s vs 0.80 s for 4 chains on 2 devices.) ``starts`` and ``constrained`` map between constrained values and the sampler's
-    unconstrained coordinates, each one compiled program.
+    compiled whole, :func:`noisycal_bayes.inference.configure_jax`: 1.42 s vs 0.80 s for 4 chains on 2
+    devices.) ``starts`` and ``constrained`` map between constrained values and the sampler's unconstrained
+    coordinates, each one compiled program.
     """
 
     def __init__(self, model_fn, *, n_warmup: int, chunk: int, chain_method: str, target_accept: float,
