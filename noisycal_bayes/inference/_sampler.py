@@ -143,7 +143,16 @@ class NutsProgram:
             return init_kernel(z0, n_warmup, target_accept_prob=target_accept, max_tree_depth=max_tree_depth,
                                dense_mass=dense_mass, model_args=args, rng_key=key)
 
+        def shape_of(x):
+            return jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
+
         def advance_one(state, args):
+            # NumPyro's sample_kernel reads settings (tree depth, warm-up length) that init_kernel stores in
+            # their shared closure. When `init` was loaded from disk instead of traced in this process (a
+            # saved `init` without its `advance`: another process still writing it, an interrupted run),
+            # trace init abstractly first; eval_shape adds no operation to this program.
+            jax.eval_shape(init_one, *jax.tree.map(shape_of, (state.rng_key, state.z, args)))
+
             def body(s, _):
                 s = sample_kernel(s, model_args=args)
                 return s, Collected(s.z, s.diverging, s.num_steps, s.accept_prob, s.energy, s.potential_energy,
@@ -303,6 +312,7 @@ class SavedProgram:
     def __init__(self, fn, stage, strip: int, name: tuple):
         self.fn, self.stage, self.strip, self.name = fn, stage, strip, name
         self._call = None
+        self.path = None  # the saved file, once built with a cache directory
         self._ahead = None  # an executable compiled ahead of the first call (compile_ahead)
         self.compiled = False  # True once a call has run the program
 
@@ -347,7 +357,7 @@ class SavedProgram:
             return _Staged(staged, staged.lower, lambda *a: staged.lower(*a).out_info, lambda compiled: compiled)
         leaves, in_tree = jax.tree.flatten(args)
         avals = [jax.ShapeDtypeStruct(np.shape(x)[self.strip:], x.dtype) for x in leaves]
-        path = folder / f"{_digest(self.name, in_tree, avals)}.pkl"
+        path = self.path = folder / f"{_digest(self.name, in_tree, avals)}.pkl"
         loaded = _load(path)
         exported, out_tree = loaded if loaded is not None else self._export(path, in_tree, avals)
         flat_call = self.stage(exported.call)

@@ -210,7 +210,7 @@ def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
     # With a compilation cache directory, the sampler's two programs are exported there; a rebuilt program
     # (as in a new process) loads them instead of rewriting them and gives the same draws. A cache where the
     # folder cannot be made only warns.
-    from noisycal_bayes.inference._sampler import clear_sampler_cache
+    from noisycal_bayes.inference._sampler import _PROGRAMS, clear_sampler_cache
 
     old = jax.config.jax_compilation_cache_dir
     kw = dict(groups=3, n_chains=2, n_warmup=50, n_draws=50, progress_bar=False, seed=3)
@@ -230,6 +230,14 @@ def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
             again = fit_nuts(SIM.data, **kw)
             assert [p.stat().st_mtime_ns for p in saved] == stamps  # loaded, not rewritten
             np.testing.assert_array_equal(again.draws["fpr"], first.draws["fpr"])
+            # `init` saved without `advance` (another process still writing it; an interrupted run): advance
+            # is traced in a process that never traced init, which NumPyro's shared closure must not notice.
+            (advance,) = [prog._advance.path for prog in _PROGRAMS.values()]
+            advance.unlink()
+            clear_sampler_cache()
+            partial_cache = fit_nuts(SIM.data, **kw)
+            assert advance.exists()
+            np.testing.assert_array_equal(partial_cache.draws["fpr"], first.draws["fpr"])
             jax.config.update("jax_compilation_cache_dir", str(blocked))
             clear_sampler_cache()
             with pytest.warns(RuntimeWarning, match="could not save the NUTS sampler"):
