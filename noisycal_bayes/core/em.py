@@ -4,20 +4,42 @@ E-step: ``T_r = P(Y = 1 | pattern_r, g_r)``. M-step with optional Beta(alpha, be
 (MAP when a prior is given): ``pi_g = (sum_{r in g} c_r T_r + alpha_pi - 1) / (sum_{r in g} c_r + alpha_pi + beta_pi - 2)``,
 ``tpr_j = (sum_r c_r T_r A_rj + alpha - 1) / (sum_r c_r T_r O_rj + alpha + beta - 2)``, ``fpr_j`` the same with
 ``1 - T_r``. The flat prior (all ones) gives maximum likelihood.
+
+An EM loop needs the log-likelihood at every iterate too; :func:`e_step` returns it with ``T`` from the
+same pattern terms (``l0``, ``l1`` and one exponential per row), so that a loop evaluating ``m_step``
+then ``e_step`` does the row work once per iteration rather than twice.
 """
 import jax
+import jax.numpy as jnp
 
-from .likelihood import posterior_positive
+from .likelihood import _log, pattern_loglik, posterior_positive
 
 
-def em_step(patterns, group, counts, n_groups: int, fpr, tpr, prevalence, prior=None):
-    """Return updated ``(fpr, tpr, prevalence)``.
+def e_step(patterns, group, counts, fpr, tpr, prevalence):
+    """``(loglik, T)``: total log-likelihood ``sum_r c_r log P(row_r)`` (scalar) and ``T_r = P(Y = 1 | row_r)``
+    (n_rows,), from one evaluation of the pattern terms.
+
+    With ``a_r = log(1 - pi_g) + l0_r``, ``b_r = log pi_g + l1_r``, ``d = b - a`` and ``e = exp(-|d|)``:
+    ``log P(row_r) = max(a, b) + log1p(e)`` and ``T_r = sigmoid(d)`` = ``1 / (1 + e)`` (d >= 0) or
+    ``e / (1 + e)`` (d < 0). The same numbers, to rounding, as :func:`~noisycal_bayes.core.ds_loglik` and
+    :func:`~noisycal_bayes.core.posterior_positive`.
+    """
+    l0, l1 = pattern_loglik(patterns, fpr, tpr)
+    a = _log(1 - prevalence)[group] + l0  # logs of the G prevalences, then gathered per row
+    b = _log(prevalence)[group] + l1
+    d = b - a
+    e = jnp.exp(-jnp.abs(d))
+    loglik = jnp.sum(counts * (jnp.maximum(a, b) + jnp.log1p(e)))
+    return loglik, jnp.where(d >= 0, 1.0, e) / (1.0 + e)
+
+
+def m_step(patterns, group, counts, n_groups: int, posterior, prior=None):
+    """M-step: ``(fpr, tpr, prevalence)`` from ``T = posterior`` (n_rows,), with the module's formulas.
 
     ``prior`` is None (maximum likelihood) or a tuple of Beta ``(alpha, beta)`` pairs
     ``((a_fpr, b_fpr), (a_tpr, b_tpr), (a_prev, b_prev))`` applied to fpr, tpr and prevalence.
     """
-    t = posterior_positive(patterns, group, fpr, tpr, prevalence)
-    w1 = counts * t
+    w1 = counts * posterior
     w0 = counts - w1
     obs = (patterns >= 0).astype(w1.dtype)
     pos = (patterns == 1).astype(w1.dtype)
@@ -28,3 +50,9 @@ def em_step(patterns, group, counts, n_groups: int, fpr, tpr, prevalence, prior=
     tpr = (w1 @ pos + at - 1) / (w1 @ obs + at + bt - 2)
     fpr = (w0 @ pos + af - 1) / (w0 @ obs + af + bf - 2)
     return fpr, tpr, prevalence
+
+
+def em_step(patterns, group, counts, n_groups: int, fpr, tpr, prevalence, prior=None):
+    """Return updated ``(fpr, tpr, prevalence)``: :func:`m_step` of the E-step ``T`` at the given parameters."""
+    t = posterior_positive(patterns, group, fpr, tpr, prevalence)
+    return m_step(patterns, group, counts, n_groups, t, prior)

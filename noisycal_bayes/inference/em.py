@@ -2,7 +2,8 @@
 
 The rules are those of the reference EM (``noisycal_bayes.reference.em.fit_em``, documented in its Notes)
 so that the two agree to rounding from identical starts; the E- and M-steps are
-:func:`noisycal_bayes.core.em_step` on compressed, padded (group, pattern) counts.
+:func:`noisycal_bayes.core.em_step` on compressed, padded (group, pattern) counts, evaluated as
+``core.em.m_step`` then ``core.em.e_step`` so that the objective and the next E-step share one pass.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validation import _preview, check_positive_int
-from ..core import ds_loglik, em_step, x64
+from ..core import ds_loglik, x64
+from ..core.em import e_step, m_step
 from ..core.starts import check_starts as _check_starts, em_starts, orient as _orient
 from ..diagnostics.identifiability import check_design, check_prevalence_spread
 from ..models.priors import Prior
@@ -51,35 +53,33 @@ def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, pr
     Returns ``(theta (S, K), objective (S,), n_iter (S,), status (S,), trace (S, max_iter + 1))``.
     """
 
-    def objective(theta):
+    def evaluate(theta):
+        """Objective at ``theta`` and the E-step there (one pass over the rows serves both)."""
         f, t, p = _split(theta, n_annotators)
-        return ds_loglik(patterns, group, counts, f, t, p) + _log_prior((f, t, p), prior)
-
-    def step(theta):
-        f, t, p = em_step(patterns, group, counts, n_groups, *_split(theta, n_annotators), prior)
-        return jnp.concatenate([f, t, p])
+        loglik, posterior = e_step(patterns, group, counts, f, t, p)
+        return loglik + _log_prior((f, t, p), prior), posterior
 
     def one(th0):
-        obj0 = objective(th0)
+        obj0, post0 = evaluate(th0)
         trace = jnp.full(max_iter + 1, jnp.nan, dtype=th0.dtype).at[0].set(obj0)
         status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
 
         def cond(c):
-            return c[3] == _RUNNING
+            return c[4] == _RUNNING
 
         def body(c):
-            it, theta, obj, _, tr = c
+            it, theta, obj, post, _, tr = c
             it = it + 1
-            new = step(theta)
-            new_obj = objective(new)
+            new = jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
+            new_obj, new_post = evaluate(new)
             finite = jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj)
             # The reference rule: parameters AND objective both stopped moving.
             small = (jnp.max(jnp.abs(new - theta)) <= tol) & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj)))
             st = jnp.where(~finite, _NONFINITE, jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER,
                                                                                          _RUNNING)))
-            return it, new, new_obj, st, tr.at[it].set(new_obj)
+            return it, new, new_obj, new_post, st, tr.at[it].set(new_obj)
 
-        it, theta, obj, st, tr = jax.lax.while_loop(cond, body, (jnp.int32(0), th0, obj0, status, trace))
+        it, theta, obj, _, st, tr = jax.lax.while_loop(cond, body, (jnp.int32(0), th0, obj0, post0, status, trace))
         return theta, obj, it, st, tr
 
     return jax.vmap(one)(theta0)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from noisycal_bayes.core import ds_loglik, em_step, x64
+from noisycal_bayes.core.em import e_step, m_step
 from noisycal_bayes.data import compress_patterns, pad_patterns, padded_size
 
 TRUE_FPR = np.array([0.1, 0.2, 0.15])
@@ -82,6 +83,42 @@ def test_step_matches_per_item_numpy_step(use_prior):
     want = _numpy_em_step(labels, group, *START, PRIOR if use_prior else None)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-11)
+
+
+@pytest.mark.parametrize("scale", [1.0, 40.0])
+def test_e_step_matches_per_item_numpy_loglik_and_posterior(scale):
+    # e_step's shared pass (one exponential per row) against an independent per-item NumPy computation of
+    # log P(A_i) and P(Y = 1 | A_i); scale = 40 repeats every annotator 40 times (120 columns), so the
+    # log-odds reach |d| > 60 (posteriors below 1e-26, relative accuracy still required).
+    labels, group, pc = _data(3)
+    if scale > 1:
+        labels = np.tile(labels, int(scale))
+        pc = compress_patterns(labels, group, N_GROUPS)
+    f, t = (np.tile(x, int(scale)) for x in START[:2])
+    prev = START[2]
+    obs, pos = labels >= 0, labels == 1
+    a = np.log(1 - prev[group]) + np.where(obs, np.where(pos, np.log(f), np.log(1 - f)), 0).sum(1)
+    b = np.log(prev[group]) + np.where(obs, np.where(pos, np.log(t), np.log(1 - t)), 0).sum(1)
+    with x64():
+        loglik, post = jax.jit(e_step)(pc.patterns, pc.group, pc.counts, f, t, prev)
+    np.testing.assert_allclose(float(loglik), np.logaddexp(a, b).sum(), rtol=1e-12)
+    # Per item from the row posterior (compressed rows hold identical items).
+    rows = {(g, tuple(r)): k for k, (g, r) in enumerate(zip(pc.group, pc.patterns))}
+    item_post = np.asarray(post)[[rows[(g, tuple(r))] for g, r in zip(group, labels)]]
+    want = np.exp(b - np.logaddexp(a, b))
+    np.testing.assert_allclose(item_post, want, rtol=1e-11, atol=1e-300)
+    if scale > 1:
+        assert np.min(np.abs(b - a)) < 5 < 60 < np.max(np.abs(b - a))  # both regimes covered
+
+
+def test_m_step_of_e_step_is_em_step():
+    _, _, pc = _data(4)
+    with x64():
+        _, post = e_step(pc.patterns, pc.group, pc.counts, *START)
+        got = m_step(pc.patterns, pc.group, pc.counts, N_GROUPS, post, PRIOR)
+        want = em_step(pc.patterns, pc.group, pc.counts, N_GROUPS, *START, PRIOR)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
 
 
 def test_loglik_is_monotone():
