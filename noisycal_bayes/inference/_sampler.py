@@ -6,8 +6,8 @@ time. Here the NUTS kernel (NumPyro's functional ``hmc(potential_fn_gen=..., alg
 wrapped in two compiled functions whose data arguments are traced (the same idea as
 ``MCMC(jit_model_args=True)``):
 
-- ``init(keys, z0, args)`` -> one NUTS state per chain;
-- ``advance(states, args)`` -> the states after ``chunk`` transitions and what they visited.
+- ``init(keys, sites, args)`` -> one NUTS state per chain, from a constrained start jittered per chain;
+- ``advance(states, args)`` -> the states after ``chunk`` transitions and what they visited (constrained).
 
 Both are kept in a module-level cache keyed by everything static (model, sizes, chain layout,
 precision), so a second fit with the same padded shapes costs only sampling time. Python calls
@@ -34,7 +34,7 @@ import jax.export
 import jax.numpy as jnp
 import numpy as np
 from numpyro.infer.hmc import hmc
-from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, unconstrain_fn
+from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
 
 CHAIN_METHODS = ("parallel", "sequential", "vectorized")
 #: Half-width of the uniform jitter added to the start of each chain in unconstrained coordinates, so that
@@ -47,7 +47,7 @@ _PROGRAMS: dict = {}
 
 
 class Collected(NamedTuple):
-    z: dict
+    sites: dict  # constrained sample-site values
     diverging: jax.Array
     num_steps: jax.Array
     accept_prob: jax.Array
@@ -86,6 +86,15 @@ def choose_chain_method(n_chains: int, requested: str | None = None) -> str:
     return "sequential"
 
 
+def chain_keys(seed: int, n_chains: int) -> np.ndarray:
+    """One raw JAX PRNG key (uint32 pair) per chain, from NumPy's ``SeedSequence(seed)``.
+
+    Computed in NumPy so that no JAX program compiles for it; chain ``c``'s key depends on ``(seed, c)`` only
+    (``generate_state`` is prefix-stable), so adding chains leaves the others' draws unchanged.
+    """
+    return np.random.SeedSequence(seed).generate_state(2 * n_chains, dtype=np.uint32).reshape(n_chains, 2)
+
+
 def parallel_width(n_chains: int) -> int:
     """Devices used by ``chain_method="parallel"``: one per chain, at most the number of devices."""
     return max(1, min(n_chains, jax.local_device_count()))
@@ -100,8 +109,9 @@ class NutsProgram:
     are more chains than devices; unused slots of the last round are filled with a copy of its last chain,
     which is then dropped. (Vectorising several chains per device was measured slower once small loops are
     compiled whole, :func:`noisycal_bayes.inference.configure_jax`: 1.42 s vs 0.80 s for 4 chains on 2
-    devices.) ``starts`` and ``constrained`` map between constrained values and the sampler's unconstrained
-    coordinates, each one compiled program.
+    devices.) Starts and draws are constrained sample-site values: the maps to and from the sampler's
+    unconstrained coordinates are compiled inside ``init`` and ``advance`` (no extra program to load or
+    compile in a new process).
     """
 
     def __init__(self, model_fn, *, n_warmup: int, chunk: int, chain_method: str, target_accept: float,
@@ -112,36 +122,23 @@ class NutsProgram:
         self.chunk = chunk
         self.width = width
 
-        def starts(key, sites, args, n_chains):
-            """Chain keys and jittered unconstrained starts from constrained sample-site values ``sites``."""
-            key_init, key_mcmc = jax.random.split(key)
-            z = unconstrain_fn(model_fn, args, {}, sites)
-            leaves, treedef = jax.tree.flatten(z)
-            z0 = [leaf[None] + jax.random.uniform(k, (n_chains,) + leaf.shape, leaf.dtype, -INIT_JITTER, INIT_JITTER)
-                  for leaf, k in zip(leaves, jax.random.split(key_init, len(leaves)))]
-            return jax.random.split(key_mcmc, n_chains), jax.tree.unflatten(treedef, z0)
-
-        def constrained(flat_z, args):
-            """Constrained sample-site values of unconstrained draws (leading dim n_samples), by the model's own
-            support transforms."""
-            # The transforms are read off a model run at one constrained draw (site shapes differ between the
-            # two spaces: a simplex of K + 1 has K unconstrained coordinates).
-            one = constrain_fn(model_fn, args, {}, {k: v[0] for k, v in flat_z.items()})
-            transforms = get_transforms(model_fn, args, {}, one)
-            return {k: jax.vmap(transforms[k])(v) for k, v in flat_z.items()}
-
-        # One compiled program each (not a series of eager operations): cheap to load from the persistent cache.
-        self.starts = jax.jit(starts, static_argnames="n_chains")
-        self.constrained = jax.jit(constrained)
-
         def potential_fn_gen(*args):
             return partial(potential_energy, model_fn, args, {})
 
         init_kernel, sample_kernel = hmc(potential_fn_gen=potential_fn_gen, algo="NUTS")
 
-        def init_one(key, z0, args):
+        def init_from(key, z0, args):
             return init_kernel(z0, n_warmup, target_accept_prob=target_accept, max_tree_depth=max_tree_depth,
                                dense_mass=dense_mass, model_args=args, rng_key=key)
+
+        def init_one(key, sites, args):
+            """One chain's NUTS state from its key and the constrained start ``sites`` (shared by all chains):
+            the start in unconstrained coordinates plus uniform jitter, so that chains start apart."""
+            key_jitter, key_mcmc = jax.random.split(key)
+            leaves, treedef = jax.tree.flatten(unconstrain_fn(model_fn, args, {}, sites))
+            z0 = [leaf + jax.random.uniform(k, leaf.shape, leaf.dtype, -INIT_JITTER, INIT_JITTER)
+                  for leaf, k in zip(leaves, jax.random.split(key_jitter, len(leaves)))]
+            return init_from(key_mcmc, jax.tree.unflatten(treedef, z0), args)
 
         def shape_of(x):
             return jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
@@ -151,37 +148,41 @@ class NutsProgram:
             # their shared closure. When `init` was loaded from disk instead of traced in this process (a
             # saved `init` without its `advance`: another process still writing it, an interrupted run),
             # trace init abstractly first; eval_shape adds no operation to this program.
-            jax.eval_shape(init_one, *jax.tree.map(shape_of, (state.rng_key, state.z, args)))
+            jax.eval_shape(init_from, *jax.tree.map(shape_of, (state.rng_key, state.z, args)))
 
             def body(s, _):
                 s = sample_kernel(s, model_args=args)
-                return s, Collected(s.z, s.diverging, s.num_steps, s.accept_prob, s.energy, s.potential_energy,
-                                    s.adapt_state.step_size,
+                # Draws leave in constrained coordinates (the model's own support transforms): no separate
+                # program to compile for the conversion.
+                return s, Collected(constrain_fn(model_fn, args, {}, s.z), s.diverging, s.num_steps,
+                                    s.accept_prob, s.energy, s.potential_energy, s.adapt_state.step_size,
                                     jnp.floor(jnp.log2(jnp.maximum(s.num_steps, 1))).astype(jnp.int32) + 1)
 
             return jax.lax.scan(body, state, None, length=chunk)
 
         if chain_method == "vectorized":
-            init_one, advance_one = jax.vmap(init_one, in_axes=(0, 0, None)), jax.vmap(advance_one, in_axes=(0, None))
+            init_one, advance_one = jax.vmap(init_one, in_axes=(0, None, None)), jax.vmap(advance_one, in_axes=(0, None))
         if chain_method == "parallel":  # one chain on each of `width` devices
             self._devices = jax.local_devices()[:width]
-            # Every argument has a leading device axis: the data are replicated onto the devices once per fit
-            # (`run`), not copied again at every call.
+            # Every argument has a leading device axis: the data and the start are replicated onto the devices
+            # once per fit (`run`), not copied again at every call.
             stage, strip = partial(_per_device, mesh=_mesh(self._devices)), 1
         else:
             stage, strip = _jit, 0
         self._init = SavedProgram(init_one, stage, strip, name=("init",) + tuple(map(repr, key)))
         self._advance = SavedProgram(advance_one, stage, strip, name=("advance",) + tuple(map(repr, key)))
 
-    def run(self, keys, z0, args, *, n_draws: int, progress_bar: bool = False, desc: str = "NUTS"):
-        """Run warm-up and sampling from one key per chain and unconstrained starts ``z0`` (leading dim n_chains).
+    def run(self, keys, sites, args, *, n_draws: int, progress_bar: bool = False, desc: str = "NUTS"):
+        """Run warm-up and sampling from one key per chain (:func:`chain_keys`) and the constrained start
+        ``sites`` (sample-site values shared by all chains, jittered per chain in unconstrained coordinates).
 
-        Returns ``(z, stats)``: unconstrained draws and sampler statistics, leading dims (chain, draw).
+        Returns ``(draws, stats)``: constrained sample-site draws and sampler statistics, leading dims
+        (chain, draw).
         """
         if n_draws % self.chunk:
             raise ValueError(f"n_draws={n_draws} is not a multiple of the compiled chunk {self.chunk}.")
         # Indexing and reshaping happen in NumPy: on device arrays each would compile a small program.
-        keys, z0 = np.asarray(keys), jax.tree.map(np.asarray, z0)
+        keys, sites = np.asarray(keys), jax.tree.map(np.asarray, sites)
         n_chains = keys.shape[0]
         n_total = self.n_warmup + n_draws
         n_chunks = n_total // self.chunk
@@ -193,22 +194,22 @@ class NutsProgram:
         if self.chain_method == "sequential":
             per_chain = []
             for c in range(n_chains):
-                state = self._start(keys[c], jax.tree.map(lambda x: x[c], z0), args)
+                state = self._start(keys[c], sites, args)
                 per_chain.append(self._loop(state, args, n_chunks, bar, desc, stride=1))
             got = jax.tree.map(lambda *xs: np.stack(xs), *per_chain)
         elif self.chain_method == "parallel":
-            args = _replicate(args, self._devices)
+            args, sites = _replicate((args, sites), self._devices)
             slots = self.width
             rounds = []
             for first in range(0, n_chains, slots):
                 n_real = min(slots, n_chains - first)
                 idx = np.minimum(np.arange(first, first + slots), n_chains - 1)
-                states = self._start(keys[idx], jax.tree.map(lambda x: x[idx], z0), args)
+                states = self._start(keys[idx], sites, args)
                 got = self._loop(states, args, n_chunks, bar, desc, stride=n_real, axis=1)
                 rounds.append(jax.tree.map(lambda x: x[:n_real], got))
             got = jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *rounds)
         else:
-            states = self._start(keys, z0, args)
+            states = self._start(keys, sites, args)
             got = self._loop(states, args, n_chunks, bar, desc, stride=n_chains, axis=1)
         if bar is not None:
             bar.close()
@@ -221,18 +222,18 @@ class NutsProgram:
             "step_size": np.asarray(got.step_size),
             "tree_depth": np.asarray(got.tree_depth),
         }
-        return got.z, stats
+        return got.sites, stats
 
-    def _start(self, keys, z0, args):
-        """``init(keys, z0, args)``; on the first call, ``advance`` compiles meanwhile in another thread.
+    def _start(self, keys, sites, args):
+        """``init(keys, sites, args)``; on the first call, ``advance`` compiles meanwhile in another thread.
 
         Both are traced here, one after the other (NumPyro's effect handlers live on a global stack, so
         tracing must stay on one thread); only XLA's compilation, which releases the GIL, runs in the
         background. On two or more cores the two compilations overlap (measured: first fit 14.9 s -> 13.6 s).
         """
         if self._advance.compiled:
-            return self._init(keys, z0, args)
-        states = self._init.out_info(keys, z0, args)
+            return self._init(keys, sites, args)
+        states = self._init.out_info(keys, sites, args)
         if self.chain_method == "parallel":  # as `init` returns them: split over the devices along the leading axis
             sharding = _device_sharding(self._devices)
             states = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), states)
@@ -240,7 +241,7 @@ class NutsProgram:
         worker = threading.Thread(target=self._advance.compile_ahead, args=(lowered,), daemon=True)
         worker.start()
         try:
-            return self._init(keys, z0, args)
+            return self._init(keys, sites, args)
         finally:
             worker.join()
 
@@ -260,7 +261,8 @@ class NutsProgram:
 
 #: Sources whose code is inside a saved sampler: a change to any of them invalidates every saved program.
 _TRACED_SOURCES = ("models/dawid_skene.py", "models/curves.py", "models/priors.py", "core/likelihood.py",
-                   "data/compress.py", "inference/_sampler.py", "inference/_common.py")
+                   "core/em.py", "data/compress.py", "inference/_sampler.py", "inference/_common.py",
+                   "inference/em.py")
 
 
 def saved_programs_dir() -> Path | None:
@@ -388,9 +390,9 @@ class SavedProgram:
             os.replace(tmp, path)  # atomic: a concurrent process sees the whole file or none
         except OSError as err:
             # Not fatal: this process runs the exported program anyway; only the next process traces again.
-            warnings.warn(f"could not save the NUTS sampler to {path.parent} ({err}); a new process will trace it "
-                          "again. Point the compilation cache at a writable directory to keep it.", RuntimeWarning,
-                          stacklevel=2)
+            warnings.warn(f"could not save the compiled {self.name[0]} program to {path.parent} ({err}); a new "
+                          "process will trace it again. Point the compilation cache at a writable directory to keep "
+                          "it.", RuntimeWarning, stacklevel=2)
         return exported, box["out_tree"]
 
 

@@ -22,6 +22,7 @@ from ..diagnostics.identifiability import check_design, check_prevalence_spread
 from ..models.priors import Prior
 from ..warnings import ConvergenceWarning, SmallGapWarning
 from ._inputs import check_data, check_model, prepare_inputs, resolve_assignment
+from ._sampler import SavedProgram
 from .result import FitResult, channel_from, point_dict
 
 #: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
@@ -46,7 +47,23 @@ def _split(theta, n_annotators):
     return theta[:n_annotators], theta[n_annotators:2 * n_annotators], theta[2 * n_annotators:]
 
 
-@partial(jax.jit, static_argnames=("n_annotators", "n_groups", "prior", "max_iter"))
+def _em_program(n_rows: int, n_starts: int, *, n_annotators: int, n_groups: int, prior, max_iter: int):
+    """The compiled EM for one static configuration and input shape (:func:`_run_all`), kept per process and,
+    with the compilation cache on, saved across processes (:class:`~._sampler.SavedProgram`): a new process
+    then neither traces the EM loop again nor compiles it."""
+    key = ("em", n_rows, n_starts, n_annotators, n_groups, prior, max_iter)
+    program = _EM_PROGRAMS.get(key)
+    if program is None:
+        fn = partial(_run_all, n_annotators=n_annotators, n_groups=n_groups, prior=prior, max_iter=max_iter)
+        program = _EM_PROGRAMS[key] = SavedProgram(fn, partial(jax.jit, keep_unused=True), 0,
+                                                   name=("em",) + tuple(map(repr, key[1:])))
+    return program
+
+
+# EM programs by static configuration and shape (see `_em_program`); the padded row counts keep them few.
+_EM_PROGRAMS: dict = {}
+
+
 def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
     """EM from every start (rows of ``theta0``) with one ``lax.while_loop`` each, batched by ``vmap``.
 
@@ -114,11 +131,13 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
     theta0 = np.concatenate([fpr0, tpr0, prev0], axis=1)
     ids = list(range(n_ann)) if annotator_ids is None else list(annotator_ids)
     with x64():
-        args = (jnp.asarray(inputs.patterns, dtype=jnp.int32), jnp.asarray(inputs.row_group, dtype=jnp.int32),
-                jnp.asarray(inputs.counts, dtype=jnp.float64))
-        theta, obj, n_iter, status, trace = (np.asarray(v) for v in _run_all(
-            jnp.asarray(theta0), *args, jnp.float64(tol), n_annotators=n_ann, n_groups=n_groups, prior=prior_counts,
-            max_iter=int(max_iter)))
+        # NumPy arguments: converting them with jnp would compile small programs of its own in a new process.
+        args = (np.asarray(inputs.patterns, dtype=np.int32), np.asarray(inputs.row_group, dtype=np.int32),
+                np.asarray(inputs.counts, dtype=np.float64))
+        program = _em_program(args[0].shape[0], theta0.shape[0], n_annotators=n_ann, n_groups=n_groups,
+                              prior=prior_counts, max_iter=int(max_iter))
+        theta, obj, n_iter, status, trace = (np.asarray(v) for v in program(
+            np.asarray(theta0, dtype=np.float64), *args, np.float64(tol)))
         failed, fitted, best_rejected = [], {}, None
         start_obj = np.where(np.isfinite(obj), obj, np.nan)
         for s in range(theta.shape[0]):

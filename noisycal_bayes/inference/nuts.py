@@ -35,7 +35,7 @@ from ..diagnostics.mcmc import check_mcmc, mcmc_diagnostics
 from ..models import DEFAULT_PRIOR, Prior
 from ._common import bound_model, sample_sites, with_derived
 from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
-from ._sampler import NutsProgram, choose_chain_method, chunk_size, get_program, parallel_width
+from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
 from .result import FitResult, channel_from, point_dict
 
@@ -76,7 +76,8 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
         Score groups (bins); an int means equal-mass groups. Ignored by ``"dawid_skene"`` and ``"platt"``.
     n_chains, n_warmup, n_draws : int, defaults 4, 1000, 1000
     seed : int, default 0
-        Seeds the chain starts and the sampler (``jax.random.PRNGKey(seed)`` split by purpose).
+        Seeds the EM start, and through ``numpy.random.SeedSequence(seed)`` one JAX key per chain (its
+        start jitter and its sampler); a non-negative integer.
     prior : None or Prior
         None means the default :class:`~noisycal_bayes.models.Prior` (uniform over oriented channels,
         uniform prevalences; see its Notes).
@@ -140,6 +141,7 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
     n_warmup = check_positive_int(n_warmup, name="n_warmup", minimum=0)
     n_draws = check_positive_int(n_draws, name="n_draws")
     max_tree_depth = check_positive_int(max_tree_depth, name="max_tree_depth")
+    seed = check_positive_int(seed, name="seed", minimum=0)
     target_accept = float(target_accept)
     if not 0 < target_accept < 1:
         raise ValueError(f"`target_accept` must lie strictly between 0 and 1; got {target_accept}.")
@@ -189,14 +191,11 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
         prior_params = jax.tree.map(lambda x: np.asarray(x, dtype=dtype), prior.params())
         full_args = args + (prior_params,)
         sites = jax.tree.map(lambda x: np.asarray(x, dtype=dtype), sample_sites(model, point, inputs.n_groups))
-        chain_keys, z0 = program.starts(np.asarray(jax.random.PRNGKey(seed)), sites, full_args, n_chains=n_chains)
-        zs, stats = program.run(chain_keys, z0, full_args, n_draws=n_draws, progress_bar=progress_bar,
-                                desc=f"NUTS {model}")
-        # Unconstrained -> constrained values of the sample sites (logistic / stick-breaking transforms), then
-        # the deterministic sites (tpr, gap, prevalence of the monotone model) in NumPy.
-        flat = jax.tree.map(lambda x: np.asarray(x).reshape((-1,) + x.shape[2:]), zs)
-        sites = jax.tree.map(np.asarray, program.constrained(flat, full_args))
-    draws = with_derived(model, {k: v.reshape((n_chains, n_draws) + v.shape[1:]) for k, v in sites.items()})
+        sites, stats = program.run(chain_keys(seed, n_chains), sites, full_args, n_draws=n_draws,
+                                   progress_bar=progress_bar, desc=f"NUTS {model}")
+    # Constrained sample sites (chain, draw, ...); the deterministic sites (tpr, gap, prevalence of the monotone
+    # model) in NumPy.
+    draws = with_derived(model, {k: np.asarray(v) for k, v in sites.items()})
     order = ["fpr", "tpr", "gap", "u", "prevalence", "increments", "slope", "intercept"]
     draws = {k: draws[k] for k in order if k in draws}
     ids = list(data.annotator_ids)

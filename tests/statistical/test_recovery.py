@@ -19,13 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpyro.infer.util import unconstrain_fn
 from scipy import integrate, stats
 
 from noisycal_bayes.core import x64
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_nuts
-from noisycal_bayes.inference._sampler import NutsProgram
+from noisycal_bayes.inference._sampler import NutsProgram, chain_keys
 from noisycal_bayes.models import Prior, oriented_channels, responses
 from noisycal_bayes.simulate import simulate_annotations
 
@@ -147,11 +146,9 @@ def test_known_labels_give_the_closed_form_beta_posterior():
                 jax.tree.map(jnp.asarray, KNOWN_PRIOR.params()))
         program = NutsProgram(model, n_warmup=200, chunk=50, chain_method="sequential", target_accept=0.8,
                               max_tree_depth=10)
-        z = unconstrain_fn(model, args, {}, {"fpr": np.full(3, 0.2), "u": np.full(3, 0.7)})
-        z0 = jax.tree.map(lambda v: jnp.broadcast_to(v, (n_chains,) + v.shape), z)
-        zs, stats_ = program.run(jax.random.split(jax.random.PRNGKey(5), n_chains), z0, args, n_draws=n_draws)
-        sites = program.constrained({k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in zs.items()}, args)
-        sites = {k: np.asarray(v) for k, v in sites.items()}
+        start = {"fpr": np.full(3, 0.2), "u": np.full(3, 0.7)}
+        sites, stats_ = program.run(chain_keys(5, n_chains), start, args, n_draws=n_draws)
+        sites = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in sites.items()}
     fpr = sites["fpr"]
     tpr = fpr + (1 - fpr) * sites["u"]
     assert stats_["diverging"].sum() == 0
