@@ -167,3 +167,31 @@ def test_clean_label_probability_at_the_estimate():
     # The EM fixed point: the mean posterior probability in each group equals that group's prevalence (M-step).
     means = np.bincount(fit.groups.index, weights=p) / np.bincount(fit.groups.index)
     np.testing.assert_allclose(means, fit.prevalence, atol=1e-6)
+
+
+def test_em_program_is_saved_in_the_compilation_cache_and_reused(tmp_path):
+    # With a compilation cache directory, the EM program is exported there once; a rebuilt program (as in a new
+    # process) loads it instead of tracing the loop again, and gives the same estimate.
+    import jax
+
+    from noisycal_bayes.inference import em as em_module
+
+    sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.75, 0.8], seed=11)
+    old = jax.config.jax_compilation_cache_dir
+    saved_programs = dict(em_module._EM_PROGRAMS)
+    try:
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+        em_module._EM_PROGRAMS.clear()
+        first = fit_em(sim.data, groups=4, n_starts=3)
+        (program,) = em_module._EM_PROGRAMS.values()
+        assert program.path.parent == tmp_path / "noisycal_programs" and program.path.exists()
+        stamp = program.path.stat().st_mtime_ns
+        em_module._EM_PROGRAMS.clear()
+        again = fit_em(sim.data, groups=4, n_starts=3)
+        assert program.path.stat().st_mtime_ns == stamp  # loaded, not rewritten
+        np.testing.assert_array_equal(again.channel.fpr, first.channel.fpr)
+        np.testing.assert_array_equal(again.details["loglik_trace"], first.details["loglik_trace"])
+    finally:
+        jax.config.update("jax_compilation_cache_dir", old)
+        em_module._EM_PROGRAMS.clear()
+        em_module._EM_PROGRAMS.update(saved_programs)

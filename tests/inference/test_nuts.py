@@ -125,10 +125,22 @@ def test_identifiability_is_checked_before_sampling(monkeypatch):
     ({"prior": {"fpr": (1, 2)}}, "Prior"),
     ({"model": "platt", "compress": False}, "compress"),
     ({"model": "hierarchical"}, "must be one of"),
+    ({"seed": -1}, "seed"),
+    ({"seed": 1.5}, "seed"),
 ])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fit_nuts(SIM.data, progress_bar=False, **kwargs)
+
+
+def test_chain_keys_are_distinct_and_do_not_depend_on_the_number_of_chains():
+    from noisycal_bayes.inference._sampler import chain_keys
+
+    keys = chain_keys(7, 5)
+    assert keys.shape == (5, 2) and keys.dtype == np.uint32
+    assert len({tuple(k) for k in keys}) == 5
+    np.testing.assert_array_equal(chain_keys(7, 3), keys[:3])  # adding chains leaves the others unchanged
+    assert not np.array_equal(chain_keys(8, 5), keys)
 
 
 @pytest.mark.skipif(jax.local_device_count() >= 2, reason="this process has several devices for parallel chains")
