@@ -19,10 +19,10 @@ Stages (rows), for each fit function:
   DIR, min_compile_time_secs=--min-compile-s)`` (as the command line does, with 0.5 s) on an EMPTY temporary
   directory: its first fit (compiles and writes the cache).
 - ``<fit>_new_process_warm_cache``: new processes on the SAME directory, now filled (``--reps`` processes):
-  their first fit loads the package's saved NUTS sampler (``jax.export``, in ``DIR/noisycal_programs``, so
-  NumPyro is not traced again) and reads the compiled programs from disk. JAX still traces and lowers the
-  other programs (EM, chain starts; to compute their cache keys) and compiles those below the threshold; the
-  ``..._min0`` rows repeat the cold/warm pair with a threshold of 0 (every program cached).
+  their first fit loads the package's saved programs (``jax.export``, in ``DIR/noisycal_programs``: the NUTS
+  sampler's ``init`` and ``advance`` and the EM loop, so neither NumPyro nor the EM is traced again) and reads
+  their compiled versions from JAX's cache; a program that compiled in less than the threshold (the EM) is
+  compiled again. The ``..._min0`` rows repeat the cold/warm pair with a threshold of 0 (every program cached).
 
 Each child also fits a second data set after its first fit (``warm_s``, the in-process warm time in that child),
 so each child reports ``compile_overhead_s = first_s - warm_s`` on its own; ``median_s`` of a row is the median
