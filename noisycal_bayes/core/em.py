@@ -12,7 +12,7 @@ then ``e_step`` does the row work once per iteration rather than twice.
 import jax
 import jax.numpy as jnp
 
-from .likelihood import _log, pattern_loglik, posterior_positive
+from .likelihood import _row_logs, pattern_loglik, posterior_positive
 
 
 def e_step(patterns, group, counts, fpr, tpr, prevalence):
@@ -25,8 +25,8 @@ def e_step(patterns, group, counts, fpr, tpr, prevalence):
     :func:`~noisycal_bayes.core.posterior_positive`.
     """
     l0, l1 = pattern_loglik(patterns, fpr, tpr)
-    a = _log(1 - prevalence)[group] + l0  # logs of the G prevalences, then gathered per row
-    b = _log(prevalence)[group] + l1
+    log_neg, log_pos = _row_logs(prevalence, group)
+    a, b = log_neg + l0, log_pos + l1
     d = b - a
     e = jnp.exp(-jnp.abs(d))
     loglik = jnp.sum(counts * (jnp.maximum(a, b) + jnp.log1p(e)))

@@ -259,14 +259,15 @@ class NutsProgram:
         return jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *kept)
 
 
-#: Sources whose code is inside a saved sampler: a change to any of them invalidates every saved program.
+#: Sources whose code is inside a saved program (NUTS sampler, EM loop): a change to any of them invalidates every
+#: saved program.
 _TRACED_SOURCES = ("models/dawid_skene.py", "models/curves.py", "models/priors.py", "core/likelihood.py",
                    "core/em.py", "data/compress.py", "inference/_sampler.py", "inference/_common.py",
                    "inference/em.py")
 
 
 def saved_programs_dir() -> Path | None:
-    """Where samplers are saved: ``<JAX compilation cache>/noisycal_programs``, or None when the cache is off.
+    """Where saved programs go: ``<JAX compilation cache>/noisycal_programs``, or None when the cache is off.
 
     Saving needs JAX's ``jax.export`` serialisation (the ``flatbuffers`` package); without it, None.
     """
@@ -301,14 +302,14 @@ class _Staged(NamedTuple):
 
 
 class SavedProgram:
-    """A per-device function staged by ``stage`` (``jax.jit`` or ``jax.pmap``), saved across processes.
+    """A function staged by ``stage`` (``jax.jit``, or ``jit`` of ``shard_map`` per device), saved across processes.
 
     Without a compilation cache directory this is just ``stage(fn)``. With one (see
     :func:`saved_programs_dir`), the first call traces ``fn`` once with ``jax.export`` and saves the result
     next to JAX's cache, keyed by the static configuration, the argument shapes and dtypes, the versions of
-    JAX and NumPyro, and the package's traced sources. A later process loads it instead of tracing NumPyro's
-    NUTS again, and JAX's persistent cache then supplies the compiled program: together they remove nearly
-    all of the first fit's compile overhead. ``strip`` leading axes of each argument are mapped by ``stage``.
+    JAX and NumPyro, and the package's traced sources. A later process loads it instead of tracing it again
+    (NumPyro's NUTS, the EM loop), and JAX's persistent cache then supplies the compiled program: together they
+    remove nearly all of the first fit's compile overhead. ``strip`` leading axes of each argument are mapped by ``stage``.
     """
 
     def __init__(self, fn, stage, strip: int, name: tuple):
