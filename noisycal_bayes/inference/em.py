@@ -18,12 +18,12 @@ from .._validation import _preview, check_positive_int
 from ..core import ds_loglik, x64
 from ..core.em import e_step, m_step
 from ..core.starts import check_starts as _check_starts, em_starts, orient as _orient
-from ..diagnostics.identifiability import check_design, check_prevalence_spread
+from ..data.design import check_design, check_prevalence_spread
 from ..models.priors import Prior
 from ..warnings import ConvergenceWarning, SmallGapWarning
-from ._inputs import check_data, check_model, prepare_inputs, resolve_assignment
+from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from ._sampler import SavedProgram
-from .result import FitResult, channel_from, point_dict
+from ..models.result import FitResult, channel_from, point_dict
 
 #: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
 TIE_RTOL = 1e-9

@@ -22,13 +22,13 @@ from numpyro.infer.util import constrain_fn, log_density, unconstrain_fn
 
 from .._validation import check_positive_int
 from ..core import ds_loglik, x64
-from ..diagnostics.identifiability import check_design, check_prevalence_spread
+from ..data.design import check_design, check_prevalence_spread
 from ..models import DEFAULT_PRIOR, Prior
 from ..warnings import ConvergenceWarning
 from ._common import bound_model, sample_sites, with_derived
-from ._inputs import check_data, check_model, prepare_inputs, resolve_assignment
+from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from .em import em_starts, start_point
-from .result import FitResult, channel_from, point_dict
+from ..models.result import FitResult, channel_from, point_dict
 
 _PROGRAMS: dict = {}
 

@@ -30,14 +30,14 @@ import numpy as np
 
 from .._validation import check_positive_int
 from ..core import x64
-from ..diagnostics.identifiability import check_design, check_prevalence_spread
-from ..diagnostics.mcmc import check_mcmc, mcmc_diagnostics
+from ..data.design import check_design, check_prevalence_spread
+from .mcmc import check_mcmc, mcmc_diagnostics
 from ..models import DEFAULT_PRIOR, Prior
 from ._common import bound_model, sample_sites, with_derived
-from ._inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
+from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
-from .result import FitResult, channel_from, point_dict
+from ..models.result import FitResult, channel_from, point_dict
 
 PRECISIONS = ("float64", "float32")
 

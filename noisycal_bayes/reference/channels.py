@@ -13,7 +13,7 @@ import numpy as np
 
 from .._validation import _preview
 from ..data import AnnotationSet, Channel, resolve_groups
-from ..diagnostics.identifiability import co_labelling_problem as _co_labelling_problem
+from ..data.design import co_labelling_problem as _co_labelling_problem
 
 #: Tolerance used when checking that an estimate lies in the parameter space (population moments fed
 #: through the closed forms reproduce boundary values such as fpr = 0 only up to rounding).
@@ -139,7 +139,7 @@ def require_several_annotators(data: AnnotationSet, func: str) -> None:
 def co_labelling_problem(data: AnnotationSet) -> str:
     """Why the design cannot identify any channel because no item has two labels, or ''.
 
-    See :func:`noisycal_bayes.diagnostics.identifiability.co_labelling_problem` (the one rule both layers use).
+    See :func:`noisycal_bayes.data.design.co_labelling_problem` (the one rule both layers use).
     """
     return _co_labelling_problem(data.observed)
 

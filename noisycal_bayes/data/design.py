@@ -1,0 +1,148 @@
+"""Identifiability checks run before (and right after) a channel fit (paper §4, Appendix D).
+
+- One annotator: its labels never identify its channel -> ``ValueError``.
+- Two annotators and the marginal model (or every item in one score group): the joint label distribution
+  arises from a continuum of channels (paper §D.1, e.g. joint probabilities (0.31, 0.19, 0.19, 0.31))
+  -> :class:`IdentifiabilityWarning` and ``identified=False``.
+- No item labelled by two annotators: an affine change of the prevalences leaves the likelihood unchanged
+  -> :class:`IdentifiabilityWarning` and ``identified=False``.
+- Two annotators with score groups (or bins): identified only through differences of the group
+  prevalences (DESIGN §3, closed form needs ``pi_1 != pi_2``); when the estimated prevalences barely
+  differ -> :class:`IdentifiabilityWarning`. With three or more annotators the channels are identified
+  by the third cross-moment without groups (paper §4.3), so no such warning.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .._validation import _preview
+from ..warnings import IdentifiabilityWarning
+
+#: Two-annotator grouped fits warn when max(prevalence) - min(prevalence) is below this (the same
+#: threshold as the reference EM, ``noisycal_bayes.reference.em.MIN_PREVALENCE_SPREAD``).
+MIN_PREVALENCE_SPREAD = 0.05
+
+
+def co_labelling_problem(observed) -> str:
+    """Why no channel is identified because no item has two labels, or ``''``.
+
+    With one label per item the data fix only each annotator's positive rate per group,
+    ``fpr_j + gap_j pi_g``; any affine change ``pi -> c + d pi`` with ``gap -> gap / d``,
+    ``fpr -> fpr - c gap / d`` leaves every such rate, hence the likelihood, unchanged.
+
+    Parameters
+    ----------
+    observed : bool array of shape (n_items, n_annotators)
+        Which annotator labelled which item.
+    """
+    obs = np.asarray(observed, dtype=bool)
+    # Column by column (boolean passes that stop at the first co-labelled item; a row sum costs an int64 array).
+    if obs.ndim == 2 and obs.shape[1] >= 2:
+        seen = obs[:, 0].copy()
+        for col in range(1, obs.shape[1]):
+            if (seen & obs[:, col]).any():
+                return ""
+            seen |= obs[:, col]
+    return ("no item was labelled by two or more annotators: with one label per item the data fix only each "
+            "annotator's positive rate per score group (fpr_j + gap_j pi_g), and any affine change of the prevalences "
+            "(pi -> c + d pi, gap -> gap / d, fpr -> fpr - c gap / d) fits equally well. Have some items labelled by "
+            "several annotators.")
+
+
+def design_problems(observed, model: str, n_groups: int | None = None) -> list:
+    """Reasons why a design cannot identify the channels under ``model`` (empty when it can).
+
+    Parameters
+    ----------
+    observed : bool array of shape (n_items, n_annotators)
+    model : str
+    n_groups : int or None
+        Number of non-empty score groups the fit uses (None: not known yet; 1 for the marginal model).
+
+    Returns
+    -------
+    list of str
+        - two annotators and one group (the marginal model, or every item in one score group): the joint
+          label distribution arises from a continuum of channels (paper §D.1);
+        - no item with two labels: see :func:`co_labelling_problem`.
+    """
+    observed = np.asarray(observed)
+    problems = []
+    single_group = model in ("dawid_skene", "platt") or n_groups == 1
+    if observed.shape[1] == 2 and single_group and model != "platt":
+        where = ("without score groups" if model == "dawid_skene" else
+                 "whose items all fall in one score group")
+        problems.append(
+            f"two annotators {where}: channels not identified, since the same joint label distribution arises from "
+            "a continuum of channels (paper §D.1). Treat this fit as a labelled control only; use score groups with "
+            "different prevalences or add a third annotator.")
+    # Platt: a logistic curve is not closed under affine maps, so one label per item still pins its channel.
+    co = co_labelling_problem(observed) if model != "platt" else ""
+    if co:
+        problems.append(co)
+    return problems
+
+
+def check_design(data, model: str, *, n_groups: int | None = None, func: str = "fit", stacklevel: int = 3) -> list:
+    """Check that ``model`` can identify the channels of ``data`` before fitting.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+    model : str
+        ``"dawid_skene"``, ``"grouped"``, ``"histogram"``, ``"monotone"`` or ``"platt"``.
+    n_groups : int, optional
+        Number of non-empty score groups (checked when given; see :func:`design_problems`).
+
+    Returns
+    -------
+    list of str
+        The warning messages issued (also emitted as :class:`IdentifiabilityWarning`); a fit with any of them
+        is reported with ``identified=False``.
+
+    Raises
+    ------
+    ValueError
+        A single annotator.
+    """
+    if data.n_annotators < 2:
+        raise ValueError(
+            f"{func}: the data has a single annotator ({_preview(data.annotator_ids)}); one annotator's labels do not "
+            "identify its channel (paper §D.1). Add annotators, or pass a known Channel to nc_ece instead."
+        )
+    notes = [f"{func}: {msg}" for msg in design_problems(data.observed, model, n_groups)]
+    for msg in notes:
+        warnings.warn(msg, IdentifiabilityWarning, stacklevel=stacklevel)
+    return notes
+
+
+def check_prevalence_spread(prevalence, n_annotators: int, model: str, *, func: str = "fit",
+                            min_spread: float = MIN_PREVALENCE_SPREAD, stacklevel: int = 3) -> list:
+    """Warn when a two-annotator grouped fit rests on group prevalences that barely differ.
+
+    Parameters
+    ----------
+    prevalence : array-like of shape (n_groups,)
+        Estimated prevalence per group or bin (EM/MAP estimate).
+    n_annotators : int
+    model : str
+
+    Returns
+    -------
+    list of str
+        The warning messages issued.
+    """
+    prevalence = np.atleast_1d(np.asarray(prevalence, dtype=np.float64))
+    if n_annotators != 2 or model not in ("grouped", "histogram", "monotone") or prevalence.size < 2:
+        return []
+    spread = float(prevalence.max() - prevalence.min())
+    if spread >= min_spread:
+        return []
+    msg = (f"{func}: the estimated group prevalences barely differ ({_preview(np.round(prevalence, 4))}, spread "
+           f"{spread:.3g} < {min_spread}): with two annotators the channels are identified only through prevalence "
+           "differences between groups, so the posterior is nearly flat along a ridge. Use groups that separate the "
+           "classes better (fewer, wider score groups) or add an annotator.")
+    warnings.warn(msg, IdentifiabilityWarning, stacklevel=stacklevel)
+    return [msg]

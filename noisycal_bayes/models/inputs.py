@@ -1,0 +1,291 @@
+"""Validated model inputs: group assignment, compressed (group, pattern) counts, flat response arrays."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._validation import check_positive_int
+from ..core import clipped_logit
+from ..data import (AnnotationSet, Binning, bin_index, compress_patterns, grid_patterns, pad_patterns, padded_size,
+                    resolve_groups)
+from ..data.compress import PatternCounts
+from ..data.outofcore import SufficientStats
+
+#: Models whose likelihood depends on the data only through (group, response pattern) counts.
+GROUPED_MODELS = ("dawid_skene", "grouped", "histogram", "monotone")
+MODEL_NAMES = GROUPED_MODELS + ("platt",)
+#: Name of the prevalence dimension per model (None: a scalar prevalence or no prevalence at all).
+PREVALENCE_DIM = {"dawid_skene": None, "grouped": "group", "histogram": "bin", "monotone": "bin", "platt": None}
+
+
+def _readonly(a):
+    if a is None:
+        return None
+    a = np.asarray(a)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class GroupAssignment:
+    """The score groups (or bins) a fit used, so that downstream code can reuse exactly the same ones.
+
+    Attributes
+    ----------
+    index : ndarray of shape (n_items,), int32, or None
+        Group (or bin) of each item, in ``0..n_groups-1``; None for a fit made from
+        :class:`~noisycal_bayes.data.SufficientStats` (which keep no items).
+    n_groups : int
+    dim : str or None
+        ``"group"``, ``"bin"``, or None for models without groups (marginal, Platt).
+    edges : ndarray of shape (n_edges,) or None
+        Score edges of the partition (half-open bins ``[e_k, e_{k+1})``, the last one closed), when the
+        groups came from an int or a :class:`~noisycal_bayes.Binning`; None for integer labels.
+    used : ndarray of shape (n_groups,) or None
+        For each group, the index of its bin among ``edges`` (bins without items are dropped, so
+        ``used`` can skip values); with integer labels, the original label of each group.
+    spec : object
+        The ``groups`` argument as given.
+    """
+
+    index: np.ndarray
+    n_groups: int
+    dim: str | None
+    edges: np.ndarray | None = None
+    used: np.ndarray | None = None
+    spec: object = None
+
+    def __post_init__(self):
+        for name in ("index", "edges", "used"):
+            object.__setattr__(self, name, _readonly(getattr(self, name)))
+
+    def assign(self, scores) -> np.ndarray:
+        """Group of new scores under the fitted partition, shape (n,); -1 where the bin had no items.
+
+        Raises
+        ------
+        ValueError
+            The groups were integer labels (there is no score rule to apply).
+        """
+        if self.edges is None:
+            raise ValueError("these groups were given as integer labels per item; there is no score partition to apply "
+                             "to new scores.")
+        raw = bin_index(np.asarray(scores, dtype=np.float64), self.edges)
+        lookup = np.full(self.edges.size - 1, -1, dtype=np.int32)
+        lookup[self.used] = np.arange(self.n_groups, dtype=np.int32)
+        return lookup[raw]
+
+
+@dataclass(frozen=True, eq=False)
+class ModelInputs:
+    """Arrays a model is evaluated on, built once per data set (read-only).
+
+    Grouped models: ``patterns`` (n_rows, n_annotators) int8 with -1 = missing, ``row_group`` (n_rows,),
+    ``counts`` (n_rows,) (None when rows are items). Compressed rows are padded with zero-count rows to
+    :func:`~noisycal_bayes.data.padded_size`, so that one compiled sampler serves every data set with
+    the same numbers of groups and annotators; when that size is every (group, pattern) cell the table is the
+    grid of :func:`~noisycal_bayes.data.grid_patterns` (``grid=True``, evaluated without per-row gathers).
+    ``inverse`` (n_items,) gives each item's row.
+
+    Platt: flat responses ``item``, ``annotator``, ``label`` (n_responses,) and ``logit_score`` (n_items,).
+    """
+
+    model: str
+    n_items: int
+    n_annotators: int
+    n_groups: int
+    compressed: bool
+    patterns: np.ndarray | None = None
+    row_group: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    n_patterns: int = 0
+    grid: bool = False
+    inverse: np.ndarray | None = None
+    item: np.ndarray | None = None
+    annotator: np.ndarray | None = None
+    label: np.ndarray | None = None
+    logit_score: np.ndarray | None = None
+    static: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("patterns", "row_group", "counts", "inverse", "item", "annotator", "label", "logit_score"):
+            object.__setattr__(self, name, _readonly(getattr(self, name)))
+
+    def model_args(self):
+        """Positional data arguments of the model function (NumPy arrays; the prior is appended later)."""
+        if self.model == "platt":
+            return (self.item.astype(np.int32), self.annotator.astype(np.int32), self.label.astype(np.int32),
+                    self.logit_score)
+        return (self.patterns.astype(np.int32), self.row_group.astype(np.int32), self.counts)
+
+    def static_kwargs(self) -> dict:
+        """Keyword arguments fixed at compile time (sizes)."""
+        if self.model == "platt":
+            return {"n_items": self.n_items, "n_annotators": self.n_annotators}
+        return {"n_annotators": self.n_annotators, "n_groups": self.n_groups, "grid": self.grid}
+
+    def item_rows(self) -> np.ndarray:
+        """Row of each item in ``patterns`` (the identity for per-item rows), shape (n_items,).
+
+        Raises
+        ------
+        ValueError
+            The inputs were built from :class:`~noisycal_bayes.data.SufficientStats`, which keep counts of
+            (group, pattern) rows but not which item is which.
+        """
+        if self.inverse is None:
+            raise ValueError(STATS_ONLY)
+        return self.inverse
+
+
+#: Error for item-level outputs of a fit made from sufficient statistics.
+STATS_ONLY = ("this fit was made from SufficientStats, which hold counts of (score group, response pattern) rows but "
+              "not which item is which: item-level outputs (per-item log-likelihood for LOO, clean-label "
+              "probabilities per item) are not available. Use per='row' for the log-likelihood of each (group, "
+              "pattern) row, or fit an AnnotationSet of the items you need.")
+
+
+def check_data(data, func: str) -> AnnotationSet | SufficientStats:
+    """``data`` if it is an AnnotationSet or (for the grouped models, checked later) SufficientStats."""
+    if not isinstance(data, (AnnotationSet, SufficientStats)):
+        raise ValueError(f"{func}: `data` must be an AnnotationSet (or SufficientStats for the grouped models); got "
+                         f"{type(data).__name__}. Build one with AnnotationSet.from_long or AnnotationSet.from_wide.")
+    if isinstance(data, SufficientStats) and data.n_items == 0:
+        raise ValueError(f"{func}: these SufficientStats hold no items.")
+    return data
+
+
+def check_model(model, func: str) -> str:
+    if model not in MODEL_NAMES:
+        raise ValueError(f"{func}: `model` must be one of {list(MODEL_NAMES)}; got {model!r}.")
+    return model
+
+
+def resolve_assignment(data: AnnotationSet, model: str, groups, func: str) -> GroupAssignment:
+    """Group assignment for ``model``: one group for the marginal and Platt models, else from ``groups``."""
+    if isinstance(data, SufficientStats):
+        return _stats_assignment(data, model, groups, func)
+    n = data.n_items
+    if model in ("dawid_skene", "platt"):
+        return GroupAssignment(np.zeros(n, dtype=np.int32), 1, None, spec=None)
+    dim = PREVALENCE_DIM[model]
+    if groups is None:
+        raise ValueError(f"{func}: model={model!r} needs `groups` (an int, a Binning or a group label per item); "
+                         "use model='dawid_skene' for one prevalence.")
+    is_rule = isinstance(groups, (Binning, int, np.integer)) and not isinstance(groups, bool)
+    if is_rule and data.scores is None:
+        raise ValueError(f"{func}: score groups given as {groups!r} need classifier scores, and this AnnotationSet has "
+                         "none. Build it with `scores=`, pass an integer group label per item, or use "
+                         "model='dawid_skene'.")
+    if is_rule:
+        # What resolve_groups does for a rule (edges, bin index, empty bins dropped), with the edges and the
+        # bin index computed once (each is a pass over the scores; the quantiles sort them).
+        binning = groups if isinstance(groups, Binning) else Binning.equal_mass(check_positive_int(groups, name="groups"))
+        edges = binning.edges_for(data.scores)
+        idx = bin_index(data.scores, edges)
+        present = np.bincount(idx, minlength=edges.size - 1)
+        used = np.flatnonzero(present)
+        if used.size == edges.size - 1:
+            index = idx
+        else:
+            rank = np.zeros(present.size, np.int32)
+            rank[used] = np.arange(used.size)
+            index = rank[idx]
+        return GroupAssignment(index.astype(np.int32), int(used.size), dim, edges, used.astype(np.int32), spec=groups)
+    index, n_groups = resolve_groups(data.scores, groups, n)
+    used = np.unique(np.asarray(groups))
+    return GroupAssignment(index, n_groups, dim, None, used, spec="labels")
+
+
+def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment, *, compress: bool = True) -> ModelInputs:
+    """Build the arrays of ``model`` for ``data`` (one O(n J) pass)."""
+    if isinstance(data, SufficientStats):
+        return _stats_inputs(data, model, assignment, compress=compress)
+    n, j = data.labels.shape
+    if model == "platt":
+        scores = data.require_scores()
+        ii, jj = np.nonzero(data.observed)
+        return ModelInputs(model, n, j, 1, False, item=ii.astype(np.int32), annotator=jj.astype(np.int32),
+                           label=data.labels[ii, jj].astype(np.int32),
+                           logit_score=np.asarray(clipped_logit(scores), dtype=np.float64),
+                           inverse=np.arange(n))
+    g = assignment.index
+    if not compress:
+        return ModelInputs(model, n, j, assignment.n_groups, False, patterns=data.labels, row_group=g,
+                           counts=np.ones(n), n_patterns=n, inverse=np.arange(n))
+    pc = compress_patterns(data.labels, g, assignment.n_groups)
+    return _compressed_inputs(model, n, pc)
+
+
+def _compressed_inputs(model: str, n_items: int, pc) -> ModelInputs:
+    """Inputs from compressed rows: the grid table when it has the padded size, else zero-count padding."""
+    n_patterns, j = pc.patterns.shape
+    size = padded_size(n_patterns, pc.n_groups, j)
+    grid = size == pc.n_groups * 3 ** j
+    table = grid_patterns(pc) if grid else pad_patterns(pc, size)
+    return ModelInputs(model, n_items, j, pc.n_groups, True, patterns=table.patterns, row_group=table.group,
+                       counts=table.counts, n_patterns=n_patterns, grid=grid, inverse=table.inverse)
+
+
+
+# ------------------------------------------------------------------ fits from sufficient statistics
+def _stats_assignment(stats: SufficientStats, model: str, groups, func: str) -> GroupAssignment:
+    """Groups of a fit from SufficientStats: their non-empty score bins (or one group for the marginal model).
+
+    The bins were fixed when the statistics were computed, so ``groups`` must be None or a Binning /
+    edges equal to ``stats.edges`` (an int, meaning equal-mass groups of the scores, cannot be honoured).
+    """
+    if model == "platt":
+        raise ValueError(f"{func}: model='platt' needs each item's score; SufficientStats keep only counts per score "
+                         "bin. Fit an AnnotationSet, or use a grouped model ('grouped', 'histogram', 'dawid_skene', "
+                         "'monotone').")
+    if model == "dawid_skene":
+        return GroupAssignment(None, 1, None, spec=None)
+    dim = PREVALENCE_DIM[model]
+    if stats.edges is None:
+        raise ValueError(f"{func}: model={model!r} needs score groups, and these SufficientStats were computed without "
+                         "scores (one bin). Recompute them with `bins=` and a score column, or use model='dawid_skene'.")
+    if groups is not None:
+        edges = None
+        if isinstance(groups, Binning) and groups.kind != "equal_mass":
+            edges = groups.edges_for(None)
+        elif not isinstance(groups, (Binning, int, np.integer)):
+            try:
+                edges = np.asarray(groups, dtype=np.float64)
+            except (TypeError, ValueError):
+                edges = None
+        if edges is None or edges.shape != stats.edges.shape or not np.array_equal(edges, stats.edges):
+            raise ValueError(f"{func}: with SufficientStats the score groups are the bins the statistics were computed "
+                             f"with (edges {np.round(stats.edges, 6).tolist()}); pass groups=None (or that Binning), "
+                             f"not {groups!r}. Recompute the statistics to change the groups.")
+    used = np.flatnonzero(stats.bin_counts > 0).astype(np.int32)
+    return GroupAssignment(None, int(used.size), dim, stats.edges, used, spec=stats.binning)
+
+
+def _stats_inputs(stats: SufficientStats, model: str, assignment: GroupAssignment, *, compress: bool) -> ModelInputs:
+    """Compressed, padded inputs from SufficientStats: bins re-indexed to the non-empty groups (or merged).
+
+    The rows come out in the order :func:`~noisycal_bayes.data.compress_patterns` gives for the same
+    items, so a fit from the statistics sees exactly the arrays of a fit from the AnnotationSet.
+    """
+    if not compress:
+        raise ValueError("`compress=False` evaluates the likelihood item by item, and SufficientStats keep no items; "
+                         "use compress=True.")
+    j = stats.n_annotators
+    if assignment.n_groups == 1 and assignment.used is None:
+        new_group = np.zeros(stats.n_patterns, np.int64)
+    else:
+        lookup = np.full(stats.n_bins, -1, np.int64)
+        lookup[assignment.used] = np.arange(assignment.n_groups)
+        new_group = lookup[stats.group]
+    key = new_group * 3 ** j
+    for col in range(j):
+        key = key + (stats.patterns[:, col].astype(np.int64) + 1) * 3 ** (j - 1 - col)
+    uniq, inv = np.unique(key, return_inverse=True)
+    counts = np.bincount(inv.reshape(-1), weights=stats.counts, minlength=uniq.size)
+    first = np.zeros(uniq.size, np.int64)
+    first[inv.reshape(-1)[::-1]] = np.arange(stats.n_patterns)[::-1]
+    pc = PatternCounts(np.asarray(stats.patterns)[first], (uniq // 3 ** j).astype(np.int32), counts,
+                       assignment.n_groups, None)
+    return _compressed_inputs(model, stats.n_items, pc)

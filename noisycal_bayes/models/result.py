@@ -1,0 +1,418 @@
+"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts``."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import pandas as pd
+
+from ..data import Channel
+from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs
+
+#: Above this many (draw x item) log-likelihood values, ``to_arviz()`` leaves the per-item
+#: log-likelihood out unless asked explicitly (8 bytes each: 5e7 is 400 MB).
+MAX_LOGLIK_VALUES = 50_000_000
+
+
+def channel_from(fpr, tpr, annotator_ids=None) -> Channel:
+    """A Channel from estimated rates (rounding excursions beyond [0, 1] clipped)."""
+    return Channel(np.clip(np.asarray(fpr, dtype=np.float64), 0.0, 1.0),
+                   np.clip(np.asarray(tpr, dtype=np.float64), 0.0, 1.0),
+                   None if annotator_ids is None else tuple(annotator_ids))
+
+
+def point_dict(model, fpr, tpr, prevalence=None, slope=None, intercept=None) -> dict:
+    """Point estimate as ``name -> array`` with the same names and trailing shapes as the draws."""
+    fpr, tpr = np.asarray(fpr, dtype=np.float64), np.asarray(tpr, dtype=np.float64)
+    gap = tpr - fpr
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(fpr < 1, gap / (1 - fpr), 0.0)
+    out = {"fpr": fpr, "tpr": tpr, "gap": gap, "u": u}
+    if model == "platt":
+        out["slope"] = np.float64(slope)
+        out["intercept"] = np.float64(intercept)
+    else:
+        prev = np.asarray(prevalence, dtype=np.float64)
+        out["prevalence"] = prev.reshape(()) if model == "dawid_skene" else prev
+    return out
+
+
+def _dims_for(model: str) -> dict:
+    dims = {"fpr": ("annotator",), "u": ("annotator",), "tpr": ("annotator",), "gap": ("annotator",)}
+    if model == "platt":
+        dims.update(slope=(), intercept=())
+    else:
+        pdim = PREVALENCE_DIM[model]
+        dims["prevalence"] = () if pdim is None else (pdim,)
+        if model == "monotone":
+            dims["increments"] = ("increment",)
+    return dims
+
+
+def _arviz_major() -> int:
+    import arviz as az
+
+    try:
+        return int(str(az.__version__).split(".")[0])
+    except ValueError:  # pragma: no cover - unusual version strings
+        return 1 if not hasattr(az, "InferenceData") else 0
+
+
+@dataclass(frozen=True, eq=False)
+class FitResult:
+    """A fitted channel model: point estimate, posterior draws (NUTS), diagnostics and inputs.
+
+    Attributes
+    ----------
+    model : str
+        ``"dawid_skene"``, ``"grouped"``, ``"histogram"``, ``"monotone"`` or ``"platt"``.
+    method : str
+        ``"em"``, ``"map"`` or ``"nuts"``.
+    channel : Channel or None
+        The EM/MAP estimate, or the posterior mean of ``fpr`` and ``tpr`` for NUTS (None if every EM
+        start failed).
+    point : dict of name -> ndarray
+        EM/MAP estimate with the names and trailing shapes of ``draws`` (for NUTS: the EM/MAP fit the
+        chains started from).
+    groups : GroupAssignment
+        Group (bin) of each item, number of groups, score edges: reuse them downstream.
+    inputs : ModelInputs
+        The arrays the model was evaluated on (compressed patterns with ``inverse`` row per item, or
+        flat responses), for posterior propagation.
+    prior : Prior or None
+        None for a maximum-likelihood EM fit.
+    draws : dict of name -> ndarray of shape (n_chains, n_draws, ...) or None
+        Posterior draws (NUTS only): ``fpr``, ``tpr``, ``gap``, ``u`` (annotator), ``prevalence``
+        (group / bin; scalar for the marginal model), ``increments`` (monotone), ``slope``,
+        ``intercept`` (Platt).
+    sample_stats : dict of name -> ndarray of shape (n_chains, n_draws) or None
+        ``diverging``, ``lp``, ``n_steps``, ``acceptance_rate``, ``energy``, ``step_size``, ``tree_depth``.
+    diagnostics : DataFrame or None
+        R-hat, bulk and tail ESS per scalar (see :func:`noisycal_bayes.inference.mcmc.mcmc_diagnostics`).
+    n_divergent : int
+    converged, identified : bool
+    reason : str
+        Why not identified / not converged ('' when fine).
+    loglik : float
+        Log-likelihood at the EM / MAP estimate (NaN for NUTS; see :meth:`log_likelihood` per draw).
+    warnings : tuple of str
+        Every warning message issued while fitting.
+    settings, details : dict
+        How the fit was made (seeds, sizes, chain layout, precision) and method-specific extras.
+    """
+
+    model: str
+    method: str
+    channel: Channel | None
+    point: dict
+    groups: GroupAssignment
+    inputs: ModelInputs
+    prior: object = None
+    annotator_ids: tuple = ()
+    draws: dict | None = None
+    sample_stats: dict | None = None
+    diagnostics: pd.DataFrame | None = None
+    n_divergent: int = 0
+    converged: bool = True
+    identified: bool = True
+    reason: str = ""
+    loglik: float = float("nan")
+    n_iter: int = 0
+    failed_starts: tuple = ()
+    warnings: tuple = ()
+    settings: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def dims(self) -> dict:
+        """Trailing dimension names of each variable in ``draws`` / ``point`` (after ``chain, draw``)."""
+        return _dims_for(self.model)
+
+    @property
+    def coords(self) -> dict:
+        """Labels of each dimension: annotator ids, group / bin numbers, increment numbers."""
+        out = {"annotator": list(self.annotator_ids)}
+        pdim = PREVALENCE_DIM[self.model]
+        if pdim is not None:
+            out[pdim] = list(range(self.groups.n_groups))
+        if self.model == "monotone":
+            out["increment"] = list(range(self.groups.n_groups + 1))
+        return out
+
+    @property
+    def prevalence(self) -> np.ndarray | None:
+        """Prevalence per group / bin, shape (n_groups,) ((1,) for the marginal model; None for Platt).
+
+        The EM/MAP estimate, or the posterior mean for NUTS.
+        """
+        if self.model == "platt" or (self.draws is None and "prevalence" not in self.point):
+            return None
+        src = self.draws["prevalence"].mean(axis=(0, 1)) if self.draws is not None else self.point["prevalence"]
+        return np.atleast_1d(np.asarray(src, dtype=np.float64))
+
+    @property
+    def n_chains(self) -> int:
+        return 0 if self.draws is None else int(self.draws["fpr"].shape[0])
+
+    @property
+    def n_draws(self) -> int:
+        return 0 if self.draws is None else int(self.draws["fpr"].shape[1])
+
+    @property
+    def rhat(self) -> dict | None:
+        """R-hat per variable, arrays with the trailing shape of each variable (NUTS only)."""
+        return self._diag_column("r_hat")
+
+    @property
+    def ess_bulk(self) -> dict | None:
+        return self._diag_column("ess_bulk")
+
+    @property
+    def ess_tail(self) -> dict | None:
+        return self._diag_column("ess_tail")
+
+    def _diag_column(self, col):
+        if self.diagnostics is None:
+            return None
+        out = {}
+        for name, arr in self.draws.items():
+            vals = self.diagnostics.loc[self.diagnostics["name"] == name, col].to_numpy()
+            out[name] = vals.reshape(arr.shape[2:])
+        return out
+
+    # ------------------------------------------------------------------ likelihood per item
+    def log_likelihood(self, *, per: str = "item", max_values: int | None = None) -> np.ndarray:
+        """Log-likelihood of each item's responses at every draw (NUTS) or at the point estimate.
+
+        Parameters
+        ----------
+        per : {"item", "row"}
+            ``"item"``: shape (n_chains, n_draws, n_items) (or (n_items,) without draws). ``"row"``: per
+            compressed (group, pattern) row, before expanding to items (grouped models only).
+        max_values : int, optional
+            Refuse (``ValueError``) to build more values than this.
+
+        Notes
+        -----
+        Evaluated by the model function itself (its ``record_loglik`` deterministic site), so it is the
+        same formula the sampler used: ``log p(A_i) = logaddexp(log(1 - pi_i) + l0_i, log pi_i + l1_i)``.
+        """
+        import jax
+
+        from ..core import x64
+        from . import MODELS
+        from numpyro.handlers import substitute, trace
+
+        if per not in ("item", "row"):
+            raise ValueError(f"`per` must be 'item' or 'row'; got {per!r}.")
+        if per == "row" and self.model == "platt":
+            raise ValueError("per='row' needs a grouped model; the Platt model has one row per item.")
+        model_fn = partial(MODELS[self.model], **self.inputs.static_kwargs(), record_loglik=True)
+        prior = self.prior if self.prior is not None else _default_prior()
+        names = ["fpr", "u", "prevalence", "increments", "slope", "intercept"]
+        if self.draws is not None:
+            src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items() if k in names}
+            n_samples = self.n_chains * self.n_draws
+        else:
+            src = {k: np.asarray(v)[None] for k, v in self.point.items() if k in names}
+            n_samples = 1
+        if self.model == "monotone" and "increments" not in src:
+            p = src["prevalence"]
+            src["increments"] = np.diff(np.concatenate([np.zeros((p.shape[0], 1)), p, np.ones((p.shape[0], 1))], 1), axis=1)
+        if "prevalence" in src and self.model == "monotone":
+            src.pop("prevalence")
+        size = n_samples * (self.inputs.n_items if per == "item" else self.inputs.patterns.shape[0])
+        if max_values is not None and size > max_values:
+            raise ValueError(f"the log-likelihood would have {size} values (> max_values={max_values}); thin the draws "
+                             "or ask per='row'.")
+        args = self.inputs.model_args()
+
+        def one(params, *a):
+            tr = trace(substitute(model_fn, data=params)).get_trace(*a, prior=prior)
+            return tr["log_likelihood"]["value"]
+
+        with x64():
+            rows = np.asarray(jax.jit(jax.vmap(one, in_axes=(0,) + (None,) * len(args)))(src, *args))
+        if per == "item" and self.model != "platt":
+            rows = rows[:, self.inputs.item_rows()]
+        if self.draws is None:
+            return rows[0]
+        return rows.reshape((self.n_chains, self.n_draws) + rows.shape[1:])
+
+    def clean_label_probability(self, *, max_values: int | None = None) -> np.ndarray:
+        """``P(Y_i = 1 | A_i, parameters)`` per item: at every draw (NUTS) or at the point estimate.
+
+        Returns
+        -------
+        ndarray of shape (n_chains, n_draws, n_items), or (n_items,) without draws.
+
+        Notes
+        -----
+        Bayes' rule with the latent label's prior ``pi_{g(i)}`` (or ``m(z_i)`` for Platt):
+        ``sigmoid(log pi + l1 - log(1 - pi) - l0)`` (:func:`noisycal_bayes.core.posterior_positive`),
+        evaluated per compressed row and expanded to items. Drawing ``Y_i ~ Bernoulli`` of these, draw by
+        draw, gives posterior draws of the clean labels (e.g. for the sample oracle ECE).
+        """
+        import jax
+        import jax.numpy as jnp
+
+        from ..core import posterior_positive, x64
+
+        if self.channel is None:
+            raise ValueError("this fit has no estimate (every EM start failed).")
+        if self.draws is not None:
+            src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
+        else:
+            src = {k: np.asarray(v)[None] for k, v in self.point.items()}
+        n_samples = next(iter(src.values())).shape[0]
+        if max_values is not None and n_samples * self.inputs.n_items > max_values:
+            raise ValueError(f"the result would have {n_samples * self.inputs.n_items} values (> max_values={max_values}).")
+        inp = self.inputs
+        with x64():
+            if self.model == "platt":
+                dense = np.full((inp.n_items, inp.n_annotators), -1, dtype=np.int8)
+                dense[inp.item, inp.annotator] = inp.label
+                s = jnp.asarray(inp.logit_score)
+
+                def one(f, t, a, b):
+                    return posterior_positive(dense, None, f, t, jax.nn.sigmoid(a * s + b))
+
+                out = jax.vmap(one)(src["fpr"], src["tpr"], src["slope"], src["intercept"])
+            else:
+                prev = src["prevalence"].reshape(n_samples, -1)
+
+                def one(f, t, p):
+                    return posterior_positive(inp.patterns, inp.row_group, f, t, p)
+
+                out = np.asarray(jax.vmap(one)(src["fpr"], src["tpr"], prev))[:, inp.item_rows()]
+        out = np.asarray(out)
+        if self.draws is None:
+            return out[0]
+        return out.reshape((self.n_chains, self.n_draws, inp.n_items))
+
+    # ------------------------------------------------------------------ ArviZ and tables
+    def to_arviz(self, *, log_likelihood="auto"):
+        """Convert to ArviZ: ``InferenceData`` with ArviZ 0.x, an ``xarray.DataTree`` with ArviZ >= 1.
+
+        Groups: ``posterior`` (every variable of ``draws`` with dims ``chain, draw, annotator | group |
+        bin``), ``sample_stats`` (``diverging``, ``lp``, ``n_steps``, ``acceptance_rate``, ``energy``,
+        ``step_size``, ``tree_depth``), ``observed_data`` (``labels`` (item, annotator) with -1 =
+        missing, ``scores`` (item) when present, ``group`` (item)) and ``log_likelihood`` (``labels``
+        of shape (chain, draw, item): per-item log-likelihood, so that ``az.loo`` / ``az.waic`` work).
+        A fit from :class:`~noisycal_bayes.data.SufficientStats` has no items: it gets ``posterior`` and
+        ``sample_stats`` only (``log_likelihood=True`` raises).
+
+        Parameters
+        ----------
+        log_likelihood : "auto", bool
+            "auto" includes the per-item log-likelihood unless it has more than
+            ``MAX_LOGLIK_VALUES`` (5e7) values, in which case it is left out with a warning.
+
+        Notes
+        -----
+        The sampler is NumPyro's NUTS kernel driven by a cached compiled program, not ``numpyro.infer.MCMC``,
+        so ``az.from_numpyro`` does not apply; and ``from_numpyro``'s automatic log-likelihood would be
+        meaningless here anyway (the likelihood enters through ``numpyro.factor`` on compressed counts,
+        ENVIRONMENT.md). The groups are built as ``xarray.Dataset`` objects and wrapped in the container
+        of the installed ArviZ line, so the same code serves ArviZ 0.23 (Python 3.11) and 1.x (Python >= 3.12).
+
+        Raises
+        ------
+        ValueError
+            The result has no draws (EM / MAP fits); ``log_likelihood=True`` for a fit from SufficientStats.
+        """
+        import xarray as xr
+
+        if self.draws is None:
+            raise ValueError(f"a {self.method!r} fit has no posterior draws to convert; use fit_nuts.")
+        coords = self.coords
+        dims = self.dims
+        post = xr.Dataset({k: (("chain", "draw") + dims[k], v) for k, v in self.draws.items()},
+                          coords={"chain": np.arange(self.n_chains), "draw": np.arange(self.n_draws),
+                                  **{d: coords[d] for d in set(sum((dims[k] for k in self.draws), ()))}})
+        stats = xr.Dataset({k: (("chain", "draw"), v) for k, v in self.sample_stats.items()},
+                           coords={"chain": np.arange(self.n_chains), "draw": np.arange(self.n_draws)})
+        groups = {"posterior": post, "sample_stats": stats}
+        n_values = self.n_chains * self.n_draws * self.inputs.n_items
+        include = log_likelihood is True or (log_likelihood == "auto" and n_values <= MAX_LOGLIK_VALUES)
+        if self.inputs.inverse is None:
+            # A fit from SufficientStats: no items, hence no per-item observed data or log-likelihood.
+            if log_likelihood is True:
+                self.inputs.item_rows()  # raises the explanation
+            include = False
+        else:
+            labels = self.details.get("labels")
+            obs_vars = {"group": (("item",), np.asarray(self.groups.index))}
+            if labels is not None:
+                obs_vars["labels"] = (("item", "annotator"), labels)
+            if self.details.get("scores") is not None:
+                obs_vars["scores"] = (("item",), self.details["scores"])
+            groups["observed_data"] = xr.Dataset(obs_vars, coords={"item": np.arange(self.inputs.n_items),
+                                                                   "annotator": coords["annotator"]})
+        if log_likelihood == "auto" and not include and self.inputs.inverse is not None:
+            warnings.warn(f"to_arviz: the per-item log-likelihood would hold {n_values:.3g} values (> {MAX_LOGLIK_VALUES:.0e}); "
+                          "it was left out. Pass log_likelihood=True to build it anyway.", UserWarning, stacklevel=2)
+        if include:
+            ll = self.log_likelihood(per="item")
+            groups["log_likelihood"] = xr.Dataset(
+                {"labels": (("chain", "draw", "item"), ll)},
+                coords={"chain": np.arange(self.n_chains), "draw": np.arange(self.n_draws),
+                        "item": np.arange(self.inputs.n_items)})
+        attrs = {"created_by": "noisycal_bayes", "inference_library": "numpyro", "model": self.model,
+                 "method": self.method}
+        for ds in groups.values():
+            ds.attrs.update(attrs)
+        if _arviz_major() >= 1:
+            return xr.DataTree.from_dict(groups)
+        import arviz as az
+
+        return az.InferenceData(**groups)
+
+    def summary(self, *, prob: float = 0.9) -> pd.DataFrame:
+        """A pandas table: one row per scalar parameter.
+
+        NUTS: ``mean``, ``sd``, equal-tailed ``prob`` interval (``lower``, ``upper``), ``r_hat``,
+        ``ess_bulk``, ``ess_tail``. EM / MAP: ``estimate``. The row index is ``"name[label]"``.
+        Built here (not with ``az.summary``, whose columns differ between ArviZ 0.23 and 1.x).
+        """
+        prob = float(prob)
+        if not 0 < prob < 1:
+            raise ValueError(f"`prob` must lie strictly between 0 and 1; got {prob}.")
+        rows = []
+        coords, dims = self.coords, self.dims
+        src = self.draws if self.draws is not None else self.point
+        for name, arr in src.items():
+            arr = np.asarray(arr)
+            shape = arr.shape[2:] if self.draws is not None else arr.shape
+            for idx in (np.ndindex(*shape) if shape else [()]):
+                labs = [str(coords.get(dims[name][a], range(10**9))[k]) for a, k in enumerate(idx)]
+                label = name if not idx else f"{name}[{', '.join(labs)}]"
+                if self.draws is None:
+                    rows.append({"parameter": label, "estimate": float(arr[idx])})
+                    continue
+                x = arr[(slice(None), slice(None)) + idx].ravel()
+                lo, hi = np.quantile(x, [(1 - prob) / 2, (1 + prob) / 2])
+                rows.append({"parameter": label, "mean": x.mean(), "sd": x.std(ddof=1), "lower": lo, "upper": hi})
+        table = pd.DataFrame(rows).set_index("parameter")
+        if self.diagnostics is not None:
+            table = table.join(self.diagnostics[["r_hat", "ess_bulk", "ess_tail"]])
+        table.attrs["prob"] = prob
+        return table
+
+    def __repr__(self) -> str:
+        ch = "None" if self.channel is None else repr(self.channel)
+        extra = ""
+        if self.draws is not None:
+            extra = f", n_chains={self.n_chains}, n_draws={self.n_draws}, n_divergent={self.n_divergent}"
+        prev = self.prevalence
+        prev_s = "" if prev is None else f", prevalence={np.round(prev, 4).tolist()}"
+        return f"FitResult(model={self.model!r}, method={self.method!r}, channel={ch}{prev_s}{extra})"
+
+
+def _default_prior():
+    from .priors import DEFAULT_PRIOR
+
+    return DEFAULT_PRIOR
