@@ -141,3 +141,19 @@ def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):
     elif not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise ValueError(f"explicit `weights` must be finite and positive; got {w.tolist()}.")
     return w / w.sum(), "explicit"
+
+
+def check_em_settings(n_starts, max_iter, tol, min_gap):
+    """Validate the numeric settings of an EM fit (both EMs: ``inference.fit_em`` and ``reference.fit_em``).
+
+    Returns ``(n_starts, max_iter, tol, min_gap)`` as ``(int, int, float, float)``; raises ``ValueError`` naming
+    the setting: ``n_starts`` and ``max_iter`` integers >= 1, ``tol`` > 0, ``min_gap`` in [0, 1).
+    """
+    n_starts = check_positive_int(n_starts, name="n_starts")
+    max_iter = check_positive_int(max_iter, name="max_iter")
+    tol, min_gap = float(tol), float(min_gap)
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"`tol` must be a positive number; got {tol!r}.")
+    if not (np.isfinite(min_gap) and 0 <= min_gap < 1):
+        raise ValueError(f"`min_gap` must lie in [0, 1); got {min_gap!r}.")
+    return n_starts, max_iter, tol, min_gap

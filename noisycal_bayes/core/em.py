@@ -56,3 +56,19 @@ def em_step(patterns, group, counts, n_groups: int, fpr, tpr, prevalence, prior=
     """Return updated ``(fpr, tpr, prevalence)``: :func:`m_step` of the E-step ``T`` at the given parameters."""
     t = posterior_positive(patterns, group, fpr, tpr, prevalence)
     return m_step(patterns, group, counts, n_groups, t, prior)
+
+
+def log_prior(parts, prior):
+    """Sum of Beta log-kernels ``(alpha - 1) log p + (beta - 1) log(1 - p)`` over ``parts`` (0 when ``prior`` is None).
+
+    ``parts = (fpr (J,), tpr (J,), prevalence (G,))`` and ``prior = ((a_fpr, b_fpr), (a_tpr, b_tpr),
+    (a_prev, b_prev))`` Beta pseudo-counts; the objective of a MAP-EM fit is log-likelihood + this.
+    """
+    if prior is None:
+        return 0.0
+    total = 0.0
+    for p, (al, be) in zip(parts, prior):
+        # Clip as the likelihood does, so a rate on the boundary with a flat side contributes 0, not NaN.
+        p = jnp.clip(p, 1e-12, 1 - 1e-12)
+        total = total + jnp.sum((al - 1.0) * jnp.log(p) + (be - 1.0) * jnp.log1p(-p))
+    return total

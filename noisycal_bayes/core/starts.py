@@ -1,8 +1,15 @@
-"""EM starting points and the label-exchange rule, shared by the reference EM and the vectorised EM.
+"""EM starts, orientation, screening and selection, shared by the reference EM and the vectorised EM.
 
-Both EMs must give identical answers from identical starts, so the recipe lives in one place.
+Both EMs (:func:`noisycal_bayes.fit_em`, vectorised with ``jax.vmap``, and
+:func:`noisycal_bayes.reference.fit_em`, a plain loop over starts) must give identical answers from
+identical starts, so every rule after the iteration itself lives here once: the random starts
+(:func:`em_starts`), user starts (:func:`check_starts`), the label exchange (:func:`orient`), the
+screening and the choice of the best accepted start (:func:`select_start`, ties within
+:data:`TIE_RTOL`), and the texts of the failure and small-gap warnings.
 """
 import numpy as np
+
+from .._validation import _preview, check_positive_int
 
 #: Random starts: fpr ~ U(FPR_RANGE), tpr ~ U(TPR_RANGE), prevalence ~ U(PREVALENCE_RANGE).
 FPR_RANGE = (0.05, 0.45)
@@ -10,10 +17,11 @@ TPR_RANGE = (0.55, 0.95)
 PREVALENCE_RANGE = (0.2, 0.8)
 
 
-def _count(value, name: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
-    return int(value)
+#: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
+TIE_RTOL = 1e-9
+#: Status of one EM run: still iterating, converged, non-finite parameters, ``max_iter`` reached, or a
+#: non-finite objective at the start.
+RUNNING, CONVERGED, NONFINITE, MAX_ITER, BAD_START = 0, 1, 2, 3, 4
 
 
 def em_starts(n_annotators: int, n_groups: int, n_starts: int, seed: int = 0):
@@ -45,9 +53,9 @@ def em_starts(n_annotators: int, n_groups: int, n_starts: int, seed: int = 0):
     >>> bool((fpr < 0.5).all() and (tpr > 0.5).all())
     True
     """
-    n_annotators = _count(n_annotators, "n_annotators", 1)
-    n_groups = _count(n_groups, "n_groups", 1)
-    n_starts = _count(n_starts, "n_starts", 0)
+    n_annotators = check_positive_int(n_annotators, name="n_annotators")
+    n_groups = check_positive_int(n_groups, name="n_groups")
+    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
     rng = np.random.default_rng(seed)
     fpr = rng.uniform(*FPR_RANGE, size=(n_starts, n_annotators))
     tpr = rng.uniform(*TPR_RANGE, size=(n_starts, n_annotators))
@@ -84,3 +92,94 @@ def orient(fpr, tpr, prevalence):
     if 2 * n_rev > gap.size or (2 * n_rev == gap.size and gap.sum() < 0):
         return tpr.copy(), fpr.copy(), 1.0 - prevalence, True
     return fpr, tpr, prevalence, False
+
+
+def failure_reason(status: int, n_iter: int, max_iter: int) -> str:
+    """The text recorded for a start that did not converge (``status`` one of the codes above)."""
+    return {BAD_START: "non-finite objective at the start",
+            NONFINITE: f"non-finite parameters at iteration {n_iter}",
+            MAX_ITER: f"did not converge within max_iter={max_iter} iterations"}[int(status)]
+
+
+def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, min_gap: float, max_iter: int,
+                 annotator_ids=None) -> dict:
+    """Screen every EM run and select the estimate (the rules 3-5 of ``fit_em``'s Notes).
+
+    Parameters
+    ----------
+    theta : ndarray of shape (S, 2 J + G)
+        Final ``concat(fpr, tpr, prevalence)`` of each start.
+    objective : ndarray of shape (S,)
+        Final objective (log-likelihood, plus the Beta log-kernels for MAP).
+    n_iter, status : int arrays of shape (S,)
+        Iterations run and status code (:data:`CONVERGED`, :data:`NONFINITE`, ...).
+    trace : ndarray of shape (S, T), T > max(n_iter)
+        Objective at the start and after each iteration (NaN-padded).
+    n_annotators : int
+    min_gap : float
+        A converged start is accepted only if every oriented gap ``tpr - fpr`` exceeds it.
+    max_iter : int
+        For the failure text.
+    annotator_ids : sequence, optional
+        Names used in the texts (default ``0..J-1``).
+
+    Returns
+    -------
+    dict
+        ``failed`` (list of (start, reason)), ``start_logliks`` (S,) (NaN where non-finite),
+        ``n_starts_total``, ``best_rejected`` (``(objective, start, small-gap annotators, gaps)`` of the best
+        converged start screened out for small gaps, when it beats every accepted one, else None),
+        ``best_prevalence`` (oriented prevalence of the best finite start, converged or not, or None),
+        ``selected`` (start index or None) and, when one is selected, ``fpr``, ``tpr``, ``prevalence``,
+        ``objective``, ``n_iter``, ``trace`` (length ``n_iter + 1``), ``label_exchanged``.
+    """
+    theta, objective = np.asarray(theta, dtype=np.float64), np.asarray(objective, dtype=np.float64)
+    n_iter, status, trace = np.asarray(n_iter), np.asarray(status), np.asarray(trace)
+    ids = list(range(n_annotators)) if annotator_ids is None else list(annotator_ids)
+    J = n_annotators
+    failed, fitted, best_rejected, best_any = [], {}, None, None
+    for s in range(theta.shape[0]):
+        obj, th = float(objective[s]), theta[s]
+        if np.isfinite(obj) and np.all(np.isfinite(th)) and (best_any is None or obj > best_any[0]):
+            best_any = (obj, orient(th[:J], th[J:2 * J], th[2 * J:])[2])
+        if status[s] != CONVERGED:
+            failed.append((s, failure_reason(status[s], n_iter[s], max_iter)))
+            continue
+        fpr, tpr, prev, swapped = orient(th[:J], th[J:2 * J], th[2 * J:])
+        gap = tpr - fpr
+        small = np.flatnonzero(~(gap > min_gap))
+        if small.size:
+            failed.append((s, f"gap <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
+                              f"(gaps {_preview(np.round(gap[small], 4))})"))
+            if best_rejected is None or obj > best_rejected[0]:
+                best_rejected = (obj, s, small, gap[small])
+            continue
+        fitted[s] = (fpr, tpr, prev, obj, int(n_iter[s]), trace[s, :int(n_iter[s]) + 1], swapped)
+    top = max((v[3] for v in fitted.values()), default=-np.inf)
+    if best_rejected is not None and not best_rejected[0] > top + TIE_RTOL * (1.0 + abs(best_rejected[0])):
+        best_rejected = None
+    out = {"failed": failed, "start_logliks": np.where(np.isfinite(objective), objective, np.nan),
+           "n_starts_total": theta.shape[0], "best_rejected": best_rejected,
+           "best_prevalence": None if best_any is None else best_any[1], "selected": None}
+    if fitted:
+        sel = min(s for s, v in fitted.items() if v[3] >= top - TIE_RTOL * (1.0 + abs(top)))
+        fpr, tpr, prev, obj, it, tr, swapped = fitted[sel]
+        out.update(selected=sel, fpr=fpr, tpr=tpr, prevalence=prev, objective=obj, n_iter=it, trace=tr,
+                   label_exchanged=swapped)
+    return out
+
+
+def small_gap_message(func: str, start: int, min_gap: float, names, gaps) -> str:
+    """Warning text when the highest-objective converged fit was screened out for a gap ``<= min_gap``."""
+    return (f"{func}: the highest-likelihood EM fit (start {start}) has gap <= min_gap={min_gap} for annotators "
+            f"{_preview(list(names))} (gaps {_preview(np.round(gaps, 4))}): those annotators look uninformative, "
+            "and correcting their labels would divide by a gap near zero. Drop them, or lower `min_gap` to inspect "
+            "the fit.")
+
+
+def all_failed_message(func: str, n_total: int, failed) -> str:
+    """Warning (and ``reason``) text when no EM start was accepted; lists the first six reasons."""
+    reasons = "; ".join(f"start {s}: {r}" for s, r in failed[:6])
+    more = f" (and {len(failed) - 6} more)" if len(failed) > 6 else ""
+    return (f"{func}: all {n_total} EM starts failed: {reasons}{more}. Try more starts (`n_starts`), a larger "
+            "`max_iter`, or check for uninformative annotators.")

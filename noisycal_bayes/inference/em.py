@@ -14,33 +14,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import _preview, check_positive_int
+from .._validation import check_em_settings
 from ..core import ds_loglik, x64
-from ..core.em import e_step, m_step
-from ..core.starts import check_starts as _check_starts, em_starts, orient as _orient
-from ..data.design import check_design, check_prevalence_spread
-from ..models.priors import Prior
-from ..warnings import ConvergenceWarning, SmallGapWarning
+from ..core.em import e_step, log_prior, m_step
+from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX_ITER as _MAX_ITER,
+                           NONFINITE as _NONFINITE, RUNNING as _RUNNING, TIE_RTOL, check_starts as _check_starts,
+                           em_starts, select_start)
+from ..data.design import check_design
+from ..models.em_result import em_result
 from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
+from ..models.priors import Prior
+from ..models.result import FitResult, point_dict
 from ._sampler import SavedProgram
-from ..models.result import FitResult, channel_from, point_dict
 
-#: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
-TIE_RTOL = 1e-9
-# Status codes of one EM run.
-_RUNNING, _CONVERGED, _NONFINITE, _MAX_ITER, _BAD_START = 0, 1, 2, 3, 4
-
-
-def _log_prior(theta_parts, prior):
-    """Sum of Beta log-kernels ``(alpha - 1) log p + (beta - 1) log(1 - p)`` (0 for maximum likelihood)."""
-    if prior is None:
-        return 0.0
-    total = 0.0
-    for p, (al, be) in zip(theta_parts, prior):
-        # Clip as the likelihood does, so a rate on the boundary with a flat side contributes 0, not NaN.
-        p = jnp.clip(p, 1e-12, 1 - 1e-12)
-        total = total + jnp.sum((al - 1.0) * jnp.log(p) + (be - 1.0) * jnp.log1p(-p))
-    return total
+__all__ = ["TIE_RTOL", "em_starts", "fit_em", "run_em", "start_point"]
 
 
 def _split(theta, n_annotators):
@@ -74,7 +61,7 @@ def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, pr
         """Objective at ``theta`` and the E-step there (one pass over the rows serves both)."""
         f, t, p = _split(theta, n_annotators)
         loglik, posterior = e_step(patterns, group, counts, f, t, p)
-        return loglik + _log_prior((f, t, p), prior), posterior
+        return loglik + log_prior((f, t, p), prior), posterior
 
     def one(th0):
         obj0, post0 = evaluate(th0)
@@ -138,39 +125,11 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
                               prior=prior_counts, max_iter=int(max_iter))
         theta, obj, n_iter, status, trace = (np.asarray(v) for v in program(
             np.asarray(theta0, dtype=np.float64), *args, np.float64(tol)))
-        failed, fitted, best_rejected = [], {}, None
-        start_obj = np.where(np.isfinite(obj), obj, np.nan)
-        for s in range(theta.shape[0]):
-            if status[s] != _CONVERGED:
-                why = {_BAD_START: "non-finite objective at the start",
-                       _NONFINITE: f"non-finite parameters at iteration {n_iter[s]}",
-                       _MAX_ITER: f"did not converge within max_iter={max_iter} iterations"}[int(status[s])]
-                failed.append((s, why))
-                continue
-            fpr, tpr, prev, swapped = _orient(*_split(theta[s], n_ann))
-            gap = tpr - fpr
-            small = np.flatnonzero(~(gap > min_gap))
-            if small.size:
-                failed.append((s, f"gap <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
-                                  f"(gaps {_preview(np.round(gap[small], 4))})"))
-                if best_rejected is None or obj[s] > best_rejected[0]:
-                    best_rejected = (obj[s], s, small, gap[small])
-                continue
-            fitted[s] = (fpr, tpr, prev, float(obj[s]), int(n_iter[s]), trace[s, :n_iter[s] + 1], swapped)
-        out = {"failed": failed, "start_logliks": start_obj, "n_starts_total": theta.shape[0], "best_rejected": None}
-        top = max((v[3] for v in fitted.values()), default=-np.inf)
-        if best_rejected is not None and best_rejected[0] > top + TIE_RTOL * (1.0 + abs(best_rejected[0])):
-            out["best_rejected"] = best_rejected
-        if not fitted:
-            out["selected"] = None
-            return out
-        best = max(v[3] for v in fitted.values())
-        sel = min(s for s, v in fitted.items() if v[3] >= best - TIE_RTOL * (1.0 + abs(best)))
-        fpr, tpr, prev, o, it, tr, swapped = fitted[sel]
-        loglik = o if prior_counts is None else float(ds_loglik(*args, jnp.asarray(fpr), jnp.asarray(tpr),
-                                                                 jnp.asarray(prev)))
-    out.update(selected=sel, fpr=fpr, tpr=tpr, prevalence=prev, objective=o, n_iter=it, trace=tr,
-               label_exchanged=swapped, loglik=loglik)
+        out = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=min_gap,
+                           max_iter=max_iter, annotator_ids=ids)
+        if out["selected"] is not None:
+            out["loglik"] = out["objective"] if prior_counts is None else float(
+                ds_loglik(*args, jnp.asarray(out["fpr"]), jnp.asarray(out["tpr"]), jnp.asarray(out["prevalence"])))
     return out
 
 
@@ -251,58 +210,16 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
     model = check_model(model, func)
     if model not in ("dawid_skene", "grouped", "histogram"):
         raise ValueError(f"{func}: model={model!r} has no closed-form M-step; use fit_map (optimiser) or fit_nuts.")
-    n_starts = check_positive_int(n_starts, name="n_starts")
-    max_iter = check_positive_int(max_iter, name="max_iter")
-    tol, min_gap = float(tol), float(min_gap)
-    if not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"`tol` must be a positive number; got {tol!r}.")
-    if not (np.isfinite(min_gap) and 0 <= min_gap < 1):
-        raise ValueError(f"`min_gap` must lie in [0, 1); got {min_gap!r}.")
+    n_starts, max_iter, tol, min_gap = check_em_settings(n_starts, max_iter, tol, min_gap)
     prior_counts = _em_counts(prior)
     assignment = resolve_assignment(data, model, groups, func)
     notes = check_design(data, model, n_groups=assignment.n_groups, func=func)
     inputs = prepare_inputs(data, model, assignment)
     out = run_em(inputs, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
                  prior_counts=prior_counts, starts=starts, annotator_ids=data.annotator_ids)
-    return _em_result(data, model, assignment, inputs, out, prior, notes, func,
-                      settings=dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
-                                    explicit_starts=starts is not None))
-
-
-def _em_result(data, model, assignment, inputs, out, prior, notes, func, *, settings, method="em"):
-    ids = list(data.annotator_ids)
-    design, notes = list(notes), list(notes)
-    if out["best_rejected"] is not None:
-        _, s, small, gaps = out["best_rejected"]
-        msg = (f"{func}: the highest-likelihood EM fit (start {s}) has gap <= min_gap={settings['min_gap']} for "
-               f"annotators {_preview([ids[j] for j in small])} (gaps {_preview(np.round(gaps, 4))}): those annotators "
-               "look uninformative, and correcting their labels would divide by a gap near zero. Drop them, or lower "
-               "`min_gap` to inspect the fit.")
-        warnings.warn(msg, SmallGapWarning, stacklevel=3)
-        notes.append(msg)
-    details = {"start_logliks": out["start_logliks"], "n_starts_total": out["n_starts_total"]}
-    if out["selected"] is None:
-        failed = out["failed"]
-        reasons = "; ".join(f"start {s}: {r}" for s, r in failed[:6])
-        more = f" (and {len(failed) - 6} more)" if len(failed) > 6 else ""
-        msg = (f"{func}: all {out['n_starts_total']} EM starts failed: {reasons}{more}. Try more starts (`n_starts`), a "
-               "larger `max_iter`, or check for uninformative annotators.")
-        warnings.warn(msg, ConvergenceWarning, stacklevel=3)
-        notes.append(msg)
-        return FitResult(model=model, method=method, channel=None, point={}, groups=assignment, inputs=inputs,
-                         prior=prior, annotator_ids=tuple(ids), converged=False, identified=False, reason=msg,
-                         failed_starts=tuple(failed), warnings=tuple(notes), settings=settings, details=details)
-    fpr, tpr, prev = out["fpr"], out["tpr"], np.clip(out["prevalence"], 0.0, 1.0)
-    notes += check_prevalence_spread(prev, data.n_annotators, model, func=func, stacklevel=4)
-    # Design problems (check_design): the estimate is one point of a set of channels with the same likelihood.
-    identified, reason = not design, design[0] if design else ""
-    details.update(loglik_trace=np.asarray(out["trace"]), selected_start=out["selected"],
-                   objective=out["objective"], label_exchanged=out["label_exchanged"])
-    point = point_dict(model, fpr, tpr, prev)
-    return FitResult(model=model, method=method, channel=channel_from(fpr, tpr, ids), point=point,
-                     groups=assignment, inputs=inputs, prior=prior, annotator_ids=tuple(ids), converged=True,
-                     identified=identified, reason=reason, loglik=float(out["loglik"]), n_iter=int(out["n_iter"]),
-                     failed_starts=tuple(out["failed"]), warnings=tuple(notes), settings=settings, details=details)
+    return em_result(data, model, assignment, inputs, out, prior, notes, func, loglik=out.get("loglik", np.nan),
+                     settings=dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
+                                   explicit_starts=starts is not None))
 
 
 def start_point(data, inputs, model: str, seed: int = 0):
