@@ -85,6 +85,15 @@ def design_problems(observed, model: str, n_groups: int | None = None) -> list:
     return problems
 
 
+def require_two_annotators(data, func: str = "fit") -> None:
+    """Raise ``ValueError`` naming the annotator when ``data`` has a single one (it never identifies a channel)."""
+    if data.n_annotators < 2:
+        raise ValueError(
+            f"{func}: the data has a single annotator ({_preview(data.annotator_ids)}); one annotator's labels do not "
+            "identify its channel (paper §D.1). Add annotators, or pass a known Channel to nc_ece instead."
+        )
+
+
 def check_design(data, model: str, *, n_groups: int | None = None, func: str = "fit", stacklevel: int = 3) -> list:
     """Check that ``model`` can identify the channels of ``data`` before fitting.
 
@@ -107,11 +116,7 @@ def check_design(data, model: str, *, n_groups: int | None = None, func: str = "
     ValueError
         A single annotator.
     """
-    if data.n_annotators < 2:
-        raise ValueError(
-            f"{func}: the data has a single annotator ({_preview(data.annotator_ids)}); one annotator's labels do not "
-            "identify its channel (paper §D.1). Add annotators, or pass a known Channel to nc_ece instead."
-        )
+    require_two_annotators(data, func)
     notes = [f"{func}: {msg}" for msg in design_problems(data.observed, model, n_groups)]
     for msg in notes:
         warnings.warn(msg, IdentifiabilityWarning, stacklevel=stacklevel)

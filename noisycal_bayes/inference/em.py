@@ -20,10 +20,10 @@ from ..core.em import e_step, log_prior, m_step
 from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX_ITER as _MAX_ITER,
                            NONFINITE as _NONFINITE, RUNNING as _RUNNING, TIE_RTOL, check_starts as _check_starts,
                            em_starts, select_start)
-from ..data.design import check_design
+from ..data.design import check_design, require_two_annotators
 from ..models.em_result import em_result
 from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
-from ..models.priors import Prior
+from ..models.priors import em_prior_counts
 from ..models.result import FitResult, point_dict
 from ._sampler import SavedProgram
 
@@ -87,23 +87,6 @@ def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, pr
         return theta, obj, it, st, tr
 
     return jax.vmap(one)(theta0)
-
-
-def _em_counts(prior):
-    """Beta pseudo-counts for ``core.em_step`` (None = maximum likelihood), validated."""
-    if prior is None:
-        return None
-    if not isinstance(prior, Prior):
-        raise ValueError(f"`prior` must be None (maximum likelihood) or a Prior; got {type(prior).__name__}.")
-    counts = prior.em_pseudo_counts()
-    if any(v < 1 for pair in counts for v in pair):
-        raise ValueError(
-            f"closed-form EM needs Beta pseudo-counts >= 1 in (fpr, tpr, prevalence) coordinates; this prior gives "
-            f"{counts} (fpr beta = prior.fpr[1] - prior.u[1]). The mode may then lie on the boundary, where the EM "
-            "M-step does not apply: use fit_map.")
-    if all(v == 1.0 for pair in counts for v in pair):
-        return None  # flat in (fpr, tpr, prevalence): the MAP is the maximum-likelihood estimate
-    return counts
 
 
 def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, starts=None, annotator_ids=None):
@@ -207,11 +190,12 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
     """
     func = "fit_em"
     data = check_data(data, func)
+    require_two_annotators(data, func)
     model = check_model(model, func)
     if model not in ("dawid_skene", "grouped", "histogram"):
         raise ValueError(f"{func}: model={model!r} has no closed-form M-step; use fit_map (optimiser) or fit_nuts.")
     n_starts, max_iter, tol, min_gap = check_em_settings(n_starts, max_iter, tol, min_gap)
-    prior_counts = _em_counts(prior)
+    prior_counts = em_prior_counts(prior)
     assignment = resolve_assignment(data, model, groups, func)
     notes = check_design(data, model, n_groups=assignment.n_groups, func=func)
     inputs = prepare_inputs(data, model, assignment)

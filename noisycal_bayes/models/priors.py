@@ -144,3 +144,37 @@ class Prior:
 
 
 DEFAULT_PRIOR = Prior()
+
+
+def em_prior_counts(prior):
+    """Beta pseudo-counts of ``prior`` for closed-form (MAP-)EM, validated; None for maximum likelihood.
+
+    Parameters
+    ----------
+    prior : None or Prior
+        None, or a :class:`Prior` whose :meth:`~Prior.em_pseudo_counts` are all >= 1.
+
+    Returns
+    -------
+    None or ((a_fpr, b_fpr), (a_tpr, b_tpr), (a_prev, b_prev))
+        None also when the counts are all 1 (flat in ``(fpr, tpr, prevalence)``: the MAP is the MLE).
+
+    Raises
+    ------
+    ValueError
+        Not a Prior, ``u[0] != 1``, or a pseudo-count below 1 (the mode may lie on the boundary, where the
+        EM M-step does not apply: use ``fit_map``).
+    """
+    if prior is None:
+        return None
+    if not isinstance(prior, Prior):
+        raise ValueError(f"`prior` must be None (maximum likelihood) or a Prior; got {type(prior).__name__}.")
+    counts = prior.em_pseudo_counts()
+    if any(v < 1 for pair in counts for v in pair):
+        raise ValueError(
+            f"closed-form EM needs Beta pseudo-counts >= 1 in (fpr, tpr, prevalence) coordinates; this prior gives "
+            f"{counts} (fpr beta = prior.fpr[1] - prior.u[1]). The mode may then lie on the boundary, where the EM "
+            "M-step does not apply: use fit_map.")
+    if all(v == 1.0 for pair in counts for v in pair):
+        return None  # flat in (fpr, tpr, prevalence): the MAP is the maximum-likelihood estimate
+    return counts

@@ -36,6 +36,9 @@ def point_dict(model, fpr, tpr, prevalence=None, slope=None, intercept=None) -> 
     else:
         prev = np.asarray(prevalence, dtype=np.float64)
         out["prevalence"] = prev.reshape(()) if model == "dawid_skene" else prev
+    for name, value in out.items():  # a frozen result: its estimate cannot be edited in place
+        value = out[name] = np.array(value, dtype=np.float64)
+        value.setflags(write=False)
     return out
 
 
@@ -151,7 +154,9 @@ class FitResult:
         if self.model == "platt" or (self.draws is None and "prevalence" not in self.point):
             return None
         src = self.draws["prevalence"].mean(axis=(0, 1)) if self.draws is not None else self.point["prevalence"]
-        return np.atleast_1d(np.asarray(src, dtype=np.float64))
+        out = np.atleast_1d(np.array(src, dtype=np.float64))
+        out.setflags(write=False)
+        return out
 
     @property
     def n_chains(self) -> int:
@@ -173,6 +178,52 @@ class FitResult:
     @property
     def ess_tail(self) -> dict | None:
         return self._diag_column("ess_tail")
+
+    # ---------------------------------------------- what readers of the old reference ChannelEstimate use
+    @property
+    def fpr(self) -> np.ndarray | None:
+        return None if self.channel is None else self.channel.fpr
+
+    @property
+    def tpr(self) -> np.ndarray | None:
+        return None if self.channel is None else self.channel.tpr
+
+    @property
+    def gap(self) -> np.ndarray | None:
+        return None if self.channel is None else self.channel.gap
+
+    @property
+    def n_groups(self) -> int:
+        """Number of (non-empty) groups or bins the fit used (1 for the marginal model)."""
+        return int(self.groups.n_groups)
+
+    @property
+    def group_sizes(self) -> np.ndarray | None:
+        """Items per group, shape (n_groups,) (None when the item-level group index is not kept)."""
+        index = getattr(self.groups, "index", None)
+        return None if index is None else np.bincount(np.asarray(index), minlength=self.n_groups)
+
+    @property
+    def loglik_trace(self) -> np.ndarray:
+        """EM: objective at the start and after each iteration of the selected start; empty otherwise."""
+        return np.asarray(self.details.get("loglik_trace", np.zeros(0)), dtype=np.float64)
+
+    @property
+    def start_logliks(self) -> np.ndarray:
+        """EM: final objective of every start (NaN where non-finite); empty otherwise."""
+        return np.asarray(self.details.get("start_logliks", np.zeros(0)), dtype=np.float64)
+
+    @property
+    def selected_start(self) -> int:
+        """EM: index of the start that gave the estimate (-1 when none or not applicable)."""
+        return int(self.details.get("selected_start", -1))
+
+    def require(self):
+        """Return ``channel``; raise ``ValueError`` with the reason when not identified or missing."""
+        if not self.identified or self.channel is None:
+            why = self.reason or "no admissible estimate"
+            raise ValueError(f"{self.method}: channels not identified: {why}")
+        return self.channel
 
     def _diag_column(self, col):
         if self.diagnostics is None:
@@ -371,16 +422,22 @@ class FitResult:
 
         return az.InferenceData(**groups)
 
-    def summary(self, *, prob: float = 0.9) -> pd.DataFrame:
+    def summary(self, *, level: float = 0.9, prob: float | None = None) -> pd.DataFrame:
         """A pandas table: one row per scalar parameter.
 
-        NUTS: ``mean``, ``sd``, equal-tailed ``prob`` interval (``lower``, ``upper``), ``r_hat``,
+        NUTS: ``mean``, ``sd``, equal-tailed ``level`` interval (``lower``, ``upper``), ``r_hat``,
         ``ess_bulk``, ``ess_tail``. EM / MAP: ``estimate``. The row index is ``"name[label]"``.
         Built here (not with ``az.summary``, whose columns differ between ArviZ 0.23 and 1.x).
+        ``prob=`` is the deprecated name of ``level`` (``DeprecationWarning``); ``table.attrs["level"]``
+        (and, for old readers, ``attrs["prob"]``) records it.
         """
-        prob = float(prob)
+        if prob is not None:
+            warnings.warn("FitResult.summary(prob=...) is deprecated; use level=...", DeprecationWarning,
+                          stacklevel=2)
+            level = prob
+        prob = float(level)
         if not 0 < prob < 1:
-            raise ValueError(f"`prob` must lie strictly between 0 and 1; got {prob}.")
+            raise ValueError(f"`level` must lie strictly between 0 and 1; got {prob}.")
         rows = []
         coords, dims = self.coords, self.dims
         src = self.draws if self.draws is not None else self.point
@@ -399,7 +456,7 @@ class FitResult:
         table = pd.DataFrame(rows).set_index("parameter")
         if self.diagnostics is not None:
             table = table.join(self.diagnostics[["r_hat", "ess_bulk", "ess_tail"]])
-        table.attrs["prob"] = prob
+        table.attrs["level"] = table.attrs["prob"] = prob
         return table
 
     def __repr__(self) -> str:

@@ -27,7 +27,9 @@ from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarni
 from .channels import (ChannelEstimate, check_annotation_set, co_labelling_problem, group_moments, infeasibility,
                        make_channel, require_several_annotators, resolve_data_groups)
 from .closed_form import closed_form_two_groups
-from .em import MIN_PREVALENCE_SPREAD, _moment_start, em_starts
+from ..core.starts import em_starts
+from ..data.design import MIN_PREVALENCE_SPREAD
+from .moments import _moment_start
 
 METHOD = "gmm"
 # One compiled call instead of ~25 eagerly compiled primitives per new shape.

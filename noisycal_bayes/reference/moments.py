@@ -18,8 +18,8 @@ from itertools import combinations
 import numpy as np
 
 from .._validation import _preview, check_positive_int
-from .channels import (ChannelEstimate, check_annotation_set, infeasibility, make_channel,
-                       require_several_annotators)
+from .channels import (ChannelEstimate, check_annotation_set, group_moments, infeasibility, make_channel,
+                       require_several_annotators, resolve_data_groups)
 
 METHOD = "moments_three"
 
@@ -207,3 +207,58 @@ def moments_three(data, *, min_items: int = 10) -> ChannelEstimate:
         return dataclasses.replace(est, group_sizes=sizes)
     return ChannelEstimate(make_channel(fpr, tpr, ids), np.array([mu]), True, True, "", METHOD, n_groups=1,
                            group_sizes=sizes, details=details)
+
+
+#: The moment start is clipped into this interval so that an iterative fit does not start on the boundary.
+START_CLIP = (0.01, 0.99)
+
+
+def moment_start(data, groups=None):
+    """The moment estimate as a start for EM or GMM: ``(fpr (1, J), tpr (1, J), prevalence (1, G))`` or None.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+        Three or more annotators.
+    groups : None, int, Binning or integer array of shape (n_items,)
+        Score groups of the fit to start (None: one prevalence).
+
+    Returns
+    -------
+    tuple of ndarray or None
+        :func:`moments_three`'s channels clipped to :data:`START_CLIP`; per group, the mean over annotators
+        of the corrected group mean ``(m_jg - fpr_j) / gap_j``, clipped likewise. None when the moment
+        estimate is not identified (e.g. two annotators). The shapes are those of ``fit_em(starts=...)``:
+        stack it under :func:`~noisycal_bayes.core.starts.em_starts` to add it to the random starts.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
+    >>> [a.shape for a in moment_start(sim.data, groups=3)]
+    [(1, 3), (1, 3), (1, 3)]
+    """
+    if data.n_annotators < 3:
+        return None
+    group, n_groups = resolve_data_groups(data, groups, "moment_start")
+    fpr, tpr, prev = _moment_start(data, group, n_groups) or (None, None, None)
+    return None if fpr is None else (fpr[None, :], tpr[None, :], prev[None, :])
+
+
+def _moment_start(data, group, n_groups):
+    """The moment estimate as a start (fpr, tpr (J,), prevalence (G,)), or None if not identified."""
+    est = moments_three(data)
+    if not est.identified:
+        return None
+    lo, hi = START_CLIP
+    fpr, tpr = np.clip(est.channel.fpr, lo, hi), np.clip(est.channel.tpr, lo, hi)
+    if n_groups == 1:
+        prev = np.clip(est.prevalence, lo, hi)
+    else:
+        # Per group, the mean over annotators of the corrected group mean (m_jg - a_j) / delta_j.
+        means, _, _, _ = group_moments(data.labels, group, n_groups)
+        with np.errstate(invalid="ignore"):
+            corr = (means - est.channel.fpr[:, None]) / est.channel.gap[:, None]
+            prev = np.nanmean(corr, axis=0)
+        prev = np.clip(np.where(np.isfinite(prev), prev, float(est.prevalence[0])), lo, hi)
+    return fpr, tpr, prev

@@ -8,10 +8,13 @@ import pytest
 from scipy.stats import norm
 
 from noisycal_bayes.core import ds_loglik, em_step, x64
+from noisycal_bayes import fit_em as fit_em_vectorised
 from noisycal_bayes.data import AnnotationSet, Binning, compress_patterns
+from noisycal_bayes.models import Prior
+from noisycal_bayes.models.result import FitResult
 from noisycal_bayes.reference.closed_form import closed_form_two_groups
 from noisycal_bayes.reference.em import em_starts, fit_em
-from noisycal_bayes.reference.moments import moments_three
+from noisycal_bayes.reference.moments import moment_start, moments_three
 from noisycal_bayes.simulate import simulate_annotations
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 
@@ -46,10 +49,17 @@ def test_fit_is_deterministic_and_explicit_starts_reproduce_it():
         assert other.selected_start == a.selected_start and other.n_iter == a.n_iter
 
 
-def test_moment_start_appended_for_three_annotators():
+def test_moment_start_is_not_added_but_can_be_passed():
+    # One EM contract (issue 15): neither EM adds the moment start by itself; stacking moment_start under
+    # the random starts reproduces the old reference behaviour (the moment start got index n_starts).
     sim = simulate_annotations(1000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=2)
-    est = fit_em(sim.data, n_starts=3)
-    assert est.details["moment_start_index"] == 3 and est.start_logliks.shape == (4,)
+    est = fit_em(sim.data, model="dawid_skene", n_starts=3)
+    assert est.start_logliks.shape == (3,)
+    ms = moment_start(sim.data)
+    starts = tuple(np.vstack([r, m]) for r, m in zip(em_starts(3, 1, 3, 0), ms))
+    with_ms = fit_em(sim.data, model="dawid_skene", starts=starts)
+    assert with_ms.start_logliks.shape == (4,)
+    np.testing.assert_allclose(with_ms.start_logliks[:3], est.start_logliks, rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------------------------- EM algebra
@@ -57,13 +67,14 @@ def test_moment_start_appended_for_three_annotators():
 def test_loglik_trace_is_monotone(case):
     if case == "marginal3":
         sim = simulate_annotations(1500, fpr=[0.1, 0.3, 0.2], tpr=[0.8, 0.7, 0.9], seed=3)
-        est = fit_em(sim.data, n_starts=2)
+        est = fit_em(sim.data, model="dawid_skene", n_starts=2)
     elif case == "grouped2_missing":
         sim = simulate_annotations(1500, fpr=[0.2, 0.1], tpr=[0.7, 0.9], missing=0.2, seed=4)
         est = fit_em(sim.data, groups=3, n_starts=2)
     else:
         sim = simulate_annotations(800, fpr=[0.1, 0.3, 0.2, 0.1], tpr=[0.8, 0.7, 0.9, 0.6], seed=5)
-        est = fit_em(sim.data, groups=2, n_starts=2, prior=((2, 5), (5, 2), (2, 2)))
+        with pytest.warns(DeprecationWarning, match="tuple of Beta pairs"):
+            est = fit_em(sim.data, groups=2, n_starts=2, prior=((2, 5), (5, 2), (2, 2)))
     trace = est.loglik_trace
     assert trace.size == est.n_iter + 1 and est.n_iter > 3
     # EM never decreases its objective; 1e-10 allows for rounding of a sum of O(100) float64 terms.
@@ -74,7 +85,9 @@ def test_estimate_is_a_fixed_point_and_loglik_is_reported():
     sim = simulate_annotations(1500, fpr=[0.1, 0.3, 0.2], tpr=[0.8, 0.7, 0.9], seed=6)
     prior = ((2.0, 5.0), (5.0, 2.0), (2.0, 2.0))
     for kw in ({}, {"prior": prior}):
-        est = fit_em(sim.data, groups=2, tol=1e-12, max_iter=20000, n_starts=1, **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the tuple prior (checked in test_deprecated_forms)
+            est = fit_em(sim.data, groups=2, tol=1e-12, max_iter=20000, n_starts=1, **kw)
         group = Binning.equal_mass(2).assign(sim.data.scores)
         pc = compress_patterns(sim.data.labels, group, 2)
         with x64():
@@ -119,7 +132,7 @@ def test_three_annotator_marginal_em_equals_moments():
     # so the MLE and the plug-in moment solution coincide.
     sim = simulate_annotations(3000, fpr=[0.1, 0.3, 0.2], tpr=[0.8, 0.7, 0.9], seed=10)
     mo = moments_three(sim.data)
-    est = fit_em(sim.data, tol=1e-13, max_iter=20000, n_starts=2)
+    est = fit_em(sim.data, model="dawid_skene", tol=1e-13, max_iter=20000, n_starts=2)
     np.testing.assert_allclose(est.channel.fpr, mo.channel.fpr, atol=1e-7)
     np.testing.assert_allclose(est.channel.tpr, mo.channel.tpr, atol=1e-7)
     np.testing.assert_allclose(est.prevalence, mo.prevalence, atol=1e-7)
@@ -183,7 +196,7 @@ def test_paper_d1_two_annotators_without_scores_not_identified():
     rows = [[1, 1]] * 31 + [[1, 0]] * 19 + [[0, 1]] * 19 + [[0, 0]] * 31
     data = AnnotationSet.from_wide(np.array(rows * 10))
     with pytest.warns(IdentifiabilityWarning, match=r"§D.1"):
-        est = fit_em(data, n_starts=4)
+        est = fit_em(data, model="dawid_skene", n_starts=4)
     assert not est.identified and est.channel is not None and "§D.1" in est.reason
     with pytest.raises(ValueError, match="not identified"):
         est.require()
@@ -196,7 +209,7 @@ def test_paper_d1_two_annotators_without_scores_not_identified():
     np.testing.assert_allclose(est.loglik, max_ll, rtol=1e-9)
     # And EM itself lands on different channels from different starts, at the same likelihood.
     with pytest.warns(IdentifiabilityWarning):
-        other = fit_em(data, starts=em_starts(2, 1, 1, 123))
+        other = fit_em(data, model="dawid_skene", starts=em_starts(2, 1, 1, 123))
     np.testing.assert_allclose(other.loglik, est.loglik, rtol=1e-9)
     assert np.max(np.abs(other.channel.fpr - est.channel.fpr)) > 0.01
 
@@ -218,8 +231,8 @@ def test_label_exchanged_start_is_reoriented():
     # A start with every tpr < fpr converges to the label-swapped optimum; orientation must undo it.
     sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=31)
     fpr0, tpr0, prev0 = em_starts(3, 1, 1, 0)
-    good = fit_em(sim.data, starts=(fpr0, tpr0, prev0), tol=1e-12, max_iter=20000)
-    swapped = fit_em(sim.data, starts=(tpr0, fpr0, 1 - prev0), tol=1e-12, max_iter=20000)
+    good = fit_em(sim.data, model="dawid_skene", starts=(fpr0, tpr0, prev0), tol=1e-12, max_iter=20000)
+    swapped = fit_em(sim.data, model="dawid_skene", starts=(tpr0, fpr0, 1 - prev0), tol=1e-12, max_iter=20000)
     assert swapped.details["label_exchanged"] and not good.details["label_exchanged"]
     np.testing.assert_allclose(swapped.channel.fpr, good.channel.fpr, atol=1e-7)
     np.testing.assert_allclose(swapped.prevalence, good.prevalence, atol=1e-7)
@@ -228,7 +241,7 @@ def test_label_exchanged_start_is_reoriented():
 def test_ties_go_to_the_lowest_start_index():
     sim = simulate_annotations(1000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=32)
     f, t, p = em_starts(3, 1, 1, 5)
-    est = fit_em(sim.data, starts=(np.vstack([f, f]), np.vstack([t, t]), np.vstack([p, p])))
+    est = fit_em(sim.data, model="dawid_skene", starts=(np.vstack([f, f]), np.vstack([t, t]), np.vstack([p, p])))
     assert est.selected_start == 0 and est.start_logliks[0] == est.start_logliks[1]
 
 
@@ -255,7 +268,7 @@ def test_grouped_two_annotators_with_equal_prevalences_warns():
     groups = np.random.default_rng(0).integers(0, 2, 3000)
     with pytest.warns(IdentifiabilityWarning, match="prevalences barely differ"):
         est = fit_em(sim.data, groups=groups, n_starts=4, min_gap=0.0)
-    assert any("barely differ" in w for w in est.details["warnings"])
+    assert any("barely differ" in w for w in est.warnings)
 
 
 def test_uninformative_annotator_small_gap_warning():
@@ -264,7 +277,7 @@ def test_uninformative_annotator_small_gap_warning():
     data = AnnotationSet.from_wide(np.column_stack([sim.data.labels, noise]), annotators=["a", "b", "c", "coin"])
     with pytest.warns(SmallGapWarning, match=r"'coin'"):
         with pytest.warns(ConvergenceWarning, match="all .* EM starts failed"):
-            est = fit_em(data, n_starts=3)
+            est = fit_em(data, model="dawid_skene", n_starts=3)
     assert not est.identified and est.channel is None and "gap <= min_gap" in est.reason
     assert all("coin" in r for _, r in est.failed_starts)
     with pytest.raises(ValueError, match="not identified.*gap <= min_gap"):
@@ -273,10 +286,10 @@ def test_uninformative_annotator_small_gap_warning():
 
 def test_all_starts_failing_to_converge():
     sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=42)
-    # Grouped, so the moment start is not already the (saturated marginal) maximum.
+    # Two random starts (no moment start since the one EM contract of issue 15: it was the third).
     with pytest.warns(ConvergenceWarning, match="did not converge within max_iter=2"):
         est = fit_em(sim.data, groups=3, n_starts=2, max_iter=2)
-    assert not est.identified and not est.converged and len(est.failed_starts) == 3
+    assert not est.identified and not est.converged and len(est.failed_starts) == 2
     assert est.failed_starts[0] == (0, "did not converge within max_iter=2 iterations")
 
 
@@ -289,9 +302,9 @@ def test_errors():
         fit_em(sim.data.labels)
     with pytest.raises(ValueError, match="need classifier scores"):
         _quiet_fit(AnnotationSet.from_wide(sim.data.labels), groups=2)
-    with pytest.raises(ValueError, match="`prior` must be None or three Beta"):
+    with pytest.raises(ValueError, match="`prior` must be None, a Prior, or .deprecated. three Beta"):
         fit_em(sim.data, groups=2, prior=((0.5, 1), (1, 1), (1, 1)))
-    with pytest.raises(ValueError, match="`prior` must be None or three Beta"):
+    with pytest.raises(ValueError, match="`prior` must be None, a Prior, or .deprecated. three Beta"):
         fit_em(sim.data, groups=2, prior=((1, 1),))
     with pytest.raises(ValueError, match="`starts` must have shapes"):
         fit_em(sim.data, groups=2, starts=em_starts(3, 2, 2, 0))
@@ -302,18 +315,75 @@ def test_errors():
         fit_em(sim.data, groups=2, tol=0)
     with pytest.raises(ValueError, match=r"`min_gap` must lie in \[0, 1\)"):
         fit_em(sim.data, groups=2, min_gap=1.0)
-    with pytest.raises(ValueError, match="`n_starts` must be an integer >= 0"):
+    with pytest.raises(ValueError, match="`n_starts` must be an integer >= 1"):
         fit_em(sim.data, groups=2, n_starts=-1)
-    with pytest.raises(ValueError, match="no starts: n_starts=0"):
+    with pytest.raises(ValueError, match="`n_starts` must be an integer >= 1"):
         fit_em(sim.data, groups=2, n_starts=0)
+    with pytest.raises(ValueError, match="no closed-form M-step"):
+        fit_em(sim.data, model="platt")
 
 
 def test_result_is_frozen():
     probs = pattern_probabilities([0.1], [0.9], [0.5])[1]
     assert probs.shape == (1, 2)
     sim = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=44)
-    est = fit_em(sim.data, n_starts=1)
+    est = fit_em(sim.data, model="dawid_skene", n_starts=1)
     with pytest.raises(Exception):
         est.identified = False
     with pytest.raises(ValueError):
         est.prevalence[0] = 0.0
+
+
+# ----------------------------------------------------------------------------------------------- one contract (issue 15)
+def test_defaults_fit_the_same_model_as_the_vectorised_em():
+    # Independent route: the vectorised EM (vmap over starts) and this loop, with their defaults (grouped
+    # model, 5 equal-mass groups, 10 starts from seed 0), fit the same model and agree to rounding.
+    sim = simulate_annotations(2000, fpr=[0.1, 0.25, 0.15], tpr=[0.85, 0.7, 0.9], missing=0.1, seed=50)
+    ref, vec = fit_em(sim.data), fit_em_vectorised(sim.data)
+    assert isinstance(ref, FitResult) and isinstance(vec, FitResult)
+    assert ref.model == vec.model == "grouped" and ref.n_groups == vec.n_groups == 5
+    assert ref.selected_start == vec.selected_start
+    for name in ("fpr", "tpr", "prevalence"):
+        # 1e-9: both stop by the same rule (tol 1e-8 on parameters); the remaining difference is rounding.
+        np.testing.assert_allclose(ref.point[name], vec.point[name], atol=1e-9)
+    np.testing.assert_allclose(ref.loglik, vec.loglik, rtol=1e-12)
+    np.testing.assert_allclose(ref.start_logliks, vec.start_logliks, rtol=1e-10)
+
+
+@pytest.mark.parametrize("model, groups", [("dawid_skene", 5), ("histogram", Binning.equal_width(4))])
+def test_explicit_identical_starts_agree_with_the_vectorised_em(model, groups):
+    sim = simulate_annotations(1500, fpr=[0.1, 0.3, 0.2, 0.05], tpr=[0.8, 0.7, 0.9, 0.75], seed=51)
+    n_groups = 1 if model == "dawid_skene" else 4
+    starts = em_starts(4, n_groups, 6, 99)
+    prior = Prior(fpr=(2.0, 6.0), u=(1.0, 3.0), prevalence=(2.0, 2.0))
+    for kw in ({}, {"prior": prior}):
+        ref = fit_em(sim.data, model=model, groups=groups, starts=starts, **kw)
+        vec = fit_em_vectorised(sim.data, model=model, groups=groups, starts=starts, **kw)
+        assert ref.selected_start == vec.selected_start and ref.n_iter == vec.n_iter
+        np.testing.assert_allclose(ref.loglik_trace, vec.loglik_trace, rtol=1e-11)
+        for name in ("fpr", "tpr", "prevalence"):
+            np.testing.assert_allclose(ref.point[name], vec.point[name], atol=1e-10)
+        assert ref.failed_starts == vec.failed_starts
+
+
+def test_deprecated_forms_map_to_the_new_contract():
+    sim = simulate_annotations(1000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=52)
+    with pytest.warns(DeprecationWarning, match="groups=None"):
+        old = fit_em(sim.data, groups=None, n_starts=3)
+    new = fit_em(sim.data, model="dawid_skene", n_starts=3)
+    assert old.model == "dawid_skene" and old.n_groups == 1
+    np.testing.assert_array_equal(old.point["fpr"], new.point["fpr"])
+    # A tuple prior with a_tpr = 1 is the Prior named in the warning: the same pseudo-counts, the same fit.
+    with pytest.warns(DeprecationWarning, match=r"Prior\(fpr=\(2, 7\), u=\(1, 3\)"):
+        old = fit_em(sim.data, groups=2, n_starts=3, prior=((2, 4), (1, 3), (2, 2)))
+    new = fit_em(sim.data, groups=2, n_starts=3, prior=Prior(fpr=(2, 7), u=(1, 3), prevalence=(2, 2)))
+    np.testing.assert_array_equal(old.point["tpr"], new.point["tpr"])
+    assert old.loglik == new.loglik
+
+
+def test_result_offers_what_channel_estimate_readers_use():
+    sim = simulate_annotations(800, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=53)
+    est = fit_em(sim.data, groups=3, n_starts=2)
+    assert est.require() is est.channel and est.method == "em" and est.n_groups == 3
+    np.testing.assert_array_equal(est.gap, est.channel.tpr - est.channel.fpr)
+    assert est.group_sizes.sum() == 800 and est.loglik_trace.size == est.n_iter + 1
