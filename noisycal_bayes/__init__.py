@@ -28,6 +28,7 @@ _LAZY = {
     "fit_em": "noisycal_bayes.inference",
     "fit_map": "noisycal_bayes.inference",
     "fit_nuts": "noisycal_bayes.inference",
+    "clear_cache": "noisycal_bayes.inference",
     "FitResult": "noisycal_bayes.inference",
     "Prior": "noisycal_bayes.models",
     "label_issues": "noisycal_bayes.labels",

@@ -1,11 +1,18 @@
-"""Inference front door: ``fit_em`` (EM / MAP-EM), ``fit_map`` (optimiser), ``fit_nuts`` (NUTS) -> ``FitResult``."""
+"""Inference front door: ``fit_em`` (EM / MAP-EM), ``fit_map`` (optimiser), ``fit_nuts`` (NUTS) -> ``FitResult``.
+
+``FitResult`` and the model inputs live in :mod:`noisycal_bayes.models` (shared with ``reference``);
+``check_mcmc`` / ``mcmc_diagnostics`` in :mod:`noisycal_bayes.inference.mcmc`.
+"""
 from ..models.inputs import MODEL_NAMES, GroupAssignment, ModelInputs
+from ..models.result import FitResult
 from ._sampler import clear_sampler_cache
+from .cache import clear_cache
 from .em import em_starts, fit_em
 from .map import fit_map
+from .mcmc import check_mcmc, mcmc_diagnostics
 from .nuts import enable_compilation_cache, fit_nuts
-from ..models.result import FitResult
 from .setup import configure_jax
 
-__all__ = ["FitResult", "GroupAssignment", "MODEL_NAMES", "ModelInputs", "clear_sampler_cache", "configure_jax",
-           "em_starts", "enable_compilation_cache", "fit_em", "fit_map", "fit_nuts"]
+__all__ = ["FitResult", "GroupAssignment", "MODEL_NAMES", "ModelInputs", "check_mcmc", "clear_cache",
+           "clear_sampler_cache", "configure_jax", "em_starts", "enable_compilation_cache", "fit_em", "fit_map",
+           "fit_nuts", "mcmc_diagnostics"]

@@ -222,7 +222,7 @@ def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
     # With a compilation cache directory, the sampler's two programs are exported there; a rebuilt program
     # (as in a new process) loads them instead of rewriting them and gives the same draws. A cache where the
     # folder cannot be made only warns.
-    from noisycal_bayes.inference._sampler import _PROGRAMS, clear_sampler_cache
+    from noisycal_bayes.inference._sampler import _PROGRAMS, clear_programs
 
     old = jax.config.jax_compilation_cache_dir
     kw = dict(groups=3, n_chains=2, n_warmup=50, n_draws=50, progress_bar=False, seed=3)
@@ -233,14 +233,14 @@ def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             jax.config.update("jax_compilation_cache_dir", str(tmp_path / "cache"))
-            clear_sampler_cache()
+            clear_programs()
             first = fit_nuts(SIM.data, **kw)
             # The sampler's two programs (the EM start's program may already be in memory from an earlier test).
             saved = [path for prog in _PROGRAMS.values() for path in (prog._init.path, prog._advance.path)]
             assert len(saved) == 2 and all(p.parent == tmp_path / "cache" / "noisycal_programs" and p.exists()
                                            for p in saved)
             stamps = [p.stat().st_mtime_ns for p in saved]
-            clear_sampler_cache()
+            clear_programs()
             again = fit_nuts(SIM.data, **kw)
             assert [p.stat().st_mtime_ns for p in saved] == stamps  # loaded, not rewritten
             np.testing.assert_array_equal(again.draws["fpr"], first.draws["fpr"])
@@ -248,15 +248,15 @@ def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
             # is traced in a process that never traced init, which NumPyro's shared closure must not notice.
             (advance,) = [prog._advance.path for prog in _PROGRAMS.values()]
             advance.unlink()
-            clear_sampler_cache()
+            clear_programs()
             partial_cache = fit_nuts(SIM.data, **kw)
             assert advance.exists()
             np.testing.assert_array_equal(partial_cache.draws["fpr"], first.draws["fpr"])
             jax.config.update("jax_compilation_cache_dir", str(blocked))
-            clear_sampler_cache()
+            clear_programs()
             with pytest.warns(RuntimeWarning, match="could not save the compiled (init|advance) program"):
                 other = fit_nuts(SIM.data, **kw)
             np.testing.assert_array_equal(other.draws["fpr"], first.draws["fpr"])
     finally:
         jax.config.update("jax_compilation_cache_dir", old)
-        clear_sampler_cache()
+        clear_programs()
