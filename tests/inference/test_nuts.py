@@ -54,14 +54,16 @@ def test_diagnostics_and_summary_agree_with_arviz(fit):
     np.testing.assert_allclose(fit.ess_bulk["fpr"], ess, rtol=1e-10)
     rhat = az.rhat(idata, var_names=["prevalence"])["prevalence"].values
     np.testing.assert_allclose(fit.rhat["prevalence"], rhat, rtol=1e-10)
-    summary = fit.summary(prob=0.8)
+    summary = fit.summary(level=0.8)
+    with pytest.warns(DeprecationWarning, match="level"):
+        assert fit.summary(prob=0.8).equals(summary)  # the deprecated name of `level`
     assert list(summary.columns) == ["mean", "sd", "lower", "upper", "r_hat", "ess_bulk", "ess_tail"]
     x = fit.draws["tpr"][:, :, 2].ravel()
     np.testing.assert_allclose(summary.loc["tpr[2]", ["mean", "lower", "upper"]].to_numpy(dtype=float),
                                [x.mean(), *np.quantile(x, [0.1, 0.9])])
     assert fit.n_divergent == int(fit.sample_stats["diverging"].sum())
-    with pytest.raises(ValueError, match="prob"):
-        fit.summary(prob=1.0)
+    with pytest.raises(ValueError, match="level"):
+        fit.summary(level=1.0)
 
 
 def test_arviz_groups_and_pointwise_loglik(fit):
