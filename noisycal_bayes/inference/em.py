@@ -7,7 +7,6 @@ so that the two agree to rounding from identical starts; the E- and M-steps are
 """
 from __future__ import annotations
 
-import warnings
 from functools import partial
 
 import jax
@@ -25,7 +24,7 @@ from ..models.em_result import em_result
 from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult, point_dict
-from ._sampler import SavedProgram
+from ._saved import SavedProgram
 
 __all__ = ["TIE_RTOL", "em_starts", "fit_em", "run_em", "start_point"]
 
