@@ -13,15 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import check_em_settings
 from ..core import ds_loglik, x64
 from ..core.em import e_step, log_prior, m_step
 from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX_ITER as _MAX_ITER,
                            NONFINITE as _NONFINITE, RUNNING as _RUNNING, TIE_RTOL, check_starts as _check_starts,
                            em_starts, select_start)
-from ..data.design import check_design, require_two_annotators
-from ..models.em_result import em_result
-from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
+from ..models.em_result import em_result, prepare_em
+from ..models.inputs import prepare_inputs, resolve_assignment
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult, point_dict
 from ._saved import SavedProgram
@@ -188,21 +186,15 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
     True
     """
     func = "fit_em"
-    data = check_data(data, func)
-    require_two_annotators(data, func)
-    model = check_model(model, func)
-    if model not in ("dawid_skene", "grouped", "histogram"):
-        raise ValueError(f"{func}: model={model!r} has no closed-form M-step; use fit_map (optimiser) or fit_nuts.")
-    n_starts, max_iter, tol, min_gap = check_em_settings(n_starts, max_iter, tol, min_gap)
     prior_counts = em_prior_counts(prior)
-    assignment = resolve_assignment(data, model, groups, func)
-    notes = check_design(data, model, n_groups=assignment.n_groups, func=func)
-    inputs = prepare_inputs(data, model, assignment)
-    out = run_em(inputs, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
-                 prior_counts=prior_counts, starts=starts, annotator_ids=data.annotator_ids)
+    data, model, assignment, notes, inputs, settings = prepare_em(
+        data, model=model, groups=groups, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
+        starts=starts, func=func)
+    out = run_em(inputs, n_starts=settings["n_starts"], seed=seed, max_iter=settings["max_iter"], tol=settings["tol"],
+                 min_gap=settings["min_gap"], prior_counts=prior_counts, starts=starts,
+                 annotator_ids=data.annotator_ids)
     return em_result(data, model, assignment, inputs, out, prior, notes, func, loglik=out.get("loglik", np.nan),
-                     settings=dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
-                                   explicit_starts=starts is not None))
+                     settings=settings)
 
 
 def start_point(data, inputs, model: str, seed: int = 0):

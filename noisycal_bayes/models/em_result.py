@@ -1,4 +1,5 @@
-"""The :class:`~noisycal_bayes.models.result.FitResult` of an EM fit, built once for both EMs.
+"""What both EMs do before and after their iterations: validation and inputs (:func:`prepare_em`), and the
+:class:`~noisycal_bayes.models.result.FitResult` with its warnings (:func:`em_result`).
 
 ``noisycal_bayes.fit_em`` (vectorised) and ``noisycal_bayes.reference.fit_em`` (a plain loop) run their starts
 independently, select with :func:`noisycal_bayes.core.starts.select_start`, and hand the selection here: the
@@ -10,10 +11,47 @@ import warnings
 
 import numpy as np
 
+from .._validation import check_em_settings
 from ..core.starts import all_failed_message, small_gap_message
-from ..data.design import check_prevalence_spread
+from ..data.design import check_design, check_prevalence_spread, require_two_annotators
+from .inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from ..warnings import ConvergenceWarning, SmallGapWarning
 from .result import FitResult, channel_from, point_dict
+
+
+#: Models with a closed-form M-step (the others go to ``fit_map`` or ``fit_nuts``).
+EM_MODELS = ("dawid_skene", "grouped", "histogram")
+
+
+def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_gap, starts, func: str = "fit_em"):
+    """Validate an EM call and prepare what its iterations run on (the same for both EMs).
+
+    Returns
+    -------
+    tuple
+        ``(data, model, assignment, notes, inputs, settings)``: the validated data and model, the
+        :class:`~noisycal_bayes.models.inputs.GroupAssignment`, the design warnings issued
+        (:func:`~noisycal_bayes.data.design.check_design`), the compressed
+        :class:`~noisycal_bayes.models.inputs.ModelInputs`, and ``settings`` (``n_starts``, ``seed``,
+        ``max_iter``, ``tol``, ``min_gap``, ``explicit_starts``) validated.
+
+    Raises
+    ------
+    ValueError
+        Not an AnnotationSet / SufficientStats, a single annotator, an unknown model or one without a
+        closed-form M-step, bad numeric settings, score groups without scores.
+    """
+    data = check_data(data, func)
+    require_two_annotators(data, func)
+    model = check_model(model, func)
+    if model not in EM_MODELS:
+        raise ValueError(f"{func}: model={model!r} has no closed-form M-step; use fit_map (optimiser) or fit_nuts.")
+    n_starts, max_iter, tol, min_gap = check_em_settings(n_starts, max_iter, tol, min_gap)
+    settings = dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
+                    explicit_starts=starts is not None)
+    assignment = resolve_assignment(data, model, groups, func)
+    notes = check_design(data, model, n_groups=assignment.n_groups, func=func, stacklevel=4)
+    return data, model, assignment, notes, prepare_inputs(data, model, assignment), settings
 
 
 def em_result(data, model: str, assignment, inputs, selection: dict, prior, notes, func: str, *, settings: dict,

@@ -63,8 +63,32 @@ def _arviz_major() -> int:
         return 1 if not hasattr(az, "InferenceData") else 0
 
 
+class ChannelAccess:
+    """``fpr``, ``tpr``, ``gap`` and ``require()`` of a result with ``channel``, ``identified``, ``reason`` and
+    ``method`` attributes: shared by :class:`FitResult` and the reference layer's ``ChannelEstimate``."""
+
+    @property
+    def fpr(self) -> np.ndarray | None:
+        return None if self.channel is None else self.channel.fpr
+
+    @property
+    def tpr(self) -> np.ndarray | None:
+        return None if self.channel is None else self.channel.tpr
+
+    @property
+    def gap(self) -> np.ndarray | None:
+        return None if self.channel is None else self.channel.gap
+
+    def require(self) -> Channel:
+        """Return ``channel``; raise ``ValueError`` with the reason when not identified or missing."""
+        if not self.identified or self.channel is None:
+            why = self.reason or "no admissible estimate"
+            raise ValueError(f"{self.method}: channels not identified: {why}")
+        return self.channel
+
+
 @dataclass(frozen=True, eq=False)
-class FitResult:
+class FitResult(ChannelAccess):
     """A fitted channel model: point estimate, posterior draws (NUTS), diagnostics and inputs.
 
     Attributes
@@ -181,18 +205,6 @@ class FitResult:
 
     # ---------------------------------------------- what readers of the old reference ChannelEstimate use
     @property
-    def fpr(self) -> np.ndarray | None:
-        return None if self.channel is None else self.channel.fpr
-
-    @property
-    def tpr(self) -> np.ndarray | None:
-        return None if self.channel is None else self.channel.tpr
-
-    @property
-    def gap(self) -> np.ndarray | None:
-        return None if self.channel is None else self.channel.gap
-
-    @property
     def n_groups(self) -> int:
         """Number of (non-empty) groups or bins the fit used (1 for the marginal model)."""
         return int(self.groups.n_groups)
@@ -217,13 +229,6 @@ class FitResult:
     def selected_start(self) -> int:
         """EM: index of the start that gave the estimate (-1 when none or not applicable)."""
         return int(self.details.get("selected_start", -1))
-
-    def require(self):
-        """Return ``channel``; raise ``ValueError`` with the reason when not identified or missing."""
-        if not self.identified or self.channel is None:
-            why = self.reason or "no admissible estimate"
-            raise ValueError(f"{self.method}: channels not identified: {why}")
-        return self.channel
 
     def _diag_column(self, col):
         if self.diagnostics is None:

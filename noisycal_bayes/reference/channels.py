@@ -1,9 +1,10 @@
 """The result type of every frequentist channel estimator, and helpers they share.
 
 Estimators (paper §4 and Appendix D): :func:`~noisycal_bayes.reference.closed_form.closed_form_two_groups`,
-:func:`~noisycal_bayes.reference.moments.moments_three`, :func:`~noisycal_bayes.reference.em.fit_em` and
-:func:`~noisycal_bayes.reference.gmm.fit_gmm`. All return a :class:`ChannelEstimate`; consumers read
-``.channel`` (or call ``.require()``, which raises with the reason when the channels are not identified).
+:func:`~noisycal_bayes.reference.moments.moments_three` and :func:`~noisycal_bayes.reference.gmm.fit_gmm` return a
+:class:`ChannelEstimate`; :func:`~noisycal_bayes.reference.em.fit_em` returns a
+:class:`~noisycal_bayes.models.result.FitResult` (the contract of ``noisycal_bayes.fit_em``). Consumers of either
+read ``.channel`` (or call ``.require()``, which raises with the reason when the channels are not identified).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 
 from .._validation import _preview
 from ..data import AnnotationSet, Channel, resolve_groups
-from ..data.design import co_labelling_problem as _co_labelling_problem
+from ..data.design import co_labelling_problem as _co_labelling_problem, require_two_annotators
+from ..models.result import ChannelAccess
 
 #: Tolerance used when checking that an estimate lies in the parameter space (population moments fed
 #: through the closed forms reproduce boundary values such as fpr = 0 only up to rounding).
@@ -21,7 +23,7 @@ FEASIBILITY_TOL = 1e-10
 
 
 @dataclass(frozen=True, eq=False)
-class ChannelEstimate:
+class ChannelEstimate(ChannelAccess):
     """Estimated annotator channels and class prevalences, and how they were obtained.
 
     Attributes
@@ -92,25 +94,6 @@ class ChannelEstimate:
         object.__setattr__(self, "start_logliks", np.asarray(self.start_logliks, dtype=np.float64))
         object.__setattr__(self, "failed_starts", list(self.failed_starts))
 
-    @property
-    def fpr(self) -> np.ndarray | None:
-        return None if self.channel is None else self.channel.fpr
-
-    @property
-    def tpr(self) -> np.ndarray | None:
-        return None if self.channel is None else self.channel.tpr
-
-    @property
-    def gap(self) -> np.ndarray | None:
-        return None if self.channel is None else self.channel.gap
-
-    def require(self) -> Channel:
-        """Return ``channel``; raise ``ValueError`` with the reason when not identified or missing."""
-        if not self.identified or self.channel is None:
-            why = self.reason or "no admissible estimate"
-            raise ValueError(f"{self.method}: channels not identified: {why}")
-        return self.channel
-
     def __repr__(self) -> str:
         ch = "None" if self.channel is None else repr(self.channel)
         tail = "" if not self.reason else f", reason={self.reason!r}"
@@ -129,11 +112,7 @@ def check_annotation_set(data, func: str) -> AnnotationSet:
 
 def require_several_annotators(data: AnnotationSet, func: str) -> None:
     """Error for a single annotator, naming it (one annotator never identifies a channel, §D.1)."""
-    if data.n_annotators < 2:
-        raise ValueError(
-            f"{func}: the data has a single annotator ({_preview(data.annotator_ids)}); one annotator's labels do "
-            "not identify its channel (paper §D.1). Add annotators, or pass a known Channel to nc_ece instead."
-        )
+    require_two_annotators(data, func)
 
 
 def co_labelling_problem(data: AnnotationSet) -> str:

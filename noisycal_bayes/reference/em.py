@@ -22,14 +22,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import check_em_settings
 from ..core import ds_loglik, em_step, x64
 from ..core.em import log_prior
 from ..core.starts import (BAD_START, CONVERGED, MAX_ITER, NONFINITE, TIE_RTOL, check_starts, em_starts,
                            select_start)
-from ..data.design import MIN_PREVALENCE_SPREAD, check_design, require_two_annotators
-from ..models.em_result import em_result
-from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
+from ..data.design import MIN_PREVALENCE_SPREAD
+from ..models.em_result import em_result, prepare_em
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
 
@@ -114,7 +112,7 @@ def _run_start(theta0, arrays, n_annotators, n_groups, prior, max_iter, tol):
 
 def _resolve_model(model, groups):
     """``model`` and ``groups``, mapping the deprecated ``groups=None`` to ``model="dawid_skene"``."""
-    if groups is None:
+    if groups is None and model != "dawid_skene":
         warnings.warn("reference.fit_em: groups=None (one prevalence) is deprecated; pass model='dawid_skene' "
                       "(the same fit).", DeprecationWarning, stacklevel=3)
         return "dawid_skene", None
@@ -130,6 +128,14 @@ def _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter, tol):
             for f, t, p in zip(fpr0, tpr0, prev0)]
     theta, obj, n_iter, trace, status = (np.array(v) for v in zip(*runs))
     return theta, obj, n_iter, status, trace, arrays
+
+
+def _loglik(selection, arrays, n_annotators, prior_counts) -> float:
+    """Log-likelihood at the selected estimate (the objective itself unless MAP added the log prior)."""
+    if prior_counts is None:
+        return selection["objective"]
+    theta = np.concatenate([selection["fpr"], selection["tpr"], selection["prevalence"]])
+    return float(_objective(jnp.asarray(theta), *arrays, n_annotators, None))
 
 
 def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: int = 0, prior=None,
@@ -234,28 +240,18 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
     (True, True)
     """
     func = "fit_em"
-    data = check_data(data, func)
-    require_two_annotators(data, func)
-    model, groups = _resolve_model(check_model(model, func), groups)
-    if model not in ("dawid_skene", "grouped", "histogram"):
-        raise ValueError(f"{func}: model={model!r} has no closed-form M-step; use fit_map (optimiser) or fit_nuts.")
-    n_starts, max_iter, tol, min_gap = check_em_settings(n_starts, max_iter, tol, min_gap)
+    model, groups = _resolve_model(model, groups)
     prior_counts = _check_prior(prior)
-    assignment = resolve_assignment(data, model, groups, func)
-    notes = check_design(data, model, n_groups=assignment.n_groups, func=func)
-    inputs = prepare_inputs(data, model, assignment)
-    n_ann, n_groups = data.n_annotators, inputs.n_groups
+    data, model, assignment, notes, inputs, settings = prepare_em(
+        data, model=model, groups=groups, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
+        starts=starts, func=func)
+    n_ann, n_groups, max_iter = data.n_annotators, inputs.n_groups, settings["max_iter"]
     fpr0, tpr0, prev0 = (check_starts(starts, n_ann, n_groups) if starts is not None
-                         else em_starts(n_ann, n_groups, n_starts, seed))
+                         else em_starts(n_ann, n_groups, settings["n_starts"], seed))
     with x64():
-        theta, obj, n_iter, status, trace, arrays = _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter, tol)
-        sel = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=min_gap, max_iter=max_iter,
-                           annotator_ids=data.annotator_ids)
-        loglik = np.nan
-        if sel["selected"] is not None:
-            loglik = sel["objective"] if prior_counts is None else float(
-                _objective(jnp.asarray(np.concatenate([sel["fpr"], sel["tpr"], sel["prevalence"]])), *arrays, n_ann,
-                           None))
-    settings = dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
-                    explicit_starts=starts is not None)
+        theta, obj, n_iter, status, trace, arrays = _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter,
+                                                             settings["tol"])
+        sel = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=settings["min_gap"],
+                           max_iter=max_iter, annotator_ids=data.annotator_ids)
+        loglik = np.nan if sel["selected"] is None else _loglik(sel, arrays, n_ann, prior_counts)
     return em_result(data, model, assignment, inputs, sel, prior, notes, func, settings=settings, loglik=loglik)
