@@ -6,6 +6,27 @@ identical starts, so every rule after the iteration itself lives here once: the 
 (:func:`em_starts`), user starts (:func:`check_starts`), the label exchange (:func:`orient`), the
 screening and the choice of the best accepted start (:func:`select_start`, ties within
 :data:`TIE_RTOL`), and the texts of the failure and small-gap warnings.
+
+The rules of both EMs, exactly (following them, the two agree to rounding from identical starts):
+
+1. *Starts*: ``em_starts(J, G, n_starts, seed)``; ``starts=`` replaces them. No moment-estimator start
+   is added (it was, for three or more annotators, before the two EMs shared one contract; pass
+   ``starts=`` with :func:`~noisycal_bayes.reference.moments.moment_start` stacked under the random
+   starts to reproduce such a fit).
+2. *Iteration*: ``theta = (fpr, tpr, prevalence)``; ``theta_t = EMstep(theta_{t-1})``
+   (:func:`noisycal_bayes.core.em_step`, float64, compressed patterns), objective ``l_t`` =
+   log-likelihood (+ Beta log prior density for MAP). Stop at the first ``t <= max_iter`` with
+   ``max|theta_t - theta_{t-1}| <= tol`` *and* ``|l_t - l_{t-1}| <= tol (1 + |l_t|)``: converged.
+   Non-finite ``theta_t`` or ``l_t`` fails the start at once; reaching ``max_iter`` fails it.
+3. *Orientation*: if more than half the annotators have ``tpr < fpr`` (or exactly half and the summed
+   gap is negative), exchange ``Y <-> 1 - Y``: ``(fpr, tpr) -> (tpr, fpr)``, ``prevalence -> 1 - prevalence``.
+4. *Screening*: accept a converged start if every gap ``tpr - fpr > min_gap``.
+5. *Selection*: among accepted starts, those with objective ``>= best - 1e-9 (1 + |best|)`` tie;
+   the lowest start index wins.
+
+Rules 1 and 3-5 are :func:`noisycal_bayes.core.starts.em_starts`, ``orient`` and ``select_start``. EM
+never decreases the objective (the test suite asserts it along ``loglik_trace``). A converged start
+certifies a stationary point, not the global maximum (paper §D.6): hence several starts.
 """
 import numpy as np
 

@@ -166,16 +166,12 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
 
     Notes
     -----
-    The same rules as the reference EM (``noisycal_bayes.reference.em.fit_em``): (1) starts from
-    :func:`em_starts`; (2) ``theta_t = EMstep(theta_{t-1})`` (:func:`noisycal_bayes.core.em_step`,
-    float64) with objective ``l_t`` = log-likelihood (+ Beta log-kernels for MAP), stopping at the first
-    ``t <= max_iter`` with ``max|theta_t - theta_{t-1}| <= tol`` and ``|l_t - l_{t-1}| <= tol (1 + |l_t|)``;
-    non-finite values or ``max_iter`` fail the start; (3) orientation by global label exchange when
-    most annotators have ``tpr < fpr``; (4) accept converged starts with every gap ``> min_gap``;
-    (5) the largest objective wins, ties within ``1e-9 (1 + |best|)`` go to the lowest start index.
-    Unlike the reference, no moment-estimator start is added for three or more annotators (that
-    estimator lives in the frequentist layer, which this layer does not import); pass ``starts=`` to
-    reproduce a particular set of starts. Paper §4.3 and Appendix F.1-F.2.
+    The rules (starts from :func:`em_starts`; ``theta_t = EMstep(theta_{t-1})`` in float64 until both the
+    parameters and the objective stop moving by ``tol``; orientation by global label exchange; screening by
+    ``min_gap``; the largest objective wins, ties to the lowest start index) are spelled out in
+    :mod:`noisycal_bayes.core.starts`; ``noisycal_bayes.reference.fit_em`` implements them independently,
+    and the two agree to rounding. No moment-estimator start is added; pass ``starts=`` to choose the starts.
+    Paper §4.3 and Appendix F.1-F.2.
 
     Examples
     --------

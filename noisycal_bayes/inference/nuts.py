@@ -137,51 +137,86 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
     func = "fit_nuts"
     data = check_data(data, func)
     model = check_model(model, func)
-    n_chains = check_positive_int(n_chains, name="n_chains")
-    n_warmup = check_positive_int(n_warmup, name="n_warmup", minimum=0)
-    n_draws = check_positive_int(n_draws, name="n_draws")
-    max_tree_depth = check_positive_int(max_tree_depth, name="max_tree_depth")
-    seed = check_positive_int(seed, name="seed", minimum=0)
-    target_accept = float(target_accept)
-    if not 0 < target_accept < 1:
-        raise ValueError(f"`target_accept` must lie strictly between 0 and 1; got {target_accept}.")
-    if precision not in PRECISIONS:
-        raise ValueError(f"`precision` must be one of {PRECISIONS}; got {precision!r}.")
-    if prior is None:
-        prior = DEFAULT_PRIOR
-    if not isinstance(prior, Prior):
-        raise ValueError(f"`prior` must be None (the default Prior()) or a Prior; got {type(prior).__name__}.")
-    if not compress and model not in GROUPED_MODELS:
-        raise ValueError("`compress=False` applies to grouped models only; the Platt model is always per item.")
-    chain_method = choose_chain_method(n_chains, chain_method)
+    opts = _check_settings(model, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, seed=seed,
+                           target_accept=target_accept, max_tree_depth=max_tree_depth, dense_mass=dense_mass,
+                           chain_method=chain_method, precision=precision, compress=compress)
+    prior = _check_prior(prior)
     assignment = resolve_assignment(data, model, groups, func)
     design = list(check_design(data, model, n_groups=assignment.n_groups, func=func))
     notes = list(design)
     inputs = prepare_inputs(data, model, assignment, compress=compress)
     # Compressed inputs for the EM start even when sampling per item (EM costs the same either way).
     start_inputs = inputs if (compress or model == "platt") else prepare_inputs(data, model, assignment)
-    point, start_kind = _start_point(data, start_inputs, model, seed)
+    point, start_kind = _start_point(data, start_inputs, model, opts["seed"])
     if model != "platt":
         notes += check_prevalence_spread(point["prevalence"], data.n_annotators, model, func=func)
+    draws, stats = _sample(model, inputs, point, prior, opts, progress_bar=progress_bar)
+    ids = list(data.annotator_ids)
+    n_divergent = int(stats["diverging"].sum())
+    # A trajectory of depth d has 2**d - 1 leapfrog steps: reaching that count at the maximum depth means the
+    # doubling was stopped by the cap, not by the U-turn criterion.
+    n_max_depth = int((stats["n_steps"] >= 2 ** opts["max_tree_depth"] - 1).sum())
+    result = FitResult(model=model, method="nuts", channel=None, point=point, groups=assignment, inputs=inputs,
+                       prior=prior, annotator_ids=tuple(ids), draws=draws, sample_stats=stats,
+                       n_divergent=n_divergent, identified=not design, reason=design[0] if design else "",
+                       settings=dict(opts, start=start_kind), details={"labels": data.labels, "scores": data.scores})
+    table = mcmc_diagnostics(draws, result.dims, result.coords)
+    notes += check_mcmc(table, n_chains=opts["n_chains"], n_divergent=n_divergent, n_draws=opts["n_draws"],
+                        n_max_depth=n_max_depth, max_tree_depth=opts["max_tree_depth"], func=func)
+    fpr_mean, tpr_mean = draws["fpr"].mean(axis=(0, 1)), draws["tpr"].mean(axis=(0, 1))
+    converged = not any(("R-hat" in m or "divergent" in m) for m in notes)
+    return dataclasses.replace(result, channel=channel_from(fpr_mean, tpr_mean, ids), diagnostics=table,
+                               warnings=tuple(notes), converged=converged)
 
+
+def _check_settings(model, *, n_chains, n_warmup, n_draws, seed, target_accept, max_tree_depth, dense_mass,
+                    chain_method, precision, compress) -> dict:
+    """The sampler settings validated, in the order and with the names ``FitResult.settings`` records."""
+    out = dict(n_chains=check_positive_int(n_chains, name="n_chains"),
+               n_warmup=check_positive_int(n_warmup, name="n_warmup", minimum=0),
+               n_draws=check_positive_int(n_draws, name="n_draws"),
+               seed=check_positive_int(seed, name="seed", minimum=0))
+    max_tree_depth = check_positive_int(max_tree_depth, name="max_tree_depth")
+    target_accept = float(target_accept)
+    if not 0 < target_accept < 1:
+        raise ValueError(f"`target_accept` must lie strictly between 0 and 1; got {target_accept}.")
+    if precision not in PRECISIONS:
+        raise ValueError(f"`precision` must be one of {PRECISIONS}; got {precision!r}.")
+    if not compress and model not in GROUPED_MODELS:
+        raise ValueError("`compress=False` applies to grouped models only; the Platt model is always per item.")
+    out.update(chain_method=choose_chain_method(out["n_chains"], chain_method), target_accept=target_accept,
+               max_tree_depth=max_tree_depth, dense_mass=bool(dense_mass), precision=precision, compress=compress)
+    return out
+
+
+def _check_prior(prior) -> Prior:
+    if prior is None:
+        return DEFAULT_PRIOR
+    if not isinstance(prior, Prior):
+        raise ValueError(f"`prior` must be None (the default Prior()) or a Prior; got {type(prior).__name__}.")
+    return prior
+
+
+def _sample(model, inputs, point, prior, opts, *, progress_bar):
+    """Run the (cached) NUTS program from ``point``; returns ``(draws, sample_stats)`` as NumPy arrays."""
     static = inputs.static_kwargs()
-    use_x64 = precision == "float64"
+    use_x64 = opts["precision"] == "float64"
     # The histogram model is the grouped model with another dimension name: same compiled program.
     program_model = "grouped" if model == "histogram" else model
-    chunk = chunk_size(n_warmup, n_draws)
+    n_warmup, chain_method = opts["n_warmup"], opts["chain_method"]
+    chunk = chunk_size(n_warmup, opts["n_draws"])
     # Sequential chains reuse single-chain functions: the number of chains and draws is not compiled in.
-    width = parallel_width(n_chains) if chain_method == "parallel" else 1
-    layout = {"sequential": None, "parallel": width}.get(chain_method, n_chains)
+    width = parallel_width(opts["n_chains"]) if chain_method == "parallel" else 1
+    layout = {"sequential": None, "parallel": width}.get(chain_method, opts["n_chains"])
     key = ("nuts", program_model, tuple(sorted(static.items())), layout, n_warmup, chunk, chain_method,
-           target_accept, max_tree_depth, dense_mass, precision)
+           opts["target_accept"], opts["max_tree_depth"], opts["dense_mass"], opts["precision"])
 
     def build():
         return NutsProgram(bound_model(program_model, static), n_warmup=n_warmup, chunk=chunk,
-                           chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
-                           dense_mass=dense_mass, width=width, key=key)
+                           chain_method=chain_method, target_accept=opts["target_accept"],
+                           max_tree_depth=opts["max_tree_depth"], dense_mass=opts["dense_mass"], width=width, key=key)
 
-    ctx = x64() if use_x64 else _null()
-    with ctx:
+    with (x64() if use_x64 else _null()):
         program = get_program(key, build)
         dtype = np.float64 if use_x64 else np.float32
         # NumPy arrays in, so that no eager JAX operation compiles a program of its own (each would cost a
@@ -189,37 +224,14 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
         args = tuple(np.asarray(a, dtype=dtype) if np.asarray(a).dtype.kind == "f" else np.asarray(a)
                      for a in inputs.model_args())
         prior_params = jax.tree.map(lambda x: np.asarray(x, dtype=dtype), prior.params())
-        full_args = args + (prior_params,)
         sites = jax.tree.map(lambda x: np.asarray(x, dtype=dtype), sample_sites(model, point, inputs.n_groups))
-        sites, stats = program.run(chain_keys(seed, n_chains), sites, full_args, n_draws=n_draws,
-                                   progress_bar=progress_bar, desc=f"NUTS {model}")
+        sites, stats = program.run(chain_keys(opts["seed"], opts["n_chains"]), sites, args + (prior_params,),
+                                   n_draws=opts["n_draws"], progress_bar=progress_bar, desc=f"NUTS {model}")
     # Constrained sample sites (chain, draw, ...); the deterministic sites (tpr, gap, prevalence of the monotone
     # model) in NumPy.
     draws = with_derived(model, {k: np.asarray(v) for k, v in sites.items()})
     order = ["fpr", "tpr", "gap", "u", "prevalence", "increments", "slope", "intercept"]
-    draws = {k: draws[k] for k in order if k in draws}
-    ids = list(data.annotator_ids)
-    n_divergent = int(stats["diverging"].sum())
-    # A trajectory of depth d has 2**d - 1 leapfrog steps: reaching that count at the maximum depth means the
-    # doubling was stopped by the cap, not by the U-turn criterion.
-    n_max_depth = int((stats["n_steps"] >= 2 ** max_tree_depth - 1).sum())
-    result = FitResult(model=model, method="nuts", channel=None, point=point, groups=assignment, inputs=inputs,
-                       prior=prior, annotator_ids=tuple(ids), draws=draws, sample_stats=stats,
-                       n_divergent=n_divergent,
-                       identified=not design, reason=design[0] if design else "",
-                       settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, seed=seed,
-                                     chain_method=chain_method, target_accept=target_accept,
-                                     max_tree_depth=max_tree_depth, dense_mass=bool(dense_mass), precision=precision,
-                                     compress=compress,
-                                     start=start_kind),
-                       details={"labels": data.labels, "scores": data.scores})
-    table = mcmc_diagnostics(draws, result.dims, result.coords)
-    notes += check_mcmc(table, n_chains=n_chains, n_divergent=n_divergent, n_draws=n_draws, n_max_depth=n_max_depth,
-                        max_tree_depth=max_tree_depth, func=func)
-    fpr_mean, tpr_mean = draws["fpr"].mean(axis=(0, 1)), draws["tpr"].mean(axis=(0, 1))
-    converged = not any(("R-hat" in m or "divergent" in m) for m in notes)
-    return dataclasses.replace(result, channel=channel_from(fpr_mean, tpr_mean, ids), diagnostics=table,
-                               warnings=tuple(notes), converged=converged)
+    return {k: draws[k] for k in order if k in draws}, stats
 
 
 class _null:

@@ -147,35 +147,16 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
 
     Parameters
     ----------
-    data : AnnotationSet or SufficientStats
-        Labels of shape (n_items, n_annotators), -1 = missing (missing responses drop out of the
-        likelihood; they are assumed missing at random).
-    model : {"grouped", "dawid_skene", "histogram"}, default "grouped"
-        ``"dawid_skene"``: one prevalence (``groups`` ignored). ``"grouped"``: the paper's score-grouped
-        model, channels shared across groups, one prevalence per group. ``"histogram"``: the same with the
-        dimension called ``bin``.
+    data, model, n_starts, seed, max_iter, tol, min_gap, starts
+        As in :func:`noisycal_bayes.fit_em` (``model`` in ``{"grouped", "dawid_skene", "histogram"}``).
     groups : int, Binning or integer array of shape (n_items,), default 5
         Score groups: an int means that many equal-mass groups of the scores (needs scores); empty groups
         are dropped. ``None`` is deprecated: it means ``model="dawid_skene"`` (the old default).
-    n_starts : int, default 10
-        Number of random starts from :func:`em_starts`.
-    seed : int, default 0
-        Seed of the random starts.
     prior : None or Prior
-        None: maximum likelihood. A :class:`~noisycal_bayes.models.Prior`: the posterior mode via Beta
-        pseudo-counts (:func:`~noisycal_bayes.models.priors.em_prior_counts`). Deprecated: three Beta pairs
-        ``((a_fpr, b_fpr), (a_tpr, b_tpr), (a_prev, b_prev))`` (each value >= 1), used as the pseudo-counts
-        directly (``Prior(fpr=(a_fpr, b_fpr + b_tpr), u=(1, b_tpr), prevalence=(a_prev, b_prev))`` gives the
-        same counts when ``a_tpr = 1``).
-    max_iter : int, default 1000
-        Iterations per start; a start that has not converged by then is rejected.
-    tol : float, default 1e-8
-        Convergence tolerance (see Notes).
-    min_gap : float, default 0.05
-        Screening: a fit is accepted only if every annotator's gap ``tpr - fpr`` exceeds this.
-    starts : tuple (fpr (S, J), tpr (S, J), prevalence (S, G)), optional
-        Explicit starts, used instead of the random ones (e.g. to compare two implementations from
-        identical starts, or to add :func:`~noisycal_bayes.reference.moments.moment_start`).
+        As in :func:`noisycal_bayes.fit_em`. Deprecated: three Beta pairs ``((a_fpr, b_fpr), (a_tpr, b_tpr),
+        (a_prev, b_prev))`` (each value >= 1), used as the M-step pseudo-counts directly
+        (``Prior(fpr=(a_fpr, b_fpr + b_tpr), u=(1, b_tpr), prevalence=(a_prev, b_prev))`` gives the same
+        counts when ``a_tpr = 1``).
 
     Returns
     -------
@@ -210,26 +191,12 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
 
     Notes
     -----
-    The rules, exactly (the vectorised EM follows them too, and agrees to rounding):
-
-    1. *Starts*: ``em_starts(J, G, n_starts, seed)``; ``starts=`` replaces them. No moment-estimator start
-       is added (it was, for three or more annotators, before the two EMs shared one contract; pass
-       ``starts=`` with :func:`~noisycal_bayes.reference.moments.moment_start` stacked under the random
-       starts to reproduce such a fit).
-    2. *Iteration*: ``theta = (fpr, tpr, prevalence)``; ``theta_t = EMstep(theta_{t-1})``
-       (:func:`noisycal_bayes.core.em_step`, float64, compressed patterns), objective ``l_t`` =
-       log-likelihood (+ Beta log prior density for MAP). Stop at the first ``t <= max_iter`` with
-       ``max|theta_t - theta_{t-1}| <= tol`` *and* ``|l_t - l_{t-1}| <= tol (1 + |l_t|)``: converged.
-       Non-finite ``theta_t`` or ``l_t`` fails the start at once; reaching ``max_iter`` fails it.
-    3. *Orientation*: if more than half the annotators have ``tpr < fpr`` (or exactly half and the summed
-       gap is negative), exchange ``Y <-> 1 - Y``: ``(fpr, tpr) -> (tpr, fpr)``, ``prevalence -> 1 - prevalence``.
-    4. *Screening*: accept a converged start if every gap ``tpr - fpr > min_gap``.
-    5. *Selection*: among accepted starts, those with objective ``>= best - 1e-9 (1 + |best|)`` tie;
-       the lowest start index wins.
-
-    Rules 1 and 3-5 are :func:`noisycal_bayes.core.starts.em_starts`, ``orient`` and ``select_start``. EM
-    never decreases the objective (the test suite asserts it along ``loglik_trace``). A converged start
-    certifies a stationary point, not the global maximum (paper §D.6): hence several starts.
+    The rules of both EMs (starts, iteration and stopping, orientation, screening, selection) are spelled
+    out once, in :mod:`noisycal_bayes.core.starts`. Only the iteration is this module's own: one start
+    after another, each in a compiled ``lax.while_loop`` of :func:`~noisycal_bayes.core.em_step`. Neither EM
+    adds a moment-estimator start (this one did for three or more annotators before issue 15): stack
+    :func:`~noisycal_bayes.reference.moments.moment_start` under :func:`em_starts` and pass ``starts=`` to
+    reproduce such a fit.
 
     Examples
     --------

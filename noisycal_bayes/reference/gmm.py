@@ -142,70 +142,18 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
     func = "fit_gmm"
     data = check_annotation_set(data, func)
     require_several_annotators(data, func)
-    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
-    max_iter = check_positive_int(max_iter, name="max_iter")
-    min_gap = float(min_gap)
-    if not (np.isfinite(min_gap) and 0 <= min_gap < 1):
-        raise ValueError(f"`min_gap` must lie in [0, 1); got {min_gap!r}.")
-    if groups is None:
-        raise ValueError(f"{func}: needs score groups (`groups` as an int, Binning or integer array); means and "
-                         "covariances of a single group do not identify the channels.")
+    n_starts, max_iter, min_gap = _check_settings(n_starts, max_iter, min_gap, groups, func)
     group, n_groups = resolve_data_groups(data, groups, func)
     n_ann = data.n_annotators
     ids = list(data.annotator_ids)
-    notes = []
-    if n_groups == 1:
-        msg = ("a single score group: group means and covariances determine only gap_j gap_k mu (1 - mu), so a "
-               "one-parameter family of channels fits equally well. Use at least two score groups with different "
-               "prevalences.")
-        warnings.warn(msg, IdentifiabilityWarning, stacklevel=2)
-        notes.append(msg)
-    co_why = co_labelling_problem(data)
-    if co_why:
-        warnings.warn(co_why, IdentifiabilityWarning, stacklevel=2)
-        notes.append(co_why)
-
-    means, cov, n_single, n_pair = group_moments(data.labels, group, n_groups)
-    mask_mean = (n_single > 0).astype(np.float64)
-    mask_cov = (n_pair >= 2).astype(np.float64) * (1.0 - np.eye(n_ann))[:, :, None]
-    means = np.where(mask_mean > 0, means, 0.0)
-    cov = np.where(mask_cov > 0, cov, 0.0)
+    notes, co_why = _design_notes(data, n_groups)
+    moments = _moments(data, group, n_groups)
     group_sizes = np.bincount(group, minlength=n_groups)
-    weights = group_sizes / group_sizes.sum()
-
-    fpr0, tpr0, prev0 = em_starts(n_ann, n_groups, n_starts, seed)
-    starts = [_to_params(f, t, p) for f, t, p in zip(fpr0, tpr0, prev0)]
-    analytic = None
-    if n_ann == 2 and n_groups == 2:
-        cf = closed_form_two_groups(data, group)
-        if cf.identified:
-            analytic = _to_params(cf.channel.fpr, cf.channel.tpr, cf.prevalence)
-    elif n_ann >= 3:
-        ms = _moment_start(data, group, n_groups)
-        if ms is not None:
-            analytic = _to_params(*ms)
-    analytic_index = -1
-    if analytic is not None:
-        starts.append(analytic)
-        analytic_index = len(starts) - 1
+    starts, analytic_index = _starts(data, group, n_groups, n_starts, seed)
     if not starts:
         raise ValueError(f"{func}: no starts: n_starts=0 and no analytic start is available.")
-
-    bounds = [(0.0, 1.0)] * (2 * n_ann + n_groups)
-    args = (means, cov, mask_mean, mask_cov, weights)
-    results = []
-    failed = []
-    for s, x0 in enumerate(starts):
-        # ftol far below the default: the objective is O(1/n) at its minimum (0 for exact moments), and the
-        # default (1e-6) would stop long before the parameters settle. SLSQP rather than L-BFGS-B: on this
-        # machine L-BFGS-B's multi-threaded BLAS calls made it 20x slower on 9 parameters.
-        res = minimize(gmm_objective, x0, args=args, jac=True, method="SLSQP", bounds=bounds,
-                       options={"maxiter": max_iter, "ftol": 1e-20})
-        results.append(res)
-        if not np.isfinite(res.fun):
-            failed.append((s, "non-finite objective"))
-        elif not res.success:
-            failed.append((s, f"optimiser did not report convergence: {res.message}"))
+    results, failed = _minimise_all(starts, tuple(moments.values()) + (group_sizes / group_sizes.sum(),), n_ann,
+                                    n_groups, max_iter)
     objs = np.array([r.fun if np.isfinite(r.fun) else np.nan for r in results], dtype=np.float64)
     if np.all(np.isnan(objs)):
         msg = f"all {len(starts)} GMM starts gave a non-finite objective."
@@ -220,8 +168,9 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
     gap = (1.0 - fpr) * u
     tpr = fpr + gap
     converged = bool(res.success)
-    details = {"moments": {"means": means, "covariances": cov, "mask_mean": mask_mean, "mask_cov": mask_cov,
-                           "weights": weights},
+    details = {"moments": {"means": moments["means"], "covariances": moments["cov"],
+                           "mask_mean": moments["mask_mean"], "mask_cov": moments["mask_cov"],
+                           "weights": group_sizes / group_sizes.sum()},
                "analytic_start_index": analytic_index, "message": str(res.message)}
     common = dict(method=METHOD, n_iter=int(res.nit), failed_starts=failed, n_groups=n_groups,
                   group_sizes=group_sizes, optimisation_gap=float(res.fun), start_logliks=objs, selected_start=sel)
@@ -236,11 +185,32 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
         details.update(fpr=fpr, tpr=tpr)
         return ChannelEstimate(None, prev, False, converged, f"the GMM estimate is on the edge of the model: {why}",
                                details=details, **common)
+    identified, reason = _identification(notes, co_why, n_groups, gap, prev, min_gap, ids)
+    details["warnings"] = tuple(notes)
+    return ChannelEstimate(make_channel(fpr, tpr, ids), prev, identified, converged, reason,
+                           loglik=_loglik(data, group, n_groups, fpr, tpr, prev), details=details, **common)
+
+
+def _check_settings(n_starts, max_iter, min_gap, groups, func):
+    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
+    max_iter = check_positive_int(max_iter, name="max_iter")
+    min_gap = float(min_gap)
+    if not (np.isfinite(min_gap) and 0 <= min_gap < 1):
+        raise ValueError(f"`min_gap` must lie in [0, 1); got {min_gap!r}.")
+    if groups is None:
+        raise ValueError(f"{func}: needs score groups (`groups` as an int, Binning or integer array); means and "
+                         "covariances of a single group do not identify the channels.")
+    return n_starts, max_iter, min_gap
+
+
+def _identification(notes, co_why, n_groups, gap, prev, min_gap, ids):
+    """Small-gap and identification warnings on the (feasible) estimate, appended to ``notes``;
+    returns ``(identified, reason)``."""
     small = np.flatnonzero(gap <= min_gap)
     if small.size:
         msg = (f"GMM gaps <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
                f"(gaps {_preview(np.round(gap[small], 4))}): corrected labels of these annotators have huge variance.")
-        warnings.warn(msg, SmallGapWarning, stacklevel=2)
+        warnings.warn(msg, SmallGapWarning, stacklevel=3)
         notes.append(msg)
     identified, reason = True, ""
     if n_groups == 1:
@@ -251,13 +221,80 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
         msg = (f"the estimated group prevalences barely differ ({_preview(np.round(prev, 4))}); means and "
                "covariances identify the channels only through prevalence differences between groups, so this "
                "estimate is unstable. Use groups that separate the classes better.")
-        warnings.warn(msg, IdentifiabilityWarning, stacklevel=2)
+        warnings.warn(msg, IdentifiabilityWarning, stacklevel=3)
         notes.append(msg)
-    details["warnings"] = tuple(notes)
+    return identified, reason
+
+
+def _design_notes(data, n_groups):
+    """Warnings about the design (one group; no co-labelled item), issued; returns ``(notes, co_why)``."""
+    notes = []
+    if n_groups == 1:
+        msg = ("a single score group: group means and covariances determine only gap_j gap_k mu (1 - mu), so a "
+               "one-parameter family of channels fits equally well. Use at least two score groups with different "
+               "prevalences.")
+        warnings.warn(msg, IdentifiabilityWarning, stacklevel=3)
+        notes.append(msg)
+    co_why = co_labelling_problem(data)
+    if co_why:
+        warnings.warn(co_why, IdentifiabilityWarning, stacklevel=3)
+        notes.append(co_why)
+    return notes, co_why
+
+
+def _moments(data, group, n_groups) -> dict:
+    """Group means and pairwise covariances with their masks (entries without data set to 0 and masked out)."""
+    means, cov, n_single, n_pair = group_moments(data.labels, group, n_groups)
+    mask_mean = (n_single > 0).astype(np.float64)
+    mask_cov = (n_pair >= 2).astype(np.float64) * (1.0 - np.eye(data.n_annotators))[:, :, None]
+    return {"means": np.where(mask_mean > 0, means, 0.0), "cov": np.where(mask_cov > 0, cov, 0.0),
+            "mask_mean": mask_mean, "mask_cov": mask_cov}
+
+
+def _starts(data, group, n_groups, n_starts, seed):
+    """Random starts, then the analytic one (closed form for 2 x 2, moments for >= 3 annotators) if identified.
+
+    Returns ``(list of parameter vectors, index of the analytic start or -1)``.
+    """
+    n_ann = data.n_annotators
+    fpr0, tpr0, prev0 = em_starts(n_ann, n_groups, n_starts, seed)
+    starts = [_to_params(f, t, p) for f, t, p in zip(fpr0, tpr0, prev0)]
+    analytic = None
+    if n_ann == 2 and n_groups == 2:
+        cf = closed_form_two_groups(data, group)
+        if cf.identified:
+            analytic = _to_params(cf.channel.fpr, cf.channel.tpr, cf.prevalence)
+    elif n_ann >= 3:
+        ms = _moment_start(data, group, n_groups)
+        if ms is not None:
+            analytic = _to_params(*ms)
+    if analytic is None:
+        return starts, -1
+    return starts + [analytic], len(starts)
+
+
+def _minimise_all(starts, args, n_ann, n_groups, max_iter):
+    """SLSQP from every start; returns ``(results, failed starts with reasons)``."""
+    bounds = [(0.0, 1.0)] * (2 * n_ann + n_groups)
+    results, failed = [], []
+    for s, x0 in enumerate(starts):
+        # ftol far below the default: the objective is O(1/n) at its minimum (0 for exact moments), and the
+        # default (1e-6) would stop long before the parameters settle. SLSQP rather than L-BFGS-B: on this
+        # machine L-BFGS-B's multi-threaded BLAS calls made it 20x slower on 9 parameters.
+        res = minimize(gmm_objective, x0, args=args, jac=True, method="SLSQP", bounds=bounds,
+                       options={"maxiter": max_iter, "ftol": 1e-20})
+        results.append(res)
+        if not np.isfinite(res.fun):
+            failed.append((s, "non-finite objective"))
+        elif not res.success:
+            failed.append((s, f"optimiser did not report convergence: {res.message}"))
+    return results, failed
+
+
+def _loglik(data, group, n_groups, fpr, tpr, prev) -> float:
+    """Dawid-Skene log-likelihood of the data at the GMM estimate (on padded compressed patterns)."""
     pc = compress_patterns(data.labels, group, n_groups)
-    pc = pad_patterns(pc, padded_size(pc.patterns.shape[0], n_groups, n_ann))  # shares compilations
+    pc = pad_patterns(pc, padded_size(pc.patterns.shape[0], n_groups, data.n_annotators))  # shares compilations
     with x64():
-        loglik = float(_ds_loglik(jnp.asarray(pc.patterns, dtype=jnp.int32), jnp.asarray(pc.group),
-                                 jnp.asarray(pc.counts), jnp.asarray(fpr), jnp.asarray(tpr), jnp.asarray(prev)))
-    return ChannelEstimate(make_channel(fpr, tpr, ids), prev, identified, converged, reason, loglik=loglik,
-                           details=details, **common)
+        return float(_ds_loglik(jnp.asarray(pc.patterns, dtype=jnp.int32), jnp.asarray(pc.group),
+                                jnp.asarray(pc.counts), jnp.asarray(fpr), jnp.asarray(tpr), jnp.asarray(prev)))

@@ -159,33 +159,9 @@ def moments_three(data, *, min_items: int = 10) -> ChannelEstimate:
         raise ValueError(f"{func}: needs at least 3 annotators; the data has {data.n_annotators}. Two annotators "
                          "without scores do not identify their channels (paper §D.1): use closed_form_two_groups or "
                          "fit_em with score groups.")
-    labels = data.labels
-    obs = labels >= 0
     n_ann = data.n_annotators
     ids = list(data.annotator_ids)
-    triplets = []
-    fpr_by = [[] for _ in range(n_ann)]
-    tpr_by = [[] for _ in range(n_ann)]
-    mus = []
-    for trip in combinations(range(n_ann), 3):
-        cols = list(trip)
-        rows = obs[:, cols].all(axis=1)
-        n_trip = int(rows.sum())
-        entry = {"annotators": trip, "n_items": n_trip}
-        if n_trip < min_items:
-            entry["reason"] = f"only {n_trip} items labelled by all three (< min_items={min_items})"
-            triplets.append(entry)
-            continue
-        means, cov, third = _triplet_moments(labels[np.ix_(rows, cols)])
-        fpr, tpr, mu, why = _solve(means, cov, third)
-        entry.update(fpr=fpr, tpr=tpr, prevalence=mu, reason=why, moments=(means, cov, third))
-        triplets.append(entry)
-        if why:
-            continue
-        mus.append(mu)
-        for pos, j in enumerate(trip):
-            fpr_by[j].append(fpr[pos])
-            tpr_by[j].append(tpr[pos])
+    triplets, fpr_by, tpr_by, mus = _all_triplets(data.labels, min_items)
     details = {"triplets": triplets, "n_identified_triplets": len(mus), "combine": "median"}
     sizes = np.array([triplets[0]["n_items"]]) if n_ann == 3 else np.array([data.n_items])
     if not mus:
@@ -207,6 +183,39 @@ def moments_three(data, *, min_items: int = 10) -> ChannelEstimate:
         return dataclasses.replace(est, group_sizes=sizes)
     return ChannelEstimate(make_channel(fpr, tpr, ids), np.array([mu]), True, True, "", METHOD, n_groups=1,
                            group_sizes=sizes, details=details)
+
+
+def _all_triplets(labels, min_items):
+    """Solve every triplet of annotators on its triple-complete items.
+
+    Returns ``(triplets, fpr_by, tpr_by, mus)``: one dict per triplet (annotators, items, estimate or
+    reason), and per annotator the ``fpr`` / ``tpr`` of every identified triplet containing it, and the
+    prevalence of every identified triplet.
+    """
+    obs = labels >= 0
+    n_ann = labels.shape[1]
+    triplets, mus = [], []
+    fpr_by = [[] for _ in range(n_ann)]
+    tpr_by = [[] for _ in range(n_ann)]
+    for trip in combinations(range(n_ann), 3):
+        cols = list(trip)
+        rows = obs[:, cols].all(axis=1)
+        n_trip = int(rows.sum())
+        entry = {"annotators": trip, "n_items": n_trip}
+        triplets.append(entry)
+        if n_trip < min_items:
+            entry["reason"] = f"only {n_trip} items labelled by all three (< min_items={min_items})"
+            continue
+        means, cov, third = _triplet_moments(labels[np.ix_(rows, cols)])
+        fpr, tpr, mu, why = _solve(means, cov, third)
+        entry.update(fpr=fpr, tpr=tpr, prevalence=mu, reason=why, moments=(means, cov, third))
+        if why:
+            continue
+        mus.append(mu)
+        for pos, j in enumerate(trip):
+            fpr_by[j].append(fpr[pos])
+            tpr_by[j].append(tpr[pos])
+    return triplets, fpr_by, tpr_by, mus
 
 
 #: The moment start is clipped into this interval so that an iterative fit does not start on the boundary.
