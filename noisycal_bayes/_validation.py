@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# The annotator weight rules every public function accepts (formulas in ``core/weights.py``).
+WEIGHT_RULES = ("iv", "equal", "gap", "squared_gap")
+
 
 def _plain(value):
     """Python scalar for a NumPy scalar (also inside tuples), so messages read ``(20, 'b')``."""
@@ -125,8 +128,6 @@ def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):
     ``allow_zero=False`` (for code paths that cannot drop items whose annotators all weigh 0) requires
     every explicit weight to be positive.
     """
-    from .core.weights import WEIGHT_RULES
-
     if isinstance(weights, str):
         if weights not in WEIGHT_RULES:
             raise ValueError(f"`weights` must be one of {WEIGHT_RULES} or an array of shape ({n_annotators},); got "

@@ -6,7 +6,7 @@ Squared-gap ``∝ delta_j^2``.
 """
 import jax.numpy as jnp
 
-WEIGHT_RULES = ("iv", "equal", "gap", "squared_gap")
+from .._validation import WEIGHT_RULES  # the names live with the check that accepts them
 MU_CLIP = 1e-4
 # A zero variance (a perfect annotator) would give an infinite weight; the floor keeps weights finite.
 VARIANCE_FLOOR = 1e-8
