@@ -5,6 +5,8 @@ name the offending entries and, where possible, suggest the fix.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 # The annotator weight rules every public function accepts (formulas in ``core/weights.py``).
@@ -108,17 +110,64 @@ def check_same_length(a, b, names=("scores", "labels")) -> None:
         raise ValueError(f"`{names[0]}` and `{names[1]}` must have the same length; got {len(a)} and {len(b)}.")
 
 
-def check_level(level: float) -> float:
-    level = float(level)
+def check_level(level, *, name: str = "level") -> float:
+    """Return a credible / confidence level as a float strictly between 0 and 1."""
+    try:
+        level = float(level)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a number strictly between 0 and 1; got {level!r}.") from None
     if not 0 < level < 1:
-        raise ValueError(f"`level` must lie strictly between 0 and 1; got {level}.")
+        raise ValueError(f"`{name}` must lie strictly between 0 and 1; got {level}.")
     return level
+
+
+def check_probability(value, *, name: str) -> float:
+    """Return a probability (e.g. a decision threshold) as a float in [0, 1]."""
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a number in [0, 1]; got {value!r}.") from None
+    if not 0 <= t <= 1:
+        raise ValueError(f"`{name}` must lie in [0, 1]; got {t}.")
+    return t
 
 
 def check_positive_int(value, *, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
     return int(value)
+
+
+# ----------------------------------------------------------------------------- renamed keywords (issue 15, item 7)
+class _NotGiven:
+    """Default of a deprecated keyword: tells "not passed" from any value the user may pass."""
+
+    def __repr__(self):
+        return "<not given>"
+
+
+NOT_GIVEN = _NotGiven()
+
+
+def renamed_keyword(func: str, old: str, new: str, old_value, new_value, default):
+    """``(value, name)`` of a renamed keyword; the old name still works, with a ``DeprecationWarning``.
+
+    ``name`` is the spelling the caller used, so that a later validation message names what they wrote.
+    Passing both names (the new one with a non-default value) is an error.
+    """
+    if old_value is NOT_GIVEN:
+        return new_value, new
+    if new_value is not default and new_value != default:
+        raise TypeError(f"{func}() got both `{old}` (deprecated) and `{new}`; pass only `{new}`.")
+    warnings.warn(f"{func}(): `{old}` is deprecated and will be removed; use `{new}` (same meaning).",
+                  DeprecationWarning, stacklevel=3)
+    return old_value, old
+
+
+def deprecated_attribute(owner: str, old: str, new: str) -> None:
+    """Warn that attribute ``owner.old`` is a deprecated alias of ``owner.new``."""
+    warnings.warn(f"`{owner}.{old}` is deprecated and will be removed; use `.{new}` (same value).",
+                  DeprecationWarning, stacklevel=3)
 
 
 def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):

@@ -128,7 +128,7 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
     [False, True, False]
     """
     from ..core import mean_corrected_label, rule_weights, x64
-    from ..propagate._draws import check_fit, extract_draws, output_index
+    from ..propagate.draws import check_fit, extract_draws, output_index
 
     func = "gap_diagnostics"
     if not isinstance(data, AnnotationSet):
@@ -297,7 +297,7 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
     >>> res.table["factor"].tolist()
     [0.5, 1.0]
     """
-    from ..propagate._draws import check_fit, extract_draws
+    from ..propagate.draws import check_fit, extract_draws
     from ..propagate.nc_ece import posterior_nc_ece
 
     func = "gap_sensitivity"

@@ -23,7 +23,7 @@ import pandas as pd
 from .._validation import check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..warnings import DataWarning
-from ._draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
+from .draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
 from ._sums import (group_bin_counts, item_cells, latent_atoms, latent_freq, model_freq, plugin_sums,
                     stats_cells)
 

@@ -27,7 +27,7 @@ import numpy as np
 from .._validation import check_level, check_scores, check_weights
 from ..core import clipped_logit, item_corrected_label, mean_corrected_label, rule_weights, x64
 from ..data import AnnotationSet, bin_index
-from ..propagate._draws import check_fit, extract_draws, output_index
+from ..propagate.draws import check_fit, extract_draws, output_index
 from ..warnings import BoundaryWarning
 from .maps import NotFittedError
 
