@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import em_step, item_corrected_label, rule_weights, x64
+from ..core import em_step, item_corrected_label, x64
+from ..core.weights import weights_for_labels
 from ..data import bin_index
 from ..propagate.draws import thin_index
 from ._posterior import Rows, padded_rows, parameter_draws
@@ -112,13 +113,9 @@ def _corrected_rows(rows: Rows, fpr, tpr, weights) -> np.ndarray:
 
 @partial(jax.jit, static_argnames="rule")
 def _corrected_rule(patterns, counts, fpr, tpr, *, rule):
-    n = jnp.sum(counts)
-
     def one(f, t):
         gap = t - f
-        # IV needs mu: the equally weighted mean corrected label over the items (DESIGN §3).
-        mu = jnp.sum(counts * item_corrected_label(patterns, f, gap, jnp.ones_like(gap))) / n
-        return item_corrected_label(patterns, f, gap, rule_weights(rule, f, gap, mu))
+        return item_corrected_label(patterns, f, gap, weights_for_labels(rule, patterns, f, gap, counts))
 
     return jax.vmap(one)(fpr, tpr)
 

@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validation import check_level, check_scores, check_weights
-from ..core import clipped_logit, item_corrected_label, mean_corrected_label, rule_weights, x64
+from ..core import clipped_logit, item_corrected_label, x64
+from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
 from ..propagate.draws import check_fit, extract_draws, output_index
 from ..warnings import BoundaryWarning
@@ -245,11 +246,7 @@ def _chunk_corrected_labels(labels, fpr, gap, weights):
 
 @partial(jax.jit, static_argnames=("rule",))
 def _chunk_weights(labels, fpr, gap, rule):
-    def one(f, g):
-        mu = mean_corrected_label(labels, f, g) if rule == "iv" else None
-        return rule_weights(rule, f, g, mu)
-
-    return jax.vmap(one)(fpr, gap)
+    return jax.vmap(lambda f, g: weights_for_labels(rule, labels, f, g))(fpr, gap)
 
 
 def _corrected_label_draws(labels, fpr, gap, rule):

@@ -28,8 +28,8 @@ import numpy as np
 from scipy import optimize
 
 from .._validation import _preview, check_scores
-from ..core import (clipped_logit, corrected_log_loss, item_corrected_label, mean_corrected_label, platt_map,
-                    rule_weights, temperature_map, x64)
+from ..core import clipped_logit, corrected_log_loss, item_corrected_label, platt_map, temperature_map, x64
+from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, as_binning, bin_index
 from ..warnings import BoundaryWarning, ConvergenceWarning, DataWarning
 from .calibration import check_channel, check_weights
@@ -84,8 +84,7 @@ def corrected_item_labels(data: AnnotationSet, channel, *, weights="iv") -> Corr
     labels = np.asarray(data.labels)
     with x64():
         if isinstance(rule, str):
-            mu = mean_corrected_label(labels, channel.fpr, channel.gap) if rule == "iv" else None
-            w = rule_weights(rule, channel.fpr, channel.gap, mu)
+            w = weights_for_labels(rule, labels, channel.fpr, channel.gap)
         else:
             w = jnp.asarray(rule)
         values = item_corrected_label(labels, channel.fpr, channel.gap, w)

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_level, check_positive_int
-from ..core import bin_stats, bin_table, mean_corrected_label, pad_bin_stats, rule_weights, x64
+from ..core import bin_stats, bin_table, pad_bin_stats, x64
+from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, Channel, as_binning, bin_index
 from ..warnings import ConvergenceWarning, DataWarning, IdentifiabilityWarning
 from .calibration import check_weights, nc_ece
@@ -120,8 +121,7 @@ def _weights_for(labels, channel: Channel, rule):
     if not isinstance(rule, str):
         return np.asarray(rule, dtype=np.float64)
     with x64():
-        mu = mean_corrected_label(np.asarray(labels), channel.fpr, channel.gap) if rule == "iv" else None
-        return np.asarray(rule_weights(rule, channel.fpr, channel.gap, mu), dtype=np.float64)
+        return np.asarray(weights_for_labels(rule, np.asarray(labels), channel.fpr, channel.gap), dtype=np.float64)
 
 
 def _bin_sums(labels, scores, edges, channel: Channel, weights):
