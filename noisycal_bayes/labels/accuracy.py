@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import NOT_GIVEN, deprecated_attribute, check_positive_int, check_probability, check_scores, check_weights
+from .._validation import (NOT_GIVEN, check_positive_int, check_probability, check_scores, check_weights,
+                           deprecated_attribute)
 from ..data import Binning, bin_index
 from ..warnings import DataWarning
 from ._posterior import (_item_groups, check_data, check_fit, level_and_draws, posterior_mean_accuracy,
@@ -74,14 +75,32 @@ def conditioned_on(data, fit, yhat: np.ndarray, func: str) -> bool:
     return bool(np.all((pos == 0) | (pos == cnt)))
 
 
-def warn_unconditioned(names, fit, func: str):
+def warn_unconditioned(names, fit, func: str, *, stacklevel: int = 3):
     names = list(names)
     warnings.warn(
         f"{func}: the predictions of {names} are not a function of what this {fit.model!r} fit conditions the clean "
         "labels on (its score groups, or its own scores), so the posterior ignores what those predictions know and "
         "their corrected accuracy is biased (pulled towards that of a predictor using only the fit's groups). Refit "
         "with groups that every prediction is constant on, or pass fit=None to let this function do so; the "
-        "corrected-label estimate does not depend on the groups.", DataWarning, stacklevel=3)
+        "corrected-label estimate does not depend on the groups.", DataWarning, stacklevel=stacklevel)
+
+
+def fitted_posteriors(data, fit, yhat: np.ndarray, names, *, model: str, groups, n_draws, seed: int, func: str):
+    """The fit (EM of ``model`` on ``groups()`` when None), its row posteriors, and whether each model's
+    predictions (columns of ``yhat``, (n_items, M)) are a function of what it conditions on (warns if not).
+
+    Returns ``(fit, RowPosteriors, conditioned list of bool)``.
+    """
+    if fit is None:
+        from ..inference.em import fit_em
+
+        fit = fit_em(data, model=model, groups=groups(), n_starts=5, seed=seed)
+    fit = check_fit(fit, func)
+    rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
+    conditioned = [conditioned_on(data, fit, yhat[:, m], func) for m in range(yhat.shape[1])]
+    if not all(conditioned):
+        warn_unconditioned([n for n, c in zip(names, conditioned) if not c], fit, func, stacklevel=4)
+    return fit, rp, conditioned
 
 
 def check_replicates(n_replicates) -> int:
@@ -242,21 +261,18 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, l
     level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
     n_replicates = check_replicates(n_replicates)
     w_rule, _ = check_weights(weights, data.n_annotators)
-    rng = np.random.default_rng(seed)
     yhat = predictions(z, t)
-    if fit is None:
-        from ..inference.em import fit_em
+    fit, rp, (conditioned,) = fitted_posteriors(data, fit, yhat[:, None], ["scores"], model="histogram",
+                                                groups=lambda: threshold_bins(z, [t], data.n_items),
+                                                n_draws=n_draws, seed=seed, func=func)
+    engine = Replicates(fit, rp.rows, yhat[:, None], weights=w_rule, n_draws=n_draws)
+    reps = engine.run(n_replicates, bool(bootstrap), np.random.default_rng(seed))
+    return _accuracy_result(data, rp, engine, reps, yhat, t, level, bootstrap, fit, conditioned)
 
-        fit = fit_em(data, model="histogram", groups=threshold_bins(z, [t], data.n_items), n_starts=5, seed=seed)
-    fit = check_fit(fit, func)
-    rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
-    conditioned = conditioned_on(data, fit, yhat, func)
-    if not conditioned:
-        warn_unconditioned(["scores"], fit, func)
-    y2 = yhat[:, None]
-    acc = float(posterior_mean_accuracy(rp, y2)[0])
-    engine = Replicates(fit, rp.rows, y2, weights=w_rule, n_draws=n_draws)
-    reps = engine.run(n_replicates, bool(bootstrap), rng)
+
+def _accuracy_result(data, rp, engine, reps, yhat, t, level, bootstrap, fit, conditioned) -> CorrectedAccuracy:
+    """Assemble :class:`CorrectedAccuracy` from the posteriors and the replicates."""
+    acc = float(posterior_mean_accuracy(rp, yhat[:, None])[0])
     m_point = engine.point_moment_accuracy()
     lo, hi = _interval(reps["accuracy"][:, 0], level)
     mlo, mhi = _interval(reps["corrected_label_accuracy"][:, 0], level)
@@ -266,7 +282,7 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, l
         accuracy=acc, error_rate=1 - acc, lower=float(lo), upper=float(hi),
         corrected_label_accuracy=float(m_point[0]), corrected_label_lower=float(mlo), corrected_label_upper=float(mhi),
         majority_accuracy=maj_acc, annotator_accuracy=ann_acc, threshold=t, level=level, target=TARGETS[bool(bootstrap)],
-        n_items=data.n_items, n_replicates=n_replicates, model=fit.model, method=fit.method,
+        n_items=data.n_items, n_replicates=reps["accuracy"].shape[0], model=fit.model, method=fit.method,
         parameter_uncertainty=SOURCES[engine.source], failed_refits=reps["failed_refits"], conditioned=conditioned,
         p_correct=np.where(yhat == 1, p, 1 - p),
         draws={"accuracy": reps["accuracy"][:, 0], "corrected_label_accuracy": reps["corrected_label_accuracy"][:, 0]})
