@@ -103,10 +103,6 @@ def fitted_posteriors(data, fit, yhat: np.ndarray, names, *, model: str, groups,
     return fit, rp, conditioned
 
 
-def check_replicates(n_replicates) -> int:
-    return check_positive_int(n_replicates, name="n_replicates")
-
-
 def _interval(x, level):
     return tuple(np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0))
 
@@ -259,7 +255,7 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, l
         raise ValueError(f"{func}: `scores` must have shape ({data.n_items},), one per item; got {z.shape}.")
     t = check_probability(threshold, name="threshold")
     level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
-    n_replicates = check_replicates(n_replicates)
+    n_replicates = check_positive_int(n_replicates, name="n_replicates")
     w_rule, _ = check_weights(weights, data.n_annotators)
     yhat = predictions(z, t)
     fit, rp, (conditioned,) = fitted_posteriors(data, fit, yhat[:, None], ["scores"], model="histogram",

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import NOT_GIVEN, _preview, check_probability, check_scores, check_weights, deprecated_attribute
+from .._validation import NOT_GIVEN, _preview, check_positive_int, check_probability, check_scores, check_weights, deprecated_attribute
 from ..core import ece_from_labels, x64
 from ..data import Binning, as_binning, bin_index
 from ._posterior import check_data, level_and_draws, posterior_mean_accuracy
 from ._replicates import SOURCES, Replicates
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
-from .accuracy import TARGETS, check_replicates, fitted_posteriors, naive_accuracies, predictions
+from .accuracy import TARGETS, fitted_posteriors, naive_accuracies, predictions
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     names = tuple(sc)
     th = _thresholds(threshold, names, func)
     level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
-    n_replicates = check_replicates(n_replicates)
+    n_replicates = check_positive_int(n_replicates, name="n_replicates")
     w_rule, _ = check_weights(weights, data.n_annotators)
     binning = as_binning(bins)
     yhat = np.stack([predictions(sc[n], th[n]) for n in names], axis=1)

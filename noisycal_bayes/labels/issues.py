@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import Binning
-from .._validation import NOT_GIVEN
+from .._validation import NOT_GIVEN, check_choice
 from ._posterior import RowPosteriors, check_data, check_fit, level_and_draws, row_posteriors
 
 #: Most equal-mass score bins of the default model for ranking label errors (see :func:`default_issue_fit`).
@@ -56,12 +56,6 @@ def default_issue_fit(data, *, n_starts: int = 5, seed: int = 0):
         return fit_em(data, model="dawid_skene", n_starts=n_starts, seed=seed)
     n_bins = min(DEFAULT_BINS, max(2, data.n_items // MIN_ITEMS_PER_BIN))
     return fit_em(data, model="histogram", groups=Binning.equal_mass(n_bins), n_starts=n_starts, seed=seed)
-
-
-def _check_ties(ties):
-    if ties not in ("positive", "negative"):
-        raise ValueError(f"`ties` must be 'positive' or 'negative'; got {ties!r}.")
-    return ties
 
 
 def _interval(rp: RowPosteriors, level: float):
@@ -146,7 +140,7 @@ def item_posteriors(data, fit, *, level: float = 0.9, ties: str = "positive",
     data = check_data(data, func)
     fit = check_fit(fit, func)
     level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
-    ties = _check_ties(ties)
+    ties = check_choice(ties, ("positive", "negative"), name="ties")
     rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
     out = _item_frame(data, rp, level, ties)
     out.attrs.update(_describe(fit, rp), level=level, ties=ties)
@@ -256,7 +250,7 @@ def label_issues(data, fit=None, *, level: float = 0.9, ties: str = "positive", 
     func = "label_issues"
     data = check_data(data, func)
     level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
-    ties = _check_ties(ties)
+    ties = check_choice(ties, ("positive", "negative"), name="ties")
     if fit is None:
         fit = default_issue_fit(data, seed=seed)
     fit = check_fit(fit, func)

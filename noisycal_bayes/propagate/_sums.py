@@ -256,11 +256,17 @@ def _item_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, po
         count = (M @ g.T).T
         score_sum = (M @ (g * z).T).T
         label_sum = np.stack([(M @ (g * pos_items[:, k]).T).T for k in range(j)], axis=2)
-        f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], c - (b - a), axis=0)])
-        g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], c - (b - a), axis=0)])
-        res = fn(*row_args, count, label_sum, score_sum, f_pad, g_pad, w_explicit)
-        for o, v in zip(out, res):
-            o[a:b] = np.asarray(v)[: b - a]
+        _call_block(fn, row_args, (count, label_sum, score_sum), fpr, gap, w_explicit, out, a, b, c)
+
+
+def _call_block(fn, row_args, sums, fpr, gap, w_explicit, out, a: int, b: int, size: int) -> None:
+    """Run the compiled plug-in function on draws ``a:b`` padded to the block ``size`` (one compilation for
+    every block: the last channel is repeated), and write the ``b - a`` real rows of each output into ``out``."""
+    f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], size - (b - a), axis=0)])
+    g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], size - (b - a), axis=0)])
+    res = fn(*row_args, *sums, f_pad, g_pad, w_explicit)
+    for o, v in zip(out, res):
+        o[a:b] = np.asarray(v)[: b - a]
 
 
 def cell_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, fpr, gap, out, rng):
@@ -318,11 +324,7 @@ def cell_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, fpr
         count = (R @ G.T).T
         score_sum = (R @ S.T).T
         label_sum = np.stack([(R @ (G * pos[:, jj]).T).T for jj in range(j)], axis=2)
-        f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], c - (b - a), axis=0)])
-        g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], c - (b - a), axis=0)])
-        res = fn(*row_args, count, label_sum, score_sum, f_pad, g_pad, w_explicit)
-        for o, v in zip(out, res):
-            o[a:b] = np.asarray(v)[: b - a]
+        _call_block(fn, row_args, (count, label_sum, score_sum), fpr, gap, w_explicit, out, a, b, c)
 
 
 # ----------------------------------------------------------------------------- model-based

@@ -74,7 +74,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_level, check_weights
+from .._validation import check_choice, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..warnings import DataWarning
 from .result import PosteriorNCECE, _bin_table, _summarise, debias_abs  # noqa: F401 (debias_abs re-exported)
@@ -263,8 +263,7 @@ def _check_inputs(data, fit, func, *, method, interval, weights, level):
     if is_stats and data.n_items == 0:
         raise ValueError(f"{func}: these SufficientStats hold no items.")
     z = None if is_stats else data.require_scores()
-    if method not in METHODS:
-        raise ValueError(f"{func}: `method` must be one of {METHODS}; got {method!r}.")
+    check_choice(method, METHODS, name="method", func=func)
     level = check_level(level)
     if interval not in INTERVAL_METHODS:
         raise ValueError(f"{func}: `interval` must be one of {INTERVAL_METHODS}; got {interval!r}.")
