@@ -6,8 +6,8 @@ dependency), under ``if TYPE_CHECKING``, and ``importlib.import_module("...")`` 
 module may import its own package, any lower layer, and nothing else: not a higher layer, and not another
 package of its own layer (``inference`` and ``reference`` never import each other; ``recalibration``,
 ``labels`` and ``diagnostics`` never import each other), nor another package's private module (``propagate._draws``
-from ``diagnostics``; ``_validation`` is the shared bottom layer, public to all). The test fails listing every offending file, line
-and import, so one run shows all the work left.
+from ``diagnostics``; ``_validation`` is the shared bottom layer, public to all). The test fails listing every
+offending file, line and import, so one run shows all the work left.
 
 The package root (``noisycal_bayes/__init__.py``) is the public facade: it may import anything, and only the
 top layer may import it (``from . import __version__`` in the command line).

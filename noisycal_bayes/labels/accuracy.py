@@ -277,7 +277,8 @@ def _accuracy_result(data, rp, engine, reps, yhat, t, level, bootstrap, fit, con
     return CorrectedAccuracy(
         accuracy=acc, error_rate=1 - acc, lower=float(lo), upper=float(hi),
         corrected_label_accuracy=float(m_point[0]), corrected_label_lower=float(mlo), corrected_label_upper=float(mhi),
-        majority_accuracy=maj_acc, annotator_accuracy=ann_acc, threshold=t, level=level, target=TARGETS[bool(bootstrap)],
+        majority_accuracy=maj_acc, annotator_accuracy=ann_acc, threshold=t, level=level,
+        target=TARGETS[bool(bootstrap)],
         n_items=data.n_items, n_replicates=reps["accuracy"].shape[0], model=fit.model, method=fit.method,
         parameter_uncertainty=SOURCES[engine.source], failed_refits=reps["failed_refits"], conditioned=conditioned,
         p_correct=np.where(yhat == 1, p, 1 - p),

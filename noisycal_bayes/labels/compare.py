@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import NOT_GIVEN, _preview, check_positive_int, check_probability, check_scores, check_weights, deprecated_attribute
+from .._validation import (NOT_GIVEN, _preview, check_positive_int, check_probability, check_scores, check_weights,
+                           deprecated_attribute)
 from ..core import ece_from_labels, x64
 from ..data import Binning, as_binning, bin_index
 from ._posterior import check_data, level_and_draws, posterior_mean_accuracy

@@ -99,8 +99,8 @@ def _need_draws(result, func, model_names):
 
 
 class _ThinnedDrawsMap(_PosteriorMap):
-    """A map read off a fit's posterior draws, thinned to ``n_draws`` (:func:`noisycal_bayes.propagate.draws.thin_index`;
-    more than the fit has cycles through them)."""
+    """A map read off a fit's posterior draws, thinned to ``n_draws`` by
+    :func:`noisycal_bayes.propagate.draws.thin_index` (more than the fit has cycles through them)."""
 
     _param_names = ("n_draws",)
 

@@ -249,10 +249,9 @@ def fit_platt(scores, targets, *, alpha_bounds=PLATT_ALPHA_BOUNDS, beta_bounds=P
 
     Parameters
     ----------
-    scores : array-like of shape (n_items,), in [0, 1]
-    targets : array-like of shape (n_items,), finite reals
+    scores, targets, item_weights
+        As in :func:`fit_temperature`.
     alpha_bounds, beta_bounds : (low, high)
-    item_weights : array-like of shape (n_items,), optional
 
     Returns
     -------
@@ -260,9 +259,9 @@ def fit_platt(scores, targets, *, alpha_bounds=PLATT_ALPHA_BOUNDS, beta_bounds=P
 
     Examples
     --------
-    >>> import numpy as np
-    >>> z = np.linspace(0.05, 0.95, 19)
-    >>> fit = fit_platt(z, z)
+    Targets equal to the scores' own probabilities give the identity map (``alpha = 1``, ``beta = 0``):
+
+    >>> fit = fit_platt([0.05 * k for k in range(1, 20)], [0.05 * k for k in range(1, 20)])
     >>> round(fit.alpha, 4), round(fit.beta, 4) + 0.0
     (1.0, 0.0)
     """
@@ -332,10 +331,9 @@ def fit_projected_histogram(scores, targets, *, bins=10, item_weights=None) -> H
 
     Parameters
     ----------
-    scores : array-like of shape (n_items,), in [0, 1]
-    targets : array-like of shape (n_items,), finite reals
+    scores, targets, item_weights
+        As in :func:`fit_temperature`.
     bins : int (equal width) or Binning (equal-mass edges come from ``scores``)
-    item_weights : array-like of shape (n_items,), optional
 
     Returns
     -------
