@@ -5,7 +5,12 @@ name the offending entries and, where possible, suggest the fix.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+
+# The annotator weight rules every public function accepts (formulas in ``core/weights.py``).
+WEIGHT_RULES = ("iv", "equal", "gap", "squared_gap")
 
 
 def _plain(value):
@@ -30,14 +35,21 @@ def _positions(mask: np.ndarray) -> list:
     return [p[0] for p in pos] if mask.ndim == 1 else [tuple(p) for p in pos]
 
 
-def check_scores(scores, *, name: str = "scores", ids=None) -> np.ndarray:
-    """Return ``scores`` as a float64 copy of shape (n,), checked to lie in [0, 1] and be finite."""
+def as_float_vector(values, *, name: str, what: str = "numeric") -> np.ndarray:
+    """Return ``values`` as a one-dimensional float64 copy, shape (n_items,); ``what`` describes the expected
+    values in the error message."""
     try:
-        arr = np.array(scores, dtype=np.float64)
+        arr = np.array(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"`{name}` must be numeric probabilities in [0, 1]; could not convert: {exc}") from None
+        raise ValueError(f"`{name}` must be {what}; could not convert: {exc}") from None
     if arr.ndim != 1:
         raise ValueError(f"`{name}` must be one-dimensional (n_items,); got shape {arr.shape}.")
+    return arr
+
+
+def check_scores(scores, *, name: str = "scores", ids=None) -> np.ndarray:
+    """Return ``scores`` as a float64 copy of shape (n,), checked to lie in [0, 1] and be finite."""
+    arr = as_float_vector(scores, name=name, what="numeric probabilities in [0, 1]")
     if arr.size == 0:
         raise ValueError(f"`{name}` is empty.")
     where = ids if ids is not None else np.arange(arr.size)
@@ -105,17 +117,113 @@ def check_same_length(a, b, names=("scores", "labels")) -> None:
         raise ValueError(f"`{names[0]}` and `{names[1]}` must have the same length; got {len(a)} and {len(b)}.")
 
 
-def check_level(level: float) -> float:
-    level = float(level)
+def check_level(level, *, name: str = "level") -> float:
+    """Return a credible / confidence level as a float strictly between 0 and 1."""
+    try:
+        level = float(level)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a number strictly between 0 and 1; got {level!r}.") from None
     if not 0 < level < 1:
-        raise ValueError(f"`level` must lie strictly between 0 and 1; got {level}.")
+        raise ValueError(f"`{name}` must lie strictly between 0 and 1; got {level}.")
     return level
+
+
+def check_probability(value, *, name: str) -> float:
+    """Return a probability (e.g. a decision threshold) as a float in [0, 1]."""
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a number in [0, 1]; got {value!r}.") from None
+    if not 0 <= t <= 1:
+        raise ValueError(f"`{name}` must lie in [0, 1]; got {t}.")
+    return t
 
 
 def check_positive_int(value, *, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
     return int(value)
+
+
+def check_choice(value, choices, *, name: str, func: str | None = None):
+    """Return ``value`` if it is one of ``choices`` (a tuple of allowed values)."""
+    if value not in choices:
+        where = f"{func}: " if func else ""
+        allowed = " or ".join(map(repr, choices)) if len(choices) == 2 else f"one of {choices}"
+        raise ValueError(f"{where}`{name}` must be {allowed}; got {value!r}.")
+    return value
+
+
+def check_bounds(bounds, *, name: str, positive: bool = False) -> tuple:
+    """Return a box ``(low, high)`` of finite floats with ``low < high`` (and ``0 < low`` if ``positive``)."""
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a pair (low, high); got {bounds!r}.") from None
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo >= hi or (positive and lo <= 0):
+        need = "0 < low < high" if positive else "low < high"
+        raise ValueError(f"`{name}` must be finite with {need}; got ({lo}, {hi}).")
+    return lo, hi
+
+
+def check_item_weights(item_weights, n_items: int) -> np.ndarray:
+    """Return per-item weights as float64 of shape (n_items,): finite, non-negative, not all zero (default 1)."""
+    if item_weights is None:
+        return np.ones(n_items)
+    w = np.array(item_weights, dtype=np.float64)
+    if w.shape != (n_items,):
+        raise ValueError(f"`item_weights` must have shape ({n_items},); got {w.shape}.")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError("`item_weights` must be finite, non-negative and not all zero.")
+    return w
+
+
+def check_targets(scores, targets, item_weights=None) -> tuple:
+    """Validate a recalibration fit's inputs: ``(scores, targets, item weights)``, each float64 (n_items,).
+
+    ``targets`` are finite reals (corrected labels may leave [0, 1]); ``item_weights`` as in
+    :func:`check_item_weights`.
+    """
+    z = check_scores(scores)
+    y = as_float_vector(targets, name="targets")
+    if y.shape != z.shape:
+        raise ValueError(f"`scores` and `targets` must have the same length; got {z.size} and {y.size}.")
+    bad = ~np.isfinite(y)
+    if bad.any():
+        raise ValueError(f"`targets` must be finite; got NaN or inf at items {_preview(np.flatnonzero(bad))}.")
+    return z, y, check_item_weights(item_weights, z.size)
+
+
+# ----------------------------------------------------------------------------- renamed keywords (issue 15, item 7)
+class _NotGiven:
+    """Default of a deprecated keyword: tells "not passed" from any value the user may pass."""
+
+    def __repr__(self):
+        return "<not given>"
+
+
+NOT_GIVEN = _NotGiven()
+
+
+def renamed_keyword(func: str, old: str, new: str, old_value, new_value, default):
+    """``(value, name)`` of a renamed keyword; the old name still works, with a ``DeprecationWarning``.
+
+    ``name`` is the spelling the caller used, so that a later validation message names what they wrote.
+    Passing both names (the new one with a non-default value) is an error.
+    """
+    if old_value is NOT_GIVEN:
+        return new_value, new
+    if new_value is not default and new_value != default:
+        raise TypeError(f"{func}() got both `{old}` (deprecated) and `{new}`; pass only `{new}`.")
+    warnings.warn(f"{func}(): `{old}` is deprecated and will be removed; use `{new}` (same meaning).",
+                  DeprecationWarning, stacklevel=3)
+    return old_value, old
+
+
+def deprecated_attribute(owner: str, old: str, new: str) -> None:
+    """Warn that attribute ``owner.old`` is a deprecated alias of ``owner.new``."""
+    warnings.warn(f"`{owner}.{old}` is deprecated and will be removed; use `.{new}` (same value).",
+                  DeprecationWarning, stacklevel=3)
 
 
 def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):
@@ -125,8 +233,6 @@ def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):
     ``allow_zero=False`` (for code paths that cannot drop items whose annotators all weigh 0) requires
     every explicit weight to be positive.
     """
-    from .core.weights import WEIGHT_RULES
-
     if isinstance(weights, str):
         if weights not in WEIGHT_RULES:
             raise ValueError(f"`weights` must be one of {WEIGHT_RULES} or an array of shape ({n_annotators},); got "

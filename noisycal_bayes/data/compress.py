@@ -33,6 +33,39 @@ _CHUNK = 1 << 18
 _DENSE_CODES = 1 << 20
 
 
+def pattern_keys(patterns, group=None, n_annotators: int | None = None) -> np.ndarray:
+    """Integer key of each (group, response pattern) row: ``group * 3**J + code``.
+
+    ``code`` spells the pattern in base 3 with digits ``A_j + 1`` (0 = missing, 1 = label 0, 2 = label 1),
+    the first annotator most significant: the row order of :func:`compress_patterns`, :func:`all_patterns`
+    and :func:`grid_patterns`, and the key of :class:`~noisycal_bayes.data.SufficientStats` rows. Keys fit
+    int64 for ``J <= 36`` annotators without groups (fewer with many groups).
+
+    Parameters
+    ----------
+    patterns : array-like of shape (n_rows, n_annotators), -1 = missing
+    group : array-like of shape (n_rows,), optional
+        Group of each row (default: all 0, the key is the pattern's code).
+    n_annotators : int, optional
+        ``J`` (default: ``patterns.shape[1]``).
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), int64
+
+    Examples
+    --------
+    >>> pattern_keys([[-1, 0, 1], [1, 1, 1]], [0, 2]).tolist()
+    [5, 80]
+    """
+    patterns = np.asarray(patterns)
+    j = patterns.shape[1] if n_annotators is None else int(n_annotators)
+    key = np.zeros(patterns.shape[0], np.int64) if group is None else np.asarray(group, dtype=np.int64) * 3 ** j
+    for col in range(j):
+        key = key + (patterns[:, col].astype(np.int64) + 1) * 3 ** (j - 1 - col)
+    return key
+
+
 def _compress_dense(labels: np.ndarray, group, n_groups: int) -> PatternCounts | None:
     """The base-3 codes counted chunk by chunk in a dense table of all ``n_groups * 3**J`` codes.
 
@@ -55,9 +88,7 @@ def _compress_dense(labels: np.ndarray, group, n_groups: int) -> PatternCounts |
             return None
         if g.size and (g.min() < 0 or g.max() >= n_groups):
             return None
-        code = g * base
-        for col in range(j):
-            code += (lab[:, col].astype(np.int64) + 1) * 3 ** (j - 1 - col)
+        code = pattern_keys(lab, g, j)
         inverse[start:start + lab.shape[0]] = code
         counts += np.bincount(code, minlength=space)
     uniq = np.flatnonzero(counts)
@@ -91,15 +122,9 @@ def compress_patterns(labels: np.ndarray, group: np.ndarray | None = None, n_gro
         if dense is not None:
             return dense
     group = np.zeros(n, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
-    if j <= 36:
-        # Base-3 code of each row (digit 0 = missing, 1 = label 0, 2 = label 1) times the group: one
-        # int64 per item, so np.unique sorts integers instead of rows.
-        code = np.zeros(n, dtype=np.int64)
-        for col in range(j):
-            code = code * 3 + (labels[:, col].astype(np.int64) + 1)
-        code = code + group * (3 ** j) if j <= 33 and n_groups * 3 ** j < 2 ** 62 else None
-    else:
-        code = None
+    # Base-3 key of each row times the group: one int64 per item, so np.unique sorts integers instead of rows
+    # (when the keys fit int64; otherwise it sorts the rows).
+    code = pattern_keys(labels, group, j) if j <= 33 and n_groups * 3 ** j < 2 ** 62 else None
     if code is not None:
         uniq, first, inverse, counts = np.unique(code, return_index=True, return_inverse=True, return_counts=True)
     else:
@@ -142,9 +167,7 @@ def grid_patterns(pc: PatternCounts) -> PatternCounts:
     """
     j = pc.patterns.shape[1]
     width = 3 ** j
-    code = pc.group.astype(np.int64) * width
-    for col in range(j):
-        code += (pc.patterns[:, col].astype(np.int64) + 1) * 3 ** (j - 1 - col)
+    code = pattern_keys(pc.patterns, pc.group, j)
     counts = np.bincount(code, weights=pc.counts, minlength=pc.n_groups * width)
     patterns = np.tile(all_patterns(j), (pc.n_groups, 1))
     group = np.repeat(np.arange(pc.n_groups, dtype=np.int32), width)

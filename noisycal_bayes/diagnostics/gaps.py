@@ -17,7 +17,15 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_level, check_positive_int, check_weights
-from ..data import AnnotationSet, Channel, as_binning, bin_index
+from ..core import x64
+from ..core.weights import annotator_noise_variance, weights_for_labels
+from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
+# The module, not ``fit_em`` itself: until inference stops importing diagnostics.identifiability (issue 15, the
+# "em" branch), importing inference.em starts here half-way, and the name is read at call time.
+from ..inference import em as _em
+from ..propagate.draws import Draws, check_fit, extract_draws, output_index
+from ..propagate.nc_ece import posterior_nc_ece
+from ..simulate import simulate_annotations
 from ..warnings import SmallGapWarning
 
 #: Default smallest acceptable gap (the EM screening threshold is 0.05; 0.1 already inflates variance 100x).
@@ -70,9 +78,7 @@ def _item_variance(obs, fpr, gap, weights, mu):
     """
     w = np.where(obs[None], weights[:, None, :], 0.0)
     W = w / w.sum(axis=2, keepdims=True)
-    tpr = fpr + gap
-    noise = (mu[..., None] * (tpr * (1 - tpr))[:, None, :] + (1 - mu[..., None]) * (fpr * (1 - fpr))[:, None, :]) \
-        / (gap**2)[:, None, :]
+    noise = annotator_noise_variance(fpr[:, None, :], gap[:, None, :], mu[..., None])
     return mu * (1 - mu) + np.sum(W**2 * noise, axis=2)
 
 
@@ -127,37 +133,54 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
     >>> diag.annotators["alarming"].tolist()
     [False, True, False]
     """
-    from ..core import mean_corrected_label, rule_weights, x64
-    from ..propagate._draws import check_fit, extract_draws, output_index
-
     func = "gap_diagnostics"
+    z, level, rule, src = _check_diagnostics_args(data, fit, func, min_gap=min_gap, level=level,
+                                                  alarm_probability=alarm_probability, weights=weights)
+    src = src.take(output_index(src.n_source, min(n_draws, src.n_source), is_posterior=True))
+    ann = _annotator_table(src, list(data.annotator_ids), min_gap=float(min_gap), level=level,
+                           alarm_probability=float(alarm_probability))
+    bins_df = _effective_labels_table(data, z, bins, src, rule, min_effective=min_effective)
+    messages = _diagnostics_messages(func, ann, bins_df, src, min_gap=float(min_gap), min_effective=min_effective)
+    if warn:
+        for m in messages:
+            warnings.warn(m, SmallGapWarning, stacklevel=2)
+    return GapDiagnostics(ann, bins_df, bool(messages), tuple(messages), float(min_gap), level, float(min_effective),
+                          src.source)
+
+
+def _check_diagnostics_args(data, fit, func, *, min_gap, level, alarm_probability, weights):
+    """Validated ``(scores, level, weight rule, draws of the fit)`` of :func:`gap_diagnostics`."""
     if not isinstance(data, AnnotationSet):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     z = data.require_scores()
-    min_gap = float(min_gap)
-    if not 0 < min_gap < 1:
-        raise ValueError(f"{func}: `min_gap` must lie in (0, 1); got {min_gap}.")
+    if not 0 < float(min_gap) < 1:
+        raise ValueError(f"{func}: `min_gap` must lie in (0, 1); got {float(min_gap)}.")
     level = check_level(level)
-    alarm_probability = float(alarm_probability)
-    if not 0 <= alarm_probability < 1:
-        raise ValueError(f"{func}: `alarm_probability` must lie in [0, 1); got {alarm_probability}.")
+    if not 0 <= float(alarm_probability) < 1:
+        raise ValueError(f"{func}: `alarm_probability` must lie in [0, 1); got {float(alarm_probability)}.")
     rule, _ = check_weights(weights, data.n_annotators, allow_zero=False)
-    fit = check_fit(fit, func, allow_channel=True)
-    src = extract_draws(fit)
+    src = extract_draws(check_fit(fit, func, allow_channel=True))
     if src.fpr.shape[1] != data.n_annotators:
         raise ValueError(f"{func}: the fit has {src.fpr.shape[1]} annotators but `data` has {data.n_annotators}.")
-    src = src.take(output_index(src.n_source, min(n_draws, src.n_source), is_posterior=True))
-    fpr, gap = src.fpr, src.gap
-    ids = list(data.annotator_ids)
+    return z, level, rule, src
 
+
+def _annotator_table(src: Draws, ids, *, min_gap, level, alarm_probability) -> pd.DataFrame:
+    """Per annotator: the gap with its ``level`` interval, ``P(gap < min_gap)`` and the variance inflation."""
+    gap = src.gap
     q = [(1 - level) / 2, (1 + level) / 2]
     with np.errstate(divide="ignore"):
         inflation = (1.0 / gap**2).mean(axis=0)
     p_below = (gap < min_gap).mean(axis=0)
-    ann = pd.DataFrame({"annotator": ids, "gap": gap.mean(axis=0), "gap_lower": np.quantile(gap, q[0], axis=0),
-                        "gap_upper": np.quantile(gap, q[1], axis=0), "p_gap_below": p_below,
-                        "variance_inflation": inflation, "alarming": p_below > alarm_probability})
+    return pd.DataFrame({"annotator": ids, "gap": gap.mean(axis=0), "gap_lower": np.quantile(gap, q[0], axis=0),
+                         "gap_upper": np.quantile(gap, q[1], axis=0), "p_gap_below": p_below,
+                         "variance_inflation": inflation, "alarming": p_below > alarm_probability})
 
+
+def _effective_labels_table(data: AnnotationSet, z, bins, src: Draws, rule, *, min_effective) -> pd.DataFrame:
+    """Per evaluation bin: count, clean frequency and effective number of clean labels (Notes of
+    :func:`gap_diagnostics`)."""
+    fpr, gap = src.fpr, src.gap
     edges = as_binning(bins).edges_for(z)
     n_bins = edges.size - 1
     idx = bin_index(z, edges)
@@ -165,8 +188,7 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
     labels = data.labels
     with x64():
         if isinstance(rule, str):
-            w = np.stack([np.asarray(rule_weights(rule, f, g, mean_corrected_label(labels, f, g) if rule == "iv"
-                                                  else None)) for f, g in zip(fpr, gap)])
+            w = np.stack([np.asarray(weights_for_labels(rule, labels, f, g)) for f, g in zip(fpr, gap)])
         else:
             w = np.broadcast_to(rule, fpr.shape)
     # Items sharing (bin, missingness mask) have the same variance: work on those rows (O(draws x rows x J)).
@@ -192,12 +214,17 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
     n_eff = np.bincount(row_bin, weights=row_count * clean_var / var, minlength=n_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
         efficiency = n_eff / count
-    bin_alarm = (count > 0) & (n_eff < min_effective)
-    bins_df = pd.DataFrame({"bin": np.arange(n_bins), "lower": edges[:-1], "upper": edges[1:],
-                            "count": count.astype(np.int64), "clean_frequency": np.where(count > 0, mu_mean, np.nan),
-                            "effective_clean_labels": n_eff, "efficiency": efficiency, "alarming": bin_alarm})
+    return pd.DataFrame({"bin": np.arange(n_bins), "lower": edges[:-1], "upper": edges[1:],
+                         "count": count.astype(np.int64), "clean_frequency": np.where(count > 0, mu_mean, np.nan),
+                         "effective_clean_labels": n_eff, "efficiency": efficiency,
+                         "alarming": (count > 0) & (n_eff < min_effective)})
 
+
+def _diagnostics_messages(func, ann: pd.DataFrame, bins_df: pd.DataFrame, src: Draws, *, min_gap, min_effective):
+    """The warnings of :func:`gap_diagnostics`: alarming annotators, then alarming bins."""
     messages = []
+    ids = ann["annotator"].tolist()
+    p_below, inflation = ann["p_gap_below"].to_numpy(), ann["variance_inflation"].to_numpy()
     bad = np.flatnonzero(ann["alarming"].to_numpy())
     if bad.size:
         what = "posterior probability" if src.is_posterior else "estimate says"
@@ -205,17 +232,14 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
             f"{func}: annotators {_preview([ids[j] for j in bad])} have gap < {min_gap} ({what}: "
             f"{_preview(np.round(p_below[bad], 3))}); their corrected labels carry variance inflated by "
             f"{_preview(np.round(inflation[bad], 1))}x. Consider dropping them or collecting more labels.")
-    badb = np.flatnonzero(bin_alarm)
+    badb = np.flatnonzero(bins_df["alarming"].to_numpy())
     if badb.size:
+        n_eff = bins_df["effective_clean_labels"].to_numpy()
         messages.append(
             f"{func}: bins {_preview(badb.tolist())} hold fewer than {min_effective:g} clean-label equivalents "
             f"({_preview(np.round(n_eff[badb], 1))}); their corrected frequencies are very noisy. Use fewer or "
             "equal-mass bins, or more items.")
-    if warn:
-        for m in messages:
-            warnings.warn(m, SmallGapWarning, stacklevel=2)
-    return GapDiagnostics(ann, bins_df, bool(messages), tuple(messages), min_gap, level, float(min_effective),
-                          src.source)
+    return messages
 
 
 @dataclass(frozen=True)
@@ -225,16 +249,19 @@ class GapSensitivity:
     Attributes
     ----------
     table : DataFrame
-        ``mode="perturb"``: one row per factor: ``factor, mean_gap, nc_ece`` (at the perturbed channels),
-        ``estimate, lower, upper, upper_one_sided, interval_to_read, width`` (plug-in with the perturbed
-        channels treated as known, Bayesian bootstrap of the items), ``min_effective_clean_labels``.
+        ``mode="perturb"``: one row per factor: ``factor, mean_gap, nc_ece`` (the paper's NC-ECE at the
+        perturbed channels, ``PosteriorNCECE.value``), ``debiased, lower, upper, upper_one_sided,
+        interval_to_read, width`` (plug-in with the perturbed channels treated as known, Bayesian bootstrap of
+        the items), ``min_effective_clean_labels``.
         ``mode="simulate"``: one row per gap: ``gap, n_reps, variance_inflation`` (``1 / gap^2``),
         ``oracle_ece`` (mean sample oracle ECE), ``target`` (mean of the ``method``'s target: sample oracle
         ECE for ``"latent"``, conditional binned ECE for ``"plugin"``), ``nc_ece_known`` / ``nc_ece_em``
         (mean plug-in NC-ECE with the true / EM-estimated channels), ``rmse_known`` / ``rmse_em``
-        (against the sample oracle ECE), ``estimate, lower, upper, width`` (means of the ``method``'s
-        estimate and reported interval with the EM channels treated as known), ``coverage`` (share of
-        those intervals covering the target), ``n_failed`` (EM fits that failed).
+        (against the sample oracle ECE), ``debiased, lower, upper, width`` (means of the ``method``'s
+        debiased estimate and reported interval with the EM channels treated as known), ``coverage`` (share
+        of those intervals covering the target), ``n_failed`` (EM fits that failed).
+        Both modes keep an ``estimate`` column equal to ``debiased`` (its old name, deprecated; it will be
+        removed).
     replicates : DataFrame or None
         ``mode="simulate"``: one row per simulated data set.
     mode : str
@@ -297,47 +324,14 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
     >>> res.table["factor"].tolist()
     [0.5, 1.0]
     """
-    from ..propagate._draws import check_fit, extract_draws
-    from ..propagate.nc_ece import posterior_nc_ece
-
     func = "gap_sensitivity"
     level = check_level(level)
     n_draws = check_positive_int(n_draws, name="n_draws")
+    common = dict(bins=bins, weights=weights, level=level, n_draws=n_draws, seed=seed)
     if mode == "perturb":
-        if not isinstance(data, AnnotationSet) or fit is None:
-            raise ValueError(f"{func}: mode='perturb' needs `data` (an AnnotationSet) and `fit` (a FitResult or "
-                             "Channel); for a simulated sweep use mode='simulate'.")
-        f = np.asarray(factors, dtype=np.float64)
-        if f.ndim != 1 or f.size == 0 or np.any(~np.isfinite(f)) or np.any(f <= 0):
-            raise ValueError(f"{func}: `factors` must be positive numbers; got {list(np.atleast_1d(f))}.")
-        fit = check_fit(fit, func, allow_channel=True)
-        src = extract_draws(fit)
-        fpr0, gap0 = src.fpr.mean(axis=0), src.gap.mean(axis=0)
-        rows = []
-        for k, fac in enumerate(f):
-            gap = np.minimum(fac * gap0, 1 - 1e-9 - fpr0)
-            ch = Channel(fpr0, fpr0 + gap, tuple(data.annotator_ids))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SmallGapWarning)
-                res = posterior_nc_ece(data, ch, bins=bins, weights=weights, level=level, seed=seed + k,
-                                       method="plugin", n_draws=n_draws)
-                point = posterior_nc_ece(data, ch, bins=bins, weights=weights, method="plugin", bootstrap=False,
-                                         n_draws=1)
-                diag = gap_diagnostics(data, ch, bins=bins, weights=weights, warn=False)
-            n_eff = diag.bins.loc[diag.bins["count"] > 0, "effective_clean_labels"]
-            rows.append({"factor": float(fac), "mean_gap": float(gap.mean()), "nc_ece": point.median,
-                         "estimate": res.estimate, "lower": res.lower, "upper": res.upper,
-                         "upper_one_sided": res.upper_one_sided, "interval_to_read": res.interval_to_read,
-                         "width": res.upper - res.lower, "min_effective_clean_labels": float(n_eff.min())})
-        return GapSensitivity(pd.DataFrame(rows), None, "perturb", level,
-                              dict(factors=f.tolist(), bins=bins, weights=weights, n_draws=n_draws, seed=seed,
-                                   base_channel=(fpr0.tolist(), (fpr0 + gap0).tolist())))
+        return _perturb_sweep(data, fit, func, factors=factors, **common)
     if mode != "simulate":
         raise ValueError(f"{func}: `mode` must be 'perturb' or 'simulate'; got {mode!r}.")
-    from ..data import Binning
-    from ..inference.em import fit_em
-    from ..simulate import simulate_annotations
-
     if method not in ("latent", "plugin"):
         raise ValueError(f"{func}: `method` must be 'latent' or 'plugin' for mode='simulate'; got {method!r}.")
     g = np.asarray(gaps, dtype=np.float64)
@@ -345,55 +339,90 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
         raise ValueError(f"{func}: `gaps` must lie in (0, 1); got {list(np.atleast_1d(g))}.")
     n_reps = check_positive_int(n_reps, name="n_reps")
     n_annotators = check_positive_int(n_annotators, name="n_annotators", minimum=2)
-    binning = as_binning(bins)
-    reps = []
-    for a, gap in enumerate(g):
-        fpr = np.full(n_annotators, (1 - gap) / 2)
-        for r in range(n_reps):
-            s = seed + 1000 * a + r
-            sim = simulate_annotations(n_items, fpr=fpr, tpr=fpr + gap, curve=curve, seed=s)
-            z = sim.data.scores
-            edges = binning.edges_for(z)
-            idx = bin_index(z, edges)
-            oracle = float(np.abs(np.bincount(idx, weights=sim.clean_labels - z, minlength=edges.size - 1)).sum()
-                           / z.size)
-            conditional = float(np.abs(np.bincount(idx, weights=sim.true_probability - z,
-                                                   minlength=edges.size - 1)).sum() / z.size)
-            target = oracle if method == "latent" else conditional
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                known = posterior_nc_ece(sim.data, sim.channel, bins=binning, weights=weights, method="plugin",
-                                         bootstrap=False, n_draws=1).median
-                em = fit_em(sim.data, model="histogram", groups=Binning.from_edges(edges), n_starts=5, seed=s)
-                row = {"gap": float(gap), "rep": r, "seed": s, "oracle_ece": oracle, "conditional_ece": conditional,
-                       "target": target, "nc_ece_known": known, "nc_ece_em": np.nan, "estimate": np.nan,
-                       "lower": np.nan, "upper": np.nan, "failed": em.channel is None}
-                if em.channel is not None:
-                    res = posterior_nc_ece(sim.data, em, bins=binning, weights=weights, level=level, method=method,
-                                           seed=s, n_draws=n_draws)
-                    lo, hi = res.reported_interval
-                    row.update(nc_ece_em=posterior_nc_ece(sim.data, em, bins=binning, weights=weights, method="plugin",
-                                                          bootstrap=False, n_draws=1).median,
-                               estimate=res.estimate, lower=lo, upper=hi)
-            reps.append(row)
+    reps = [_simulated_replicate(gap, r, seed + 1000 * a + r, n_items=n_items, n_annotators=n_annotators,
+                                 curve=curve, method=method, **{k: v for k, v in common.items() if k != "seed"})
+            for a, gap in enumerate(g) for r in range(n_reps)]
     rep_df = pd.DataFrame(reps)
-    rows = []
-    for gap, grp in rep_df.groupby("gap", sort=True):
-        ok = ~grp["failed"].astype(bool)
-        err_k = grp["nc_ece_known"] - grp["oracle_ece"]
-        err_e = (grp["nc_ece_em"] - grp["oracle_ece"])[ok]
-        cover = ((grp["lower"] <= grp["target"]) & (grp["target"] <= grp["upper"]))[ok]
-        rows.append({"gap": gap, "n_reps": int(len(grp)), "variance_inflation": 1.0 / gap**2,
-                     "oracle_ece": grp["oracle_ece"].mean(), "target": grp["target"].mean(),
-                     "nc_ece_known": grp["nc_ece_known"].mean(),
-                     "nc_ece_em": grp["nc_ece_em"][ok].mean() if ok.any() else np.nan,
-                     "rmse_known": float(np.sqrt(np.mean(err_k**2))),
-                     "rmse_em": float(np.sqrt(np.mean(err_e**2))) if ok.any() else np.nan,
-                     "estimate": grp["estimate"][ok].mean() if ok.any() else np.nan,
-                     "lower": grp["lower"][ok].mean() if ok.any() else np.nan,
-                     "upper": grp["upper"][ok].mean() if ok.any() else np.nan,
-                     "width": float((grp["upper"] - grp["lower"])[ok].mean()) if ok.any() else np.nan,
-                     "coverage": float(cover.mean()) if ok.any() else np.nan, "n_failed": int((~ok).sum())})
-    return GapSensitivity(pd.DataFrame(rows), rep_df, "simulate", level,
+    table = pd.DataFrame([_summarise_gap(gap, grp) for gap, grp in rep_df.groupby("gap", sort=True)])
+    return GapSensitivity(table, rep_df, "simulate", level,
                           dict(gaps=g.tolist(), n_items=n_items, n_annotators=n_annotators, curve=str(curve),
                                n_reps=n_reps, bins=bins, weights=weights, n_draws=n_draws, seed=seed, method=method))
+
+
+def _perturb_sweep(data, fit, func, *, factors, bins, weights, level, n_draws, seed) -> GapSensitivity:
+    """``mode="perturb"``: scale the fitted gaps and recompute the plug-in NC-ECE with the channels as known."""
+    if not isinstance(data, AnnotationSet) or fit is None:
+        raise ValueError(f"{func}: mode='perturb' needs `data` (an AnnotationSet) and `fit` (a FitResult or "
+                         "Channel); for a simulated sweep use mode='simulate'.")
+    f = np.asarray(factors, dtype=np.float64)
+    if f.ndim != 1 or f.size == 0 or np.any(~np.isfinite(f)) or np.any(f <= 0):
+        raise ValueError(f"{func}: `factors` must be positive numbers; got {list(np.atleast_1d(f))}.")
+    src = extract_draws(check_fit(fit, func, allow_channel=True))
+    fpr0, gap0 = src.fpr.mean(axis=0), src.gap.mean(axis=0)
+    rows = []
+    for k, fac in enumerate(f):
+        gap = np.minimum(fac * gap0, 1 - 1e-9 - fpr0)
+        ch = Channel(fpr0, fpr0 + gap, tuple(data.annotator_ids))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SmallGapWarning)
+            res = posterior_nc_ece(data, ch, bins=bins, weights=weights, level=level, seed=seed + k,
+                                   method="plugin", n_draws=n_draws)
+            diag = gap_diagnostics(data, ch, bins=bins, weights=weights, warn=False)
+        n_eff = diag.bins.loc[diag.bins["count"] > 0, "effective_clean_labels"]
+        # res.value: the plug-in NC-ECE at the perturbed channel (no bootstrap), the paper's number.
+        rows.append({"factor": float(fac), "mean_gap": float(gap.mean()), "nc_ece": res.value,
+                     "debiased": res.debiased, "estimate": res.debiased, "lower": res.lower, "upper": res.upper,
+                     "upper_one_sided": res.upper_one_sided, "interval_to_read": res.interval_to_read,
+                     "width": res.upper - res.lower, "min_effective_clean_labels": float(n_eff.min())})
+    return GapSensitivity(pd.DataFrame(rows), None, "perturb", level,
+                          dict(factors=f.tolist(), bins=bins, weights=weights, n_draws=n_draws, seed=seed,
+                               base_channel=(fpr0.tolist(), (fpr0 + gap0).tolist())))
+
+
+def _simulated_replicate(gap, rep, seed, *, n_items, n_annotators, curve, method, bins, weights, level,
+                         n_draws) -> dict:
+    """One simulated data set of ``mode="simulate"``: its oracle and target ECE, NC-ECE with the true and the
+    EM channels, and the ``method``'s debiased estimate and reported interval (EM channels as known)."""
+    binning = as_binning(bins)
+    fpr = np.full(n_annotators, (1 - gap) / 2)
+    sim = simulate_annotations(n_items, fpr=fpr, tpr=fpr + gap, curve=curve, seed=seed)
+    z = sim.data.scores
+    edges = binning.edges_for(z)
+    idx = bin_index(z, edges)
+    oracle = float(np.abs(np.bincount(idx, weights=sim.clean_labels - z, minlength=edges.size - 1)).sum() / z.size)
+    conditional = float(np.abs(np.bincount(idx, weights=sim.true_probability - z,
+                                           minlength=edges.size - 1)).sum() / z.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        known = posterior_nc_ece(sim.data, sim.channel, bins=binning, weights=weights, method="plugin",
+                                 bootstrap=False, n_draws=1).value
+        em = _em.fit_em(sim.data, model="histogram", groups=Binning.from_edges(edges), n_starts=5, seed=seed)
+        row = {"gap": float(gap), "rep": rep, "seed": seed, "oracle_ece": oracle, "conditional_ece": conditional,
+               "target": oracle if method == "latent" else conditional, "nc_ece_known": known,
+               "nc_ece_em": np.nan, "debiased": np.nan, "estimate": np.nan, "lower": np.nan, "upper": np.nan,
+               "failed": em.channel is None}
+        if em.channel is not None:
+            res = posterior_nc_ece(sim.data, em, bins=binning, weights=weights, level=level, method=method,
+                                   seed=seed, n_draws=n_draws)
+            lo, hi = res.reported_interval
+            # res.value is the plug-in NC-ECE at the EM channels whatever the route.
+            row.update(nc_ece_em=res.value, debiased=res.debiased, estimate=res.debiased, lower=lo, upper=hi)
+    return row
+
+
+def _summarise_gap(gap, grp: pd.DataFrame) -> dict:
+    """One row of the ``mode="simulate"`` table from the replicates at one gap."""
+    ok = ~grp["failed"].astype(bool)
+    err_k = grp["nc_ece_known"] - grp["oracle_ece"]
+    err_e = (grp["nc_ece_em"] - grp["oracle_ece"])[ok]
+    cover = ((grp["lower"] <= grp["target"]) & (grp["target"] <= grp["upper"]))[ok]
+    mean_ok = lambda col: grp[col][ok].mean() if ok.any() else np.nan  # noqa: E731
+    return {"gap": gap, "n_reps": int(len(grp)), "variance_inflation": 1.0 / gap**2,
+            "oracle_ece": grp["oracle_ece"].mean(), "target": grp["target"].mean(),
+            "nc_ece_known": grp["nc_ece_known"].mean(), "nc_ece_em": mean_ok("nc_ece_em"),
+            "rmse_known": float(np.sqrt(np.mean(err_k**2))),
+            "rmse_em": float(np.sqrt(np.mean(err_e**2))) if ok.any() else np.nan,
+            "debiased": mean_ok("debiased"), "estimate": mean_ok("debiased"), "lower": mean_ok("lower"),
+            "upper": mean_ok("upper"),
+            "width": float((grp["upper"] - grp["lower"])[ok].mean()) if ok.any() else np.nan,
+            "coverage": float(cover.mean()) if ok.any() else np.nan, "n_failed": int((~ok).sum())}

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import _preview, check_positive_int
-from ..core import clipped_logit, pattern_loglik, posterior_positive, x64
+from .._validation import _preview, check_level, check_positive_int, renamed_keyword
+from ..core import clipped_logit, x64
+from ..core.posterior import posterior_positive_draws
 from ..data import AnnotationSet, compress_patterns
+from ..propagate.draws import extract_draws
 
 #: Cap on (draws x rows) posterior values held at once for per-item (Platt) models: 1e7 float64 = 80 MB.
 MAX_VALUES = 10_000_000
@@ -40,24 +41,15 @@ def check_fit(fit, func: str):
     return fit
 
 
-def check_prob(prob) -> float:
-    try:
-        prob = float(prob)
-    except (TypeError, ValueError):
-        raise ValueError(f"`prob` must be a number strictly between 0 and 1; got {prob!r}.") from None
-    if not 0 < prob < 1:
-        raise ValueError(f"`prob` must lie strictly between 0 and 1; got {prob}.")
-    return prob
-
-
-def check_threshold(threshold) -> float:
-    try:
-        t = float(threshold)
-    except (TypeError, ValueError):
-        raise ValueError(f"`threshold` must be a number in [0, 1]; got {threshold!r}.") from None
-    if not 0 <= t <= 1:
-        raise ValueError(f"`threshold` must lie in [0, 1]; got {t}.")
-    return t
+def level_and_draws(func: str, level, n_draws, prob, max_draws) -> tuple[float, int | None]:
+    """Validated ``level`` and ``n_draws`` of a public function, also accepting the deprecated ``prob`` and
+    ``max_draws`` (with a ``DeprecationWarning``; error messages name the keyword the caller used)."""
+    level, name = renamed_keyword(func, "prob", "level", prob, level, 0.9)
+    level = check_level(level, name=name)
+    n_draws, name = renamed_keyword(func, "max_draws", "n_draws", max_draws, n_draws, 1000)
+    if n_draws is not None:
+        n_draws = check_positive_int(n_draws, name=name)
+    return level, n_draws
 
 
 def _item_groups(data: AnnotationSet, fit, func: str) -> np.ndarray:
@@ -94,24 +86,6 @@ def _same_items(data: AnnotationSet, fit) -> bool:
     return bool(np.array_equal(lab, np.asarray(inputs.label)) and inputs.label.size == int(data.observed.sum()))
 
 
-def parameter_draws(fit, max_draws: int | None) -> tuple[dict, int]:
-    """Parameter values as arrays with a leading sample axis: (S, ...) draws, or (1, ...) for a point fit.
-
-    Draws are thinned evenly (deterministically) to at most ``max_draws``.
-    """
-    names = ("fpr", "tpr", "prevalence", "slope", "intercept")
-    if fit.draws is None:
-        out = {k: np.asarray(fit.point[k], dtype=np.float64)[None] for k in names if k in fit.point}
-        return out, 1
-    flat = {k: np.asarray(v, dtype=np.float64).reshape((-1,) + np.shape(v)[2:]) for k, v in fit.draws.items()
-            if k in names}
-    n = flat["fpr"].shape[0]
-    if max_draws is not None and n > max_draws:
-        keep = np.unique(np.linspace(0, n - 1, max_draws).round().astype(np.int64))
-        flat = {k: v[keep] for k, v in flat.items()}
-    return flat, flat["fpr"].shape[0]
-
-
 @dataclass(frozen=True)
 class Rows:
     """The distinct rows the posterior depends on: (group, pattern) pairs, or items for the Platt model.
@@ -137,8 +111,11 @@ class Rows:
         with x64():
             f64 = lambda a: jnp.asarray(a, dtype=jnp.float64)  # noqa: E731
             if self.model == "platt":
-                out = _platt_positive(jnp.asarray(self.patterns, dtype=jnp.int32), f64(self.logit_score),
-                                      *(f64(params[k]) for k in ("fpr", "tpr", "slope", "intercept")))
+                # The prior log-odds a * logit(z) + b enter additively: no clipping of m(z) is needed.
+                prior_logit = (f64(params["slope"])[:, None] * f64(self.logit_score)[None, :]
+                               + f64(params["intercept"])[:, None])
+                out = posterior_positive_draws(jnp.asarray(self.patterns, dtype=jnp.int32), None, f64(params["fpr"]),
+                                               f64(params["tpr"]), prior_logit=prior_logit)
                 return np.asarray(out)
             s = np.shape(params["fpr"])[0]
             # Pad the rows to a power of two so that one compiled function serves many data sets (padding
@@ -147,25 +124,10 @@ class Rows:
             size = padded_rows(n_rows)
             pat = np.concatenate([self.patterns, -np.ones((size - n_rows, j), dtype=self.patterns.dtype)])
             grp = np.concatenate([self.group, np.zeros(size - n_rows, dtype=self.group.dtype)])
-            out = _grouped_positive(jnp.asarray(pat, dtype=jnp.int32), jnp.asarray(grp, dtype=jnp.int32),
-                                    f64(params["fpr"]), f64(params["tpr"]),
-                                    f64(np.asarray(params["prevalence"]).reshape(s, -1)))
+            out = posterior_positive_draws(jnp.asarray(pat, dtype=jnp.int32), jnp.asarray(grp, dtype=jnp.int32),
+                                           f64(params["fpr"]), f64(params["tpr"]),
+                                           f64(np.asarray(params["prevalence"]).reshape(s, -1)))
             return np.asarray(out)[:, :n_rows]
-
-
-@jax.jit
-def _grouped_positive(patterns, group, fpr, tpr, prevalence):
-    return jax.vmap(lambda f, t, p: posterior_positive(patterns, group, f, t, p))(fpr, tpr, prevalence)
-
-
-@jax.jit
-def _platt_positive(patterns, logit_score, fpr, tpr, slope, intercept):
-    def one(f, t, a, b):
-        l0, l1 = pattern_loglik(patterns, f, t)
-        # The prior log-odds a * logit(z) + b enter additively: no clipping of m(z) is needed.
-        return jax.nn.sigmoid(a * logit_score + b + l1 - l0)
-
-    return jax.vmap(one)(fpr, tpr, slope, intercept)
 
 
 def padded_rows(n_rows: int) -> int:
@@ -220,16 +182,19 @@ class RowPosteriors:
         return np.quantile(self.p, q, axis=0)[:, self.inverse]
 
 
-def row_posteriors(data: AnnotationSet, fit, *, max_draws: int | None = 1000,
+def row_posteriors(data: AnnotationSet, fit, *, n_draws: int | None = 1000,
                    func: str = "label_issues") -> RowPosteriors:
-    """Posterior probability of a positive clean label per row and per draw (see module docstring)."""
-    if max_draws is not None:
-        max_draws = check_positive_int(max_draws, name="max_draws")
+    """Posterior probability of a positive clean label per row and per draw (see module docstring).
+
+    The fit's draws are thinned to at most ``n_draws`` by :func:`noisycal_bayes.propagate.draws.thin_index`.
+    """
+    if n_draws is not None:
+        n_draws = check_positive_int(n_draws, name="n_draws")
     rows = build_rows(data, fit, func)
     n_fit = 0 if fit.draws is None else int(np.prod(fit.draws["fpr"].shape[:2]))
-    if fit.model == "platt" and max_draws is not None and n_fit:
-        max_draws = max(1, min(max_draws, MAX_VALUES // rows.n_rows))
-    params, n_s = parameter_draws(fit, max_draws)
+    if fit.model == "platt" and n_draws is not None and n_fit:
+        n_draws = max(1, min(n_draws, MAX_VALUES // rows.n_rows))
+    params, n_s = parameter_draws(fit, n_draws)
     if fit.model != "platt":
         n_prev = np.asarray(params["prevalence"]).reshape(n_s, -1).shape[1]
         if n_prev != rows.n_groups:
@@ -238,11 +203,14 @@ def row_posteriors(data: AnnotationSet, fit, *, max_draws: int | None = 1000,
     return RowPosteriors(p, rows.inverse, rows.counts, n_s, fit.draws is not None, fit.model, n_fit, rows)
 
 
-def draw_index(n_samples: int, n_replicates: int) -> np.ndarray:
-    """Draw used by each replicate: evenly spaced draws, cycling when there are fewer draws than replicates."""
-    if n_samples >= n_replicates:
-        return np.linspace(0, n_samples - 1, n_replicates).round().astype(np.int64)
-    return np.arange(n_replicates) % n_samples
+def parameter_draws(fit, n_draws: int | None) -> tuple[dict, int]:
+    """The fit's parameters with a leading sample axis, thinned to at most ``n_draws``, and their number.
+
+    (S, ...) draws of a NUTS (or bootstrap) fit, or (1, ...) for a point fit; keys ``fpr``, ``tpr`` and, where
+    the model has them, ``prevalence``, ``slope``, ``intercept`` (see :class:`~noisycal_bayes.propagate.draws.Draws`).
+    """
+    draws = extract_draws(fit).thinned(n_draws)
+    return draws.params(), draws.n_source
 
 
 def posterior_mean_accuracy(rp: RowPosteriors, yhat: np.ndarray) -> np.ndarray:

@@ -24,9 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import em_step, item_corrected_label, rule_weights, x64
+from ..core import em_step, item_corrected_label, x64
+from ..core.weights import weights_for_labels
 from ..data import bin_index
-from ._posterior import Rows, draw_index, padded_rows, parameter_draws
+from ..propagate.draws import thin_index
+from ._posterior import Rows, padded_rows, parameter_draws
 
 #: Models whose point fits are refitted by closed-form EM in the weighted-likelihood bootstrap.
 REFIT_MODELS = ("dawid_skene", "grouped", "histogram")
@@ -111,13 +113,9 @@ def _corrected_rows(rows: Rows, fpr, tpr, weights) -> np.ndarray:
 
 @partial(jax.jit, static_argnames="rule")
 def _corrected_rule(patterns, counts, fpr, tpr, *, rule):
-    n = jnp.sum(counts)
-
     def one(f, t):
         gap = t - f
-        # IV needs mu: the equally weighted mean corrected label over the items (DESIGN §3).
-        mu = jnp.sum(counts * item_corrected_label(patterns, f, gap, jnp.ones_like(gap))) / n
-        return item_corrected_label(patterns, f, gap, rule_weights(rule, f, gap, mu))
+        return item_corrected_label(patterns, f, gap, weights_for_labels(rule, patterns, f, gap, counts))
 
     return jax.vmap(one)(fpr, tpr)
 
@@ -144,15 +142,15 @@ class Replicates:
     rows : Rows of the data under the fit
     yhat : int array (n_items, M), predictions of each model
     weights : weight rule or array for the corrected labels
-    max_draws : thinning of the fit's draws
+    n_draws : thinning of the fit's draws (at most this many)
     ece : list of (scores (n_items,), edges) per model, or None (no NC-ECE)
     """
 
-    def __init__(self, fit, rows: Rows, yhat: np.ndarray, *, weights, max_draws, ece=None):
+    def __init__(self, fit, rows: Rows, yhat: np.ndarray, *, weights, n_draws, ece=None):
         self.fit, self.rows, self.weights = fit, rows, weights
         self.yhat = np.asarray(yhat, dtype=np.int64)
         self.source = parameter_source(fit)
-        self.params, self.n_samples = parameter_draws(fit, max_draws)
+        self.params, self.n_samples = parameter_draws(fit, n_draws)
         m = self.yhat.shape[1]
         code = (self.yhat << np.arange(m, dtype=np.int64)).sum(axis=1)
         key = rows.inverse.astype(np.int64) * (1 << m) + code
@@ -181,7 +179,7 @@ class Replicates:
     def _theta(self, r0, b, item_w):
         """Parameters for replicates r0..r0+b-1: a dict of (b, ...) arrays, and the number of failed refits."""
         if self.source == "draws":
-            s = draw_index(self.n_samples, self.n_replicates)[r0:r0 + b]
+            s = thin_index(self.n_samples, self.n_replicates)[r0:r0 + b]
             return {k: v[s] for k, v in self.params.items()}, 0
         point = {k: v[0] for k, v in self.params.items()}
         if self.source == "point":

@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import check_positive_int, check_scores, check_weights
+from .._validation import (NOT_GIVEN, check_positive_int, check_probability, check_scores, check_weights,
+                           deprecated_attribute)
 from ..data import Binning, bin_index
 from ..warnings import DataWarning
-from ._posterior import (_item_groups, check_data, check_fit, check_prob, check_threshold, posterior_mean_accuracy,
+from ._posterior import (_item_groups, check_data, check_fit, level_and_draws, posterior_mean_accuracy,
                          row_posteriors)
 from ._replicates import SOURCES, Replicates
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
@@ -74,22 +75,36 @@ def conditioned_on(data, fit, yhat: np.ndarray, func: str) -> bool:
     return bool(np.all((pos == 0) | (pos == cnt)))
 
 
-def warn_unconditioned(names, fit, func: str):
+def warn_unconditioned(names, fit, func: str, *, stacklevel: int = 3):
     names = list(names)
     warnings.warn(
         f"{func}: the predictions of {names} are not a function of what this {fit.model!r} fit conditions the clean "
         "labels on (its score groups, or its own scores), so the posterior ignores what those predictions know and "
         "their corrected accuracy is biased (pulled towards that of a predictor using only the fit's groups). Refit "
         "with groups that every prediction is constant on, or pass fit=None to let this function do so; the "
-        "corrected-label estimate does not depend on the groups.", DataWarning, stacklevel=3)
+        "corrected-label estimate does not depend on the groups.", DataWarning, stacklevel=stacklevel)
 
 
-def check_replicates(n_replicates) -> int:
-    return check_positive_int(n_replicates, name="n_replicates")
+def fitted_posteriors(data, fit, yhat: np.ndarray, names, *, model: str, groups, n_draws, seed: int, func: str):
+    """The fit (EM of ``model`` on ``groups()`` when None), its row posteriors, and whether each model's
+    predictions (columns of ``yhat``, (n_items, M)) are a function of what it conditions on (warns if not).
+
+    Returns ``(fit, RowPosteriors, conditioned list of bool)``.
+    """
+    if fit is None:
+        from ..inference.em import fit_em
+
+        fit = fit_em(data, model=model, groups=groups(), n_starts=5, seed=seed)
+    fit = check_fit(fit, func)
+    rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
+    conditioned = [conditioned_on(data, fit, yhat[:, m], func) for m in range(yhat.shape[1])]
+    if not all(conditioned):
+        warn_unconditioned([n for n, c in zip(names, conditioned) if not c], fit, func, stacklevel=4)
+    return fit, rp, conditioned
 
 
-def _interval(x, prob):
-    return tuple(np.quantile(x, [(1 - prob) / 2, (1 + prob) / 2], axis=0))
+def _interval(x, level):
+    return tuple(np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0))
 
 
 @dataclass(frozen=True)
@@ -99,7 +114,7 @@ class CorrectedAccuracy:
     accuracy, error_rate : float
         Posterior mean ``(1/n) sum_i P(Y_i = yhat_i | data)`` and one minus it.
     lower, upper : float
-        Equal-tailed ``prob`` interval of ``target``.
+        Equal-tailed ``level`` interval of ``target``.
     corrected_label_accuracy, corrected_label_lower, corrected_label_upper : float
         The corrected-label (moment) estimate and its interval (channel draws x bootstrap).
     majority_accuracy : float
@@ -130,7 +145,7 @@ class CorrectedAccuracy:
     majority_accuracy: float
     annotator_accuracy: float
     threshold: float
-    prob: float
+    level: float
     target: str
     n_items: int
     n_replicates: int
@@ -142,10 +157,17 @@ class CorrectedAccuracy:
     p_correct: np.ndarray = field(repr=False)
     draws: dict = field(repr=False)
 
+
+    @property
+    def prob(self) -> float:
+        """Deprecated alias of :attr:`level` (emits a ``DeprecationWarning``)."""
+        deprecated_attribute("CorrectedAccuracy", "prob", "level")
+        return self.level
+
     def to_frame(self) -> pd.DataFrame:
         """One-row table of the scalar fields."""
         keys = ("accuracy", "error_rate", "lower", "upper", "corrected_label_accuracy", "corrected_label_lower",
-                "corrected_label_upper", "majority_accuracy", "annotator_accuracy", "threshold", "prob", "target",
+                "corrected_label_upper", "majority_accuracy", "annotator_accuracy", "threshold", "level", "target",
                 "n_items", "model", "method", "parameter_uncertainty", "conditioned")
         return pd.DataFrame({k: [getattr(self, k)] for k in keys})
 
@@ -159,9 +181,10 @@ def naive_accuracies(data, yhat: np.ndarray) -> tuple:
     return float(np.mean(maj == yhat)), float(np.mean(per_ann))
 
 
-def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, prob: float = 0.9,
+def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, level: float = 0.9,
                        n_replicates: int = 2000, bootstrap: bool = True, weights="iv",
-                       max_draws: int | None = 1000, seed: int = 0) -> CorrectedAccuracy:
+                       n_draws: int | None = 1000, seed: int = 0, prob=NOT_GIVEN,
+                       max_draws=NOT_GIVEN) -> CorrectedAccuracy:
     """Accuracy (and error rate) of ``1[score >= threshold]`` on the clean labels, with an interval.
 
     Parameters
@@ -175,7 +198,7 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
         The classifier's scores; default ``data.scores``.
     threshold : float in [0, 1], default 0.5
         Predict 1 when ``score >= threshold``.
-    prob : float, default 0.9
+    level : float, default 0.9
     n_replicates : int, default 2000
         Replicates for the interval (each: channel and prevalence values, latent labels, item weights).
     bootstrap : bool, default True
@@ -183,10 +206,12 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
         average). False: for the accuracy on these items' clean labels.
     weights : {"iv", "equal", "gap", "squared_gap"} or array (n_annotators,)
         Annotator weights of the corrected-label estimate.
-    max_draws : int or None, default 1000
+    n_draws : int or None, default 1000
         Thin the fit's posterior draws to at most this many.
     seed : int, default 0
         Seed of the replicates (and of the EM starts when ``fit`` is None).
+    prob, max_draws
+        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -195,7 +220,7 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
     Raises
     ------
     ValueError
-        Bad ``data``, ``fit``, ``scores`` (shape, range), ``threshold``, ``prob``, ``n_replicates``,
+        Bad ``data``, ``fit``, ``scores`` (shape, range), ``threshold``, ``level``, ``n_replicates``,
         ``weights``.
 
     Warns
@@ -228,35 +253,33 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, p
     z = data.require_scores() if scores is None else check_scores(scores, ids=data.item_ids)
     if z.shape != (data.n_items,):
         raise ValueError(f"{func}: `scores` must have shape ({data.n_items},), one per item; got {z.shape}.")
-    t = check_threshold(threshold)
-    prob = check_prob(prob)
-    n_replicates = check_replicates(n_replicates)
+    t = check_probability(threshold, name="threshold")
+    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    n_replicates = check_positive_int(n_replicates, name="n_replicates")
     w_rule, _ = check_weights(weights, data.n_annotators)
-    rng = np.random.default_rng(seed)
     yhat = predictions(z, t)
-    if fit is None:
-        from ..inference.em import fit_em
+    fit, rp, (conditioned,) = fitted_posteriors(data, fit, yhat[:, None], ["scores"], model="histogram",
+                                                groups=lambda: threshold_bins(z, [t], data.n_items),
+                                                n_draws=n_draws, seed=seed, func=func)
+    engine = Replicates(fit, rp.rows, yhat[:, None], weights=w_rule, n_draws=n_draws)
+    reps = engine.run(n_replicates, bool(bootstrap), np.random.default_rng(seed))
+    return _accuracy_result(data, rp, engine, reps, yhat, t, level, bootstrap, fit, conditioned)
 
-        fit = fit_em(data, model="histogram", groups=threshold_bins(z, [t], data.n_items), n_starts=5, seed=seed)
-    fit = check_fit(fit, func)
-    rp = row_posteriors(data, fit, max_draws=max_draws, func=func)
-    conditioned = conditioned_on(data, fit, yhat, func)
-    if not conditioned:
-        warn_unconditioned(["scores"], fit, func)
-    y2 = yhat[:, None]
-    acc = float(posterior_mean_accuracy(rp, y2)[0])
-    engine = Replicates(fit, rp.rows, y2, weights=w_rule, max_draws=max_draws)
-    reps = engine.run(n_replicates, bool(bootstrap), rng)
+
+def _accuracy_result(data, rp, engine, reps, yhat, t, level, bootstrap, fit, conditioned) -> CorrectedAccuracy:
+    """Assemble :class:`CorrectedAccuracy` from the posteriors and the replicates."""
+    acc = float(posterior_mean_accuracy(rp, yhat[:, None])[0])
     m_point = engine.point_moment_accuracy()
-    lo, hi = _interval(reps["accuracy"][:, 0], prob)
-    mlo, mhi = _interval(reps["corrected_label_accuracy"][:, 0], prob)
+    lo, hi = _interval(reps["accuracy"][:, 0], level)
+    mlo, mhi = _interval(reps["corrected_label_accuracy"][:, 0], level)
     p = rp.item_mean()
     maj_acc, ann_acc = naive_accuracies(data, yhat)
     return CorrectedAccuracy(
         accuracy=acc, error_rate=1 - acc, lower=float(lo), upper=float(hi),
         corrected_label_accuracy=float(m_point[0]), corrected_label_lower=float(mlo), corrected_label_upper=float(mhi),
-        majority_accuracy=maj_acc, annotator_accuracy=ann_acc, threshold=t, prob=prob, target=TARGETS[bool(bootstrap)],
-        n_items=data.n_items, n_replicates=n_replicates, model=fit.model, method=fit.method,
+        majority_accuracy=maj_acc, annotator_accuracy=ann_acc, threshold=t, level=level,
+        target=TARGETS[bool(bootstrap)],
+        n_items=data.n_items, n_replicates=reps["accuracy"].shape[0], model=fit.model, method=fit.method,
         parameter_uncertainty=SOURCES[engine.source], failed_refits=reps["failed_refits"], conditioned=conditioned,
         p_correct=np.where(yhat == 1, p, 1 - p),
         draws={"accuracy": reps["accuracy"][:, 0], "corrected_label_accuracy": reps["corrected_label_accuracy"][:, 0]})

@@ -9,6 +9,17 @@ same item weights). Then
 - ``P(m best calibrated) = mean_r 1[NCECE_m^(r) = min_k NCECE_k^(r)]``.
 
 All models in a replicate share the draws, so the comparison is paired.
+
+**Circularity** (seeds/003): judging models against labels "corrected" with one model's own predicted
+probabilities credits that model with every disagreement it wins. Here the accuracy is a posterior
+expectation, unbiased for a model whose predictions are a function of the fit's conditioning information
+(tower property; :mod:`noisycal_bayes.labels.accuracy`), and biased for the others, so the default fit of
+:func:`compare_models` conditions on groups that refine the joint prediction pattern of all models: for any
+discrete grouping ``Y | group ~ Bernoulli(pi_group)`` is exactly right, and only the channel assumptions
+remain. On CIFAR-10N (docs/label_errors.md) the joint pattern alone over-estimated every model's accuracy
+by 0.002 (annotators there err more on the images the classifier finds hard, so the channel is not quite
+score-invariant); refined by 50 score bins it matched the accuracy against ``y_ref`` within 0.0002. The
+NC-ECE uses the channel only, never a prior from any model's scores.
 """
 from __future__ import annotations
 
@@ -17,14 +28,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_scores, check_weights
+from .._validation import (NOT_GIVEN, _preview, check_positive_int, check_probability, check_scores, check_weights,
+                           deprecated_attribute)
 from ..core import ece_from_labels, x64
 from ..data import Binning, as_binning, bin_index
-from ._posterior import check_data, check_fit, check_prob, check_threshold, posterior_mean_accuracy, row_posteriors
+from ._posterior import check_data, level_and_draws, posterior_mean_accuracy
 from ._replicates import SOURCES, Replicates
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
-from .accuracy import (TARGETS, check_replicates, conditioned_on, naive_accuracies, predictions,
-                       warn_unconditioned)
+from .accuracy import TARGETS, fitted_posteriors, naive_accuracies, predictions
 
 
 @dataclass(frozen=True)
@@ -43,7 +54,7 @@ class ModelComparison:
     table: pd.DataFrame
     draws: dict = field(repr=False)
     models: tuple
-    prob: float
+    level: float
     target: str
     bins: object
     weights: object
@@ -52,6 +63,13 @@ class ModelComparison:
     fit_method: str
     parameter_uncertainty: str
     failed_refits: int
+
+
+    @property
+    def prob(self) -> float:
+        """Deprecated alias of :attr:`level` (emits a ``DeprecationWarning``)."""
+        deprecated_attribute("ModelComparison", "prob", "level")
+        return self.level
 
     def probability_better(self, a, b, *, metric: str = "accuracy") -> float:
         """Posterior probability that model ``a`` beats model ``b`` (higher accuracy / lower NC-ECE)."""
@@ -94,8 +112,8 @@ def _thresholds(threshold, names, func):
         if missing or extra:
             raise ValueError(f"{func}: `threshold` as a dict must name exactly the models {list(names)}; missing "
                              f"{_preview(missing)}, unknown {_preview(extra)}.")
-        return {n: check_threshold(threshold[n]) for n in names}
-    t = check_threshold(threshold)
+        return {n: check_probability(threshold[n], name="threshold") for n in names}
+    t = check_probability(threshold, name="threshold")
     return {n: t for n in names}
 
 
@@ -127,9 +145,9 @@ def comparison_groups(yhat: np.ndarray, scores) -> np.ndarray:
     return joint_prediction_groups(yhat) * (n_bins + 1) + b
 
 
-def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weights="iv", prob: float = 0.9,
-                   n_replicates: int = 1000, bootstrap: bool = True, max_draws: int | None = 1000,
-                   seed: int = 0) -> ModelComparison:
+def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weights="iv", level: float = 0.9,
+                   n_replicates: int = 1000, bootstrap: bool = True, n_draws: int | None = 1000,
+                   seed: int = 0, prob=NOT_GIVEN, max_draws=NOT_GIVEN) -> ModelComparison:
     """Posterior probability that each classifier is the most accurate / best calibrated on clean labels.
 
     Parameters
@@ -149,13 +167,15 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
         Evaluation bins of the NC-ECE (int: equal width), computed per model on its own scores.
     weights : {"iv", "equal", "gap", "squared_gap"} or array, default "iv"
         Annotator weights of the corrected labels in NC-ECE.
-    prob : float, default 0.9
+    level : float, default 0.9
     n_replicates : int, default 1000
     bootstrap : bool, default True
         True: population targets (Bayesian bootstrap item weights shared by all models in a replicate).
         False: accuracy on these items' clean labels; the NC-ECE then varies with the channel values only.
-    max_draws : int or None, default 1000
+    n_draws : int or None, default 1000
     seed : int, default 0
+    prob, max_draws
+        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -165,7 +185,7 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     ------
     ValueError
         Not an AnnotationSet; ``scores`` not a dict of at least two valid score arrays of the right
-        length; bad threshold(s), bins, weights, prob, n_replicates; an unusable fit.
+        length; bad threshold(s), bins, weights, level, n_replicates; an unusable fit.
 
     Warns
     -----
@@ -174,18 +194,7 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
 
     Notes
     -----
-    **Circularity** (seeds/003): judging models against labels "corrected" with one model's own
-    predicted probabilities credits that model with every disagreement it wins. Here the accuracy is
-    a posterior expectation, unbiased for a model whose predictions are a function of the fit's
-    conditioning information (tower property; :mod:`noisycal_bayes.labels.accuracy`), and biased for
-    the others, so the default fit conditions on groups that refine the joint prediction pattern of
-    all models: for any discrete grouping ``Y | group ~ Bernoulli(pi_group)`` is exactly right, and only
-    the channel assumptions remain. On CIFAR-10N (docs/label_errors.md) the joint pattern alone
-    over-estimated every model's accuracy by 0.002 (annotators there err more on the images the
-    classifier finds hard, so the channel is not quite score-invariant); refined by 50 score bins it
-    matched the accuracy against ``y_ref`` within 0.0002. The NC-ECE uses the channel only, never a
-    prior from any model's scores.
-
+    Why the default fit conditions on the joint prediction pattern: module docstring ("Circularity").
     Replicates draw the parameters as :func:`corrected_accuracy` does (posterior draws of a NUTS fit,
     weighted-likelihood bootstrap refits of an EM fit), the latent labels, and Bayesian-bootstrap item
     weights shared by every model in the replicate.
@@ -195,28 +204,30 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     sc = _check_scores_dict(scores, data, func)
     names = tuple(sc)
     th = _thresholds(threshold, names, func)
-    prob = check_prob(prob)
-    n_replicates = check_replicates(n_replicates)
+    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    n_replicates = check_positive_int(n_replicates, name="n_replicates")
     w_rule, _ = check_weights(weights, data.n_annotators)
     binning = as_binning(bins)
-    rng = np.random.default_rng(seed)
     yhat = np.stack([predictions(sc[n], th[n]) for n in names], axis=1)
-    if fit is None:
-        from ..inference.em import fit_em
-
-        fit = fit_em(data, model="grouped", groups=comparison_groups(yhat, list(sc.values())), n_starts=5, seed=seed)
-    fit = check_fit(fit, func)
-    rp = row_posteriors(data, fit, max_draws=max_draws, func=func)
-    conditioned = [conditioned_on(data, fit, yhat[:, m], func) for m in range(len(names))]
-    if not all(conditioned):
-        warn_unconditioned([n for n, c in zip(names, conditioned) if not c], fit, func)
-    acc_mean = posterior_mean_accuracy(rp, yhat)
+    fit, rp, conditioned = fitted_posteriors(data, fit, yhat, names, model="grouped",
+                                             groups=lambda: comparison_groups(yhat, list(sc.values())),
+                                             n_draws=n_draws, seed=seed, func=func)
     edges = [binning.edges_for(sc[n]) for n in names]
-    engine = Replicates(fit, rp.rows, yhat, weights=w_rule, max_draws=max_draws,
+    engine = Replicates(fit, rp.rows, yhat, weights=w_rule, n_draws=n_draws,
                         ece=[(sc[n], e) for n, e in zip(names, edges)])
-    reps = engine.run(n_replicates, bool(bootstrap), rng)
+    reps = engine.run(n_replicates, bool(bootstrap), np.random.default_rng(seed))
+    table = _comparison_table(data, sc, th, yhat, edges, posterior_mean_accuracy(rp, yhat), reps, conditioned, level)
+    return ModelComparison(table=table, draws={"accuracy": reps["accuracy"], "nc_ece": reps["nc_ece"]}, models=names,
+                           level=level, target=TARGETS[bool(bootstrap)], bins=bins, weights=weights,
+                           n_replicates=n_replicates, fit_model=fit.model, fit_method=fit.method,
+                           parameter_uncertainty=SOURCES[engine.source], failed_refits=reps["failed_refits"])
+
+
+def _comparison_table(data, sc: dict, th: dict, yhat, edges, acc_mean, reps, conditioned, level) -> pd.DataFrame:
+    """One row per model: posterior accuracy and NC-ECE with intervals, P(best), and the naive baselines."""
+    names = list(sc)
     acc, ece = reps["accuracy"], reps["nc_ece"]
-    q = [(1 - prob) / 2, (1 + prob) / 2]
+    q = [(1 - level) / 2, (1 + level) / 2]
     acc_q, ece_q = np.quantile(acc, q, axis=0), np.quantile(ece, q, axis=0)
     maj = data.majority_vote(ties="positive").astype(np.float64)
     maj_acc, maj_ece = [], []
@@ -224,14 +235,10 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
         for m, n in enumerate(names):
             maj_acc.append(naive_accuracies(data, yhat[:, m])[0])
             maj_ece.append(float(ece_from_labels(sc[n], maj, bin_index(sc[n], edges[m]), edges[m].size - 1)))
-    table = pd.DataFrame({
+    return pd.DataFrame({
         "model": list(names), "threshold": [th[n] for n in names], "accuracy": acc_mean,
         "accuracy_lower": acc_q[0], "accuracy_upper": acc_q[1], "p_most_accurate": _share_best(acc, True),
         "nc_ece": ece.mean(axis=0), "nc_ece_lower": ece_q[0], "nc_ece_upper": ece_q[1],
         "p_best_calibrated": _share_best(ece, False), "majority_accuracy": maj_acc, "majority_ece": maj_ece,
         "conditioned": conditioned,
     })
-    return ModelComparison(table=table, draws={"accuracy": acc, "nc_ece": ece}, models=names, prob=prob,
-                           target=TARGETS[bool(bootstrap)], bins=bins, weights=weights, n_replicates=n_replicates,
-                           fit_model=fit.model, fit_method=fit.method,
-                           parameter_uncertainty=SOURCES[engine.source], failed_refits=reps["failed_refits"])

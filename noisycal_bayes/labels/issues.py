@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..data import Binning
-from ._posterior import RowPosteriors, check_data, check_fit, check_prob, row_posteriors
+from .._validation import NOT_GIVEN, check_choice
+from ._posterior import RowPosteriors, check_data, check_fit, level_and_draws, row_posteriors
 
 #: Most equal-mass score bins of the default model for ranking label errors (see :func:`default_issue_fit`).
 DEFAULT_BINS = 50
@@ -57,23 +58,17 @@ def default_issue_fit(data, *, n_starts: int = 5, seed: int = 0):
     return fit_em(data, model="histogram", groups=Binning.equal_mass(n_bins), n_starts=n_starts, seed=seed)
 
 
-def _check_ties(ties):
-    if ties not in ("positive", "negative"):
-        raise ValueError(f"`ties` must be 'positive' or 'negative'; got {ties!r}.")
-    return ties
-
-
-def _interval(rp: RowPosteriors, prob: float):
+def _interval(rp: RowPosteriors, level: float):
     if not rp.has_draws:
         nan = np.full(rp.inverse.size, np.nan)
         return nan, nan
-    q = rp.item_quantiles([(1 - prob) / 2, (1 + prob) / 2])
+    q = rp.item_quantiles([(1 - level) / 2, (1 + level) / 2])
     return q[0], q[1]
 
 
-def _item_frame(data, rp: RowPosteriors, prob: float, ties: str) -> pd.DataFrame:
+def _item_frame(data, rp: RowPosteriors, level: float, ties: str) -> pd.DataFrame:
     p = rp.item_mean()
-    lo, hi = _interval(rp, prob)
+    lo, hi = _interval(rp, level)
     maj = data.majority_vote(ties=ties).astype(np.int64)
     n_lab = data.observed.sum(axis=1)
     n_pos = (data.labels == 1).sum(axis=1)
@@ -94,8 +89,8 @@ def _describe(fit, rp: RowPosteriors) -> dict:
             "n_draws_used": int(rp.n_samples) if rp.has_draws else 0, "n_draws_fit": int(rp.thinned_from)}
 
 
-def item_posteriors(data, fit, *, prob: float = 0.9, ties: str = "positive",
-                    max_draws: int | None = 1000) -> pd.DataFrame:
+def item_posteriors(data, fit, *, level: float = 0.9, ties: str = "positive",
+                    n_draws: int | None = 1000, prob=NOT_GIVEN, max_draws=NOT_GIVEN) -> pd.DataFrame:
     """Posterior of each item's clean label, and of its majority label being wrong.
 
     Parameters
@@ -105,20 +100,22 @@ def item_posteriors(data, fit, *, prob: float = 0.9, ties: str = "positive",
         come from score edges (they are assigned with ``fit.groups.assign``).
     fit : FitResult
         From ``fit_em``, ``fit_map`` or ``fit_nuts``, any model.
-    prob : float, default 0.9
+    level : float, default 0.9
         Mass of the equal-tailed interval over posterior draws.
     ties : {"positive", "negative"}, default "positive"
         How an evenly split vote is broken for ``majority_label`` (the ``tie`` column marks those items).
-    max_draws : int or None, default 1000
+    n_draws : int or None, default 1000
         Thin the posterior draws evenly to at most this many (None: all). For the per-item Platt model
         the draws are also capped so that draws x items stays below 1e7.
+    prob, max_draws
+        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
     DataFrame, one row per item in data order, columns
         ``item``, ``n_labels``, ``n_positive``, ``majority_label``, ``tie``, ``p_positive`` (posterior
         mean of ``P(Y_i = 1 | A_i, c_i, theta)``), ``p_positive_lower`` / ``_upper`` (equal-tailed
-        ``prob`` interval over draws: the channel and prevalence uncertainty; NaN for EM / MAP fits,
+        ``level`` interval over draws: the channel and prevalence uncertainty; NaN for EM / MAP fits,
         which have no draws), ``p_majority_wrong`` and its ``_lower`` / ``_upper``.
         ``attrs`` records the model, method and numbers of draws.
 
@@ -127,7 +124,7 @@ def item_posteriors(data, fit, *, prob: float = 0.9, ties: str = "positive",
     ValueError
         ``data`` is not an AnnotationSet; ``fit`` is not a fit, has no estimate, or was made on other
         annotators; a Platt or score-edge fit with data without scores; new items whose score bin held
-        no item in the fit; bad ``prob``, ``ties`` or ``max_draws``.
+        no item in the fit; bad ``level``, ``ties`` or ``n_draws``.
 
     Examples
     --------
@@ -142,21 +139,24 @@ def item_posteriors(data, fit, *, prob: float = 0.9, ties: str = "positive",
     func = "item_posteriors"
     data = check_data(data, func)
     fit = check_fit(fit, func)
-    prob = check_prob(prob)
-    ties = _check_ties(ties)
-    rp = row_posteriors(data, fit, max_draws=max_draws, func=func)
-    out = _item_frame(data, rp, prob, ties)
-    out.attrs.update(_describe(fit, rp), prob=prob, ties=ties)
+    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    ties = check_choice(ties, ("positive", "negative"), name="ties")
+    rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
+    out = _item_frame(data, rp, level, ties)
+    out.attrs.update(_describe(fit, rp), level=level, ties=ties)
     return out
 
 
-def annotation_posteriors(data, fit, *, prob: float = 0.9, max_draws: int | None = 1000) -> pd.DataFrame:
+def annotation_posteriors(data, fit, *, level: float = 0.9, n_draws: int | None = 1000, prob=NOT_GIVEN,
+                          max_draws=NOT_GIVEN) -> pd.DataFrame:
     """``P(A_ij is wrong | data) = P(Y_i != A_ij | data)`` for every observed annotation.
 
     Parameters
     ----------
-    data, fit, prob, max_draws
+    data, fit, level, n_draws
         As in :func:`item_posteriors`.
+    prob, max_draws
+        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -173,10 +173,10 @@ def annotation_posteriors(data, fit, *, prob: float = 0.9, max_draws: int | None
     func = "annotation_posteriors"
     data = check_data(data, func)
     fit = check_fit(fit, func)
-    prob = check_prob(prob)
-    rp = row_posteriors(data, fit, max_draws=max_draws, func=func)
+    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
     p = rp.item_mean()
-    lo, hi = _interval(rp, prob)
+    lo, hi = _interval(rp, level)
     ii, jj = np.nonzero(data.observed)
     lab = data.labels[ii, jj].astype(np.int64)
     pos = lab == 1
@@ -186,12 +186,12 @@ def annotation_posteriors(data, fit, *, prob: float = 0.9, max_draws: int | None
         "p_wrong_lower": np.where(pos, 1 - hi[ii], lo[ii]),
         "p_wrong_upper": np.where(pos, 1 - lo[ii], hi[ii]),
     })
-    out.attrs.update(_describe(fit, rp), prob=prob)
+    out.attrs.update(_describe(fit, rp), level=level)
     return out
 
 
-def label_issues(data, fit=None, *, prob: float = 0.9, ties: str = "positive", max_draws: int | None = 1000,
-                 seed: int = 0) -> pd.DataFrame:
+def label_issues(data, fit=None, *, level: float = 0.9, ties: str = "positive", n_draws: int | None = 1000,
+                 seed: int = 0, prob=NOT_GIVEN, max_draws=NOT_GIVEN) -> pd.DataFrame:
     """Items ranked by the posterior probability that their majority label is wrong, largest first.
 
     Parameters
@@ -201,10 +201,12 @@ def label_issues(data, fit=None, *, prob: float = 0.9, ties: str = "positive", m
         Any fit (``fit_em``, ``fit_map``, ``fit_nuts``) of ``data``; a NUTS fit adds intervals that
         carry the channel uncertainty. None fits :func:`default_issue_fit` (a histogram curve
         model by EM when there are scores, the marginal Dawid-Skene model otherwise).
-    prob, ties, max_draws
+    level, ties, n_draws
         As in :func:`item_posteriors`.
     seed : int, default 0
         Seed of the EM starts when ``fit`` is None.
+    prob, max_draws
+        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -247,17 +249,17 @@ def label_issues(data, fit=None, *, prob: float = 0.9, ties: str = "positive", m
     """
     func = "label_issues"
     data = check_data(data, func)
-    prob = check_prob(prob)
-    ties = _check_ties(ties)
+    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    ties = check_choice(ties, ("positive", "negative"), name="ties")
     if fit is None:
         fit = default_issue_fit(data, seed=seed)
     fit = check_fit(fit, func)
-    rp = row_posteriors(data, fit, max_draws=max_draws, func=func)
-    out = _item_frame(data, rp, prob, ties)
+    rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
+    out = _item_frame(data, rp, level, ties)
     order = np.argsort(-out["p_majority_wrong"].to_numpy(), kind="stable")
     out = out.iloc[order].reset_index(drop=True)
     out.insert(1, "rank", np.arange(1, len(out) + 1))
     out["expected_errors"] = np.cumsum(out["p_majority_wrong"].to_numpy())
-    out.attrs.update(_describe(fit, rp), prob=prob, ties=ties,
+    out.attrs.update(_describe(fit, rp), level=level, ties=ties,
                      expected_total_errors=float(out["expected_errors"].iloc[-1]))
     return out

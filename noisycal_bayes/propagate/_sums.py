@@ -18,7 +18,8 @@ import jax
 import numpy as np
 from scipy import sparse
 
-from ..core import BinStats, bin_table, clipped_logit, posterior_positive, x64
+from ..core import BinStats, bin_table, clipped_logit, x64
+from ..core.posterior import posterior_positive_draws
 
 # Work arrays of at most this many (draw x item) entries are built at once.
 _CHUNK_ENTRIES = 4_000_000
@@ -234,25 +235,38 @@ def plugin_sums(cells: Cells, n_bins, fpr, gap, rule, *, bootstrap: bool, rng):
                                  "were made without them (an older version): recompute them with this version, or "
                                  "pass bootstrap=False.")
             cell_bootstrap(cells, cell_row, size, fn, (row_bin, row_mask), w_explicit, fpr, gap, out, rng)
-            return tuple(out)
-        n_items = cells.inverse.size
-        M = _indicator(cell_row[cells.inverse], size)
-        pos_items = pos[cells.inverse]
-        z = cells.scores
-        c = min(chunk_size(n_items), _draws_per_call(size * (j + 2), _MAX_CHUNK))
-        for a in range(0, n_out, c):
-            b = min(a + c, n_out)
-            g = rng.standard_exponential((c, n_items))
-            g *= n_items / g.sum(axis=1, keepdims=True)
-            count = (M @ g.T).T
-            score_sum = (M @ (g * z).T).T
-            label_sum = np.stack([(M @ (g * pos_items[:, k]).T).T for k in range(j)], axis=2)
-            f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], c - (b - a), axis=0)])
-            g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], c - (b - a), axis=0)])
-            res = fn(row_bin, row_mask, count, label_sum, score_sum, f_pad, g_pad, w_explicit)
-            for o, v in zip(out, res):
-                o[a:b] = np.asarray(v)[: b - a]
+        else:
+            _item_bootstrap(cells, cell_row, size, fn, (row_bin, row_mask), w_explicit, pos, fpr, gap, out, rng)
     return tuple(out)
+
+
+def _item_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, pos, fpr, gap, out, rng):
+    """Bayesian-bootstrap bin sums with one exponential weight per item and draw (writes into ``out``)."""
+    j = cells.patterns.shape[1]
+    n_out = fpr.shape[0]
+    n_items = cells.inverse.size
+    M = _indicator(cell_row[cells.inverse], n_rows)
+    pos_items = pos[cells.inverse]
+    z = cells.scores
+    c = min(chunk_size(n_items), _draws_per_call(n_rows * (j + 2), _MAX_CHUNK))
+    for a in range(0, n_out, c):
+        b = min(a + c, n_out)
+        g = rng.standard_exponential((c, n_items))
+        g *= n_items / g.sum(axis=1, keepdims=True)
+        count = (M @ g.T).T
+        score_sum = (M @ (g * z).T).T
+        label_sum = np.stack([(M @ (g * pos_items[:, k]).T).T for k in range(j)], axis=2)
+        _call_block(fn, row_args, (count, label_sum, score_sum), fpr, gap, w_explicit, out, a, b, c)
+
+
+def _call_block(fn, row_args, sums, fpr, gap, w_explicit, out, a: int, b: int, size: int) -> None:
+    """Run the compiled plug-in function on draws ``a:b`` padded to the block ``size`` (one compilation for
+    every block: the last channel is repeated), and write the ``b - a`` real rows of each output into ``out``."""
+    f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], size - (b - a), axis=0)])
+    g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], size - (b - a), axis=0)])
+    res = fn(*row_args, *sums, f_pad, g_pad, w_explicit)
+    for o, v in zip(out, res):
+        o[a:b] = np.asarray(v)[: b - a]
 
 
 def cell_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, fpr, gap, out, rng):
@@ -310,11 +324,7 @@ def cell_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, fpr
         count = (R @ G.T).T
         score_sum = (R @ S.T).T
         label_sum = np.stack([(R @ (G * pos[:, jj]).T).T for jj in range(j)], axis=2)
-        f_pad = np.concatenate([fpr[a:b], np.repeat(fpr[-1:], c - (b - a), axis=0)])
-        g_pad = np.concatenate([gap[a:b], np.repeat(gap[-1:], c - (b - a), axis=0)])
-        res = fn(*row_args, count, label_sum, score_sum, f_pad, g_pad, w_explicit)
-        for o, v in zip(out, res):
-            o[a:b] = np.asarray(v)[: b - a]
+        _call_block(fn, row_args, (count, label_sum, score_sum), fpr, gap, w_explicit, out, a, b, c)
 
 
 # ----------------------------------------------------------------------------- model-based
@@ -366,16 +376,6 @@ def model_freq(draws, *, group_bin=None, fit=None, bin_idx=None, n_bins=None) ->
 
 
 # ----------------------------------------------------------------------------- latent-label
-@jax.jit
-def _posterior_rows(patterns, group, fpr, tpr, prevalence):
-    return jax.vmap(lambda f, t, p: posterior_positive(patterns, group, f, t, p))(fpr, tpr, prevalence)
-
-
-@jax.jit
-def _posterior_items(labels, fpr, tpr, prob):
-    return jax.vmap(lambda f, t, p: posterior_positive(labels, None, f, t, p))(fpr, tpr, prob)
-
-
 def latent_atoms(fit_row, bin_idx, n_bins: int, weights=None):
     """Distinct (fitted row, evaluation bin) atoms, in increasing order of ``row * n_bins + bin``.
 
@@ -412,7 +412,7 @@ def latent_freq(draws, fit, rng, *, atoms=None, labels=None, bin_idx=None, n_bin
                 b = min(a + c, n_out)
                 lin = draws.slope[a:b, None] * s0[None, :] + draws.intercept[a:b, None]
                 prob = 0.5 * (1.0 + np.tanh(0.5 * lin))
-                p = np.asarray(_posterior_items(labels, draws.fpr[a:b], tpr[a:b], prob))
+                p = np.asarray(posterior_positive_draws(labels, None, draws.fpr[a:b], tpr[a:b], prob))
                 y = rng.random(p.shape) < p
                 freq[a:b] = (M @ y.T.astype(np.float64)).T
         else:
@@ -424,7 +424,8 @@ def latent_freq(draws, fit, rng, *, atoms=None, labels=None, bin_idx=None, n_bin
             step = 1024
             for a in range(0, n_out, step):
                 b = min(a + step, n_out)
-                p = np.asarray(_posterior_rows(patterns, group, draws.fpr[a:b], tpr[a:b], draws.prevalence[a:b]))
+                p = np.asarray(posterior_positive_draws(patterns, group, draws.fpr[a:b], tpr[a:b],
+                                                         draws.prevalence[a:b]))
                 p = np.clip(p[:, atom_row], 0.0, 1.0)
                 y = rng.binomial(atom_count[None, :], p)
                 freq[a:b] = y @ B

@@ -25,9 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validation import check_level, check_scores, check_weights
-from ..core import clipped_logit, item_corrected_label, mean_corrected_label, rule_weights, x64
+from ..core import clipped_logit, item_corrected_label, x64
+from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
-from ..propagate._draws import check_fit, extract_draws, output_index
+from ..propagate.draws import check_fit, extract_draws, output_index
 from ..warnings import BoundaryWarning
 from .maps import NotFittedError
 
@@ -97,7 +98,21 @@ def _need_draws(result, func, model_names):
     return result
 
 
-class PosteriorHistogram(_PosteriorMap):
+class _ThinnedDrawsMap(_PosteriorMap):
+    """A map read off a fit's posterior draws, thinned to ``n_draws`` by
+    :func:`noisycal_bayes.propagate.draws.thin_index` (more than the fit has cycles through them)."""
+
+    _param_names = ("n_draws",)
+
+    def __init__(self, *, n_draws=None):
+        self.n_draws = n_draws
+
+    def _draws(self, result):
+        src = extract_draws(result)
+        return src.take(output_index(src.n_source, self.n_draws, is_posterior=True))
+
+
+class PosteriorHistogram(_ThinnedDrawsMap):
     """Histogram recalibration with a posterior: a score maps to its bin's clean-label probability ``pi_k``.
 
     Parameters
@@ -135,11 +150,6 @@ class PosteriorHistogram(_PosteriorMap):
     >>> lo, hi = ph.predict_interval([0.05, 0.95])  # doctest: +SKIP
     """
 
-    _param_names = ("n_draws",)
-
-    def __init__(self, *, n_draws=None):
-        self.n_draws = n_draws
-
     def fit(self, data: AnnotationSet, result) -> "PosteriorHistogram":
         """Take the bin prevalence draws of ``result`` (a histogram / monotone / grouped NUTS fit on score bins).
 
@@ -153,8 +163,7 @@ class PosteriorHistogram(_PosteriorMap):
                              "Binning> so that new scores can be placed in bins.")
         if data.n_items != result.inputs.n_items:
             raise ValueError(f"{func}: `data` has {data.n_items} items but the fit has {result.inputs.n_items}.")
-        src = extract_draws(result)
-        src = src.take(output_index(src.n_source, self.n_draws, is_posterior=True))
+        src = self._draws(result)
         edges = np.asarray(result.groups.edges, dtype=np.float64)
         used = np.asarray(result.groups.used)
         full = np.full((src.n_source, edges.size - 1), np.nan)
@@ -189,13 +198,13 @@ class PosteriorHistogram(_PosteriorMap):
         return lo, hi
 
 
-class PosteriorPlatt(_PosteriorMap):
+class PosteriorPlatt(_ThinnedDrawsMap):
     """Platt recalibration with a posterior: ``sigmoid(slope_s logit z + intercept_s)`` per draw.
 
     Parameters
     ----------
     n_draws : int, optional
-        Keep this many posterior draws (evenly thinned); default all.
+        As in :class:`PosteriorHistogram`: the posterior draws kept.
 
     Attributes
     ----------
@@ -211,18 +220,12 @@ class PosteriorPlatt(_PosteriorMap):
     ``1e-6`` as in the point maps (paper Appendix E.2).
     """
 
-    _param_names = ("n_draws",)
-
-    def __init__(self, *, n_draws=None):
-        self.n_draws = n_draws
-
     def fit(self, data: AnnotationSet, result) -> "PosteriorPlatt":
         """Take the (slope, intercept) draws of a ``fit_nuts(model="platt")`` result. Returns self."""
         func = "PosteriorPlatt.fit"
         _check_data(data, func)
         result = _need_draws(result, func, ("platt",))
-        src = extract_draws(result)
-        src = src.take(output_index(src.n_source, self.n_draws, is_posterior=True))
+        src = self._draws(result)
         self.slope_draws_, self.intercept_draws_ = src.slope, src.intercept
         self.slope_, self.intercept_ = float(src.slope.mean()), float(src.intercept.mean())
         self.n_draws_ = int(src.n_source)
@@ -245,11 +248,7 @@ def _chunk_corrected_labels(labels, fpr, gap, weights):
 
 @partial(jax.jit, static_argnames=("rule",))
 def _chunk_weights(labels, fpr, gap, rule):
-    def one(f, g):
-        mu = mean_corrected_label(labels, f, g) if rule == "iv" else None
-        return rule_weights(rule, f, g, mu)
-
-    return jax.vmap(one)(fpr, gap)
+    return jax.vmap(lambda f, g: weights_for_labels(rule, labels, f, g))(fpr, gap)
 
 
 def _corrected_label_draws(labels, fpr, gap, rule):

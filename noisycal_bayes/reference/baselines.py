@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import check_binary_labels
+from .._validation import check_binary_labels, check_choice
 from ..data import AnnotationSet, Binning, as_binning
 from .calibration import ece, smece
 
@@ -101,8 +101,7 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     """
     if not isinstance(data, AnnotationSet):
         raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}.")
-    if ties not in ("positive", "negative"):
-        raise ValueError(f"`ties` must be 'positive' or 'negative'; got {ties!r}.")
+    check_choice(ties, ("positive", "negative"), name="ties")
     z = data.require_scores()
     edges = as_binning(bins).edges_for(z)
     common = Binning.from_edges(edges)

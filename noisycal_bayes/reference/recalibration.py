@@ -27,9 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import optimize
 
-from .._validation import _preview, check_scores
-from ..core import (clipped_logit, corrected_log_loss, item_corrected_label, mean_corrected_label, platt_map,
-                    rule_weights, temperature_map, x64)
+from .._validation import _preview, check_bounds, check_scores, check_targets
+from ..core import clipped_logit, corrected_log_loss, item_corrected_label, platt_map, temperature_map, x64
+from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, as_binning, bin_index
 from ..warnings import BoundaryWarning, ConvergenceWarning, DataWarning
 from .calibration import check_channel, check_weights
@@ -84,48 +84,11 @@ def corrected_item_labels(data: AnnotationSet, channel, *, weights="iv") -> Corr
     labels = np.asarray(data.labels)
     with x64():
         if isinstance(rule, str):
-            mu = mean_corrected_label(labels, channel.fpr, channel.gap) if rule == "iv" else None
-            w = rule_weights(rule, channel.fpr, channel.gap, mu)
+            w = weights_for_labels(rule, labels, channel.fpr, channel.gap)
         else:
             w = jnp.asarray(rule)
         values = item_corrected_label(labels, channel.fpr, channel.gap, w)
         return CorrectedLabels(np.asarray(values, dtype=np.float64), np.asarray(w, dtype=np.float64), label)
-
-
-# ----------------------------------------------------------------------------- validation
-def _check_targets(scores, targets, item_weights):
-    z = check_scores(scores)
-    try:
-        y = np.array(targets, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`targets` must be numeric; could not convert: {exc}") from None
-    if y.ndim != 1:
-        raise ValueError(f"`targets` must be one-dimensional (n_items,); got shape {y.shape}.")
-    if y.shape != z.shape:
-        raise ValueError(f"`scores` and `targets` must have the same length; got {z.size} and {y.size}.")
-    bad = ~np.isfinite(y)
-    if bad.any():
-        raise ValueError(f"`targets` must be finite; got NaN or inf at items {_preview(np.flatnonzero(bad))}.")
-    if item_weights is None:
-        w = np.ones_like(z)
-    else:
-        w = np.array(item_weights, dtype=np.float64)
-        if w.shape != z.shape:
-            raise ValueError(f"`item_weights` must have shape {z.shape}; got {w.shape}.")
-        if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-            raise ValueError("`item_weights` must be finite, non-negative and not all zero.")
-    return z, y, w
-
-
-def _check_box(bounds, name, *, positive=False):
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a pair (low, high); got {bounds!r}.") from None
-    if not (np.isfinite(lo) and np.isfinite(hi)) or lo >= hi or (positive and lo <= 0):
-        need = "0 < low < high" if positive else "low < high"
-        raise ValueError(f"`{name}` must be finite with {need}; got ({lo}, {hi}).")
-    return lo, hi
 
 
 def _pad(x, value=0.0):
@@ -207,8 +170,8 @@ def fit_temperature(scores, targets, *, bounds=TEMPERATURE_BOUNDS, item_weights=
     >>> round(fit_temperature(z, z).temperature, 4)   # the scores' own probabilities: T = 1
     1.0
     """
-    z, y, w = _check_targets(scores, targets, item_weights)
-    t_lo, t_hi = _check_box(bounds, "bounds", positive=True)
+    z, y, w = check_targets(scores, targets, item_weights)
+    t_lo, t_hi = check_bounds(bounds, name="bounds", positive=True)
     if np.all(z == 0.5):
         raise ValueError("every score is 0.5: the temperature is not identified (all logits are 0).")
     with x64():
@@ -286,10 +249,9 @@ def fit_platt(scores, targets, *, alpha_bounds=PLATT_ALPHA_BOUNDS, beta_bounds=P
 
     Parameters
     ----------
-    scores : array-like of shape (n_items,), in [0, 1]
-    targets : array-like of shape (n_items,), finite reals
+    scores, targets, item_weights
+        As in :func:`fit_temperature`.
     alpha_bounds, beta_bounds : (low, high)
-    item_weights : array-like of shape (n_items,), optional
 
     Returns
     -------
@@ -297,15 +259,15 @@ def fit_platt(scores, targets, *, alpha_bounds=PLATT_ALPHA_BOUNDS, beta_bounds=P
 
     Examples
     --------
-    >>> import numpy as np
-    >>> z = np.linspace(0.05, 0.95, 19)
-    >>> fit = fit_platt(z, z)
+    Targets equal to the scores' own probabilities give the identity map (``alpha = 1``, ``beta = 0``):
+
+    >>> fit = fit_platt([0.05 * k for k in range(1, 20)], [0.05 * k for k in range(1, 20)])
     >>> round(fit.alpha, 4), round(fit.beta, 4) + 0.0
     (1.0, 0.0)
     """
-    z, y, w = _check_targets(scores, targets, item_weights)
-    a_box = _check_box(alpha_bounds, "alpha_bounds")
-    b_box = _check_box(beta_bounds, "beta_bounds")
+    z, y, w = check_targets(scores, targets, item_weights)
+    a_box = check_bounds(alpha_bounds, name="alpha_bounds")
+    b_box = check_bounds(beta_bounds, name="beta_bounds")
     with x64():
         args = _padded(z, y, w)
 
@@ -369,10 +331,9 @@ def fit_projected_histogram(scores, targets, *, bins=10, item_weights=None) -> H
 
     Parameters
     ----------
-    scores : array-like of shape (n_items,), in [0, 1]
-    targets : array-like of shape (n_items,), finite reals
+    scores, targets, item_weights
+        As in :func:`fit_temperature`.
     bins : int (equal width) or Binning (equal-mass edges come from ``scores``)
-    item_weights : array-like of shape (n_items,), optional
 
     Returns
     -------
@@ -384,7 +345,7 @@ def fit_projected_histogram(scores, targets, *, bins=10, item_weights=None) -> H
     >>> fit.bin_values.tolist(), fit.clipped_bins
     ([0.1, 1.0], (1,))
     """
-    z, y, w = _check_targets(scores, targets, item_weights)
+    z, y, w = check_targets(scores, targets, item_weights)
     edges = as_binning(bins).edges_for(z)
     n_bins = edges.size - 1
     idx = bin_index(z, edges)

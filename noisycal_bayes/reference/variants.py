@@ -13,7 +13,8 @@ they are estimated from the same labels the estimate can be built three ways:
     NC-ECE computed once from the summed corrected bin sums (Appendix C.4: the common partition makes
     every fold estimate the same bin moments).
 
-:func:`bootstrap_nc_ece` gives a percentile interval from a nonparametric bootstrap over items with the
+:func:`bootstrap_nc_ece` (in :mod:`~noisycal_bayes.reference.nc_ece_bootstrap`, re-exported here) gives a
+percentile interval from a nonparametric bootstrap over items with the
 channels re-estimated inside every replicate, so the interval carries channel-estimation uncertainty.
 
 Every function takes an ``estimator``: a callable ``data -> result`` where the result is a
@@ -24,124 +25,18 @@ default is the reference EM, ``fit_em(data, groups=5)``.
 from __future__ import annotations
 
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_level, check_positive_int
-from ..core import bin_stats, bin_table, mean_corrected_label, pad_bin_stats, rule_weights, x64
-from ..data import AnnotationSet, Channel, as_binning, bin_index
-from ..warnings import ConvergenceWarning, DataWarning, IdentifiabilityWarning
-from .calibration import check_weights, nc_ece
-
-#: Score groups used by the default estimator (the reference EM with equal-mass score groups).
-DEFAULT_EM_GROUPS = 5
-
-_TARGET = "sample oracle ECE (binned, clean labels) of the evaluated items"
-
-
-def _default_estimator(data: AnnotationSet):
-    # Imported here so that this module loads without the EM module (and to keep import time low).
-    from .em import fit_em
-
-    return fit_em(data, groups=DEFAULT_EM_GROUPS)
-
-
-def _check_estimator(estimator):
-    if estimator is None:
-        return _default_estimator
-    if not callable(estimator):
-        raise ValueError(
-            "`estimator` must be a callable `data -> ChannelEstimate` (or -> Channel); "
-            f"got {type(estimator).__name__}. "
-            "For example `lambda d: fit_em(d, groups=5)`."
-        )
-    return estimator
-
-
-class _EstimationFailed(Exception):
-    """The estimator returned no usable channel (not identified, or no channel)."""
-
-
-def _estimate_channel(estimator, data: AnnotationSet, n_annotators: int, where: str, *, catch: bool = False):
-    """Call ``estimator`` and return ``(channel, converged)``; raise :class:`_EstimationFailed` with a reason.
-
-    With ``catch``, a ValueError raised by the estimator itself (the package's error for data that do not
-    identify the channels) also counts as a failure instead of propagating.
-    """
-    try:
-        out = estimator(data)
-    except ValueError as exc:
-        if not catch:
-            raise
-        raise _EstimationFailed(f"estimator raised ValueError: {exc}") from None
-    if isinstance(out, Channel):
-        channel, identified, converged, reason = out, True, True, ""
-    elif hasattr(out, "channel"):
-        channel = out.channel
-        identified = bool(getattr(out, "identified", True))
-        converged = bool(getattr(out, "converged", True))
-        reason = str(getattr(out, "reason", "") or "")
-    else:
-        raise ValueError(
-            f"`estimator` must return a Channel or an object with a `.channel` attribute; got {type(out).__name__}."
-        )
-    if channel is None or not identified:
-        raise _EstimationFailed(reason or f"channels not identified on {where}")
-    if not isinstance(channel, Channel):
-        raise ValueError(f"`estimator(...).channel` must be a Channel; got {type(channel).__name__}.")
-    if channel.n_annotators != n_annotators:
-        raise ValueError(
-            f"`estimator` returned a channel for {channel.n_annotators} annotators on {where}; the data has "
-            f"{n_annotators}."
-        )
-    return channel, converged
-
-
-def _require_all_annotators(data: AnnotationSet, rows: np.ndarray, where: str) -> None:
-    """Raise when some annotator has no label among ``rows`` (their channel could not be fitted there)."""
-    labelled = (data.labels[rows] >= 0).any(axis=0)
-    if not labelled.all():
-        raise ValueError(
-            f"annotators {_preview(data.annotator_ids[~labelled])} have no label in {where}, so their channels "
-            "cannot be fitted there. Use fewer folds / a larger `fraction`, or drop very sparse annotators."
-        )
-
-
-def _subset(data: AnnotationSet, rows: np.ndarray) -> AnnotationSet:
-    """Rows ``rows`` of ``data`` with every annotator kept (caller checked each has a label)."""
-    return AnnotationSet(data.labels[rows], data.scores[rows], data.item_ids[rows], data.annotator_ids)
-
-
-def _weights_for(labels, channel: Channel, rule):
-    """Convex annotator weights of ``rule`` fitted on ``labels`` (IV uses their mean corrected label)."""
-    if not isinstance(rule, str):
-        return np.asarray(rule, dtype=np.float64)
-    with x64():
-        mu = mean_corrected_label(np.asarray(labels), channel.fpr, channel.gap) if rule == "iv" else None
-        return np.asarray(rule_weights(rule, channel.fpr, channel.gap, mu), dtype=np.float64)
-
-
-def _bin_sums(labels, scores, edges, channel: Channel, weights):
-    """Per-bin ``(count, score_sum, corrected_sum)`` of the given items with fixed weights."""
-    n_bins = edges.size - 1
-    stats = pad_bin_stats(bin_stats(labels, scores, bin_index(scores, edges), n_bins))
-    with x64():
-        count, score_sum, corr_sum, _ = (np.asarray(a, dtype=np.float64) for a in
-                                         bin_table(stats, channel.fpr, channel.gap, np.asarray(weights)))
-    return count, score_sum, corr_sum
-
-
-def _table(edges, count, score_sum, corr_sum) -> pd.DataFrame:
-    n_bins = edges.size - 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return pd.DataFrame({
-            "bin": np.arange(n_bins), "lower": edges[:-1], "upper": edges[1:], "count": count.astype(np.int64),
-            "mean_score": score_sum / count, "corrected_frequency": corr_sum / count,
-            "residual": (corr_sum - score_sum) / count,
-        })
+from .._validation import check_positive_int
+from ..data import AnnotationSet, as_binning
+from ..warnings import DataWarning
+from ._estimated import (_TARGET, DEFAULT_EM_GROUPS, _bin_sums, _check_common, _check_estimator,  # noqa: F401
+                         _fit_or_raise, _require_all_annotators, _subset, _table, _warn_unconverged, _weights_for)
+from .calibration import nc_ece
+from .nc_ece_bootstrap import BootstrapNCECEResult, bootstrap_nc_ece  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -196,28 +91,6 @@ class NCECEVariantResult:
 
     def __float__(self) -> float:
         return self.value
-
-
-def _check_common(data: AnnotationSet, weights):
-    if not isinstance(data, AnnotationSet):
-        raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}. "
-                         "Build one with AnnotationSet.from_long or from_wide.")
-    z = data.require_scores()
-    rule, label = check_weights(weights, data.n_annotators)
-    return z, rule, label
-
-
-def _warn_unconverged(n_unconverged: int, n_fits: int) -> None:
-    if n_unconverged:
-        warnings.warn(f"{n_unconverged} of {n_fits} channel fits did not converge; their channels were used anyway.",
-                      ConvergenceWarning, stacklevel=3)
-
-
-def _fit_or_raise(estimator, data, n_annotators, where):
-    try:
-        return _estimate_channel(estimator, data, n_annotators, where)
-    except _EstimationFailed as exc:
-        raise ValueError(f"channel estimation failed on {where}: {exc}") from None
 
 
 def nc_ece_split(data: AnnotationSet, *, estimator=None, bins=10, weights="iv", fraction: float = 0.5,
@@ -395,180 +268,4 @@ def nc_ece_cross_fit(data: AnnotationSet, *, estimator=None, n_folds: int = 5, b
         float(np.sum(np.abs(corr_sum - score_sum)) / np.sum(count)), _table(edges, count, score_sum, corr_sum),
         "cross_fit", edges, tuple(channels), np.stack(ws), label, n, n, fold,
         pd.concat(rows, ignore_index=True), n_unconverged, seed,
-    )
-
-
-@dataclass(frozen=True)
-class BootstrapNCECEResult:
-    """Percentile bootstrap interval for NC-ECE with channels re-estimated in every replicate.
-
-    Attributes
-    ----------
-    value : float
-        Point estimate on the full sample (sample reuse, bins fixed from the full sample).
-    interval : (float, float)
-        Two-sided interval at ``level`` from the successful replicates (``method``).
-    upper_bound : float
-        One-sided ``level`` upper bound by the same method; report this when the NC-ECE is near 0, where
-        a two-sided interval cannot cover a boundary value.
-    bias : float
-        ``mean(replicates) - value``. NC-ECE sums absolute bin means, so it is biased upwards by noise
-        (Jensen); a replicate adds that bias once more, which shifts percentile intervals upwards (the
-        interval can even exclude ``value``). The ``"basic"`` method reflects the quantiles around
-        ``value`` and so corrects the shift to first order.
-    level : float
-    replicates : ndarray of shape (n_boot - n_failed,)
-        NC-ECE of each successful replicate.
-    n_boot : int
-        Replicates attempted.
-    n_failed : int
-        Replicates whose channels could not be estimated (not identified, or an annotator left without
-        labels); they are excluded from the interval.
-    failure_reasons : dict
-        ``reason -> count`` over the failed replicates.
-    n_unconverged : int
-        Replicates whose estimator reported ``converged = False`` (kept).
-    estimate : NCECEResult
-        The full-sample NC-ECE (per-bin table, weights, channel).
-    edges : ndarray of shape (n_bins + 1,)
-        The partition, fixed from the full sample and used in every replicate.
-    weights_rule : str
-    seed : int
-    method : str
-    target : str
-    """
-
-    value: float
-    interval: tuple
-    upper_bound: float
-    bias: float
-    level: float
-    replicates: np.ndarray = field(repr=False)
-    n_boot: int
-    n_failed: int
-    failure_reasons: dict
-    n_unconverged: int
-    estimate: object = field(repr=False)
-    edges: np.ndarray = field(repr=False)
-    weights_rule: str
-    seed: int
-    method: str = "percentile"
-    target: str = "population binned ECE on the fixed partition (sampling and channel-estimation uncertainty)"
-
-    @property
-    def table(self) -> pd.DataFrame:
-        """Per-bin table of the full-sample estimate."""
-        return self.estimate.table
-
-    def __float__(self) -> float:
-        return self.value
-
-
-def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, level: float = 0.9, bins=10,
-                     weights="iv", method: str = "percentile", seed: int = 0) -> BootstrapNCECEResult:
-    """Nonparametric bootstrap over items for NC-ECE, re-estimating the channels in each replicate.
-
-    Each replicate draws ``n_items`` items with replacement (``numpy.random.default_rng(seed)``), calls
-    ``estimator`` on the replicate, recomputes the weights (IV: from the replicate) and the NC-ECE on the
-    partition fixed from the full sample. With ``method="percentile"`` the interval is
-    ``[q_{(1-level)/2}, q_{(1+level)/2}]`` of the successful replicates and the upper bound ``q_level``;
-    with ``method="basic"`` it is ``[2v - q_{(1+level)/2}, 2v - q_{(1-level)/2}]`` and ``2v - q_{1-level}``
-    (``v`` the point estimate), clipped below at 0. Replicates where the channels
-    are not identified (or an annotator has no label in the replicate) are counted in ``n_failed`` with
-    their reasons and reported with an :class:`~noisycal_bayes.warnings.IdentifiabilityWarning`;
-    warnings raised inside replicates are collected and re-issued once per category with a count.
-
-    Parameters
-    ----------
-    data : AnnotationSet with scores
-    estimator : callable, optional (default ``fit_em(data, groups=5)``)
-    n_boot : int >= 1
-    level : float in (0, 1)
-    bins : int or Binning
-    weights : rule name or array of shape (n_annotators,)
-    method : {"percentile", "basic"}
-    seed : int
-
-    Returns
-    -------
-    BootstrapNCECEResult
-
-    Raises
-    ------
-    ValueError
-        Bad ``n_boot`` / ``level``; channels not identified on the full sample; every replicate failed.
-
-    Examples
-    --------
-    >>> from noisycal_bayes import simulate_annotations
-    >>> sim = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
-    >>> res = bootstrap_nc_ece(sim.data, estimator=lambda d: sim.channel, n_boot=20, seed=1)
-    >>> res.n_failed, res.interval[0] <= res.interval[1]
-    (0, True)
-    """
-    z, rule, label = _check_common(data, weights)
-    estimator = _check_estimator(estimator)
-    n_boot = check_positive_int(n_boot, name="n_boot")
-    level = check_level(level)
-    if method not in ("percentile", "basic"):
-        raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
-    edges = as_binning(bins).edges_for(z)
-    channel, converged = _fit_or_raise(estimator, data, data.n_annotators, "the full sample")
-    estimate = nc_ece(data, channel, weights=rule, edges=edges)
-
-    rng = np.random.default_rng(seed)
-    n, j = data.n_items, data.n_annotators
-    rep_ids = np.arange(n).astype(object)
-    values, reasons, caught = [], Counter(), Counter()
-    first_message = {}
-    n_unconverged = 0
-    for _ in range(n_boot):
-        rows = rng.integers(0, n, size=n)
-        labels = data.labels[rows]
-        empty = ~(labels >= 0).any(axis=0)
-        if empty.any():
-            reasons[f"annotators {_preview(data.annotator_ids[empty])} have no label in the replicate"] += 1
-            continue
-        rep = AnnotationSet(labels, z[rows], rep_ids, data.annotator_ids)
-        with warnings.catch_warnings(record=True) as record:
-            warnings.simplefilter("always")
-            try:
-                ch, ok = _estimate_channel(estimator, rep, j, "a bootstrap replicate", catch=True)
-            except _EstimationFailed as exc:
-                reasons[str(exc)] += 1
-                ch = None
-        for wrn in record:
-            caught[wrn.category] += 1
-            first_message.setdefault(wrn.category, str(wrn.message))
-        if ch is None:
-            continue
-        n_unconverged += int(not ok)
-        w = _weights_for(labels, ch, rule)
-        count, score_sum, corr_sum = _bin_sums(labels, z[rows], edges, ch, w)
-        values.append(float(np.sum(np.abs(corr_sum - score_sum)) / np.sum(count)))
-
-    for category, count in caught.items():
-        warnings.warn(f"{count} warning(s) of this kind inside the {n_boot} bootstrap replicates; first: "
-                      f"{first_message[category]}", category, stacklevel=2)
-    n_failed = n_boot - len(values)
-    if not values:
-        raise ValueError(f"all {n_boot} bootstrap replicates failed to estimate the channels: "
-                         f"{dict(reasons)}. Use more items, a design that identifies the channels, or another "
-                         "estimator.")
-    if n_failed:
-        warnings.warn(f"{n_failed} of {n_boot} bootstrap replicates failed and were excluded from the interval "
-                      f"(reasons: {dict(reasons)}); the interval may be too narrow.", IdentifiabilityWarning,
-                      stacklevel=2)
-    _warn_unconverged(int(not converged) + n_unconverged, n_boot + 1)
-    reps = np.asarray(values)
-    v = estimate.value
-    if method == "percentile":
-        lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
-        upper = np.quantile(reps, level)
-    else:
-        q_lo, q_hi, q_up = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2, 1 - level])
-        lo, hi, upper = max(2 * v - q_hi, 0.0), max(2 * v - q_lo, 0.0), max(2 * v - q_up, 0.0)
-    return BootstrapNCECEResult(
-        v, (float(lo), float(hi)), float(upper), float(reps.mean() - v), level, reps, n_boot, n_failed,
-        dict(reasons), n_unconverged, estimate, edges, label, seed, method,
     )

@@ -107,3 +107,43 @@ def test_iv_weights_jit_and_vmap_over_draws():
     loop = np.stack([_iv_numpy(f, g, m) for f, g, m in zip(fpr, gap, mu)])
     np.testing.assert_allclose(batched, loop, rtol=1e-12)
     np.testing.assert_allclose(jitted, loop[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("fpr,gap", CHANNELS)
+def test_annotator_noise_variance_is_the_recipe(fpr, gap):
+    from noisycal_bayes.core.weights import annotator_noise_variance
+
+    mu = 0.3
+    b = fpr + gap
+    expected = (mu * b * (1 - b) + (1 - mu) * fpr * (1 - fpr)) / gap**2  # DESIGN §3, written out
+    np.testing.assert_allclose(np.asarray(annotator_noise_variance(fpr, gap, mu)), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("rule", WEIGHT_RULES)
+def test_weights_for_labels_estimate_mu_from_the_items(rule):
+    # Independent route: mu = mean over items of the equally weighted combined corrected label, by loops.
+    from noisycal_bayes.core.weights import weights_for_labels
+
+    rng = np.random.default_rng(5)
+    fpr, gap = np.array([0.1, 0.2, 0.15]), np.array([0.7, 0.5, 0.6])
+    labels = rng.integers(0, 2, size=(200, 3))
+    labels[rng.random((200, 3)) < 0.3] = -1
+    labels[(labels < 0).all(axis=1), 0] = 1
+    per_item = [np.mean([(a - f) / g for a, f, g in zip(row, fpr, gap) if a >= 0]) for row in labels]
+    mu = float(np.mean(per_item))
+    with x64():
+        got = np.asarray(weights_for_labels(rule, labels, fpr, gap))
+        want = np.asarray(rule_weights(rule, fpr, gap, mu if rule == "iv" else None))
+        # Compressed rows with counts give the same weights as the items.
+        uniq, inv, counts = np.unique(labels, axis=0, return_inverse=True, return_counts=True)
+        compressed = np.asarray(weights_for_labels(rule, uniq, fpr, gap, counts.astype(float)))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(compressed, got, rtol=1e-12)
+
+
+def test_weights_for_labels_normalises_explicit_weights():
+    from noisycal_bayes.core.weights import weights_for_labels
+
+    w = np.asarray(weights_for_labels(np.array([2.0, 1.0, 1.0]), np.zeros((3, 3), int), np.full(3, 0.1),
+                                      np.full(3, 0.8)))
+    np.testing.assert_allclose(w, [0.5, 0.25, 0.25])

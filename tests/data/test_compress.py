@@ -108,3 +108,19 @@ def test_grid_patterns_keeps_every_item_on_its_own_pattern_and_group():
     # Row g * 27 + k is pattern k of all_patterns in group g.
     np.testing.assert_array_equal(grid.patterns, np.tile(all_patterns(3), (4, 1)))
     np.testing.assert_array_equal(grid.group, np.repeat(np.arange(4), 27))
+
+
+def test_pattern_keys_order_rows_like_compress_and_all_patterns():
+    # One key for every (group, pattern) row: the row order of compress_patterns and of all_patterns.
+    from noisycal_bayes.data.compress import pattern_keys
+
+    np.testing.assert_array_equal(pattern_keys(all_patterns(3)), np.arange(27))
+    rng = np.random.default_rng(2)
+    labels = _random_labels(rng, 500, 4)
+    group = rng.integers(0, 3, 500)
+    pc = compress_patterns(labels, group, 3)
+    keys = pattern_keys(pc.patterns, pc.group)
+    assert np.all(np.diff(keys) > 0)  # distinct and increasing
+    np.testing.assert_array_equal(keys // 3**4, pc.group)
+    np.testing.assert_array_equal(pattern_keys(labels, group)[np.argsort(pc.inverse, kind="stable")],
+                                  np.repeat(keys, pc.counts.astype(int)))

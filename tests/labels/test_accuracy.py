@@ -128,8 +128,8 @@ def test_bad_inputs(sim, fit):
         corrected_accuracy(sim.data, fit, weights="best")
     with pytest.raises(ValueError, match="explicit `weights` must be finite, non-negative and not all zero; got \\[1.0, -1.0, 1.0\\]"):
         corrected_accuracy(sim.data, fit, weights=[1, -1, 1])
-    with pytest.raises(ValueError, match="`prob` must lie strictly between 0 and 1"):
-        corrected_accuracy(sim.data, fit, prob=0)
+    with pytest.raises(ValueError, match="`level` must lie strictly between 0 and 1"):
+        corrected_accuracy(sim.data, fit, level=0)
     with pytest.raises(ValueError, match="needs classifier scores"):
         corrected_accuracy(AnnotationSet.from_wide(sim.data.labels), fit)
     with pytest.raises(ValueError, match="`fit` must be a FitResult"):

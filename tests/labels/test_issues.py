@@ -50,15 +50,15 @@ def test_draws_are_averaged_and_their_quantiles_are_the_interval(sim, fit):
     g = np.asarray(fit.groups.index)
     per_draw = np.array([bayes_positive(sim.data.labels, fpr[c, d], tpr[c, d], prev[c, d][g])
                          for c in range(2) for d in range(4)])
-    post = item_posteriors(sim.data, drawn, prob=0.8)
+    post = item_posteriors(sim.data, drawn, level=0.8)
     np.testing.assert_allclose(post["p_positive"], per_draw.mean(axis=0), rtol=1e-10)
     np.testing.assert_allclose(post["p_positive_lower"], np.quantile(per_draw, 0.1, axis=0), rtol=1e-10)
     np.testing.assert_allclose(post["p_positive_upper"], np.quantile(per_draw, 0.9, axis=0), rtol=1e-10)
     assert (post["p_majority_wrong_lower"] <= post["p_majority_wrong"] + 1e-12).all()
     assert (post["p_majority_wrong"] <= post["p_majority_wrong_upper"] + 1e-12).all()
-    # Thinning keeps evenly spaced draws: 3 of 8 -> flat draws 0, 4 (3.5 rounds to even) and 7.
-    thin = item_posteriors(sim.data, drawn, max_draws=3)
-    np.testing.assert_allclose(thin["p_positive"], per_draw[[0, 4, 7]].mean(axis=0), rtol=1e-10)
+    # Thinning keeps evenly spaced draws (propagate.draws.thin_index): 3 of 8 -> flat draws floor(8k/3) = 0, 2, 5.
+    thin = item_posteriors(sim.data, drawn, n_draws=3)
+    np.testing.assert_allclose(thin["p_positive"], per_draw[[0, 2, 5]].mean(axis=0), rtol=1e-10)
     assert thin.attrs["n_draws_used"] == 3 and thin.attrs["n_draws_fit"] == 8
 
 
@@ -150,12 +150,12 @@ def test_bad_inputs(sim, fit):
         label_issues(sim.data, {"fpr": FPR})
     with pytest.raises(ValueError, match="the fit has annotators"):
         item_posteriors(AnnotationSet.from_wide(np.array([[0, 1], [1, 1]]), [0.2, 0.9]), fit)
-    with pytest.raises(ValueError, match="`prob` must lie strictly between 0 and 1; got 1.5"):
-        item_posteriors(sim.data, fit, prob=1.5)
+    with pytest.raises(ValueError, match="`level` must lie strictly between 0 and 1; got 1.5"):
+        item_posteriors(sim.data, fit, level=1.5)
     with pytest.raises(ValueError, match="`ties` must be 'positive' or 'negative'"):
         label_issues(sim.data, fit, ties="random")
-    with pytest.raises(ValueError, match="`max_draws` must be an integer >= 1; got 0"):
-        annotation_posteriors(sim.data, fit, max_draws=0)
+    with pytest.raises(ValueError, match="`n_draws` must be an integer >= 1; got 0"):
+        annotation_posteriors(sim.data, fit, n_draws=0)
     failed = dataclasses.replace(fit, point={}, draws=None, reason="all starts failed")
     with pytest.raises(ValueError, match="this fit has no estimate"):
         label_issues(sim.data, failed)

@@ -13,7 +13,7 @@ from scipy import integrate, stats
 from noisycal_bayes import AnnotationSet, Binning, Channel, ece, nc_ece, simulate_annotations
 from noisycal_bayes.core import bin_stats, nc_ece_from_stats, posterior_positive, x64
 from noisycal_bayes.propagate import TARGETS, posterior_nc_ece
-from noisycal_bayes.propagate._draws import output_index
+from noisycal_bayes.propagate.draws import output_index
 from noisycal_bayes.propagate._sums import chunk_size, item_cells, plugin_sums
 from noisycal_bayes.propagate.nc_ece import debias_abs
 from noisycal_bayes.warnings import DataWarning

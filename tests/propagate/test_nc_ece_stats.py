@@ -34,7 +34,7 @@ def _same(a, b):
     """Identical draws, summaries and bin table (the same arithmetic on the same arrays)."""
     np.testing.assert_array_equal(a.draws, b.draws)
     np.testing.assert_array_equal(a.debiased_draws, b.debiased_draws)
-    assert (a.estimate, a.lower, a.upper, a.interval_to_read) == (b.estimate, b.lower, b.upper, b.interval_to_read)
+    assert (a.debiased, a.lower, a.upper, a.interval_to_read) == (b.debiased, b.lower, b.upper, b.interval_to_read)
     np.testing.assert_array_equal(a.edges, b.edges)
     np.testing.assert_allclose(a.table.drop(columns="count").to_numpy(float),
                                b.table.drop(columns="count").to_numpy(float), rtol=0, atol=0)

@@ -1,8 +1,10 @@
 """Posterior (or point) draws of a fitted channel model, flattened over chains, as plain arrays.
 
-Every propagation function starts here: a :class:`~noisycal_bayes.inference.result.FitResult` from
-``fit_nuts`` (posterior draws), ``fit_em`` / ``fit_map`` (one point), or a known
-:class:`~noisycal_bayes.data.Channel` becomes a :class:`Draws` with a leading ``draw`` axis.
+Every user of a fit's draws starts here (propagation, posterior recalibration maps, label posteriors, gap
+diagnostics): a :class:`~noisycal_bayes.inference.result.FitResult` from ``fit_nuts`` (posterior draws),
+``fit_em`` / ``fit_map`` (one point), or a known :class:`~noisycal_bayes.data.Channel` becomes a :class:`Draws`
+with a leading ``draw`` axis (chain-major). Thinning has one rule, :func:`thin_index`: ``n`` of ``S`` draws
+are those at ``floor(k S / n)``, ``k = 0..n-1`` (every ``S / n``-th draw when ``n`` divides ``S``).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 
 from .._validation import _preview, check_positive_int
 from ..data import AnnotationSet, Channel, SufficientStats
+from ..data.compress import pattern_keys
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning
 
 #: Output draws made from a point estimate (EM / MAP fit or a known channel) when ``n_draws`` is not given:
@@ -62,6 +65,19 @@ class Draws:
         pick = lambda a: None if a is None else a[idx]  # noqa: E731
         return Draws(self.fpr[idx], self.gap[idx], pick(self.prevalence), pick(self.slope), pick(self.intercept),
                      self.source, self.model)
+
+    def thinned(self, n_draws: int | None) -> "Draws":
+        """At most ``n_draws`` draws, evenly thinned by :func:`thin_index` (all of them when None or fewer)."""
+        if n_draws is None or n_draws >= self.n_source:
+            return self
+        return self.take(thin_index(self.n_source, n_draws))
+
+    def params(self) -> dict:
+        """The parameters as a dict of arrays with a leading draw axis: ``fpr``, ``tpr`` and, where the model
+        has them, ``prevalence`` (n_source, n_groups), ``slope`` and ``intercept`` (n_source,)."""
+        out = {"fpr": self.fpr, "tpr": self.tpr, "prevalence": self.prevalence, "slope": self.slope,
+               "intercept": self.intercept}
+        return {k: v for k, v in out.items() if v is not None}
 
 
 def is_fit_result(obj) -> bool:
@@ -114,6 +130,21 @@ def extract_draws(fit) -> Draws:
     return Draws(fpr, gap, prev, flat("slope"), flat("intercept"), source, fit.model)
 
 
+def thin_index(n_source: int, n_draws: int) -> np.ndarray:
+    """Positions of ``n_draws`` evenly spaced draws out of ``n_source``: ``floor(k n_source / n_draws)``.
+
+    The package's one thinning rule; with more outputs than draws it cycles (``k mod n_source``).
+
+    Examples
+    --------
+    >>> thin_index(10, 5).tolist(), thin_index(8, 3).tolist(), thin_index(3, 7).tolist()
+    ([0, 2, 4, 6, 8], [0, 2, 5], [0, 1, 2, 0, 1, 2, 0])
+    """
+    if n_draws <= n_source:
+        return (np.arange(n_draws, dtype=np.int64) * n_source) // n_draws
+    return np.arange(n_draws, dtype=np.int64) % n_source
+
+
 def output_index(n_source: int, n_draws, *, is_posterior: bool) -> np.ndarray:
     """Which source draw feeds each output draw: evenly thinned (or cycled) to ``n_draws`` outputs.
 
@@ -122,7 +153,7 @@ def output_index(n_source: int, n_draws, *, is_posterior: bool) -> np.ndarray:
     if n_draws is None:
         n_draws = n_source if is_posterior else POINT_FIT_DRAWS
     n_draws = check_positive_int(n_draws, name="n_draws")
-    return (np.arange(n_draws) * n_source) // n_draws if n_draws <= n_source else np.arange(n_draws) % n_source
+    return thin_index(n_source, n_draws)
 
 
 def check_same_items(data: AnnotationSet, fit, func: str, method: str) -> None:
@@ -144,14 +175,6 @@ def check_same_items(data: AnnotationSet, fit, func: str, method: str) -> None:
         raise ValueError(f"{func}: method={method!r}: the labels of `data` differ from the fitted ones at items "
                          f"{_preview(data.item_ids[diff])}; pass the AnnotationSet the model was fitted on (new "
                          "scores via `data.with_scores(...)` are fine).")
-
-
-def _pattern_keys(patterns, group, n_annotators: int) -> np.ndarray:
-    """``group * 3**J + code`` (code: base-3 digits ``A_j + 1``, the first annotator most significant)."""
-    key = np.asarray(group, dtype=np.int64) * 3 ** n_annotators
-    for col in range(n_annotators):
-        key = key + (np.asarray(patterns)[:, col].astype(np.int64) + 1) * 3 ** (n_annotators - 1 - col)
-    return key
 
 
 def stats_fit_rows(stats: SufficientStats, fit, func: str, method: str):
@@ -194,12 +217,12 @@ def stats_fit_rows(stats: SufficientStats, fit, func: str, method: str):
     inp = fit.inputs
     cell_group = lookup[np.asarray(stats.group)]
     real = np.flatnonzero(np.asarray(inp.counts) > 0)
-    fit_key = _pattern_keys(np.asarray(inp.patterns)[real], np.asarray(inp.row_group)[real], j)
+    fit_key = pattern_keys(np.asarray(inp.patterns)[real], np.asarray(inp.row_group)[real], j)
     fit_uniq, first, fit_inv = np.unique(fit_key, return_index=True, return_inverse=True)
     fit_counts = np.bincount(fit_inv.reshape(-1), weights=np.asarray(inp.counts)[real], minlength=fit_uniq.size)
     ok = (cell_group >= 0).all()
     if ok:
-        key = _pattern_keys(stats.patterns, cell_group, j)
+        key = pattern_keys(stats.patterns, cell_group, j)
         uniq, inv = np.unique(key, return_inverse=True)
         counts = np.bincount(inv.reshape(-1), weights=stats.counts, minlength=uniq.size)
         ok = np.array_equal(uniq, fit_uniq) and np.allclose(counts, fit_counts, rtol=0, atol=1e-6)

@@ -1,0 +1,207 @@
+"""The result of :func:`~noisycal_bayes.propagate.posterior_nc_ece` and the summaries of its draws: the per-bin
+table, the moment-matched debiasing of absolute bin residuals (:func:`debias_abs`) and the debiased interval.
+The derivations are in the docstring of :mod:`noisycal_bayes.propagate.nc_ece`.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import deprecated_attribute
+
+
+@dataclass(frozen=True)
+class PosteriorNCECE:
+    """Posterior (or bootstrap) distribution of a binned calibration error, and how it was made.
+
+    Attributes
+    ----------
+    value : float
+        The paper's NC-ECE (§3) at the fit's point channel (``fit.channel``: the EM / MAP estimate, the
+        posterior mean of NUTS draws, or the known Channel), with the same bins and annotator weights:
+        ``noisycal_bayes.nc_ece(data, fit.channel, bins=..., weights=...).value``. The package's one
+        point-estimate attribute.
+    debiased : float
+        Bias-corrected estimate of this route, ``sum_k m_k`` (see :func:`debias_abs`; it can be 0): the
+        centre of the ``"debiased"`` interval. (Formerly ``estimate``, still readable with a
+        ``DeprecationWarning``.)
+    mean, median : float
+        Of the posterior draws ``draws`` (they sit above the target when bins are nearly calibrated).
+    lower, upper : float
+        Equal-tailed ``level`` interval: quantiles ``(1 - level)/2`` and ``(1 + level)/2`` of
+        ``debiased_draws`` (``interval_method="debiased"``) or of ``draws`` (``"posterior"``).
+    upper_one_sided : float
+        One-sided ``level`` upper bound: the ``level`` quantile of the same draws; the interval to read is
+        then ``[0, upper_one_sided]``.
+    interval_to_read : {"two_sided", "upper_one_sided"}
+        Which interval to report. ``"upper_one_sided"`` when the data cannot tell the calibration error
+        from that of a perfectly calibrated model (``calibration_p_value > 1 - level``): a target at (or,
+        for the latent route, near) the boundary 0 is not covered by a two-sided interval of a sum of
+        absolute values, and the one-sided bound is.
+    calibration_p_value : float
+        How often the centred draws' calibration error ``sum_k |e_sk - mean_s e_sk|`` (what the estimator
+        gives for a perfectly calibrated model with this much noise) reaches the point value
+        ``sum_k |mean_s e_sk|`` (``e_sk`` the signed residual mass of bin ``k`` in draw ``s``).
+    level : float
+    draws : ndarray of shape (n_draws,)
+        Posterior draws of the calibration error (``sum_k |e_sk|``).
+    debiased_draws : ndarray of shape (n_draws,)
+        Simulated distribution of the bias-corrected estimate (Notes of :func:`posterior_nc_ece`).
+    interval_method : {"debiased", "posterior"}
+    target : str
+        The quantity the interval is for (module table; DESIGN §2).
+    method : str
+        ``"plugin"``, ``"model"`` or ``"latent"``.
+    uncertainty : str
+        What varies across draws.
+    table : DataFrame
+        One row per evaluation bin: ``bin, lower, upper`` (edges), ``count``, ``mean_score``,
+        ``corrected_frequency`` (posterior mean of the bin's clean frequency), ``frequency_lower``,
+        ``frequency_upper`` (equal-tailed ``level`` band), ``residual`` (posterior mean of frequency minus
+        mean score), ``residual_lower``, ``residual_upper``. Empty bins have NaN. Feed it to
+        :func:`noisycal_bayes.plotting.reliability_diagram` with ``lower=table.frequency_lower``,
+        ``upper=table.frequency_upper``.
+    edges : ndarray of shape (n_bins + 1,)
+    weights_rule : str
+        Annotator weight rule (plug-in only; ``"-"`` otherwise).
+    fit_method : str
+        ``"nuts"``, ``"em"``, ``"map"`` or ``"channel"`` (a known Channel).
+    model : str or None
+        The fitted model.
+    bootstrap : bool
+    n_items : int
+    seed : int
+    """
+
+    value: float
+    debiased: float
+    mean: float
+    median: float
+    lower: float
+    upper: float
+    upper_one_sided: float
+    interval_to_read: str
+    calibration_p_value: float
+    level: float
+    draws: np.ndarray = field(repr=False)
+    debiased_draws: np.ndarray = field(repr=False)
+    interval_method: str
+    target: str
+    method: str
+    uncertainty: str
+    table: pd.DataFrame = field(repr=False)
+    edges: np.ndarray = field(repr=False)
+    weights_rule: str
+    fit_method: str
+    model: str | None
+    bootstrap: bool
+    n_items: int
+    seed: int
+
+    @property
+    def interval(self) -> tuple:
+        """The two-sided ``(lower, upper)``."""
+        return (self.lower, self.upper)
+
+    @property
+    def reported_interval(self) -> tuple:
+        """``(lower, upper)`` or ``(0, upper_one_sided)``, as ``interval_to_read`` says."""
+        return self.interval if self.interval_to_read == "two_sided" else (0.0, self.upper_one_sided)
+
+    @property
+    def n_draws(self) -> int:
+        return int(self.draws.size)
+
+    @property
+    def estimate(self) -> float:
+        """Deprecated alias of :attr:`debiased` (the bias-corrected estimate; the paper's NC-ECE is ``value``)."""
+        deprecated_attribute("PosteriorNCECE", "estimate", "debiased")
+        return self.debiased
+
+    def summary(self) -> str:
+        """One line: the paper's NC-ECE, the debiased estimate with the interval to read, and the target."""
+        lo, hi = self.reported_interval
+        kind = "two-sided" if self.interval_to_read == "two_sided" else "one-sided upper bound"
+        return (f"NC-ECE {self.value:.4f} (paper, at the point channel); {self.method} debiased "
+                f"{self.debiased:.4f} ({100 * self.level:.0f}% {kind}: [{lo:.4f}, {hi:.4f}]); "
+                f"target: {self.target.split(':')[0]}")
+
+    def __float__(self) -> float:
+        """The debiased estimate, as before; deprecated as ambiguous: read ``.value`` or ``.debiased``."""
+        warnings.warn("float(PosteriorNCECE) is deprecated (it returns the debiased estimate); read `.value` (the "
+                      "paper's NC-ECE) or `.debiased` instead.", DeprecationWarning, stacklevel=2)
+        return self.debiased
+
+
+def _bin_table(edges, count_obs, score_sum_obs, count, score_sum, freq, level):
+    """Per-bin posterior summaries from per-draw sums (n_draws, n_bins)."""
+    q = [(1 - level) / 2, (1 + level) / 2]
+    n_bins = edges.size - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frequency = freq / count
+        residual = (freq - score_sum) / count
+        empty = count_obs == 0
+        f_lo, f_hi = np.quantile(frequency, q, axis=0) if not empty.all() else (np.nan, np.nan)
+        r_lo, r_hi = np.quantile(residual, q, axis=0) if not empty.all() else (np.nan, np.nan)
+        table = pd.DataFrame({
+            "bin": np.arange(n_bins), "lower": edges[:-1], "upper": edges[1:], "count": count_obs.astype(np.int64),
+            "mean_score": score_sum_obs / count_obs, "corrected_frequency": frequency.mean(axis=0),
+            "frequency_lower": f_lo, "frequency_upper": f_hi,
+            "residual": residual.mean(axis=0), "residual_lower": r_lo, "residual_upper": r_hi,
+        })
+    cols = [c for c in table.columns if c not in ("bin", "lower", "upper", "count")]
+    table.loc[empty, cols] = np.nan
+    return table
+
+
+def _folded_mean_table(upper: float = 40.0, size: int = 40001):
+    """``E|m + Z|`` for ``Z ~ N(0, 1)`` on a grid of ``m >= 0`` (increasing in ``m``), for inversion."""
+    from scipy.special import ndtr
+
+    m = np.linspace(0.0, upper, size)
+    return m, np.sqrt(2 / np.pi) * np.exp(-0.5 * m**2) + m * (1 - 2 * ndtr(-m))
+
+
+_FOLD_M, _FOLD_MEAN = _folded_mean_table()
+
+
+def debias_abs(x_abs, sd):
+    """Moment-matched magnitude: the ``m >= 0`` with ``E|m + sd Z| = x_abs`` (0 below ``sd sqrt(2/pi)``).
+
+    ``|x|`` overestimates ``|mu|`` for ``x ~ N(mu, sd^2)`` (Jensen); this inverts the folded-normal mean,
+    the Gaussian bias correction of binned calibration errors (cf. Kumar, Liang & Ma 2019, "Verified
+    uncertainty calibration", debiased estimators). Where ``sd == 0`` it returns ``x_abs``.
+    """
+    x_abs = np.asarray(x_abs, dtype=np.float64)
+    sd = np.broadcast_to(np.asarray(sd, dtype=np.float64), x_abs.shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(sd > 0, x_abs / np.where(sd > 0, sd, 1.0), 0.0)
+    # Beyond the table E|m + Z| = m to double precision (the correction term is below e^-800).
+    inv = np.where(t > _FOLD_MEAN[-1], t, np.interp(np.minimum(t, _FOLD_MEAN[-1]), _FOLD_MEAN, _FOLD_M, left=0.0))
+    return np.where(sd > 0, inv * sd, x_abs)
+
+
+def _summarise(count, score_sum, freq):
+    """ECE draws, debiased draws, debiased estimate and the calibration check from per-draw bin sums.
+
+    ``e_sk = (F_sk - S_sk) / N_s`` is the signed residual mass of bin ``k`` in draw ``s``, so that
+    ``ECE_s = sum_k |e_sk|``. Debiased route: per bin ``m_k = debias_abs(|mean_s e_sk|, sd_s e_sk)``,
+    estimate ``sum_k m_k``; its sampling distribution is simulated from the posterior draws themselves,
+    ``x_sk = sign(mean e_k) m_k + (e_sk - mean e_k)`` (keeping the draws' correlation across bins), and
+    ``sum_k debias_abs(|x_sk|, sd_k)``.
+    """
+    total = count.sum(axis=1, keepdims=True)
+    e = (freq - score_sum) / total
+    ece = np.abs(e).sum(axis=1)
+    e_bar = e.mean(axis=0)
+    centred = e - e_bar
+    sd = e.std(axis=0)
+    point = np.abs(e_bar).sum()
+    # Centred draws: the spread of the estimator when the true residuals are all zero (a calibrated model).
+    p_value = float(np.mean(np.abs(centred).sum(axis=1) >= point))
+    m = debias_abs(np.abs(e_bar), sd)
+    debiased = debias_abs(np.abs(np.sign(e_bar) * m + centred), sd).sum(axis=1)
+    return ece, debiased, float(m.sum()), p_value
