@@ -24,10 +24,8 @@ intervals are equal-tailed quantiles of the draws (posterior draws or bootstrap 
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .engines import ENGINES, METHODS, EngineResult, Settings, collect_warnings
-from .engines import _channel_intervals, _mcmc_diagnostics, _nc_ece_summary, _settings, _table
+from .engines import _settings, assemble
 from .recalibration import MAPS, _map_classes, compare_recalibration, describe_map
 from .result import Evaluation, NCECESummary, RecalibrationRow
 
@@ -113,20 +111,4 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups: int = 5, wei
         est = nc_ece(data, res.fit.channel, bins=Binning.equal_width(s.bins), weights=s.weights)
         naive = naive_calibration(data, bins=s.bins, clean_labels=clean_labels)
         recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels))
-    summary, notes = _nc_ece_summary(float(est.value), res.post, s, est.target if res.post is None else None,
-                                     res.interval_method)
-    post = res.post
-    draws = None
-    if post is not None:
-        draws = post.debiased_draws if post.interval_method == "debiased" else post.draws
-    label = "bootstrap" if s.method == "em" else "posterior"
-    if post is not None and post.interval_method == "debiased":
-        label += " (bias-corrected)"
-    return Evaluation(
-        method=s.method, method_detail=res.detail, n_items=data.n_items, n_annotators=data.n_annotators,
-        channel=res.fit.channel, channel_intervals=_channel_intervals(res.draws_fit, s.level, data.n_annotators),
-        prevalence=np.asarray(res.fit.prevalence), nc_ece=summary, table=_table(est, post),
-        edges=np.asarray(est.edges), naive=naive, diagnostics=_mcmc_diagnostics(res.fit),
-        warnings=tuple(caught + list(res.notes) + notes), draws=draws, draws_label=label, level=s.level,
-        bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
-        data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels))
+    return assemble(data, s, res, est, naive, recal, caught, clean_labels)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .result import NCECESummary
+from .result import Evaluation, NCECESummary
 
 __all__ = ["ENGINES", "METHODS", "EngineResult", "Settings", "collect_warnings"]
 
@@ -214,3 +214,25 @@ def collect_warnings(sink: list):
         text = f"{w.category.__name__}: {_one_line(w.message)}"
         if text not in sink:
             sink.append(text)
+
+
+def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: list, clean_labels) -> Evaluation:
+    """The :class:`Evaluation` of one run: an engine's result, the point NC-ECE ``est`` (reference
+    ``nc_ece`` at the point channel), the naive metrics, the recalibration rows and the caught warnings."""
+    summary, notes = _nc_ece_summary(float(est.value), res.post, s, est.target if res.post is None else None,
+                                     res.interval_method)
+    post = res.post
+    draws = None
+    if post is not None:
+        draws = post.debiased_draws if post.interval_method == "debiased" else post.draws
+    label = "bootstrap" if s.method == "em" else "posterior"
+    if post is not None and post.interval_method == "debiased":
+        label += " (bias-corrected)"
+    return Evaluation(
+        method=s.method, method_detail=res.detail, n_items=data.n_items, n_annotators=data.n_annotators,
+        channel=res.fit.channel, channel_intervals=_channel_intervals(res.draws_fit, s.level, data.n_annotators),
+        prevalence=np.asarray(res.fit.prevalence), nc_ece=summary, table=_table(est, post),
+        edges=np.asarray(est.edges), naive=naive, diagnostics=_mcmc_diagnostics(res.fit),
+        warnings=tuple(caught + list(res.notes) + notes), draws=draws, draws_label=label, level=s.level,
+        bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
+        data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels))
