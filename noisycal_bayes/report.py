@@ -187,10 +187,8 @@ def _comparison_rows(evs, truth=None):
 
 
 def _oracle(ev: Evaluation, truth):
-    if truth is None:
-        return None, None
-    oracle = getattr(ev.naive, "clean_ece", None)
-    return truth.get("channel"), oracle
+    """True channel (from ``truth``) and oracle ECE (from the naive metrics, when clean labels were given)."""
+    return (None if truth is None else truth.get("channel")), getattr(ev.naive, "clean_ece", None)
 
 
 def _interval_lines(nc) -> list:

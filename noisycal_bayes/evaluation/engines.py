@@ -117,8 +117,9 @@ def _engine_em(data, s: Settings) -> EngineResult:
     boot = bootstrap_em(data, fit, n_boot=s.n_boot, seed=s.seed, progress_bar=s.progress_bar)
     post = _propagate(data, boot, s)
     detail += f"; {100 * s.level:.0f}% intervals from {s.n_boot} Bayesian-bootstrap replicates"
-    how_iv = (f"{post.interval_method} equal-tailed interval over {s.n_boot} Bayesian-bootstrap replicates "
-              f"(EM re-fitted in each); varying: {post.uncertainty}")
+    how_iv = (f"{post.interval_method} equal-tailed interval over {s.n_boot} Bayesian-bootstrap replicates; "
+              "varying: EM channels re-fitted on each replicate's item weights + Bayesian bootstrap of the "
+              "evaluated items")
     return EngineResult(fit, post, boot, detail, how_iv, [])
 
 
