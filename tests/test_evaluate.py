@@ -241,3 +241,7 @@ def test_bad_data(sim):
         evaluate(sim.data.labels)
     with pytest.raises(ValueError, match="scores"):
         evaluate(sim.data.with_scores(None), method="em")
+    with pytest.raises(ValueError, match=r"`clean_labels` must have shape \(400,\)"):
+        evaluate(sim.data, method="em", clean_labels=[0, 1])
+    with pytest.raises(ValueError, match="`clean_labels` must be 0 or 1"):
+        evaluate(sim.data, method="em", clean_labels=np.full(400, 2))

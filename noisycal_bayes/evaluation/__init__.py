@@ -79,7 +79,8 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups: int = 5, wei
     Raises
     ------
     ValueError
-        Unknown method or weights; bad counts or level; data without scores; channels that could not be
+        Unknown method or weights; bad counts or level; data without scores; ``clean_labels`` not 0/1 of
+        shape (n_items,); channels that could not be
         estimated (the reason is in the message); recalibration with an annotator missing from a half.
 
     Notes
@@ -97,6 +98,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups: int = 5, wei
     >>> ev.nc_ece.lower is None, ev.warnings[-1]
     (True, 'no interval: --n-boot 0.')
     """
+    from .._validation import check_binary_labels
     from ..data import Binning
     from ..reference.baselines import naive_calibration
     from ..reference.calibration import nc_ece
@@ -105,6 +107,11 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups: int = 5, wei
                   n_boot=n_boot, n_starts=n_starts, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws,
                   progress_bar=bool(progress_bar))
     data.require_scores()
+    if clean_labels is not None:  # checked before any fitting (the same check naive_calibration makes)
+        clean_labels = check_binary_labels(clean_labels, name="clean_labels")
+        if clean_labels.shape != (data.n_items,):
+            raise ValueError(f"`clean_labels` must have shape ({data.n_items},), one per item; got "
+                             f"{clean_labels.shape}.")
     caught: list = []
     with collect_warnings(caught):
         res = ENGINES[s.method](data, s)
