@@ -181,7 +181,8 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
         ``method="em_bootstrap"``; ``point``, ``channel``, ``groups``, ``inputs``, ``prior``, ``loglik`` those
         of ``fit`` (the full-data EM estimate); ``draws`` with one chain, ``fpr``, ``tpr``, ``gap``, ``u`` of
         shape (1, n_ok, n_annotators) and ``prevalence`` of shape (1, n_ok, n_groups) ((1, n_ok) for the
-        marginal model), where ``n_ok`` is the number of replicates that converged; ``details`` with
+        marginal model), where ``n_ok`` is the number of replicates that converged; ``sample_stats`` with
+        ``n_iter`` (1, n_ok), the EM iterations of each replicate (so ``to_arviz()`` works); ``details`` with
         ``n_boot``, ``n_failed``, ``failed`` (replicate -> reason), ``n_iter`` per kept replicate,
         ``n_exchanged`` (replicates re-oriented by the label-exchange rule) and ``em_fit`` (``fit``).
 
@@ -254,7 +255,7 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
                "n_exchanged": int(out["exchanged"][keep].sum()), "em_fit": fit}
     return FitResult(model=fit.model, method="em_bootstrap", channel=fit.channel, point=fit.point, groups=fit.groups,
                      inputs=fit.inputs, prior=fit.prior, annotator_ids=fit.annotator_ids,
-                     draws=_draws(fit.model, theta[keep], j),
+                     draws=_draws(fit.model, theta[keep], j), sample_stats={"n_iter": out["n_iter"][keep][None]},
                      converged=fit.converged and len(failed) <= MAX_FAILED_SHARE * n_boot,
                      identified=fit.identified, reason=fit.reason, loglik=fit.loglik, n_iter=fit.n_iter,
                      failed_starts=fit.failed_starts, warnings=tuple(notes),

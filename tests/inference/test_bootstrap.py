@@ -66,6 +66,14 @@ def test_draws_are_shaped_like_one_nuts_chain(boot, fit):
     assert boot.point is fit.point and boot.channel is fit.channel and boot.groups is fit.groups
     assert boot.details["n_boot"] == 60 and boot.details["n_failed"] == 0 and boot.details["em_fit"] is fit
     assert boot.details["n_exchanged"] == 0
+    assert boot.sample_stats["n_iter"].shape == (1, 60) and (boot.sample_stats["n_iter"] >= 1).all()
+
+
+def test_summary_and_arviz_read_the_replicates(boot):
+    table = boot.summary()
+    np.testing.assert_allclose(table.loc["gap[0]", "mean"], boot.draws["gap"][0, :, 0].mean())
+    idata = boot.to_arviz(log_likelihood=False)
+    assert idata["posterior"]["gap"].shape == (1, 60, 3)
 
 
 def test_dawid_skene_prevalence_is_a_scalar_per_draw(sim):
