@@ -2,7 +2,8 @@
 
 Each replicate reweights the items with Dirichlet(1, ..., 1) weights (Rubin 1981), sums the weights into the
 fit's own compressed (group, pattern) counts, and refits EM on those counts from the full-data estimate
-(the EM loop of :mod:`noisycal_bayes.inference.em`, batched over replicates with ``jax.vmap``). The
+(the EM loop and rules of :mod:`noisycal_bayes.inference.em` on the steps of :mod:`noisycal_bayes.core.em`,
+batched over replicates with ``jax.vmap``). The
 replicates then stand in for posterior draws: ``posterior_nc_ece(data, bootstrap_em(data, fit), ...)``
 propagates them exactly as it propagates NUTS draws.
 """
@@ -12,6 +13,7 @@ import warnings
 from functools import partial
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._validation import check_positive_int
@@ -19,26 +21,63 @@ from ..core import x64
 from ..core.starts import orient
 from ..data import AnnotationSet
 from ..warnings import ConvergenceWarning
-from .em import _CONVERGED, _em_counts, _run_all
+from ..core.em import e_step, m_step
+from .em import _BAD_START, _CONVERGED, _MAX_ITER, _NONFINITE, _RUNNING, _em_counts, _log_prior, _split
 from .result import FitResult
 
 #: Warm starts are clipped into ``[START_CLIP, 1 - START_CLIP]``: EM from a rate of exactly 0 or 1 stays there
 #: (the E-step gives that class zero weight), and its log-likelihood can be -inf (issue 16).
 START_CLIP = 1e-6
+#: Iteration budget of each replicate's EM (at least the fit's ``max_iter``). From the warm start EM converges
+#: linearly, and slowly where the data say little (gaps of 0.3, two annotators: often beyond 1000 iterations, the
+#: fit's default); dropping those replicates would keep only the fast-converging ones and narrow the interval.
+REPLICATE_MAX_ITER = 20000
 #: Replicates refitted per call of the batched EM program (one compiled shape; the last batch is padded).
-BATCH = 50
+BATCH = 200
 #: Share of failed replicates above which :func:`bootstrap_em` warns.
 MAX_FAILED_SHARE = 0.05
 #: Models with a closed-form EM (the only ones ``fit_em`` fits).
 EM_MODELS = ("dawid_skene", "grouped", "histogram")
 
 
+def _replicate_em(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
+    """EM from ``theta0`` (K,) on one count vector: the loop of ``inference.em._run_all`` without its trace.
+
+    The same E- and M-steps (:func:`noisycal_bayes.core.em.e_step`, :func:`~noisycal_bayes.core.em.m_step`),
+    objective and stopping rule (parameters and objective both stopped moving). The trace is left out: under
+    ``vmap`` each replicate writes it at its own iteration, which turns the write into a scatter that copies the
+    whole (batch, max_iter) buffer every iteration. Returns ``(theta (K,), n_iter, status)``.
+    """
+
+    def evaluate(theta):
+        f, t, p = _split(theta, n_annotators)
+        loglik, posterior = e_step(patterns, group, counts, f, t, p)
+        return loglik + _log_prior((f, t, p), prior), posterior
+
+    def body(c):
+        it, theta, obj, post, _ = c
+        it = it + 1
+        new = jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
+        new_obj, new_post = evaluate(new)
+        finite = jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj)
+        small = (jnp.max(jnp.abs(new - theta)) <= tol) & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj)))
+        st = jnp.where(~finite, _NONFINITE,
+                       jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER, _RUNNING)))
+        return it, new, new_obj, new_post, st
+
+    obj0, post0 = evaluate(theta0)
+    status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
+    start = (jnp.int32(0), theta0, obj0, post0, status)
+    it, theta, _, _, st = jax.lax.while_loop(lambda c: c[4] == _RUNNING, body, start)
+    return theta, it, st
+
+
 def _batch_program(n_annotators: int, n_groups: int, prior, max_iter: int):
-    """EM from one start on a batch of count vectors: ``_run_all`` of ``inference.em`` mapped over ``counts``."""
+    """:func:`_replicate_em` mapped over a batch of count vectors (batch, n_rows), compiled once per configuration."""
     key = (n_annotators, n_groups, prior, max_iter)
     program = _PROGRAMS.get(key)
     if program is None:
-        fn = partial(_run_all, n_annotators=n_annotators, n_groups=n_groups, prior=prior, max_iter=max_iter)
+        fn = partial(_replicate_em, n_annotators=n_annotators, n_groups=n_groups, prior=prior, max_iter=max_iter)
         program = _PROGRAMS[key] = jax.jit(jax.vmap(fn, in_axes=(None, None, None, 0, None)))
     return program
 
@@ -110,9 +149,10 @@ def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict
     inp = fit.inputs
     j, g, n_rows = inp.n_annotators, inp.n_groups, inp.patterns.shape[0]
     settings = fit.settings or {}
-    max_iter, tol = int(settings.get("max_iter", 1000)), float(settings.get("tol", 1e-8))
+    max_iter = max(int(settings.get("max_iter", 1000)), REPLICATE_MAX_ITER)
+    tol = float(settings.get("tol", 1e-8))
     program = _batch_program(j, g, _em_counts(fit.prior), max_iter)
-    theta0 = _warm_start(fit)
+    theta0 = _warm_start(fit)[0]
     args = (np.asarray(inp.patterns, np.int32), np.asarray(inp.row_group, np.int32))
     size = min(BATCH, n_boot)
     thetas, statuses, iters = [], [], []
@@ -131,10 +171,10 @@ def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict
             counts[b] = np.bincount(inp.inverse, weights=next(rows), minlength=n_rows)
         counts[m:] = counts[0]  # padding of the last batch (discarded)
         with x64():
-            theta, _, n_iter, status, _ = (np.asarray(v) for v in program(theta0, *args, counts, np.float64(tol)))
-        thetas.append(theta[:m, 0])
-        statuses.append(status[:m, 0])
-        iters.append(n_iter[:m, 0])
+            theta, n_iter, status = (np.asarray(v) for v in program(theta0, *args, counts, np.float64(tol)))
+        thetas.append(theta[:m])
+        statuses.append(status[:m])
+        iters.append(n_iter[:m])
         done += m
         if bar is not None:
             bar.update(m)
@@ -145,7 +185,7 @@ def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict
     for b in range(n_boot):
         f, t, p, exchanged[b] = orient(theta[b, :j], theta[b, j:2 * j], theta[b, 2 * j:])
         theta[b] = np.concatenate([f, t, p])
-    return {"theta": theta, "status": status, "n_iter": n_iter, "exchanged": exchanged}
+    return {"theta": theta, "status": status, "n_iter": n_iter, "exchanged": exchanged, "max_iter": max_iter}
 
 
 def _draws(model: str, theta: np.ndarray, j: int) -> dict:
@@ -181,7 +221,8 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
         ``method="em_bootstrap"``; ``point``, ``channel``, ``groups``, ``inputs``, ``prior``, ``loglik`` those
         of ``fit`` (the full-data EM estimate); ``draws`` with one chain, ``fpr``, ``tpr``, ``gap``, ``u`` of
         shape (1, n_ok, n_annotators) and ``prevalence`` of shape (1, n_ok, n_groups) ((1, n_ok) for the
-        marginal model), where ``n_ok`` is the number of replicates that converged; ``details`` with
+        marginal model), where ``n_ok`` is the number of replicates that converged; ``sample_stats`` with
+        ``n_iter`` (1, n_ok), the EM iterations of each replicate (so ``to_arviz()`` works); ``details`` with
         ``n_boot``, ``n_failed``, ``failed`` (replicate -> reason), ``n_iter`` per kept replicate,
         ``n_exchanged`` (replicates re-oriented by the label-exchange rule) and ``em_fit`` (``fit``).
 
@@ -203,8 +244,9 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
     fit's compressed rows ``c^b_r = sum_{i: row(i) = r} w^b_i`` on the fit's own score groups. EM then
     maximises ``sum_r c^b_r log P(A_r | g_r; fpr, tpr, prevalence)`` (plus the fit's Beta log-kernels for
     MAP), started from the full-data estimate clipped into ``[1e-6, 1 - 1e-6]`` and stopped by the rules of
-    ``fit_em`` (``max_iter``, ``tol`` from ``fit.settings``). The label-exchange rule of ``fit_em`` orients
-    each replicate; a replicate fails when EM does not converge, ends non-finite, or has a gap
+    ``fit_em`` (``tol`` from ``fit.settings``; ``max_iter`` raised to at least ``REPLICATE_MAX_ITER`` = 20000:
+    EM can converge slowly, and a budget cut would drop the slow replicates). The label-exchange rule of
+    ``fit_em`` orients each replicate; a replicate fails when EM does not converge, ends non-finite, or has a gap
     ``<= fit.settings["min_gap"]`` (the screen of ``fit_em``). With a smooth likelihood the replicates
     approximate the sampling distribution of the EM estimate (equivalently, a flat-prior posterior), so
     :func:`~noisycal_bayes.propagate.posterior_nc_ece` treats them as it treats posterior draws.
@@ -237,8 +279,8 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
     gap_ok = np.all(theta[:, j:2 * j] - theta[:, :j] > min_gap, axis=1)
     failed = {}
     for b in np.flatnonzero((status != _CONVERGED) | ~finite | ~gap_ok):
-        failed[int(b)] = ("did not converge" if status[b] != _CONVERGED else "non-finite estimate" if not finite[b]
-                          else f"gap <= min_gap={min_gap}")
+        failed[int(b)] = (f"did not converge within {out['max_iter']} iterations" if status[b] != _CONVERGED
+                          else "non-finite estimate" if not finite[b] else f"gap <= min_gap={min_gap}")
     keep = np.array([b not in failed for b in range(n_boot)])
     notes = list(fit.warnings)
     if not keep.any():
@@ -254,7 +296,7 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
                "n_exchanged": int(out["exchanged"][keep].sum()), "em_fit": fit}
     return FitResult(model=fit.model, method="em_bootstrap", channel=fit.channel, point=fit.point, groups=fit.groups,
                      inputs=fit.inputs, prior=fit.prior, annotator_ids=fit.annotator_ids,
-                     draws=_draws(fit.model, theta[keep], j),
+                     draws=_draws(fit.model, theta[keep], j), sample_stats={"n_iter": out["n_iter"][keep][None]},
                      converged=fit.converged and len(failed) <= MAX_FAILED_SHARE * n_boot,
                      identified=fit.identified, reason=fit.reason, loglik=fit.loglik, n_iter=fit.n_iter,
                      failed_starts=fit.failed_starts, warnings=tuple(notes),
