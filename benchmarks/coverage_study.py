@@ -9,7 +9,11 @@ five annotators, missing responses, and small channel gaps (0.3 and 0.15). For e
 * one EM fit of the same model, propagated with the channels treated as known (``plugin`` with a point
   estimate: Bayesian bootstrap only; ``latent`` with a point estimate: label draws only);
 * the frequentist reference: ``reference.variants.bootstrap_nc_ece`` (percentile bootstrap over items,
-  channels re-estimated by the reference EM in every replicate), on the first ``--ref-reps`` data sets.
+  channels re-estimated by the reference EM in every replicate), on the first ``--ref-reps`` data sets;
+* the command line's EM route (what ``evaluate(method="em")`` computes): ``fit_em`` (grouped model, 5
+  equal-mass score groups, 10 starts) -> ``bootstrap_em`` (200 Bayesian-bootstrap replicates with EM
+  refits) -> ``posterior_nc_ece`` (plug-in, debiased), on the first ``--em-reps`` data sets. It can be run
+  alone (``--em-route-only``) and merged into a saved run: the same seeds give the same data sets.
 
 Each interval is scored against the target its method states (``propagate.TARGETS``):
 population binned ECE (plug-in, channels-known plug-in, reference bootstrap), conditional binned
@@ -20,6 +24,7 @@ Usage::
 
     python benchmarks/coverage_study.py                    # the full study (docs/coverage.md)
     python benchmarks/coverage_study.py --reps 5 --settings calibrated overconfident --no-docs
+    python benchmarks/coverage_study.py --em-route-only --em-reps 80   # add the EM route to the saved run
 
 Writes ``benchmarks/results/coverage_study.json`` (every replicate and the summary) and replaces the
 table between the markers in ``docs/coverage.md``.
@@ -48,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from noisycal_bayes.data import Binning  # noqa: E402
+from noisycal_bayes.inference.bootstrap import bootstrap_em  # noqa: E402
 from noisycal_bayes.inference.em import fit_em  # noqa: E402
 from noisycal_bayes.inference.nuts import fit_nuts  # noqa: E402
 from noisycal_bayes.propagate import posterior_nc_ece  # noqa: E402
@@ -76,12 +82,14 @@ SETTINGS = {
 NUTS = dict(n_chains=2, n_warmup=400, n_draws=400)
 REF_BOOT = 100
 REF_STARTS = 3
+#: The EM route of the command line (``evaluate(method="em")``): grouped EM, then the Bayesian bootstrap.
+EM_ROUTE = dict(groups=5, n_starts=10, n_boot=200)
 
 # Which truth each method's interval is for (its `target`).
 METHOD_TARGET = {
     "plugin": "population", "model": "conditional", "latent": "sample_oracle",
     "plugin_channels_known": "population", "latent_channels_known": "sample_oracle",
-    "reference_bootstrap": "population",
+    "reference_bootstrap": "population", "em_route": "population",
 }
 
 
@@ -143,14 +151,42 @@ def _records(res, truth) -> dict:
     return out
 
 
-def run_rep(name: str, rep: int, *, with_reference: bool) -> dict:
+def simulate_rep(name: str, rep: int):
+    """The data set of replicate ``rep`` of setting ``name`` (fixed seed) and its three truths."""
     kw = setting_kwargs(name)
     seed = 1000 * (list(SETTINGS).index(name) + 1) + rep
     sim = simulate_annotations(kw["n_items"], fpr=kw["fpr"], tpr=kw["tpr"], curve=curve_fn(kw["curve"]),
                                score_beta=kw["score_beta"], missing=kw["missing"], seed=seed)
-    data, z = sim.data, sim.data.scores
+    z = sim.data.scores
     truths = {"sample_oracle": binned(sim.clean_labels - z, z), "conditional": binned(sim.true_probability - z, z),
               "population": POPULATION[name]}
+    return seed, sim.data, truths
+
+
+def em_route(data, truths, seed: int) -> tuple:
+    """The command line's EM route on one data set: ``(records by method key, notes, warnings, seconds)``."""
+    methods, notes, t0 = {}, [], time.time()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        em = fit_em(data, model="grouped", groups=EM_ROUTE["groups"], n_starts=EM_ROUTE["n_starts"], seed=seed)
+        if em.channel is None:
+            notes.append("EM route: EM failed: " + em.reason)
+        else:
+            try:
+                boot = bootstrap_em(data, em, n_boot=EM_ROUTE["n_boot"], seed=seed)
+            except ValueError as exc:
+                notes.append(f"EM route: bootstrap failed: {exc}")
+            else:
+                res = posterior_nc_ece(data, boot, bins=Binning.equal_width(N_BINS), weights="iv", level=LEVEL,
+                                       seed=seed)
+                for kind, rec in _records(res, truths[METHOD_TARGET["em_route"]]).items():
+                    rec["n_failed_replicates"] = boot.details["n_failed"]
+                    methods[f"em_route/{kind}"] = rec
+    return methods, notes, sorted({w.category.__name__ for w in caught}), time.time() - t0
+
+
+def run_rep(name: str, rep: int, *, with_reference: bool, with_em_route: bool = True) -> dict:
+    seed, data, truths = simulate_rep(name, rep)
     bins = Binning.equal_width(N_BINS)
     out = {"setting": name, "rep": rep, "seed": seed, "truth": truths, "methods": {}, "notes": []}
     t0 = time.time()
@@ -190,8 +226,19 @@ def run_rep(name: str, rep: int, *, with_reference: bool) -> dict:
                 out["notes"].append(f"reference bootstrap failed: {exc}")
             out["reference_seconds"] = time.time() - t1
     out["warnings"] = sorted({w.category.__name__ for w in caught})
+    if with_em_route:
+        add_em_route(out, data)
     out["seconds"] = time.time() - t0
     return out
+
+
+def add_em_route(record: dict, data) -> None:
+    """Run the EM route on ``record``'s data set and store its results in ``record`` (replacing old ones)."""
+    methods, notes, warns, seconds = em_route(data, record["truth"], record["seed"])
+    record["methods"] = {k: v for k, v in record["methods"].items() if not k.startswith("em_route/")}
+    record["methods"].update(methods)
+    record["notes"] = [n for n in record["notes"] if not n.startswith("EM route:")] + notes
+    record["em_route_warnings"], record["em_route_seconds"] = warns, seconds
 
 
 def summarise(records: list) -> list:
@@ -221,7 +268,8 @@ def summarise(records: list) -> list:
 
 LABELS = {"plugin": "plug-in (NUTS + BB)", "model": "model (histogram)", "latent": "latent (NUTS)",
           "plugin_channels_known": "plug-in, channels known (EM + BB)",
-          "latent_channels_known": "latent, channels known (EM)", "reference_bootstrap": "reference bootstrap"}
+          "latent_channels_known": "latent, channels known (EM)", "reference_bootstrap": "reference bootstrap",
+          "em_route": "EM route (CLI default: EM + Bayesian bootstrap + BB)"}
 
 
 def markdown_table(rows: list) -> str:
@@ -239,9 +287,9 @@ def markdown_table(rows: list) -> str:
     return "\n".join(lines)
 
 
-COMPACT = ["plugin/debiased", "model/debiased", "latent/debiased", "plugin_channels_known/debiased",
+COMPACT = ["plugin/debiased", "em_route/debiased", "model/debiased", "latent/debiased", "plugin_channels_known/debiased",
            "latent_channels_known/debiased", "reference_bootstrap/percentile", "reference_bootstrap/basic"]
-COMPACT_HEAD = ["plug-in (default)", "model", "latent", "plug-in, channels known", "latent, channels known",
+COMPACT_HEAD = ["plug-in (default)", "EM route (CLI default)", "model", "latent", "plug-in, channels known", "latent, channels known",
                 "reference, percentile", "reference, basic"]
 
 
@@ -271,6 +319,10 @@ def docs_block(summary: list, meta: dict) -> str:
             f"{LEVEL:.0%}; a correct interval shows coverage within about 2 x sqrt(0.09 / n) of 0.90 "
             f"(+-{2 * np.sqrt(0.09 / reps):.2f} at n = {reps}, +-{2 * np.sqrt(0.09 / max(ref_reps, 1)):.2f} "
             f"at n = {ref_reps}). **low** marks coverage more than 2 binomial standard errors below 0.90.")
+    em = meta.get("em_route")
+    if em:
+        note += (f" The EM route column was added by a separate run (`--em-route-only`, {em['seconds'] / 60:.0f} min, "
+                 f"{em['reps']} data sets per setting, the same data sets as the first {em['reps']} of the others).")
     return (f"{note}\n\n**Coverage of the reported 90% interval (mean width in brackets)**, debiased intervals; "
             f"n = {reps} data sets unless stated (fewer where EM did not converge):\n\n{compact_table(summary)}\n\n"
             "<details><summary>Full table: both interval constructions, two-sided and one-sided coverage, share of "
@@ -303,6 +355,10 @@ def main(argv=None):
     ap.add_argument("--docs", default=str(ROOT / "docs" / "coverage.md"))
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--from-json", default=None, help="rewrite the docs table from a saved run (no simulation)")
+    ap.add_argument("--em-reps", type=int, default=80, help="data sets per setting that also get the EM route")
+    ap.add_argument("--em-route-only", action="store_true",
+                    help="run only the EM route on the first --em-reps data sets of each setting and merge it into "
+                         "the saved run at --out (the other columns are not rerun)")
     args = ap.parse_args(argv)
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
@@ -314,11 +370,14 @@ def main(argv=None):
     for name in args.settings:
         kw = setting_kwargs(name)
         POPULATION[name] = population_ece(kw["curve"], kw["score_beta"])
+    if args.em_route_only:
+        merge_em_route(args)
+        return
     records, t_start = [], time.time()
     for name in args.settings:
         t_set = time.time()
         for rep in range(args.reps):
-            records.append(run_rep(name, rep, with_reference=rep < args.ref_reps))
+            records.append(run_rep(name, rep, with_reference=rep < args.ref_reps, with_em_route=rep < args.em_reps))
         print(f"{name}: {args.reps} reps in {time.time() - t_set:.0f} s", flush=True)
         summary = summarise(records)
         for r in summary:
@@ -330,6 +389,8 @@ def main(argv=None):
     summary = summarise(records)
     meta = dict(level=LEVEL, n_bins=N_BINS, base=BASE, settings=SETTINGS, nuts=NUTS, reference_boot=REF_BOOT,
                 reference_starts=REF_STARTS, reps=args.reps, ref_reps=args.ref_reps, seconds=total,
+                em_route=dict(EM_ROUTE, reps=min(args.em_reps, args.reps), seconds=sum(
+                    r.get("em_route_seconds", 0.0) for r in records)),
                 population_ece=POPULATION, jax=jax.__version__, cpu_count=os.cpu_count())
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -338,6 +399,48 @@ def main(argv=None):
     print(f"wrote {out} ({total:.0f} s)")
     if not args.no_docs:
         write_docs(Path(args.docs), docs_block(summary, meta))
+        print(f"updated {args.docs}")
+
+
+def merge_em_route(args) -> None:
+    """``--em-route-only``: add the EM route to the saved run, in rounds of 20 data sets over every setting.
+
+    The JSON (and the docs table, unless ``--no-docs``) is rewritten after each (round, setting), so an
+    interrupted run leaves a consistent file whose EM column has the data sets done so far.
+    """
+    out = Path(args.out)
+    saved = json.loads(out.read_text())
+    records = saved["records"]
+    index = {(r["setting"], r["rep"]): r for r in records}
+    meta = saved["meta"]
+    prior = meta.get("em_route") or {}
+    seconds = 0.0 if not prior else float(prior.get("seconds", 0.0))
+    done = 0
+    for start in range(0, args.em_reps, 20):
+        for name in args.settings:
+            t_set = time.time()
+            reps = [rep for rep in range(start, min(start + 20, args.em_reps)) if (name, rep) in index]
+            for rep in reps:
+                record = index[(name, rep)]
+                _, data, truths = simulate_rep(name, rep)
+                if not np.allclose([truths[k] for k in ("sample_oracle", "conditional")],
+                                   [record["truth"][k] for k in ("sample_oracle", "conditional")], rtol=0, atol=1e-12):
+                    raise RuntimeError(f"{name} rep {rep}: the simulated data set differs from the saved one.")
+                add_em_route(record, data)
+            seconds += time.time() - t_set
+            done = max(done, reps[-1] + 1 if reps else done)
+            meta["em_route"] = dict(EM_ROUTE, reps=done, seconds=seconds)
+            out.write_text(json.dumps(saved, separators=(",", ":"), default=float))
+            got = [r["methods"]["em_route/debiased"] for r in records if r["setting"] == name
+                   and "em_route/debiased" in r["methods"]]
+            cov = np.mean([g["covered_reported"] for g in got]) if got else float("nan")
+            print(f"{name}: reps {start}-{start + len(reps) - 1} in {time.time() - t_set:.0f} s; EM route coverage "
+                  f"{cov:.2f} over {len(got)}", flush=True)
+    saved["summary"] = summarise(records)
+    out.write_text(json.dumps(saved, separators=(",", ":"), default=float))
+    print(f"wrote {out} ({seconds:.0f} s for the EM route)")
+    if not args.no_docs:
+        write_docs(Path(args.docs), docs_block(saved["summary"], meta))
         print(f"updated {args.docs}")
 
 

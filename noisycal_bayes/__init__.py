@@ -36,6 +36,8 @@ _LAZY = {
     "annotation_posteriors": "noisycal_bayes.labels",
     "corrected_accuracy": "noisycal_bayes.labels",
     "compare_models": "noisycal_bayes.labels",
+    "evaluate": "noisycal_bayes.evaluation",
+    "Evaluation": "noisycal_bayes.evaluation",
     "posterior_nc_ece": "noisycal_bayes.propagate",
     "posterior_reliability": "noisycal_bayes.propagate",
     "PosteriorNCECE": "noisycal_bayes.propagate",

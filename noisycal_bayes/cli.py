@@ -12,9 +12,11 @@ with a single ``error: ...`` line on stderr and exit code 2, never a traceback; 
 written to a temporary name and renamed only when complete. ``main(argv)`` returns the exit code, so
 the whole command line can be driven from Python (and from tests).
 
-Channel engines plug in through :data:`ENGINES`: each is a function ``(data, options) -> EngineResult``.
-``em`` (the reference EM with a bootstrap interval) is always available; ``nuts`` needs the Bayesian
-layer (:mod:`noisycal_bayes.inference` and :mod:`noisycal_bayes.propagate`).
+The command line parses and prints; the library computes. ``evaluate`` and ``demo`` call
+:func:`noisycal_bayes.evaluate` and print ``Evaluation.summary()`` (``--json``: ``Evaluation.to_json()``,
+``--out``: ``Evaluation.write_report``); ``recalibrate`` calls :func:`noisycal_bayes.fit_em` and the maps of
+:mod:`noisycal_bayes.recalibration`. The channel engines (``em``, ``nuts``) are
+:data:`noisycal_bayes.evaluation.ENGINES`, re-exported here as :data:`ENGINES`.
 """
 from __future__ import annotations
 
@@ -23,19 +25,16 @@ import json
 import os
 import sys
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
 
-import numpy as np
+from .evaluation import ENGINES, MAPS, EngineResult, _map_classes, collect_warnings, describe_map, evaluate
 
-__all__ = ["ENGINES", "EngineResult", "Options", "build_parser", "evaluate_data", "main"]
+__all__ = ["ENGINES", "EngineResult", "Options", "build_parser", "main"]
 
 EXIT_OK, EXIT_ERROR, EXIT_INTERNAL = 0, 2, 1
 DEFAULT_REPORT_DIR = "noisycal_report"
 MAP_FORMAT = "noisycal_bayes.recalibration_map"
-MAP_NAMES = {"temperature": "TemperatureScaling", "platt": "PlattScaling", "histogram": "ProjectedHistogram"}
 
 
 class CommandError(Exception):
@@ -56,7 +55,7 @@ def _one_line(text) -> str:
 # ============================================================================================ options
 @dataclass(frozen=True)
 class Options:
-    """Settings of one evaluation (the command-line options, validated)."""
+    """Settings of one evaluation as the command line parsed them (see :func:`noisycal_bayes.evaluate`)."""
 
     method: str = "em"
     bins: int = 10
@@ -71,140 +70,11 @@ class Options:
     n_draws: int = 1000
     progress: bool = False
 
-
-class EngineResult(NamedTuple):
-    """What a channel engine returns to :func:`evaluate_data`.
-
-    channel : Channel (point estimate)
-    channel_intervals : dict {"fpr"|"tpr"|"gap": (lower (J,), upper (J,))} or None
-    prevalence : ndarray (n_groups,)
-    value : float, the NC-ECE estimate
-    table : DataFrame, one row per evaluation bin: bin, lower, upper, count, mean_score,
-        corrected_frequency, residual
-    edges : ndarray (n_bins + 1,)
-    lower, upper, upper_bound : float or None (NC-ECE interval at ``options.level``)
-    target, interval_method : str
-    band_lower, band_upper : ndarray (n_bins,) or None (interval of each bin's corrected frequency)
-    draws : ndarray or None (NC-ECE draws or replicates), draws_label : str
-    diagnostics : dict (rhat_max, ess_min, divergences; None for EM)
-    method_detail : str
-    notes : list of str (extra warnings, e.g. why there is no interval)
-    n_groups : int (groups the channel model used)
-    """
-
-    channel: object
-    channel_intervals: dict | None
-    prevalence: np.ndarray
-    value: float
-    table: object
-    edges: np.ndarray
-    lower: float | None
-    upper: float | None
-    upper_bound: float | None
-    target: str
-    interval_method: str
-    band_lower: np.ndarray | None
-    band_upper: np.ndarray | None
-    draws: np.ndarray | None
-    draws_label: str
-    diagnostics: dict
-    method_detail: str
-    notes: list
-    n_groups: int
-
-
-def _progress(label: str, enabled: bool):
-    """A callback ``tick(k, total)`` printing ``label k/total`` on one refreshed stderr line."""
-    if not enabled:
-        return lambda k, total: None
-
-    def tick(k, total):
-        end = "\n" if k >= total else ""
-        print(f"\r{label} {k}/{total}", end=end, file=sys.stderr, flush=True)
-
-    return tick
-
-
-# ============================================================================================ engines
-def _engine_em(data, opts: Options) -> EngineResult:
-    """Reference EM (score-grouped Dawid-Skene) + percentile bootstrap with channels re-fitted per replicate."""
-    from .data import bin_index, resolve_groups
-    from .reference.calibration import nc_ece
-    from .reference.em import fit_em
-    from .reference.recalibration import corrected_item_labels
-
-    fit = fit_em(data, groups=opts.groups, n_starts=opts.n_starts, seed=opts.seed)
-    if fit.channel is None or not fit.identified:
-        raise CommandError(f"EM could not estimate the annotators' channels: {_one_line(fit.reason or 'not identified')}")
-    channel = fit.channel
-    est = nc_ece(data, channel, bins=opts.bins, weights=opts.weights)
-    detail = f"EM, {fit.n_groups} score groups, {opts.n_starts} starts"
-    notes: list = []
-    empty = dict(lower=None, upper=None, upper_bound=None, channel_intervals=None, band_lower=None,
-                 band_upper=None, draws=None)
-    if opts.n_boot == 0:
-        notes.append("no interval: --n-boot 0.")
-        return _em_result(fit, est, detail, notes, opts, **empty)
-    try:
-        from .reference.variants import bootstrap_nc_ece
-    except ImportError:  # pragma: no cover - the reference layer ships with the package
-        notes.append("no interval: the bootstrap (noisycal_bayes.reference.variants) is not available.")
-        return _em_result(fit, est, detail, notes, opts, **empty)
-
-    # Each replicate refits EM from the full-sample estimate (a warm start, as usual for bootstrapping
-    # an MLE); the wrapper also records the replicate's channels and per-bin corrected frequencies,
-    # which give channel intervals and reliability bands from the same replicates.
-    n_bins = est.edges.size - 1
-    warm = (channel.fpr[None], channel.tpr[None], fit.prevalence[None])
-    channels, freqs = [], []
-    tick = _progress("bootstrap", opts.progress)
-    calls = [0]
-
-    def estimator(rep):
-        if rep is data:  # the bootstrap's full-sample fit: already done
-            return fit
-        calls[0] += 1
-        tick(calls[0], opts.n_boot)
-        same_groups = resolve_groups(rep.scores, opts.groups, rep.n_items)[1] == fit.n_groups
-        r = fit_em(rep, groups=opts.groups, starts=warm if same_groups else None, n_starts=opts.n_starts,
-                   seed=opts.seed)
-        if r.channel is not None and r.identified:
-            channels.append(np.stack([r.channel.fpr, r.channel.tpr, r.channel.gap]))
-            # The bin means of the per-item corrected labels: this replicate's corrected reliability curve.
-            y = corrected_item_labels(rep, r.channel, weights=opts.weights).values
-            b = bin_index(rep.scores, est.edges)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                freqs.append(np.bincount(b, weights=y, minlength=n_bins) / np.bincount(b, minlength=n_bins))
-        return r
-
-    boot = bootstrap_nc_ece(data, estimator=estimator, n_boot=opts.n_boot, level=opts.level, bins=opts.bins,
-                            weights=opts.weights, seed=opts.seed)
-    q = [(1 - opts.level) / 2, (1 + opts.level) / 2]
-    ch = np.asarray(channels)                       # (n_ok, 3, J)
-    iv = np.quantile(ch, q, axis=0)                 # (2, 3, J)
-    intervals = {name: (iv[0, k], iv[1, k]) for k, name in enumerate(("fpr", "tpr", "gap"))}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices for bins empty in every replicate
-        band = np.nanquantile(np.asarray(freqs), q, axis=0)
-    detail += f"; {100 * opts.level:.0f}% intervals from {boot.n_boot - boot.n_failed} bootstrap replicates"
-    if boot.n_failed:
-        notes.append(f"{boot.n_failed} of {boot.n_boot} bootstrap replicates failed: {boot.failure_reasons}.")
-    return _em_result(fit, est, detail, notes, opts, lower=boot.interval[0], upper=boot.interval[1],
-                      upper_bound=boot.upper_bound, channel_intervals=intervals, band_lower=band[0],
-                      band_upper=band[1], draws=boot.replicates, target=boot.target,
-                      interval_method=f"percentile bootstrap over items ({boot.n_boot - boot.n_failed} replicates, "
-                                      "channels re-fitted by EM in each)")
-
-
-def _em_result(fit, est, detail, notes, opts, *, lower, upper, upper_bound, channel_intervals, band_lower,
-               band_upper, draws, target=None, interval_method="none") -> EngineResult:
-    return EngineResult(
-        channel=fit.channel, channel_intervals=channel_intervals, prevalence=np.asarray(fit.prevalence),
-        value=float(est.value), table=est.table, edges=np.asarray(est.edges), lower=lower, upper=upper, upper_bound=upper_bound,
-        target=target or est.target, interval_method=interval_method, band_lower=band_lower,
-        band_upper=band_upper, draws=draws, draws_label="bootstrap",
-        diagnostics={"rhat_max": None, "ess_min": None, "divergences": None}, method_detail=detail, notes=notes,
-        n_groups=int(fit.n_groups))
+    def evaluate_kwargs(self) -> dict:
+        """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
+        return dict(method=self.method, bins=self.bins, groups=self.groups, weights=self.weights, level=self.level,
+                    seed=self.seed, n_boot=self.n_boot, n_starts=self.n_starts, n_chains=self.n_chains,
+                    n_warmup=self.n_warmup, n_draws=self.n_draws, progress_bar=self.progress)
 
 
 def bayes_available() -> bool:
@@ -227,180 +97,29 @@ def _bayes_api():
     return fit_nuts, posterior_nc_ece
 
 
-def _engine_nuts(data, opts: Options) -> EngineResult:
-    """Bayesian channels by NUTS, and the posterior of the calibration error by propagation.
-
-    The propagation route is the Bayesian layer's default (:data:`noisycal_bayes.propagate.DEFAULT_METHOD`):
-    ``"plugin"`` (channel draws + Bayesian bootstrap; target: population binned ECE) fits the paper's
-    score-grouped model with ``--groups`` groups; ``"latent"`` / ``"model"`` (targets: sample oracle /
-    conditional binned ECE) fit the histogram model on the evaluation bins, as they require.
-    """
-    fit_nuts, posterior_nc_ece = _bayes_api()
-    from .data import Binning
-    from .propagate import DEFAULT_METHOD
-
-    binning = Binning.equal_width(opts.bins)
-    if DEFAULT_METHOD == "plugin":
-        model, groups, how = "grouped", opts.groups, f"{opts.groups} score groups"
-    else:
-        model, groups, how = "histogram", binning, f"the {opts.bins} evaluation bins"
-    fit = fit_nuts(data, model=model, groups=groups, n_chains=opts.n_chains, n_warmup=opts.n_warmup,
-                   n_draws=opts.n_draws, seed=opts.seed, progress_bar=opts.progress)
-    if fit.channel is None or not fit.identified:
-        raise CommandError(f"NUTS could not estimate the annotators' channels: {_one_line(fit.reason or 'not identified')}")
-    post = posterior_nc_ece(data, fit, bins=binning, weights=opts.weights, level=opts.level, seed=opts.seed)
-    q = [(1 - opts.level) / 2, (1 + opts.level) / 2]
-    intervals = {}
-    for name in ("fpr", "tpr", "gap"):
-        d = np.asarray(fit.draws[name]).reshape(-1, data.n_annotators)
-        lo, hi = np.quantile(d, q, axis=0)
-        intervals[name] = (lo, hi)
-    # Per-annotator equal-tailed posterior intervals; the point channel is the posterior mean.
-    rhat, ess_b, ess_t = fit.rhat or {}, fit.ess_bulk or {}, fit.ess_tail or {}
-    finite = lambda vals: [float(np.nanmax(np.asarray(v))) for v in vals if np.size(v)]  # noqa: E731
-    diag = {
-        "rhat_max": max(finite(rhat.values()), default=None),
-        "ess_min": min([float(np.nanmin(np.asarray(v))) for v in list(ess_b.values()) + list(ess_t.values())
-                        if np.size(v)], default=None),
-        "divergences": int(fit.n_divergent),
-    }
-    lower, upper = post.lower, post.upper
-    notes = []
-    if post.interval_to_read == "upper_one_sided":
-        lower, upper = 0.0, post.upper_one_sided
-        notes.append(f"the data cannot tell the calibration error from 0; the interval is the one-sided "
-                     f"{100 * opts.level:.0f}% bound [0, {post.upper_one_sided:.3f}].")
-    table = post.table.rename(columns={"frequency_lower": "band_lower", "frequency_upper": "band_upper"})
-    detail = (f"NUTS, {model} model on {how}, {fit.n_chains} chains x {fit.n_draws} draws; "
-              f"{100 * opts.level:.0f}% posterior intervals")
-    return EngineResult(
-        channel=fit.channel, channel_intervals=intervals,
-        prevalence=np.asarray(fit.draws["prevalence"]).reshape(-1, *np.shape(fit.draws["prevalence"])[2:]).mean(axis=0),
-        value=float(post.estimate), table=table, edges=np.asarray(post.edges), lower=lower, upper=upper,
-        upper_bound=post.upper_one_sided, target=post.target,
-        interval_method=f"{post.interval_method} equal-tailed interval; varying: {post.uncertainty}",
-        band_lower=table["band_lower"].to_numpy(), band_upper=table["band_upper"].to_numpy(),
-        # The histogram shows the distribution the interval is read from.
-        draws=post.debiased_draws if post.interval_method == "debiased" else post.draws,
-        draws_label="posterior" if post.interval_method != "debiased" else "posterior (bias-corrected)",
-        diagnostics=diag, method_detail=detail, notes=notes, n_groups=int(fit.groups.n_groups))
-
-
-#: Channel engines by ``--method`` name: ``(data, Options) -> EngineResult``.
-ENGINES = {"em": _engine_em, "nuts": _engine_nuts}
-
-
-# ============================================================================================ pipeline
-@contextmanager
-def _collect_warnings(sink: list):
-    """Record warnings raised inside the block as one-line strings in ``sink`` (deduplicated)."""
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
-        yield
-    for w in record:
-        if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
-            continue
-        text = f"{w.category.__name__}: {_one_line(w.message)}"
-        if text not in sink:
-            sink.append(text)
-
-
+# ============================================================================================ deprecated
 def evaluate_data(data, opts: Options, *, clean_labels=None, notes=()):
-    """Run one evaluation: channels by ``opts.method``, NC-ECE with interval, naive metrics.
-
-    Returns a :class:`noisycal_bayes.report.Evaluation`.
-    """
-    from .reference.baselines import naive_calibration
-    from .report import Evaluation
-
-    if opts.method not in ENGINES:
-        raise CommandError(f"unknown method {opts.method!r}; choose from {sorted(ENGINES)}.")
-    data.require_scores()
-    caught = list(notes)
-    with _collect_warnings(caught):
-        res = ENGINES[opts.method](data, opts)
-        naive = naive_calibration(data, bins=opts.bins, clean_labels=clean_labels)
-    table = res.table[["bin", "lower", "upper", "count", "mean_score", "corrected_frequency", "residual"]].copy()
-    n_bins = len(table)
-    table["band_lower"] = res.band_lower if res.band_lower is not None else np.full(n_bins, np.nan)
-    table["band_upper"] = res.band_upper if res.band_upper is not None else np.full(n_bins, np.nan)
-    return Evaluation(
-        method=opts.method, method_detail=res.method_detail, n_items=data.n_items, n_annotators=data.n_annotators,
-        channel=res.channel, channel_intervals=res.channel_intervals, prevalence=res.prevalence,
-        nc_ece=float(res.value), nc_ece_lower=res.lower, nc_ece_upper=res.upper,
-        nc_ece_upper_bound=res.upper_bound, level=opts.level, target=res.target,
-        interval_method=res.interval_method, table=table, edges=np.asarray(res.edges), naive=naive,
-        diagnostics=res.diagnostics, warnings=tuple(caught + list(res.notes)), draws=res.draws,
-        draws_label=res.draws_label, bins=opts.bins, weights=opts.weights, seed=opts.seed, groups=res.n_groups)
-
-
-def _map_classes():
-    from .recalibration import maps
-
-    return {name: getattr(maps, cls) for name, cls in MAP_NAMES.items()}
-
-
-def _describe_map(m) -> str:
-    if hasattr(m, "temperature_"):
-        return f"T = {m.temperature_:.3f}" + (" (boundary)" if m.on_boundary_ else "")
-    if hasattr(m, "alpha_"):
-        return f"alpha = {m.alpha_:.3f}, beta = {m.beta_:.3f}" + (" (boundary)" if m.on_boundary_ else "")
-    if hasattr(m, "bin_values_"):
-        return f"{len(m.bin_values_)} bins, {len(m.clipped_bins_)} clipped"
-    return ""
+    """Deprecated: use :func:`noisycal_bayes.evaluate` (``evaluate(data, **opts.evaluate_kwargs())``)."""
+    warnings.warn("noisycal_bayes.cli.evaluate_data is deprecated; use noisycal_bayes.evaluate(data, ...).",
+                  DeprecationWarning, stacklevel=2)
+    ev = evaluate(data, **opts.evaluate_kwargs(), clean_labels=clean_labels)
+    return _with_notes(ev, notes)
 
 
 def compare_recalibration(data, opts: Options, *, clean_labels=None, maps=("temperature", "platt", "histogram")):
-    """Fit each map on one half of the items (corrected, and naive against votes); judge on the other half.
+    """Deprecated: use ``noisycal_bayes.evaluate(data, recalibration=True)`` (``Evaluation.recalibration``)."""
+    from .evaluation import Settings, compare_recalibration as compare
 
-    Channels are fitted by EM on the fitting half; NC-ECE on the held-out half uses those channels
-    (independent samples, paper §3 variant (i)). With ``clean_labels`` the oracle ECE is added.
+    warnings.warn("noisycal_bayes.cli.compare_recalibration is deprecated; use noisycal_bayes.evaluate(data, "
+                  "recalibration=True).", DeprecationWarning, stacklevel=2)
+    kw = opts.evaluate_kwargs()
+    return compare(data, Settings(**kw), clean_labels=clean_labels, maps=maps)
 
-    Returns a list of :class:`noisycal_bayes.report.RecalibrationRow`.
-    """
-    from .core import binned_abs_residual, x64
-    from .data import as_binning, bin_index
-    from .reference.calibration import ece
-    from .reference.em import fit_em
-    from .reference.recalibration import corrected_item_labels
-    from .report import RecalibrationRow
 
-    classes = _map_classes()
-    rng = np.random.default_rng(opts.seed)
-    perm = rng.permutation(data.n_items)
-    fit_rows, test_rows = np.sort(perm[: data.n_items // 2]), np.sort(perm[data.n_items // 2:])
-    fit_data, test_data = data.subset(fit_rows), data.subset(test_rows)
-    if fit_data.n_annotators != data.n_annotators or test_data.n_annotators != data.n_annotators:
-        raise CommandError("an annotator has no label in one half of the items; too few labels to compare "
-                           "recalibration maps on held-out items.")
-    ch = fit_em(fit_data, groups=opts.groups, n_starts=opts.n_starts, seed=opts.seed)
-    if ch.channel is None or not ch.identified:
-        raise CommandError(f"EM on the fitting half could not estimate the channels: {ch.reason}")
-    channel = ch.channel
-    y_test = None if clean_labels is None else np.asarray(clean_labels)[test_rows]
-    z_fit, z_test = fit_data.scores, test_data.scores
-
-    # The held-out items' corrected labels do not depend on the map, only their scores do: NC-ECE of a
-    # recalibrated score vector is then sum_k |sum_{B_k} (Ytilde_i - z_i)| / n with Ytilde fixed.
-    y_corr = corrected_item_labels(test_data, channel, weights=opts.weights).values
-    edges = as_binning(opts.bins).edges_for(z_test)
-
-    def judge(name, fitted_to, params, z):
-        with x64():
-            nc = float(binned_abs_residual(bin_index(z, edges), y_corr - z, edges.size - 1))
-        orc = None if y_test is None else ece(z, y_test, bins=opts.bins)
-        return RecalibrationRow(name, fitted_to, params, nc, orc)
-
-    rows = [judge("none", "-", "raw scores", z_test)]
-    targets = [("noisy labels, corrected", fit_data, {"channel": channel, "weights": opts.weights}),
-               ("majority vote", fit_data.majority_vote(), {}),
-               ("vote fraction", fit_data.vote_fraction(), {})]
-    for name in maps:
-        for fitted_to, y, kw in targets:
-            m = classes[name](bins=opts.bins) if name == "histogram" else classes[name]()
-            m.fit(z_fit, y, **kw)
-            rows.append(judge(name, fitted_to, _describe_map(m), m.predict(z_test)))
-    return rows
+def _with_notes(ev, notes):
+    """``ev`` with ``notes`` (e.g. the loader's warnings) before its own warnings."""
+    notes = [n for n in notes if n not in ev.warnings]
+    return replace(ev, warnings=tuple(notes) + tuple(ev.warnings)) if notes else ev
 
 
 # ============================================================================================ commands
@@ -451,7 +170,7 @@ def _default_method(requested):
 def _load(args, notes: list):
     from .data.loaders import load_annotations_csv
 
-    with _collect_warnings(notes):
+    with collect_warnings(notes):
         annotators = None if args.annotators is None else [a.strip() for a in args.annotators.split(",") if a.strip()]
         return load_annotations_csv(args.annotations, args.scores, layout=args.layout, item=args.item_col,
                                     annotator=args.annotator_col, label=args.label_col, score=args.score_col,
@@ -459,7 +178,7 @@ def _load(args, notes: list):
 
 
 def _cmd_evaluate(args) -> int:
-    from .report import evaluation_to_dict, format_summary, write_json, write_report
+    from .report import atomic_write_text
 
     json_path = None if args.json is None else _check_out_file(args.json)
     out_dir = None if args.out is None else _check_out_dir(args.out)
@@ -469,20 +188,19 @@ def _cmd_evaluate(args) -> int:
     if data.scores is None:
         raise CommandError(f"{args.annotations}: no scores; pass --scores SCORES.csv (columns item, score) or add a "
                            "'score' column.")
-    ev = evaluate_data(data, opts, notes=notes)
-    print(format_summary(ev, title=f"noisycal-bayes evaluate {args.annotations}"))
+    ev = _with_notes(evaluate(data, **opts.evaluate_kwargs()), notes)
+    print(ev.summary(title=f"noisycal-bayes evaluate {args.annotations}"))
     if out_dir is not None:
-        write_report(out_dir, ev, data=data, source=str(args.annotations))
+        ev.write_report(out_dir, source=str(args.annotations))
         print(f"\nReport written to {out_dir}/ (summary.md, results.json, figures).")
     if json_path is not None:
-        write_json(json_path, evaluation_to_dict(ev))
+        atomic_write_text(json_path, ev.to_json())
         print(f"Results written to {json_path}.")
     return EXIT_OK
 
 
 def _cmd_demo(args) -> int:
     from .data.loaders import load_demo
-    from .report import format_summary, write_report
 
     out_dir = _check_out_dir(args.out or DEFAULT_REPORT_DIR)
     method = _default_method(args.method)
@@ -494,29 +212,22 @@ def _cmd_demo(args) -> int:
           f"{int((~data.observed).sum())} of {data.labels.size} responses missing.\n"
           "  The truth (clean labels, channels) is used only to show how close the estimates come.\n", flush=True)
     # EM always runs (it is quick); NUTS too when asked for (or by default when the Bayesian layer exists).
-    evs = [evaluate_data(data, replace(opts, method="em"), clean_labels=truth["clean_labels"])]
+    # The last evaluation also compares recalibration maps on held-out items.
+    kw = dict(opts.evaluate_kwargs(), clean_labels=truth["clean_labels"])
+    evs = [evaluate(data, **dict(kw, method="em"), recalibration=method == "em")]
     if method == "nuts":
         print("Sampling the Bayesian model (NUTS)...", file=sys.stderr, flush=True)
-        evs.append(evaluate_data(data, opts, clean_labels=truth["clean_labels"]))
+        evs.append(evaluate(data, **kw, recalibration=True))
     ev = evs[-1]
-    recal = []
-    try:
-        recal = compare_recalibration(data, opts, clean_labels=truth["clean_labels"])
-    except ImportError as exc:
-        ev = _with_note(ev, f"recalibration skipped: {_one_line(exc)}")
-    print(format_summary(ev, truth=truth, recalibration=recal, title=f"Results ({ev.method.upper()})", comparison=evs))
+    print(ev.summary(truth=truth, title=f"Results ({ev.method.upper()})", comparison=evs))
     print("\nReading the results: NC-ECE should be close to the oracle ECE (computed from the clean labels the\n"
           "method never sees), while the naive ECEs against votes are biased. Recalibrating against the\n"
           "corrected labels should lower the oracle ECE on held-out items; fitting to votes does not.")
-    write_report(out_dir, ev, data=data, truth=truth, recalibration=recal, title="noisycal-bayes demo report",
-                 source="bundled simulated demo data (noisycal_bayes.data.loaders.load_demo)", comparison=evs)
+    ev.write_report(out_dir, truth=truth, title="noisycal-bayes demo report",
+                    source="bundled simulated demo data (noisycal_bayes.data.loaders.load_demo)", comparison=evs)
     print(f"\nReport written to {out_dir}/ (summary.md, results.json, reliability.png, channels.png, "
           f"gap_sensitivity.png{', nc_ece.png' if ev.draws is not None else ''}).")
     return EXIT_OK
-
-
-def _with_note(ev, note: str):
-    return replace(ev, warnings=tuple(ev.warnings) + (note,))
 
 
 def _cmd_recalibrate(args) -> int:
@@ -531,10 +242,10 @@ def _cmd_recalibrate(args) -> int:
     data = _load(args, notes)
     if data.scores is None:
         raise CommandError(f"{args.annotations}: no scores; pass --scores SCORES.csv (columns item, score).")
+    from .inference import fit_em
     from .reference.calibration import nc_ece
-    from .reference.em import fit_em
 
-    with _collect_warnings(notes):
+    with collect_warnings(notes):
         fit = fit_em(data, groups=opts.groups, n_starts=opts.n_starts, seed=opts.seed)
         if fit.channel is None or not fit.identified:
             raise CommandError(f"EM could not estimate the annotators' channels: {_one_line(fit.reason)}")
@@ -551,7 +262,7 @@ def _cmd_recalibrate(args) -> int:
                "nc_ece_in_sample": {"before": before, "after": after, "bins": opts.bins}}
     write_json(save, payload)
     print(f"Fitted {cls.__name__} on {data.n_items} items against noise-corrected labels (EM channels, "
-          f"{fit.n_groups} score groups): {_describe_map(m)}.")
+          f"{fit.groups.n_groups} score groups): {describe_map(m)}.")
     print(f"NC-ECE on the same items: {before:.3f} before, {after:.3f} after (in-sample, so optimistic; "
           "judge on held-out items).")
     for n in notes:
@@ -588,7 +299,7 @@ def _cmd_apply(args) -> int:
         sys.stdout.write(text)
     else:
         atomic_write_text(out, text)
-        print(f"Recalibrated {len(scores)} scores with {type(m).__name__} ({_describe_map(m)}); written to {out}.")
+        print(f"Recalibrated {len(scores)} scores with {type(m).__name__} ({describe_map(m)}); written to {out}.")
     return EXIT_OK
 
 
@@ -657,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=("iv", "equal", "gap", "squared_gap"), default="iv",
                    help="annotator weights of the corrected labels (default: iv)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the EM starts (default: 0)")
-    p.add_argument("--map", required=True, choices=sorted(MAP_NAMES), help="the map to fit")
+    p.add_argument("--map", required=True, choices=sorted(MAPS), help="the map to fit")
     p.add_argument("--map-bins", type=int, default=10, help="fitting bins of the histogram map (default: 10)")
     p.add_argument("--save", required=True, metavar="MAP.json", help="where to save the fitted map")
     p.set_defaults(func=_cmd_recalibrate)

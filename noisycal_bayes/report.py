@@ -1,121 +1,52 @@
-"""Evaluation results for people and machines: terminal summary, JSON, and a report folder.
+"""Evaluation results for people and machines: terminal summary, JSON, HTML and a report folder.
 
-An :class:`Evaluation` collects what one run of the calibration job found (channels, NC-ECE with its
-interval, the naive metrics, diagnostics, warnings). It is produced by the command line
-(:mod:`noisycal_bayes.cli`) from any channel engine (EM now, NUTS when the Bayesian layer is installed)
-and rendered here:
+An :class:`~noisycal_bayes.evaluation.Evaluation` (what :func:`noisycal_bayes.evaluate` returns: channels,
+NC-ECE with its interval, the naive metrics, diagnostics, warnings) is rendered here; its methods call
+these functions:
 
-- :func:`format_summary` — plain text for the terminal;
-- :func:`evaluation_to_dict` — the machine-readable schema written by ``--json``;
-- :func:`write_report` — a folder with PNG figures, ``summary.md`` and ``results.json``.
+- :func:`format_summary` — plain text for the terminal (``Evaluation.summary()``);
+- :func:`evaluation_to_dict` — the machine-readable schema written by ``--json`` (``Evaluation.to_json()``);
+- :func:`evaluation_html` — a compact HTML table for notebooks (``Evaluation._repr_html_()``);
+- :func:`write_report` — a folder with PNG figures, ``summary.md`` and ``results.json``
+  (``Evaluation.write_report(dir)``).
 
 Files are written to a temporary location and renamed into place, so an error never leaves a
 half-written report behind.
+
+Size (item 9): about 520 lines, over the ~500 guide on purpose: the five renderers of one result (text,
+Markdown, HTML, JSON, report folder) share the row builders above them, and splitting them would separate
+each table from the renderers that must show the same numbers.
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
 import shutil
 import tempfile
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-__all__ = ["Evaluation", "RecalibrationRow", "atomic_write_text", "evaluation_to_dict", "format_summary",
-           "summary_markdown", "write_report"]
+__all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format_summary", "json_text",
+           "summary_markdown", "write_json", "write_report"]
 
-SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What one calibration evaluation found, and how it was made.
-
-    Attributes
-    ----------
-    method : str
-        Channel engine: ``"em"`` (reference EM) or ``"nuts"`` (Bayesian posterior).
-    method_detail : str
-        One line saying how the channels and the interval were obtained.
-    n_items, n_annotators : int
-    channel : Channel
-        Point estimate (EM estimate, or posterior median).
-    channel_intervals : dict or None
-        ``{"fpr": (lower, upper), "tpr": ..., "gap": ...}``, arrays of shape (n_annotators,).
-    prevalence : ndarray of shape (n_groups,)
-        ``P(Y = 1)`` per score group.
-    nc_ece : float
-    nc_ece_lower, nc_ece_upper : float or None
-        Interval at ``level`` (None when not available; the reason is in ``warnings``).
-    nc_ece_upper_bound : float or None
-        One-sided ``level`` upper bound (report this near 0).
-    level : float
-    target : str
-        What the interval covers (DESIGN §2 targets).
-    interval_method : str
-    table : DataFrame
-        Per evaluation bin: ``bin, lower, upper, count, mean_score, corrected_frequency, residual,
-        band_lower, band_upper`` (band columns NaN when no interval is available).
-    edges : ndarray of shape (n_bins + 1,)
-    naive : NaiveCalibrationResult
-        ECE against majority vote (ties stated) and each annotator, SMECE against vote fractions.
-    diagnostics : dict
-        ``rhat_max, ess_min, divergences`` (None for EM).
-    warnings : tuple of str
-    draws : ndarray or None
-        NC-ECE posterior draws or bootstrap replicates (for the histogram).
-    draws_label : str
-        ``"posterior"`` or ``"bootstrap"``.
-    bins, groups, weights, seed : settings used
-    """
-
-    method: str
-    method_detail: str
-    n_items: int
-    n_annotators: int
-    channel: object
-    channel_intervals: dict | None
-    prevalence: np.ndarray
-    nc_ece: float
-    nc_ece_lower: float | None
-    nc_ece_upper: float | None
-    nc_ece_upper_bound: float | None
-    level: float
-    target: str
-    interval_method: str
-    table: pd.DataFrame = field(repr=False)
-    edges: np.ndarray = field(repr=False)
-    naive: object = field(repr=False)
-    diagnostics: dict = field(default_factory=dict)
-    warnings: tuple = ()
-    draws: np.ndarray | None = field(default=None, repr=False)
-    draws_label: str = "bootstrap"
-    bins: int = 10
-    groups: int = 5
-    weights: str = "iv"
-    seed: int = 0
+#: 2: ``nc_ece.value`` is the paper's NC-ECE on every route; new ``nc_ece`` keys ``debiased``,
+#: ``interval_to_read``, ``calibration_p_value``, ``interval_centre`` (issue 15). 1: before.
+SCHEMA_VERSION = 2
 
 
-@dataclass(frozen=True)
-class RecalibrationRow:
-    """One recalibration map evaluated on held-out items.
+def __getattr__(name):
+    # ``Evaluation`` and ``RecalibrationRow`` moved to :mod:`noisycal_bayes.evaluation` (issue 15).
+    if name in ("Evaluation", "RecalibrationRow"):
+        warnings.warn(f"noisycal_bayes.report.{name} is deprecated; import it from noisycal_bayes.evaluation "
+                      "(or noisycal_bayes.Evaluation).", DeprecationWarning, stacklevel=2)
+        from . import evaluation
 
-    ``fitted_to`` says which labels fitted it (``"noisy labels, corrected"``, ``"majority vote"``,
-    ``"vote fraction"``, or ``"none"`` for the raw scores); ``params`` the fitted parameters as text;
-    ``nc_ece`` the noise-corrected ECE on the held-out items; ``oracle_ece`` the ECE against the clean
-    labels (simulations only, else None).
-    """
-
-    map_name: str
-    fitted_to: str
-    params: str
-    nc_ece: float
-    oracle_ece: float | None = None
+        return getattr(evaluation, name)
+    raise AttributeError(f"module 'noisycal_bayes.report' has no attribute {name!r}")
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -180,10 +111,30 @@ def _channel_rows(ev: Evaluation, truth_channel=None):
     return header, rows
 
 
+def _point_name(ev) -> str:
+    return "the posterior-mean channels" if ev.method == "nuts" else "the EM estimate of the channels"
+
+
+def _interval_note(nc) -> str:
+    """Where the interval is, which number it is built around, and how to read it."""
+    iv = _interval(nc.lower, nc.upper)
+    if not iv:
+        return "no interval"
+    pct = f"{100 * nc.level:.0f}%"
+    if nc.interval_to_read == "upper_one_sided":
+        return f"{pct} one-sided interval {iv}: read the upper bound"
+    around = "the debiased estimate" if nc.centre == "debiased" else (nc.centre or "the draws")
+    return f"{pct} interval {iv}, built around {around}"
+
+
 def _calibration_rows(ev: Evaluation, oracle_ece=None):
-    level = f"{100 * ev.level:.0f}%"
-    iv = _interval(ev.nc_ece_lower, ev.nc_ece_upper)
-    rows = [["NC-ECE (noise-corrected)", _num(ev.nc_ece), f"{level} interval {iv}" if iv else "no interval"]]
+    nc = ev.nc_ece
+    plug_in = f"paper's plug-in estimate, at {_point_name(ev)}"
+    if nc.debiased is None:
+        rows = [["NC-ECE (noise-corrected)", _num(nc.value), f"{plug_in}; {_interval_note(nc)}"]]
+    else:
+        rows = [["NC-ECE (noise-corrected)", _num(nc.value), plug_in],
+                ["NC-ECE, debiased estimate", _num(nc.debiased), _interval_note(nc)]]
     nv = ev.naive
     tie = f"{nv.n_ties} tied items counted as {1 if nv.ties == 'positive' else 0}"
     rows.append(["ECE vs majority vote", _num(nv.majority_vote_ece), tie])
@@ -214,9 +165,11 @@ def _comparison_rows(evs, truth=None):
     truth_channel = None if truth is None else truth.get("channel")
     oracle = None if truth is None else getattr(evs[0].naive, "clean_ece", None)
     header = ["quantity"] + [ev.method.upper() for ev in evs] + (["truth"] if truth is not None else [])
-    row = ["NC-ECE"] + [f"{_num(ev.nc_ece)} {_interval(ev.nc_ece_lower, ev.nc_ece_upper)}".strip() for ev in evs]
+    row = ["NC-ECE"] + [f"{_num(ev.nc_ece.value)} {_interval(ev.nc_ece.lower, ev.nc_ece.upper)}".strip()
+                        for ev in evs]
     rows = [row + ([f"{_num(oracle)} (oracle ECE)"] if truth is not None else [])]
-    rows.append(["interval target"] + [ev.target.split(":")[0].split(" (")[0] for ev in evs]
+    rows.append(["NC-ECE debiased"] + [_num(ev.nc_ece.debiased) for ev in evs] + (["-"] if truth is not None else []))
+    rows.append(["interval target"] + [ev.nc_ece.target.split(":")[0].split(" (")[0] for ev in evs]
                 + (["-"] if truth is not None else []))
     for j, name in enumerate(evs[0].channel.annotator_ids):
         for q in ("fpr", "gap"):
@@ -234,10 +187,20 @@ def _comparison_rows(evs, truth=None):
 
 
 def _oracle(ev: Evaluation, truth):
-    if truth is None:
-        return None, None
-    oracle = getattr(ev.naive, "clean_ece", None)
-    return truth.get("channel"), oracle
+    """True channel (from ``truth``) and oracle ECE (from the naive metrics, when clean labels were given)."""
+    return (None if truth is None else truth.get("channel")), getattr(ev.naive, "clean_ece", None)
+
+
+def _interval_lines(nc) -> list:
+    """The lines under the calibration table: what the interval is, its target and the one-sided bound."""
+    if nc.lower is None:
+        return []
+    around = "the debiased estimate" if nc.centre == "debiased" else (nc.centre or "the draws")
+    out = [f"  interval: {nc.interval_method}; built around {around}; target: {nc.target}."]
+    if nc.upper_bound is not None:
+        out.append(f"  one-sided {100 * nc.level:.0f}% upper bound: {_num(nc.upper_bound)} "
+                   "(quote this when NC-ECE is near 0).")
+    return out
 
 
 # ------------------------------------------------------------------------------------------ renderers
@@ -247,10 +210,12 @@ def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str
 
     ``truth`` (optional) is a dict with ``channel`` (true Channel) — shown beside the estimates — and the
     oracle ECE comes from ``ev.naive.clean_ece`` when the naive metrics were computed with clean labels.
-    ``recalibration`` is a list of :class:`RecalibrationRow`; ``comparison`` a list of evaluations of the
-    same data by different engines (e.g. EM and NUTS), shown side by side.
+    ``recalibration`` is a list of :class:`RecalibrationRow` (default: ``ev.recalibration``);
+    ``comparison`` a list of evaluations of the same data by different engines (e.g. EM and NUTS), shown
+    side by side.
     """
     truth_channel, oracle = _oracle(ev, truth)
+    recalibration = ev.recalibration if recalibration is None else recalibration
     out = []
     if title:
         out += [title, "=" * len(title)]
@@ -259,11 +224,7 @@ def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str
     out += ["", f"Annotator channels ({ev.method_detail})", _text_table(*_channel_rows(ev, truth_channel))]
     out += ["", "Calibration error (lower is better; naive metrics treat noisy labels as truth)",
             _text_table(*_calibration_rows(ev, oracle))]
-    if ev.nc_ece_lower is not None:
-        out.append(f"  interval: {ev.interval_method}; target: {ev.target}.")
-        if ev.nc_ece_upper_bound is not None:
-            out.append(f"  one-sided {100 * ev.level:.0f}% upper bound: {_num(ev.nc_ece_upper_bound)} "
-                       "(quote this when NC-ECE is near 0).")
+    out += _interval_lines(ev.nc_ece)
     d = ev.diagnostics or {}
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
         out += ["", f"MCMC diagnostics: R-hat max {_num(d.get('rhat_max'))}, ESS min "
@@ -282,15 +243,18 @@ def summary_markdown(ev: Evaluation, *, truth=None, recalibration=None, figures=
                      source: str | None = None, comparison=None) -> str:
     """The one-page Markdown summary written to ``summary.md`` (figures linked by file name)."""
     truth_channel, oracle = _oracle(ev, truth)
+    recalibration = ev.recalibration if recalibration is None else recalibration
     out = [f"# {title}", ""]
     if source:
         out += [f"Data: {source}", ""]
     out += [f"{ev.n_items} items, {ev.n_annotators} annotators; {ev.bins} equal-width evaluation bins, "
             f"{ev.groups} score groups for the channels, {ev.weights} annotator weights, seed {ev.seed}.", ""]
-    iv = _interval(ev.nc_ece_lower, ev.nc_ece_upper)
-    headline = f"**NC-ECE = {_num(ev.nc_ece)}**"
-    if iv:
-        headline += f", {100 * ev.level:.0f}% interval {iv} ({ev.interval_method}; target: {ev.target})"
+    nc = ev.nc_ece
+    headline = f"**NC-ECE = {_num(nc.value)}** (paper's plug-in estimate, at {_point_name(ev)})"
+    if nc.debiased is not None:
+        headline += f"; debiased estimate {_num(nc.debiased)}"
+    if nc.lower is not None:
+        headline += f"; {_interval_note(nc)} ({nc.interval_method}; target: {nc.target})"
     out += [headline + ".", ""]
     out += ["## Calibration error", "", _md_table(*_calibration_rows(ev, oracle)), "",
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
@@ -314,6 +278,36 @@ def summary_markdown(ev: Evaluation, *, truth=None, recalibration=None, figures=
             if name in _CAPTIONS:
                 out += [_CAPTIONS[name], ""]
     return "\n".join(out)
+
+
+def _html_table(header, rows) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def evaluation_html(ev: Evaluation) -> str:
+    """A compact HTML view for notebooks: channels with intervals, NC-ECE with interval and target, naive
+    metrics, diagnostics and warnings (``Evaluation._repr_html_``)."""
+    esc = html.escape
+    nc = ev.nc_ece
+    out = [f"<div><p><b>Calibration evaluation</b> ({esc(ev.method_detail)}): {ev.n_items} items, "
+           f"{ev.n_annotators} annotators; {ev.bins} equal-width bins, {ev.groups} score groups, "
+           f"{esc(ev.weights)} annotator weights.</p>",
+           _html_table(*_calibration_rows(ev, getattr(ev.naive, "clean_ece", None)))]
+    if nc.lower is not None:
+        out.append(f"<p>Interval: {esc(nc.interval_method)}; target: {esc(nc.target)}.</p>")
+    out += ["<p><b>Annotator channels</b></p>", _html_table(*_channel_rows(ev))]
+    d = ev.diagnostics or {}
+    if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
+        out.append(f"<p>MCMC diagnostics: R-hat max {_num(d.get('rhat_max'))}, ESS min {_num(d.get('ess_min'), 0)}, "
+                   f"divergences {d.get('divergences')}.</p>")
+    if ev.recalibration:
+        out += ["<p><b>Recalibration</b> (held-out half)</p>", _html_table(*_recal_rows(ev.recalibration))]
+    if ev.warnings:
+        out.append("<p><b>Warnings</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in ev.warnings) + "</ul>")
+    return "\n".join(out) + "</div>"
 
 
 _CAPTIONS = {
@@ -367,13 +361,14 @@ def evaluation_to_dict(ev: Evaluation) -> dict:
             row[f"{q}_lower"] = None if iv is None else float(iv[0][j])
             row[f"{q}_upper"] = None if iv is None else float(iv[1][j])
         channels.append(row)
-    nv = ev.naive
+    nv, nc = ev.naive, ev.nc_ece
     d = ev.diagnostics or {}
     out = {
         "schema_version": SCHEMA_VERSION,
-        "nc_ece": {"value": ev.nc_ece, "lower": ev.nc_ece_lower, "upper": ev.nc_ece_upper,
-                   "upper_bound": ev.nc_ece_upper_bound, "level": ev.level, "target": ev.target,
-                   "method": ev.method, "interval_method": ev.interval_method},
+        "nc_ece": {"value": nc.value, "debiased": nc.debiased, "lower": nc.lower, "upper": nc.upper,
+                   "upper_bound": nc.upper_bound, "level": nc.level, "target": nc.target, "method": ev.method,
+                   "interval_method": nc.interval_method, "interval_to_read": nc.interval_to_read,
+                   "calibration_p_value": nc.calibration_p_value, "interval_centre": nc.centre},
         "channels": channels,
         "prevalence": ev.prevalence,
         "naive": {"ece_majority": nv.majority_vote_ece, "majority_ties": nv.n_ties,
@@ -388,6 +383,8 @@ def evaluation_to_dict(ev: Evaluation) -> dict:
         "n_items": ev.n_items,
         "n_annotators": ev.n_annotators,
     }
+    if ev.recalibration is not None:
+        out["recalibration"] = [r.__dict__ for r in ev.recalibration]
     return _clean(out)
 
 
@@ -410,9 +407,14 @@ def atomic_write_text(path, text: str) -> Path:
     return path
 
 
+def json_text(payload: dict) -> str:
+    """Strict JSON text of ``payload`` (NaN as null, indented), as every file here is written."""
+    return json.dumps(_clean(payload), indent=2, allow_nan=False) + "\n"
+
+
 def write_json(path, payload: dict) -> Path:
     """Write a JSON object atomically (NaN written as null)."""
-    return atomic_write_text(path, json.dumps(_clean(payload), indent=2, allow_nan=False) + "\n")
+    return atomic_write_text(path, json_text(payload))
 
 
 def _figures(ev: Evaluation, data, truth) -> dict:
@@ -426,7 +428,7 @@ def _figures(ev: Evaluation, data, truth) -> dict:
         ev.table, lower=band[:, 0] if has_band else None, upper=band[:, 1] if has_band else None,
         level=ev.level if has_band else None, data=data,
         clean_labels=None if truth is None else truth.get("clean_labels"),
-        title=f"Reliability diagram (NC-ECE {ev.nc_ece:.3f})")
+        title=f"Reliability diagram (NC-ECE {ev.nc_ece.value:.3f})")
     figs["channels.png"] = channel_forest(
         ev.channel, intervals=ev.channel_intervals, level=ev.level if ev.channel_intervals else None,
         truth=None if truth is None else truth.get("channel"), title=f"Annotator channels ({ev.method.upper()})")
@@ -445,8 +447,11 @@ def _figures(ev: Evaluation, data, truth) -> dict:
             figs["gap_sensitivity.png"] = gap_sensitivity(res)
     if ev.draws is not None and np.size(ev.draws):
         oracle = None if truth is None else getattr(ev.naive, "clean_ece", None)
-        iv = None if ev.nc_ece_lower is None else (ev.nc_ece_lower, ev.nc_ece_upper)
-        figs["nc_ece.png"] = nc_ece_posterior(ev.draws, value=ev.nc_ece, interval=iv, level=ev.level, truth=oracle,
+        nc = ev.nc_ece
+        iv = None if nc.lower is None else (nc.lower, nc.upper)
+        # The draws are those the interval is read from: mark the number the interval is built around.
+        centre = nc.debiased if nc.centre == "debiased" and nc.debiased is not None else nc.value
+        figs["nc_ece.png"] = nc_ece_posterior(ev.draws, value=centre, interval=iv, level=ev.level, truth=oracle,
                                               label=ev.draws_label, title=f"NC-ECE ({ev.draws_label})")
     return figs
 
@@ -470,6 +475,7 @@ def write_report(out_dir, ev: Evaluation, *, data=None, truth=None, recalibratio
     truth : dict, optional
         ``clean_labels`` and ``channel`` (simulations): oracle curve and true channels in the figures.
     recalibration : list of RecalibrationRow, optional
+        Default: ``ev.recalibration``.
     comparison : list of Evaluation, optional
         Evaluations of the same data by other engines, summarised side by side (and saved in
         ``results.json`` under ``comparison``).
@@ -494,6 +500,7 @@ def write_report(out_dir, ev: Evaluation, *, data=None, truth=None, recalibratio
     if not parent.is_dir():
         raise ValueError(f"{out_dir}: the parent folder {parent} does not exist.")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=parent))
+    recalibration = ev.recalibration if recalibration is None else recalibration
     try:
         figs = _figures(ev, data, truth)
         figs.update(extra_figures or {})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from noisycal_bayes import simulate_annotations
-from noisycal_bayes.cli import Options, evaluate_data
+from noisycal_bayes import evaluate
 from noisycal_bayes.report import (atomic_write_text, evaluation_to_dict, format_summary, summary_markdown,
                                    write_json, write_report)
 
@@ -21,26 +21,27 @@ def sim():
 @pytest.fixture(scope="module")
 def ev(sim):
     # EM without bootstrap: quick, and exercises the "no interval" path.
-    return evaluate_data(sim.data, Options(method="em", n_boot=0, bins=5, groups=4), clean_labels=sim.clean_labels)
+    return evaluate(sim.data, method="em", n_boot=0, bins=5, groups=4, clean_labels=sim.clean_labels)
 
 
 def test_summary_shows_estimates_truth_and_naive_metrics(ev, sim):
     text = format_summary(ev, truth={"channel": sim.channel, "clean_labels": sim.clean_labels}, title="T")
     assert text.startswith("T\n=")
     for piece in ("NC-ECE (noise-corrected)", "no interval", "ECE vs majority vote", "SMECE vs vote fraction",
-                  "oracle ECE (clean labels)", "true gap", f"{ev.nc_ece:.3f}"):
+                  "oracle ECE (clean labels)", "true gap", f"{ev.nc_ece.value:.3f}"):
         assert piece in text
     assert "Warnings:" in text and "no interval: --n-boot 0." in text
 
 
 def test_comparison_of_two_engines(ev, sim):
-    other = replace(ev, method="nuts", nc_ece=0.5, nc_ece_lower=0.4, nc_ece_upper=0.6, target="sample oracle ECE: x")
+    other = replace(ev, method="nuts", nc_ece=replace(ev.nc_ece, value=0.5, lower=0.4, upper=0.6,
+                                                      target="sample oracle ECE: x"))
     truth = {"channel": sim.channel, "clean_labels": sim.clean_labels}
     text = format_summary(other, truth=truth, comparison=[ev, other])
     block = text.split("Engines side by side")[1]
     header = block.splitlines()[1].split()
     assert header[:3] == ["quantity", "EM", "NUTS"] and header[-1] == "truth"
-    assert "0.500 [0.400, 0.600]" in block and f"{ev.nc_ece:.3f}" in block
+    assert "0.500 [0.400, 0.600]" in block and f"{ev.nc_ece.value:.3f}" in block
     assert "gap 2" in block and "sample oracle ECE" in block
     md = summary_markdown(other, truth=truth, comparison=[ev, other])
     assert "## Engines side by side" in md and "| quantity | EM | NUTS | truth |" in md
@@ -55,7 +56,7 @@ def test_json_schema_and_nan_as_null(ev):
     text = json.dumps(d, allow_nan=False)
     back = json.loads(text)
     assert back["n_items"] == 400 and len(back["reliability"]) == 5
-    bad = replace(ev, nc_ece=float("nan"))
+    bad = replace(ev, nc_ece=replace(ev.nc_ece, value=float("nan")))
     assert evaluation_to_dict(bad)["nc_ece"]["value"] is None
 
 

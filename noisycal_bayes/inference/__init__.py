@@ -6,6 +6,7 @@
 from ..models.inputs import MODEL_NAMES, GroupAssignment, ModelInputs
 from ..models.result import FitResult
 from ._sampler import clear_sampler_cache
+from .bootstrap import bootstrap_em
 from .cache import clear_cache
 from .em import em_starts, fit_em
 from .map import fit_map
@@ -13,6 +14,6 @@ from .mcmc import check_mcmc, mcmc_diagnostics
 from .nuts import enable_compilation_cache, fit_nuts
 from .setup import configure_jax
 
-__all__ = ["FitResult", "GroupAssignment", "MODEL_NAMES", "ModelInputs", "check_mcmc", "clear_cache",
+__all__ = ["FitResult", "GroupAssignment", "MODEL_NAMES", "ModelInputs", "bootstrap_em", "check_mcmc", "clear_cache",
            "clear_sampler_cache", "configure_jax", "em_starts", "enable_compilation_cache", "fit_em", "fit_map",
            "fit_nuts", "mcmc_diagnostics"]

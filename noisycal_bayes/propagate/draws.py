@@ -35,7 +35,8 @@ class Draws:
         known channels.
     slope, intercept : ndarray of shape (n_source,) or None (Platt fits only)
     source : str
-        ``"nuts"`` (posterior draws), ``"em"`` / ``"map"`` (one point estimate) or ``"channel"`` (known channel).
+        ``"nuts"`` (posterior draws), ``"em_bootstrap"`` (bootstrap replicates of an EM fit, read as draws),
+        ``"em"`` / ``"map"`` (one point estimate) or ``"channel"`` (known channel).
     model : str or None
         The fitted model's name (None for a known channel).
     """
@@ -54,7 +55,7 @@ class Draws:
 
     @property
     def is_posterior(self) -> bool:
-        return self.source == "nuts"
+        return self.source in ("nuts", "em_bootstrap")  # bootstrap replicates of an EM fit count as draws
 
     @property
     def tpr(self) -> np.ndarray:
@@ -126,7 +127,7 @@ def extract_draws(fit) -> Draws:
     prev = flat("prevalence")
     if prev is not None and prev.ndim == 1:
         prev = prev[:, None]
-    source = "nuts" if fit.draws is not None else fit.method
+    source = fit.method if fit.draws is None or fit.method == "em_bootstrap" else "nuts"
     return Draws(fpr, gap, prev, flat("slope"), flat("intercept"), source, fit.model)
 
 

@@ -1,0 +1,184 @@
+"""Result types of :func:`noisycal_bayes.evaluate`: :class:`Evaluation`, :class:`NCECESummary`,
+:class:`RecalibrationRow`. The renderers (text, JSON, HTML, report folder) are in :mod:`noisycal_bayes.report`.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Evaluation", "NCECESummary", "RecalibrationRow"]
+
+
+@dataclass(frozen=True)
+class NCECESummary:
+    """The calibration error of one evaluation: the numbers, the interval and what it is for.
+
+    Attributes
+    ----------
+    value : float
+        The paper's NC-ECE (plug-in estimate, paper §3): ``noisycal_bayes.nc_ece(data, channel).value`` at
+        the point channel (EM estimate, or posterior-mean channel for NUTS). Same meaning on every route.
+    debiased : float or None
+        Bias-corrected estimate of ``posterior_nc_ece`` (per-bin moment matching); None without draws.
+    lower, upper : float or None
+        The interval to read at ``level``: two-sided, or ``[0, upper_bound]`` when the one-sided reading
+        applies (``interval_to_read == "upper_one_sided"``). None when there is no interval.
+    upper_bound : float or None
+        One-sided ``level`` upper bound.
+    level : float
+    target : str
+        The quantity the interval is for (DESIGN §2).
+    interval_method : str
+        How the interval was made (``"none"`` without one).
+    interval_to_read : {"two_sided", "upper_one_sided"} or None
+    calibration_p_value : float or None
+        How often a perfectly calibrated model with this much noise would give an error this large.
+    centre : str or None
+        The number the interval is built around: ``"debiased"`` or ``"posterior median"``.
+    """
+
+    value: float
+    debiased: float | None
+    lower: float | None
+    upper: float | None
+    upper_bound: float | None
+    level: float
+    target: str
+    interval_method: str = "none"
+    interval_to_read: str | None = None
+    calibration_p_value: float | None = None
+    centre: str | None = None
+
+
+@dataclass(frozen=True)
+class RecalibrationRow:
+    """One recalibration map evaluated on held-out items.
+
+    ``fitted_to`` says which labels fitted it (``"noisy labels, corrected"``, ``"majority vote"``,
+    ``"vote fraction"``, or ``"-"`` for the raw scores); ``params`` the fitted parameters as text;
+    ``nc_ece`` the noise-corrected ECE on the held-out items; ``oracle_ece`` the ECE against the clean
+    labels (simulations only, else None).
+    """
+
+    map_name: str
+    fitted_to: str
+    params: str
+    nc_ece: float
+    oracle_ece: float | None = None
+
+
+_DEPRECATED = {"nc_ece_lower": "lower", "nc_ece_upper": "upper", "nc_ece_upper_bound": "upper_bound",
+               "target": "target", "interval_method": "interval_method"}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one calibration evaluation found, and how it was made (returned by :func:`evaluate`).
+
+    Attributes
+    ----------
+    method : {"nuts", "em"}
+    method_detail : str
+        One line saying how the channels and the intervals were obtained.
+    n_items, n_annotators : int
+    channel : Channel
+        Point estimate: EM estimate, or posterior mean (NUTS).
+    channel_intervals : dict or None
+        ``{"fpr": (lower, upper), "tpr": ..., "gap": ...}``, arrays of shape (n_annotators,): equal-tailed
+        ``level`` quantiles of the draws (None without draws).
+    prevalence : ndarray of shape (n_groups,)
+        ``P(Y = 1)`` per score group (EM estimate or posterior mean).
+    nc_ece : NCECESummary
+        ``.value`` (paper's NC-ECE), ``.debiased``, ``.lower``, ``.upper``, ``.upper_bound``, ``.target``...
+    table : DataFrame
+        Per evaluation bin: ``bin, lower, upper, count, mean_score, corrected_frequency, residual,
+        band_lower, band_upper`` (bands NaN without draws).
+    edges : ndarray of shape (n_bins + 1,)
+    naive : NaiveCalibrationResult
+        ECE against majority vote and each annotator, SMECE against vote fractions (and the oracle ECE
+        ``clean_ece`` when clean labels were given).
+    diagnostics : dict
+        ``rhat_max, ess_min, divergences`` (None for EM).
+    warnings : tuple of str
+        Warnings raised while fitting and notes (e.g. why there is no interval), one line each.
+    draws : ndarray of shape (n_draws,) or None
+        The NC-ECE draws the interval is read from (for the histogram figure).
+    draws_label : str
+    level : float
+    bins, groups, weights, seed : the settings used (``groups``: the number the channel model used)
+    recalibration : tuple of RecalibrationRow or None
+        Held-out comparison of recalibration maps (``evaluate(..., recalibration=True)``).
+    data, clean_labels : the evaluated AnnotationSet and optional clean labels (kept for the report).
+    """
+
+    method: str
+    method_detail: str
+    n_items: int
+    n_annotators: int
+    channel: object
+    channel_intervals: dict | None
+    prevalence: np.ndarray
+    nc_ece: NCECESummary
+    table: pd.DataFrame = field(repr=False)
+    edges: np.ndarray = field(repr=False)
+    naive: object = field(repr=False)
+    diagnostics: dict = field(default_factory=dict)
+    warnings: tuple = ()
+    draws: np.ndarray | None = field(default=None, repr=False)
+    draws_label: str = "bootstrap"
+    level: float = 0.9
+    bins: int = 10
+    groups: int = 5
+    weights: str = "iv"
+    seed: int = 0
+    recalibration: tuple | None = field(default=None, repr=False)
+    data: object = field(default=None, repr=False, compare=False)
+    clean_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def __getattr__(self, name):
+        # Flat names of the former ``noisycal_bayes.report.Evaluation`` (now under ``nc_ece``).
+        if name in _DEPRECATED:
+            warnings.warn(f"Evaluation.{name} is deprecated; use Evaluation.nc_ece.{_DEPRECATED[name]}.",
+                          DeprecationWarning, stacklevel=2)
+            return getattr(self.nc_ece, _DEPRECATED[name])
+        raise AttributeError(f"'Evaluation' object has no attribute {name!r}")
+
+    def summary(self, *, title: str | None = None, truth=None, comparison=None) -> str:
+        """The plain-text summary the command line prints (``truth``: dict with the true ``channel``)."""
+        from ..report import format_summary
+
+        return format_summary(self, truth=truth, title=title, comparison=comparison)
+
+    def to_dict(self) -> dict:
+        """The JSON object (strict JSON types; NaN as None); keys in ``docs/cli.md``."""
+        from ..report import evaluation_to_dict
+
+        return evaluation_to_dict(self)
+
+    def to_json(self) -> str:
+        """The JSON text ``noisycal-bayes evaluate --json`` writes."""
+        from ..report import json_text
+
+        return json_text(self.to_dict())
+
+    def write_report(self, out_dir, *, truth=None, title: str = "Calibration report", source: str | None = None,
+                     comparison=None):
+        """Write the report folder (PNG figures, ``summary.md``, ``results.json``); returns the paths.
+
+        See :func:`noisycal_bayes.report.write_report`. The evaluated data (and clean labels, if given to
+        :func:`evaluate`) are used for the naive curves, the oracle curve and the gap sweep.
+        """
+        from ..report import write_report
+
+        if truth is None and self.clean_labels is not None:
+            truth = {"clean_labels": self.clean_labels}
+        return write_report(out_dir, self, data=self.data, truth=truth, title=title, source=source,
+                            comparison=comparison)
+
+    def _repr_html_(self) -> str:
+        from ..report import evaluation_html
+
+        return evaluation_html(self)

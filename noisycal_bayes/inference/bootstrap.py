@@ -1,0 +1,303 @@
+"""Bayesian bootstrap around an EM fit: replicate channels shaped like NUTS draws (one chain).
+
+Each replicate reweights the items with Dirichlet(1, ..., 1) weights (Rubin 1981), sums the weights into the
+fit's own compressed (group, pattern) counts, and refits EM on those counts from the full-data estimate
+(the EM loop and rules of :mod:`noisycal_bayes.inference.em` on the steps of :mod:`noisycal_bayes.core.em`,
+batched over replicates with ``jax.vmap``). The
+replicates then stand in for posterior draws: ``posterior_nc_ece(data, bootstrap_em(data, fit), ...)``
+propagates them exactly as it propagates NUTS draws.
+"""
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._validation import check_positive_int
+from ..core import x64
+from ..core.starts import orient
+from ..data import AnnotationSet
+from ..warnings import ConvergenceWarning
+from ..core.em import e_step, m_step
+from .em import _BAD_START, _CONVERGED, _MAX_ITER, _NONFINITE, _RUNNING, _em_counts, _log_prior, _split
+from .result import FitResult
+
+#: Warm starts are clipped into ``[START_CLIP, 1 - START_CLIP]``: EM from a rate of exactly 0 or 1 stays there
+#: (the E-step gives that class zero weight), and its log-likelihood can be -inf (issue 16).
+START_CLIP = 1e-6
+#: Iteration budget of each replicate's EM (at least the fit's ``max_iter``). From the warm start EM converges
+#: linearly, and slowly where the data say little (gaps of 0.3, two annotators: often beyond 1000 iterations, the
+#: fit's default); dropping those replicates would keep only the fast-converging ones and narrow the interval.
+REPLICATE_MAX_ITER = 20000
+#: Replicates refitted per call of the batched EM program (one compiled shape; the last batch is padded).
+BATCH = 200
+#: Share of failed replicates above which :func:`bootstrap_em` warns.
+MAX_FAILED_SHARE = 0.05
+#: Models with a closed-form EM (the only ones ``fit_em`` fits).
+EM_MODELS = ("dawid_skene", "grouped", "histogram")
+
+
+def _replicate_em(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
+    """EM from ``theta0`` (K,) on one count vector: the loop of ``inference.em._run_all`` without its trace.
+
+    The same E- and M-steps (:func:`noisycal_bayes.core.em.e_step`, :func:`~noisycal_bayes.core.em.m_step`),
+    objective and stopping rule (parameters and objective both stopped moving). The trace is left out: under
+    ``vmap`` each replicate writes it at its own iteration, which turns the write into a scatter that copies the
+    whole (batch, max_iter) buffer every iteration. Returns ``(theta (K,), n_iter, status)``.
+    """
+
+    def evaluate(theta):
+        f, t, p = _split(theta, n_annotators)
+        loglik, posterior = e_step(patterns, group, counts, f, t, p)
+        return loglik + _log_prior((f, t, p), prior), posterior
+
+    def body(c):
+        it, theta, obj, post, _ = c
+        it = it + 1
+        new = jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
+        new_obj, new_post = evaluate(new)
+        finite = jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj)
+        small = (jnp.max(jnp.abs(new - theta)) <= tol) & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj)))
+        st = jnp.where(~finite, _NONFINITE,
+                       jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER, _RUNNING)))
+        return it, new, new_obj, new_post, st
+
+    obj0, post0 = evaluate(theta0)
+    status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
+    start = (jnp.int32(0), theta0, obj0, post0, status)
+    it, theta, _, _, st = jax.lax.while_loop(lambda c: c[4] == _RUNNING, body, start)
+    return theta, it, st
+
+
+def _batch_program(n_annotators: int, n_groups: int, prior, max_iter: int):
+    """:func:`_replicate_em` mapped over a batch of count vectors (batch, n_rows), compiled once per configuration."""
+    key = (n_annotators, n_groups, prior, max_iter)
+    program = _PROGRAMS.get(key)
+    if program is None:
+        fn = partial(_replicate_em, n_annotators=n_annotators, n_groups=n_groups, prior=prior, max_iter=max_iter)
+        program = _PROGRAMS[key] = jax.jit(jax.vmap(fn, in_axes=(None, None, None, 0, None)))
+    return program
+
+
+# Batched EM programs by static configuration (jit keeps one compiled version per input shape).
+_PROGRAMS: dict = {}
+
+
+def item_weights(seed, n_boot: int, n_items: int):
+    """Dirichlet(1, ..., 1) weights of the items, one replicate at a time, scaled to sum to ``n_items``.
+
+    Yields ``n_boot`` arrays of shape (n_items,): ``w = n E / sum(E)`` with ``E_i ~ Exponential(1)`` from
+    ``numpy.random.default_rng(seed)`` (a normalised vector of i.i.d. exponentials is Dirichlet(1, ..., 1)).
+    One replicate at a time keeps the memory at O(n_items).
+    """
+    rng = np.random.default_rng(seed)
+    for _ in range(n_boot):
+        e = rng.standard_exponential(n_items)
+        yield e * (n_items / e.sum())
+
+
+def _check(data, fit, n_boot):
+    """Validate the arguments of :func:`bootstrap_em`; return ``n_boot`` as an int."""
+    func = "bootstrap_em"
+    if not isinstance(fit, FitResult):
+        raise ValueError(f"{func}: `fit` must be a FitResult from fit_em; got {type(fit).__name__}.")
+    if fit.method != "em":
+        raise ValueError(f"{func}: `fit` must be an EM fit (fit_em); got a {fit.method!r} fit. For NUTS the "
+                         "posterior draws already carry the channel uncertainty.")
+    if fit.model not in EM_MODELS:
+        raise ValueError(f"{func}: model {fit.model!r} has no closed-form EM; expected one of {list(EM_MODELS)}.")
+    if fit.channel is None or not fit.point:
+        raise ValueError(f"{func}: the EM fit has no estimate ({fit.reason or 'every start failed'}); there is nothing "
+                         "to bootstrap around. Refit with more starts.")
+    n_boot = check_positive_int(n_boot, name="n_boot")
+    if not isinstance(data, AnnotationSet):
+        raise ValueError(f"{func}: `data` must be the AnnotationSet the EM was fitted on (the bootstrap reweights its "
+                         f"items); got {type(data).__name__}.")
+    inp = fit.inputs
+    if inp.inverse is None or fit.groups.index is None:
+        raise ValueError(f"{func}: this fit was made from SufficientStats, which keep no items to reweight; fit the "
+                         "AnnotationSet itself.")
+    if data.labels.shape != (inp.n_items, inp.n_annotators):
+        raise ValueError(f"{func}: `data` must hold the items the EM was fitted on ({inp.n_items} items x "
+                         f"{inp.n_annotators} annotators); got {data.labels.shape[0]} x {data.labels.shape[1]}.")
+    fitted = np.asarray(inp.patterns)[inp.inverse]
+    diff = np.flatnonzero((fitted != data.labels).any(axis=1))
+    if diff.size:
+        from .._validation import _preview
+
+        raise ValueError(f"{func}: the labels of `data` differ from the fitted ones at items "
+                         f"{_preview(np.asarray(data.item_ids)[diff])}; pass the AnnotationSet the EM was fitted on.")
+    return n_boot
+
+
+def _warm_start(fit) -> np.ndarray:
+    """The full-data estimate as one EM start (1, 2 J + G), clipped strictly inside (0, 1)."""
+    prev = np.atleast_1d(np.asarray(fit.point["prevalence"], dtype=np.float64))
+    theta = np.concatenate([np.asarray(fit.point["fpr"], np.float64), np.asarray(fit.point["tpr"], np.float64), prev])
+    return np.clip(theta, START_CLIP, 1 - START_CLIP)[None]
+
+
+def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict:
+    """EM refits on the weighted counts of ``weight_rows`` (an iterable of ``n_boot`` item-weight vectors).
+
+    Returns ``theta`` (n_boot, 2 J + G) oriented by the label-exchange rule, ``status`` (n_boot,) (the EM
+    status codes), ``n_iter`` (n_boot,), ``exchanged`` (n_boot,) bool.
+    """
+    inp = fit.inputs
+    j, g, n_rows = inp.n_annotators, inp.n_groups, inp.patterns.shape[0]
+    settings = fit.settings or {}
+    max_iter = max(int(settings.get("max_iter", 1000)), REPLICATE_MAX_ITER)
+    tol = float(settings.get("tol", 1e-8))
+    program = _batch_program(j, g, _em_counts(fit.prior), max_iter)
+    theta0 = _warm_start(fit)[0]
+    args = (np.asarray(inp.patterns, np.int32), np.asarray(inp.row_group, np.int32))
+    size = min(BATCH, n_boot)
+    thetas, statuses, iters = [], [], []
+    bar = None
+    if progress_bar:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n_boot, desc="bootstrap EM", leave=True)
+    rows = iter(weight_rows)
+    done = 0
+    while done < n_boot:
+        m = min(size, n_boot - done)
+        counts = np.zeros((size, n_rows))
+        for b in range(m):
+            # Weighted (group, pattern) counts: each item's weight added to its compressed row.
+            counts[b] = np.bincount(inp.inverse, weights=next(rows), minlength=n_rows)
+        counts[m:] = counts[0]  # padding of the last batch (discarded)
+        with x64():
+            theta, n_iter, status = (np.asarray(v) for v in program(theta0, *args, counts, np.float64(tol)))
+        thetas.append(theta[:m])
+        statuses.append(status[:m])
+        iters.append(n_iter[:m])
+        done += m
+        if bar is not None:
+            bar.update(m)
+    if bar is not None:
+        bar.close()
+    theta, status, n_iter = np.concatenate(thetas), np.concatenate(statuses), np.concatenate(iters)
+    exchanged = np.zeros(n_boot, bool)
+    for b in range(n_boot):
+        f, t, p, exchanged[b] = orient(theta[b, :j], theta[b, j:2 * j], theta[b, 2 * j:])
+        theta[b] = np.concatenate([f, t, p])
+    return {"theta": theta, "status": status, "n_iter": n_iter, "exchanged": exchanged, "max_iter": max_iter}
+
+
+def _draws(model: str, theta: np.ndarray, j: int) -> dict:
+    """Replicates (n, 2 J + G) as NUTS-shaped draws: ``name -> (1, n, ...)``."""
+    fpr, tpr = theta[:, :j], theta[:, j:2 * j]
+    prev = np.clip(theta[:, 2 * j:], 0.0, 1.0)
+    gap = tpr - fpr
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(fpr < 1, gap / (1 - fpr), 0.0)
+    out = {"fpr": fpr, "tpr": tpr, "gap": gap, "u": u, "prevalence": prev[:, 0] if model == "dawid_skene" else prev}
+    return {k: v[None] for k, v in out.items()}
+
+
+def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: bool = False) -> FitResult:
+    """Bayesian bootstrap of an EM fit: channel replicates laid out like NUTS draws with one chain.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+        The items ``fit`` was fitted on (n_items, n_annotators); their labels are checked against the fit.
+    fit : FitResult
+        From :func:`~noisycal_bayes.inference.fit_em` (``model`` "grouped", "histogram" or "dawid_skene").
+    n_boot : int, default 200
+        Replicates.
+    seed : int, default 0
+        Seed of ``numpy.random.default_rng`` for the item weights (no global seeding).
+    progress_bar : bool, default False
+        A tqdm bar over the replicates.
+
+    Returns
+    -------
+    FitResult
+        ``method="em_bootstrap"``; ``point``, ``channel``, ``groups``, ``inputs``, ``prior``, ``loglik`` those
+        of ``fit`` (the full-data EM estimate); ``draws`` with one chain, ``fpr``, ``tpr``, ``gap``, ``u`` of
+        shape (1, n_ok, n_annotators) and ``prevalence`` of shape (1, n_ok, n_groups) ((1, n_ok) for the
+        marginal model), where ``n_ok`` is the number of replicates that converged; ``sample_stats`` with
+        ``n_iter`` (1, n_ok), the EM iterations of each replicate (so ``to_arviz()`` works); ``details`` with
+        ``n_boot``, ``n_failed``, ``failed`` (replicate -> reason), ``n_iter`` per kept replicate,
+        ``n_exchanged`` (replicates re-oriented by the label-exchange rule) and ``em_fit`` (``fit``).
+
+    Raises
+    ------
+    ValueError
+        ``fit`` is not an EM FitResult with an estimate, or was made from SufficientStats; ``n_boot < 1``;
+        ``data`` is not the AnnotationSet of the fit; every replicate failed.
+
+    Warns
+    -----
+    ConvergenceWarning
+        More than 5% of the replicates failed (they are dropped).
+
+    Notes
+    -----
+    Replicate ``b`` draws item weights ``w^b = n (E_1, ..., E_n) / sum_i E_i`` with ``E_i ~ Exponential(1)``,
+    i.e. ``w^b / n ~ Dirichlet(1, ..., 1)`` (Rubin's Bayesian bootstrap), and forms weighted counts of the
+    fit's compressed rows ``c^b_r = sum_{i: row(i) = r} w^b_i`` on the fit's own score groups. EM then
+    maximises ``sum_r c^b_r log P(A_r | g_r; fpr, tpr, prevalence)`` (plus the fit's Beta log-kernels for
+    MAP), started from the full-data estimate clipped into ``[1e-6, 1 - 1e-6]`` and stopped by the rules of
+    ``fit_em`` (``tol`` from ``fit.settings``; ``max_iter`` raised to at least ``REPLICATE_MAX_ITER`` = 20000:
+    EM can converge slowly, and a budget cut would drop the slow replicates). The label-exchange rule of
+    ``fit_em`` orients each replicate; a replicate fails when EM does not converge, ends non-finite, or has a gap
+    ``<= fit.settings["min_gap"]`` (the screen of ``fit_em``). With a smooth likelihood the replicates
+    approximate the sampling distribution of the EM estimate (equivalently, a flat-prior posterior), so
+    :func:`~noisycal_bayes.propagate.posterior_nc_ece` treats them as it treats posterior draws.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> from noisycal_bayes.inference import fit_em
+    >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=0)
+    >>> fit = fit_em(sim.data, groups=5, n_starts=3)
+    >>> boot = bootstrap_em(sim.data, fit, n_boot=50, seed=1)
+    >>> boot.method, boot.draws["gap"].shape, boot.draws["prevalence"].shape
+    ('em_bootstrap', (1, 50, 3), (1, 50, 5))
+    >>> sd = boot.draws["gap"][0].std(axis=0)
+    >>> bool(np.all((sd > 0.005) & (sd < 0.05)))
+    True
+    """
+    n_boot = _check(data, fit, n_boot)
+    return _bootstrap(fit, item_weights(seed, n_boot, fit.inputs.n_items), n_boot,
+                      settings={"n_boot": n_boot, "seed": seed}, progress_bar=progress_bar)
+
+
+def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: bool = False) -> FitResult:
+    """:func:`bootstrap_em` on given item weights (an iterable of ``n_boot`` arrays of shape (n_items,))."""
+    j = fit.inputs.n_annotators
+    out = _refit(fit, weight_rows, n_boot, progress_bar=progress_bar)
+    theta, status = out["theta"], out["status"]
+    min_gap = float((fit.settings or {}).get("min_gap", 0.05))
+    finite = np.all(np.isfinite(theta), axis=1)
+    gap_ok = np.all(theta[:, j:2 * j] - theta[:, :j] > min_gap, axis=1)
+    failed = {}
+    for b in np.flatnonzero((status != _CONVERGED) | ~finite | ~gap_ok):
+        failed[int(b)] = (f"did not converge within {out['max_iter']} iterations" if status[b] != _CONVERGED
+                          else "non-finite estimate" if not finite[b] else f"gap <= min_gap={min_gap}")
+    keep = np.array([b not in failed for b in range(n_boot)])
+    notes = list(fit.warnings)
+    if not keep.any():
+        raise ValueError(f"bootstrap_em: all {n_boot} replicates failed ({sorted(set(failed.values()))}); the EM fit "
+                         "is too fragile to bootstrap. Check the fit (identified, gaps) or use fit_nuts.")
+    if len(failed) > MAX_FAILED_SHARE * n_boot:
+        reasons = ", ".join(f"{r}: {list(failed.values()).count(r)}" for r in sorted(set(failed.values())))
+        msg = (f"bootstrap_em: {len(failed)} of {n_boot} replicates failed and were dropped ({reasons}); the interval "
+               "comes from the others and may be too narrow. Check the fit, or use fit_nuts.")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+        notes.append(msg)
+    details = {"n_boot": n_boot, "n_failed": len(failed), "failed": failed, "n_iter": out["n_iter"][keep],
+               "n_exchanged": int(out["exchanged"][keep].sum()), "em_fit": fit}
+    return FitResult(model=fit.model, method="em_bootstrap", channel=fit.channel, point=fit.point, groups=fit.groups,
+                     inputs=fit.inputs, prior=fit.prior, annotator_ids=fit.annotator_ids,
+                     draws=_draws(fit.model, theta[keep], j), sample_stats={"n_iter": out["n_iter"][keep][None]},
+                     converged=fit.converged and len(failed) <= MAX_FAILED_SHARE * n_boot,
+                     identified=fit.identified, reason=fit.reason, loglik=fit.loglik, n_iter=fit.n_iter,
+                     failed_starts=fit.failed_starts, warnings=tuple(notes),
+                     settings={**(fit.settings or {}), **settings}, details=details)
