@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from noisycal_bayes import AnnotationSet, Channel, nc_ece, simulate_annotations
+from noisycal_bayes import AnnotationSet, Channel, ece, nc_ece, simulate_annotations
 from noisycal_bayes.diagnostics.gaps import gap_diagnostics, gap_sensitivity
 from noisycal_bayes.warnings import SmallGapWarning
 
@@ -103,7 +103,34 @@ def test_simulated_sweep_table():
     t = res.table
     assert t["gap"].tolist() == [0.4, 0.8] and t["n_reps"].tolist() == [2, 2]
     np.testing.assert_allclose(t["variance_inflation"], [1 / 0.4**2, 1 / 0.8**2])
-    assert len(res.replicates) == 4 and set(res.replicates["gap"]) == {0.4, 0.8}
+    reps = res.replicates
+    assert len(reps) == 4 and set(reps["gap"]) == {0.4, 0.8}
+    # Values, by independent routes: each replicate is re-simulated from its recorded seed with the symmetric
+    # channel fpr = (1 - gap) / 2, tpr = fpr + gap (3 annotators, the default), and its oracle ECE
+    # recomputed with the plain `ece` on the clean labels, its conditional ECE from m(Z_i), and the
+    # known-channel NC-ECE with the reference `nc_ece`.
+    for row in reps.itertuples(index=False):
+        fpr = np.full(3, (1 - row.gap) / 2)
+        sim = simulate_annotations(400, fpr=fpr, tpr=fpr + row.gap, curve="overconfident", seed=row.seed)
+        z = sim.data.scores
+        assert row.oracle_ece == pytest.approx(ece(z, sim.clean_labels, bins=5), rel=1e-12)
+        k = np.minimum((z * 5).astype(int), 4)
+        cond = np.abs(np.bincount(k, weights=sim.true_probability - z, minlength=5)).sum() / z.size
+        assert row.conditional_ece == pytest.approx(cond, rel=1e-12)
+        assert row.nc_ece_known == pytest.approx(nc_ece(sim.data, sim.channel, bins=5).value, rel=1e-10)
+        assert row.target == row.oracle_ece  # method="latent" targets the sample oracle ECE
+        if not row.failed:
+            assert row.lower <= row.upper
+    # The table aggregates the replicates: means per gap, and root mean squared errors against the oracle.
+    for gap, grp in reps.groupby("gap"):
+        tr = t.set_index("gap").loc[gap]
+        assert tr["oracle_ece"] == pytest.approx(grp["oracle_ece"].mean(), rel=1e-12)
+        assert tr["nc_ece_known"] == pytest.approx(grp["nc_ece_known"].mean(), rel=1e-12)
+        err = grp["nc_ece_known"] - grp["oracle_ece"]
+        assert tr["rmse_known"] == pytest.approx(np.sqrt(np.mean(err**2)), rel=1e-12)
+        ok = ~grp["failed"].astype(bool)
+        cover = ((grp["lower"] <= grp["target"]) & (grp["target"] <= grp["upper"]))[ok]
+        assert tr["coverage"] == pytest.approx(cover.mean())
 
 
 def test_plot_both_modes(sim):
@@ -111,8 +138,16 @@ def test_plot_both_modes(sim):
     from noisycal_bayes.plotting.sensitivity import gap_sensitivity as plot
 
     perturb = gap_sensitivity(sim.data, sim.channel, factors=(0.75, 1.0), n_draws=50)
-    assert plot(perturb).axes
     simulated = gap_sensitivity(mode="simulate", gaps=(0.5, 0.8), n_reps=1, n_items=300, n_draws=30, bins=5)
-    assert plot(simulated).axes
+    # The figure draws the table's values (not only some axes): each labelled line's points are its column.
+    columns = {"perturb": {"debiased estimate": "estimate", "NC-ECE at the perturbed channels": "nc_ece"},
+               "simulate": {"sample oracle ECE (truth)": "oracle_ece", "NC-ECE, true channels": "nc_ece_known",
+                            "NC-ECE, EM channels": "nc_ece_em"}}
+    for res, x_col in ((perturb, "factor"), (simulated, "gap")):
+        fig = plot(res)
+        lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+        for label, col in columns[res.mode].items():
+            np.testing.assert_allclose(lines[label].get_xdata(), res.table[x_col], rtol=1e-12)
+            np.testing.assert_allclose(lines[label].get_ydata(), res.table[col], rtol=1e-12)
     with pytest.raises(ValueError, match="output of noisycal_bayes.diagnostics.gap_sensitivity"):
         plot(perturb.table)

@@ -127,6 +127,11 @@ def test_em_fit_interval_comes_from_bootstrap_only(sim, em):
     other = posterior_nc_ece(sim.data, em, method="plugin", n_draws=50, seed=1)
     np.testing.assert_array_equal(res.draws, again.draws)
     assert not np.array_equal(res.draws, other.draws)
+    # Invariance: an EM fit has no channel draws, so its draws are those of its point channel passed as a
+    # fixed Channel (same seed, same item weights): equal, draw by draw, and so is the interval.
+    fixed = posterior_nc_ece(sim.data, em.channel, method="plugin", n_draws=50)
+    np.testing.assert_allclose(res.draws, fixed.draws, rtol=1e-12)
+    assert (res.lower, res.upper) == pytest.approx((fixed.lower, fixed.upper), rel=1e-12)
 
 
 def test_output_index_thins_and_cycles():
@@ -196,19 +201,61 @@ def test_latent_bin_frequencies_match_posterior_probabilities(sim, em):
 
 
 def test_latent_platt_runs_per_item(sim):
+    n_draws = 400
     rng = np.random.default_rng(5)
-    f, t = channel_draws(rng, FPR, TPR, 1, 10)
-    fit = fake_platt(sim.data, fpr=f, tpr=t, slope=np.full((1, 10), 0.5), intercept=np.zeros((1, 10)))
-    res = posterior_nc_ece(sim.data, fit, method="latent")
-    assert res.n_draws == 10 and np.all(res.draws > 0) and res.target == TARGETS["latent"]
+    f, t = channel_draws(rng, FPR, TPR, 1, n_draws)
+    slope = 0.5 + 0.05 * rng.standard_normal((1, n_draws))
+    intercept = 0.02 * rng.standard_normal((1, n_draws))
+    fit = fake_platt(sim.data, fpr=f, tpr=t, slope=slope, intercept=intercept)
+    res = posterior_nc_ece(sim.data, fit, method="latent", n_draws=n_draws)
+    assert res.n_draws == n_draws and res.target == TARGETS["latent"]
+    # Values: per draw s the clean labels are Bernoulli(p_is), p_is = P(Y_i = 1 | A_i) under the item's own
+    # prior m_s(z_i) = sigmoid(slope_s logit z_i + intercept_s) (the per-item Platt curve) and channel s,
+    # computed here with core.posterior_positive. Each bin's mean frequency over draws estimates
+    # mean_s mean_{i in k} p_is with Monte Carlo se sqrt(sum_s sum_{i in k} p_is (1 - p_is)) / (n_k S);
+    # z = 4.4: 1e-4 family-wise false alarm over the 10 bins (two-sided, Bonferroni).
+    z = sim.data.scores
+    zc = np.clip(z, 1e-6, 1 - 1e-6)
+    logit = np.log(zc) - np.log1p(-zc)
+    p = np.stack([np.asarray(posterior_positive(sim.data.labels, None, f[0, s], t[0, s],
+                                                1 / (1 + np.exp(-(slope[0, s] * logit + intercept[0, s])))))
+                  for s in range(n_draws)])                          # (S, n_items)
+    idx = Binning.equal_width(10).assign(z)
+    count = np.bincount(idx, minlength=10)
+    want = np.bincount(idx, weights=p.mean(axis=0), minlength=10) / count
+    se = np.sqrt(np.bincount(idx, weights=(p * (1 - p)).sum(axis=0), minlength=10)) / count / n_draws
+    zq = stats.norm.isf(1e-4 / 20)
+    assert np.all(np.abs(res.table["corrected_frequency"] - want) <= zq * se + 1e-12)
+    # Negative control for the same assertion: the curve ignored (prior 1/2 for every item) is rejected.
+    flat = np.stack([np.asarray(posterior_positive(sim.data.labels, None, f[0, s], t[0, s], np.full(z.size, 0.5)))
+                     for s in range(n_draws)])
+    wrong = np.bincount(idx, weights=flat.mean(axis=0), minlength=10) / count
+    assert np.any(np.abs(res.table["corrected_frequency"] - wrong) > zq * se + 1e-12)
 
 
 def test_latent_accepts_new_scores_for_the_same_items(sim, em):
     new = sim.data.with_scores(np.clip(sim.data.scores * 0.5 + 0.25, 0, 1))
+    n_draws = 400
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)  # the new scores fall in other bins than the fit's groups
-        res = posterior_nc_ece(new, em, method="latent", n_draws=50)
+        res = posterior_nc_ece(new, em, method="latent", n_draws=n_draws)
     assert res.n_items == sim.data.n_items
+    # Values: the clean labels are drawn from the fit (the items' posterior P(Y_i = 1 | A_i, g_i) under the
+    # fit's own groups of the OLD scores), then binned and compared with the NEW scores. Per new bin the mean
+    # frequency estimates the mean of p_i with MC se sqrt(sum p (1 - p)) / n_k / sqrt(S) (z = 4.4: 1e-4
+    # family-wise over the bins, two-sided, Bonferroni); mean_score is the new scores' bin mean, exactly.
+    p = np.asarray(posterior_positive(sim.data.labels, None, em.point["fpr"], em.point["tpr"],
+                                      em.point["prevalence"][em.groups.index]))
+    idx = Binning.equal_width(10).assign(new.scores)
+    count = np.bincount(idx, minlength=10)
+    ok = count > 0
+    want = np.bincount(idx, weights=p, minlength=10)[ok] / count[ok]
+    se = np.sqrt(np.bincount(idx, weights=p * (1 - p), minlength=10)[ok]) / count[ok] / np.sqrt(n_draws)
+    zq = stats.norm.isf(1e-4 / 20)
+    table = res.table[ok]
+    assert np.all(np.abs(table["corrected_frequency"].to_numpy() - want) <= zq * se + 1e-12)
+    np.testing.assert_allclose(table["mean_score"], np.bincount(idx, weights=new.scores, minlength=10)[ok] / count[ok],
+                               rtol=1e-12)
 
 
 def test_latent_warns_when_groups_are_not_the_evaluation_bins(sim):

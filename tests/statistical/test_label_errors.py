@@ -104,7 +104,14 @@ def test_p_majority_wrong_is_calibrated(rankings):
 
 @pytest.fixture(scope="module")
 def accuracy_runs():
-    """R data sets; per set the true sample accuracy at threshold 0.3 and three estimates."""
+    """R data sets; per set the true sample accuracy at threshold 0.3, three estimates, and two intervals.
+
+    Columns: truth, accuracy, lower, upper, majority accuracy, biased accuracy (2 groups), corrected-label
+    accuracy, and the negative control's lower / upper: the same EM fit with its channels and prevalences held
+    at the point estimate in every replicate (no refits: only the latent labels vary).
+    """
+    import noisycal_bayes.labels._replicates as replicates
+
     rows = []
     for seed in range(40):
         sim = simulate_annotations(1500, fpr=FPR, tpr=TPR, score_beta=(0.6, 0.6), curve="overconfident",
@@ -116,13 +123,18 @@ def accuracy_runs():
             res = corrected_accuracy(d, threshold=0.3, n_replicates=200, bootstrap=False, seed=seed)
             coarse = fit_em(d, model="grouped", groups=2, n_starts=3)
             biased = corrected_accuracy(d, coarse, threshold=0.3, n_replicates=20, bootstrap=False, seed=seed)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(replicates, "parameter_source", lambda fit: "point")
+                fixed = corrected_accuracy(d, threshold=0.3, n_replicates=200, bootstrap=False, seed=seed)
+        assert res.parameter_uncertainty == replicates.SOURCES["refit"]
+        assert fixed.parameter_uncertainty == replicates.SOURCES["point"]
         rows.append((truth, res.accuracy, res.lower, res.upper, res.majority_accuracy, biased.accuracy,
-                     res.corrected_label_accuracy))
+                     res.corrected_label_accuracy, fixed.lower, fixed.upper))
     return np.array(rows)
 
 
 def test_corrected_accuracy_is_unbiased_and_its_interval_covers(accuracy_runs):
-    truth, est, lo, hi, maj, biased, moment = accuracy_runs.T
+    truth, est, lo, hi, maj, biased, moment, fixed_lo, fixed_hi = accuracy_runs.T
     r = truth.size
     # Unbiased: mean(estimate - truth) within t * se over R = 40 sets; two-sided false alarm 1e-3 for each
     # of the 4 mean assertions below (Bonferroni 2.5e-4 -> t_{39}).
@@ -136,11 +148,19 @@ def test_corrected_accuracy_is_unbiased_and_its_interval_covers(accuracy_runs):
     for x in (maj, biased):
         d = x - truth
         assert abs(d.mean()) > t * d.std(ddof=1) / np.sqrt(r)
-    # Coverage of the 90% interval of the sample accuracy (EM fit + weighted-likelihood bootstrap):
-    # binomial(40, 0.9); reject below the 1e-3 lower quantile (an EM interval without the refits covered
-    # 29 of 40 in this setting and fails here).
+    # Coverage of the 90% interval of the sample accuracy (EM fit + weighted-likelihood bootstrap): a correct
+    # interval covers X ~ Binomial(40, 0.9) times. Reject X <= c with c = binom.ppf(1e-3, 40, 0.9) = 29, i.e.
+    # accept only X >= 30: false alarm P(X <= 29) = 1.5e-3 (P(X <= 28) = 3.8e-4). The earlier criterion
+    # `X >= ppf` accepted 29, the very count of its own negative control, which therefore passed.
+    c = stats.binom.ppf(1e-3, r, 0.9)
+    assert c == 29 and stats.binom.cdf(c, r, 0.9) < 1.5e-3
     covered = int(np.sum((lo <= truth) & (truth <= hi)))
-    assert covered >= stats.binom.ppf(1e-3, r, 0.9)
+    assert covered > c
+    # Negative control, computed here on the same data sets: the EM interval without the refits (channels
+    # and prevalences fixed at the estimate) ignores the parameter uncertainty and must fail the criterion
+    # (seeds 200-239: the refit interval covers 33 of 40, the fixed-parameter control 29, at the boundary).
+    fixed_covered = int(np.sum((fixed_lo <= truth) & (truth <= fixed_hi)))
+    assert not fixed_covered > c, fixed_covered
 
 
 @pytest.fixture(scope="module")
