@@ -6,12 +6,13 @@ Usage::
 
 Writes benchmarks/results/experiments_cifar10n_table3.csv and experiments_cifar10n.json.
 Data: CIFAR-10N labels (Wei et al., ICLR 2022; CC BY-NC 4.0) and cross-validated ResNet-50 scores from
-cgnorthcutt/confidentlearning-reproduce (MIT), assembled in /work/shared/data/cifar10n_vehicle.csv.
+cgnorthcutt/confidentlearning-reproduce (MIT), assembled in cifar10n_vehicle.csv: pass --path or set NOISYCAL_CIFAR10N to its location.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,12 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "results"
 
-from noisycal_bayes.experiments.cifar10n import DEFAULT_PATH, cifar10n_table  # noqa: E402
+from noisycal_bayes.experiments.cifar10n import ENV_VAR, cifar10n_table  # noqa: E402
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--path", default=str(DEFAULT_PATH))
+    p.add_argument("--path", default=os.environ.get(ENV_VAR),
+                   help=f"cifar10n_vehicle.csv (default: the environment variable {ENV_VAR})")
     p.add_argument("--n-warmup", type=int, default=500)
     p.add_argument("--n-draws", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
