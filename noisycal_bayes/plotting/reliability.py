@@ -48,7 +48,8 @@ def reliability_table(scores, labels, edges) -> pd.DataFrame:
 
 
 def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None, ties: str = "positive",
-                        clean_labels=None, ax=None, title: str | None = None, histogram: bool = True):
+                        clean_labels=None, clean_labels_name: str = "clean labels", ax=None, title: str | None = None,
+                        histogram: bool = True):
     """Corrected reliability diagram: noise-corrected frequency per bin against the mean score.
 
     Parameters
@@ -66,6 +67,8 @@ def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None
         ``ties``) and the mean vote fraction.
     clean_labels : array-like of shape (n_items,), optional
         Clean labels of ``data``'s items (simulations, or a reference label set): adds the oracle curve.
+    clean_labels_name : str, default "clean labels"
+        What ``clean_labels`` are, for the legend (e.g. "original CIFAR-10 label" for a reference label set).
     ax : matplotlib Axes, optional
         Draw here (no count histogram); otherwise a new figure is made.
     title : str, optional
@@ -95,7 +98,7 @@ def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None
     ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls=":", label="perfect calibration")
     low_y, high_y = _corrected_curve(ax, table, edges.size - 1, lower, upper, level)
     if data is not None:
-        _naive_curves(ax, data, edges, ties, clean_labels)
+        _naive_curves(ax, data, edges, ties, clean_labels, clean_labels_name)
     elif clean_labels is not None:
         raise ValueError("`clean_labels` needs `data` (their scores) to place the oracle curve.")
 
@@ -139,7 +142,7 @@ def _corrected_curve(ax, table, n_bins, lower, upper, level):
     return min(low_y), max(high_y)
 
 
-def _naive_curves(ax, data, edges, ties, clean_labels):
+def _naive_curves(ax, data, edges, ties, clean_labels, clean_labels_name):
     """Draw the majority-vote and vote-fraction curves of ``data`` on ``edges`` (and the oracle curve of
     ``clean_labels``, shape (n_items,), when given)."""
     z = data.require_scores()
@@ -153,4 +156,4 @@ def _naive_curves(ax, data, edges, ties, clean_labels):
     if clean_labels is not None:
         orc = reliability_table(z, np.asarray(clean_labels), edges)
         ax.plot(orc["mean_score"], orc["frequency"], "D-", color=ORACLE, lw=1, ms=3, alpha=0.8,
-                label="oracle: clean labels")
+                label=f"oracle: {clean_labels_name}")
