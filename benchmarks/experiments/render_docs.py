@@ -52,6 +52,11 @@ CIFAR_CODE = {
 }
 
 
+def _code(meta) -> str:
+    """The package code of the run, when its JSON records it (``run_*.py`` do since issue 15)."""
+    return f" Package code of the run: {meta['code']}." if meta.get("code") else ""
+
+
 def _gaussian_code(kind, fit):
     return GAUSSIAN_CODE.get((kind, fit)) or GAUSSIAN_CODE[fit]
 
@@ -71,12 +76,11 @@ def toy_table1() -> str:
             "90% coverage ± SE": _pm(r["coverage"], r["coverage_se"]) if bayes else "",
             "code": TOY_CODE[r["estimator"]],
         })
-    code = f" Package code: {meta['code']}." if meta.get("code") else ""
     reused = (f" Bayesian rows reused from {meta['bayes_rows_from']} (not refitted)." if meta.get("bayes_rows_from")
               else " Every row refitted in this run.")
     return (f"N = 8000, {meta['reps']} repetitions per cell ({meta['bayes_reps']} for the Bayesian rows: NUTS, "
             f"{meta['n_chains']} chains x {meta['n_draws']} draws after {meta['n_warmup']} warm-up), all by "
-            f"`experiments.toy.toy_ece` driven by `benchmarks/experiments/run_toy.py`.{reused}{code} "
+            f"`experiments.toy.toy_ece` driven by `benchmarks/experiments/run_toy.py`.{reused}{_code(meta)} "
             f"Wall time {meta['seconds_table1']:.0f} s on a shared 2-core machine.\n\n" + _md(pd.DataFrame(rows)))
 
 
@@ -116,7 +120,7 @@ def cifar_table3() -> str:
             f"`benchmarks/experiments/run_cifar10n.py`; columns: oracle `reference.ece`, soft vote `reference.smece`, "
             f"NC-ECE `reference.nc_ece` with `reference.fit_em(groups=None)` channels, Bayesian "
             f"`inference.fit_nuts(model=\"dawid_skene\")` + `propagate.posterior_nc_ece(method=\"plugin\")`; the "
-            f"code column says how each row's scores were made.\n\n" + _md(pd.DataFrame(rows)))
+            f"code column says how each row's scores were made.{_code(meta)}\n\n" + _md(pd.DataFrame(rows)))
 
 
 def gaussian_table5() -> str:
@@ -160,7 +164,7 @@ def gaussian_table5() -> str:
     return (f"Total n = {int(big['n_items'].iloc[0])} (thirds of {int(big['n_items'].iloc[0]) // 3}); {meta['reps']} "
             f"repetitions (Bayesian rows: {meta['bayes_reps']}); mean (sample sd); every row by "
             f"`experiments.gaussian.gaussian_recalibration` driven by `benchmarks/experiments/run_gaussian.py`, the "
-            f"code column naming the map's fitter. Wall time {meta['seconds']:.0f} s.\n\n"
+            f"code column naming the map's fitter.{_code(meta)} Wall time {meta['seconds']:.0f} s.\n\n"
             + _md(pd.DataFrame(rows)) + fails
             + "\n\nL1(m) x 100 ± MC SE by total size (fewer reps where failed fits were dropped):\n\n"
             + size_table("l1", 100, 2)
@@ -218,7 +222,7 @@ def tabular_table2() -> str:
             f"`benchmarks/experiments/run_tabular.py`; Base = the predictor (`experiments.tabular.make_predictor`), "
             f"(corr.) = `experiments._common.fit_point_map` on `reference.recalibration.corrected_item_labels` "
             f"(channels: `reference.fit_em`), naive = the same on the vote fraction, oracle = on the clean labels, "
-            f"Bayesian = `recalibration.PosteriorPlatt` on `inference.fit_nuts(model=\"platt\")`.\n\n"
+            f"Bayesian = `recalibration.PosteriorPlatt` on `inference.fit_nuts(model=\"platt\")`.{_code(meta)}\n\n"
             + _md(pd.DataFrame(main))
             + "\n\nPaired difference from the base, ECE x 100 (mean over seeds ± SE = sd / sqrt(seeds)):\n\n"
             + _md(pd.DataFrame(diffs))

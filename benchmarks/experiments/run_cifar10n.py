@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "results"
 
+from _provenance import code_version  # noqa: E402  (this folder is on sys.path when run as a script)
 from noisycal_bayes.experiments.cifar10n import ENV_VAR, cifar10n_table  # noqa: E402
 
 
@@ -41,7 +42,7 @@ def main(argv=None):
     t0 = time.time()
     table = cifar10n_table(path=a.path, n_warmup=a.n_warmup, n_draws=a.n_draws, seed=a.seed)
     table.to_csv(OUT / "experiments_cifar10n_table3.csv", index=False)
-    meta = dict(vars(a), seconds=round(time.time() - t0, 1), **table.attrs, table3=table.to_dict(orient="records"))
+    meta = dict(vars(a), code=code_version(), seconds=round(time.time() - t0, 1), **table.attrs, table3=table.to_dict(orient="records"))
     (OUT / "experiments_cifar10n.json").write_text(json.dumps(meta, indent=1, default=float))
     print(table.round(4).to_string())
     print(table.attrs)
