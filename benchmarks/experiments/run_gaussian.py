@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "results"
 
+from _provenance import code_version  # noqa: E402  (this folder is on sys.path when run as a script)
 from noisycal_bayes.experiments.gaussian import SIZES, gaussian_recalibration, summarise_gaussian  # noqa: E402
 
 
@@ -48,7 +49,7 @@ def main(argv=None):
     table = summarise_gaussian(rows)
     rows.to_csv(OUT / "experiments_gaussian_rows.csv", index=False)
     table.to_csv(OUT / "experiments_gaussian_table5.csv", index=False)
-    meta = dict(vars(a), seconds=round(time.time() - t0, 1), table5=table.to_dict(orient="records"))
+    meta = dict(vars(a), code=code_version(), seconds=round(time.time() - t0, 1), table5=table.to_dict(orient="records"))
     (OUT / "experiments_gaussian.json").write_text(json.dumps(meta, indent=1, default=float))
     print(table.round(4).to_string())
 

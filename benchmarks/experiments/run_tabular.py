@@ -35,6 +35,7 @@ OUT = ROOT / "benchmarks" / "results"
 
 import pandas as pd  # noqa: E402
 
+from _provenance import code_version  # noqa: E402  (this folder is on sys.path when run as a script)
 from noisycal_bayes.experiments.tabular import (DATASETS, N_ANNOTATORS, PREDICTORS, REGIMES,  # noqa: E402
                                                 summarise_tabular, tabular_recalibration)
 
@@ -96,7 +97,7 @@ def main(argv=None):
         table = summarise_tabular(rows)
         rows.to_csv(OUT / "experiments_tabular_rows.csv", index=False)
         table.to_csv(OUT / "experiments_tabular_table2.csv", index=False)
-        meta = dict(vars(a), seeds_done=seeds_done, bayes_seeds_done=bayes_done, seconds=round(time.time() - t0, 1),
+        meta = dict(vars(a), code=code_version(), seeds_done=seeds_done, bayes_seeds_done=bayes_done, seconds=round(time.time() - t0, 1),
                     datasets={k: v[1] for k, v in DATASETS.items()}, predictors=list(PREDICTORS),
                     n_annotators=list(N_ANNOTATORS), regimes={k: [list(r) for r in v] for k, v in REGIMES.items()},
                     python=platform.python_version(), table2=table.to_dict(orient="records"))

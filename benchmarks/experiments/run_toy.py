@@ -26,6 +26,7 @@ OUT = ROOT / "benchmarks" / "results"
 
 import pandas as pd  # noqa: E402
 
+from _provenance import code_version  # noqa: E402  (this folder is on sys.path when run as a script)
 from noisycal_bayes.experiments.toy import CONDITIONS, SIZES, summarise_toy, toy_ece  # noqa: E402
 
 
@@ -66,7 +67,7 @@ def main(argv=None):
     table1_rows.to_csv(OUT / "experiments_toy_rows.csv", index=False)
     table1.to_csv(OUT / "experiments_toy_table1.csv", index=False)
     figure1.to_csv(OUT / "experiments_toy_figure1.csv", index=False)
-    meta = dict(bayes_rows_from=a.bayes_rows, reps=a.reps, figure_reps=a.figure_reps, bayes_reps=a.bayes_reps, n_warmup=a.n_warmup,
+    meta = dict(code=code_version(), bayes_rows_from=a.bayes_rows, reps=a.reps, figure_reps=a.figure_reps, bayes_reps=a.bayes_reps, n_warmup=a.n_warmup,
                 n_draws=a.n_draws, n_chains=2, seed=a.seed, seconds_table1=round(t1 - t0, 1),
                 seconds_figure1=round(t2 - t1, 1), table1=table1.to_dict(orient="records"),
                 figure1=figure1.to_dict(orient="records"))

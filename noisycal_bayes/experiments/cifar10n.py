@@ -19,6 +19,7 @@ columns get a Bayesian-bootstrap interval (evaluation-sample uncertainty only).
 """
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -31,14 +32,57 @@ from ..reference.recalibration import (corrected_item_labels, predict_histogram,
                                        predict_temperature)
 from ._common import N_BINS
 
-#: Where the shared data set lives on the development machine (pass ``path=`` elsewhere).
-DEFAULT_PATH = Path("/work/shared/data/cifar10n_vehicle.csv")
+#: Environment variable read for the location of ``cifar10n_vehicle.csv`` when no ``path`` is passed.
+ENV_VAR = "NOISYCAL_CIFAR10N"
 MAPS = ("temperature", "platt", "histogram")
 
 
-def load_cifar10n(path=DEFAULT_PATH):
-    """``(AnnotationSet, y_ref)`` from ``cifar10n_vehicle.csv`` (annotators ``ann1..ann3``)."""
-    frame = pd.read_csv(path, usecols=["item", "y_ref", "score", "ann1", "ann2", "ann3"])
+def cifar10n_path(path=None) -> Path:
+    """Location of ``cifar10n_vehicle.csv``: ``path`` if given, else the environment variable ``NOISYCAL_CIFAR10N``.
+
+    The data set is not bundled with the package (50,000 rows; labels under CC BY-NC 4.0), so its location
+    is always the caller's.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+
+    Returns
+    -------
+    pathlib.Path
+        An existing file.
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither ``path`` nor ``NOISYCAL_CIFAR10N`` is given, or the file they name does not exist.
+
+    Examples
+    --------
+    >>> cifar10n_path("no/such/file.csv")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: cifar10n_vehicle.csv not found at 'no/such/file.csv' (from the `path` argument). Pass `path=` or set the environment variable NOISYCAL_CIFAR10N to the file's location.
+    """
+    source = "the `path` argument"
+    if path is None:
+        path, source = os.environ.get(ENV_VAR), f"the environment variable {ENV_VAR}"
+        if not path:
+            raise FileNotFoundError(f"no location for cifar10n_vehicle.csv: pass `path=` or set the environment "
+                                    f"variable {ENV_VAR} to the file's location.")
+    resolved = Path(path).expanduser()
+    if not resolved.is_file():
+        raise FileNotFoundError(f"cifar10n_vehicle.csv not found at {str(path)!r} (from {source}). Pass `path=` or "
+                                f"set the environment variable {ENV_VAR} to the file's location.")
+    return resolved
+
+
+def load_cifar10n(path=None):
+    """``(AnnotationSet, y_ref)`` from ``cifar10n_vehicle.csv`` (annotators ``ann1..ann3``).
+
+    ``path`` defaults to the environment variable ``NOISYCAL_CIFAR10N`` (see :func:`cifar10n_path`).
+    """
+    frame = pd.read_csv(cifar10n_path(path), usecols=["item", "y_ref", "score", "ann1", "ann2", "ann3"])
     labels = frame[["ann1", "ann2", "ann3"]].to_numpy(dtype=np.int8)
     data = AnnotationSet(labels, frame["score"].to_numpy(dtype=np.float64), frame["item"].to_numpy().astype(object),
                          np.array(["ann1", "ann2", "ann3"], dtype=object))
@@ -69,14 +113,14 @@ def _bb_binned(z, target, weights, n_bins=N_BINS):
     return np.abs(weights @ resid).sum(axis=1) / weights.sum(axis=1)
 
 
-def cifar10n_table(*, path=DEFAULT_PATH, maps=MAPS, fit_fraction: float = 0.5, n_items: int | None = None,
+def cifar10n_table(*, path=None, maps=MAPS, fit_fraction: float = 0.5, n_items: int | None = None,
                    bayes: bool = True, n_warmup: int = 500, n_draws: int = 500, n_boot: int = 1000,
                    level: float = 0.9, seed: int = 0) -> pd.DataFrame:
     """Table 3: ECE of the base and recalibrated scores on the evaluation half, three ways, with intervals.
 
     Parameters
     ----------
-    path : path of ``cifar10n_vehicle.csv``
+    path : path of ``cifar10n_vehicle.csv``; default the environment variable ``NOISYCAL_CIFAR10N``
     maps : subset of ``("temperature", "platt", "histogram")``
     fit_fraction : share of items for channel and recalibration fitting
     n_items : int, optional
@@ -93,17 +137,14 @@ def cifar10n_table(*, path=DEFAULT_PATH, maps=MAPS, fit_fraction: float = 0.5, n
     corrected), columns ``oracle_ece, oracle_lower, oracle_upper, softvote_ece, softvote_lower,
     softvote_upper, nc_ece`` and with ``bayes`` ``bayes_estimate, bayes_mean, bayes_lower, bayes_upper,
     bayes_interval``; ``params`` describes the fitted map. ``attrs`` holds the channel fits and sizes.
+    Raises
+    ------
+    FileNotFoundError
+        No data file (see :func:`cifar10n_path`).
     """
     data, y_ref = load_cifar10n(path)
     rng = np.random.default_rng(seed)
-    if n_items is not None and n_items < data.n_items:
-        keep = np.sort(rng.choice(data.n_items, size=n_items, replace=False))
-        data, y_ref = data.subset(keep), y_ref[keep]
-    perm = rng.permutation(data.n_items)
-    n_fit = int(round(fit_fraction * data.n_items))
-    fit_rows, eval_rows = np.sort(perm[:n_fit]), np.sort(perm[n_fit:])
-    fit_data, eval_data = data.subset(fit_rows), data.subset(eval_rows)
-    y_eval = y_ref[eval_rows]
+    fit_data, eval_data, y_eval = _split(data, y_ref, rng, fit_fraction, n_items)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         em = fit_em(fit_data, groups=None)  # the paper's marginal Dawid-Skene EM, three annotators
@@ -124,32 +165,51 @@ def cifar10n_table(*, path=DEFAULT_PATH, maps=MAPS, fit_fraction: float = 0.5, n
             post_fit = fit_nuts(fit_data, model="dawid_skene", n_chains=2, n_warmup=n_warmup, n_draws=n_draws,
                                 seed=seed, progress_bar=False)
     g = rng.dirichlet(np.ones(eval_data.n_items), size=n_boot) * eval_data.n_items
-    soft = eval_data.vote_fraction()
-    q = [(1 - level) / 2, (1 + level) / 2]
-    rows = []
-    for method, fit_kind, z, desc in vectors:
-        ev = eval_data.with_scores(z)
-        o_lo, o_hi = np.quantile(_bb_binned(z, y_eval.astype(float), g), q)
-        s_lo, s_hi = np.quantile(_bb_binned(z, soft, g), q)
-        row = dict(method=method, fit=fit_kind, params=desc,
-                   oracle_ece=ece(z, y_eval, bins=N_BINS), oracle_lower=o_lo, oracle_upper=o_hi,
-                   softvote_ece=smece(z, soft, bins=N_BINS), softvote_lower=s_lo, softvote_upper=s_hi,
-                   nc_ece=nc_ece(ev, channel, bins=N_BINS).value)
-        if post_fit is not None:
-            from ..propagate import posterior_nc_ece
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                post = posterior_nc_ece(ev, post_fit, bins=N_BINS, method="plugin", level=level, seed=seed)
-            one_sided = post.interval_to_read == "upper_one_sided"
-            row.update(bayes_estimate=post.estimate, bayes_mean=post.mean,
-                       bayes_lower=0.0 if one_sided else post.lower,
-                       bayes_upper=post.upper_one_sided if one_sided else post.upper,
-                       bayes_interval=post.interval_to_read)
-        rows.append(row)
+    rows = [_score_row(eval_data, y_eval, z, channel, post_fit, g, level=level, seed=seed,
+                       method=method, fit=fit_kind, params=desc)
+            for method, fit_kind, z, desc in vectors]
     out = pd.DataFrame(rows)
-    out.attrs.update(n_fit=int(n_fit), n_eval=int(eval_rows.size), em_fpr=channel.fpr.tolist(),
+    out.attrs.update(n_fit=int(fit_data.n_items), n_eval=int(eval_data.n_items), em_fpr=channel.fpr.tolist(),
                      em_tpr=channel.tpr.tolist(), level=level,
                      nuts_fpr=None if post_fit is None else np.asarray(post_fit.channel.fpr).tolist(),
                      nuts_tpr=None if post_fit is None else np.asarray(post_fit.channel.tpr).tolist(),
                      nuts_divergent=None if post_fit is None else int(getattr(post_fit, "n_divergent", 0) or 0))
     return out
+
+
+def _split(data, y_ref, rng, fit_fraction, n_items):
+    """Optional random subset of ``n_items``, then a random fitting / evaluation split (rows kept in order)."""
+    if n_items is not None and n_items < data.n_items:
+        keep = np.sort(rng.choice(data.n_items, size=n_items, replace=False))
+        data, y_ref = data.subset(keep), y_ref[keep]
+    perm = rng.permutation(data.n_items)
+    n_fit = int(round(fit_fraction * data.n_items))
+    fit_rows, eval_rows = np.sort(perm[:n_fit]), np.sort(perm[n_fit:])
+    return data.subset(fit_rows), data.subset(eval_rows), y_ref[eval_rows]
+
+
+def _score_row(eval_data, y_eval, z, channel, post_fit, g, *, level, seed, **row):
+    """One row of Table 3: oracle, soft-vote and noise-corrected ECE of the scores ``z``, shape (n_eval,).
+
+    ``g`` holds the Bayesian-bootstrap weights, shape (n_boot, n_eval); ``post_fit`` is the NUTS fit or None;
+    ``row`` (method, fit, params) is copied into the result.
+    """
+    ev = eval_data.with_scores(z)
+    soft = eval_data.vote_fraction()
+    q = [(1 - level) / 2, (1 + level) / 2]
+    o_lo, o_hi = np.quantile(_bb_binned(z, y_eval.astype(float), g), q)
+    s_lo, s_hi = np.quantile(_bb_binned(z, soft, g), q)
+    row.update(oracle_ece=ece(z, y_eval, bins=N_BINS), oracle_lower=o_lo, oracle_upper=o_hi,
+               softvote_ece=smece(z, soft, bins=N_BINS), softvote_lower=s_lo, softvote_upper=s_hi,
+               nc_ece=nc_ece(ev, channel, bins=N_BINS).value)
+    if post_fit is not None:
+        from ..propagate import posterior_nc_ece
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            post = posterior_nc_ece(ev, post_fit, bins=N_BINS, method="plugin", level=level, seed=seed)
+        one_sided = post.interval_to_read == "upper_one_sided"
+        row.update(bayes_estimate=post.estimate, bayes_mean=post.mean,
+                   bayes_lower=0.0 if one_sided else post.lower,
+                   bayes_upper=post.upper_one_sided if one_sided else post.upper,
+                   bayes_interval=post.interval_to_read)
+    return row

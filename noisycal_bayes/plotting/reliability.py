@@ -48,7 +48,8 @@ def reliability_table(scores, labels, edges) -> pd.DataFrame:
 
 
 def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None, ties: str = "positive",
-                        clean_labels=None, ax=None, title: str | None = None, histogram: bool = True):
+                        clean_labels=None, clean_labels_name: str = "clean labels", ax=None, title: str | None = None,
+                        histogram: bool = True):
     """Corrected reliability diagram: noise-corrected frequency per bin against the mean score.
 
     Parameters
@@ -66,6 +67,8 @@ def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None
         ``ties``) and the mean vote fraction.
     clean_labels : array-like of shape (n_items,), optional
         Clean labels of ``data``'s items (simulations, or a reference label set): adds the oracle curve.
+    clean_labels_name : str, default "clean labels"
+        What ``clean_labels`` are, for the legend (e.g. "original CIFAR-10 label" for a reference label set).
     ax : matplotlib Axes, optional
         Draw here (no count histogram); otherwise a new figure is made.
     title : str, optional
@@ -83,7 +86,6 @@ def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None
     given the channels. Corrected frequencies may leave [0, 1] in small bins: that is noise, not an error.
     """
     edges, table = _edges_and_table(result)
-    n_bins = edges.size - 1
     if ax is None:
         if histogram:
             fig, (ax, hax) = new_figure(2, 1, figsize=(5.5, 5.5), sharex=True, height_ratios=[4, 1])
@@ -94,6 +96,31 @@ def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None
         fig, hax = ax.figure, None
 
     ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls=":", label="perfect calibration")
+    low_y, high_y = _corrected_curve(ax, table, edges.size - 1, lower, upper, level)
+    if data is not None:
+        _naive_curves(ax, data, edges, ties, clean_labels, clean_labels_name)
+    elif clean_labels is not None:
+        raise ValueError("`clean_labels` needs `data` (their scores) to place the oracle curve.")
+
+    pad = 0.05
+    ax.set_xlim(0, 1)
+    ax.set_ylim(min(0.0, low_y) - pad, max(1.0, high_y) + pad)
+    ax.set_ylabel("frequency of the positive class")
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.set_title(title if title is not None else "Reliability diagram")
+    if hax is not None:
+        hax.bar(edges[:-1], table["count"].to_numpy(), width=np.diff(edges), align="edge", color="0.75",
+                edgecolor="white")
+        hax.set_ylabel("items")
+        hax.set_xlabel("score (mean per bin)")
+    else:
+        ax.set_xlabel("score (mean per bin)")
+    return fig
+
+
+def _corrected_curve(ax, table, n_bins, lower, upper, level):
+    """Draw the corrected frequency of the non-empty bins (with error bars when ``lower``/``upper``, shape
+    (n_bins,), are given); return the smallest and largest value drawn, for the y limits."""
     ok = table["count"].to_numpy() > 0
     x = table["mean_score"].to_numpy(dtype=np.float64)[ok]
     y = table["corrected_frequency"].to_numpy(dtype=np.float64)[ok]
@@ -112,34 +139,21 @@ def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None
         high_y.append(np.nanmax(hi, initial=1.0))
     else:
         ax.plot(x, y, "o-", color=CORRECTED, lw=1.8, ms=5, label="noise-corrected")
+    return min(low_y), max(high_y)
 
-    if data is not None:
-        z = data.require_scores()
-        maj = reliability_table(z, data.majority_vote(ties=ties), edges)
-        vf = reliability_table(z, data.vote_fraction(), edges)
-        tie_note = f", {data.n_ties()} ties -> {1 if ties == 'positive' else 0}" if data.n_ties() else ""
-        ax.plot(maj["mean_score"], maj["frequency"], "s--", color=MAJORITY, lw=1.2, ms=4,
-                label=f"naive: majority vote{tie_note}")
-        ax.plot(vf["mean_score"], vf["frequency"], "^--", color=VOTE_FRACTION, lw=1.2, ms=4,
-                label="naive: vote fraction")
-        if clean_labels is not None:
-            orc = reliability_table(z, np.asarray(clean_labels), edges)
-            ax.plot(orc["mean_score"], orc["frequency"], "D-", color=ORACLE, lw=1, ms=3, alpha=0.8,
-                    label="oracle: clean labels")
-    elif clean_labels is not None:
-        raise ValueError("`clean_labels` needs `data` (their scores) to place the oracle curve.")
 
-    pad = 0.05
-    ax.set_xlim(0, 1)
-    ax.set_ylim(min(0.0, min(low_y)) - pad, max(1.0, max(high_y)) + pad)
-    ax.set_ylabel("frequency of the positive class")
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
-    ax.set_title(title if title is not None else "Reliability diagram")
-    if hax is not None:
-        hax.bar(edges[:-1], table["count"].to_numpy(), width=np.diff(edges), align="edge", color="0.75",
-                edgecolor="white")
-        hax.set_ylabel("items")
-        hax.set_xlabel("score (mean per bin)")
-    else:
-        ax.set_xlabel("score (mean per bin)")
-    return fig
+def _naive_curves(ax, data, edges, ties, clean_labels, clean_labels_name):
+    """Draw the majority-vote and vote-fraction curves of ``data`` on ``edges`` (and the oracle curve of
+    ``clean_labels``, shape (n_items,), when given)."""
+    z = data.require_scores()
+    maj = reliability_table(z, data.majority_vote(ties=ties), edges)
+    vf = reliability_table(z, data.vote_fraction(), edges)
+    tie_note = f", {data.n_ties()} ties -> {1 if ties == 'positive' else 0}" if data.n_ties() else ""
+    ax.plot(maj["mean_score"], maj["frequency"], "s--", color=MAJORITY, lw=1.2, ms=4,
+            label=f"naive: majority vote{tie_note}")
+    ax.plot(vf["mean_score"], vf["frequency"], "^--", color=VOTE_FRACTION, lw=1.2, ms=4,
+            label="naive: vote fraction")
+    if clean_labels is not None:
+        orc = reliability_table(z, np.asarray(clean_labels), edges)
+        ax.plot(orc["mean_score"], orc["frequency"], "D-", color=ORACLE, lw=1, ms=3, alpha=0.8,
+                label=f"oracle: {clean_labels_name}")

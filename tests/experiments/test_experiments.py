@@ -8,16 +8,21 @@ have failed at a random seed.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from noisycal_bayes.experiments import (cifar10n_table, gaussian_recalibration, simulate_gaussian, summarise_gaussian,
                                         summarise_toy, toy_ece)
 from noisycal_bayes.experiments._common import population_binned_ece
-from noisycal_bayes.experiments.cifar10n import DEFAULT_PATH
+from noisycal_bayes.experiments.cifar10n import ENV_VAR, cifar10n_path
 from noisycal_bayes.simulate import CURVES
 
 Z = 3.09  # one-sided normal quantile at 1e-3
+# The real data set is not bundled: NOISYCAL_CIFAR10N names it, else the development machine's copy.
+CIFAR10N = Path(os.environ.get(ENV_VAR) or "/work/shared/data/cifar10n_vehicle.csv")
 
 
 def test_population_binned_ece_reference_values():
@@ -69,10 +74,27 @@ def test_simulate_gaussian_curve_matches_labels():
     assert abs(a0.mean() - 0.10) < Z * np.sqrt(0.09 / a0.size)
 
 
-@pytest.mark.skipif(not DEFAULT_PATH.exists(), reason=f"{DEFAULT_PATH} not present")
+def test_cifar10n_path_names_argument_and_variable_when_missing(monkeypatch, tmp_path):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    with pytest.raises(FileNotFoundError, match="pass `path=` or set the environment variable NOISYCAL_CIFAR10N"):
+        cifar10n_path()
+    missing = tmp_path / "absent.csv"
+    monkeypatch.setenv(ENV_VAR, str(missing))
+    with pytest.raises(FileNotFoundError, match=r"absent\.csv.*from the environment variable NOISYCAL_CIFAR10N"):
+        cifar10n_path()
+    with pytest.raises(FileNotFoundError, match=r"from the `path` argument.*NOISYCAL_CIFAR10N"):
+        cifar10n_path(missing)
+    present = tmp_path / "cifar10n_vehicle.csv"
+    present.write_text("item\n")
+    assert cifar10n_path(present) == present  # the argument wins over the variable
+    monkeypatch.setenv(ENV_VAR, str(present))
+    assert cifar10n_path() == present
+
+
+@pytest.mark.skipif(not CIFAR10N.is_file(), reason=f"{CIFAR10N} not present (set {ENV_VAR})")
 def test_cifar10n_table3_directions():
     # §6.3 / Table 3 on a 8,000-item random subset (4,000 evaluated); point maps only (no NUTS here).
-    t = cifar10n_table(n_items=8000, maps=("platt",), bayes=False, n_boot=400, seed=0).set_index(["method", "fit"])
+    t = cifar10n_table(path=CIFAR10N, n_items=8000, maps=("platt",), bayes=False, n_boot=400, seed=0).set_index(["method", "fit"])
     base, naive, corr = t.loc[("base", "none")], t.loc[("platt", "naive")], t.loc[("platt", "corrected")]
 
     def se(row, col):  # Bayesian-bootstrap 90% interval width -> standard error

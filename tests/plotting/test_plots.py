@@ -116,6 +116,19 @@ def test_majority_vote_curve_matches_reliability_table():
     assert "1 ties -> 1" in maj.get_label()
 
 
+def test_oracle_curve_is_named_and_placed_by_the_reference_labels():
+    labels = np.array([[1, 1], [0, 1], [0, 0], [1, -1]])
+    data = AnnotationSet.from_wide(labels, [0.1, 0.3, 0.6, 0.8])
+    res = nc_ece(data, Channel.identity(2), bins=2)
+    fig = reliability_diagram(res, data=data, clean_labels=[0, 1, 1, 1], clean_labels_name="reference labels",
+                              histogram=False)
+    names = [ln.get_label() for ln in fig.axes[0].get_lines()]
+    assert "oracle: reference labels" in names and "oracle: clean labels" not in names
+    orc = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "oracle: reference labels"][0]
+    # Bin 0 holds items 0, 1 (labels 0, 1) -> 0.5; bin 1 holds items 2, 3 (labels 1, 1) -> 1.0.
+    np.testing.assert_allclose(orc.get_ydata(), [0.5, 1.0])
+
+
 def test_channel_forest(sim, tmp_path):
     ch = sim.channel
     iv = {q: (getattr(ch, q) - 0.05, getattr(ch, q) + 0.05) for q in ("fpr", "tpr", "gap")}
