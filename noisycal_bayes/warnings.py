@@ -23,3 +23,7 @@ class DataWarning(NoisyCalWarning):
 
 class BoundaryWarning(NoisyCalWarning):
     """A constrained fit ended on the boundary of its parameter box."""
+
+
+class GroupsMeaningWarning(NoisyCalWarning, FutureWarning):
+    """An int passed as ``groups=`` now means equal-width groups (as for ``bins=``); in noisycal_bayes <= 0.1 it meant equal mass."""

@@ -2,14 +2,23 @@
 
 A :class:`Binning` describes *how* to cut [0, 1]; :meth:`Binning.edges_for` turns it into edges for
 given scores. Bins are half-open ``[e_k, e_{k+1})`` except the last, which includes 1.
+
+``bins=`` (evaluation bins) and ``groups=`` (score groups that identify the channels) take the same
+inputs with the same meaning: a :class:`Binning`, or an int ``k`` meaning ``Binning.equal_width(k)``.
+The default score groups are ``Binning.equal_mass(5)`` (:data:`DEFAULT_GROUPS`): equal-mass groups keep
+every group populated when the scores are skewed. In noisycal_bayes <= 0.1 an int for ``groups``
+meant equal-mass groups; an int there now warns (:class:`~noisycal_bayes.warnings.GroupsMeaningWarning`) so
+that the change is never silent.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._validation import check_positive_int, check_scores
+from ..warnings import GroupsMeaningWarning
 
 _KINDS = ("equal_width", "equal_mass", "edges")
 
@@ -33,6 +42,12 @@ class Binning:
     def __post_init__(self):
         if self.kind not in _KINDS:
             raise ValueError(f"`kind` must be one of {_KINDS}; got {self.kind!r}.")
+
+    def __repr__(self) -> str:
+        # The constructor call that makes this rule (readable in signatures: groups=Binning.equal_mass(5)).
+        if self.kind == "edges":
+            return f"Binning.from_edges({list(self.edges)})"
+        return f"Binning.{self.kind}({self.n_bins})"
 
     @classmethod
     def equal_width(cls, n_bins: int = 10) -> "Binning":
@@ -92,23 +107,47 @@ def bin_index(scores, edges) -> np.ndarray:
     return np.searchsorted(edges[1:-1], np.asarray(scores, dtype=np.float64), side="right").astype(np.int32)
 
 
-def as_binning(bins) -> Binning:
-    """Accept an int (equal-width bins) or a :class:`Binning`."""
+#: The default score groups of the fitters: five equal-mass groups of the scores.
+DEFAULT_GROUPS = Binning.equal_mass(5)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def as_binning(bins, *, name: str = "bins") -> Binning:
+    """Accept an int ``k`` (``Binning.equal_width(k)``) or a :class:`Binning`."""
     if isinstance(bins, Binning):
         return bins
-    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
-        return Binning.equal_width(int(bins))
-    raise ValueError(f"`bins` must be an int (equal-width bins) or a Binning; got {bins!r}.")
+    if _is_int(bins):
+        return Binning.equal_width(check_positive_int(bins, name=name))
+    raise ValueError(f"`{name}` must be an int (equal-width) or a Binning (e.g. Binning.equal_mass(5)); got {bins!r}.")
+
+
+def groups_from_int(groups: int, *, stacklevel: int = 3) -> Binning:
+    """``groups=k`` (an int): ``Binning.equal_width(k)``, as for ``bins``, with a warning that says so.
+
+    In noisycal_bayes <= 0.1 an int for ``groups`` meant equal-mass groups; the warning names both rules so
+    that nobody gets the new grouping without being told.
+    """
+    k = check_positive_int(groups, name="groups")
+    warnings.warn(
+        f"groups={k} means {k} equal-width score groups (Binning.equal_width({k})), as an int does for `bins`; "
+        f"it used to mean equal-mass groups (noisycal_bayes <= 0.1). Pass groups=Binning.equal_mass({k}) for the "
+        f"old grouping (the default is Binning.equal_mass(5)), or groups=Binning.equal_width({k}) to keep this one quietly.",
+        GroupsMeaningWarning, stacklevel=stacklevel)
+    return Binning.equal_width(k)
 
 
 def resolve_groups(scores, groups, n_items: int):
     """Turn ``groups`` into ``(group_index (n_items,), n_groups)``.
 
-    ``groups`` is an int (that many equal-mass score groups), a :class:`Binning`, or an integer array
+    ``groups`` is a :class:`Binning` (e.g. the default ``Binning.equal_mass(5)``), an int ``k``
+    (``Binning.equal_width(k)``, as for ``bins``; warns, see :func:`groups_from_int`), or an integer array
     of shape (n_items,) with labels ``0..G-1`` (other integer labels are re-coded in sorted order).
     """
-    if isinstance(groups, (int, np.integer)) and not isinstance(groups, bool):
-        groups = Binning.equal_mass(check_positive_int(groups, name="groups"))
+    if _is_int(groups):
+        groups = groups_from_int(groups, stacklevel=4)
     if isinstance(groups, Binning):
         if scores is None:
             raise ValueError("score groups need scores; this AnnotationSet has none. Pass `scores` or integer groups.")
