@@ -413,9 +413,7 @@ def merge_em_route(args) -> None:
     records = saved["records"]
     index = {(r["setting"], r["rep"]): r for r in records}
     meta = saved["meta"]
-    prior = meta.get("em_route") or {}
-    seconds = 0.0 if not prior else float(prior.get("seconds", 0.0))
-    done = 0
+    seconds, done = 0.0, 0
     for start in range(0, args.em_reps, 20):
         for name in args.settings:
             t_set = time.time()

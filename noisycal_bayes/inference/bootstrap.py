@@ -3,9 +3,9 @@
 Each replicate reweights the items with Dirichlet(1, ..., 1) weights (Rubin 1981), sums the weights into the
 fit's own compressed (group, pattern) counts, and refits EM on those counts from the full-data estimate
 (the EM loop and rules of :mod:`noisycal_bayes.inference.em` on the steps of :mod:`noisycal_bayes.core.em`,
-batched over replicates with ``jax.vmap``). The
-replicates then stand in for posterior draws: ``posterior_nc_ece(data, bootstrap_em(data, fit), ...)``
-propagates them exactly as it propagates NUTS draws.
+batched over replicates with ``jax.vmap``). The replicates then stand in for posterior draws:
+``posterior_nc_ece(data, bootstrap_em(data, fit), ...)`` propagates them exactly as it propagates NUTS draws.
+This is the channel step of the command line's EM route; its coverage is in docs/coverage.md.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import check_positive_int
+from .._validation import _preview, check_positive_int
 from ..core import x64
 from ..core.starts import orient
 from ..data import AnnotationSet
@@ -126,8 +126,6 @@ def _check(data, fit, n_boot):
     fitted = np.asarray(inp.patterns)[inp.inverse]
     diff = np.flatnonzero((fitted != data.labels).any(axis=1))
     if diff.size:
-        from .._validation import _preview
-
         raise ValueError(f"{func}: the labels of `data` differ from the fitted ones at items "
                          f"{_preview(np.asarray(data.item_ids)[diff])}; pass the AnnotationSet the EM was fitted on.")
     return n_boot
