@@ -67,7 +67,9 @@ def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, t
     -------
     DataFrame with columns ``condition, n_items, rep, estimator, estimate, target, error, abs_error``,
     ``oracle_ece`` (binned ECE with the simulated clean labels) and, for ``"bayes"`` rows,
-    ``posterior_mean, lower, upper, interval_to_read, covered``. ``target`` is the population binned ECE.
+    ``posterior_mean, lower, upper, interval_to_read, covered, n_divergent, converged`` (``converged``: the
+    NUTS fit's R-hat, ESS and divergence checks passed; its warnings are not raised here). ``target`` is the
+    population binned ECE.
     Failed channel fits are rows with NaN ``estimate`` and the reason in ``failure``.
     """
     from ..reference import ece
@@ -128,7 +130,7 @@ def _bayes(sim, target, n_warmup, n_draws, level, seed):
         lower, upper = post.lower, post.upper
     return dict(estimate=post.estimate, posterior_mean=post.mean, lower=lower, upper=upper,
                 interval_to_read=post.interval_to_read, covered=bool(lower <= target <= upper),
-                n_divergent=int(getattr(fit, "n_divergent", 0) or 0))
+                n_divergent=int(getattr(fit, "n_divergent", 0) or 0), converged=bool(fit.converged))
 
 
 def summarise_toy(frame: pd.DataFrame) -> pd.DataFrame:
