@@ -106,7 +106,7 @@ def cifar10n_table(*, path=DEFAULT_PATH, maps=MAPS, fit_fraction: float = 0.5, n
     y_eval = y_ref[eval_rows]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        em = fit_em(fit_data, groups=None)  # the paper's marginal Dawid-Skene EM, three annotators
+        em = fit_em(fit_data, model="dawid_skene")  # the paper's marginal Dawid-Skene EM, three annotators
     channel = em.require()
     z_fit, z_eval = fit_data.scores, eval_data.scores
     targets = {"naive": fit_data.vote_fraction(), "corrected": corrected_item_labels(fit_data, channel).values}
