@@ -147,7 +147,7 @@ def cifar10n_table(*, path=None, maps=MAPS, fit_fraction: float = 0.5, n_items: 
     fit_data, eval_data, y_eval = _split(data, y_ref, rng, fit_fraction, n_items)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        em = fit_em(fit_data, groups=None)  # the paper's marginal Dawid-Skene EM, three annotators
+        em = fit_em(fit_data, model="dawid_skene")  # the paper's marginal Dawid-Skene EM, three annotators
     channel = em.require()
     z_fit, z_eval = fit_data.scores, eval_data.scores
     targets = {"naive": fit_data.vote_fraction(), "corrected": corrected_item_labels(fit_data, channel).values}

@@ -220,6 +220,8 @@ def _skeleton(desc):
 def _write_private(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically, readable by the user only (folder 0o700, file 0o600)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.parent.stat().st_uid == os.getuid() and path.parent.stat().st_mode & 0o077:
+        os.chmod(path.parent, 0o700)  # a folder made by an older version (or the umask) is made private too
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:

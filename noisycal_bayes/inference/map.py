@@ -23,7 +23,7 @@ from numpyro.infer.util import constrain_fn, log_density, unconstrain_fn
 from .._validation import check_positive_int
 from ..core import ds_loglik, x64
 from ..data.design import check_design, check_prevalence_spread
-from ..models import DEFAULT_PRIOR, Prior
+from ..models.priors import check_prior
 from ..warnings import ConvergenceWarning
 from ._common import bound_model, sample_sites, with_derived
 from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
@@ -32,13 +32,6 @@ from ..models.result import FitResult, channel_from, point_dict
 
 _PROGRAMS: dict = {}
 
-
-def _check_prior(prior) -> Prior:
-    if prior is None:
-        return DEFAULT_PRIOR
-    if not isinstance(prior, Prior):
-        raise ValueError(f"`prior` must be None (the default Prior()) or a Prior; got {type(prior).__name__}.")
-    return prior
 
 
 def log_posterior(model_fn, args, prior_params, sites):
@@ -214,7 +207,7 @@ def fit_map(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed:
     n_starts = check_positive_int(n_starts, name="n_starts")
     if init not in ("em", "random"):
         raise ValueError(f"`init` must be 'em' or 'random'; got {init!r}.")
-    prior = _check_prior(prior)
+    prior = check_prior(prior)
     assignment = resolve_assignment(data, model, groups, func)
     notes = check_design(data, model, n_groups=assignment.n_groups, func=func)
     inputs = prepare_inputs(data, model, assignment)

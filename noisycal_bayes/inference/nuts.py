@@ -32,7 +32,7 @@ from .._validation import check_positive_int
 from ..core import x64
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
-from ..models import DEFAULT_PRIOR, Prior
+from ..models.priors import check_prior
 from ._common import bound_model, sample_sites, with_derived
 from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
@@ -140,7 +140,7 @@ def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_war
     opts = _check_settings(model, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, seed=seed,
                            target_accept=target_accept, max_tree_depth=max_tree_depth, dense_mass=dense_mass,
                            chain_method=chain_method, precision=precision, compress=compress)
-    prior = _check_prior(prior)
+    prior = check_prior(prior)
     assignment = resolve_assignment(data, model, groups, func)
     design = list(check_design(data, model, n_groups=assignment.n_groups, func=func))
     notes = list(design)
@@ -188,13 +188,6 @@ def _check_settings(model, *, n_chains, n_warmup, n_draws, seed, target_accept, 
                max_tree_depth=max_tree_depth, dense_mass=bool(dense_mass), precision=precision, compress=compress)
     return out
 
-
-def _check_prior(prior) -> Prior:
-    if prior is None:
-        return DEFAULT_PRIOR
-    if not isinstance(prior, Prior):
-        raise ValueError(f"`prior` must be None (the default Prior()) or a Prior; got {type(prior).__name__}.")
-    return prior
 
 
 def _sample(model, inputs, point, prior, opts, *, progress_bar):

@@ -146,6 +146,16 @@ class Prior:
 DEFAULT_PRIOR = Prior()
 
 
+def check_prior(prior) -> Prior:
+    """``prior`` validated for ``fit_map`` / ``fit_nuts``: None means :data:`DEFAULT_PRIOR`; anything else must be
+    a :class:`Prior` (``ValueError`` naming the type otherwise)."""
+    if prior is None:
+        return DEFAULT_PRIOR
+    if not isinstance(prior, Prior):
+        raise ValueError(f"`prior` must be None (the default Prior()) or a Prior; got {type(prior).__name__}.")
+    return prior
+
+
 def em_prior_counts(prior):
     """Beta pseudo-counts of ``prior`` for closed-form (MAP-)EM, validated; None for maximum likelihood.
 

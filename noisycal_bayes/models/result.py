@@ -431,7 +431,8 @@ class FitResult(ChannelAccess):
         """A pandas table: one row per scalar parameter.
 
         NUTS: ``mean``, ``sd``, equal-tailed ``level`` interval (``lower``, ``upper``), ``r_hat``,
-        ``ess_bulk``, ``ess_tail``. EM / MAP: ``estimate``. The row index is ``"name[label]"``.
+        ``ess_bulk``, ``ess_tail``. EM / MAP: ``value`` (the point estimate; the column was ``estimate``
+        before issue 15). The row index is ``"name[label]"``.
         Built here (not with ``az.summary``, whose columns differ between ArviZ 0.23 and 1.x).
         ``prob=`` is the deprecated name of ``level`` (``DeprecationWarning``); ``table.attrs["level"]``
         (and, for old readers, ``attrs["prob"]``) records it.
@@ -453,7 +454,7 @@ class FitResult(ChannelAccess):
                 labs = [str(coords.get(dims[name][a], range(10**9))[k]) for a, k in enumerate(idx)]
                 label = name if not idx else f"{name}[{', '.join(labs)}]"
                 if self.draws is None:
-                    rows.append({"parameter": label, "estimate": float(arr[idx])})
+                    rows.append({"parameter": label, "value": float(arr[idx])})
                     continue
                 x = arr[(slice(None), slice(None)) + idx].ravel()
                 lo, hi = np.quantile(x, [(1 - prob) / 2, (1 + prob) / 2])

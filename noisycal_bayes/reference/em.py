@@ -26,6 +26,7 @@ from ..core import ds_loglik, em_step, x64
 from ..core.em import log_prior
 from ..core.starts import (BAD_START, CONVERGED, MAX_ITER, NONFINITE, TIE_RTOL, check_starts, em_starts,
                            select_start)
+from ..data import SufficientStats
 from ..data.design import MIN_PREVALENCE_SPREAD
 from ..models.em_result import em_result, prepare_em
 from ..models.priors import em_prior_counts
@@ -110,9 +111,10 @@ def _run_start(theta0, arrays, n_annotators, n_groups, prior, max_iter, tol):
     return np.asarray(theta, dtype=np.float64), float(obj), it, np.asarray(trace)[:max_iter + 1], status
 
 
-def _resolve_model(model, groups):
-    """``model`` and ``groups``, mapping the deprecated ``groups=None`` to ``model="dawid_skene"``."""
-    if groups is None and model != "dawid_skene":
+def _resolve_model(model, groups, data):
+    """``model`` and ``groups``, mapping the deprecated ``groups=None`` to ``model="dawid_skene"`` for an
+    AnnotationSet (for SufficientStats, ``groups=None`` means their own groups, as in ``noisycal_bayes.fit_em``)."""
+    if groups is None and model != "dawid_skene" and not isinstance(data, SufficientStats):
         warnings.warn("reference.fit_em: groups=None (one prevalence) is deprecated; pass model='dawid_skene' "
                       "(the same fit).", DeprecationWarning, stacklevel=3)
         return "dawid_skene", None
@@ -151,7 +153,8 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
         As in :func:`noisycal_bayes.fit_em` (``model`` in ``{"grouped", "dawid_skene", "histogram"}``).
     groups : int, Binning or integer array of shape (n_items,), default 5
         Score groups: an int means that many equal-mass groups of the scores (needs scores); empty groups
-        are dropped. ``None`` is deprecated: it means ``model="dawid_skene"`` (the old default).
+        are dropped. ``None`` is deprecated for an AnnotationSet: it means ``model="dawid_skene"`` (the old
+        default); for SufficientStats it means their own groups, as in :func:`noisycal_bayes.fit_em`.
     prior : None or Prior
         As in :func:`noisycal_bayes.fit_em`. Deprecated: three Beta pairs ``((a_fpr, b_fpr), (a_tpr, b_tpr),
         (a_prev, b_prev))`` (each value >= 1), used as the M-step pseudo-counts directly
@@ -207,7 +210,7 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
     (True, True)
     """
     func = "fit_em"
-    model, groups = _resolve_model(model, groups)
+    model, groups = _resolve_model(model, groups, data)
     prior_counts = _check_prior(prior)
     data, model, assignment, notes, inputs, settings = prepare_em(
         data, model=model, groups=groups, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,

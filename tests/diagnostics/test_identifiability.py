@@ -1,11 +1,11 @@
-"""Tests for noisycal_bayes/diagnostics/identifiability.py."""
+"""Tests for noisycal_bayes/data/design.py (the design checks; re-exported by noisycal_bayes.diagnostics)."""
 import warnings
 
 import numpy as np
 import pytest
 
 from noisycal_bayes.data import AnnotationSet
-from noisycal_bayes.diagnostics import MIN_PREVALENCE_SPREAD, check_design, check_prevalence_spread
+from noisycal_bayes.data.design import MIN_PREVALENCE_SPREAD, check_design, check_prevalence_spread
 from noisycal_bayes.warnings import IdentifiabilityWarning
 
 
@@ -39,3 +39,14 @@ def test_prevalence_spread_warns_only_for_two_annotators_with_groups():
         assert check_prevalence_spread(flat, 3, "grouped") == []      # third moments identify J >= 3
         assert check_prevalence_spread(flat, 2, "platt") == []
         assert check_prevalence_spread(np.array([0.2, 0.6]), 2, "histogram") == []
+
+
+def test_diagnostics_keeps_the_public_names():
+    import noisycal_bayes.data.design as design
+    import noisycal_bayes.diagnostics as diagnostics
+    import noisycal_bayes.diagnostics.identifiability as old
+
+    for name in ("MIN_PREVALENCE_SPREAD", "check_design", "check_prevalence_spread"):
+        assert getattr(diagnostics, name) is getattr(design, name)
+    for name in ("co_labelling_problem", "design_problems", "check_design"):
+        assert getattr(old, name) is getattr(design, name)

@@ -1,10 +1,11 @@
-"""Tests for noisycal_bayes/diagnostics/mcmc.py: diagnostics table and the warnings it turns into."""
+"""Tests for noisycal_bayes/inference/mcmc.py (re-exported by noisycal_bayes.diagnostics): diagnostics table and
+the warnings it turns into."""
 import warnings
 
 import numpy as np
 import pytest
 
-from noisycal_bayes.diagnostics import check_mcmc, mcmc_diagnostics
+from noisycal_bayes.inference.mcmc import check_mcmc, mcmc_diagnostics
 from noisycal_bayes.warnings import ConvergenceWarning
 
 
@@ -221,3 +222,11 @@ def test_float32_draws_match_arviz():
 def test_draws_without_chain_and_draw_axes_are_rejected():
     with pytest.raises(ValueError, match=r"`draws\['x'\]` must have shape \(n_chains, n_draws, ...\)"):
         mcmc_diagnostics({"x": np.zeros(100)})
+
+
+def test_diagnostics_keeps_the_public_names():
+    import noisycal_bayes.diagnostics as diagnostics
+    import noisycal_bayes.diagnostics.mcmc as old
+
+    for module in (diagnostics, old):
+        assert module.check_mcmc is check_mcmc and module.mcmc_diagnostics is mcmc_diagnostics

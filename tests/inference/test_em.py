@@ -106,7 +106,7 @@ def test_result_records_how_it_was_made():
     np.testing.assert_array_equal(fit.groups.assign(SIM.data.scores), fit.groups.index)
     assert fit.inputs.compressed and fit.inputs.inverse.shape == (SIM.data.n_items,)
     table = fit.summary()
-    assert list(table.columns) == ["estimate"] and "fpr[0]" in table.index and "prevalence[4]" in table.index
+    assert list(table.columns) == ["value"] and "fpr[0]" in table.index and "prevalence[4]" in table.index
     with pytest.raises(ValueError, match="no posterior draws"):
         fit.to_arviz()
 

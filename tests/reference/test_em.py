@@ -387,3 +387,17 @@ def test_result_offers_what_channel_estimate_readers_use():
     assert est.require() is est.channel and est.method == "em" and est.n_groups == 3
     np.testing.assert_array_equal(est.gap, est.channel.tpr - est.channel.fpr)
     assert est.group_sizes.sum() == 800 and est.loglik_trace.size == est.n_iter + 1
+
+
+def test_sufficient_statistics_fit_like_the_vectorised_em():
+    # groups=None on SufficientStats means their own bins (the noisycal_bayes.fit_em meaning, not deprecated).
+    from noisycal_bayes.data import SufficientStats
+
+    sim = simulate_annotations(1200, fpr=[0.1, 0.2, 0.15], tpr=[0.9, 0.8, 0.7], seed=54)
+    stats = SufficientStats.from_annotations(sim.data, bins=Binning.equal_width(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        ref = fit_em(stats, model="histogram", groups=None, n_starts=3)
+    vec = fit_em_vectorised(stats, model="histogram", groups=None, n_starts=3)
+    assert ref.n_groups == vec.n_groups == 4
+    np.testing.assert_allclose(ref.point["prevalence"], vec.point["prevalence"], atol=1e-10)
