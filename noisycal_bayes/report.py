@@ -38,17 +38,6 @@ __all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format
 SCHEMA_VERSION = 2
 
 
-def __getattr__(name):
-    # ``Evaluation`` and ``RecalibrationRow`` moved to :mod:`noisycal_bayes.evaluation` (issue 15).
-    if name in ("Evaluation", "RecalibrationRow"):
-        warnings.warn(f"noisycal_bayes.report.{name} is deprecated; import it from noisycal_bayes.evaluation "
-                      "(or noisycal_bayes.Evaluation).", DeprecationWarning, stacklevel=2)
-        from . import evaluation
-
-        return getattr(evaluation, name)
-    raise AttributeError(f"module 'noisycal_bayes.report' has no attribute {name!r}")
-
-
 # ------------------------------------------------------------------------------------------ helpers
 def _num(x, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

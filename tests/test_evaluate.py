@@ -208,8 +208,8 @@ def test_deprecated_names_still_work(ev_em, sim):
 
     with pytest.warns(DeprecationWarning, match="nc_ece.lower"):
         assert ev_em.nc_ece_lower == ev_em.nc_ece.lower
-    with pytest.warns(DeprecationWarning, match="noisycal_bayes.evaluation"):
-        assert report.Evaluation is Evaluation
+    # report.Evaluation is gone: report sits below evaluation (tests/test_layers.py) and may not import it.
+    assert not hasattr(report, "Evaluation")
     with pytest.warns(DeprecationWarning, match="evaluate_data"):
         old = evaluate_data(sim.data, Options(method="em", n_boot=0, bins=BINS, groups=GROUPS))
     with warnings.catch_warnings():

@@ -33,7 +33,8 @@ LAYERS = (
     ("propagate",),
     ("recalibration", "labels", "diagnostics"),
     ("plotting",),
-    ("evaluation", "evaluate", "report"),
+    ("report",),                    # renders an Evaluation it is handed; never imports evaluation
+    ("evaluation", "evaluate"),
     ("cli", "experiments"),
 )
 LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}

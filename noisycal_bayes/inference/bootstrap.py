@@ -18,12 +18,13 @@ import numpy as np
 
 from .._validation import _preview, check_positive_int
 from ..core import x64
-from ..core.starts import orient
+from ..core.em import e_step, log_prior, m_step
+from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING, orient
 from ..data import AnnotationSet
+from ..models.priors import em_prior_counts
+from ..models.result import FitResult
 from ..warnings import ConvergenceWarning
-from ..core.em import e_step, m_step
-from .em import _BAD_START, _CONVERGED, _MAX_ITER, _NONFINITE, _RUNNING, _em_counts, _log_prior, _split
-from .result import FitResult
+from .em import _split
 
 #: Warm starts are clipped into ``[START_CLIP, 1 - START_CLIP]``: EM from a rate of exactly 0 or 1 stays there
 #: (the E-step gives that class zero weight), and its log-likelihood can be -inf (issue 16).
@@ -31,7 +32,7 @@ START_CLIP = 1e-6
 #: Iteration budget of each replicate's EM (at least the fit's ``max_iter``). From the warm start EM converges
 #: linearly, and slowly where the data say little (gaps of 0.3, two annotators: often beyond 1000 iterations, the
 #: fit's default); dropping those replicates would keep only the fast-converging ones and narrow the interval.
-REPLICATE_MAX_ITER = 20000
+REPLICATEMAX_ITER = 20000
 #: Replicates refitted per call of the batched EM program (one compiled shape; the last batch is padded).
 BATCH = 200
 #: Share of failed replicates above which :func:`bootstrap_em` warns.
@@ -52,7 +53,7 @@ def _replicate_em(theta0, patterns, group, counts, tol, *, n_annotators, n_group
     def evaluate(theta):
         f, t, p = _split(theta, n_annotators)
         loglik, posterior = e_step(patterns, group, counts, f, t, p)
-        return loglik + _log_prior((f, t, p), prior), posterior
+        return loglik + log_prior((f, t, p), prior), posterior
 
     def body(c):
         it, theta, obj, post, _ = c
@@ -61,14 +62,14 @@ def _replicate_em(theta0, patterns, group, counts, tol, *, n_annotators, n_group
         new_obj, new_post = evaluate(new)
         finite = jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj)
         small = (jnp.max(jnp.abs(new - theta)) <= tol) & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj)))
-        st = jnp.where(~finite, _NONFINITE,
-                       jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER, _RUNNING)))
+        st = jnp.where(~finite, NONFINITE,
+                       jnp.where(small, CONVERGED, jnp.where(it >= max_iter, MAX_ITER, RUNNING)))
         return it, new, new_obj, new_post, st
 
     obj0, post0 = evaluate(theta0)
-    status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
+    status = jnp.where(jnp.isfinite(obj0), RUNNING, BAD_START)
     start = (jnp.int32(0), theta0, obj0, post0, status)
-    it, theta, _, _, st = jax.lax.while_loop(lambda c: c[4] == _RUNNING, body, start)
+    it, theta, _, _, st = jax.lax.while_loop(lambda c: c[4] == RUNNING, body, start)
     return theta, it, st
 
 
@@ -147,9 +148,9 @@ def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict
     inp = fit.inputs
     j, g, n_rows = inp.n_annotators, inp.n_groups, inp.patterns.shape[0]
     settings = fit.settings or {}
-    max_iter = max(int(settings.get("max_iter", 1000)), REPLICATE_MAX_ITER)
+    max_iter = max(int(settings.get("max_iter", 1000)), REPLICATEMAX_ITER)
     tol = float(settings.get("tol", 1e-8))
-    program = _batch_program(j, g, _em_counts(fit.prior), max_iter)
+    program = _batch_program(j, g, em_prior_counts(fit.prior), max_iter)
     theta0 = _warm_start(fit)[0]
     args = (np.asarray(inp.patterns, np.int32), np.asarray(inp.row_group, np.int32))
     size = min(BATCH, n_boot)
@@ -242,7 +243,7 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
     fit's compressed rows ``c^b_r = sum_{i: row(i) = r} w^b_i`` on the fit's own score groups. EM then
     maximises ``sum_r c^b_r log P(A_r | g_r; fpr, tpr, prevalence)`` (plus the fit's Beta log-kernels for
     MAP), started from the full-data estimate clipped into ``[1e-6, 1 - 1e-6]`` and stopped by the rules of
-    ``fit_em`` (``tol`` from ``fit.settings``; ``max_iter`` raised to at least ``REPLICATE_MAX_ITER`` = 20000:
+    ``fit_em`` (``tol`` from ``fit.settings``; ``max_iter`` raised to at least ``REPLICATEMAX_ITER`` = 20000:
     EM can converge slowly, and a budget cut would drop the slow replicates). The label-exchange rule of
     ``fit_em`` orients each replicate; a replicate fails when EM does not converge, ends non-finite, or has a gap
     ``<= fit.settings["min_gap"]`` (the screen of ``fit_em``). With a smooth likelihood the replicates
@@ -276,8 +277,8 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
     finite = np.all(np.isfinite(theta), axis=1)
     gap_ok = np.all(theta[:, j:2 * j] - theta[:, :j] > min_gap, axis=1)
     failed = {}
-    for b in np.flatnonzero((status != _CONVERGED) | ~finite | ~gap_ok):
-        failed[int(b)] = (f"did not converge within {out['max_iter']} iterations" if status[b] != _CONVERGED
+    for b in np.flatnonzero((status != CONVERGED) | ~finite | ~gap_ok):
+        failed[int(b)] = (f"did not converge within {out['max_iter']} iterations" if status[b] != CONVERGED
                           else "non-finite estimate" if not finite[b] else f"gap <= min_gap={min_gap}")
     keep = np.array([b not in failed for b in range(n_boot)])
     notes = list(fit.warnings)
