@@ -145,7 +145,7 @@ def _records(res, truth) -> dict:
     """Both interval constructions of one PosteriorNCECE, scored against ``truth``."""
     lv = res.level
     out = {}
-    for kind, draws, point in (("debiased", res.debiased_draws, res.estimate), ("posterior", res.draws, res.median)):
+    for kind, draws, point in (("debiased", res.debiased_draws, res.debiased), ("posterior", res.draws, res.median)):
         lo, hi, one = np.quantile(draws, [(1 - lv) / 2, (1 + lv) / 2, lv])
         out[kind] = _score(point, lo, hi, one, res.interval_to_read, truth, res.calibration_p_value)
     return out

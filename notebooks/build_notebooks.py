@@ -142,7 +142,7 @@ from noisycal_bayes.reference import naive_calibration
 res = posterior_nc_ece(data, post, bins=10, level=0.9)
 print(res.summary())
 naive = naive_calibration(data, bins=10).to_frame()
-rows = [("NC-ECE (posterior, bias-corrected)", res.estimate, *res.reported_interval),
+rows = [("NC-ECE (posterior, bias-corrected)", res.debiased, *res.reported_interval),
         ("ECE against y_ref (reference label)", ece(data.scores, y_ref, bins=10), np.nan, np.nan)]
 rows += [(f"naive {m}: {lab}", v, np.nan, np.nan) for m, lab, v in naive[["metric", "labels", "value"]].itertuples(index=False)]
 pd.DataFrame(rows, columns=["quantity", "value", "lower", "upper"]).round(4)
@@ -156,7 +156,7 @@ check, not the truth.)
     code('''
 from noisycal_bayes.plotting import nc_ece_posterior
 
-nc_ece_posterior(res.debiased_draws, value=res.estimate, interval=res.reported_interval, level=res.level,
+nc_ece_posterior(res.debiased_draws, value=res.debiased, interval=res.reported_interval, level=res.level,
                  truth=ece(data.scores, y_ref, bins=10), label="posterior (bias-corrected)",
                  title="NC-ECE; line: ECE against y_ref")
 '''),
@@ -389,7 +389,7 @@ rows = [("oracle (clean labels)", oracle)]
 rows += [(name, nc_ece(data, est.channel, bins=10).value) for name, est in estimates.items()
          if est.channel is not None and est.channel.n_annotators == data.n_annotators]   # the 2-annotator closed form cannot
 res = posterior_nc_ece(data, post, bins=10)
-rows.append(("posterior (bias-corrected)", res.estimate))
+rows.append(("posterior (bias-corrected)", res.debiased))
 print(res.summary())
 pd.DataFrame(rows, columns=["channels from", "NC-ECE"]).round(4)
 '''),

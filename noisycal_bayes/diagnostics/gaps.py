@@ -22,7 +22,7 @@ from ..core.weights import annotator_noise_variance, weights_for_labels
 from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
 # The module, not ``fit_em`` itself: until inference stops importing diagnostics.identifiability (issue 15, the
 # "em" branch), importing inference.em starts here half-way, and the name is read at call time.
-from ..inference import em as _em
+from ..inference.em import fit_em
 from ..propagate.draws import Draws, check_fit, extract_draws, output_index
 from ..propagate.nc_ece import posterior_nc_ece
 from ..simulate import simulate_annotations
@@ -396,7 +396,7 @@ def _simulated_replicate(gap, rep, seed, *, n_items, n_annotators, curve, method
         warnings.simplefilter("ignore")
         known = posterior_nc_ece(sim.data, sim.channel, bins=binning, weights=weights, method="plugin",
                                  bootstrap=False, n_draws=1).value
-        em = _em.fit_em(sim.data, model="histogram", groups=Binning.from_edges(edges), n_starts=5, seed=seed)
+        em = fit_em(sim.data, model="histogram", groups=Binning.from_edges(edges), n_starts=5, seed=seed)
         row = {"gap": float(gap), "rep": rep, "seed": seed, "oracle_ece": oracle, "conditional_ece": conditional,
                "target": oracle if method == "latent" else conditional, "nc_ece_known": known,
                "nc_ece_em": np.nan, "debiased": np.nan, "estimate": np.nan, "lower": np.nan, "upper": np.nan,

@@ -176,8 +176,7 @@ def _nc_ece_summary(value: float, post, s: Settings, target: str, interval_metho
     """The :class:`NCECESummary` and the notes it needs (one-sided reading, undercoverage)."""
     if post is None:
         return NCECESummary(value, None, None, None, None, s.level, target, "none"), []
-    debiased = getattr(post, "debiased", None)
-    debiased = float(post.estimate if debiased is None else debiased)
+    debiased = float(post.debiased)
     lower, upper, notes = float(post.lower), float(post.upper), []
     pct = f"{100 * s.level:.0f}%"
     if post.interval_to_read == "upper_one_sided":

@@ -208,7 +208,7 @@ def _score_row(eval_data, y_eval, z, channel, post_fit, g, *, level, seed, **row
             warnings.simplefilter("ignore")
             post = posterior_nc_ece(ev, post_fit, bins=N_BINS, method="plugin", level=level, seed=seed)
         one_sided = post.interval_to_read == "upper_one_sided"
-        row.update(bayes_estimate=post.estimate, bayes_mean=post.mean,
+        row.update(bayes_estimate=post.debiased, bayes_mean=post.mean,
                    bayes_lower=0.0 if one_sided else post.lower,
                    bayes_upper=post.upper_one_sided if one_sided else post.upper,
                    bayes_interval=post.interval_to_read)

@@ -51,7 +51,7 @@ def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, t
     n_reps : int, default 200 (the paper's)
     fpr, tpr : channels of the annotators, shape (n_annotators,)
     estimators : subset of ``("known", "independent", "reuse", "cross_fit")``
-    n_starts : random EM starts per channel fit (the moment start is added by ``fit_em``)
+    n_starts : random EM starts per channel fit (``reference.fit_em`` adds no moment start since issue 15)
     n_folds : folds of cross-fitting
     bayes : bool
         Also fit the grouped model by NUTS (2 chains) and propagate (``estimator = "bayes"`` rows).
@@ -128,7 +128,7 @@ def _bayes(sim, target, n_warmup, n_draws, level, seed):
         lower, upper = 0.0, post.upper_one_sided
     else:
         lower, upper = post.lower, post.upper
-    return dict(estimate=post.estimate, posterior_mean=post.mean, lower=lower, upper=upper,
+    return dict(estimate=post.debiased, posterior_mean=post.mean, lower=lower, upper=upper,
                 interval_to_read=post.interval_to_read, covered=bool(lower <= target <= upper),
                 n_divergent=int(getattr(fit, "n_divergent", 0) or 0), converged=bool(fit.converged))
 

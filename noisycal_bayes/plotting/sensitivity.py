@@ -37,7 +37,7 @@ def gap_sensitivity(result, *, ax=None, title: str | None = None):
     if mode == "perturb":
         x = table["factor"].to_numpy(dtype=np.float64)
         ax.fill_between(x, table["lower"], table["upper"], color=CORRECTED, alpha=0.2, label=f"plug-in {band}")
-        ax.plot(x, table["estimate"], "o-", color=CORRECTED, label="debiased estimate")
+        ax.plot(x, table["debiased"], "o-", color=CORRECTED, label="debiased estimate")
         ax.plot(x, table["nc_ece"], "s--", color=MAJORITY, ms=4, label="NC-ECE at the perturbed channels")
         ax.axvline(1.0, color="0.6", lw=1, ls=":")
         labels = [f"{f:g}\n({g:.2f})" for f, g in zip(x, table["mean_gap"])]

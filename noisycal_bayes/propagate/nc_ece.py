@@ -322,7 +322,8 @@ def _plugin_route(data, z, ev: _Bins, src: Draws, draws: Draws, rule, bootstrap,
     count, score_sum, freq = plugin_sums(_cells(data, z, ev), ev.n_bins, draws.fpr, draws.gap, rule,
                                          bootstrap=bootstrap, rng=rng)
     if src.is_posterior:
-        parts = ["channel posterior"]
+        # EM bootstrap replicates stand in for posterior draws; say which the interval varies.
+        parts = ["EM bootstrap replicates of the channels" if src.source == "em_bootstrap" else "channel posterior"]
     else:
         parts = [f"channels fixed at the {'known channel' if src.source == 'channel' else src.source + ' estimate'}"]
     if bootstrap:

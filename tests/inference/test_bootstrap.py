@@ -127,7 +127,7 @@ def test_plugin_nc_ece_reads_the_replicates_as_draws(sim, fit, boot):
     bins = Binning.equal_width(10)
     res = posterior_nc_ece(sim.data, boot, bins=bins, weights="iv", level=0.9, seed=0)
     assert res.fit_method == "em_bootstrap" and res.draws.shape == (60,)
-    assert res.lower <= res.estimate <= res.upper
+    assert res.lower <= res.debiased <= res.upper
     # Without the item bootstrap only the channels vary: one value per replicate (60 distinct values), where
     # the channels held at the EM estimate give a single point.
     channels_only = posterior_nc_ece(sim.data, boot, bins=bins, weights="iv", bootstrap=False, seed=0)
