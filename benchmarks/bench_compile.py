@@ -6,8 +6,8 @@ Usage::
                                        [--out FILE] [--quick]
 
 Data: 3 annotators (fpr 0.1, 0.2, 0.15; tpr 0.85, 0.75, 0.8), calibrated, scores ~ U(0, 1); every fit gets NEW
-data of the same shape (another simulation seed). Fits: ``fit_nuts(data, model="grouped", groups=10,
-n_chains=4, n_warmup=1000, n_draws=1000, progress_bar=False)`` and ``fit_em(data, model="grouped", groups=10)``.
+data of the same shape (another simulation seed). Fits: ``fit_nuts(data, model="grouped", groups=Binning.equal_mass(10),
+n_chains=4, n_warmup=1000, n_draws=1000, progress_bar=False)`` and ``fit_em(data, model="grouped", groups=Binning.equal_mass(10))``.
 
 Stages (rows), for each fit function:
 
@@ -42,14 +42,15 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
+from noisycal_bayes.data import Binning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchutil import machine, median, print_table, sizes_arg, timed, write_json  # noqa: E402
 
 FPR, TPR = [0.1, 0.2, 0.15], [0.85, 0.75, 0.8]
 ROOT = Path(__file__).resolve().parent.parent
-NUTS_KW = dict(model="grouped", groups=10, n_chains=4, n_warmup=1000, n_draws=1000, progress_bar=False)
-EM_KW = dict(model="grouped", groups=10)
+NUTS_KW = dict(model="grouped", groups=Binning.equal_mass(10), n_chains=4, n_warmup=1000, n_draws=1000, progress_bar=False)
+EM_KW = dict(model="grouped", groups=Binning.equal_mass(10))
 
 CHILD = r"""
 import json, sys, time, warnings

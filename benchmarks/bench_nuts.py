@@ -12,7 +12,7 @@ package's default prior: ``fpr_j ~ Beta(1, 2)``, ``u_j ~ Beta(1, 1)``, ``tpr_j =
 ``prevalence_g ~ Beta(1, 1)`` for each of the 10 groups), with 4 chains x (1000 warm-up + 1000 draws),
 float64, target acceptance 0.8:
 
-- ``nuts_compressed``: ``fit_nuts(data, groups=10)`` (the default): the likelihood on the (group, pattern)
+- ``nuts_compressed``: ``fit_nuts(data, groups=Binning.equal_mass(10))`` (the default): the likelihood on the (group, pattern)
   table padded to 10 x 3^3 = 270 rows, the same shape at every n, so one compiled program serves all sizes.
   Chains: ``chain_method=None`` -> "parallel" with ``--devices 2`` (the default, one JAX CPU device per core
   as the command line sets up with ``configure_jax``, which also compiles small loops whole): the 4 chains run
@@ -21,7 +21,7 @@ float64, target acceptance 0.8:
   (JAX's compilation cache and the saved sampler, as the command line leaves them after one run; one child
   process fills a temporary cache, a second one is timed). PyMC's C-module cache is likewise on disk and
   warm, so this is the like-for-like "compile included" comparison for a user's second session.
-- ``nuts_per_item``: ``fit_nuts(data, groups=10, compress=False)``: the same model (and the same sampler
+- ``nuts_per_item``: ``fit_nuts(data, groups=Binning.equal_mass(10), compress=False)``: the same model (and the same sampler
   settings, dense mass included), item by item; chains one per device, two at a time.
 - ``nuts_enumerated``: a NumPyro model in the style of NumPyro's annotation example
   (``examples/annotation.py``, ``dawid_skene``): a discrete class ``y_i`` per item in an item plate,
@@ -79,6 +79,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from noisycal_bayes.data import Binning
 
 FPR = [0.1, 0.2, 0.15]
 TPR = [0.85, 0.75, 0.8]
@@ -117,7 +118,7 @@ def _timed(fn, *args, **kw):
 
 
 def group_index(data) -> np.ndarray:
-    """The 10 equal-mass score groups ``fit_nuts(groups=10)`` uses, shape (n_items,)."""
+    """The 10 equal-mass score groups ``fit_nuts(groups=Binning.equal_mass(10))`` uses, shape (n_items,)."""
     from noisycal_bayes.inference._inputs import resolve_assignment
 
     return np.asarray(resolve_assignment(data, "grouped", N_GROUPS, "bench_nuts").index)
@@ -130,7 +131,7 @@ def group_index(data) -> np.ndarray:
 def run_ours(data, g, s, seed, *, compress: bool):
     from noisycal_bayes.inference import fit_nuts
 
-    fit = fit_nuts(data, groups=N_GROUPS, n_chains=s["n_chains"], n_warmup=s["n_warmup"], n_draws=s["n_draws"],
+    fit = fit_nuts(data, groups=Binning.equal_mass(N_GROUPS), n_chains=s["n_chains"], n_warmup=s["n_warmup"], n_draws=s["n_draws"],
                    seed=seed, progress_bar=False, compress=compress)
     return draw_summary(fit.draws), int(fit.n_divergent)
 
@@ -507,7 +508,7 @@ def main(argv=None) -> dict:
          "jax_persistent_compilation_cache": False, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
     # One-time process costs (EM compilation, first ArviZ call) would otherwise be booked as compile time.
-    fit_em(sims[sizes[0]].data, groups=N_GROUPS)
+    fit_em(sims[sizes[0]].data, groups=Binning.equal_mass(N_GROUPS))
     draw_summary({k: np.random.default_rng(0).normal(size=(4, 100, 2)) for k in PARAMS})
 
     rows, summaries = [], {}

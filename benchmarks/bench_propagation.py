@@ -5,7 +5,7 @@ Usage::
     python benchmarks/bench_propagation.py [--sizes 1e4 1e5 1e6] [--reps 3] [--bins 10] [--out FILE] [--quick]
 
 For each n: simulate 3 annotators (fpr 0.1, 0.2, 0.15; tpr 0.85, 0.75, 0.8; an over-confident model, scores
-~ U(0, 1)), fit ``fit_nuts(data, model="grouped", groups=10, n_chains=4, n_warmup=1000, n_draws=1000)``
+~ U(0, 1)), fit ``fit_nuts(data, model="grouped", groups=Binning.equal_mass(10), n_chains=4, n_warmup=1000, n_draws=1000)``
 (4,000 draws; not timed here, see bench_nuts.py), then time
 ``posterior_nc_ece(data, fit, bins=10, method="plugin", bootstrap=B)`` for B in (False, True):
 
@@ -28,6 +28,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from noisycal_bayes.data import Binning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchutil import machine, median, print_table, sizes_arg, timed, write_json  # noqa: E402
@@ -76,7 +77,7 @@ def main(argv=None):
         sim = simulate_annotations(n, fpr=FPR, tpr=TPR, curve="overconfident", seed=n)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit, fit_s = timed(fit_nuts, sim.data, model="grouped", groups=10, n_chains=args.chains,
+            fit, fit_s = timed(fit_nuts, sim.data, model="grouped", groups=Binning.equal_mass(10), n_chains=args.chains,
                                n_warmup=args.warmup, n_draws=args.draws, progress_bar=False, seed=1)
         n_draws = int(np.prod(fit.draws["fpr"].shape[:2]))
         block = []

@@ -83,7 +83,7 @@ NUTS = dict(n_chains=2, n_warmup=400, n_draws=400)
 REF_BOOT = 100
 REF_STARTS = 3
 #: The EM route of the command line (``evaluate(method="em")``): grouped EM, then the Bayesian bootstrap.
-EM_ROUTE = dict(groups=5, n_starts=10, n_boot=200)
+EM_ROUTE = dict(groups=Binning.equal_mass(5), n_starts=10, n_boot=200)
 
 # Which truth each method's interval is for (its `target`).
 METHOD_TARGET = {
@@ -168,7 +168,7 @@ def em_route(data, truths, seed: int) -> tuple:
     methods, notes, t0 = {}, [], time.time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        em = fit_em(data, model="grouped", groups=EM_ROUTE["groups"], n_starts=EM_ROUTE["n_starts"], seed=seed)
+        em = fit_em(data, model="grouped", groups=Binning.equal_mass(EM_ROUTE)["groups"], n_starts=EM_ROUTE["n_starts"], seed=seed)
         if em.channel is None:
             notes.append("EM route: EM failed: " + em.reason)
         else:

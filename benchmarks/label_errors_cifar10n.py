@@ -117,11 +117,11 @@ def model_choice(n_items=4000, seeds=(0, 1, 2, 3), quick=False):
         seeds = seeds[:2]
     fits = {
         "marginal (no scores)": lambda d: fit_em(d, model="dawid_skene", n_starts=3),
-        "5 score groups": lambda d: fit_em(d, model="grouped", groups=5, n_starts=3),
-        "histogram 10 bins": lambda d: fit_em(d, model="histogram", groups=10, n_starts=3),
-        "histogram 20 bins": lambda d: fit_em(d, model="histogram", groups=20, n_starts=3),
+        "5 score groups": lambda d: fit_em(d, model="grouped", groups=Binning.equal_mass(5), n_starts=3),
+        "histogram 10 bins": lambda d: fit_em(d, model="histogram", groups=Binning.equal_mass(10), n_starts=3),
+        "histogram 20 bins": lambda d: fit_em(d, model="histogram", groups=Binning.equal_mass(20), n_starts=3),
         "histogram n/100 bins, at most 50 (default)": lambda d: default_issue_fit(d, n_starts=3),
-        "histogram 50 bins": lambda d: fit_em(d, model="histogram", groups=50, n_starts=3),
+        "histogram 50 bins": lambda d: fit_em(d, model="histogram", groups=Binning.equal_mass(50), n_starts=3),
         "Platt curve (MAP)": lambda d: fit_map(d, model="platt", n_starts=2),
     }
     rows = []
@@ -425,7 +425,7 @@ def main(argv=None):
     t = time.time()
     fits["histogram 50 bins, EM (default)"] = default_issue_fit(data)
     fits["histogram 20 bins, EM"] = fit_em(data, model="histogram", groups=Binning.equal_mass(20), n_starts=5)
-    fits["5 score groups, EM"] = fit_em(data, model="grouped", groups=5, n_starts=5)
+    fits["5 score groups, EM"] = fit_em(data, model="grouped", groups=Binning.equal_mass(5), n_starts=5)
     fits["Platt curve, MAP"] = fit_map(data, model="platt", n_starts=3)
     fits["marginal (annotators only), EM"] = fit_em(data, model="dawid_skene", n_starts=5)
     if not args.no_nuts:

@@ -12,7 +12,7 @@ traced, so the JAX steps are also reported as the growth of the process's peak r
 3. EM on the compressed table only (``core.em_step`` on the padded pattern table), 200 steps in float64;
 4. NC-ECE from the bin statistics;
 5. the public front door on the same data: building the ``AnnotationSet`` (validated copies, including an
-   object array of 1e7 item ids) and ``noisycal_bayes.inference.fit_em(data, groups=5)``.
+   object array of 1e7 item ids) and ``noisycal_bayes.inference.fit_em(data, groups=Binning.equal_mass(5))``.
 
 Each figure is the peak *extra* memory of that step above what was allocated before it (the inputs), so
 it answers "how much memory does this step need on top of the data". The inputs are built in chunks so
@@ -29,6 +29,7 @@ import time
 import tracemalloc
 
 import numpy as np
+from noisycal_bayes.data import Binning
 
 MB = 2.0 ** 20
 
@@ -152,7 +153,7 @@ def main(argv=None):
 
         data, figures["steps"]["annotation_set"] = measure(
             "AnnotationSet(labels, scores, ...)", lambda: AnnotationSet(labels, scores, ids, np.arange(j).astype(object)))
-        fit, figures["steps"]["fit_em_front_door"] = measure("inference.fit_em(data, groups=5)",
+        fit, figures["steps"]["fit_em_front_door"] = measure("inference.fit_em(data, groups=Binning.equal_mass(5))",
                                                              lambda: fit_em(data, groups=args.groups))
         print(f"  -> fpr {np.round(fit.channel.fpr, 4).tolist()}, tpr {np.round(fit.channel.tpr, 4).tolist()}")
     tracemalloc.stop()

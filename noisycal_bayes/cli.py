@@ -28,6 +28,7 @@ import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .data import Binning
 from .evaluation import ENGINES, MAPS, EngineResult, _map_classes, collect_warnings, describe_map, evaluate
 
 __all__ = ["ENGINES", "EngineResult", "Options", "build_parser", "main"]
@@ -72,7 +73,9 @@ class Options:
 
     def evaluate_kwargs(self) -> dict:
         """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
-        return dict(method=self.method, bins=self.bins, groups=self.groups, weights=self.weights, level=self.level,
+        # --groups k means k equal-mass score groups (the option's documented meaning).
+        return dict(method=self.method, bins=self.bins, groups=Binning.equal_mass(self.groups), weights=self.weights,
+                    level=self.level,
                     seed=self.seed, n_boot=self.n_boot, n_starts=self.n_starts, n_chains=self.n_chains,
                     n_warmup=self.n_warmup, n_draws=self.n_draws, progress_bar=self.progress)
 
@@ -246,7 +249,7 @@ def _cmd_recalibrate(args) -> int:
     from .reference.calibration import nc_ece
 
     with collect_warnings(notes):
-        fit = fit_em(data, groups=opts.groups, n_starts=opts.n_starts, seed=opts.seed)
+        fit = fit_em(data, groups=Binning.equal_mass(opts.groups), n_starts=opts.n_starts, seed=opts.seed)
         if fit.channel is None or not fit.identified:
             raise CommandError(f"EM could not estimate the annotators' channels: {_one_line(fit.reason)}")
         cls = _map_classes()[args.map]

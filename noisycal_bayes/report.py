@@ -79,7 +79,7 @@ def _md_table(header, rows) -> str:
     return "\n".join(out)
 
 
-def _channel_rows(ev: Evaluation, truth_channel=None):
+def _channel_rows(ev, truth_channel=None):
     header = ["annotator", "fpr", "tpr", "gap"]
     has_iv = ev.channel_intervals is not None
     if has_iv:
@@ -116,7 +116,7 @@ def _interval_note(nc) -> str:
     return f"{pct} interval {iv}, built around {around}"
 
 
-def _calibration_rows(ev: Evaluation, oracle_ece=None):
+def _calibration_rows(ev, oracle_ece=None):
     nc = ev.nc_ece
     plug_in = f"paper's plug-in estimate, at {_point_name(ev)}"
     if nc.debiased is None:
@@ -175,7 +175,7 @@ def _comparison_rows(evs, truth=None):
     return header, rows
 
 
-def _oracle(ev: Evaluation, truth):
+def _oracle(ev, truth):
     """True channel (from ``truth``) and oracle ECE (from the naive metrics, when clean labels were given)."""
     return (None if truth is None else truth.get("channel")), getattr(ev.naive, "clean_ece", None)
 
@@ -193,7 +193,7 @@ def _interval_lines(nc) -> list:
 
 
 # ------------------------------------------------------------------------------------------ renderers
-def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str | None = None,
+def format_summary(ev, *, truth=None, recalibration=None, title: str | None = None,
                    comparison=None) -> str:
     """A readable plain-text summary of an :class:`Evaluation` (what the command line prints).
 
@@ -228,7 +228,7 @@ def format_summary(ev: Evaluation, *, truth=None, recalibration=None, title: str
     return "\n".join(out)
 
 
-def summary_markdown(ev: Evaluation, *, truth=None, recalibration=None, figures=(), title: str = "Calibration report",
+def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: str = "Calibration report",
                      source: str | None = None, comparison=None) -> str:
     """The one-page Markdown summary written to ``summary.md`` (figures linked by file name)."""
     truth_channel, oracle = _oracle(ev, truth)
@@ -276,7 +276,7 @@ def _html_table(header, rows) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def evaluation_html(ev: Evaluation) -> str:
+def evaluation_html(ev) -> str:
     """A compact HTML view for notebooks: channels with intervals, NC-ECE with interval and target, naive
     metrics, diagnostics and warnings (``Evaluation._repr_html_``)."""
     esc = html.escape
@@ -330,7 +330,7 @@ def _clean(x):
     return x
 
 
-def evaluation_to_dict(ev: Evaluation) -> dict:
+def evaluation_to_dict(ev) -> dict:
     """The ``--json`` schema.
 
     Keys: ``nc_ece`` {value, lower, upper, upper_bound, level, target, method, interval_method};
@@ -406,7 +406,7 @@ def write_json(path, payload: dict) -> Path:
     return atomic_write_text(path, json_text(payload))
 
 
-def _figures(ev: Evaluation, data, truth) -> dict:
+def _figures(ev, data, truth) -> dict:
     from .data import Binning
     from .plotting import channel_forest, nc_ece_posterior, reliability_diagram
 
@@ -445,7 +445,7 @@ def _figures(ev: Evaluation, data, truth) -> dict:
     return figs
 
 
-def write_report(out_dir, ev: Evaluation, *, data=None, truth=None, recalibration=None, extra_figures=None,
+def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extra_figures=None,
                  title: str = "Calibration report", source: str | None = None, comparison=None,
                  dpi: int = 110) -> list[Path]:
     """Write a report folder: figures (PNG), ``summary.md`` and ``results.json``.

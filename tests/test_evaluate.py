@@ -35,14 +35,14 @@ def sim():
 
 @pytest.fixture(scope="module")
 def ev_em(sim):
-    return evaluate(sim.data, method="em", bins=BINS, groups=GROUPS, n_boot=N_BOOT, seed=SEED,
+    return evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=N_BOOT, seed=SEED,
                     clean_labels=sim.clean_labels)
 
 
 @pytest.fixture(scope="module")
 def ev_nuts(sim):
     # The one NUTS fit of this file: 2 chains x 150 warm-up x 150 draws.
-    return evaluate(sim.data, method="nuts", bins=BINS, groups=GROUPS, n_chains=2, n_warmup=150, n_draws=150,
+    return evaluate(sim.data, method="nuts", bins=BINS, groups=Binning.equal_mass(GROUPS), n_chains=2, n_warmup=150, n_draws=150,
                     seed=SEED)
 
 
@@ -87,7 +87,7 @@ def test_em_value_is_the_papers_nc_ece_at_the_em_estimate(ev_em, sim):
     ref = nc_ece(sim.data, ev_em.channel, bins=Binning.equal_width(BINS), weights="iv").value
     assert math.isclose(ev_em.nc_ece.value, ref, rel_tol=1e-12)
     # The point channel is the EM estimate of the top-level fit_em (same data, groups, starts, seed).
-    fit = fit_em(sim.data, model="grouped", groups=GROUPS, n_starts=10, seed=SEED)
+    fit = fit_em(sim.data, model="grouped", groups=Binning.equal_mass(GROUPS), n_starts=10, seed=SEED)
     np.testing.assert_allclose(ev_em.channel.fpr, fit.channel.fpr, rtol=1e-12)
     np.testing.assert_allclose(ev_em.channel.tpr, fit.channel.tpr, rtol=1e-12)
 
@@ -112,7 +112,7 @@ def test_em_route_is_fit_em_bootstrap_em_posterior_nc_ece(ev_em, sim):
     from noisycal_bayes.inference.bootstrap import bootstrap_em
     from noisycal_bayes.propagate import posterior_nc_ece
 
-    fit = fit_em(sim.data, model="grouped", groups=GROUPS, n_starts=10, seed=SEED)
+    fit = fit_em(sim.data, model="grouped", groups=Binning.equal_mass(GROUPS), n_starts=10, seed=SEED)
     boot = bootstrap_em(sim.data, fit, n_boot=N_BOOT, seed=SEED)
     post = posterior_nc_ece(sim.data, boot, bins=Binning.equal_width(BINS), weights="iv", level=0.9, seed=SEED)
     nc = ev_em.nc_ece
@@ -132,7 +132,7 @@ def test_em_route_is_fit_em_bootstrap_em_posterior_nc_ece(ev_em, sim):
 def test_one_sided_reading_gives_the_undercoverage_note():
     """A calibrated model: the data cannot tell the error from 0, so the interval to read is [0, bound]."""
     sim = simulate_annotations(400, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.85], curve="calibrated", seed=5)
-    ev = evaluate(sim.data, method="em", bins=BINS, groups=GROUPS, n_boot=N_BOOT, seed=SEED)
+    ev = evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=N_BOOT, seed=SEED)
     nc = ev.nc_ece
     # This seed gives calibration p-value 0.40 > 1 - level (checked once; the assertion below fails otherwise).
     assert nc.interval_to_read == "upper_one_sided" and nc.calibration_p_value > 0.1
@@ -143,7 +143,7 @@ def test_one_sided_reading_gives_the_undercoverage_note():
 
 
 def test_no_bootstrap_means_no_interval(sim):
-    ev = evaluate(sim.data, method="em", bins=BINS, groups=GROUPS, n_boot=0)
+    ev = evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=0)
     nc = ev.nc_ece
     assert (nc.lower, nc.upper, nc.upper_bound, nc.debiased, ev.channel_intervals) == (None,) * 5
     assert "no interval: --n-boot 0." in ev.warnings
@@ -154,7 +154,7 @@ def test_no_bootstrap_means_no_interval(sim):
 # ------------------------------------------------------------------------------------------ same as the CLI
 def test_to_json_is_what_the_cli_writes(cli_run):
     out, written, data, _ = cli_run
-    ev = evaluate(data, method="em", bins=BINS, groups=GROUPS, n_boot=N_BOOT, seed=SEED)
+    ev = evaluate(data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=N_BOOT, seed=SEED)
     assert json.loads(ev.to_json()) == written
     assert written["schema_version"] == 2
     assert set(written["nc_ece"]) == {"value", "debiased", "lower", "upper", "upper_bound", "level", "target",
@@ -192,7 +192,7 @@ def test_write_report_folder(ev_em, tmp_path):
 
 
 def test_recalibration_is_stored_and_rendered(sim):
-    ev = evaluate(sim.data, method="em", bins=BINS, groups=GROUPS, n_boot=0, recalibration=True,
+    ev = evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=0, recalibration=True,
                   clean_labels=sim.clean_labels)
     rows = ev.recalibration
     assert len(rows) == 10 and rows[0].map_name == "none" and rows[0].fitted_to == "-"
@@ -211,10 +211,10 @@ def test_deprecated_names_still_work(ev_em, sim):
     # report.Evaluation is gone: report sits below evaluation (tests/test_layers.py) and may not import it.
     assert not hasattr(report, "Evaluation")
     with pytest.warns(DeprecationWarning, match="evaluate_data"):
-        old = evaluate_data(sim.data, Options(method="em", n_boot=0, bins=BINS, groups=GROUPS))
+        old = evaluate_data(sim.data, Options(method="em", n_boot=0, bins=BINS, groups=Binning.equal_mass(GROUPS)))
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
-        new = evaluate(sim.data, method="em", n_boot=0, bins=BINS, groups=GROUPS)
+        new = evaluate(sim.data, method="em", n_boot=0, bins=BINS, groups=Binning.equal_mass(GROUPS))
     assert old.nc_ece == new.nc_ece
     assert replace(new, method="nuts").method == "nuts"
 

@@ -11,6 +11,7 @@ from noisycal_bayes import simulate_annotations
 from noisycal_bayes import evaluate
 from noisycal_bayes.report import (atomic_write_text, evaluation_to_dict, format_summary, summary_markdown,
                                    write_json, write_report)
+from noisycal_bayes.data import Binning
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def sim():
 @pytest.fixture(scope="module")
 def ev(sim):
     # EM without bootstrap: quick, and exercises the "no interval" path.
-    return evaluate(sim.data, method="em", n_boot=0, bins=5, groups=4, clean_labels=sim.clean_labels)
+    return evaluate(sim.data, method="em", n_boot=0, bins=5, groups=Binning.equal_mass(4), clean_labels=sim.clean_labels)
 
 
 def test_summary_shows_estimates_truth_and_naive_metrics(ev, sim):

@@ -24,6 +24,7 @@ intervals are equal-tailed quantiles of the draws (posterior draws or bootstrap 
 """
 from __future__ import annotations
 
+from ..data.binning import DEFAULT_GROUPS
 from .engines import ENGINES, METHODS, EngineResult, Settings, collect_warnings
 from .engines import _settings, assemble
 from .recalibration import MAPS, _map_classes, compare_recalibration, describe_map
@@ -33,7 +34,7 @@ __all__ = ["ENGINES", "MAPS", "METHODS", "EngineResult", "Evaluation", "NCECESum
            "Settings", "collect_warnings", "compare_recalibration", "describe_map", "evaluate"]
 
 
-def evaluate(data, *, method: str = "nuts", bins: int = 10, groups: int = 5, weights: str = "iv",
+def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUPS, weights: str = "iv",
              level: float = 0.9, seed: int = 0, n_boot: int = 200, n_starts: int = 10, n_chains: int = 4,
              n_warmup: int = 1000, n_draws: int = 1000, clean_labels=None, recalibration: bool = False,
              progress_bar: bool = False) -> Evaluation:
@@ -48,8 +49,9 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups: int = 5, wei
         Bayesian bootstrap around it (``bootstrap_em``, ``n_boot`` replicates), propagated the same way.
     bins : int, default 10
         Equal-width evaluation bins.
-    groups : int, default 5
-        Score groups identifying the channels (see :func:`noisycal_bayes.fit_em`).
+    groups : Binning or int, default ``Binning.equal_mass(5)``
+        Score groups identifying the channels (see :func:`noisycal_bayes.fit_em`); an int ``k`` means
+        ``Binning.equal_width(k)``, as for ``bins``.
     weights : {"iv", "equal", "gap", "squared_gap"}, default "iv"
         Annotator weights of the corrected labels.
     level : float, default 0.9
@@ -94,7 +96,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups: int = 5, wei
     --------
     >>> from noisycal_bayes import simulate_annotations
     >>> sim = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.85], seed=1)
-    >>> ev = evaluate(sim.data, method="em", n_boot=0, bins=5, groups=3)
+    >>> ev = evaluate(sim.data, method="em", n_boot=0, bins=5, groups=Binning.equal_mass(3))
     >>> ev.nc_ece.lower is None, ev.warnings[-1]
     (True, 'no interval: --n-boot 0.')
     """

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..data.binning import DEFAULT_GROUPS
 from .result import Evaluation, NCECESummary
 
 __all__ = ["ENGINES", "METHODS", "EngineResult", "Settings", "collect_warnings"]
@@ -30,7 +31,7 @@ class Settings:
 
     method: str = "nuts"
     bins: int = 10
-    groups: int = 5
+    groups: object = DEFAULT_GROUPS
     weights: str = "iv"
     level: float = 0.9
     seed: int = 0
@@ -50,7 +51,8 @@ def _settings(data, **kw) -> Settings:
         raise ValueError(f"evaluate: `data` must be an AnnotationSet; got {type(data).__name__}.")
     if kw["method"] not in ENGINES:
         raise ValueError(f"evaluate: unknown method {kw['method']!r}; choose from {sorted(ENGINES)}.")
-    for name in ("bins", "groups", "n_starts", "n_chains", "n_warmup", "n_draws"):
+    kw["groups"] = _check_groups(kw["groups"])
+    for name in ("bins", "n_starts", "n_chains", "n_warmup", "n_draws"):
         kw[name] = check_positive_int(kw[name], name=name)
     kw["n_boot"] = check_positive_int(kw["n_boot"], name="n_boot", minimum=0)
     kw["seed"] = check_positive_int(kw["seed"], name="seed", minimum=0)
@@ -78,13 +80,31 @@ class EngineResult(NamedTuple):
     notes: list
 
 
+def _check_groups(groups):
+    """Score groups as a Binning: an int ``k`` is ``Binning.equal_width(k)`` (with the warning of
+    :func:`~noisycal_bayes.data.groups_from_int`), as everywhere in the package."""
+    from ..data import Binning, groups_from_int
+
+    if isinstance(groups, (int, np.integer)) and not isinstance(groups, bool):
+        return groups_from_int(groups, stacklevel=5)
+    if not isinstance(groups, Binning):
+        raise ValueError(f"evaluate: `groups` must be a Binning (e.g. Binning.equal_mass(5)) or an int (equal-width "
+                         f"groups); got {groups!r}.")
+    return groups
+
+
+def _describe_groups(groups) -> str:
+    kind = {"equal_mass": "equal-mass", "equal_width": "equal-width", "edges": "fixed-edge"}[groups.kind]
+    return f"{groups.n_bins} {kind} score groups"
+
+
 def _model_for(s: Settings):
     """Model and groups the propagation's default route needs: ``(model, groups, description)``."""
     from ..data import Binning
     from ..propagate import DEFAULT_METHOD
 
     if DEFAULT_METHOD == "plugin":
-        return "grouped", s.groups, f"{s.groups} score groups"
+        return "grouped", s.groups, _describe_groups(s.groups)
     return "histogram", Binning.equal_width(s.bins), f"the {s.bins} evaluation bins"
 
 

@@ -99,7 +99,7 @@ def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, m
             rows.append(dict(base, map="base", fit="none", failure="", **_metrics(z_te, y[te], m[te])))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                est = fit_em(ch_data, groups=N_GROUPS, n_starts=5)
+                est = fit_em(ch_data, groups=Binning.equal_mass(N_GROUPS), n_starts=5)
                 targets = {"naive": re_data.vote_fraction(), "oracle": y[thirds[1]].astype(float)}
                 failure = "" if est.identified and est.channel is not None else (est.reason or "not identified")
                 if not failure:
@@ -124,7 +124,7 @@ def _bayes_rows(base, ch_data, re_data, z_te, y_te, m_te, n_warmup, n_draws, lev
 
     out = []
     seed = seed % (2**31)
-    ch_post = fit_nuts(ch_data, model="grouped", groups=N_GROUPS, n_chains=2, n_warmup=n_warmup, n_draws=n_draws,
+    ch_post = fit_nuts(ch_data, model="grouped", groups=Binning.equal_mass(N_GROUPS), n_chains=2, n_warmup=n_warmup, n_draws=n_draws,
                        seed=seed, progress_bar=False)
     hist_post = fit_nuts(re_data, model="histogram", groups=Binning.equal_width(N_BINS), n_chains=2,
                          n_warmup=n_warmup, n_draws=n_draws, seed=seed, progress_bar=False)

@@ -42,6 +42,7 @@ from ..data import AnnotationSet
 from ..reference import ece, fit_em
 from ..reference.recalibration import corrected_item_labels
 from ._common import N_BINS, N_GROUPS, fit_point_map
+from ..data.binning import Binning
 
 #: The four data sets: name -> (scikit-learn loader, binarisation of the original target).
 DATASETS = {
@@ -254,7 +255,7 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
 def _cell_rows(cell, data, z_te, y_fit, y_te, maps, n_starts, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = fit_em(data, groups=N_GROUPS, n_starts=n_starts, seed=seed)
+        est = fit_em(data, groups=Binning.equal_mass(N_GROUPS), n_starts=n_starts, seed=seed)
     failure = "" if est.identified and est.channel is not None else (est.reason or "not identified")
     targets = {}
     if not failure:

@@ -23,6 +23,7 @@ import pandas as pd
 from ..reference import fit_em, nc_ece, nc_ece_cross_fit, nc_ece_reuse, nc_ece_split
 from ..simulate import CURVES, simulate_annotations
 from ._common import N_BINS, N_GROUPS, mc_summary, population_binned_ece
+from ..data.binning import Binning
 
 #: The three toy conditions of the paper (names of :data:`noisycal_bayes.simulate.CURVES`).
 CONDITIONS = ("calibrated", "shifted", "nonlinear")
@@ -35,7 +36,7 @@ ESTIMATORS = ("known", "independent", "reuse", "cross_fit")
 
 
 def _estimator(n_starts):
-    return lambda d: fit_em(d, groups=N_GROUPS, n_starts=n_starts)
+    return lambda d: fit_em(d, groups=Binning.equal_mass(N_GROUPS), n_starts=n_starts)
 
 
 def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, tpr=TPR,
@@ -121,7 +122,7 @@ def _bayes(sim, target, n_warmup, n_draws, level, seed):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = fit_nuts(sim.data, model="grouped", groups=N_GROUPS, n_chains=2, n_warmup=n_warmup,
+        fit = fit_nuts(sim.data, model="grouped", groups=Binning.equal_mass(N_GROUPS), n_chains=2, n_warmup=n_warmup,
                        n_draws=n_draws, seed=seed % (2**31), progress_bar=False)
         post = posterior_nc_ece(sim.data, fit, bins=N_BINS, method="plugin", level=level, seed=seed)
     if post.interval_to_read == "upper_one_sided":

@@ -23,6 +23,7 @@ from ..models.inputs import prepare_inputs, resolve_assignment
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult, point_dict
 from ._saved import SavedProgram
+from ..data.binning import Binning
 
 __all__ = ["TIE_RTOL", "em_starts", "fit_em", "run_em", "start_point"]
 
@@ -113,7 +114,7 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
     return out
 
 
-def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: int = 0, prior=None,
+def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts: int = 10, seed: int = 0, prior=None,
            max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None) -> FitResult:
     """Maximum-likelihood (or MAP) channels by EM in JAX, all starts at once.
 
@@ -177,7 +178,7 @@ def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: 
     --------
     >>> from noisycal_bayes.simulate import simulate_annotations
     >>> sim = simulate_annotations(3000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
-    >>> fit = fit_em(sim.data, model="grouped", groups=5, n_starts=3)
+    >>> fit = fit_em(sim.data, model="grouped", groups=Binning.equal_mass(5), n_starts=3)
     >>> bool(np.allclose(fit.channel.fpr, [0.1, 0.2, 0.1], atol=0.05))
     True
     """

@@ -29,6 +29,7 @@ from ._common import bound_model, sample_sites, with_derived
 from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from .em import em_starts, start_point
 from ..models.result import FitResult, channel_from, point_dict
+from ..data.binning import Binning
 
 _PROGRAMS: dict = {}
 
@@ -148,7 +149,7 @@ def map_fit(data, inputs, assignment, model, prior, *, n_starts, seed, init, max
             "loglik": loglik}
 
 
-def fit_map(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: int = 0, prior=None,
+def fit_map(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts: int = 10, seed: int = 0, prior=None,
             init: str = "em") -> FitResult:
     """Posterior mode by Newton's method on the NumPyro log density (every model, including Platt and monotone).
 

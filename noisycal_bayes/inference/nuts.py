@@ -38,6 +38,7 @@ from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inp
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
 from ..models.result import FitResult, channel_from, point_dict
+from ..data.binning import Binning
 
 PRECISIONS = ("float64", "float32")
 
@@ -62,7 +63,7 @@ def _start_point(data, inputs, model, seed):
     return point_dict(model, fpr[0], tpr[0], prev, slope=1.0, intercept=0.0), "random"
 
 
-def fit_nuts(data, *, model: str = "grouped", groups=5, n_chains: int = 4, n_warmup: int = 1000, n_draws: int = 1000,
+def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_chains: int = 4, n_warmup: int = 1000, n_draws: int = 1000,
              seed: int = 0, prior=None, progress_bar: bool = True, target_accept: float = 0.8,
              max_tree_depth: int = 10, dense_mass: bool = True, chain_method: str | None = None,
              precision: str = "float64", compress: bool = True) -> FitResult:

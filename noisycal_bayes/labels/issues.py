@@ -131,7 +131,7 @@ def item_posteriors(data, fit, *, level: float = 0.9, ties: str = "positive",
     >>> from noisycal_bayes.simulate import simulate_annotations
     >>> from noisycal_bayes.inference.em import fit_em
     >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
-    >>> fit = fit_em(sim.data, model="histogram", groups=10, n_starts=3)
+    >>> fit = fit_em(sim.data, model="histogram", groups=Binning.equal_mass(10), n_starts=3)
     >>> post = item_posteriors(sim.data, fit)
     >>> bool(((post["p_positive"] > 0.5) == sim.clean_labels.astype(bool)).mean() > 0.9)
     True

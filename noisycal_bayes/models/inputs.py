@@ -5,9 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_positive_int
 from ..core import clipped_logit
-from ..data import (AnnotationSet, Binning, bin_index, compress_patterns, grid_patterns, pad_patterns, padded_size,
+from ..data import (AnnotationSet, Binning, bin_index, groups_from_int, compress_patterns, grid_patterns, pad_patterns, padded_size,
                     resolve_groups)
 from ..data.compress import PatternCounts
 from ..data.outofcore import SufficientStats
@@ -181,7 +180,7 @@ def resolve_assignment(data: AnnotationSet, model: str, groups, func: str) -> Gr
     if is_rule:
         # What resolve_groups does for a rule (edges, bin index, empty bins dropped), with the edges and the
         # bin index computed once (each is a pass over the scores; the quantiles sort them).
-        binning = groups if isinstance(groups, Binning) else Binning.equal_mass(check_positive_int(groups, name="groups"))
+        binning = groups if isinstance(groups, Binning) else groups_from_int(groups, stacklevel=5)
         edges = binning.edges_for(data.scores)
         idx = bin_index(data.scores, edges)
         present = np.bincount(idx, minlength=edges.size - 1)
@@ -192,7 +191,7 @@ def resolve_assignment(data: AnnotationSet, model: str, groups, func: str) -> Gr
             rank = np.zeros(present.size, np.int32)
             rank[used] = np.arange(used.size)
             index = rank[idx]
-        return GroupAssignment(index.astype(np.int32), int(used.size), dim, edges, used.astype(np.int32), spec=groups)
+        return GroupAssignment(index.astype(np.int32), int(used.size), dim, edges, used.astype(np.int32), spec=binning)
     index, n_groups = resolve_groups(data.scores, groups, n)
     used = np.unique(np.asarray(groups))
     return GroupAssignment(index, n_groups, dim, None, used, spec="labels")

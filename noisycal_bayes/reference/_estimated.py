@@ -14,6 +14,7 @@ from ..core import bin_stats, bin_table, pad_bin_stats, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, Channel, bin_index
 from ..warnings import ConvergenceWarning
+from ..data.binning import Binning
 
 #: Score groups used by the default estimator (the reference EM with equal-mass score groups).
 DEFAULT_EM_GROUPS = 5
@@ -25,7 +26,7 @@ def _default_estimator(data: AnnotationSet):
     # Imported here so that this module loads without the EM module (and to keep import time low).
     from .em import fit_em
 
-    return fit_em(data, groups=DEFAULT_EM_GROUPS)
+    return fit_em(data, groups=Binning.equal_mass(DEFAULT_EM_GROUPS))
 
 
 def _check_estimator(estimator):
@@ -35,7 +36,7 @@ def _check_estimator(estimator):
         raise ValueError(
             "`estimator` must be a callable `data -> ChannelEstimate` (or -> Channel); "
             f"got {type(estimator).__name__}. "
-            "For example `lambda d: fit_em(d, groups=5)`."
+            "For example `lambda d: fit_em(d, groups=Binning.equal_mass(5))`."
         )
     return estimator
 

@@ -156,7 +156,7 @@ def closed_form_two_groups(data, groups, *, annotators=None) -> ChannelEstimate:
                              f"[0, {data.n_annotators - 1}]; got {annotators!r}.")
     group, n_groups = resolve_data_groups(data, groups, func)
     if n_groups != 2:
-        raise ValueError(f"{func}: needs exactly 2 score groups; `groups` gave {n_groups}. Pass groups=2, a "
+        raise ValueError(f"{func}: needs exactly 2 score groups; `groups` gave {n_groups}. Pass groups=Binning.equal_mass(2), a "
                          "two-bin Binning, or an array of two group labels.")
     labels = data.labels[:, list(pair)]
     both = (labels >= 0).all(axis=1)

@@ -31,6 +31,7 @@ from ..data.design import MIN_PREVALENCE_SPREAD
 from ..models.em_result import em_result, prepare_em
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
+from ..data.binning import Binning
 
 METHOD = "em"
 
@@ -140,7 +141,7 @@ def _loglik(selection, arrays, n_annotators, prior_counts) -> float:
     return float(_objective(jnp.asarray(theta), *arrays, n_annotators, None))
 
 
-def fit_em(data, *, model: str = "grouped", groups=5, n_starts: int = 10, seed: int = 0, prior=None,
+def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts: int = 10, seed: int = 0, prior=None,
            max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None) -> FitResult:
     """Maximum-likelihood (or MAP) Dawid-Skene channels by EM, one start after another (reference).
 

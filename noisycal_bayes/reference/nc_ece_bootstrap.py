@@ -111,7 +111,7 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     Parameters
     ----------
     data : AnnotationSet with scores
-    estimator : callable, optional (default ``fit_em(data, groups=5)``)
+    estimator : callable, optional (default ``fit_em(data, groups=Binning.equal_mass(5))``)
     n_boot : int >= 1
     level : float in (0, 1)
     bins : int or Binning

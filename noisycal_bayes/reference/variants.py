@@ -20,7 +20,7 @@ channels re-estimated inside every replicate, so the interval carries channel-es
 Every function takes an ``estimator``: a callable ``data -> result`` where the result is a
 :class:`~noisycal_bayes.data.Channel` or has a ``.channel`` attribute (and optionally ``.identified``,
 ``.converged``, ``.reason``, as :class:`~noisycal_bayes.reference.channels.ChannelEstimate` does). The
-default is the reference EM, ``fit_em(data, groups=5)``.
+default is the reference EM, ``fit_em(data, groups=Binning.equal_mass(5))``.
 """
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def nc_ece_split(data: AnnotationSet, *, estimator=None, bins=10, weights="iv", 
     ----------
     data : AnnotationSet with scores
     estimator : callable ``AnnotationSet -> ChannelEstimate | Channel``, optional
-        Default: ``fit_em(data, groups=5)`` (:mod:`noisycal_bayes.reference.em`).
+        Default: ``fit_em(data, groups=Binning.equal_mass(5))`` (:mod:`noisycal_bayes.reference.em`).
     bins : int or Binning
     weights : {"iv", "equal", "gap", "squared_gap"} or array of shape (n_annotators,)
     fraction : float in (0, 1)
@@ -168,7 +168,7 @@ def nc_ece_reuse(data: AnnotationSet, *, estimator=None, bins, weights="iv") -> 
     Parameters
     ----------
     data : AnnotationSet with scores
-    estimator : callable, optional (default ``fit_em(data, groups=5)``)
+    estimator : callable, optional (default ``fit_em(data, groups=Binning.equal_mass(5))``)
     bins : int or Binning (required; keyword)
     weights : rule name or array of shape (n_annotators,)
 
@@ -210,7 +210,7 @@ def nc_ece_cross_fit(data: AnnotationSet, *, estimator=None, n_folds: int = 5, b
     Parameters
     ----------
     data : AnnotationSet with scores
-    estimator : callable, optional (default ``fit_em(data, groups=5)``)
+    estimator : callable, optional (default ``fit_em(data, groups=Binning.equal_mass(5))``)
     n_folds : int >= 2
     bins : int or Binning
     weights : rule name or array of shape (n_annotators,)

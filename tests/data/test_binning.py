@@ -106,7 +106,7 @@ def test_as_binning():
 def test_resolve_groups_from_int_binning_and_array():
     rng = np.random.default_rng(2)
     z = rng.random(300)
-    idx, g = resolve_groups(z, 3, 300)
+    idx, g = resolve_groups(z, Binning.equal_mass(3), 300)
     assert g == 3 and idx.dtype == np.int32
     np.testing.assert_array_equal(np.bincount(idx), [100, 100, 100])
     # Groups are ordered by score.
@@ -151,3 +151,44 @@ def test_equal_mass_never_empty_on_tie_heavy_scores():
         assert np.all(np.diff(edges) > 0)
         assert np.all(np.bincount(idx, minlength=edges.size - 1) > 0), (z, n_bins, edges)
         assert edges.size - 1 <= n_bins
+
+
+# ------------------------------------------------------------------ one meaning of an int (issue 15, item 7)
+def test_an_int_means_equal_width_for_bins_and_groups_alike():
+    import warnings as _w
+
+    from noisycal_bayes.data import DEFAULT_GROUPS, as_binning, resolve_groups
+    from noisycal_bayes.warnings import GroupsMeaningWarning
+
+    z = np.random.default_rng(3).beta(1, 5, 400)  # skewed: equal width and equal mass differ here
+    assert as_binning(4) == Binning.equal_width(4)
+    with pytest.warns(GroupsMeaningWarning, match=r"Binning.equal_mass\(4\)"):
+        idx_int, n_int = resolve_groups(z, 4, z.size)
+    idx_w, n_w = resolve_groups(z, Binning.equal_width(4), z.size)
+    assert n_int == n_w and np.array_equal(idx_int, idx_w)
+    with _w.catch_warnings():
+        _w.simplefilter("error")  # a Binning never warns
+        idx_m, n_m = resolve_groups(z, DEFAULT_GROUPS, z.size)
+    assert DEFAULT_GROUPS == Binning.equal_mass(5) and n_m == 5
+    assert not np.array_equal(idx_m, idx_w)  # the two rules really differ on these scores
+
+
+def test_binning_repr_is_the_constructor_call():
+    assert repr(Binning.equal_mass(5)) == "Binning.equal_mass(5)"
+    assert repr(Binning.equal_width(10)) == "Binning.equal_width(10)"
+    assert eval(repr(Binning.from_edges([0, 0.3, 1])), {"Binning": Binning}) == Binning.from_edges([0, 0.3, 1])
+
+
+def test_fitters_default_to_equal_mass_groups_and_read_an_int_as_equal_width():
+    from noisycal_bayes import fit_em
+    from noisycal_bayes.simulate import simulate_annotations
+    from noisycal_bayes.warnings import GroupsMeaningWarning
+
+    sim = simulate_annotations(1500, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], score_beta=(1.0, 4.0), seed=2)
+    default = fit_em(sim.data, n_starts=3)
+    assert default.groups.spec == Binning.equal_mass(5)
+    with pytest.warns(GroupsMeaningWarning):
+        by_int = fit_em(sim.data, groups=5, n_starts=3)
+    by_width = fit_em(sim.data, groups=Binning.equal_width(5), n_starts=3)
+    np.testing.assert_array_equal(by_int.groups.index, by_width.groups.index)
+    np.testing.assert_allclose(by_int.channel.fpr, by_width.channel.fpr, rtol=0, atol=0)

@@ -22,7 +22,7 @@ def sim():
 
 @pytest.fixture(scope="module")
 def fit(sim):
-    return fit_em(sim.data, model="grouped", groups=5, n_starts=3, seed=0)
+    return fit_em(sim.data, model="grouped", groups=Binning.equal_mass(5), n_starts=3, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,7 @@ def test_near_perfect_annotators_and_a_confident_classifier():
     # Issue 16: rates near 0 / 1 and group prevalences near 0 / 1 used to break the warm start.
     sim = simulate_annotations(2000, fpr=[0.002] * 3, tpr=[0.99] * 3, curve="calibrated", score_beta=(0.1, 0.1),
                                seed=5)
-    fit = fit_em(sim.data, groups=5, n_starts=3)
+    fit = fit_em(sim.data, groups=Binning.equal_mass(5), n_starts=3)
     assert fit.channel is not None
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)

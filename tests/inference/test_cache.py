@@ -2,7 +2,6 @@
 from the sources, one clear_cache(), and files that are checked, private and never executed."""
 import pickle
 import stat
-import warnings
 from functools import partial
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from noisycal_bayes.inference import _saved
 from noisycal_bayes.inference import em as em_module
 from noisycal_bayes.inference._common import bound_model
 from noisycal_bayes.simulate import simulate_annotations
+from noisycal_bayes.data import Binning
 
 SIM = simulate_annotations(1500, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.75, 0.8], seed=12)
 
@@ -77,7 +77,7 @@ class _Plant:
 
 
 def test_saved_file_is_private_checked_and_a_planted_pickle_is_never_run(cache_dir):
-    first = fit_em(SIM.data, groups=4, n_starts=3)
+    first = fit_em(SIM.data, groups=Binning.equal_mass(4), n_starts=3)
     (program,) = em_module._EM_PROGRAMS.values()
     path = program.path
     assert path.suffix == _saved.SUFFIX and path.read_bytes().startswith(_saved.MAGIC)
@@ -92,14 +92,14 @@ def test_saved_file_is_private_checked_and_a_planted_pickle_is_never_run(cache_d
     path.with_suffix(".pkl").write_bytes(payload)
     clear_cache()
     with pytest.warns(_saved.RefusedProgramWarning, match="unknown format"):
-        again = fit_em(SIM.data, groups=4, n_starts=3)
+        again = fit_em(SIM.data, groups=Binning.equal_mass(4), n_starts=3)
     assert not marker.exists()
     np.testing.assert_array_equal(again.point["fpr"], first.point["fpr"])
     assert path.read_bytes().startswith(_saved.MAGIC)  # rebuilt and replaced
 
 
 def test_a_file_with_another_key_is_refused(cache_dir):
-    first = fit_em(SIM.data, groups=4, n_starts=3)
+    first = fit_em(SIM.data, groups=Binning.equal_mass(4), n_starts=3)
     (program,) = em_module._EM_PROGRAMS.values()
     data = program.path.read_bytes()
     head = len(_saved.MAGIC)
@@ -107,17 +107,17 @@ def test_a_file_with_another_key_is_refused(cache_dir):
     program.path.write_bytes(data[:head] + b"0" * 32 + data[head + 32:])
     clear_cache()
     with pytest.warns(_saved.RefusedProgramWarning, match="not a saved program of this key"):
-        again = fit_em(SIM.data, groups=4, n_starts=3)
+        again = fit_em(SIM.data, groups=Binning.equal_mass(4), n_starts=3)
     np.testing.assert_array_equal(again.point["tpr"], first.point["tpr"])
 
 
 def test_clear_cache_clears_sampler_and_em_programs(cache_dir):
-    fit_em(SIM.data, groups=4, n_starts=3)
+    fit_em(SIM.data, groups=Binning.equal_mass(4), n_starts=3)
     _sampler._PROGRAMS["probe"] = object()
     assert em_module._EM_PROGRAMS
     clear_cache()
     assert not em_module._EM_PROGRAMS and "probe" not in _sampler._PROGRAMS
-    fit_em(SIM.data, groups=4, n_starts=3)
+    fit_em(SIM.data, groups=Binning.equal_mass(4), n_starts=3)
     files = list((cache_dir / "noisycal_programs").glob("*" + _saved.SUFFIX))
     assert files
     clear_cache(files=True)

@@ -58,8 +58,8 @@ def test_marginal_model_agrees_with_reference():
 def test_map_with_pseudo_counts_agrees_with_reference():
     prior = Prior(fpr=(2.0, 6.0), u=(1.0, 2.0), prevalence=(2.0, 3.0))
     starts = ref.em_starts(3, 5, 5, 1)
-    ours = fit_em(SIM.data, groups=5, prior=prior, starts=starts)
-    theirs = ref.fit_em(SIM.data, groups=5, prior=prior, starts=starts)
+    ours = fit_em(SIM.data, groups=Binning.equal_mass(5), prior=prior, starts=starts)
+    theirs = ref.fit_em(SIM.data, groups=Binning.equal_mass(5), prior=prior, starts=starts)
     _agree(ours, theirs, 1e-10)
     np.testing.assert_allclose(ours.loglik, theirs.loglik, rtol=1e-12)
 
@@ -68,30 +68,30 @@ def test_default_starts_agree_with_reference_defaults():
     # One contract (issue 15): the same defaults and the same starts (the reference no longer adds a moment
     # start), so both stop at the same iterate and agree to rounding; 1e-6, the old bound for different
     # starts (distance to the fixed point about 1e-8 r / (1 - r) for an EM rate r <= 0.99), still holds a fortiori.
-    ours = fit_em(SIM.data, groups=5)
-    theirs = ref.fit_em(SIM.data, groups=5)
+    ours = fit_em(SIM.data, groups=Binning.equal_mass(5))
+    theirs = ref.fit_em(SIM.data, groups=Binning.equal_mass(5))
     _agree(ours, theirs, 1e-6)
     _agree(ours, theirs, 1e-10)
 
 
 def test_objective_never_decreases():
-    fit = fit_em(SIM.data, groups=5, n_starts=3)
+    fit = fit_em(SIM.data, groups=Binning.equal_mass(5), n_starts=3)
     trace = fit.details["loglik_trace"]
     assert trace.size == fit.n_iter + 1
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
 
 
 def test_invariances():
-    base = fit_em(SIM.data, groups=5, tol=1e-12)
+    base = fit_em(SIM.data, groups=Binning.equal_mass(5), tol=1e-12)
     # Permuting items changes nothing: the compressed table is the same.
     perm = np.random.default_rng(0).permutation(SIM.data.n_items)
-    shuffled = fit_em(SIM.data.subset(perm), groups=5, tol=1e-12)
+    shuffled = fit_em(SIM.data.subset(perm), groups=Binning.equal_mass(5), tol=1e-12)
     _agree(shuffled, base, 1e-12)
     # Exchanging A <-> 1 - A (Y <-> 1 - Y) maps the channel to Channel.flipped() and prevalence to 1 - prevalence.
     flipped = SIM.data.labels.copy()
     obs = flipped >= 0
     flipped[obs] = 1 - flipped[obs]
-    other = fit_em(AnnotationSet.from_wide(flipped, 1 - SIM.data.scores), groups=5, tol=1e-12)
+    other = fit_em(AnnotationSet.from_wide(flipped, 1 - SIM.data.scores), groups=Binning.equal_mass(5), tol=1e-12)
     np.testing.assert_allclose(other.channel.fpr, base.channel.flipped().fpr, atol=1e-7)
     np.testing.assert_allclose(other.channel.tpr, base.channel.flipped().tpr, atol=1e-7)
     # Scores 1 - z reverse the equal-mass groups (ties aside), so group g becomes group 4 - g.
@@ -99,7 +99,7 @@ def test_invariances():
 
 
 def test_result_records_how_it_was_made():
-    fit = fit_em(SIM.data, groups=5, n_starts=4, seed=9)
+    fit = fit_em(SIM.data, groups=Binning.equal_mass(5), n_starts=4, seed=9)
     assert fit.method == "em" and fit.draws is None and fit.converged and fit.identified
     assert fit.settings["n_starts"] == 4 and fit.settings["seed"] == 9
     assert fit.groups.n_groups == 5 and fit.groups.index.shape == (SIM.data.n_items,)
@@ -123,12 +123,12 @@ def test_two_annotators_with_flat_prevalence_warn():
     # along a ridge, EM crawls (a loose tol stops it there) and the estimated prevalences barely differ.
     sim = simulate_annotations(3000, fpr=[0.1, 0.2], tpr=[0.9, 0.8], curve=lambda z: np.full_like(z, 0.4), seed=3)
     with pytest.warns(IdentifiabilityWarning, match="barely differ"):
-        fit_em(sim.data, groups=2, n_starts=3, tol=1e-4)
+        fit_em(sim.data, groups=Binning.equal_mass(2), n_starts=3, tol=1e-4)
 
 
 def test_all_starts_failing_is_reported():
     with pytest.warns(ConvergenceWarning, match="all 2 EM starts failed"):
-        fit = fit_em(SIM.data, groups=5, n_starts=2, max_iter=1)
+        fit = fit_em(SIM.data, groups=Binning.equal_mass(5), n_starts=2, max_iter=1)
     assert fit.channel is None and not fit.converged and len(fit.failed_starts) == 2
 
 
@@ -155,14 +155,14 @@ def test_bad_data():
         fit_em(one)
     no_scores = AnnotationSet.from_wide(SIM.data.labels)
     with pytest.raises(ValueError, match="need classifier scores"):
-        fit_em(no_scores, groups=5)
+        fit_em(no_scores, groups=Binning.equal_mass(5))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit_em(no_scores, model="dawid_skene", n_starts=2)  # the marginal model needs no scores
 
 
 def test_clean_label_probability_at_the_estimate():
-    fit = fit_em(SIM.data, groups=5, n_starts=3)
+    fit = fit_em(SIM.data, groups=Binning.equal_mass(5), n_starts=3)
     p = fit.clean_label_probability()
     assert p.shape == (SIM.data.n_items,)
     # The EM fixed point: the mean posterior probability in each group equals that group's prevalence (M-step).
@@ -183,12 +183,12 @@ def test_em_program_is_saved_in_the_compilation_cache_and_reused(tmp_path):
     try:
         jax.config.update("jax_compilation_cache_dir", str(tmp_path))
         em_module._EM_PROGRAMS.clear()
-        first = fit_em(sim.data, groups=4, n_starts=3)
+        first = fit_em(sim.data, groups=Binning.equal_mass(4), n_starts=3)
         (program,) = em_module._EM_PROGRAMS.values()
         assert program.path.parent == tmp_path / "noisycal_programs" and program.path.exists()
         stamp = program.path.stat().st_mtime_ns
         em_module._EM_PROGRAMS.clear()
-        again = fit_em(sim.data, groups=4, n_starts=3)
+        again = fit_em(sim.data, groups=Binning.equal_mass(4), n_starts=3)
         assert program.path.stat().st_mtime_ns == stamp  # loaded, not rewritten
         np.testing.assert_array_equal(again.channel.fpr, first.channel.fpr)
         np.testing.assert_array_equal(again.details["loglik_trace"], first.details["loglik_trace"])

@@ -12,6 +12,7 @@ from noisycal_bayes.core import clipped_logit
 from noisycal_bayes.inference import fit_em, fit_map
 from noisycal_bayes.models import Prior
 from noisycal_bayes.simulate import simulate_annotations
+from noisycal_bayes.data import Binning
 
 SIM = simulate_annotations(1500, fpr=[0.1, 0.2, 0.05], tpr=[0.9, 0.75, 0.7], curve="overconfident", missing=0.1,
                            seed=5)
@@ -28,8 +29,8 @@ def _compare(a, b, atol=ATOL):
 
 
 def test_em_fixed_point_is_the_map_of_the_numpyro_density():
-    em = fit_em(SIM.data, groups=5, tol=1e-12)
-    mode = fit_map(SIM.data, groups=5, init="random", n_starts=4)
+    em = fit_em(SIM.data, groups=Binning.equal_mass(5), tol=1e-12)
+    mode = fit_map(SIM.data, groups=Binning.equal_mass(5), init="random", n_starts=4)
     assert mode.converged and mode.method == "map"
     _compare(mode, em)
     np.testing.assert_allclose(mode.loglik, em.loglik, rtol=1e-12)
@@ -39,20 +40,20 @@ def test_map_em_equals_map_with_an_informative_prior():
     # Pseudo-count EM maximises the posterior in (fpr, tpr, prevalence) coordinates; fit_map maximises NumPyro's
     # density of (fpr, u, prevalence) corrected by the Jacobian 1 / (1 - fpr). Both must find the same mode.
     prior = Prior(fpr=(2.0, 8.0), u=(1.0, 3.0), prevalence=(3.0, 2.0))
-    em = fit_em(SIM.data, groups=5, prior=prior, tol=1e-12)
-    mode = fit_map(SIM.data, groups=5, prior=prior, init="random", n_starts=4)
+    em = fit_em(SIM.data, groups=Binning.equal_mass(5), prior=prior, tol=1e-12)
+    mode = fit_map(SIM.data, groups=Binning.equal_mass(5), prior=prior, init="random", n_starts=4)
     _compare(mode, em)
     # and the prior moved the estimate: the test can fail if the prior were ignored.
-    flat = fit_em(SIM.data, groups=5, tol=1e-12)
+    flat = fit_em(SIM.data, groups=Binning.equal_mass(5), tol=1e-12)
     assert np.max(np.abs(flat.channel.fpr - em.channel.fpr)) > 1e-4
 
 
 def test_monotone_map_equals_em_when_the_order_constraint_is_inactive():
     # The default monotone prior is uniform on 0 < pi_1 < ... < pi_K < 1, i.e. flat in prevalence coordinates, so
     # when the unconstrained MLE is already increasing the monotone MAP is that MLE.
-    em = fit_em(SIM.data, groups=5, tol=1e-12)
+    em = fit_em(SIM.data, groups=Binning.equal_mass(5), tol=1e-12)
     assert np.all(np.diff(em.prevalence) > 0.05)
-    mode = fit_map(SIM.data, model="monotone", groups=5, n_starts=2)
+    mode = fit_map(SIM.data, model="monotone", groups=Binning.equal_mass(5), n_starts=2)
     _compare(mode, em)
 
 

@@ -18,9 +18,10 @@ from noisycal_bayes.inference import FitResult, fit_nuts
 from noisycal_bayes.inference import _sampler, nuts
 from noisycal_bayes.simulate import simulate_annotations
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
+from noisycal_bayes.data import Binning
 
 SIM = simulate_annotations(1200, fpr=[0.1, 0.2, 0.05], tpr=[0.9, 0.75, 0.7], missing=0.1, seed=21)
-KW = dict(groups=5, n_warmup=200, n_draws=150, progress_bar=False)
+KW = dict(groups=Binning.equal_mass(5), n_warmup=200, n_draws=150, progress_bar=False)
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +191,7 @@ def test_parallel_chains_in_rounds_equal_sequential_chains():
         from noisycal_bayes.simulate import simulate_annotations
         sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.05], tpr=[0.9, 0.75, 0.7], seed=0)
         warnings.simplefilter("ignore")
-        kw = dict(groups=3, n_chains=3, n_warmup=50, n_draws=50, progress_bar=False)
+        kw = dict(groups=Binning.equal_mass(3), n_chains=3, n_warmup=50, n_draws=50, progress_bar=False)
         par = fit_nuts(sim.data, **kw)
         seq = fit_nuts(sim.data, chain_method="sequential", **kw)
         assert par.settings["chain_method"] == "parallel", par.settings
@@ -227,7 +228,7 @@ def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
     from noisycal_bayes.inference._sampler import _PROGRAMS, clear_programs
 
     old = jax.config.jax_compilation_cache_dir
-    kw = dict(groups=3, n_chains=2, n_warmup=50, n_draws=50, progress_bar=False, seed=3)
+    kw = dict(groups=Binning.equal_mass(3), n_chains=2, n_warmup=50, n_draws=50, progress_bar=False, seed=3)
     blocked = tmp_path / "blocked"
     blocked.mkdir()
     (blocked / "noisycal_programs").write_text("a file where the folder should be")

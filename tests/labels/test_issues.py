@@ -11,6 +11,7 @@ from noisycal_bayes.inference import GroupAssignment, fit_em
 from noisycal_bayes.labels import annotation_posteriors, default_issue_fit, item_posteriors, label_issues
 
 from ._helpers import bayes_positive, with_draws, with_point
+from noisycal_bayes.data import Binning
 
 FPR, TPR = np.array([0.1, 0.2, 0.15]), np.array([0.8, 0.9, 0.85])
 PREV = np.array([0.05, 0.3, 0.5, 0.7, 0.95])
@@ -25,7 +26,7 @@ def sim():
 def fit(sim):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fit_em(sim.data, model="histogram", groups=5, n_starts=3)
+        return fit_em(sim.data, model="histogram", groups=Binning.equal_mass(5), n_starts=3)
 
 
 def test_posterior_is_bayes_rule_item_by_item(sim, fit):
@@ -91,7 +92,7 @@ def test_ties_follow_the_rule_and_are_marked():
     two = simulate_annotations(400, fpr=[0.1, 0.2], tpr=[0.85, 0.9], score_beta=(0.5, 0.5), seed=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        f = fit_em(two.data, model="grouped", groups=2, n_starts=3)
+        f = fit_em(two.data, model="grouped", groups=Binning.equal_mass(2), n_starts=3)
     pos = item_posteriors(two.data, f, ties="positive")
     neg = item_posteriors(two.data, f, ties="negative")
     split = two.data.labels.sum(axis=1) == 1

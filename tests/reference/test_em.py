@@ -39,9 +39,9 @@ def test_em_starts_follow_documented_recipe():
 
 def test_fit_is_deterministic_and_explicit_starts_reproduce_it():
     sim = simulate_annotations(1000, fpr=[0.1, 0.2], tpr=[0.9, 0.7], seed=1)
-    a = fit_em(sim.data, groups=3, n_starts=4, seed=7)
-    b = fit_em(sim.data, groups=3, n_starts=4, seed=7)
-    c = fit_em(sim.data, groups=3, starts=em_starts(2, 3, 4, 7))  # two annotators: no moment start
+    a = fit_em(sim.data, groups=Binning.equal_mass(3), n_starts=4, seed=7)
+    b = fit_em(sim.data, groups=Binning.equal_mass(3), n_starts=4, seed=7)
+    c = fit_em(sim.data, groups=Binning.equal_mass(3), starts=em_starts(2, 3, 4, 7))  # two annotators: no moment start
     for other in (b, c):
         np.testing.assert_array_equal(other.channel.fpr, a.channel.fpr)
         np.testing.assert_array_equal(other.prevalence, a.prevalence)
@@ -70,11 +70,11 @@ def test_loglik_trace_is_monotone(case):
         est = fit_em(sim.data, model="dawid_skene", n_starts=2)
     elif case == "grouped2_missing":
         sim = simulate_annotations(1500, fpr=[0.2, 0.1], tpr=[0.7, 0.9], missing=0.2, seed=4)
-        est = fit_em(sim.data, groups=3, n_starts=2)
+        est = fit_em(sim.data, groups=Binning.equal_mass(3), n_starts=2)
     else:
         sim = simulate_annotations(800, fpr=[0.1, 0.3, 0.2, 0.1], tpr=[0.8, 0.7, 0.9, 0.6], seed=5)
         with pytest.warns(DeprecationWarning, match="tuple of Beta pairs"):
-            est = fit_em(sim.data, groups=2, n_starts=2, prior=((2, 5), (5, 2), (2, 2)))
+            est = fit_em(sim.data, groups=Binning.equal_mass(2), n_starts=2, prior=((2, 5), (5, 2), (2, 2)))
     trace = est.loglik_trace
     assert trace.size == est.n_iter + 1 and est.n_iter > 3
     # EM never decreases its objective; 1e-10 allows for rounding of a sum of O(100) float64 terms.
@@ -87,7 +87,7 @@ def test_estimate_is_a_fixed_point_and_loglik_is_reported():
     for kw in ({}, {"prior": prior}):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # the tuple prior (checked in test_deprecated_forms)
-            est = fit_em(sim.data, groups=2, tol=1e-12, max_iter=20000, n_starts=1, **kw)
+            est = fit_em(sim.data, groups=Binning.equal_mass(2), tol=1e-12, max_iter=20000, n_starts=1, **kw)
         group = Binning.equal_mass(2).assign(sim.data.scores)
         pc = compress_patterns(sim.data.labels, group, 2)
         with x64():
@@ -120,7 +120,7 @@ def test_two_groups_em_equals_closed_form(seed):
     # form. Agreement is limited only by EM's stopping rule.
     sim = simulate_annotations(3000, fpr=[0.15, 0.25], tpr=[0.85, 0.75], seed=seed)
     cf = closed_form_two_groups(sim.data, 2)
-    est = fit_em(sim.data, groups=2, tol=1e-13, max_iter=20000, n_starts=2)
+    est = fit_em(sim.data, groups=Binning.equal_mass(2), tol=1e-13, max_iter=20000, n_starts=2)
     assert cf.identified and est.identified
     np.testing.assert_allclose(est.channel.fpr, cf.channel.fpr, atol=1e-7)
     np.testing.assert_allclose(est.channel.tpr, cf.channel.tpr, atol=1e-7)
@@ -217,9 +217,9 @@ def test_paper_d1_two_annotators_without_scores_not_identified():
 # ----------------------------------------------------------------------------------------------- invariances
 def test_flipping_labels_gives_flipped_channel():
     sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=30)
-    est = fit_em(sim.data, groups=2, tol=1e-12, max_iter=20000, n_starts=3)
+    est = fit_em(sim.data, groups=Binning.equal_mass(2), tol=1e-12, max_iter=20000, n_starts=3)
     flipped = AnnotationSet.from_wide(1 - sim.data.labels, sim.data.scores)
-    est_f = fit_em(flipped, groups=2, tol=1e-12, max_iter=20000, n_starts=3)
+    est_f = fit_em(flipped, groups=Binning.equal_mass(2), tol=1e-12, max_iter=20000, n_starts=3)
     expected = est.channel.flipped()
     np.testing.assert_allclose(est_f.channel.fpr, expected.fpr, atol=1e-7)
     np.testing.assert_allclose(est_f.channel.tpr, expected.tpr, atol=1e-7)
@@ -288,7 +288,7 @@ def test_all_starts_failing_to_converge():
     sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=42)
     # Two random starts (no moment start since the one EM contract of issue 15: it was the third).
     with pytest.warns(ConvergenceWarning, match="did not converge within max_iter=2"):
-        est = fit_em(sim.data, groups=3, n_starts=2, max_iter=2)
+        est = fit_em(sim.data, groups=Binning.equal_mass(3), n_starts=2, max_iter=2)
     assert not est.identified and not est.converged and len(est.failed_starts) == 2
     assert est.failed_starts[0] == (0, "did not converge within max_iter=2 iterations")
 
@@ -301,24 +301,24 @@ def test_errors():
     with pytest.raises(ValueError, match="must be an AnnotationSet"):
         fit_em(sim.data.labels)
     with pytest.raises(ValueError, match="need classifier scores"):
-        _quiet_fit(AnnotationSet.from_wide(sim.data.labels), groups=2)
+        _quiet_fit(AnnotationSet.from_wide(sim.data.labels), groups=Binning.equal_mass(2))
     with pytest.raises(ValueError, match="`prior` must be None, a Prior, or .deprecated. three Beta"):
-        fit_em(sim.data, groups=2, prior=((0.5, 1), (1, 1), (1, 1)))
+        fit_em(sim.data, groups=Binning.equal_mass(2), prior=((0.5, 1), (1, 1), (1, 1)))
     with pytest.raises(ValueError, match="`prior` must be None, a Prior, or .deprecated. three Beta"):
-        fit_em(sim.data, groups=2, prior=((1, 1),))
+        fit_em(sim.data, groups=Binning.equal_mass(2), prior=((1, 1),))
     with pytest.raises(ValueError, match="`starts` must have shapes"):
-        fit_em(sim.data, groups=2, starts=em_starts(3, 2, 2, 0))
+        fit_em(sim.data, groups=Binning.equal_mass(2), starts=em_starts(3, 2, 2, 0))
     f, t, p = em_starts(2, 2, 2, 0)
     with pytest.raises(ValueError, match=r"`starts` must lie strictly inside \(0, 1\)"):
-        fit_em(sim.data, groups=2, starts=(f, t + 1, p))
+        fit_em(sim.data, groups=Binning.equal_mass(2), starts=(f, t + 1, p))
     with pytest.raises(ValueError, match="`tol` must be a positive number"):
-        fit_em(sim.data, groups=2, tol=0)
+        fit_em(sim.data, groups=Binning.equal_mass(2), tol=0)
     with pytest.raises(ValueError, match=r"`min_gap` must lie in \[0, 1\)"):
-        fit_em(sim.data, groups=2, min_gap=1.0)
+        fit_em(sim.data, groups=Binning.equal_mass(2), min_gap=1.0)
     with pytest.raises(ValueError, match="`n_starts` must be an integer >= 1"):
-        fit_em(sim.data, groups=2, n_starts=-1)
+        fit_em(sim.data, groups=Binning.equal_mass(2), n_starts=-1)
     with pytest.raises(ValueError, match="`n_starts` must be an integer >= 1"):
-        fit_em(sim.data, groups=2, n_starts=0)
+        fit_em(sim.data, groups=Binning.equal_mass(2), n_starts=0)
     with pytest.raises(ValueError, match="no closed-form M-step"):
         fit_em(sim.data, model="platt")
 
@@ -375,15 +375,15 @@ def test_deprecated_forms_map_to_the_new_contract():
     np.testing.assert_array_equal(old.point["fpr"], new.point["fpr"])
     # A tuple prior with a_tpr = 1 is the Prior named in the warning: the same pseudo-counts, the same fit.
     with pytest.warns(DeprecationWarning, match=r"Prior\(fpr=\(2, 7\), u=\(1, 3\)"):
-        old = fit_em(sim.data, groups=2, n_starts=3, prior=((2, 4), (1, 3), (2, 2)))
-    new = fit_em(sim.data, groups=2, n_starts=3, prior=Prior(fpr=(2, 7), u=(1, 3), prevalence=(2, 2)))
+        old = fit_em(sim.data, groups=Binning.equal_mass(2), n_starts=3, prior=((2, 4), (1, 3), (2, 2)))
+    new = fit_em(sim.data, groups=Binning.equal_mass(2), n_starts=3, prior=Prior(fpr=(2, 7), u=(1, 3), prevalence=(2, 2)))
     np.testing.assert_array_equal(old.point["tpr"], new.point["tpr"])
     assert old.loglik == new.loglik
 
 
 def test_result_offers_what_channel_estimate_readers_use():
     sim = simulate_annotations(800, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=53)
-    est = fit_em(sim.data, groups=3, n_starts=2)
+    est = fit_em(sim.data, groups=Binning.equal_mass(3), n_starts=2)
     assert est.require() is est.channel and est.method == "em" and est.n_groups == 3
     np.testing.assert_array_equal(est.gap, est.channel.tpr - est.channel.fpr)
     assert est.group_sizes.sum() == 800 and est.loglik_trace.size == est.n_iter + 1

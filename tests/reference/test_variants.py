@@ -168,7 +168,7 @@ def test_cross_fit_with_default_estimator_is_fit_em_with_five_groups():
 
     sim = simulate_annotations(1500, fpr=FPR, tpr=TPR, curve="overconfident", seed=4)
     default = nc_ece_cross_fit(sim.data, n_folds=2, seed=0)
-    explicit = nc_ece_cross_fit(sim.data, estimator=lambda d: fit_em(d, groups=5), n_folds=2, seed=0)
+    explicit = nc_ece_cross_fit(sim.data, estimator=lambda d: fit_em(d, groups=Binning.equal_mass(5)), n_folds=2, seed=0)
     assert default.value == explicit.value
     for a, b in zip(default.channels, explicit.channels):
         np.testing.assert_array_equal(a.fpr, b.fpr)

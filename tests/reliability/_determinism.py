@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from noisycal_bayes.data import Binning
 
 
 def _exact(values) -> list:
@@ -44,10 +45,10 @@ def fingerprint(workdir, *, seed: int = 5) -> dict:
                                    missing=0.1, seed=seed)
         data = sim.data
         out["simulate"] = _digest(data.labels, data.scores, sim.clean_labels)
-        ref = reference_fit_em(data, groups=4, n_starts=3, seed=seed)
+        ref = reference_fit_em(data, groups=Binning.equal_mass(4), n_starts=3, seed=seed)
         out["reference_em"] = _exact(np.concatenate([ref.channel.fpr, ref.channel.tpr, ref.prevalence]))
         out["reference_em_starts"] = _exact(np.nan_to_num(ref.start_logliks))
-        inf = fit_em(data, groups=4, n_starts=3, seed=seed)
+        inf = fit_em(data, groups=Binning.equal_mass(4), n_starts=3, seed=seed)
         out["inference_em"] = _exact(np.concatenate([inf.channel.fpr, inf.channel.tpr, inf.prevalence]))
         out["nc_ece"] = _exact(nc_ece(data, ref.channel).value)
         boot = bootstrap_nc_ece(data, estimator=lambda d: ref.channel, n_boot=15, seed=seed)

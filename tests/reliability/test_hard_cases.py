@@ -17,6 +17,7 @@ from noisycal_bayes.data import bin_index, compress_patterns, resolve_groups
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning, NoisyCalWarning, SmallGapWarning
 
 from ._helpers import assert_one_line_error, run_cli, tree
+from noisycal_bayes.data import Binning
 
 G = 4  # score groups everywhere: one compiled EM per number of annotators
 
@@ -362,8 +363,8 @@ def test_a_single_annotator_is_an_error_for_every_estimator(sim3):
 
     d = sim3.data
     one = AnnotationSet(d.labels[:, :1], d.scores, d.item_ids, d.annotator_ids[:1])
-    for fit in (inference_em, reference_em, lambda x: fit_gmm(x, G), lambda x: fit_map(x, groups=G),
-                lambda x: fit_nuts(x, groups=G, progress_bar=False)):
+    for fit in (inference_em, reference_em, lambda x: fit_gmm(x, G), lambda x: fit_map(x, groups=Binning.equal_mass(G)),
+                lambda x: fit_nuts(x, groups=Binning.equal_mass(G), progress_bar=False)):
         with pytest.raises(ValueError, match="single annotator"):
             fit(one)
 
@@ -397,7 +398,7 @@ def test_non_identified_designs_are_flagged_by_fit_map(sim3, design):
     from noisycal_bayes import fit_map
 
     data = _two_annotators_one_group(sim3) if design.startswith("two") else _one_label_per_item(sim3)
-    fit, warned = fit_recording(lambda d: fit_map(d, model="grouped", groups=G, n_starts=2), data)
+    fit, warned = fit_recording(lambda d: fit_map(d, model="grouped", groups=Binning.equal_mass(G), n_starts=2), data)
     assert any(issubclass(w.category, IdentifiabilityWarning) for w in warned)
     assert not fit.identified
     assert "not identified" in fit.reason or "no item was labelled" in fit.reason

@@ -19,6 +19,7 @@ from noisycal_bayes.data import compress_patterns, pad_patterns, padded_size
 
 from ._helpers import property_settings
 from .test_properties_data import SCORES, label_matrix
+from noisycal_bayes.data import Binning
 
 RULES = ["iv", "equal", "gap", "squared_gap"]
 TOL = 1e-9
@@ -306,11 +307,11 @@ def test_channel_fits_do_not_depend_on_the_order_of_items(fit_data, perm):
     perm = np.asarray(perm)
     d = fit_data
     p = AnnotationSet(d.labels[perm], d.scores[perm], d.item_ids[perm], d.annotator_ids)
-    for fit in (lambda x: fit_em(x, groups=4, n_starts=3), lambda x: reference_fit_em(x, groups=4, n_starts=3)):
+    for fit in (lambda x: fit_em(x, groups=Binning.equal_mass(4), n_starts=3), lambda x: reference_fit_em(x, groups=Binning.equal_mass(4), n_starts=3)):
         a, b = fit(d), fit(p)
         # The fit sees only the compressed (group, pattern) table, which is the same table for any order.
         np.testing.assert_array_equal(a.channel.fpr, b.channel.fpr)
         np.testing.assert_array_equal(a.channel.tpr, b.channel.tpr)
         np.testing.assert_array_equal(a.prevalence, b.prevalence)
-    ch = reference_fit_em(d, groups=4, n_starts=3).channel
+    ch = reference_fit_em(d, groups=Binning.equal_mass(4), n_starts=3).channel
     assert abs(nc_ece(d, ch).value - nc_ece(p, ch).value) <= 1e-12

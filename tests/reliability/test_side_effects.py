@@ -21,6 +21,7 @@ import pytest
 from noisycal_bayes import AnnotationSet, Channel, ece, nc_ece, simulate_annotations, smece
 
 from ._helpers import run_cli, tree
+from noisycal_bayes.data import Binning
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -175,7 +176,7 @@ def test_nothing_is_written_unless_asked(sim, tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         data = sim.data
-        fit = fit_em(data, groups=4)
+        fit = fit_em(data, groups=Binning.equal_mass(4))
         nc_ece(data, fit.channel)
         bootstrap_nc_ece(data, estimator=lambda d: fit.channel, n_boot=3)
         posterior_nc_ece(data, fit, n_draws=20)
@@ -255,7 +256,7 @@ def test_no_network_access_during_fits_and_the_command_line(sim, tmp_path, no_ne
     no_network.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = fit_em(sim.data, groups=4)
+        fit = fit_em(sim.data, groups=Binning.equal_mass(4))
         bootstrap_nc_ece(sim.data, estimator=lambda d: fit.channel, n_boot=3)
         posterior_nc_ece(sim.data, fit, n_draws=20)
         tiny_bad_nuts(0).to_arviz()

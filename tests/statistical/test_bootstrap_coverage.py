@@ -21,6 +21,7 @@ from scipy import stats
 from noisycal_bayes import simulate_annotations
 from noisycal_bayes.inference import fit_em
 from noisycal_bayes.inference.bootstrap import _bootstrap, bootstrap_em
+from noisycal_bayes.data import Binning
 
 pytestmark = pytest.mark.statistical
 
@@ -53,7 +54,7 @@ def counts():
     good = narrow = 0
     for s in range(R):
         sim = simulate_annotations(N_ITEMS, fpr=FPR, tpr=TPR, curve="overconfident", seed=5000 + s)
-        fit = fit_em(sim.data, groups=5, n_starts=3, seed=s)
+        fit = fit_em(sim.data, groups=Binning.equal_mass(5), n_starts=3, seed=s)
         boot = bootstrap_em(sim.data, fit, n_boot=N_BOOT, seed=s)
         good += covers(boot.draws["gap"][0, :, 0], truth)
         control = _bootstrap(fit, concentrated_weights(s, N_BOOT, sim.data.n_items), N_BOOT, settings={})

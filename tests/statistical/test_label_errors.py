@@ -16,6 +16,7 @@ from noisycal_bayes.inference import fit_em
 from noisycal_bayes.labels import corrected_accuracy, label_issues
 from noisycal_bayes.reference.confident_learning import confident_learning
 from noisycal_bayes.simulate import CURVES
+from noisycal_bayes.data import Binning
 
 pytestmark = pytest.mark.statistical
 
@@ -121,7 +122,7 @@ def accuracy_runs():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = corrected_accuracy(d, threshold=0.3, n_replicates=200, bootstrap=False, seed=seed)
-            coarse = fit_em(d, model="grouped", groups=2, n_starts=3)
+            coarse = fit_em(d, model="grouped", groups=Binning.equal_mass(2), n_starts=3)
             biased = corrected_accuracy(d, coarse, threshold=0.3, n_replicates=20, bootstrap=False, seed=seed)
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(replicates, "parameter_source", lambda fit: "point")

@@ -23,6 +23,7 @@ import pytest
 
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_nuts
+from noisycal_bayes.data import Binning
 
 pytestmark = pytest.mark.statistical
 
@@ -42,7 +43,7 @@ def test_channel_intervals_cover_flip_rates_measured_against_reference_labels(ci
     data, y_ref = cifar
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # R-hat noise at 1000 draws is reported, not tested, here
-        fit = fit_nuts(data, groups=5, n_chains=4, n_warmup=200, n_draws=250, seed=0, progress_bar=False)
+        fit = fit_nuts(data, groups=Binning.equal_mass(5), n_chains=4, n_warmup=200, n_draws=250, seed=0, progress_bar=False)
     assert fit.diagnostics["r_hat"].max() < 1.05 and fit.diagnostics["ess_bulk"].min() > 200
     labels = data.labels
     measured = {"fpr": labels[y_ref == 0].mean(axis=0), "tpr": labels[y_ref == 1].mean(axis=0)}
