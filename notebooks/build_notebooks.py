@@ -10,7 +10,6 @@ from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from noisycal_bayes.data import Binning
 
 HERE = Path(__file__).resolve().parent
 
@@ -89,18 +88,18 @@ print(source, data)
 ## Fit the annotators' channels: EM first, then NUTS
 
 Each annotator `j` has a false-positive rate `fpr_j` (paper `a_j`) and a true-positive rate `tpr_j`
-(`a_j + delta_j`); the gap `gap_j = tpr_j - fpr_j` (`delta_j`). Score groups (`groups=Binning.equal_mass(5)`, equal-mass)
+(`a_j + delta_j`); the gap `gap_j = tpr_j - fpr_j` (`delta_j`). Score groups (the default `groups=Binning.equal_mass(5)`: five equal-mass groups)
 give different prevalences (`pi_g`), which is what identifies the channels. EM gives a point estimate in a
 second; NUTS gives the posterior.
 """),
     code('''
 from noisycal_bayes.inference import fit_em, fit_nuts
 
-em = fit_em(data, groups=Binning.equal_mass(5))
+em = fit_em(data)
 print(em.channel.to_frame().round(4))
 '''),
     code('''
-post = fit_nuts(data, groups=Binning.equal_mass(5), n_chains=N_CHAINS, n_warmup=N_WARMUP, n_draws=N_DRAWS, seed=0, progress_bar=False)
+post = fit_nuts(data, n_chains=N_CHAINS, n_warmup=N_WARMUP, n_draws=N_DRAWS, seed=0, progress_bar=False)
 post.summary(prob=0.9).round(4).head(9)
 '''),
     md("""
@@ -329,7 +328,7 @@ with warnings.catch_warnings():
     estimates = {
         "closed form, 2 groups (ann 0 & 1)": reference.closed_form_two_groups(data, 2, annotators=(0, 1)),
         "moments, 3 annotators": reference.moments_three(data),
-        "EM, 5 groups": reference.fit_em(data, groups=Binning.equal_mass(5)),
+        "EM, 5 groups": reference.fit_em(data),
         "GMM, 5 groups": reference.fit_gmm(data, 5),
     }
 for name, est in estimates.items():
@@ -341,7 +340,7 @@ for name, est in estimates.items():
     code('''
 from noisycal_bayes.inference import fit_nuts
 
-post = fit_nuts(data, groups=Binning.equal_mass(5), n_chains=N_CHAINS, n_warmup=N_WARMUP, n_draws=N_DRAWS, seed=0, progress_bar=False)
+post = fit_nuts(data, n_chains=N_CHAINS, n_warmup=N_WARMUP, n_draws=N_DRAWS, seed=0, progress_bar=False)
 draws = {k: np.asarray(post.draws[k]).reshape(-1, data.n_annotators) for k in ("fpr", "tpr")}
 '''),
     md("""
