@@ -168,7 +168,7 @@ def em_route(data, truths, seed: int) -> tuple:
     methods, notes, t0 = {}, [], time.time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        em = fit_em(data, model="grouped", groups=Binning.equal_mass(EM_ROUTE)["groups"], n_starts=EM_ROUTE["n_starts"], seed=seed)
+        em = fit_em(data, model="grouped", groups=EM_ROUTE["groups"], n_starts=EM_ROUTE["n_starts"], seed=seed)
         if em.channel is None:
             notes.append("EM route: EM failed: " + em.reason)
         else:

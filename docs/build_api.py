@@ -19,7 +19,7 @@ from pathlib import Path
 MODULES = [
     "noisycal_bayes", "noisycal_bayes.data", "noisycal_bayes.core", "noisycal_bayes.reference", "noisycal_bayes.inference",
     "noisycal_bayes.models", "noisycal_bayes.propagate", "noisycal_bayes.recalibration", "noisycal_bayes.diagnostics",
-    "noisycal_bayes.labels", "noisycal_bayes.simulate", "noisycal_bayes.plotting", "noisycal_bayes.warnings",
+    "noisycal_bayes.labels", "noisycal_bayes.evaluation", "noisycal_bayes.simulate", "noisycal_bayes.plotting", "noisycal_bayes.warnings",
 ]
 
 

@@ -13,7 +13,7 @@ from . import warnings
 from .data import AnnotationSet, Binning, Channel
 from .simulate import simulate_annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Public name -> module that defines it (imported lazily by __getattr__).
 _LAZY = {

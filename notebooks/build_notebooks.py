@@ -322,14 +322,15 @@ truth.to_frame()
 """),
     code('''
 from noisycal_bayes import reference
+from noisycal_bayes.data import Binning
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")          # warnings are stated in each estimate's `reason`
     estimates = {
-        "closed form, 2 groups (ann 0 & 1)": reference.closed_form_two_groups(data, 2, annotators=(0, 1)),
+        "closed form, 2 groups (ann 0 & 1)": reference.closed_form_two_groups(data, Binning.equal_mass(2), annotators=(0, 1)),
         "moments, 3 annotators": reference.moments_three(data),
         "EM, 5 groups": reference.fit_em(data),
-        "GMM, 5 groups": reference.fit_gmm(data, 5),
+        "GMM, 5 groups": reference.fit_gmm(data, Binning.equal_mass(5)),
     }
 for name, est in estimates.items():
     print(f"{name:36s} identified={est.identified} {est.reason}")

@@ -211,7 +211,7 @@ def test_deprecated_names_still_work(ev_em, sim):
     # report.Evaluation is gone: report sits below evaluation (tests/test_layers.py) and may not import it.
     assert not hasattr(report, "Evaluation")
     with pytest.warns(DeprecationWarning, match="evaluate_data"):
-        old = evaluate_data(sim.data, Options(method="em", n_boot=0, bins=BINS, groups=Binning.equal_mass(GROUPS)))
+        old = evaluate_data(sim.data, Options(method="em", n_boot=0, bins=BINS, groups=GROUPS))
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         new = evaluate(sim.data, method="em", n_boot=0, bins=BINS, groups=Binning.equal_mass(GROUPS))
@@ -224,7 +224,7 @@ def test_deprecated_names_still_work(ev_em, sim):
     ({"method": "mcmc"}, "unknown method 'mcmc'"),
     ({"level": 1.5}, "`level` must lie strictly between 0 and 1"),
     ({"bins": 0}, "`bins` must be an integer >= 1"),
-    ({"groups": 2.5}, "`groups` must be an integer >= 1"),
+    ({"groups": 2.5}, "`groups` must be a Binning"),
     ({"n_boot": -1}, "`n_boot` must be an integer >= 0"),
     ({"seed": -3}, "`seed` must be an integer >= 0"),
     ({"n_chains": 0}, "`n_chains` must be an integer >= 1"),

@@ -11,6 +11,7 @@ LOGIT_CLIP = 1e-6
 
 
 def clipped_logit(scores, eps: float = LOGIT_CLIP):
+    """``logit(z)`` of scores clipped to ``[eps, 1 - eps]``, shape of ``scores`` (finite at 0 and 1)."""
     z = jnp.clip(scores, eps, 1 - eps)
     return jnp.log(z) - jnp.log1p(-z)
 

@@ -96,6 +96,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
     --------
     >>> from noisycal_bayes import simulate_annotations
     >>> sim = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.85], seed=1)
+    >>> from noisycal_bayes.data import Binning
     >>> ev = evaluate(sim.data, method="em", n_boot=0, bins=5, groups=Binning.equal_mass(3))
     >>> ev.nc_ece.lower is None, ev.warnings[-1]
     (True, 'no interval: --n-boot 0.')

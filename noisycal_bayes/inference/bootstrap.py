@@ -255,6 +255,7 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
     >>> from noisycal_bayes.simulate import simulate_annotations
     >>> from noisycal_bayes.inference import fit_em
     >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=0)
+    >>> from noisycal_bayes.data import Binning
     >>> fit = fit_em(sim.data, groups=Binning.equal_mass(5), n_starts=3)
     >>> boot = bootstrap_em(sim.data, fit, n_boot=50, seed=1)
     >>> boot.method, boot.draws["gap"].shape, boot.draws["prevalence"].shape

@@ -137,7 +137,8 @@ def closed_form_two_groups(data, groups, *, annotators=None) -> ChannelEstimate:
     --------
     >>> from noisycal_bayes.simulate import simulate_annotations
     >>> sim = simulate_annotations(20000, fpr=[0.1, 0.2], tpr=[0.9, 0.7], seed=0)
-    >>> est = closed_form_two_groups(sim.data, 2)
+    >>> from noisycal_bayes.data import Binning
+    >>> est = closed_form_two_groups(sim.data, Binning.equal_mass(2))
     >>> bool(np.allclose(est.channel.fpr, [0.1, 0.2], atol=0.05))
     True
     """

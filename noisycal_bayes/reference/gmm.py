@@ -135,7 +135,8 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
     --------
     >>> from noisycal_bayes.simulate import simulate_annotations
     >>> sim = simulate_annotations(20000, fpr=[0.1, 0.2], tpr=[0.9, 0.7], seed=0)
-    >>> est = fit_gmm(sim.data, 2, n_starts=2)
+    >>> from noisycal_bayes.data import Binning
+    >>> est = fit_gmm(sim.data, Binning.equal_mass(2), n_starts=2)
     >>> bool(np.allclose(est.channel.tpr, [0.9, 0.7], atol=0.05))
     True
     """

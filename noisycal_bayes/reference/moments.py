@@ -244,6 +244,7 @@ def moment_start(data, groups=None):
     --------
     >>> from noisycal_bayes.simulate import simulate_annotations
     >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
+    >>> from noisycal_bayes.data import Binning
     >>> [a.shape for a in moment_start(sim.data, groups=Binning.equal_mass(3))]
     [(1, 3), (1, 3), (1, 3)]
     """

@@ -167,7 +167,7 @@ def test_fit_em_from_stats_equals_fit_from_annotations(data):
     with _sync():
         st_dask = stats_from_dask(dd.from_pandas(_long(data, shuffle=True), npartitions=4), bins=BINS)
     for model in ("grouped", "dawid_skene", "histogram"):
-        ref = fit_em(data, model=model, groups=Binning.equal_mass(BINS), n_starts=4)
+        ref = fit_em(data, model=model, groups=BINS, n_starts=4)
         for s in (st, st_dask):
             fit = fit_em(s, model=model, groups=None, n_starts=4)
             np.testing.assert_array_equal(fit.inputs.patterns, ref.inputs.patterns)
@@ -186,7 +186,7 @@ def test_fit_nuts_from_stats_gives_identical_draws(data):
     kw = dict(n_chains=1, n_warmup=100, n_draws=100, progress_bar=False, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = fit_nuts(data, groups=Binning.equal_mass(BINS), **kw)
+        ref = fit_nuts(data, groups=BINS, **kw)
         fit = fit_nuts(st, groups=None, **kw)
     for k in ref.draws:
         np.testing.assert_array_equal(fit.draws[k], ref.draws[k])

@@ -187,6 +187,7 @@ def test_parallel_chains_in_rounds_equal_sequential_chains():
         numpyro.set_host_device_count(2)
         import warnings
         import numpy as np
+        from noisycal_bayes.data import Binning
         from noisycal_bayes.inference import fit_nuts
         from noisycal_bayes.simulate import simulate_annotations
         sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.05], tpr=[0.9, 0.75, 0.7], seed=0)

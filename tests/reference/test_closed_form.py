@@ -106,7 +106,7 @@ def test_moment_shapes_validated():
 
 def test_sample_estimate_close_to_truth_and_binning_equivalent():
     sim = simulate_annotations(4000, fpr=[0.1, 0.2], tpr=[0.9, 0.7], seed=3)
-    by_int = closed_form_two_groups(sim.data, 2)
+    by_int = closed_form_two_groups(sim.data, Binning.equal_mass(2))
     by_binning = closed_form_two_groups(sim.data, Binning.equal_mass(2))
     groups = Binning.equal_mass(2).assign(sim.data.scores)
     by_array = closed_form_two_groups(sim.data, groups)
@@ -121,9 +121,9 @@ def test_sample_estimate_close_to_truth_and_binning_equivalent():
 
 def test_flipping_labels_gives_flipped_channel():
     sim = simulate_annotations(3000, fpr=[0.1, 0.2], tpr=[0.9, 0.7], seed=4)
-    est = closed_form_two_groups(sim.data, 2)
+    est = closed_form_two_groups(sim.data, Binning.equal_mass(2))
     flipped_data = AnnotationSet.from_wide(1 - sim.data.labels, sim.data.scores)
-    est_f = closed_form_two_groups(flipped_data, 2)
+    est_f = closed_form_two_groups(flipped_data, Binning.equal_mass(2))
     expected = est.channel.flipped()
     np.testing.assert_allclose(est_f.channel.fpr, expected.fpr, atol=1e-12)
     np.testing.assert_allclose(est_f.channel.tpr, expected.tpr, atol=1e-12)
@@ -132,13 +132,13 @@ def test_flipping_labels_gives_flipped_channel():
 
 def test_permuting_items_and_annotators_changes_nothing():
     sim = simulate_annotations(3000, fpr=[0.1, 0.2], tpr=[0.9, 0.7], missing=0.1, seed=5)
-    est = closed_form_two_groups(sim.data, 2)
+    est = closed_form_two_groups(sim.data, Binning.equal_mass(2))
     perm = np.random.default_rng(0).permutation(sim.data.n_items)
-    est_items = closed_form_two_groups(sim.data.subset(perm), 2)
+    est_items = closed_form_two_groups(sim.data.subset(perm), Binning.equal_mass(2))
     np.testing.assert_allclose(est_items.channel.fpr, est.channel.fpr, atol=1e-12)
     np.testing.assert_allclose(est_items.prevalence, est.prevalence, atol=1e-12)
     swapped = AnnotationSet.from_wide(sim.data.labels[:, ::-1], sim.data.scores)
-    est_ann = closed_form_two_groups(swapped, 2)
+    est_ann = closed_form_two_groups(swapped, Binning.equal_mass(2))
     np.testing.assert_allclose(est_ann.channel.fpr, est.channel.fpr[::-1], atol=1e-12)
     np.testing.assert_allclose(est_ann.channel.tpr, est.channel.tpr[::-1], atol=1e-12)
     np.testing.assert_allclose(est_ann.prevalence, est.prevalence, atol=1e-12)
@@ -146,7 +146,7 @@ def test_permuting_items_and_annotators_changes_nothing():
 
 def test_missing_responses_use_items_both_labelled():
     sim = simulate_annotations(2000, fpr=[0.1, 0.2], tpr=[0.9, 0.7], missing=0.3, seed=6)
-    est = closed_form_two_groups(sim.data, 2)
+    est = closed_form_two_groups(sim.data, Binning.equal_mass(2))
     both = (sim.data.labels >= 0).all(axis=1)
     groups = Binning.equal_mass(2).assign(sim.data.scores)
     est_complete = closed_form_two_groups(sim.data.subset(both), groups[both])
@@ -156,9 +156,9 @@ def test_missing_responses_use_items_both_labelled():
 
 def test_annotator_pair_selection():
     sim = simulate_annotations(3000, fpr=[0.1, 0.3, 0.2], tpr=[0.9, 0.6, 0.7], seed=7)
-    est = closed_form_two_groups(sim.data, 2, annotators=(2, 0))
+    est = closed_form_two_groups(sim.data, Binning.equal_mass(2), annotators=(2, 0))
     two = AnnotationSet.from_wide(sim.data.labels[:, [2, 0]], sim.data.scores)
-    ref = closed_form_two_groups(two, 2)
+    ref = closed_form_two_groups(two, Binning.equal_mass(2))
     np.testing.assert_allclose(est.channel.fpr, ref.channel.fpr, atol=1e-12)
     assert est.channel.annotator_ids == (2, 0)
 
@@ -166,21 +166,21 @@ def test_annotator_pair_selection():
 def test_errors():
     sim = simulate_annotations(200, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.7, 0.8], seed=8)
     with pytest.raises(ValueError, match="must be an AnnotationSet"):
-        closed_form_two_groups(sim.data.labels, 2)
+        closed_form_two_groups(sim.data.labels, Binning.equal_mass(2))
     one = AnnotationSet.from_wide(sim.data.labels[:, :1], sim.data.scores, annotators=["alice"])
     with pytest.raises(ValueError, match=r"single annotator \(\['alice'\]\)"):
-        closed_form_two_groups(one, 2)
+        closed_form_two_groups(one, Binning.equal_mass(2))
     with pytest.raises(ValueError, match="has 3 annotators; pass `annotators"):
-        closed_form_two_groups(sim.data, 2)
+        closed_form_two_groups(sim.data, Binning.equal_mass(2))
     with pytest.raises(ValueError, match="two distinct column positions"):
-        closed_form_two_groups(sim.data, 2, annotators=(1, 1))
+        closed_form_two_groups(sim.data, Binning.equal_mass(2), annotators=(1, 1))
     with pytest.raises(ValueError, match="two distinct column positions"):
-        closed_form_two_groups(sim.data, 2, annotators=(0, 5))
+        closed_form_two_groups(sim.data, Binning.equal_mass(2), annotators=(0, 5))
     with pytest.raises(ValueError, match="exactly 2 score groups; `groups` gave 3"):
-        closed_form_two_groups(sim.data, 3, annotators=(0, 1))
+        closed_form_two_groups(sim.data, Binning.equal_mass(3), annotators=(0, 1))
     no_scores = AnnotationSet.from_wide(sim.data.labels[:, :2])
     with pytest.raises(ValueError, match="need classifier scores"):
-        closed_form_two_groups(no_scores, 2)
+        closed_form_two_groups(no_scores, Binning.equal_mass(2))
     with pytest.raises(ValueError, match="need classifier scores"):
         closed_form_two_groups(no_scores, Binning.equal_width(2))
 

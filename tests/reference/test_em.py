@@ -119,7 +119,7 @@ def test_two_groups_em_equals_closed_form(seed):
     # reproduces the empirical frequencies, so it solves the same plug-in moment equations as the closed
     # form. Agreement is limited only by EM's stopping rule.
     sim = simulate_annotations(3000, fpr=[0.15, 0.25], tpr=[0.85, 0.75], seed=seed)
-    cf = closed_form_two_groups(sim.data, 2)
+    cf = closed_form_two_groups(sim.data, Binning.equal_mass(2))
     est = fit_em(sim.data, groups=Binning.equal_mass(2), tol=1e-13, max_iter=20000, n_starts=2)
     assert cf.identified and est.identified
     np.testing.assert_allclose(est.channel.fpr, cf.channel.fpr, atol=1e-7)

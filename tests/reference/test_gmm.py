@@ -68,8 +68,8 @@ def test_exactly_identified_sample_equals_closed_form():
     # Two annotators x two groups: 6 moments, 6 parameters. When the closed form is feasible it makes
     # every moment residual zero, so the GMM minimum is 0 and attained at the closed form.
     sim = simulate_annotations(3000, fpr=[0.15, 0.25], tpr=[0.85, 0.75], seed=1)
-    cf = closed_form_two_groups(sim.data, 2)
-    est = fit_gmm(sim.data, 2, n_starts=3)
+    cf = closed_form_two_groups(sim.data, Binning.equal_mass(2))
+    est = fit_gmm(sim.data, Binning.equal_mass(2), n_starts=3)
     assert cf.identified and est.optimisation_gap < 1e-18
     np.testing.assert_allclose(est.channel.fpr, cf.channel.fpr, atol=1e-7)
     np.testing.assert_allclose(est.channel.tpr, cf.channel.tpr, atol=1e-7)
@@ -87,8 +87,8 @@ def test_overidentified_sample_has_positive_gap_and_is_close():
 
 def test_flipping_labels_gives_flipped_channel():
     sim = simulate_annotations(3000, fpr=[0.1, 0.2, 0.15], tpr=[0.9, 0.8, 0.7], seed=3)
-    est = fit_gmm(sim.data, 3, n_starts=3)
-    est_f = fit_gmm(AnnotationSet.from_wide(1 - sim.data.labels, sim.data.scores), 3, n_starts=3)
+    est = fit_gmm(sim.data, Binning.equal_mass(3), n_starts=3)
+    est_f = fit_gmm(AnnotationSet.from_wide(1 - sim.data.labels, sim.data.scores), Binning.equal_mass(3), n_starts=3)
     expected = est.channel.flipped()
     # The objective is exactly invariant under the flip (means -> 1 - means, covariances unchanged); the
     # optimiser's stopping point agrees to its tolerance.
@@ -133,14 +133,14 @@ def test_small_gap_warning():
     data = AnnotationSet.from_wide(np.column_stack([sim.data.labels, coin]), sim.data.scores,
                                    annotators=["a", "b", "c", "coin"])
     with pytest.warns(SmallGapWarning, match=r"\['coin'\]"):
-        est = fit_gmm(data, 3, n_starts=3)
+        est = fit_gmm(data, Binning.equal_mass(3), n_starts=3)
     assert est.gap[3] <= 0.05 or est.channel is None
 
 
 def test_convergence_warning():
     sim = simulate_annotations(1000, fpr=[0.1, 0.2, 0.15], tpr=[0.9, 0.8, 0.7], seed=8)
     with pytest.warns(ConvergenceWarning, match="did not report convergence"):
-        est = fit_gmm(sim.data, 3, n_starts=2, max_iter=1)
+        est = fit_gmm(sim.data, Binning.equal_mass(3), n_starts=2, max_iter=1)
     assert not est.converged and len(est.failed_starts) >= 1
 
 
@@ -151,10 +151,10 @@ def test_errors():
     with pytest.raises(ValueError, match=r"single annotator \(\['x'\]\)"):
         fit_gmm(AnnotationSet.from_wide(sim.data.labels[:, :1], sim.data.scores, annotators=["x"]), 2)
     with pytest.raises(ValueError, match="must be an AnnotationSet"):
-        fit_gmm(sim.data.labels, 2)
+        fit_gmm(sim.data.labels, Binning.equal_mass(2))
     with pytest.raises(ValueError, match="need classifier scores"):
         fit_gmm(AnnotationSet.from_wide(sim.data.labels), 2)
     with pytest.raises(ValueError, match=r"`min_gap` must lie in \[0, 1\)"):
-        fit_gmm(sim.data, 2, min_gap=-0.1)
+        fit_gmm(sim.data, Binning.equal_mass(2), min_gap=-0.1)
     with pytest.raises(ValueError, match="`n_starts` must be an integer >= 0"):
-        fit_gmm(sim.data, 2, n_starts=1.5)
+        fit_gmm(sim.data, Binning.equal_mass(2), n_starts=1.5)

@@ -25,13 +25,13 @@ G = 4  # score groups everywhere: one compiled EM per number of annotators
 def inference_em(data, **kw):
     from noisycal_bayes.inference import fit_em
 
-    return fit_em(data, **{"groups": G, **kw})
+    return fit_em(data, **{"groups": Binning.equal_mass(G), **kw})
 
 
 def reference_em(data, **kw):
     from noisycal_bayes.reference import fit_em
 
-    return fit_em(data, **{"groups": G, **kw})
+    return fit_em(data, **{"groups": Binning.equal_mass(G), **kw})
 
 
 FITS = {"inference": inference_em, "reference": reference_em}
@@ -121,7 +121,7 @@ def test_every_item_in_one_bin(score, sim3):
     y = corrected_items(data.labels, sim3.channel.fpr, sim3.channel.gap, w)
     assert abs(res.value - abs(y.mean() - score)) < 1e-12
     # Equal-mass score groups collapse to one group.
-    assert resolve_groups(data.scores, G, data.n_items)[1] == 1
+    assert resolve_groups(data.scores, Binning.equal_mass(G), data.n_items)[1] == 1
     # Three annotators are identified without groups (third cross-moment, paper §4.3): fits go through.
     for which, fit in FITS.items():
         f, warned = fit_recording(fit, data)
@@ -208,7 +208,7 @@ def test_one_label_per_item_is_not_identified_proof(sim3):
     have exactly the same likelihood.
     """
     data = _one_label_per_item(sim3)
-    group, n_groups = resolve_groups(data.scores, G, data.n_items)
+    group, n_groups = resolve_groups(data.scores, Binning.equal_mass(G), data.n_items)
     pc = compress_patterns(data.labels, group, n_groups)
     fpr, tpr, prev = np.array([0.1, 0.2, 0.15]), np.array([0.9, 0.8, 0.85]), np.linspace(0.3, 0.7, n_groups)
     c, d = 0.1, 0.8
@@ -226,7 +226,7 @@ def test_one_label_per_item_reference_estimators_warn(sim3):
     from noisycal_bayes.reference import fit_gmm
 
     data = _one_label_per_item(sim3)
-    for fit in (lambda d: reference_em(d), lambda d: fit_gmm(d, G, n_starts=2)):
+    for fit in (lambda d: reference_em(d), lambda d: fit_gmm(d, Binning.equal_mass(G), n_starts=2)):
         with pytest.warns(IdentifiabilityWarning, match="no item was labelled by two or more annotators"):
             est = fit(data)
         assert not est.identified
@@ -283,7 +283,7 @@ def test_one_item(tmp_path):
 def million():
     sim = simulate_annotations(1_000_000, fpr=[0.1, 0.2, 0.15], tpr=[0.9, 0.8, 0.85], curve="overconfident",
                                missing=0.2, seed=0)
-    group, n_groups = resolve_groups(sim.data.scores, 5, sim.data.n_items)
+    group, n_groups = resolve_groups(sim.data.scores, Binning.equal_mass(5), sim.data.n_items)
     return sim, compress_patterns(sim.data.labels, group, n_groups)
 
 
@@ -363,7 +363,7 @@ def test_a_single_annotator_is_an_error_for_every_estimator(sim3):
 
     d = sim3.data
     one = AnnotationSet(d.labels[:, :1], d.scores, d.item_ids, d.annotator_ids[:1])
-    for fit in (inference_em, reference_em, lambda x: fit_gmm(x, G), lambda x: fit_map(x, groups=Binning.equal_mass(G)),
+    for fit in (inference_em, reference_em, lambda x: fit_gmm(x, Binning.equal_mass(G)), lambda x: fit_map(x, groups=Binning.equal_mass(G)),
                 lambda x: fit_nuts(x, groups=Binning.equal_mass(G), progress_bar=False)):
         with pytest.raises(ValueError, match="single annotator"):
             fit(one)

@@ -107,7 +107,7 @@ def test_fits_and_downstream_functions_leave_their_inputs_alone(sim):
 
     data = sim.data
     z = data.scores.copy()
-    groups = resolve_groups(z, 4, data.n_items)[0].astype(np.int64)
+    groups = resolve_groups(z, Binning.equal_mass(4), data.n_items)[0].astype(np.int64)
     labels = data.labels.copy()
     starts = tuple(np.array(a) for a in ([[0.2, 0.2, 0.2]], [[0.8, 0.8, 0.8]], [[0.3, 0.4, 0.5, 0.6]]))
     y_vote = data.majority_vote().astype(np.float64)
