@@ -126,8 +126,10 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         ``"dawid_skene"``: one prevalence (``groups`` ignored). ``"grouped"``: one prevalence per score
         group, channels shared (the paper's model). ``"histogram"``: the same with the dimension called
         ``bin``. ``"monotone"`` and ``"platt"`` have no closed-form M-step: use :func:`fit_map`.
-    groups : int, Binning or int array of shape (n_items,), default 5
-        Score groups: an int means that many equal-mass groups of the scores; empty groups are dropped.
+    groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
+        Score groups: a Binning (the default: five equal-mass groups), an int ``k`` meaning
+        ``Binning.equal_width(k)`` as for ``bins`` (it warns: it used to mean equal mass), or a group label
+        per item; empty groups are dropped.
     n_starts : int, default 10
         Random starts (:func:`em_starts`), run in parallel with ``jax.vmap``.
     seed : int, default 0
@@ -202,7 +204,7 @@ def start_point(data, inputs, model: str, seed: int = 0):
     least-squares line through ``(mean logit score, logit prevalence)`` of those groups.
     """
     if model == "platt":
-        assignment = resolve_assignment(data, "grouped", 5, "start_point")
+        assignment = resolve_assignment(data, "grouped", Binning.equal_mass(5), "start_point")
         em_inputs = prepare_inputs(data, "grouped", assignment)
     else:
         em_inputs = inputs

@@ -157,8 +157,9 @@ def fit_map(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_sta
     ----------
     data : AnnotationSet
     model : {"grouped", "dawid_skene", "histogram", "monotone", "platt"}, default "grouped"
-    groups : int, Binning or int array of shape (n_items,), default 5
-        Score groups (bins); ignored by ``"dawid_skene"`` and ``"platt"``.
+    groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
+        Score groups (bins), as in :func:`~noisycal_bayes.inference.fit_em` (an int ``k`` is
+        ``Binning.equal_width(k)``); ignored by ``"dawid_skene"`` and ``"platt"``.
     n_starts : int, default 10
         Random starts (:func:`~noisycal_bayes.inference.em_starts`; Platt starts at slope 1, intercept 0).
     seed : int, default 0

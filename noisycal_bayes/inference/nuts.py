@@ -73,8 +73,9 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
     ----------
     data : AnnotationSet
     model : {"grouped", "dawid_skene", "histogram", "monotone", "platt"}, default "grouped"
-    groups : int, Binning or int array of shape (n_items,), default 5
-        Score groups (bins); an int means equal-mass groups. Ignored by ``"dawid_skene"`` and ``"platt"``.
+    groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
+        Score groups (bins), as in :func:`~noisycal_bayes.inference.fit_em` (an int ``k`` is
+        ``Binning.equal_width(k)``). Ignored by ``"dawid_skene"`` and ``"platt"``.
     n_chains, n_warmup, n_draws : int, defaults 4, 1000, 1000
     seed : int, default 0
         Seeds the EM start, and through ``numpy.random.SeedSequence(seed)`` one JAX key per chain (its

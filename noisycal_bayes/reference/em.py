@@ -152,9 +152,9 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     ----------
     data, model, n_starts, seed, max_iter, tol, min_gap, starts
         As in :func:`noisycal_bayes.fit_em` (``model`` in ``{"grouped", "dawid_skene", "histogram"}``).
-    groups : int, Binning or integer array of shape (n_items,), default 5
-        Score groups: an int means that many equal-mass groups of the scores (needs scores); empty groups
-        are dropped. ``None`` is deprecated for an AnnotationSet: it means ``model="dawid_skene"`` (the old
+    groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
+        Score groups, as in :func:`noisycal_bayes.fit_em` (an int ``k`` is ``Binning.equal_width(k)``; needs
+        scores); empty groups are dropped. ``None`` is deprecated for an AnnotationSet: it means ``model="dawid_skene"`` (the old
         default); for SufficientStats it means their own groups, as in :func:`noisycal_bayes.fit_em`.
     prior : None or Prior
         As in :func:`noisycal_bayes.fit_em`. Deprecated: three Beta pairs ``((a_fpr, b_fpr), (a_tpr, b_tpr),

@@ -131,7 +131,7 @@ def test_resolve_groups_drops_empty_score_groups():
 
 def test_resolve_groups_errors():
     with pytest.raises(ValueError, match="score groups need scores"):
-        resolve_groups(None, 2, 5)
+        resolve_groups(None, Binning.equal_mass(2), 5)
     with pytest.raises(ValueError, match=r"must have shape \(5,\), one group per item; got \(4,\)"):
         resolve_groups(None, np.zeros(4, int), 5)
     with pytest.raises(ValueError, match="integer group labels"):

@@ -31,11 +31,11 @@ def test_starts_are_the_reference_starts():
             np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("groups", [5, Binning.equal_width(4)])
+@pytest.mark.parametrize("groups", [Binning.equal_mass(5), Binning.equal_width(4)])
 def test_agrees_with_reference_em_from_identical_starts(groups):
     # Same starts, same iteration, stopping, orientation, screening and selection rules: every number agrees
     # to rounding (1e-10; float64 EM iterates differ by ~1e-16 per step and EM is a contraction).
-    starts = ref.em_starts(3, 5 if groups == 5 else 4, 8, 3)
+    starts = ref.em_starts(3, groups.n_bins, 8, 3)
     ours = fit_em(SIM.data, groups=groups, starts=starts)
     theirs = ref.fit_em(SIM.data, groups=groups, starts=starts)
     _agree(ours, theirs, 1e-10)

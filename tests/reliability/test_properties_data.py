@@ -195,12 +195,12 @@ def test_bin_index_follows_the_half_open_convention(scores, n_bins, kind):
 @given(st.lists(SCORES, min_size=1, max_size=40), st.integers(1, 8))
 def test_resolve_groups_uses_every_label_and_ignores_item_order(scores, n_groups):
     z = np.asarray(scores)
-    idx, g = resolve_groups(z, n_groups, z.size)
+    idx, g = resolve_groups(z, Binning.equal_mass(n_groups), z.size)
     assert 1 <= g <= n_groups
     assert set(idx.tolist()) == set(range(g))
     # Groups are a function of the score: permuting the items permutes the groups.
     perm = np.random.default_rng(len(scores)).permutation(z.size)
-    idx_p, g_p = resolve_groups(z[perm], n_groups, z.size)
+    idx_p, g_p = resolve_groups(z[perm], Binning.equal_mass(n_groups), z.size)
     assert g_p == g
     np.testing.assert_array_equal(idx_p, idx[perm])
     # Groups are ordered by score.
