@@ -195,7 +195,7 @@ def _cmd_evaluate(args) -> int:
     print(ev.summary(title=f"noisycal-bayes evaluate {args.annotations}"))
     if out_dir is not None:
         ev.write_report(out_dir, source=str(args.annotations))
-        print(f"\nReport written to {out_dir}/ (summary.md, results.json, figures).")
+        print(f"\nReport written to {out_dir}/ (report.html, summary.md, results.json, figures).")
     if json_path is not None:
         atomic_write_text(json_path, ev.to_json())
         print(f"Results written to {json_path}.")
@@ -228,7 +228,7 @@ def _cmd_demo(args) -> int:
           "corrected labels should lower the oracle ECE on held-out items; fitting to votes does not.")
     ev.write_report(out_dir, truth=truth, title="noisycal-bayes demo report",
                     source="bundled simulated demo data (noisycal_bayes.data.loaders.load_demo)", comparison=evs)
-    print(f"\nReport written to {out_dir}/ (summary.md, results.json, reliability.png, channels.png, "
+    print(f"\nReport written to {out_dir}/ (report.html, summary.md, results.json, reliability.png, channels.png, "
           f"gap_sensitivity.png{', nc_ece.png' if ev.draws is not None else ''}).")
     return EXIT_OK
 
@@ -359,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="NC-ECE with interval, channels and naive metrics for your CSV files")
     _add_data_args(p)
     _add_fit_args(p)
-    p.add_argument("--out", metavar="DIR", help="also write a report folder (figures, summary.md, results.json)")
+    p.add_argument("--out", metavar="DIR", help="also write a report folder (report.html, figures, summary.md, results.json)")
     p.add_argument("--json", metavar="FILE", help="write machine-readable results to FILE")
     p.set_defaults(func=_cmd_evaluate)
 

@@ -1,4 +1,5 @@
-"""Tests of noisycal_bayes/report.py: summary text, JSON schema, atomic files."""
+"""Tests of noisycal_bayes/report/__init__.py: summary text, JSON schema, atomic files (report.html:
+tests/test_report_html.py)."""
 from __future__ import annotations
 
 import json
@@ -85,7 +86,8 @@ def test_write_report_replaces_its_files_and_keeps_others(ev, sim, tmp_path):
     written = write_report(out, ev, data=sim.data, truth={"channel": sim.channel, "clean_labels": sim.clean_labels})
     names = sorted(p.name for p in written)
     # No draws (no bootstrap): no NC-ECE histogram.
-    assert names == ["channels.png", "gap_sensitivity.png", "reliability.png", "results.json", "summary.md"]
+    assert names == ["channels.png", "gap_sensitivity.png", "reliability.png", "report.html", "results.json",
+                     "summary.md"]
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "summary.md").read_text().startswith("# Calibration report")
     assert [p.name for p in tmp_path.iterdir()] == ["rep"]  # the temporary folder is gone

@@ -166,7 +166,8 @@ class Evaluation:
 
     def write_report(self, out_dir, *, truth=None, title: str = "Calibration report", source: str | None = None,
                      comparison=None):
-        """Write the report folder (PNG figures, ``summary.md``, ``results.json``); returns the paths.
+        """Write the report folder (PNG figures, ``summary.md``, ``results.json``, ``report.html``); returns
+        the paths.
 
         See :func:`noisycal_bayes.report.write_report`. The evaluated data (and clean labels, if given to
         :func:`evaluate`) are used for the naive curves, the oracle curve and the gap sweep.

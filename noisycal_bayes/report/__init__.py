@@ -7,15 +7,18 @@ these functions:
 - :func:`format_summary` — plain text for the terminal (``Evaluation.summary()``);
 - :func:`evaluation_to_dict` — the machine-readable schema written by ``--json`` (``Evaluation.to_json()``);
 - :func:`evaluation_html` — a compact HTML table for notebooks (``Evaluation._repr_html_()``);
-- :func:`write_report` — a folder with PNG figures, ``summary.md`` and ``results.json``
-  (``Evaluation.write_report(dir)``).
+- :func:`write_report` — a folder with PNG figures, ``summary.md``, ``results.json`` and ``report.html``
+  (``Evaluation.write_report(dir)``); the self-contained page is built by
+  :func:`noisycal_bayes.report.page.report_page` from the same row builders.
 
 Files are written to a temporary location and renamed into place, so an error never leaves a
 half-written report behind.
 
-Size (item 9): about 520 lines, over the ~500 guide on purpose: the five renderers of one result (text,
+Size (item 9): about 530 lines, over the ~500 guide on purpose: the five renderers of one result (text,
 Markdown, HTML, JSON, report folder) share the row builders above them, and splitting them would separate
-each table from the renderers that must show the same numbers.
+each table from the renderers that must show the same numbers. The HTML page (issue 19) is a module of this
+package (``report/page.py``) rather than a top-level module: a module of the same layer could not import
+these row builders (tests/test_layers.py), a module of the package can.
 """
 from __future__ import annotations
 
@@ -192,6 +195,17 @@ def _interval_lines(nc) -> list:
     return out
 
 
+def _headline(ev):
+    """``("NC-ECE = 0.043", "(paper's plug-in estimate, ...); debiased estimate ...; interval ...")``."""
+    nc = ev.nc_ece
+    rest = f"(paper's plug-in estimate, at {_point_name(ev)})"
+    if nc.debiased is not None:
+        rest += f"; debiased estimate {_num(nc.debiased)}"
+    if nc.lower is not None:
+        rest += f"; {_interval_note(nc)} ({nc.interval_method}; target: {nc.target})"
+    return f"NC-ECE = {_num(nc.value)}", rest
+
+
 # ------------------------------------------------------------------------------------------ renderers
 def format_summary(ev, *, truth=None, recalibration=None, title: str | None = None,
                    comparison=None) -> str:
@@ -238,13 +252,8 @@ def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: s
         out += [f"Data: {source}", ""]
     out += [f"{ev.n_items} items, {ev.n_annotators} annotators; {ev.bins} equal-width evaluation bins, "
             f"{ev.groups} score groups for the channels, {ev.weights} annotator weights, seed {ev.seed}.", ""]
-    nc = ev.nc_ece
-    headline = f"**NC-ECE = {_num(nc.value)}** (paper's plug-in estimate, at {_point_name(ev)})"
-    if nc.debiased is not None:
-        headline += f"; debiased estimate {_num(nc.debiased)}"
-    if nc.lower is not None:
-        headline += f"; {_interval_note(nc)} ({nc.interval_method}; target: {nc.target})"
-    out += [headline + ".", ""]
+    lead, rest = _headline(ev)
+    out += [f"**{lead}** {rest}.", ""]
     out += ["## Calibration error", "", _md_table(*_calibration_rows(ev, oracle)), "",
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
             "annotators' channels.", ""]
@@ -407,8 +416,8 @@ def write_json(path, payload: dict) -> Path:
 
 
 def _figures(ev, data, truth) -> dict:
-    from .data import Binning
-    from .plotting import channel_forest, nc_ece_posterior, reliability_diagram
+    from ..data import Binning
+    from ..plotting import channel_forest, nc_ece_posterior, reliability_diagram
 
     figs = {}
     band = ev.table[["band_lower", "band_upper"]].to_numpy(dtype=np.float64)
@@ -423,8 +432,8 @@ def _figures(ev, data, truth) -> dict:
         truth=None if truth is None else truth.get("channel"), title=f"Annotator channels ({ev.method.upper()})")
     if data is not None:
         try:
-            from .diagnostics.gaps import gap_sensitivity as sweep
-            from .plotting import gap_sensitivity
+            from ..diagnostics.gaps import gap_sensitivity as sweep
+            from ..plotting import gap_sensitivity
         except ImportError:  # pragma: no cover - the diagnostics layer ships with the package
             sweep = None
         if sweep is not None:
@@ -448,11 +457,14 @@ def _figures(ev, data, truth) -> dict:
 def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extra_figures=None,
                  title: str = "Calibration report", source: str | None = None, comparison=None,
                  dpi: int = 110) -> list[Path]:
-    """Write a report folder: figures (PNG), ``summary.md`` and ``results.json``.
+    """Write a report folder: figures (PNG), ``summary.md``, ``results.json`` and ``report.html``.
 
     Figures: ``reliability.png`` (corrected reliability diagram with bands, naive curves when ``data`` is
     given), ``channels.png`` (channel forest plot), ``gap_sensitivity.png`` (NC-ECE and its interval as
     every gap is scaled, with ``data``), ``nc_ece.png`` (NC-ECE draws, when the evaluation has them).
+    ``report.html`` is one self-contained page (:func:`noisycal_bayes.report.page.report_page`): the tables
+    of ``summary.md``, the run's settings and the figures embedded as data URIs; it needs no server, no
+    network and no JavaScript.
 
     Parameters
     ----------
@@ -470,7 +482,7 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
         ``results.json`` under ``comparison``).
     extra_figures : dict ``file name -> Figure``, optional
     title, source : str
-        Heading and data description for ``summary.md``.
+        Heading and data description for ``summary.md`` and ``report.html``.
 
     Returns
     -------
@@ -503,8 +515,12 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
             payload["recalibration"] = [r.__dict__ for r in recalibration]
         if comparison and len(comparison) > 1:
             payload["comparison"] = {c.method: evaluation_to_dict(c) for c in comparison}
-        (tmp / "results.json").write_text(json.dumps(_clean(payload), indent=2, allow_nan=False) + "\n",
-                                          encoding="utf-8")
+        (tmp / "results.json").write_text(json_text(payload), encoding="utf-8")
+        from .page import report_page
+
+        page = report_page(ev, figures={name: (tmp / name).read_bytes() for name in figs}, truth=truth,
+                           recalibration=recalibration, title=title, source=source, comparison=comparison)
+        (tmp / "report.html").write_text(page, encoding="utf-8")
         out_dir.mkdir(exist_ok=True)
         written = []
         for f in sorted(tmp.iterdir()):
