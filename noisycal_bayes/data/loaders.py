@@ -309,7 +309,7 @@ def _read_long(table: _Table, *, item, annotator, label, score):
     for r, a in enumerate(anns):
         if a == "":
             raise ValueError(f"{table.where(r, annotator)}: empty annotator id.")
-    _check_unique(table, list(zip(items, anns)), "(item, annotator) pair")
+    _check_unique(table, list(zip(items, anns)), f"({item}, {annotator}) pair")
     k = table.header.index(label)
     lab = [_label(table, r, label, row[k], allow_missing=False) for r, row in enumerate(table.rows)]
     item_ids = list(dict.fromkeys(items))
