@@ -224,7 +224,9 @@ class AnnotationSet:
             - a Series indexed by task, or a dict ``{task: score}``;
             - a DataFrame with columns ``task`` and ``score``;
             - an array (or list) **aligned with the sorted unique tasks**, i.e. with
-              ``sorted(df["task"].unique())``, which is the order of the returned ``item_ids``.
+              ``sorted(df["task"].unique())``, which is the order of the returned ``item_ids`` (ids that
+              cannot be sorted together, such as a mix of ints and strings, keep their order of first
+              appearance: pass a Series or dict for those).
 
             Every task needs a score, and every scored task must appear in ``df``.
 
