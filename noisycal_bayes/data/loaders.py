@@ -7,6 +7,11 @@ Two layouts are read:
 - **wide**: an ``item`` column and one column per annotator holding 0, 1 or an empty cell (missing);
   an optional ``score`` column holds the scores.
 
+crowd-kit's column names are recognised without options: a long file with columns ``task, worker, label``
+(the frame crowd-kit's aggregators take) and a scores file with columns ``task, score`` read as
+``item, annotator, label`` and ``item, score``. (An alias is used only when the column it stands for is
+absent and its name was left at the default.)
+
 Scores may also come from a separate file with columns ``item, score``. Files may start with a UTF-8
 byte-order mark, contain blank lines, and quote their numbers. Every problem is raised as a
 ``ValueError`` whose message is a single line naming the file and, where there is one, the line and
@@ -28,6 +33,9 @@ from .channel import Channel
 
 __all__ = ["demo_paths", "load_annotations_csv", "load_demo", "load_scores_csv", "read_table"]
 
+#: Column names of other tools read as ours when our default name is absent: crowd-kit's long format
+#: ``task, worker, label`` (``performer`` before crowd-kit 1.0).
+COLUMN_ALIASES = {"item": ("task",), "annotator": ("worker", "performer")}
 #: Cells read as a missing response in wide format (case-insensitive, after stripping blanks).
 MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "-1"})
 # Integer ids in canonical form only ("7", "-12"; not "007", "+7" or "-0"), so that reading them as ints
@@ -158,6 +166,13 @@ def _score(table: _Table, r: int, column: str, value: str) -> float:
     return x
 
 
+def _resolve(table: _Table, name: str, default: str) -> str:
+    """``name``, or the alias of :data:`COLUMN_ALIASES` present in the file when ``name`` is the absent default."""
+    if name != default or name in table.header:
+        return name
+    return next((a for a in COLUMN_ALIASES[default] if a in table.header), name)
+
+
 def _require(table: _Table, columns, what: str) -> None:
     missing = [c for c in columns if c not in table.header]
     if missing:
@@ -174,7 +189,7 @@ def _check_unique(table: _Table, keys: list, what: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- public
 def load_scores_csv(path, *, item: str = "item", score: str = "score") -> pd.Series:
-    """Read scores from a CSV with columns ``item, score``.
+    """Read scores from a CSV with columns ``item, score`` (or crowd-kit style ``task, score``).
 
     Returns
     -------
@@ -187,7 +202,8 @@ def load_scores_csv(path, *, item: str = "item", score: str = "score") -> pd.Ser
         a number, NaN/inf, outside [0, 1], or an item listed twice.
     """
     table = read_table(path)
-    _require(table, (item, score), "scores (expected columns item, score)")
+    item = _resolve(table, item, "item")
+    _require(table, (item, score), "scores (expected columns item, score, or task, score)")
     ids = _item_ids(table, item)
     _check_unique(table, ids, "item")
     k = table.header.index(score)
@@ -211,7 +227,9 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
     layout : {"auto", "long", "wide"}
         ``"auto"`` reads long format when the file has an ``annotator`` or a ``label`` column, else wide.
     item, annotator, label, score : str
-        Column names.
+        Column names. Left at their defaults, crowd-kit's ``task`` and ``worker`` (or ``performer``)
+        are read as ``item`` and ``annotator`` when the file has no ``item`` / ``annotator`` column, in
+        both the annotations and the scores file; ``task, worker, label`` is crowd-kit's long format.
     annotators : sequence of str, optional
         Wide format only: the columns holding annotators' labels (other columns are ignored). Default:
         every column except ``item`` and ``score``.
@@ -239,6 +257,9 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
     if layout not in ("auto", "long", "wide"):
         raise ValueError(f"`layout` must be 'auto', 'long' or 'wide'; got {layout!r}.")
     table = read_table(path)
+    item_asked = item
+    item = _resolve(table, item, "item")
+    annotator = _resolve(table, annotator, "annotator")
     if layout == "auto":
         # Either long-format column name means long format (then a missing partner is reported).
         layout = "long" if annotator in table.header or label in table.header else "wide"
@@ -258,7 +279,8 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
     if file_scores is not None:
         scores = pd.Series(file_scores, index=pd.Index(item_ids, dtype=object))
     elif scores_path is not None:
-        scores = load_scores_csv(scores_path, item=item, score=score)
+        # The scores file resolves its own item column (``item`` or crowd-kit's ``task``).
+        scores = load_scores_csv(scores_path, item=item_asked, score=score)
         # Match ids written as 7 in one file and "7" in the other: compare as strings when types differ.
         if _id_kinds(scores.index) != _id_kinds(item_ids):
             scores.index = pd.Index([str(i) for i in scores.index], dtype=object)
@@ -280,13 +302,14 @@ def _id_kinds(ids) -> set:
 
 
 def _read_long(table: _Table, *, item, annotator, label, score):
-    _require(table, (item, annotator, label), "long format (expected columns item, annotator, label)")
+    _require(table, (item, annotator, label),
+             "long format (expected columns item, annotator, label, or crowd-kit's task, worker, label)")
     items = _item_ids(table, item)
     anns = table.column(annotator)
     for r, a in enumerate(anns):
         if a == "":
             raise ValueError(f"{table.where(r, annotator)}: empty annotator id.")
-    _check_unique(table, list(zip(items, anns)), "(item, annotator) pair")
+    _check_unique(table, list(zip(items, anns)), f"({item}, {annotator}) pair")
     k = table.header.index(label)
     lab = [_label(table, r, label, row[k], allow_missing=False) for r, row in enumerate(table.rows)]
     item_ids = list(dict.fromkeys(items))

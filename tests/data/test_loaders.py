@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import warnings
 from pathlib import Path
 
@@ -233,3 +234,49 @@ def test_wide_format_selects_annotator_columns(tmp_path):
         load_annotations_csv(path, annotators=["ann1", "score"])
     with pytest.raises(ValueError, match="wide file"):
         load_annotations_csv(write(tmp_path, "l.csv", LONG), annotators=["a"])
+
+
+# ------------------------------------------------------------------------------------------ crowd-kit column names
+CROWDKIT = "task,worker,label\n1,a,1\n1,b,0\n2,a,0\n3,b,1\n3,a,1\n"
+
+
+@pytest.mark.parametrize("scores_text", [SCORES, SCORES.replace("item,", "task,")])
+def test_crowdkit_column_names_read_as_long_format(tmp_path, scores_text):
+    ref = load_annotations_csv(write(tmp_path, "ann.csv", LONG), write(tmp_path, "sc.csv", SCORES))
+    data = load_annotations_csv(write(tmp_path, "ck.csv", CROWDKIT), write(tmp_path, "ck_sc.csv", scores_text))
+    assert data.labels.tolist() == ref.labels.tolist() == [[1, 0], [0, -1], [1, 1]]
+    assert data.scores.tolist() == ref.scores.tolist()
+    assert list(data.item_ids) == [1, 2, 3] and list(data.annotator_ids) == ["a", "b"]
+    # crowd-kit before 1.0 called the worker column 'performer'; a score column in the file works too.
+    old = write(tmp_path, "old.csv", CROWDKIT.replace("worker", "performer"))
+    assert load_annotations_csv(old).labels.tolist() == ref.labels.tolist()
+    assert load_scores_csv(write(tmp_path, "t.csv", "task,score\n1,0.5\n")).to_dict() == {1: 0.5}
+
+
+def test_crowdkit_aliases_only_stand_in_for_absent_default_columns(tmp_path):
+    # Both 'item' and 'task' present: 'item' is the item column, 'task' an ignored extra.
+    both = write(tmp_path, "both.csv", "item,task,annotator,label\n1,9,a,1\n2,9,a,0\n")
+    assert list(load_annotations_csv(both).item_ids) == [1, 2]
+    # An explicitly named column is never replaced by an alias.
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['id'\]"):
+        load_annotations_csv(write(tmp_path, "ck.csv", CROWDKIT), item="id")
+
+
+@pytest.mark.parametrize("text, where", [
+    ("task,worker,label\n1,a,1\n1,b,7\n", "ck.csv, line 3, column 'label': labels must be 0 or 1; got '7'"),
+    ("task,worker,label\n1,a,1\n1,a,0\n", "ck.csv, line 3: duplicate (task, worker) pair (1, 'a') (first at line 2)"),
+    ("task,worker,label\n,a,1\n", "ck.csv, line 2, column 'task': empty item id"),
+    ("task,label\n1,1\n", "missing column(s) ['annotator'] for long format (expected columns item, annotator, label, "
+                          "or crowd-kit's task, worker, label)"),
+])
+def test_crowdkit_file_errors_name_file_line_and_column(tmp_path, text, where):
+    with pytest.raises(ValueError, match=re.escape(where)):
+        load_annotations_csv(write(tmp_path, "ck.csv", text))
+
+
+def test_crowdkit_scores_file_errors_name_file_line_and_column(tmp_path):
+    ann = write(tmp_path, "ck.csv", CROWDKIT)
+    with pytest.raises(ValueError, match=re.escape("sc.csv, line 3, column 'score': scores must lie in [0, 1]")):
+        load_annotations_csv(ann, write(tmp_path, "sc.csv", "task,score\n1,0.5\n2,1.5\n3,0.1\n"))
+    with pytest.raises(ValueError, match=re.escape("sc.csv: annotated items [3] have no score")):
+        load_annotations_csv(ann, write(tmp_path, "sc.csv", "task,score\n1,0.5\n2,0.5\n"))
