@@ -586,7 +586,12 @@ def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates):
     from ..inference.em import run_em
     from ..models.priors import em_prior_counts
 
-    prior_counts = em_prior_counts(fit.prior) if fit.method == "map" else None
+    try:
+        prior_counts = em_prior_counts(fit.prior) if fit.method == "map" else None
+    except ValueError as err:
+        raise ValueError(f"model_checks: the bootstrap refits this MAP fit by closed-form MAP-EM, which its prior does "
+                         f"not allow ({err}). Check a maximum-likelihood fit_em fit, or a fit_nuts fit (posterior "
+                         "predictive).") from None
     from ..data import padded_size
 
     s = fit.settings

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from noisycal_bayes import AnnotationSet, Binning, fit_em
+from noisycal_bayes.data import SufficientStats
 from noisycal_bayes.diagnostics import CHECK_NAMES, model_checks
+from noisycal_bayes.models import Prior
 from noisycal_bayes.simulate import simulate_annotations
 
 from ..propagate._fakes import channel_draws, fake_nuts
@@ -175,6 +177,16 @@ def test_posterior_predictive_route(sim, fit):
     assert np.all(np.isfinite(out.residuals["standardized"]) | (out.residuals["expected"] < 1e-6))
 
 
+def test_sufficient_stats_give_the_same_checks(sim, checks):
+    # A fit from SufficientStats (counts per score bin, no items) sees the same (group, pattern) counts.
+    stats = SufficientStats.from_annotations(sim.data, bins=Binning.equal_width(3))
+    data = AnnotationSet.from_wide(sim.data.labels, sim.data.scores)
+    by_items = model_checks(data, fit_em(data, groups=Binning.equal_width(3), n_starts=3), n_replicates=19)
+    by_stats = model_checks(stats, fit_em(stats, groups=None, n_starts=3), n_replicates=19)
+    np.testing.assert_allclose(by_stats.statistic, by_items.statistic, rtol=1e-6)
+    np.testing.assert_array_equal(by_stats.residuals["observed"], by_items.residuals["observed"])
+
+
 def test_plot(checks):
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
@@ -211,6 +223,8 @@ def test_error_paths(sim, fit):
         model_checks(simulate_annotations(1400, fpr=FPR, tpr=TPR, seed=8).data, fit)
     with pytest.raises(ValueError, match="no estimate"):
         model_checks(sim.data, dataclasses.replace(fit, channel=None))
+    with pytest.raises(ValueError, match="closed-form MAP-EM"):
+        model_checks(sim.data, dataclasses.replace(fit, method="map", prior=Prior(fpr=(0.5, 2.0))), n_replicates=19)
     with pytest.raises(ValueError, match="residual_matrix|standardized"):
         model_checks(sim.data, fit, n_replicates=19).residual_matrix("raw")
 
