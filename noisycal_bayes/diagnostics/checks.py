@@ -101,11 +101,13 @@ class ModelChecks:
         Replicates asked for (for NUTS: draws used) and refits that failed (left out of the p-values).
     alpha, min_expected : float
     status : str
-        ``"warn"`` if any check warned, else ``"pass"``, or ``"not_testable"``.
+        ``"warn"`` if any check warned, else ``"pass"``, or ``"not_testable"``. Each check warns at the rate
+        ``alpha`` on a well-specified model; this overall status therefore warns more often (at most
+        ``len(table) * alpha``).
     reason : str
         Why not testable ('' otherwise).
     settings : dict
-        Seed and the fit's method.
+        ``seed``, ``fit_method`` and ``n_draws_used`` (NUTS: posterior draws used; 0 otherwise).
     """
 
     table: pd.DataFrame
@@ -454,7 +456,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     pooled, n_pooled = _pool(expected, cell_stratum, n_strata, min_expected)
     pooled_per_stratum = np.array([np.unique(pooled[cell_stratum == s]).size for s in range(n_strata)])
     df = int(np.sum(pooled_per_stratum - 1)) - n_params
-    settings = {"seed": seed, "fit_method": fit.method}
+    settings = {"seed": seed, "fit_method": fit.method, "n_draws_used": int(fpr.shape[0]) if nuts else 0}
 
     reason = ""
     if design_df <= 0:
