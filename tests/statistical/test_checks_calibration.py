@@ -54,7 +54,8 @@ def test_false_alarm_rate(null_results):
     limit = stats.binom.ppf(1 - FALSE_FAILURE, N_SETS, ALPHA)
     table = {name: [c.table.set_index("name").loc[name] for c in null_results
                     if name in set(c.table["name"])]
-             for name in ("posterior_predictive", "pairwise_agreement", "annotator_agreement")}
+             for name in ("posterior_predictive", "pairwise_agreement", "pairwise_agreement_by_group",
+                          "annotator_agreement")}
     for name, rows in table.items():
         warned = sum(r["status"] == "warn" for r in rows)
         assert warned <= stats.binom.ppf(1 - FALSE_FAILURE, len(rows), ALPHA), (name, warned, limit)
