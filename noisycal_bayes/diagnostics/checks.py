@@ -1,0 +1,649 @@
+"""Predictive model checks of a fitted grouped channel model: does the data look like the model's replicates?
+
+The grouped Dawid-Skene model (DESIGN.md §4, §8) says that, in score group ``g``, an item's responses follow
+
+``P(A = a | g) = (1 - pi_g) prod_j a_j^A_j (1 - a_j)^(1 - A_j) + pi_g prod_j b_j^A_j (1 - b_j)^(1 - A_j)``
+
+over the annotators who answered (:func:`noisycal_bayes.core.ds_loglik_rows`). Responses are missing at
+random, so the checks condition on each item's group and on which annotators answered it: within a *stratum*
+(group ``g``, set ``O`` of observed annotators) of ``n_s`` items the counts of the ``2^|O|`` label patterns are
+multinomial with these probabilities. The checks compare the observed counts with counts replicated from the
+fitted model:
+
+* EM / MAP fits: a parametric bootstrap. Replicates are drawn from the point estimate with every stratum's
+  size kept, and EM is refitted on each replicate (warm-started at the estimate), so that the p-value
+  accounts for the estimation of the ``G + 2J`` parameters.
+* NUTS fits: posterior predictive checks with realised discrepancies (Gelman, Meng and Stern, *Statistica
+  Sinica* 6, 1996): one replicate per posterior draw, and the discrepancy of the observed and of the
+  replicated counts both evaluated at that draw. Posterior predictive p-values are conservative (Meng,
+  *Ann. Statist.* 22, 1994): they warn at most at the stated rate, often less.
+
+The summary check ``posterior_predictive`` is Pearson's ``X^2 = sum (O - E)^2 / E`` over *pooled cells*: in
+each stratum the cells with expected count below ``min_expected`` (fitted expected counts of the observed
+data) are merged into one cell, together with the next smallest cells until that merged cell reaches
+``min_expected`` (a stratum whose items are fewer than that becomes one cell and carries no information).
+The same pooling serves every replicate. The nominal degrees of freedom are ``sum_s (K_s - 1) - (G + 2J)``
+with ``K_s`` pooled cells in stratum ``s``; the chi-square p-value on them is given in ``detail`` for
+reference, and the reported p-value is the bootstrap / posterior predictive one.
+
+Agreement checks: the fraction of items on which two annotators agree (among items both labelled), per pair
+over all items and per score group, and each annotator's agreement with the others (pooled over partners).
+Each is compared as the difference between the observed rate and the rate the model implies at the fit (at the
+draw, for NUTS), and each replicate gives the same difference at its own refit (draw), so that estimation is
+accounted for as in the summary check. Differences are standardised binomially, ``z = d / sqrt(m (1 - m) / n)``
+with ``m`` the model-implied rate and ``n`` the co-labelled items, each data set by its own fit; the check's
+statistic is the largest ``|z|`` (mean over draws for NUTS), and its p-value compares it with the same maximum
+over the replicates (so it accounts for the number of pairs and groups).
+
+A design with no degrees of freedom (DESIGN.md §8: ``G (2^J - 1) <= G + 2J`` free cell probabilities, for
+example one group and three annotators) reproduces every cell exactly, whatever the data: every check is
+then ``not_testable``, never ``pass``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+#: Default rate at which each check warns when the model is right (its p-value is at most ``alpha``).
+ALPHA = 0.05
+#: Cells with a smaller fitted expected count are pooled (Cochran's rule for Pearson's X^2).
+MIN_EXPECTED = 5.0
+#: Models whose cell probabilities the checks evaluate (closed-form EM refits).
+CHECKABLE_MODELS = ("dawid_skene", "grouped", "histogram")
+#: Largest number of (stratum, pattern) cells (2^J patterns per stratum).
+MAX_CELLS = 200_000
+#: Check names in the table, in order.
+CHECK_NAMES = ("posterior_predictive", "pairwise_agreement", "pairwise_agreement_by_group", "annotator_agreement")
+
+__all__ = ["ALPHA", "CHECK_NAMES", "MIN_EXPECTED", "ModelChecks", "model_checks"]
+
+
+@dataclass(frozen=True, eq=False)
+class ModelChecks:
+    """Predictive checks of a fitted channel model (:func:`model_checks`).
+
+    Attributes
+    ----------
+    table : DataFrame
+        One row per check: ``name`` (:data:`CHECK_NAMES`; ``pairwise_agreement_by_group`` only with more than
+        one group), ``status`` (``"pass"``, ``"warn"`` when ``p_value <= alpha``, or ``"not_testable"``),
+        ``statistic``, ``p_value``, ``detail``.
+    residuals : DataFrame
+        One row per (group, response pattern) cell of the observed strata: ``group``, ``pattern`` (a string,
+        one character per annotator: ``0``, ``1`` or ``-`` for missing), ``stratum``, ``pooled_cell``,
+        ``observed``, ``expected`` (fitted; posterior mean for NUTS), ``pearson`` =
+        ``(observed - expected) / sqrt(expected)`` and ``standardized`` = ``(observed - mean of the
+        replicates) / their standard deviation`` (NaN where the replicates do not vary or there are none).
+    agreement : DataFrame
+        ``kind`` (``"pair"`` or ``"annotator"``), ``annotator``, ``other`` (the partner, or ``"others"``),
+        ``group`` (-1 for all groups), ``n_items`` co-labelled (pairs of responses for ``"annotator"``),
+        ``observed`` agreement rate, ``expected`` (model-implied at the fit; posterior mean of the draws used),
+        ``difference_sd`` (standard deviation of the replicates' observed-minus-fitted rate), ``z`` and a
+        two-sided ``p_value`` per entry (not corrected for multiplicity; the table's rows are).
+    statistic : float
+        Pearson ``X^2`` of the observed counts (NaN when not testable).
+    p_value : float
+        Its bootstrap / posterior predictive p-value.
+    df : int
+        Nominal degrees of freedom after pooling (``<= 0``: not testable).
+    replicated : ndarray of shape (n_ok,)
+        ``X^2`` of each successful replicate (at its refit, or at its draw for NUTS).
+    observed_discrepancy : ndarray of shape (n_ok,)
+        NUTS: ``X^2`` of the observed counts at each draw used; EM / MAP: ``statistic`` repeated.
+    method : str
+        ``"bootstrap"`` (EM / MAP fits) or ``"posterior_predictive"`` (NUTS).
+    model : str
+    n_replicates, n_failed : int
+        Replicates asked for (for NUTS: draws used) and refits that failed (left out of the p-values).
+    alpha, min_expected : float
+    status : str
+        ``"warn"`` if any check warned, else ``"pass"``, or ``"not_testable"``. Each check warns at the rate
+        ``alpha`` on a well-specified model; this overall status therefore warns more often (at most
+        ``len(table) * alpha``).
+    reason : str
+        Why not testable ('' otherwise).
+    settings : dict
+        ``seed``, ``fit_method`` and ``n_draws_used`` (NUTS: posterior draws used; 0 otherwise).
+    """
+
+    table: pd.DataFrame
+    residuals: pd.DataFrame
+    agreement: pd.DataFrame
+    statistic: float
+    p_value: float
+    df: int
+    replicated: np.ndarray
+    observed_discrepancy: np.ndarray
+    method: str
+    model: str
+    n_replicates: int
+    n_failed: int
+    alpha: float
+    min_expected: float
+    status: str
+    reason: str = ""
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def warned(self) -> bool:
+        """True when any check warned."""
+        return self.status == "warn"
+
+    def residual_matrix(self, value: str = "standardized") -> pd.DataFrame:
+        """Residuals as a (group x pattern) table (NaN where a pattern was not possible in a group).
+
+        Parameters
+        ----------
+        value : {"standardized", "pearson"}
+        """
+        if value not in ("standardized", "pearson"):
+            raise ValueError(f"`value` must be 'standardized' or 'pearson'; got {value!r}.")
+        res = self.residuals
+        # Several strata of one group (missing responses) share no pattern, so (group, pattern) is unique.
+        return res.pivot(index="group", columns="pattern", values=value)
+
+    def plot(self, ax=None, *, value: str = "standardized", title: str | None = None):
+        """Heat map of the residuals per (score group, response pattern) cell.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Draw into it; otherwise a new ``Figure`` (never registered with pyplot).
+        value : {"standardized", "pearson"}
+        title : str, optional
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        mat = self.residual_matrix(value)
+        try:
+            from matplotlib.figure import Figure
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ImportError("plotting needs matplotlib: pip install 'noisycal_bayes[plot]'") from None
+        if ax is None:
+            fig = Figure(figsize=(max(4.5, 0.45 * mat.shape[1] + 2.0), max(3.0, 0.35 * mat.shape[0] + 1.8)),
+                         layout="constrained")
+            ax = fig.add_subplot()
+        else:
+            fig = ax.figure
+        vals = mat.to_numpy(dtype=np.float64)
+        finite = np.abs(vals[np.isfinite(vals)])
+        lim = max(3.0, float(finite.max()) if finite.size else 3.0)
+        image = ax.imshow(np.ma.masked_invalid(vals), cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto",
+                          interpolation="nearest")
+        ax.set_xticks(np.arange(mat.shape[1]), labels=list(mat.columns), rotation=90, fontsize=8)
+        ax.set_yticks(np.arange(mat.shape[0]), labels=[str(g) for g in mat.index], fontsize=8)
+        ax.set_xlabel("response pattern (annotators in order; - = missing)")
+        ax.set_ylabel("score group")
+        fig.colorbar(image, ax=ax, label=f"{value} residual")
+        if title is None:
+            row = self.table.iloc[0]
+            title = (f"{self.method}: X^2 = {row['statistic']:.1f}, p = {row['p_value']:.3g}" if row["status"]
+                     != "not_testable" else "not testable: " + self.reason)
+        ax.set_title(title, fontsize=9)
+        return fig
+
+
+# ------------------------------------------------------------------ cells
+def _strata(inputs):
+    """Observed (group, mask) strata and every cell of each: patterns, group, stratum, observed counts."""
+    patterns = np.asarray(inputs.patterns, dtype=np.int8)
+    group = np.asarray(inputs.row_group, dtype=np.int64)
+    counts = np.asarray(inputs.counts, dtype=np.float64)
+    keep = (counts > 0) & np.any(patterns >= 0, axis=1)  # rows without any response carry no information
+    patterns, group, counts = patterns[keep], group[keep], counts[keep]
+    j = patterns.shape[1]
+    mask = patterns >= 0
+    mask_code = mask.astype(np.int64) @ (1 << np.arange(j - 1, -1, -1, dtype=np.int64))
+    key = group * (1 << j) + mask_code
+    strata, row_stratum = np.unique(key, return_inverse=True)
+    s_group, s_mask = strata >> j, strata & ((1 << j) - 1)
+    n_obs = np.array([bin(int(m)).count("1") for m in s_mask], dtype=np.int64)
+    n_cells = int(np.sum(2 ** n_obs))
+    if n_cells > MAX_CELLS:
+        raise ValueError(f"model_checks: the observed strata have {n_cells} (group, pattern) cells (> {MAX_CELLS}); "
+                         "the cell-count checks are for a few annotators per item.")
+    cell_pat, cell_group, cell_stratum = [], [], []
+    for s, (g, m, k) in enumerate(zip(s_group, s_mask, n_obs)):
+        cols = [c for c in range(j) if (int(m) >> (j - 1 - c)) & 1]
+        bits = (np.arange(2 ** k)[:, None] >> np.arange(k - 1, -1, -1)) & 1
+        pat = np.full((2 ** k, j), -1, np.int8)
+        pat[:, cols] = bits
+        cell_pat.append(pat)
+        cell_group.append(np.full(2 ** k, g))
+        cell_stratum.append(np.full(2 ** k, s))
+    cell_pat = np.concatenate(cell_pat)
+    cell_group = np.concatenate(cell_group).astype(np.int32)
+    cell_stratum = np.concatenate(cell_stratum)
+    # Observed count of each cell: match rows to cells by their (group, pattern) key.
+    from ..data.compress import pattern_keys
+
+    cell_key = pattern_keys(cell_pat, cell_group, j)
+    order = np.argsort(cell_key)
+    pos = order[np.searchsorted(cell_key, pattern_keys(patterns, group, j), sorter=order)]
+    observed = np.bincount(pos, weights=counts, minlength=cell_key.size)
+    n_stratum = np.bincount(row_stratum, weights=counts, minlength=strata.size)
+    return cell_pat, cell_group, cell_stratum, observed, n_stratum, n_obs
+
+
+def _cell_probs(cell_pat, cell_group, fpr, tpr, prevalence):
+    """``P(pattern | group)`` of every cell for each parameter row: (S, n_cells) from (S, J), (S, J), (S, G)."""
+    import jax
+
+    from ..core import ds_loglik_rows, x64
+    from ..data import padded_size
+
+    n_cells, j = cell_pat.shape
+    # Padded to a size fixed by the design (rows of missing responses, dropped after), so that JAX compiles
+    # its operations once per design instead of once per set of observed strata.
+    extra = max(padded_size(n_cells, int(np.shape(prevalence)[1]), j) - n_cells, 0)
+    pat = np.concatenate([cell_pat, np.full((extra, j), -1, np.int8)]).astype(np.int32)
+    grp = np.concatenate([cell_group, np.zeros(extra, np.int32)])
+    with x64():
+        fn = jax.vmap(lambda f, t, p: ds_loglik_rows(pat, grp, f, t, p))
+        out = np.asarray(fn(np.asarray(fpr, np.float64), np.asarray(tpr, np.float64),
+                            np.asarray(prevalence, np.float64)))
+    return np.exp(out[:, :n_cells])
+
+
+def _pool(expected, cell_stratum, n_strata, min_expected):
+    """Pooled-cell index of each cell (the rule of the module docstring) and the number of pooled cells."""
+    pooled = np.empty(expected.size, np.int64)
+    next_id = 0
+    for s in range(n_strata):
+        idx = np.flatnonzero(cell_stratum == s)
+        idx = idx[np.argsort(expected[idx], kind="stable")]
+        e = expected[idx]
+        small = int(np.sum(e < min_expected))
+        if small:
+            # Merge the small cells, then the next smallest ones until the merged cell reaches min_expected.
+            take = small
+            while take < idx.size and e[:take].sum() < min_expected:
+                take += 1
+            pooled[idx[:take]] = next_id
+            pooled[idx[take:]] = next_id + 1 + np.arange(idx.size - take)
+            next_id += 1 + idx.size - take
+        else:
+            pooled[idx] = next_id + np.arange(idx.size)
+            next_id += idx.size
+    return pooled, next_id
+
+
+def _x2(observed, expected, pooled, n_pooled):
+    """Pearson X^2 over pooled cells; ``observed``, ``expected`` of shape (..., n_cells)."""
+    o = np.stack([np.bincount(pooled, weights=row, minlength=n_pooled) for row in observed.reshape(-1, pooled.size)])
+    e = np.stack([np.bincount(pooled, weights=row, minlength=n_pooled) for row in expected.reshape(-1, pooled.size)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(e > 0, (o - e) ** 2 / e, 0.0)
+    return terms.sum(axis=1).reshape(observed.shape[:-1])
+
+
+# ------------------------------------------------------------------ agreement
+def _agreement_design(cell_pat, cell_group, n_groups):
+    """Indicator matrices: pairs and each annotator with the others, overall and per group."""
+    j = cell_pat.shape[1]
+    pairs = list(combinations(range(j), 2))
+    both = np.stack([(cell_pat[:, a] >= 0) & (cell_pat[:, b] >= 0) for a, b in pairs], 1).astype(np.float64)
+    agree = np.stack([(cell_pat[:, a] >= 0) & (cell_pat[:, a] == cell_pat[:, b]) for a, b in pairs], 1)
+    agree = agree.astype(np.float64)
+    # Annotator j with the others: sums over the pairs that contain j.
+    member = np.array([[a == k or b == k for a, b in pairs] for k in range(j)], dtype=np.float64).T  # (P, J)
+    onehot = np.eye(n_groups)[cell_group]  # (n_cells, G)
+    return pairs, both, agree, member, onehot
+
+
+def _agreement_stats(counts, design):
+    """Agreement values of count vectors (B, n_cells): pairs overall (B, P), pairs per group (B, G, P),
+    annotators (B, J), and the numbers of co-labelled items (same shapes)."""
+    _, both, agree, member, onehot = design
+    n_pair, a_pair = counts @ both, counts @ agree
+    n_grp = np.einsum("bc,cg,cp->bgp", counts, onehot, both)
+    a_grp = np.einsum("bc,cg,cp->bgp", counts, onehot, agree)
+    n_ann, a_ann = n_pair @ member, a_pair @ member
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (a_pair / n_pair, a_grp / n_grp, a_ann / n_ann), (n_pair, n_grp, n_ann)
+
+
+def _max_z(d_obs, d_rep, m_obs, m_rep, n):
+    """Largest binomially standardised difference ``|d| / sqrt(m (1 - m) / n)`` of the observed (B, K) and of
+    each replicate (B, K), with ``m`` the model-implied rate of each (B, K) and ``n`` (K,) the co-labelled
+    counts (the same for every replicate); also the entry where the observed one is largest.
+
+    Each data set is standardised by its own fitted rates, never by the spread of the replicates, so the
+    observed and the replicated maxima are computed alike (standardising by the replicates' own spread shrinks
+    their z and made these checks warn at twice the stated rate with 19 replicates).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z_obs = np.abs(d_obs) / np.sqrt(m_obs * (1 - m_obs) / n)
+        z_rep = np.abs(d_rep) / np.sqrt(m_rep * (1 - m_rep) / n)
+    ok = np.all(np.isfinite(z_obs), axis=0) & (n > 0)
+    if not np.any(ok):
+        return None
+    z_rep = np.where(np.isfinite(z_rep[:, ok]), z_rep[:, ok], 0.0)
+    worst = int(np.flatnonzero(ok)[np.argmax(z_obs[:, ok].mean(axis=0))])
+    return z_obs[:, ok].max(axis=1), z_rep.max(axis=1), worst
+
+
+# ------------------------------------------------------------------ validation
+def _check_iv(data, fit, n_replicates, seed, alpha, min_expected):
+    from ..data import AnnotationSet
+    from ..data.outofcore import SufficientStats
+    from ..models.result import FitResult
+    from ..models.inputs import prepare_inputs
+
+    if not isinstance(fit, FitResult):
+        raise ValueError(f"model_checks: `fit` must be a FitResult of fit_em, fit_map or fit_nuts; got "
+                         f"{type(fit).__name__}.")
+    if fit.model not in CHECKABLE_MODELS:
+        raise ValueError(f"model_checks: model={fit.model!r} is not supported; the checks need one of "
+                         f"{list(CHECKABLE_MODELS)} (closed-form EM refits on the (group, pattern) counts).")
+    if fit.channel is None:
+        raise ValueError(f"model_checks: this fit has no estimate ({fit.reason or 'every EM start failed'}).")
+    if fit.method == "nuts" and fit.draws is None:
+        raise ValueError("model_checks: a NUTS fit without draws.")
+    if isinstance(n_replicates, bool) or not isinstance(n_replicates, (int, np.integer)) or n_replicates < 19:
+        raise ValueError(f"model_checks: `n_replicates` must be an int >= 19 (so that a p-value can reach 0.05); got "
+                         f"{n_replicates!r}.")
+    if not (isinstance(alpha, (float, int)) and 0 < float(alpha) < 1):
+        raise ValueError(f"model_checks: `alpha` must be in (0, 1); got {alpha!r}.")
+    if not (isinstance(min_expected, (float, int)) and float(min_expected) >= 0):
+        raise ValueError(f"model_checks: `min_expected` must be a number >= 0; got {min_expected!r}.")
+    if not isinstance(data, (AnnotationSet, SufficientStats)):
+        raise ValueError(f"model_checks: `data` must be the AnnotationSet (or SufficientStats) the model was fitted "
+                         f"to; got {type(data).__name__}.")
+    inp = fit.inputs
+    if data.n_items != inp.n_items or data.n_annotators != inp.n_annotators:
+        raise ValueError(f"model_checks: `data` has {data.n_items} items and {data.n_annotators} annotators, the fit "
+                         f"{inp.n_items} and {inp.n_annotators}: pass the data the model was fitted to.")
+    # The same (group, pattern) counts as the fit's: the checks are about the data the estimate came from.
+    mine = prepare_inputs(data, fit.model, fit.groups)
+    if mine.counts.shape != inp.counts.shape or not np.array_equal(mine.counts, inp.counts):
+        raise ValueError("model_checks: the (score group, response pattern) counts of `data` differ from those the "
+                         "model was fitted to: pass the data of the fit.")
+    return int(n_replicates), float(alpha), float(min_expected)
+
+
+def _params(fit):
+    """(fpr (S, J), tpr (S, J), prevalence (S, G)) of the point estimate (S = 1) or of every draw."""
+    g = fit.inputs.n_groups
+    if fit.method == "nuts":
+        d = fit.draws
+        s = d["fpr"].shape[0] * d["fpr"].shape[1]
+        return (d["fpr"].reshape(s, -1), d["tpr"].reshape(s, -1), np.asarray(d["prevalence"]).reshape(s, g))
+    p = fit.point
+    return (np.asarray(p["fpr"])[None], np.asarray(p["tpr"])[None], np.asarray(p["prevalence"]).reshape(1, g))
+
+
+# ------------------------------------------------------------------ the function
+def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: float = ALPHA,
+                 min_expected: float = MIN_EXPECTED) -> ModelChecks:
+    """Predictive checks of a fitted grouped channel model: cell counts, pairwise and per-annotator agreement.
+
+    Parameters
+    ----------
+    data : AnnotationSet or SufficientStats
+        The data ``fit`` was fitted to (its (group, pattern) counts are checked to be the fit's).
+    fit : FitResult
+        From :func:`~noisycal_bayes.fit_em`, :func:`~noisycal_bayes.fit_map` or
+        :func:`~noisycal_bayes.fit_nuts`, model ``"grouped"``, ``"histogram"`` or ``"dawid_skene"``.
+    n_replicates : int, default 200
+        EM / MAP: bootstrap replicates, each refitted by EM. NUTS: posterior draws used (evenly spaced over
+        the chains; all of them when there are fewer). At least 19. With ``(n_replicates + 1) * alpha`` a
+        whole number the checks warn at exactly the rate ``alpha`` for exchangeable replicates (e.g. 199, 99).
+    seed : int, default 0
+        Seed of the replicates.
+    alpha : float, default 0.05
+        A check warns when its p-value is at most ``alpha``.
+    min_expected : float, default 5
+        Cells with a smaller fitted expected count are pooled (module docstring).
+
+    Returns
+    -------
+    ModelChecks
+        ``table`` (one row per check), ``residuals`` per cell, ``agreement`` per pair / annotator and group,
+        ``plot()``.
+
+    Raises
+    ------
+    ValueError
+        ``fit`` not a FitResult of a supported model, without an estimate, or not fitted to ``data``;
+        ``n_replicates`` below 19; ``alpha`` outside (0, 1); a negative ``min_expected``; too many cells.
+
+    Notes
+    -----
+    The statistics, the pooling rule, the replicates and the p-values are described in
+    :mod:`noisycal_bayes.diagnostics.checks`. The degrees of freedom of the design are
+    ``sum_s (2^|O_s| - 1) - n_params`` over the observed (group, observed-annotators) strata, with
+    ``n_params = n_groups + 2 J``; for complete data ``G (2^J - 1) - (G + 2J)`` (DESIGN.md §8). When that is
+    ``<= 0``, or pooling leaves no degrees of freedom, every check is ``not_testable``.
+
+    Examples
+    --------
+    >>> from noisycal_bayes import Binning, fit_em
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
+    >>> fit = fit_em(sim.data, groups=Binning.equal_mass(3), n_starts=3)
+    >>> checks = model_checks(sim.data, fit, n_replicates=19)
+    >>> checks.table["name"].tolist()
+    ['posterior_predictive', 'pairwise_agreement', 'pairwise_agreement_by_group', 'annotator_agreement']
+    >>> one = model_checks(sim.data, fit_em(sim.data, model="dawid_skene", n_starts=3), n_replicates=19)
+    >>> one.status, one.df
+    ('not_testable', 0)
+    """
+    n_replicates, alpha, min_expected = _check_iv(data, fit, n_replicates, seed, alpha, min_expected)
+    inp = fit.inputs
+    j, n_groups = inp.n_annotators, inp.n_groups
+    cell_pat, cell_group, cell_stratum, observed, n_stratum, n_obs = _strata(inp)
+    n_strata = n_stratum.size
+    n_params = n_groups + 2 * j
+    design_df = int(np.sum(2 ** n_obs - 1)) - n_params
+    design = _agreement_design(cell_pat, cell_group, n_groups)
+    rng = np.random.default_rng(seed)
+    fpr, tpr, prev = _params(fit)
+    nuts = fit.method == "nuts"
+    if nuts:
+        total = fpr.shape[0]
+        use = np.unique(np.linspace(0, total - 1, min(n_replicates, total)).round().astype(np.int64))
+        fpr, tpr, prev = fpr[use], tpr[use], prev[use]
+    probs = _cell_probs(cell_pat, cell_group, fpr, tpr, prev)  # (S, n_cells)
+    expected_draws = probs * n_stratum[cell_stratum]
+    expected = expected_draws.mean(axis=0)
+    pooled, n_pooled = _pool(expected, cell_stratum, n_strata, min_expected)
+    pooled_per_stratum = np.array([np.unique(pooled[cell_stratum == s]).size for s in range(n_strata)])
+    df = int(np.sum(pooled_per_stratum - 1)) - n_params
+    settings = {"seed": seed, "fit_method": fit.method, "n_draws_used": int(fpr.shape[0]) if nuts else 0}
+
+    reason = ""
+    if design_df <= 0:
+        reason = (f"the design leaves no degrees of freedom: {int(np.sum(2 ** n_obs - 1))} free cell probabilities "
+                  f"for {n_params} parameters ({n_groups} group(s), {j} annotators); the model reproduces any data "
+                  "exactly. Use more score groups or more annotators to test it.")
+    elif df <= 0:
+        reason = (f"after pooling cells with expected count < {min_expected:g}, no degrees of freedom are left "
+                  f"({n_pooled} pooled cells in {n_strata} strata for {n_params} parameters): too few items.")
+
+    # Replicated cell counts, stratum sizes kept (the conditional multinomial of the module docstring).
+    width = int(2 ** n_obs.max())
+    slot = np.concatenate([np.arange(2 ** k) for k in n_obs])
+
+    def draw(p):
+        table = np.zeros((n_strata, width))
+        table[cell_stratum, slot] = p
+        table /= table.sum(axis=1, keepdims=True)  # rounding: each stratum's 2^k probabilities sum to 1
+        rep = rng.multinomial(n_stratum.astype(np.int64), table)
+        return rep[cell_stratum, slot].astype(np.float64)
+
+    n_failed = 0
+    if reason:
+        replicated = observed_disc = np.zeros(0)
+        reps = exp_rep = exp_obs = np.zeros((0, observed.size))
+    elif nuts:
+        # Realised discrepancies: observed and replicated counts both against the expected counts of the draw.
+        reps = np.stack([draw(p) for p in probs])
+        exp_rep = exp_obs = expected_draws
+        replicated = _x2(reps, expected_draws, pooled, n_pooled)
+        observed_disc = _x2(np.broadcast_to(observed, reps.shape), expected_draws, pooled, n_pooled)
+    else:
+        reps, refits = _bootstrap(fit, draw, probs[0], cell_pat, cell_group, n_replicates)
+        ok = np.array([r is not None for r in refits])
+        n_failed = int(np.sum(~ok))
+        reps = reps[ok]
+        if reps.shape[0] == 0:
+            raise ValueError("model_checks: every bootstrap refit failed; the estimate may sit on the boundary.")
+        rf = [r for r in refits if r is not None]
+        p_rep = _cell_probs(cell_pat, cell_group, np.stack([r[0] for r in rf]), np.stack([r[1] for r in rf]),
+                            np.stack([r[2] for r in rf]))
+        # Each replicate against its own refit: the p-value accounts for the estimation of the parameters.
+        exp_rep, exp_obs = p_rep * n_stratum[cell_stratum], expected[None]
+        replicated = _x2(reps, exp_rep, pooled, n_pooled)
+        observed_disc = np.full(replicated.size, float(_x2(observed[None], expected[None], pooled, n_pooled)[0]))
+
+    # ---- table
+    rows = []
+    if reason:
+        statistic = p_value = float("nan")
+        names = [n for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
+        rows = [dict(name=n, status="not_testable", statistic=np.nan, p_value=np.nan, detail=reason) for n in names]
+    else:
+        statistic = float(np.mean(observed_disc))
+        p_value = float((1 + np.sum(replicated >= observed_disc)) / (1 + replicated.size))
+        from scipy.stats import chi2
+
+        label = "bootstrap (EM refitted on each replicate)" if not nuts else "posterior predictive (realised)"
+        rows.append(dict(name="posterior_predictive", status="warn" if p_value <= alpha else "pass",
+                         statistic=statistic, p_value=p_value,
+                         detail=(f"Pearson X^2 on {n_pooled} pooled cells of {observed.size} (expected >= "
+                                 f"{min_expected:g}), {df} df (chi-square p = {chi2.sf(statistic, df):.3g}); "
+                                 f"{label} p from {replicated.size} replicates"
+                                 + (f", {n_failed} failed refits left out" if n_failed else ""))))
+    # Agreement: observed minus model-implied rates (at the estimate / draw), against the same difference for
+    # each replicate (at its refit / draw); a replicate without refit would make these checks conservative.
+    obs_stats, obs_n = _agreement_stats(observed[None], design)
+    fit_stats = _agreement_stats(expected[None], design)[0]
+    diffs = None
+    if not reason:
+        model_obs = _agreement_stats(exp_obs, design)[0]
+        rep_stats = _agreement_stats(reps, design)[0]
+        model_rep = _agreement_stats(exp_rep, design)[0]
+        b = reps.shape[0]
+        diffs = [(np.broadcast_to(o - m, (b,) + o.shape[1:]).reshape(b, -1), (r - mr).reshape(b, -1),
+                  np.broadcast_to(m, (b,) + m.shape[1:]).reshape(b, -1), mr.reshape(b, -1), nn.reshape(-1))
+                 for o, m, r, mr, nn in zip(obs_stats, model_obs, rep_stats, model_rep, obs_n)]
+    agreement = _agreement_table(fit, design, obs_stats, obs_n, fit_stats, diffs, n_groups)
+    if not reason:
+        pairs = design[0]
+        ids = list(fit.annotator_ids) or list(range(j))
+        labels_pair = [f"{ids[a]}-{ids[b]}" for a, b in pairs]
+        specs = [("pairwise_agreement", diffs[0], labels_pair),
+                 ("pairwise_agreement_by_group", diffs[1],
+                  [f"{p} in group {g}" for g in range(n_groups) for p in labels_pair]),
+                 ("annotator_agreement", diffs[2], [f"{i} with the others" for i in ids])]
+        for name, (d_obs, d_rep, m_obs, m_rep, n_co), lab in specs:
+            if name == "pairwise_agreement_by_group" and n_groups == 1:
+                continue
+            mz = _max_z(d_obs, d_rep, m_obs, m_rep, n_co)
+            if mz is None:
+                rows.append(dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan,
+                                 detail="no co-labelled items, or the replicates do not vary"))
+                continue
+            z_obs, z_rep, worst = mz
+            p = float((1 + np.sum(z_rep >= z_obs)) / (1 + z_rep.size))
+            rows.append(dict(name=name, status="warn" if p <= alpha else "pass", statistic=float(np.mean(z_obs)),
+                             p_value=p, detail=(f"largest |z| of {len(lab) - int(np.sum(np.isnan(d_obs[0])))} "
+                                                f"agreement rates (observed minus fitted): {lab[worst]}")))
+    table = pd.DataFrame(rows, columns=["name", "status", "statistic", "p_value", "detail"])
+
+    # ---- residuals
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pearson = np.where(expected > 0, (observed - expected) / np.sqrt(expected), np.nan)
+        if reps.shape[0] > 1:
+            sd = reps.std(axis=0, ddof=1)
+            standardized = np.where(sd > 0, (observed - reps.mean(axis=0)) / sd, np.nan)
+        else:
+            standardized = np.full(observed.size, np.nan)
+    pattern = ["".join("-" if v < 0 else str(int(v)) for v in row) for row in cell_pat]
+    residuals = pd.DataFrame({"group": cell_group.astype(np.int64), "pattern": pattern, "stratum": cell_stratum,
+                              "pooled_cell": pooled, "observed": observed, "expected": expected,
+                              "pearson": pearson, "standardized": standardized})
+    status = "not_testable" if reason else ("warn" if (table["status"] == "warn").any() else "pass")
+    for arr in (replicated, observed_disc):
+        arr.setflags(write=False)
+    return ModelChecks(table=table, residuals=residuals, agreement=agreement, statistic=statistic, p_value=p_value,
+                       df=df if not reason else min(df, design_df), replicated=replicated,
+                       observed_discrepancy=observed_disc, method="posterior_predictive" if nuts else "bootstrap",
+                       model=fit.model, n_replicates=n_replicates, n_failed=n_failed, alpha=alpha,
+                       min_expected=min_expected, status=status, reason=reason, settings=settings)
+
+
+def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates):
+    """Parametric bootstrap: replicate counts from the estimate and an EM refit of each (warm-started there).
+
+    Returns ``(reps (B, n_cells), refits)`` with ``refits[b] = (fpr, tpr, prevalence)`` or None if it failed.
+    """
+    from ..inference.em import run_em
+    from ..models.priors import em_prior_counts
+
+    try:
+        prior_counts = em_prior_counts(fit.prior) if fit.method == "map" else None
+    except ValueError as err:
+        raise ValueError(f"model_checks: the bootstrap refits this MAP fit by closed-form MAP-EM, which its prior does "
+                         f"not allow ({err}). Check a maximum-likelihood fit_em fit, or a fit_nuts fit (posterior "
+                         "predictive).") from None
+    from ..data import padded_size
+
+    s = fit.settings
+    n_cells, j = cell_pat.shape
+    # Zero-count rows (all responses missing) pad the table to a size fixed by the design, so that one compiled
+    # EM serves every data set of that design whichever strata it has.
+    extra = padded_size(n_cells, fit.inputs.n_groups, j) - n_cells
+    patterns = np.concatenate([cell_pat, np.full((max(extra, 0), j), -1, np.int8)])
+    group = np.concatenate([cell_group, np.zeros(max(extra, 0), np.int32)])
+    inp = dataclasses.replace(fit.inputs, patterns=patterns, row_group=group, counts=np.zeros(patterns.shape[0]),
+                              grid=False, inverse=None, n_patterns=patterns.shape[0])
+    start = (np.asarray(fit.point["fpr"])[None], np.asarray(fit.point["tpr"])[None],
+             np.asarray(fit.point["prevalence"]).reshape(1, -1))
+    reps = np.stack([draw(p_hat) for _ in range(n_replicates)])
+    refits = []
+    for rep in reps:
+        counts = np.concatenate([rep, np.zeros(patterns.shape[0] - n_cells)])
+        out = run_em(dataclasses.replace(inp, counts=counts), n_starts=1, seed=0, starts=start,
+                     max_iter=int(s.get("max_iter", 1000)), tol=float(s.get("tol", 1e-8)), min_gap=0.0,
+                     prior_counts=prior_counts)
+        refits.append(None if out["selected"] is None else (out["fpr"], out["tpr"], out["prevalence"]))
+    return reps, refits
+
+
+def _agreement_table(fit, design, obs_stats, obs_n, fit_stats, diffs, n_groups):
+    """Per-entry agreement table (see :class:`ModelChecks`)."""
+    pairs = design[0]
+    j = fit.inputs.n_annotators
+    ids = list(fit.annotator_ids) or list(range(j))
+    n_pairs = len(pairs)
+    entries = []  # (kind, annotator, other, group, which statistic, flat index)
+    for p, (a, b) in enumerate(pairs):
+        entries.append(("pair", ids[a], ids[b], -1, 0, p))
+        entries += [("pair", ids[a], ids[b], g, 1, g * n_pairs + p) for g in range(n_groups)]
+    entries += [("annotator", ids[k], "others", -1, 2, k) for k in range(j)]
+    rows = []
+    for kind, a, b, g, which, k in entries:
+        obs, n = obs_stats[which][0].reshape(-1)[k], obs_n[which][0].reshape(-1)[k]
+        fitted = fit_stats[which][0].reshape(-1)[k]
+        sd = z = p = np.nan
+        if diffs is not None and np.isfinite(obs):
+            d_obs, d_rep = diffs[which][0][:, k], diffs[which][1][:, k]
+            keep = np.isfinite(d_rep)
+            d_obs, d_rep = d_obs[keep], d_rep[keep]
+            if d_rep.size > 1:
+                sd = float(d_rep.std(ddof=1))
+                z = float((d_obs.mean() - d_rep.mean()) / sd) if sd > 0 else np.nan
+                up = (1 + np.sum(d_rep >= d_obs)) / (1 + d_rep.size)
+                down = (1 + np.sum(d_rep <= d_obs)) / (1 + d_rep.size)
+                p = float(min(1.0, 2 * min(up, down)))
+        rows.append(dict(kind=kind, annotator=a, other=b, group=g, n_items=float(n), observed=float(obs),
+                         expected=float(fitted), difference_sd=sd, z=z, p_value=p))
+    return pd.DataFrame(rows)

@@ -1,0 +1,35 @@
+"""Residual heat map of the predictive model checks (``diagnostics.model_checks``)."""
+from __future__ import annotations
+
+
+def check_residuals(result, *, ax=None, value: str = "standardized", title: str | None = None):
+    """Plot the residuals per (score group, response pattern) cell of a :func:`~noisycal_bayes.diagnostics.model_checks` result.
+
+    The drawing is :meth:`ModelChecks.plot <noisycal_bayes.diagnostics.checks.ModelChecks.plot>` (the result
+    draws itself, and ``diagnostics`` sits below ``plotting``, so the code lives there); this is the same
+    figure under the plotting package's name.
+
+    Parameters
+    ----------
+    result : ModelChecks
+    ax : matplotlib Axes, optional
+    value : {"standardized", "pearson"}, default "standardized"
+        Replicate-standardised residuals ``(observed - mean replicate) / sd replicate`` or Pearson residuals
+        ``(observed - expected) / sqrt(expected)``.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        ``result`` is not a model-check result.
+    """
+    from ..diagnostics.checks import ModelChecks
+
+    if not isinstance(result, ModelChecks):
+        raise ValueError(f"`result` must be the output of noisycal_bayes.diagnostics.model_checks; got "
+                         f"{type(result).__name__}.")
+    return result.plot(ax, value=value, title=title)

@@ -1,0 +1,230 @@
+"""Tests for noisycal_bayes/diagnostics/checks.py (and its plot entry point, noisycal_bayes/plotting/checks.py).
+
+Independent routes: observed and expected cell counts, Pearson residuals, X^2 and agreement rates recomputed
+here with NumPy from the raw label matrix and the fitted parameters (no compression, no JAX); degrees of
+freedom from DESIGN.md §8; the not-testable designs (1 group x 3 annotators: 7 = 7; 2 groups x 2 annotators:
+6 = 6); invariance of the observed statistic to the order of the annotators.
+"""
+import dataclasses
+from itertools import product
+
+import numpy as np
+import pytest
+
+from noisycal_bayes import AnnotationSet, Binning, fit_em
+from noisycal_bayes.data import SufficientStats
+from noisycal_bayes.diagnostics import CHECK_NAMES, model_checks
+from noisycal_bayes.models import Prior
+from noisycal_bayes.simulate import simulate_annotations
+
+from ..propagate._fakes import channel_draws, fake_nuts
+
+FPR, TPR = [0.1, 0.2, 0.15], [0.85, 0.8, 0.9]
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return simulate_annotations(1500, fpr=FPR, tpr=TPR, missing=0.2, seed=7)
+
+
+@pytest.fixture(scope="module")
+def fit(sim):
+    return fit_em(sim.data, groups=Binning.equal_mass(3), n_starts=3)
+
+
+@pytest.fixture(scope="module")
+def checks(sim, fit):
+    return model_checks(sim.data, fit, n_replicates=39, seed=1)
+
+
+def numpy_cells(labels, group, fpr, tpr, prev):
+    """Every (group, observed-annotators) stratum's cells: observed and expected counts, by brute force."""
+    n, j = labels.shape
+    rows = []
+    for g in np.unique(group):
+        lab_g = labels[group == g]
+        for mask in product([False, True], repeat=j):
+            mask = np.array(mask)
+            if not mask.any():
+                continue
+            in_stratum = np.all((lab_g >= 0) == mask, axis=1)
+            n_s = in_stratum.sum()
+            if n_s == 0:
+                continue
+            for bits in product([0, 1], repeat=int(mask.sum())):
+                pat = np.full(j, -1)
+                pat[mask] = bits
+                obs = np.sum(np.all(lab_g == pat, axis=1))
+                l0 = np.prod(np.where(pat[mask] == 1, fpr[mask], 1 - fpr[mask]))
+                l1 = np.prod(np.where(pat[mask] == 1, tpr[mask], 1 - tpr[mask]))
+                p = (1 - prev[g]) * l0 + prev[g] * l1
+                key = "".join("-" if v < 0 else str(v) for v in pat)
+                rows.append((int(g), key, obs, n_s * p))
+    return rows
+
+
+def test_table_shape_and_statuses(checks):
+    assert checks.table["name"].tolist() == list(CHECK_NAMES)
+    assert set(checks.table["status"]) <= {"pass", "warn"}
+    assert list(checks.table.columns) == ["name", "status", "statistic", "p_value", "detail"]
+    assert checks.method == "bootstrap" and checks.replicated.shape == (39 - checks.n_failed,)
+    # p-values live on the grid (1 + k) / (1 + B).
+    b = checks.replicated.size
+    k = checks.table["p_value"].to_numpy() * (1 + b) - 1
+    np.testing.assert_allclose(k, np.round(k), atol=1e-9)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        checks.statistic = 0.0
+
+
+def test_residuals_match_numpy(sim, fit, checks):
+    rows = numpy_cells(sim.data.labels, fit.groups.index, fit.fpr, fit.tpr, fit.prevalence)
+    res = checks.residuals.set_index(["group", "pattern"])
+    assert len(rows) == len(res)
+    for g, key, obs, exp in rows:
+        r = res.loc[(g, key)]
+        assert r["observed"] == obs
+        np.testing.assert_allclose(r["expected"], exp, rtol=1e-8)
+        np.testing.assert_allclose(r["pearson"], (obs - exp) / np.sqrt(exp), rtol=1e-7, atol=1e-10)
+
+
+def test_statistic_without_pooling_is_pearson_x2(sim, fit):
+    out = model_checks(sim.data, fit, n_replicates=19, min_expected=0.0)
+    rows = numpy_cells(sim.data.labels, fit.groups.index, fit.fpr, fit.tpr, fit.prevalence)
+    x2 = sum((o - e) ** 2 / e for _, _, o, e in rows)
+    np.testing.assert_allclose(out.statistic, x2, rtol=1e-8)
+    # df = sum over strata (2^|O| - 1) - (G + 2J); the strata are the distinct (group, mask) combinations.
+    strata = {(g, "".join("-" if c == "-" else "x" for c in key)) for g, key, _, _ in rows}
+    free = sum(2 ** (m.count("x")) - 1 for _, m in strata)
+    assert out.df == free - (3 + 2 * 3)
+    assert out.residuals["pooled_cell"].nunique() == len(rows)
+
+
+def test_pooling_rule(checks):
+    res = checks.residuals
+    for _, cells in res.groupby("pooled_cell"):
+        assert cells["stratum"].nunique() == 1  # pooling never crosses strata
+        if len(cells) > 1:  # a merged cell holds every small cell of its stratum and reaches min_expected
+            stratum = res[res["stratum"] == cells["stratum"].iloc[0]]
+            assert set(stratum.index[stratum["expected"] < 5.0]) <= set(cells.index)
+            assert cells["expected"].sum() >= 5.0 or len(cells) == len(stratum)
+
+
+def test_agreement_matches_numpy(sim, fit, checks):
+    lab, g = sim.data.labels, fit.groups.index
+    agr = checks.agreement
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        both = (lab[:, a] >= 0) & (lab[:, b] >= 0)
+        want = np.mean(lab[both, a] == lab[both, b])
+        got = agr[(agr.kind == "pair") & (agr.annotator == a) & (agr.other == b) & (agr.group == -1)]
+        np.testing.assert_allclose(got["observed"].item(), want, rtol=1e-12)
+        sel = both & (g == 2)
+        got2 = agr[(agr.kind == "pair") & (agr.annotator == a) & (agr.other == b) & (agr.group == 2)]
+        np.testing.assert_allclose(got2["observed"].item(), np.mean(lab[sel, a] == lab[sel, b]), rtol=1e-12)
+    # Annotator 0 with the others: pooled over its pairs.
+    num = den = 0
+    for b in (1, 2):
+        both = (lab[:, 0] >= 0) & (lab[:, b] >= 0)
+        num, den = num + np.sum(lab[both, 0] == lab[both, b]), den + both.sum()
+    got = agr[(agr.kind == "annotator") & (agr.annotator == 0)]
+    np.testing.assert_allclose(got["observed"].item(), num / den, rtol=1e-12)
+
+
+def test_statistic_invariant_to_annotator_order(sim):
+    data = sim.data
+    perm = [2, 0, 1]
+    other = AnnotationSet.from_wide(data.labels[:, perm], data.scores)
+    a = model_checks(data, fit_em(data, groups=Binning.equal_mass(3), n_starts=3), n_replicates=19, min_expected=0.0)
+    b = model_checks(other, fit_em(other, groups=Binning.equal_mass(3), n_starts=3), n_replicates=19,
+                     min_expected=0.0)
+    np.testing.assert_allclose(a.statistic, b.statistic, rtol=1e-6)
+
+
+def test_seed_reproducible(sim, fit, checks):
+    again = model_checks(sim.data, fit, n_replicates=39, seed=1)
+    np.testing.assert_array_equal(again.replicated, checks.replicated)
+
+
+@pytest.mark.parametrize("model,groups,labels_j", [("dawid_skene", None, 3), ("grouped", 2, 2)])
+def test_not_testable_designs(model, groups, labels_j):
+    # 1 group x 3 annotators: 7 free cell probabilities, 1 + 6 parameters; 2 groups x 2 annotators: 6 and 2 + 4.
+    s = simulate_annotations(600, fpr=FPR[:labels_j], tpr=TPR[:labels_j], seed=3)
+    kw = {"model": model} if groups is None else {"model": model, "groups": Binning.equal_mass(groups)}
+    f = fit_em(s.data, n_starts=3, **kw)
+    out = model_checks(s.data, f, n_replicates=19)
+    assert out.status == "not_testable" and not out.warned
+    assert (out.table["status"] == "not_testable").all()
+    assert "no degrees of freedom" in out.reason and out.df <= 0
+    assert np.isnan(out.statistic) and np.isnan(out.p_value)
+
+
+def test_too_few_items_not_testable():
+    s = simulate_annotations(40, fpr=FPR, tpr=TPR, seed=4)
+    f = fit_em(s.data, groups=Binning.equal_mass(3), n_starts=3)
+    out = model_checks(s.data, f, n_replicates=19)
+    assert out.status == "not_testable" and "too few items" in out.reason
+
+
+def test_posterior_predictive_route(sim, fit):
+    rng = np.random.default_rng(0)
+    f, t = channel_draws(rng, fit.fpr, fit.tpr, 2, 30, spread=0.01)
+    prev = np.clip(fit.prevalence + 0.01 * rng.standard_normal((2, 30, 3)), 0.01, 0.99)
+    nuts = fake_nuts(fit, {"fpr": f, "tpr": t, "prevalence": prev})
+    out = model_checks(sim.data, nuts, n_replicates=40, seed=0)
+    assert out.method == "posterior_predictive"
+    assert out.replicated.shape == out.observed_discrepancy.shape == (40,)
+    np.testing.assert_allclose(out.statistic, out.observed_discrepancy.mean())
+    # Expected counts are the posterior mean over the draws used.
+    assert np.all(np.isfinite(out.residuals["standardized"]) | (out.residuals["expected"] < 1e-6))
+
+
+def test_sufficient_stats_give_the_same_checks(sim, checks):
+    # A fit from SufficientStats (counts per score bin, no items) sees the same (group, pattern) counts.
+    stats = SufficientStats.from_annotations(sim.data, bins=Binning.equal_width(3))
+    data = AnnotationSet.from_wide(sim.data.labels, sim.data.scores)
+    by_items = model_checks(data, fit_em(data, groups=Binning.equal_width(3), n_starts=3), n_replicates=19)
+    by_stats = model_checks(stats, fit_em(stats, groups=None, n_starts=3), n_replicates=19)
+    np.testing.assert_allclose(by_stats.statistic, by_items.statistic, rtol=1e-6)
+    np.testing.assert_array_equal(by_stats.residuals["observed"], by_items.residuals["observed"])
+
+
+def test_plot(checks):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from noisycal_bayes.plotting import check_residuals
+
+    fig = checks.plot()
+    assert len(fig.axes) == 2  # heat map and colour bar
+    own = Figure()
+    ax = own.add_subplot()
+    assert check_residuals(checks, ax=ax) is own
+    with pytest.raises(ValueError, match="must be the output of"):
+        check_residuals(object())
+    assert checks.residual_matrix().shape[0] == 3
+
+
+def test_error_paths(sim, fit):
+    with pytest.raises(ValueError, match="must be a FitResult"):
+        model_checks(sim.data, "fit")
+    with pytest.raises(ValueError, match="is not supported"):
+        model_checks(sim.data, dataclasses.replace(fit, model="platt"))
+    with pytest.raises(ValueError, match="n_replicates"):
+        model_checks(sim.data, fit, n_replicates=5)
+    with pytest.raises(ValueError, match="alpha"):
+        model_checks(sim.data, fit, alpha=1.5)
+    with pytest.raises(ValueError, match="min_expected"):
+        model_checks(sim.data, fit, min_expected=-1)
+    with pytest.raises(ValueError, match="AnnotationSet"):
+        model_checks(sim.data.labels, fit)
+    other = simulate_annotations(1500, fpr=FPR, tpr=TPR, missing=0.2, seed=8).data
+    with pytest.raises(ValueError, match="differ from those the model was fitted to"):
+        model_checks(other, fit)
+    with pytest.raises(ValueError, match="1400 items"):
+        model_checks(simulate_annotations(1400, fpr=FPR, tpr=TPR, seed=8).data, fit)
+    with pytest.raises(ValueError, match="no estimate"):
+        model_checks(sim.data, dataclasses.replace(fit, channel=None))
+    with pytest.raises(ValueError, match="closed-form MAP-EM"):
+        model_checks(sim.data, dataclasses.replace(fit, method="map", prior=Prior(fpr=(0.5, 2.0))), n_replicates=19)
+    with pytest.raises(ValueError, match="residual_matrix|standardized"):
+        model_checks(sim.data, fit, n_replicates=19).residual_matrix("raw")
+
