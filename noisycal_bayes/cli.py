@@ -70,6 +70,7 @@ class Options:
     n_warmup: int = 1000
     n_draws: int = 1000
     progress: bool = False
+    checks: bool = True
 
     def evaluate_kwargs(self) -> dict:
         """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
@@ -77,7 +78,8 @@ class Options:
         return dict(method=self.method, bins=self.bins, groups=Binning.equal_mass(self.groups), weights=self.weights,
                     level=self.level,
                     seed=self.seed, n_boot=self.n_boot, n_starts=self.n_starts, n_chains=self.n_chains,
-                    n_warmup=self.n_warmup, n_draws=self.n_draws, progress_bar=self.progress)
+                    n_warmup=self.n_warmup, n_draws=self.n_draws, progress_bar=self.progress,
+                    checks=self.checks)
 
 
 def bayes_available() -> bool:
@@ -161,7 +163,7 @@ def _options(args, method: str) -> Options:
             raise CommandError(f"{flag} must be at least {minimum}; got {value}.")
     return Options(method=method, bins=args.bins, groups=args.groups, weights=args.weights, level=args.level,
                    seed=args.seed, n_boot=args.n_boot, n_chains=args.chains, n_warmup=args.warmup,
-                   n_draws=args.draws, progress=sys.stderr.isatty())
+                   n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks)
 
 
 def _default_method(requested):
@@ -340,6 +342,8 @@ def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
     p.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default: 1000)")
     p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--no-checks", action="store_true",
+                   help="skip the predictive checks of the channel model (run by default; about a second)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..data.binning import DEFAULT_GROUPS
 from .engines import ENGINES, METHODS, EngineResult, Settings, collect_warnings
-from .engines import _settings, assemble
+from .engines import _settings, assemble, run_checks
 from .recalibration import MAPS, _map_classes, compare_recalibration, describe_map
 from .result import Evaluation, NCECESummary, RecalibrationRow
 
@@ -37,7 +37,7 @@ __all__ = ["ENGINES", "MAPS", "METHODS", "EngineResult", "Evaluation", "NCECESum
 def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUPS, weights: str = "iv",
              level: float = 0.9, seed: int = 0, n_boot: int = 200, n_starts: int = 10, n_chains: int = 4,
              n_warmup: int = 1000, n_draws: int = 1000, clean_labels=None, recalibration: bool = False,
-             progress_bar: bool = False) -> Evaluation:
+             progress_bar: bool = False, checks: bool = True) -> Evaluation:
     """Channels with intervals, NC-ECE with an interval for a named target, and the naive metrics.
 
     Parameters
@@ -71,6 +71,10 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         majority vote and vote fractions) and judged on the other half (:func:`compare_recalibration`);
         stored in ``Evaluation.recalibration``.
     progress_bar : bool, default False
+    checks : bool, default True
+        Run the predictive checks of the channel model (:func:`noisycal_bayes.diagnostics.model_checks`:
+        199 parametric-bootstrap replicates refitted by EM, or 199 posterior draws; about a second) and
+        report them in ``Evaluation.checks``, the text output and the JSON.
 
     Returns
     -------
@@ -108,7 +112,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
 
     s = _settings(data, method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
                   n_boot=n_boot, n_starts=n_starts, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws,
-                  progress_bar=bool(progress_bar))
+                  progress_bar=bool(progress_bar), checks=bool(checks))
     data.require_scores()
     if clean_labels is not None:  # checked before any fitting (the same check naive_calibration makes)
         clean_labels = check_binary_labels(clean_labels, name="clean_labels")
@@ -121,4 +125,5 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         est = nc_ece(data, res.fit.channel, bins=Binning.equal_width(s.bins), weights=s.weights)
         naive = naive_calibration(data, bins=s.bins, clean_labels=clean_labels)
         recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels))
-    return assemble(data, s, res, est, naive, recal, caught, clean_labels)
+        model_rows = run_checks(data, res.fit, s) if s.checks else ()
+    return assemble(data, s, res, est, naive, recal, caught, clean_labels, model_rows)

@@ -41,6 +41,7 @@ class Settings:
     n_warmup: int = 1000
     n_draws: int = 1000
     progress_bar: bool = False
+    checks: bool = True
 
 
 def _settings(data, **kw) -> Settings:
@@ -163,6 +164,27 @@ def _engine_nuts(data, s: Settings) -> EngineResult:
                         f"{post.interval_method} equal-tailed interval; varying: {post.uncertainty}", [])
 
 
+#: Replicates of the model checks (199: with alpha = 0.05 a check warns at exactly 5% under the model).
+N_CHECK_REPLICATES = 199
+
+
+def run_checks(data, fit, s: Settings) -> tuple:
+    """Predictive checks of the fitted channel model (:func:`noisycal_bayes.diagnostics.model_checks`: parametric
+    bootstrap for EM, posterior predictive for NUTS) as JSON-ready rows ``{name, status, statistic, p_value,
+    detail}``; a design the checks do not cover gives one ``not_testable`` row saying why."""
+    from ..diagnostics import model_checks
+
+    try:
+        table = model_checks(data, fit, n_replicates=N_CHECK_REPLICATES, seed=s.seed).table
+    except ValueError as exc:
+        return ({"name": "posterior_predictive", "status": "not_testable", "statistic": None, "p_value": None,
+                 "detail": f"the checks do not apply here: {_one_line(exc)}"},)
+    rows = []
+    for r in table.to_dict(orient="records"):
+        rows.append({k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()})
+    return tuple(rows)
+
+
 #: Channel engines by ``method`` name: ``(data, Settings) -> EngineResult``.
 ENGINES = {"em": _engine_em, "nuts": _engine_nuts}
 
@@ -236,7 +258,8 @@ def collect_warnings(sink: list):
             sink.append(text)
 
 
-def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: list, clean_labels) -> Evaluation:
+def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: list, clean_labels,
+             checks=()) -> Evaluation:
     """The :class:`Evaluation` of one run: an engine's result, the point NC-ECE ``est`` (reference
     ``nc_ece`` at the point channel), the naive metrics, the recalibration rows and the caught warnings."""
     summary, notes = _nc_ece_summary(float(est.value), res.post, s, est.target if res.post is None else None,
@@ -255,4 +278,4 @@ def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: li
         edges=np.asarray(est.edges), naive=naive, diagnostics=_mcmc_diagnostics(res.fit),
         warnings=tuple(caught + list(res.notes) + notes), draws=draws, draws_label=label, level=s.level,
         bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
-        data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels))
+        data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels), checks=tuple(checks))

@@ -112,6 +112,10 @@ class Evaluation:
     recalibration : tuple of RecalibrationRow or None
         Held-out comparison of recalibration maps (``evaluate(..., recalibration=True)``).
     data, clean_labels : the evaluated AnnotationSet and optional clean labels (kept for the report).
+    checks : tuple of dict
+        Assumption checks of the channel model (``evaluate(..., checks=True)``, the default): one
+        ``{name, status ("pass" | "warn" | "not_testable"), statistic, p_value, detail}`` per check
+        (:func:`noisycal_bayes.diagnostics.model_checks`).
     """
 
     method: str
@@ -137,6 +141,12 @@ class Evaluation:
     recalibration: tuple | None = field(default=None, repr=False)
     data: object = field(default=None, repr=False, compare=False)
     clean_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
+    checks: tuple = ()
+
+    @property
+    def warned_checks(self) -> list:
+        """Names of the model checks that warned (the NC-ECE rests on a model the data question)."""
+        return [c["name"] for c in self.checks if c.get("status") == "warn"]
 
     def __getattr__(self, name):
         # Flat names of the former ``noisycal_bayes.report.Evaluation`` (now under ``nc_ece``).

@@ -195,6 +195,23 @@ def _interval_lines(nc) -> list:
     return out
 
 
+def _check_lines(ev) -> list:
+    """The "Assumption checks" section: one line per predictive check of the channel model, and a warning on
+    the NC-ECE when a check warned (the number rests on a model the data question)."""
+    checks = getattr(ev, "checks", ())
+    if not checks:
+        return []
+    out = ["", "Assumption checks (predictive checks of the channel model; docs/model_checks.md)"]
+    for c in checks:
+        p = "" if c.get("p_value") is None else f", p = {c['p_value']:.3f}"
+        out.append(f"  {c['name']}: {c['status']}{p}. {c.get('detail') or ''}".rstrip())
+    warned = [c["name"] for c in checks if c.get("status") == "warn"]
+    if warned:
+        out.append(f"  NC-ECE above assumes the channel model; the data question it ({', '.join(warned)} warned): "
+                   "read the interval as conditional on the model.")
+    return out
+
+
 def _headline(ev):
     """``("NC-ECE = 0.043", "(paper's plug-in estimate, ...); debiased estimate ...; interval ...")``."""
     nc = ev.nc_ece
@@ -227,7 +244,7 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
     out += ["", f"Annotator channels ({ev.method_detail})", _text_table(*_channel_rows(ev, truth_channel))]
     out += ["", "Calibration error (lower is better; naive metrics treat noisy labels as truth)",
             _text_table(*_calibration_rows(ev, oracle))]
-    out += _interval_lines(ev.nc_ece)
+    out += _interval_lines(ev.nc_ece) + _check_lines(ev)
     d = ev.diagnostics or {}
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
         out += ["", f"MCMC diagnostics: R-hat max {_num(d.get('rhat_max'))}, ESS min "
@@ -267,6 +284,9 @@ def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: s
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
         out += ["## Diagnostics", "", f"R-hat max {_num(d.get('rhat_max'))}, ESS min {_num(d.get('ess_min'), 0)}, "
                 f"divergences {d.get('divergences')}.", ""]
+    check_lines = _check_lines(ev)
+    if check_lines:
+        out += ["## Assumption checks", ""] + [f"- {line.strip()}" for line in check_lines[2:]] + [""]
     if ev.warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in ev.warnings] + [""]
     if figures:
@@ -347,7 +367,8 @@ def evaluation_to_dict(ev) -> dict:
     tpr_upper, gap, gap_lower, gap_upper — bounds null when not available); ``prevalence`` (per score
     group); ``naive`` {ece_majority, majority_ties, majority_ties_counted_as, smece_vote_fraction,
     ece_per_annotator (annotator -> ECE)}; ``diagnostics`` {rhat_max, ess_min, divergences, warnings};
-    ``reliability`` (one object per bin); ``settings`` {bins, groups, weights, seed}; ``n_items``;
+    ``reliability`` (one object per bin); ``settings`` {bins, groups, weights, seed}; ``checks`` (one
+    object per assumption check: name, status "pass" | "warn" | "not_testable", statistic, p_value, detail); ``n_items``;
     ``n_annotators``; ``schema_version``. NaN is written as null.
     """
     channels = []
@@ -378,6 +399,7 @@ def evaluation_to_dict(ev) -> dict:
         "reliability": ev.table.to_dict(orient="records"),
         "settings": {"bins": ev.bins, "groups": ev.groups, "weights": ev.weights, "seed": ev.seed,
                      "method_detail": ev.method_detail},
+        "checks": [dict(c) for c in getattr(ev, "checks", ())],
         "n_items": ev.n_items,
         "n_annotators": ev.n_annotators,
     }

@@ -13,7 +13,7 @@ import html
 from pathlib import PurePath
 
 from . import (_CAPTIONS, SCHEMA_VERSION, _calibration_rows, _channel_rows, _comparison_rows, _headline,
-               _html_table, _interval_lines, _num, _oracle, _recal_rows)
+               _html_table, _check_lines, _interval_lines, _num, _oracle, _recal_rows)
 
 __all__ = ["report_page"]
 
@@ -116,6 +116,9 @@ def report_page(ev, *, figures=None, truth=None, recalibration=None, comparison=
         _p("Lower is better. NC-ECE (noise-corrected) is the paper's plug-in estimate; the debiased estimate, "
            "when shown, is the number the interval is built around. The naive metrics treat the noisy labels "
            "as the truth and are biased.")))
+    check_lines = _check_lines(ev)
+    if check_lines:
+        parts.append(_section("checks", check_lines[1], *(_p(line.strip()) for line in check_lines[2:])))
     parts.append(_section("channels", "Annotator channels", _p(ev.method_detail + "."),
                           _html_table(*_channel_rows(ev, truth_channel))))
     if figures:
