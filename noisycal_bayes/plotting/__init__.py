@@ -5,8 +5,9 @@ registered with a GUI backend: call ``fig.savefig("x.png")`` to write one, or le
 Pass ``ax=`` (or ``axes=``) to draw into your own axes instead.
 """
 from .channels import channel_forest
+from .display import NoisyCalibrationDisplay
 from .posterior import nc_ece_posterior
 from .reliability import reliability_diagram, reliability_table
 from .sensitivity import gap_sensitivity
 
-__all__ = ["channel_forest", "gap_sensitivity", "nc_ece_posterior", "reliability_diagram", "reliability_table"]
+__all__ = ["NoisyCalibrationDisplay", "channel_forest", "gap_sensitivity", "nc_ece_posterior", "reliability_diagram", "reliability_table"]
