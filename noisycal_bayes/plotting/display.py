@@ -7,9 +7,9 @@ objects (``ax_``, ``figure_``, ``line_``, ...). The difference is what is on the
 **noise-corrected** frequency of each bin with its ``level`` interval band, drawn beside the naive curve
 of the majority vote (what a plain ``CalibrationDisplay`` of the voted labels would show).
 
-The per-bin numbers are not recomputed here: the corrected frequencies and bands come from
-:func:`noisycal_bayes.propagate.posterior_nc_ece` (or from an ``Evaluation``'s table), the naive curve
-from :func:`noisycal_bayes.plotting.reliability_table`.
+The per-bin numbers are not recomputed here: the corrected frequencies, bands and naive curve come from
+:func:`noisycal_bayes.propagate.posterior_reliability` (``from_predictions``) or from an ``Evaluation``'s
+table, with the naive curve of :func:`noisycal_bayes.plotting.reliability_table` (``from_evaluation``).
 """
 from __future__ import annotations
 
@@ -170,7 +170,8 @@ class NoisyCalibrationDisplay:
             Labels of shape (n_items, n_annotators).
         fit : FitResult or Channel
             ``fit_nuts(...)`` (posterior draws), ``fit_em(...)`` / ``fit_map(...)`` or a known Channel, as
-            :func:`noisycal_bayes.propagate.posterior_nc_ece` takes it (which computes the frequencies and bands).
+            :func:`noisycal_bayes.propagate.posterior_reliability` takes it (which computes the frequencies,
+            bands and the naive curve).
         bins : int or Binning, default 10
             Evaluation bins (an int means equal width).
         level : float, default 0.9
@@ -191,15 +192,18 @@ class NoisyCalibrationDisplay:
         NoisyCalibrationDisplay
             Already plotted.
         """
-        from ..propagate import posterior_nc_ece
+        from ..propagate import posterior_reliability
 
         if not hasattr(data, "with_scores") or not hasattr(data, "majority_vote"):
             raise ValueError(f"`data` must be an AnnotationSet (the annotators' labels); got {type(data).__name__}.")
         evaluated = data.with_scores(scores)
-        post = posterior_nc_ece(evaluated, fit, bins=bins, weights=weights, level=level, seed=seed, n_draws=n_draws)
-        table = post.table.rename(columns={"frequency_lower": "band_lower", "frequency_upper": "band_upper"})
-        naive = reliability_table(evaluated.scores, evaluated.majority_vote(ties=ties), post.edges)
-        disp = cls(table, post.edges, naive_table=naive, level=post.level, estimator_name=name,
+        rel = posterior_reliability(evaluated, fit, bins=bins, weights=weights, level=level, seed=seed,
+                                    n_draws=n_draws, ties=ties)
+        table = rel.rename(columns={"frequency_lower": "band_lower", "frequency_upper": "band_upper"})
+        naive = rel[["count", "mean_score", "majority_vote_frequency"]].rename(
+            columns={"majority_vote_frequency": "frequency"})
+        edges = np.append(rel["lower"].to_numpy(), rel["upper"].to_numpy()[-1])
+        disp = cls(table, edges, naive_table=naive, level=rel.attrs.get("level", level), estimator_name=name,
                    naive_name=_naive_name(evaluated, ties))
         return disp.plot(ax=ax, ref_line=ref_line)
 

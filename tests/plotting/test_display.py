@@ -93,6 +93,9 @@ def test_from_predictions_draws_the_propagated_table_and_plots_into_given_axes(s
     np.testing.assert_array_equal(disp.line_.get_ydata(), post.table["corrected_frequency"].to_numpy()[ok])
     np.testing.assert_array_equal(disp.band_lower, post.table["frequency_lower"].to_numpy()[ok])
     np.testing.assert_array_equal(disp.band_upper, post.table["frequency_upper"].to_numpy()[ok])
+    z = sim.data.scores
+    np.testing.assert_allclose(disp.naive_line_.get_ydata(),
+                               _bin_means(z, sim.data.majority_vote().astype(float), np.linspace(0, 1, 6)), rtol=1e-12)
     assert disp.ax_ is ax and disp.figure_ is fig
     assert disp.line_.get_label() == "model A: noise-corrected" and "model A" in ax.get_title()
 
