@@ -85,7 +85,8 @@ class NoisyCalibrationDisplay:
         self.edges, self.table = _edges_and_table(_with_edges(table, edges))
         n_bins = self.edges.size - 1
         if len(self.table) != n_bins:
-            raise ValueError(f"`table` has {len(self.table)} rows but `edges` define {n_bins} bins; pass one row per bin.")
+            raise ValueError(f"`table` has {len(self.table)} rows but `edges` define {n_bins} bins; pass one row per "
+                             "bin.")
         self.level = None if level is None else check_level(level)
         self.estimator_name = estimator_name
         self.naive_name = naive_name

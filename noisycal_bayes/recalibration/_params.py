@@ -66,23 +66,29 @@ class ParamsMixin:
         if not params:
             return self
         valid = self.get_params(deep=True)
-        unknown = sorted(k for k in params if k.partition("__")[0] not in valid)
+        # A nested name must be a parameter of the current sub-estimator (unless the same call replaces it).
+        unknown = sorted(k for k in params if k.partition("__")[0] not in valid
+                         or ("__" in k and k not in valid and k.partition("__")[0] not in params
+                             and hasattr(valid[k.partition("__")[0]], "get_params")))
         if unknown:
             raise ValueError(f"invalid parameter(s) {unknown} for {type(self).__name__}; valid parameters are "
-                             f"{self._get_param_names()}.")
-        nested = defaultdict(dict)
+                             f"{sorted(valid)}.")
+        # Check everything before changing anything, so that a failed call leaves the map as it was.
+        direct, nested = {}, defaultdict(dict)
         for key, value in params.items():
             name, sep, sub = key.partition("__")
-            if sep:
-                if not hasattr(valid[name], "set_params"):
-                    raise ValueError(f"{type(self).__name__}: parameter {name!r} is a {type(valid[name]).__name__}, "
-                                     f"not an estimator; {key!r} cannot set a sub-parameter of it.")
-                nested[name][sub] = value
-            else:
-                setattr(self, name, value)
-                valid[name] = value
+            if not sep:
+                direct[name] = value
+                continue
+            target = direct.get(name, valid[name])
+            if not hasattr(target, "set_params"):
+                raise ValueError(f"{type(self).__name__}: parameter {name!r} is a {type(target).__name__}, not an "
+                                 f"estimator; {key!r} cannot set a sub-parameter of it.")
+            nested[name][sub] = value
+        for name, value in direct.items():
+            setattr(self, name, value)
         for name, sub in nested.items():
-            valid[name].set_params(**sub)
+            getattr(self, name).set_params(**sub)
         return self
 
     def __repr__(self) -> str:

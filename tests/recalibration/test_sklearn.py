@@ -118,8 +118,25 @@ def test_set_params_names_every_unknown_parameter():
         TemperatureScaling().set_params(bound=(0.1, 1.0), foo=1)
     est = PlattScaling()
     with pytest.raises(ValueError, match="'alpha_bounds' is a tuple, not an estimator"):
-        est.set_params(alpha_bounds__low=0.5)
+        est.set_params(beta_bounds=(-1.0, 1.0), alpha_bounds__low=0.5)
     assert est.get_params() == PlattScaling().get_params(), "a failed set_params must leave the map unchanged"
+
+
+def test_set_params_reaches_a_nested_estimator():
+    """``name__sub`` sets a parameter of a parameter that is itself an estimator (as in scikit-learn)."""
+
+    class Holder(TemperatureScaling):
+        def __init__(self, *, inner=None, bounds=(0.05, 20.0)):
+            self.inner = inner
+            self.bounds = bounds
+
+    outer = Holder(inner=PlattScaling())
+    assert outer.get_params(deep=True)["inner__beta_bounds"] == PlattScaling().beta_bounds
+    assert "inner__beta_bounds" not in outer.get_params(deep=False)
+    assert outer.set_params(inner__beta_bounds=(-1.0, 1.0)) is outer
+    assert outer.inner.beta_bounds == (-1.0, 1.0)
+    with pytest.raises(ValueError, match=r"\['inner__nope'\]"):
+        outer.set_params(inner__nope=1)
 
 
 def test_repr_shows_only_changed_parameters_and_evaluates_back():
