@@ -22,6 +22,7 @@ from ..data import AnnotationSet, Binning, as_binning
 from ..reference.recalibration import (PLATT_ALPHA_BOUNDS, PLATT_BETA_BOUNDS, TEMPERATURE_BOUNDS,
                                        corrected_item_labels, fit_platt, fit_projected_histogram, fit_temperature,
                                        predict_histogram, predict_platt, predict_temperature)
+from ._params import ParamsMixin
 
 _FORMAT_VERSION = 1
 
@@ -67,10 +68,9 @@ def _jsonable(x):
     return x
 
 
-class _Map:
-    """Shared plumbing: parameter storage, fitted checks, JSON round trip."""
+class _Map(ParamsMixin):
+    """Shared plumbing: scikit-learn's parameter protocol (:class:`ParamsMixin`), fitted checks, JSON round trip."""
 
-    _param_names: tuple = ()
     _fitted_names: tuple = ()
     # Fitted attributes restored as float arrays by from_dict (other lists become tuples).
     _array_names: frozenset = frozenset({"weights_", "edges_", "bin_values_", "raw_means_", "counts_"})
@@ -79,15 +79,8 @@ class _Map:
         if not hasattr(self, self._fitted_names[0]):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first.")
 
-    def get_params(self) -> dict:
-        return {k: getattr(self, k) for k in self._param_names}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
     def _params_to_json(self) -> dict:
-        return {k: _jsonable(v) for k, v in self.get_params().items()}
+        return {k: _jsonable(v) for k, v in self.get_params(deep=False).items()}
 
     @classmethod
     def _params_from_json(cls, params: dict) -> dict:
@@ -108,7 +101,7 @@ class _Map:
             raise ValueError("expected a dict from `to_dict()` with keys 'class', 'params' and 'fitted'.")
         if d["class"] != cls.__name__:
             raise ValueError(f"this dict describes a {d['class']}, not a {cls.__name__}; use map_from_dict().")
-        unknown = set(d["params"]) - set(cls._param_names)
+        unknown = set(d["params"]) - set(cls._get_param_names())
         if unknown:
             raise ValueError(f"unknown parameters {sorted(unknown)} for {cls.__name__}.")
         obj = cls(**cls._params_from_json(d["params"]))
@@ -152,7 +145,6 @@ class TemperatureScaling(_Map):
     True
     """
 
-    _param_names = ("bounds",)
     _fitted_names = ("temperature_", "loss_", "on_boundary_", "fit_kind_", "weights_", "n_items_")
 
     def __init__(self, *, bounds=TEMPERATURE_BOUNDS):
@@ -213,7 +205,6 @@ class PlattScaling(_Map):
     1.0
     """
 
-    _param_names = ("alpha_bounds", "beta_bounds")
     _fitted_names = ("alpha_", "beta_", "loss_", "on_boundary_", "boundary_params_", "converged_", "fit_kind_",
                      "weights_", "n_items_")
 
@@ -262,7 +253,6 @@ class ProjectedHistogram(_Map):
     [0.5, 1.0]
     """
 
-    _param_names = ("bins",)
     _fitted_names = ("edges_", "bin_values_", "raw_means_", "counts_", "empty_bins_", "clipped_bins_", "fit_kind_",
                      "weights_", "n_items_")
 

@@ -30,6 +30,7 @@ from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
 from ..propagate.draws import check_fit, extract_draws, output_index
 from ..warnings import BoundaryWarning
+from ._params import ParamsMixin
 from .maps import NotFittedError
 
 #: Default temperature box ``[T_min, T_max]`` (the same as the point map's).
@@ -49,7 +50,7 @@ def _logits(scores) -> np.ndarray:
         return np.asarray(clipped_logit(check_scores(scores)), dtype=np.float64)
 
 
-class _PosteriorMap(ABC):
+class _PosteriorMap(ParamsMixin, ABC):
     """Shared plumbing: fitted checks and the summaries of ``predict_draws`` (abstract: each map defines it)."""
 
     _fitted_attr = "n_draws_"
@@ -73,12 +74,6 @@ class _PosteriorMap(ABC):
         lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2], axis=0)
         return lo, hi
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-    def get_params(self) -> dict:
-        return {k: getattr(self, k) for k in self._param_names}
 
 
 def _check_data(data, func):
@@ -102,7 +97,6 @@ class _ThinnedDrawsMap(_PosteriorMap):
     """A map read off a fit's posterior draws, thinned to ``n_draws`` by
     :func:`noisycal_bayes.propagate.draws.thin_index` (more than the fit has cycles through them)."""
 
-    _param_names = ("n_draws",)
 
     def __init__(self, *, n_draws=None):
         self.n_draws = n_draws
@@ -373,7 +367,6 @@ class PosteriorTemperature(_PosteriorMap):
     True
     """
 
-    _param_names = ("bounds", "weights", "bootstrap", "n_draws", "seed")
 
     def __init__(self, *, bounds=TEMPERATURE_BOUNDS, weights="iv", bootstrap: bool = True, n_draws=None,
                  seed: int = 0):
