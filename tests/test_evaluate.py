@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from noisycal_bayes import Binning, Evaluation, evaluate, fit_em, nc_ece, simulate_annotations
+from noisycal_bayes import AnnotationSet, Binning, Evaluation, evaluate, fit_em, nc_ece, simulate_annotations
 from noisycal_bayes.cli import main
 from noisycal_bayes.data.loaders import load_annotations_csv
 
@@ -245,3 +245,45 @@ def test_bad_data(sim):
         evaluate(sim.data, method="em", clean_labels=[0, 1])
     with pytest.raises(ValueError, match="`clean_labels` must be 0 or 1"):
         evaluate(sim.data, method="em", clean_labels=np.full(400, 2))
+
+
+# ------------------------------------------------------------------------------------------ assumption checks
+def test_checks_are_those_of_model_checks_on_the_route_s_fit(sim, ev_em, ev_nuts):
+    # An independent route: model_checks on the same EM fit and seed gives the rows evaluate() reports.
+    from noisycal_bayes.diagnostics import CHECK_NAMES, model_checks
+    from noisycal_bayes.evaluation.engines import N_CHECK_REPLICATES
+
+    fit = fit_em(sim.data, model="grouped", groups=Binning.equal_mass(GROUPS), n_starts=10, seed=SEED)
+    table = model_checks(sim.data, fit, n_replicates=N_CHECK_REPLICATES, seed=SEED).table
+    assert [c["name"] for c in ev_em.checks] == list(table["name"]) == list(CHECK_NAMES)
+    for row, c in zip(table.itertuples(index=False), ev_em.checks):
+        assert c["status"] == row.status and c["status"] in ("pass", "warn", "not_testable")
+        if row.status != "not_testable":
+            assert c["p_value"] == pytest.approx(row.p_value, rel=1e-12)
+            assert c["statistic"] == pytest.approx(row.statistic, rel=1e-9)
+    # Both routes report the same checks, by name, in the JSON and in the text.
+    assert [c["name"] for c in ev_nuts.checks] == list(CHECK_NAMES)
+    assert json.loads(ev_em.to_json())["checks"] == [dict(c) for c in ev_em.checks]
+    text = ev_em.summary()
+    assert "Assumption checks" in text and all(f"{name}: " in text for name in CHECK_NAMES)
+
+
+def test_a_warning_check_is_said_under_the_nc_ece():
+    # Score-dependent noise (annotator 0's false-positive rate rises with the score) breaks the channel model;
+    # the posterior-predictive check must warn at n = 20,000 (issue 17's power setting) and the text says so.
+    rng = np.random.default_rng(11)
+    n = 20000
+    z = rng.beta(1, 1, n)
+    y = rng.random(n) < z
+    fpr = np.column_stack([0.02 + 0.3 * z, np.full(n, 0.1), np.full(n, 0.15)])
+    tpr = np.array([0.9, 0.8, 0.85])
+    labels = np.where(y[:, None], rng.random((n, 3)) < tpr, rng.random((n, 3)) < fpr).astype(int)
+    data = AnnotationSet.from_wide(labels, z)
+    ev = evaluate(data, method="em", n_boot=0, seed=0)
+    assert "posterior_predictive" in ev.warned_checks
+    assert "the data question it" in ev.summary()
+
+
+def test_checks_can_be_turned_off(sim):
+    ev = evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=0, checks=False)
+    assert ev.checks == () and json.loads(ev.to_json())["checks"] == [] and "Assumption checks" not in ev.summary()
