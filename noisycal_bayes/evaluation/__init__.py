@@ -125,5 +125,5 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         est = nc_ece(data, res.fit.channel, bins=Binning.equal_width(s.bins), weights=s.weights)
         naive = naive_calibration(data, bins=s.bins, clean_labels=clean_labels)
         recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels))
-        model_rows = run_checks(data, res.fit, s) if s.checks else ()
-    return assemble(data, s, res, est, naive, recal, caught, clean_labels, model_rows)
+        checks = run_checks(data, res.fit, s) if s.checks else ((), None)
+    return assemble(data, s, res, est, naive, recal, caught, clean_labels, checks)

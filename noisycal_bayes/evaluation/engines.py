@@ -168,21 +168,22 @@ def _engine_nuts(data, s: Settings) -> EngineResult:
 N_CHECK_REPLICATES = 199
 
 
-def run_checks(data, fit, s: Settings) -> tuple:
+def run_checks(data, fit, s: Settings):
     """Predictive checks of the fitted channel model (:func:`noisycal_bayes.diagnostics.model_checks`: parametric
-    bootstrap for EM, posterior predictive for NUTS) as JSON-ready rows ``{name, status, statistic, p_value,
-    detail}``; a design the checks do not cover gives one ``not_testable`` row saying why."""
+    bootstrap for EM, posterior predictive for NUTS): ``(rows, checks)`` with JSON-ready rows ``{name, status,
+    statistic, p_value, detail}`` and the :class:`~noisycal_bayes.diagnostics.ModelChecks` (None when the
+    checks do not cover the design: then one ``not_testable`` row says why)."""
     from ..diagnostics import model_checks
 
     try:
-        table = model_checks(data, fit, n_replicates=N_CHECK_REPLICATES, seed=s.seed).table
+        checks = model_checks(data, fit, n_replicates=N_CHECK_REPLICATES, seed=s.seed)
     except ValueError as exc:
         return ({"name": "posterior_predictive", "status": "not_testable", "statistic": None, "p_value": None,
-                 "detail": f"the checks do not apply here: {_one_line(exc)}"},)
+                 "detail": f"the checks do not apply here: {_one_line(exc)}"},), None
     rows = []
-    for r in table.to_dict(orient="records"):
+    for r in checks.table.to_dict(orient="records"):
         rows.append({k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()})
-    return tuple(rows)
+    return tuple(rows), checks
 
 
 #: Channel engines by ``method`` name: ``(data, Settings) -> EngineResult``.
@@ -259,7 +260,7 @@ def collect_warnings(sink: list):
 
 
 def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: list, clean_labels,
-             checks=()) -> Evaluation:
+             checks=((), None)) -> Evaluation:
     """The :class:`Evaluation` of one run: an engine's result, the point NC-ECE ``est`` (reference
     ``nc_ece`` at the point channel), the naive metrics, the recalibration rows and the caught warnings."""
     summary, notes = _nc_ece_summary(float(est.value), res.post, s, est.target if res.post is None else None,
@@ -278,4 +279,5 @@ def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: li
         edges=np.asarray(est.edges), naive=naive, diagnostics=_mcmc_diagnostics(res.fit),
         warnings=tuple(caught + list(res.notes) + notes), draws=draws, draws_label=label, level=s.level,
         bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
-        data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels), checks=tuple(checks))
+        data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels), checks=tuple(checks[0]),
+        model_checks=checks[1])

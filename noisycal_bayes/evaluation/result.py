@@ -116,6 +116,8 @@ class Evaluation:
         Assumption checks of the channel model (``evaluate(..., checks=True)``, the default): one
         ``{name, status ("pass" | "warn" | "not_testable"), statistic, p_value, detail}`` per check
         (:func:`noisycal_bayes.diagnostics.model_checks`).
+    model_checks : ModelChecks or None
+        The checks themselves (residuals per cell, ``.plot()``: the report's ``checks.png``).
     """
 
     method: str
@@ -142,6 +144,7 @@ class Evaluation:
     data: object = field(default=None, repr=False, compare=False)
     clean_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
     checks: tuple = ()
+    model_checks: object = field(default=None, repr=False, compare=False)
 
     @property
     def warned_checks(self) -> list:

@@ -336,6 +336,8 @@ _CAPTIONS = {
     "gap_sensitivity.png": "How NC-ECE and its interval would change if every annotator's gap were scaled by the "
                            "factor on the x axis (1 = as estimated): a steep curve means the answer hinges on "
                            "the channel estimates.",
+    "checks.png": "Standardized residuals of the channel model's predictive check per (score group, response "
+                  "pattern) cell: large values show where the data disagree with the model (docs/model_checks.md).",
     "nc_ece.png": "Distribution of the calibration error (bootstrap replicates or posterior draws) with the "
                   "estimate and its interval.",
 }
@@ -465,6 +467,9 @@ def _figures(ev, data, truth) -> dict:
                 res = sweep(data, ev.channel, bins=Binning.from_edges(ev.edges), weights=ev.weights, level=ev.level,
                             seed=ev.seed)
             figs["gap_sensitivity.png"] = gap_sensitivity(res)
+    checks = getattr(ev, "model_checks", None)
+    if checks is not None and len(checks.residuals):
+        figs["checks.png"] = checks.plot(title="Model check: standardized residuals per (score group, pattern) cell")
     if ev.draws is not None and np.size(ev.draws):
         oracle = None if truth is None else getattr(ev.naive, "clean_ece", None)
         nc = ev.nc_ece
