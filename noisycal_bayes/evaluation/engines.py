@@ -175,7 +175,7 @@ def run_checks(data, fit, s: Settings) -> tuple:
     from ..diagnostics import model_checks
 
     try:
-        table = model_checks(data, fit, n_replicates=N_CHECK_REPLICATES, seed=s.seed).table
+        table = model_checks(data, fit, n_replicates=N_CHECK_REPLICATES, seed=s.seed, progress_bar=s.progress_bar).table
     except ValueError as exc:
         return ({"name": "posterior_predictive", "status": "not_testable", "statistic": None, "p_value": None,
                  "detail": f"the checks do not apply here: {_one_line(exc)}"},)
