@@ -52,6 +52,7 @@ from scipy import integrate, stats  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from noisycal_bayes._progress import progress  # noqa: E402
 from noisycal_bayes.data import Binning  # noqa: E402
 from noisycal_bayes.inference.bootstrap import bootstrap_em  # noqa: E402
 from noisycal_bayes.inference.em import fit_em  # noqa: E402
@@ -356,6 +357,7 @@ def main(argv=None):
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--from-json", default=None, help="rewrite the docs table from a saved run (no simulation)")
     ap.add_argument("--em-reps", type=int, default=80, help="data sets per setting that also get the EM route")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar (shown only when stderr is a terminal)")
     ap.add_argument("--em-route-only", action="store_true",
                     help="run only the EM route on the first --em-reps data sets of each setting and merge it into "
                          "the saved run at --out (the other columns are not rerun)")
@@ -376,7 +378,7 @@ def main(argv=None):
     records, t_start = [], time.time()
     for name in args.settings:
         t_set = time.time()
-        for rep in range(args.reps):
+        for rep in progress(range(args.reps), enabled=not args.no_progress, desc=f"coverage {name}"):
             records.append(run_rep(name, rep, with_reference=rep < args.ref_reps, with_em_route=rep < args.em_reps))
         print(f"{name}: {args.reps} reps in {time.time() - t_set:.0f} s", flush=True)
         summary = summarise(records)

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 # Lowest first. Names in one tuple share a layer and must not import each other.
 LAYERS = (
-    ("_validation", "warnings"),
+    ("_validation", "warnings", "_progress"),
     ("data",),
     ("simulate",),
     ("core",),

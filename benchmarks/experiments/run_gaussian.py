@@ -36,13 +36,16 @@ def main(argv=None):
     p.add_argument("--n-warmup", type=int, default=300)
     p.add_argument("--n-draws", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown only when stderr is a terminal)")
     a = p.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     big = max(a.sizes)
-    rows = gaussian_recalibration(sizes=[s for s in a.sizes if s != big], n_reps=a.reps, seed=a.seed)
+    rows = gaussian_recalibration(sizes=[s for s in a.sizes if s != big], n_reps=a.reps, seed=a.seed,
+                                  progress_bar=not a.no_progress)
     rows_big = gaussian_recalibration(sizes=[big], n_reps=a.reps, bayes=a.bayes_reps > 0, bayes_reps=a.bayes_reps,
-                                      n_warmup=a.n_warmup, n_draws=a.n_draws, seed=a.seed)
+                                      n_warmup=a.n_warmup, n_draws=a.n_draws, seed=a.seed,
+                                      progress_bar=not a.no_progress)
     import pandas as pd
 
     rows = pd.concat([rows, rows_big], ignore_index=True)

@@ -36,6 +36,7 @@ OUT = ROOT / "benchmarks" / "results"
 import pandas as pd  # noqa: E402
 
 from _provenance import code_version  # noqa: E402  (this folder is on sys.path when run as a script)
+from noisycal_bayes._progress import progress  # noqa: E402
 from noisycal_bayes.experiments.tabular import (DATASETS, N_ANNOTATORS, PREDICTORS, REGIMES,  # noqa: E402
                                                 summarise_tabular, tabular_recalibration)
 
@@ -51,13 +52,14 @@ def main(argv=None):
     p.add_argument("--bayes-only", action="store_true")
     p.add_argument("--bayes-regimes", nargs="+", default=list(REGIMES))
     p.add_argument("--merge", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown only when stderr is a terminal)")
     a = p.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     if a.bayes_only:
         rows = tabular_recalibration(seeds=range(a.bayes_seeds), n_starts=a.n_starts, point=False, bayes=True,
                                      bayes_seeds=a.bayes_seeds, regimes=a.bayes_regimes, n_warmup=a.n_warmup,
-                                     n_draws=a.n_draws, seed=a.seed)
+                                     n_draws=a.n_draws, seed=a.seed, progress_bar=not a.no_progress)
         rows.to_csv(OUT / "experiments_tabular_bayes_rows.csv", index=False)
         (OUT / "experiments_tabular_bayes.json").write_text(json.dumps(
             dict(bayes_seeds=a.bayes_seeds, bayes_regimes=a.bayes_regimes, n_warmup=a.n_warmup, n_draws=a.n_draws,
@@ -88,7 +90,7 @@ def main(argv=None):
     # point rows seed by seed, then the (slower) Bayesian rows for the first seeds
     jobs = [(s, True, False) for s in range(a.seeds)] + [(s, False, True) for s in range(min(a.bayes_seeds, a.seeds))]
     seeds_done, bayes_done = 0, 0
-    for s, point, bayes in jobs:
+    for s, point, bayes in progress(jobs, enabled=not a.no_progress, desc="tabular jobs (seed, rows)"):
         parts.append(tabular_recalibration(seeds=[s], n_starts=a.n_starts, point=point, bayes=bayes,
                                            bayes_seeds=a.bayes_seeds, n_warmup=a.n_warmup, n_draws=a.n_draws,
                                            seed=a.seed))

@@ -42,12 +42,14 @@ def main(argv=None):
                    help="reuse the Bayesian rows (repetitions < --bayes-reps) of an earlier rows CSV run with the same "
                         "--seed, --n-warmup and --n-draws instead of refitting them (each repetition's data and NUTS "
                         "seed depend only on (seed, condition, N, rep), so the rows are the ones a refit would give)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown only when stderr is a terminal)")
     a = p.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     refit = a.bayes_reps > 0 and a.bayes_rows is None
     table1_rows = toy_ece(conditions=CONDITIONS, sizes=(8000,), n_reps=a.reps, bayes=refit,
-                          bayes_reps=a.bayes_reps, n_warmup=a.n_warmup, n_draws=a.n_draws, seed=a.seed)
+                          bayes_reps=a.bayes_reps, n_warmup=a.n_warmup, n_draws=a.n_draws, seed=a.seed,
+                          progress_bar=not a.no_progress)
     if a.bayes_rows is not None:
         old = pd.read_csv(a.bayes_rows)
         old = old[(old["estimator"] == "bayes") & (old["rep"] < a.bayes_reps) & (old["n_items"] == 8000)]

@@ -48,6 +48,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from .._progress import progress
+
 #: Default rate at which each check warns when the model is right (its p-value is at most ``alpha``).
 ALPHA = 0.05
 #: Cells with a smaller fitted expected count are pooled (Cochran's rule for Pearson's X^2).
@@ -381,7 +383,7 @@ def _params(fit):
 
 # ------------------------------------------------------------------ the function
 def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: float = ALPHA,
-                 min_expected: float = MIN_EXPECTED) -> ModelChecks:
+                 min_expected: float = MIN_EXPECTED, progress_bar: bool = False) -> ModelChecks:
     """Predictive checks of a fitted grouped channel model: cell counts, pairwise and per-annotator agreement.
 
     Parameters
@@ -401,6 +403,9 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
         A check warns when its p-value is at most ``alpha``.
     min_expected : float, default 5
         Cells with a smaller fitted expected count are pooled (module docstring).
+    progress_bar : bool, default False
+        EM / MAP: a bar over the bootstrap refits, shown only when stderr is a terminal; the result is the same
+        either way. (NUTS replicates are drawn in one vectorised step and need none.)
 
     Returns
     -------
@@ -489,7 +494,8 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
         replicated = _x2(reps, expected_draws, pooled, n_pooled)
         observed_disc = _x2(np.broadcast_to(observed, reps.shape), expected_draws, pooled, n_pooled)
     else:
-        reps, refits = _bootstrap(fit, draw, probs[0], cell_pat, cell_group, n_replicates)
+        reps, refits = _bootstrap(fit, draw, probs[0], cell_pat, cell_group, n_replicates,
+                                   progress_bar=progress_bar)
         ok = np.array([r is not None for r in refits])
         n_failed = int(np.sum(~ok))
         reps = reps[ok]
@@ -580,7 +586,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
                        min_expected=min_expected, status=status, reason=reason, settings=settings)
 
 
-def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates):
+def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates, *, progress_bar=False):
     """Parametric bootstrap: replicate counts from the estimate and an EM refit of each (warm-started there).
 
     Returns ``(reps (B, n_cells), refits)`` with ``refits[b] = (fpr, tpr, prevalence)`` or None if it failed.
@@ -609,7 +615,7 @@ def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates):
              np.asarray(fit.point["prevalence"]).reshape(1, -1))
     reps = np.stack([draw(p_hat) for _ in range(n_replicates)])
     refits = []
-    for rep in reps:
+    for rep in progress(reps, enabled=progress_bar, desc="model checks (bootstrap refits)"):
         counts = np.concatenate([rep, np.zeros(patterns.shape[0] - n_cells)])
         out = run_em(dataclasses.replace(inp, counts=counts), n_starts=1, seed=0, starts=start,
                      max_iter=int(s.get("max_iter", 1000)), tol=float(s.get("tol", 1e-8)), min_gap=0.0,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._progress import progress
 from .._validation import _preview, check_level, check_positive_int, check_weights
 from ..core import x64
 from ..core.weights import annotator_noise_variance, weights_for_labels
@@ -279,7 +280,8 @@ class GapSensitivity:
 def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = "perturb",
                     factors=(0.5, 0.75, 1.0, 1.25, 1.5), gaps=(0.15, 0.3, 0.5, 0.7), n_items: int = 2000,
                     n_annotators: int = 3, curve="overconfident", n_reps: int = 10, bins=10, weights="iv",
-                    level: float = 0.9, n_draws: int = 400, method: str = "latent", seed: int = 0) -> GapSensitivity:
+                    level: float = 0.9, n_draws: int = 400, method: str = "latent", seed: int = 0,
+                    progress_bar: bool = False) -> GapSensitivity:
     """Sweep the channel gap and report how NC-ECE and its interval respond (table; plot it with
     :func:`noisycal_bayes.plotting.gap_sensitivity`).
 
@@ -306,6 +308,9 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
         tracked (with the EM fit, i.e. channels treated as known). ``mode="perturb"`` always uses the
         plug-in (perturbed channels have no prevalences).
     seed : int, default 0
+    progress_bar : bool, default False
+        A bar over the factors (``"perturb"``) or the simulated data sets (``"simulate"``), shown only when
+        stderr is a terminal; the result is the same either way.
 
     Returns
     -------
@@ -329,7 +334,7 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
     n_draws = check_positive_int(n_draws, name="n_draws")
     common = dict(bins=bins, weights=weights, level=level, n_draws=n_draws, seed=seed)
     if mode == "perturb":
-        return _perturb_sweep(data, fit, func, factors=factors, **common)
+        return _perturb_sweep(data, fit, func, factors=factors, progress_bar=progress_bar, **common)
     if mode != "simulate":
         raise ValueError(f"{func}: `mode` must be 'perturb' or 'simulate'; got {mode!r}.")
     if method not in ("latent", "plugin"):
@@ -339,9 +344,10 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
         raise ValueError(f"{func}: `gaps` must lie in (0, 1); got {list(np.atleast_1d(g))}.")
     n_reps = check_positive_int(n_reps, name="n_reps")
     n_annotators = check_positive_int(n_annotators, name="n_annotators", minimum=2)
+    runs = [(a, gap, r) for a, gap in enumerate(g) for r in range(n_reps)]
     reps = [_simulated_replicate(gap, r, seed + 1000 * a + r, n_items=n_items, n_annotators=n_annotators,
                                  curve=curve, method=method, **{k: v for k, v in common.items() if k != "seed"})
-            for a, gap in enumerate(g) for r in range(n_reps)]
+            for a, gap, r in progress(runs, enabled=progress_bar, desc="gap sensitivity (simulated data sets)")]
     rep_df = pd.DataFrame(reps)
     table = pd.DataFrame([_summarise_gap(gap, grp) for gap, grp in rep_df.groupby("gap", sort=True)])
     return GapSensitivity(table, rep_df, "simulate", level,
@@ -349,7 +355,8 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
                                n_reps=n_reps, bins=bins, weights=weights, n_draws=n_draws, seed=seed, method=method))
 
 
-def _perturb_sweep(data, fit, func, *, factors, bins, weights, level, n_draws, seed) -> GapSensitivity:
+def _perturb_sweep(data, fit, func, *, factors, bins, weights, level, n_draws, seed,
+                   progress_bar=False) -> GapSensitivity:
     """``mode="perturb"``: scale the fitted gaps and recompute the plug-in NC-ECE with the channels as known."""
     if not isinstance(data, AnnotationSet) or fit is None:
         raise ValueError(f"{func}: mode='perturb' needs `data` (an AnnotationSet) and `fit` (a FitResult or "
@@ -360,7 +367,7 @@ def _perturb_sweep(data, fit, func, *, factors, bins, weights, level, n_draws, s
     src = extract_draws(check_fit(fit, func, allow_channel=True))
     fpr0, gap0 = src.fpr.mean(axis=0), src.gap.mean(axis=0)
     rows = []
-    for k, fac in enumerate(f):
+    for k, fac in progress(list(enumerate(f)), enabled=progress_bar, desc="gap sensitivity (factors)"):
         gap = np.minimum(fac * gap0, 1 - 1e-9 - fpr0)
         ch = Channel(fpr0, fpr0 + gap, tuple(data.annotator_ids))
         with warnings.catch_warnings():

@@ -176,7 +176,7 @@ def run_checks(data, fit, s: Settings):
     from ..diagnostics import model_checks
 
     try:
-        checks = model_checks(data, fit, n_replicates=N_CHECK_REPLICATES, seed=s.seed)
+        checks = model_checks(data, fit, n_replicates=N_CHECK_REPLICATES, seed=s.seed, progress_bar=s.progress_bar)
     except ValueError as exc:
         return ({"name": "posterior_predictive", "status": "not_testable", "statistic": None, "p_value": None,
                  "detail": f"the checks do not apply here: {_one_line(exc)}"},), None

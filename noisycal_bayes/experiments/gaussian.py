@@ -27,6 +27,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .._progress import progress
 from ..data import AnnotationSet, Binning, Channel
 from ..reference import fit_em
 from ..reference.recalibration import corrected_item_labels
@@ -66,7 +67,7 @@ def _metrics(p, y, m):
 
 def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, maps=MAPS, bayes: bool = False,
                            bayes_reps: int | None = None, n_warmup: int = 300, n_draws: int = 300,
-                           level: float = 0.9, seed: int = 0) -> pd.DataFrame:
+                           level: float = 0.9, seed: int = 0, progress_bar: bool = False) -> pd.DataFrame:
     """Run the Gaussian recalibration experiment; one row per (n_items, rep, map, fit).
 
     Parameters
@@ -78,6 +79,9 @@ def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, m
     bayes, bayes_reps, n_warmup, n_draws, level : the Bayesian rows (module docstring), for the first
         ``bayes_reps`` repetitions of each size
     seed : int; repetition ``r`` of size ``n`` uses ``SeedSequence([seed, n, r])``
+    progress_bar : bool, default False
+        A bar over the repetitions of each cell, shown only when stderr is a terminal; the rows are the same
+        either way.
 
     Returns
     -------
@@ -87,7 +91,7 @@ def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, m
     """
     rows = []
     for n in sizes:
-        for r in range(n_reps):
+        for r in progress(range(n_reps), enabled=progress_bar, desc=f"gaussian n={int(n)}"):
             s = int(np.random.SeedSequence([seed, int(n), r]).generate_state(1)[0])
             data, y, m = simulate_gaussian(int(n), fpr=fpr, tpr=tpr, seed=s)
             perm = np.random.default_rng(s).permutation(int(n))

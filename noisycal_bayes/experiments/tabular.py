@@ -38,6 +38,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .._progress import progress
 from ..data import AnnotationSet
 from ..reference import ece, fit_em
 from ..reference.recalibration import corrected_item_labels
@@ -176,7 +177,7 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
                           regimes=tuple(REGIMES), n_seeds: int = 10, seeds=None, fractions=(0.4, 0.3, 0.3), maps=MAPS,
                           n_starts: int = 5, point: bool = True, bayes: bool = False, bayes_seeds: int = 1, bayes_n_annotators=(3,),
                           n_warmup: int = 300, n_draws: int = 300, level: float = 0.9,
-                          seed: int = 0) -> pd.DataFrame:
+                          seed: int = 0, progress_bar: bool = False) -> pd.DataFrame:
     """Run the semi-synthetic tabular experiment; one row per (dataset, seed, predictor, J, regime, method).
 
     Parameters
@@ -203,6 +204,9 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
         (J, regime) cell are keyed by J's and the regime's place in :data:`N_ANNOTATORS` / :data:`REGIMES`,
         and data sets and predictors by their place in :data:`DATASETS` / :data:`PREDICTORS`, so a run on
         a subset of data sets, predictors, counts or regimes reproduces the same cells of the full run
+    progress_bar : bool, default False
+        A bar over the seeds of each data set, shown only when stderr is a terminal; the rows are the same
+        either way.
 
     Returns
     -------
@@ -221,7 +225,8 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
     for name in datasets:
         X, y = load_tabular(name)
         di = list(DATASETS).index(name)
-        for s in (range(n_seeds) if seeds is None else seeds):
+        seed_list = list(range(n_seeds) if seeds is None else seeds)
+        for s in progress(seed_list, enabled=progress_bar, desc=f"tabular {name}"):
             ss = np.random.SeedSequence([seed, di, s])
             split_seed, pred_seed, noise_seed = (int(q.generate_state(1)[0]) for q in ss.spawn(3))
             tr, fi, te = _split(y, fractions, np.random.default_rng(split_seed))

@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .._progress import progress
 from ..reference import fit_em, nc_ece, nc_ece_cross_fit, nc_ece_reuse, nc_ece_split
 from ..simulate import CURVES, simulate_annotations
 from ._common import N_BINS, N_GROUPS, mc_summary, population_binned_ece
@@ -42,7 +43,7 @@ def _estimator(n_starts):
 def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, tpr=TPR,
             estimators=ESTIMATORS, n_starts: int = 5, n_folds: int = 5, bayes: bool = False,
             bayes_reps: int | None = None, n_warmup: int = 500, n_draws: int = 500, level: float = 0.9,
-            seed: int = 0) -> pd.DataFrame:
+            seed: int = 0, progress_bar: bool = False) -> pd.DataFrame:
     """Run the toy ECE-estimation experiment; one row per (condition, n_items, repetition, estimator).
 
     Parameters
@@ -63,6 +64,9 @@ def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, t
     seed : int
         Repetition ``r`` of cell ``(c, n)`` uses ``numpy`` seed ``(seed, c, n, r)`` for the data and the
         split / folds.
+    progress_bar : bool, default False
+        A bar over the repetitions of each cell, shown only when stderr is a terminal; the rows are the same
+        either way.
 
     Returns
     -------
@@ -79,7 +83,7 @@ def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, t
     for ci, cond in enumerate(conditions):
         target = population_binned_ece(CURVES[cond], n_bins=N_BINS)
         for n in sizes:
-            for r in range(n_reps):
+            for r in progress(range(n_reps), enabled=progress_bar, desc=f"toy {cond}, n={int(n)}"):
                 rep_seed = np.random.SeedSequence([seed, ci, int(n), r])
                 data_seed, split_seed = (int(s.generate_state(1)[0]) for s in rep_seed.spawn(2))
                 sim = simulate_annotations(int(n), fpr=fpr, tpr=tpr, curve=cond, seed=data_seed)

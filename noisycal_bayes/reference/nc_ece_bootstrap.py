@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._progress import progress
 from .._validation import _preview, check_level, check_positive_int, deprecated_attribute
 from ..data import AnnotationSet, as_binning
 from ..warnings import IdentifiabilityWarning
@@ -95,7 +96,8 @@ class BootstrapNCECEResult:
 
 
 def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, level: float = 0.9, bins=10,
-                     weights="iv", method: str = "percentile", seed: int = 0) -> BootstrapNCECEResult:
+                     weights="iv", method: str = "percentile", seed: int = 0,
+                     progress_bar: bool = False) -> BootstrapNCECEResult:
     """Nonparametric bootstrap over items for NC-ECE, re-estimating the channels in each replicate.
 
     Each replicate draws ``n_items`` items with replacement (``numpy.random.default_rng(seed)``), calls
@@ -118,6 +120,8 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     weights : rule name or array of shape (n_annotators,)
     method : {"percentile", "basic"}
     seed : int
+    progress_bar : bool, default False
+        A bar over the replicates, shown only when stderr is a terminal; the result is the same either way.
 
     Returns
     -------
@@ -145,7 +149,8 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     edges = as_binning(bins).edges_for(z)
     channel, converged = _fit_or_raise(estimator, data, data.n_annotators, "the full sample")
     full_sample = nc_ece(data, channel, weights=rule, edges=edges)
-    values, reasons, caught, n_unconverged = _replicates(data, z, edges, estimator, rule, n_boot, seed)
+    values, reasons, caught, n_unconverged = _replicates(data, z, edges, estimator, rule, n_boot, seed,
+                                                         progress_bar=progress_bar)
     for category, (count, first) in caught.items():
         warnings.warn(f"{count} warning(s) of this kind inside the {n_boot} bootstrap replicates; first: {first}",
                       category, stacklevel=2)
@@ -168,7 +173,7 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     )
 
 
-def _replicates(data: AnnotationSet, z, edges, estimator, rule, n_boot: int, seed: int):
+def _replicates(data: AnnotationSet, z, edges, estimator, rule, n_boot: int, seed: int, *, progress_bar=False):
     """NC-ECE of every bootstrap replicate whose channels could be estimated.
 
     Returns ``(values, failure reasons (Counter), {warning category: (count, first message)}, n_unconverged)``;
@@ -179,7 +184,7 @@ def _replicates(data: AnnotationSet, z, edges, estimator, rule, n_boot: int, see
     rep_ids = np.arange(n).astype(object)
     values, reasons, caught, first_message = [], Counter(), Counter(), {}
     n_unconverged = 0
-    for _ in range(n_boot):
+    for _ in progress(range(n_boot), enabled=progress_bar, desc="bootstrap NC-ECE"):
         rows = rng.integers(0, n, size=n)
         labels = data.labels[rows]
         empty = ~(labels >= 0).any(axis=0)

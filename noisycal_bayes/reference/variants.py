@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._progress import progress
 from .._validation import check_positive_int
 from ..data import AnnotationSet, as_binning
 from ..warnings import DataWarning
@@ -198,7 +199,7 @@ def nc_ece_reuse(data: AnnotationSet, *, estimator=None, bins, weights="iv") -> 
 
 
 def nc_ece_cross_fit(data: AnnotationSet, *, estimator=None, n_folds: int = 5, bins=10, weights="iv",
-                     seed: int = 0) -> NCECEVariantResult:
+                     seed: int = 0, progress_bar: bool = False) -> NCECEVariantResult:
     """Cross-fitted NC-ECE on one common evaluation partition (paper §3, Appendix C.4).
 
     The edges are computed ONCE from all scores. Items are split at random (``seed``) into
@@ -215,6 +216,8 @@ def nc_ece_cross_fit(data: AnnotationSet, *, estimator=None, n_folds: int = 5, b
     bins : int or Binning
     weights : rule name or array of shape (n_annotators,)
     seed : int
+    progress_bar : bool, default False
+        A bar over the folds, shown only when stderr is a terminal; the result is the same either way.
 
     Returns
     -------
@@ -247,7 +250,7 @@ def nc_ece_cross_fit(data: AnnotationSet, *, estimator=None, n_folds: int = 5, b
     fold[perm] = np.arange(n) % n_folds
     channels, ws, rows, n_unconverged = [], [], [], 0
     total = np.zeros((3, n_bins))
-    for k in range(n_folds):
+    for k in progress(range(n_folds), enabled=progress_bar, desc="cross-fit folds"):
         train = np.flatnonzero(fold != k)
         test = np.flatnonzero(fold == k)
         where = f"the training part of fold {k}"
