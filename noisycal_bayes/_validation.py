@@ -263,3 +263,8 @@ def check_em_settings(n_starts, max_iter, tol, min_gap):
     if not (np.isfinite(min_gap) and 0 <= min_gap < 1):
         raise ValueError(f"`min_gap` must lie in [0, 1); got {min_gap!r}.")
     return n_starts, max_iter, tol, min_gap
+
+
+def one_line(text) -> str:
+    """``text`` as one line (white space folded): for messages that must stay on one terminal line."""
+    return " ".join(str(text).split())

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .data import Binning
 from .evaluation import ENGINES, MAPS, EngineResult, _map_classes, collect_warnings, describe_map, evaluate
+from ._validation import one_line as _one_line
 
 __all__ = ["ENGINES", "EngineResult", "Options", "build_parser", "main"]
 
@@ -48,9 +49,6 @@ class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         raise CommandError(f"{message} (see `{self.prog} --help`)")
 
-
-def _one_line(text) -> str:
-    return " ".join(str(text).split())
 
 
 # ============================================================================================ options

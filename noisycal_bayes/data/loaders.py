@@ -30,6 +30,7 @@ import pandas as pd
 
 from .annotations import AnnotationSet
 from .channel import Channel
+from .._validation import one_line as _one_line
 
 __all__ = ["demo_paths", "load_annotations_csv", "load_demo", "load_scores_csv", "read_table"]
 
@@ -61,9 +62,6 @@ class _Table:
         out = f"{self.path}, line {self.lines[row]}"
         return out if column is None else f"{out}, column '{column}'"
 
-
-def _one_line(text) -> str:
-    return " ".join(str(text).split())
 
 
 def read_table(path) -> _Table:

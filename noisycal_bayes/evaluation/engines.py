@@ -15,14 +15,12 @@ import numpy as np
 
 from ..data.binning import DEFAULT_GROUPS
 from .result import Evaluation, NCECESummary
+from .._validation import one_line as _one_line
 
 __all__ = ["ENGINES", "METHODS", "EngineResult", "Settings", "collect_warnings"]
 
 METHODS = ("nuts", "em")
 
-
-def _one_line(text) -> str:
-    return " ".join(str(text).split())
 
 
 @dataclass(frozen=True)
