@@ -9,6 +9,7 @@ import pandas as pd
 
 from .._validation import _preview, check_binary_labels, check_scores
 from ..warnings import DataWarning
+from .responses import Responses
 
 MISSING = -1
 
@@ -43,6 +44,9 @@ class AnnotationSet:
         Classifier scores ``Z_i`` in [0, 1]. Read-only.
     item_ids : ndarray of shape (n_items,), object
     annotator_ids : ndarray of shape (n_annotators,), object
+    gold : ndarray of shape (n_items,), int8, or None
+        Known clean labels for some items (say a biopsy-confirmed subset): 0 or 1, -1 where unknown.
+        They enter the fits as observed latent labels. Read-only.
 
     Examples
     --------
@@ -57,6 +61,7 @@ class AnnotationSet:
     scores: np.ndarray | None
     item_ids: np.ndarray
     annotator_ids: np.ndarray
+    gold: np.ndarray | None = None
 
     def __post_init__(self):
         labels = np.asarray(self.labels)
@@ -97,6 +102,8 @@ class AnnotationSet:
             if z.shape != (n,):
                 raise ValueError(f"`scores` must have shape ({n},); got {z.shape}.")
             object.__setattr__(self, "scores", _readonly(z))
+        if self.gold is not None:
+            object.__setattr__(self, "gold", _readonly(_check_gold(self.gold, self.item_ids)))
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -349,6 +356,20 @@ class AnnotationSet:
         return self.labels.shape[1]
 
     @property
+    def responses(self) -> Responses:
+        """The labels as sparse (item, annotator, label) triples, sorted by item then annotator.
+
+        ``item`` and ``annotator`` are int32 positions into :attr:`item_ids` / :attr:`annotator_ids`,
+        ``label`` int8 in {0, 1}; shape (n_responses,) each.
+        """
+        ii, jj = np.nonzero(self.observed)
+        return Responses(ii.astype(np.int32), jj.astype(np.int32), self.labels[ii, jj].astype(np.int8))
+
+    @property
+    def n_responses(self) -> int:
+        return int(self.observed.sum())
+
+    @property
     def observed(self) -> np.ndarray:
         """Boolean mask (n_items, n_annotators) of observed responses."""
         return self.labels != MISSING
@@ -384,11 +405,12 @@ class AnnotationSet:
         lab = self.labels[idx]
         keep = (lab != MISSING).any(axis=0)
         return AnnotationSet(lab[:, keep], None if self.scores is None else self.scores[idx],
-                             self.item_ids[idx], self.annotator_ids[keep])
+                             self.item_ids[idx], self.annotator_ids[keep], None if self.gold is None else self.gold[idx])
 
     def with_scores(self, scores) -> "AnnotationSet":
         """The same labels with new scores of shape (n_items,)."""
-        return AnnotationSet(self.labels, check_scores(scores, ids=self.item_ids), self.item_ids, self.annotator_ids)
+        return AnnotationSet(self.labels, check_scores(scores, ids=self.item_ids), self.item_ids, self.annotator_ids,
+                             self.gold)
 
     def majority_vote(self, *, ties: str = "positive") -> np.ndarray:
         """Majority label per item, shape (n_items,); ties broken by ``ties`` in {"positive", "negative"}."""
@@ -413,6 +435,21 @@ class AnnotationSet:
         n_obs = int(self.observed.sum())
         return (f"AnnotationSet(n_items={self.n_items}, n_annotators={self.n_annotators}, "
                 f"n_labels={n_obs}, scores={'yes' if self.scores is not None else 'no'})")
+
+
+def _check_gold(gold, item_ids) -> np.ndarray:
+    """Gold labels of shape (n_items,): 0, 1, or -1 / NaN where unknown; offending items named."""
+    raw = np.asarray(gold, dtype=object)
+    if raw.shape != (len(item_ids),):
+        raise ValueError(f"`gold` must have shape ({len(item_ids)},), one entry per item (-1 or NaN where unknown); "
+                         f"got {raw.shape}.")
+    values = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=np.float64)
+    values = np.where(pd.isna(raw), -1.0, values)
+    bad = ~np.isin(values, (-1.0, 0.0, 1.0))
+    if bad.any():
+        raise ValueError(f"`gold` must hold 0, 1, or -1/NaN for unknown; got {_preview(pd.unique(raw[bad])[:5])} "
+                         f"at items {_preview(np.asarray(item_ids)[bad])}.")
+    return values.astype(np.int8)
 
 
 def _align_scores(scores, item_ids: np.ndarray, *, item: str = "item", score: str = "score") -> np.ndarray:
