@@ -1,0 +1,227 @@
+"""EM on sparse responses held in a Dask dataframe: :func:`fit_em_dask` (needs the ``dask`` extra).
+
+For crowds too large for one machine's memory. The data are partitioned by item (every response of an item in
+one partition) and each partition is read once into arrays kept in the workers' memory (``persist``). An
+iteration is one round: each partition runs the E-step on its items (:func:`noisycal_bayes.core.sparse.sparse_e_step`)
+and returns its log-likelihood and the M-step's sums (per annotator ``sum w T A``, ``sum w T``, ``sum w (1 - T) A``,
+``sum w (1 - T)``; per group ``sum T`` and the item count), a few kilobytes; the driver adds them and takes the
+M-step. So the driver never holds the responses, and the result equals the in-memory sparse EM from the same
+start, iterate by iterate (up to the order of floating-point sums).
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+import pandas as pd
+
+from ..core import x64
+from ..core.em import log_prior
+from ..core.sparse import sparse_e_step
+from ..data.binning import Binning, bin_index
+from ..data.responses import Responses
+from ..models.priors import em_prior_counts
+
+__all__ = ["fit_em_dask", "m_step_from_sums"]
+
+# Compiled once per partition shape (in each worker), then every round reuses it.
+_e_step = jax.jit(sparse_e_step)
+
+
+def m_step_from_sums(sums: np.ndarray, group_sums: np.ndarray, prior=None):
+    """``(fpr, tpr, prevalence)`` from the reduced sums of :func:`fit_em_dask`.
+
+    ``sums`` (4, J): per annotator ``sum T A``, ``sum T``, ``sum (1 - T) A``, ``sum (1 - T)`` over its responses;
+    ``group_sums`` (2, G): per group ``sum T`` and the number of items. ``prior`` as in
+    :func:`noisycal_bayes.core.sparse.sparse_m_step` (the same formulas).
+    """
+    (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpr = (sums[0] + at - 1) / (sums[1] + at + bt - 2)
+        fpr = (sums[2] + af - 1) / (sums[3] + af + bf - 2)
+        prev = (group_sums[0] + ap - 1) / (group_sums[1] + ap + bp - 2)
+    return fpr, tpr, prev
+
+
+def _partition_arrays(frame: pd.DataFrame, *, item, annotator, label, score, gold, ann_index, edges):
+    """The responses of one partition as local arrays (items numbered from 0 within the partition)."""
+    if len(frame) == 0:
+        return None
+    codes, uniques = pd.factorize(frame[item], sort=False)
+    ann = frame[annotator].map(ann_index)
+    if ann.isna().any():
+        unknown = pd.unique(frame[annotator][ann.isna()])[:5]
+        raise ValueError(f"annotators {list(unknown)} are not in `annotators`.")
+    lab = pd.to_numeric(frame[label], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isin(lab, (0.0, 1.0))
+    if bad.any():
+        raise ValueError(f"`{label}` must be 0 or 1; got {list(pd.unique(frame[label][bad])[:5])} for items "
+                         f"{list(pd.unique(frame[item][bad])[:5])}.")
+    n_local = len(uniques)
+    out = {"item": codes.astype(np.int32), "annotator": ann.to_numpy(dtype=np.int32), "label": lab.astype(np.int8),
+           "n_items": n_local, "group": np.zeros(n_local, np.int32), "gold": None,
+           "vote": np.bincount(codes, weights=lab, minlength=n_local) / np.bincount(codes, minlength=n_local)}
+    if edges is not None:
+        z = pd.to_numeric(frame[score], errors="coerce").to_numpy(dtype=np.float64)
+        first = np.full(n_local, np.nan)
+        first[codes[::-1]] = z[::-1]
+        if np.any(np.abs(z - first[codes]) > 0) or np.isnan(z).any():
+            raise ValueError(f"every response of an item must carry the same finite score in `{score}`; not so for "
+                             f"items {list(pd.unique(frame[item][np.isnan(z) | (z != first[codes])])[:5])}.")
+        out["group"] = bin_index(first, edges).astype(np.int32)
+    if gold is not None:
+        g = pd.to_numeric(frame[gold], errors="coerce").to_numpy(dtype=np.float64)
+        g = np.where(np.isnan(g), -1.0, g)
+        if not np.isin(g, (-1.0, 0.0, 1.0)).all():
+            raise ValueError(f"`{gold}` must be 0, 1 or missing; got {list(pd.unique(frame[gold][~np.isin(g, (-1, 0, 1))])[:5])}.")
+        per_item = np.full(n_local, -1.0)
+        per_item[codes] = g  # gold is one value per item: a conflict is an error
+        if np.any(g != per_item[codes]):
+            raise ValueError(f"items with conflicting `{gold}` values: "
+                             f"{list(pd.unique(frame[item][g != per_item[codes]])[:5])}.")
+        out["gold"] = per_item.astype(np.int8)
+    return out
+
+
+def _partition_round(arrs, theta, n_annotators: int, n_groups: int):
+    """``(loglik, sums (4, J), group_sums (2, G))`` of one partition; ``theta=None`` uses the vote fraction as T."""
+    if arrs is None:
+        return 0.0, np.zeros((4, n_annotators)), np.zeros((2, n_groups))
+    item, ann, lab = arrs["item"], arrs["annotator"], arrs["label"].astype(np.float64)
+    if theta is None:
+        ll, t = 0.0, arrs["vote"]
+        if arrs["gold"] is not None:
+            t = np.where(arrs["gold"] >= 0, arrs["gold"], t)
+    else:
+        fpr, tpr, prev = theta
+        with x64():
+            ll, t = _e_step(Responses(item, ann, arrs["label"]), arrs["group"], fpr, tpr, prev, gold=arrs["gold"])
+        ll, t = float(ll), np.asarray(t)
+    w1 = t[item]
+    w0 = 1.0 - w1
+    sums = np.stack([np.bincount(ann, w1 * lab, n_annotators), np.bincount(ann, w1, n_annotators),
+                     np.bincount(ann, w0 * lab, n_annotators), np.bincount(ann, w0, n_annotators)])
+    groups = np.stack([np.bincount(arrs["group"], t, n_groups),
+                       np.bincount(arrs["group"], minlength=n_groups).astype(np.float64)])
+    return ll, sums, groups
+
+
+def _sorted_unique(values) -> list:
+    values = list(values)
+    try:
+        return sorted(values)
+    except TypeError:
+        return values
+
+
+def fit_em_dask(ddf, *, item: str = "item", annotator: str = "annotator", label: str = "label", score: str | None = None,
+                gold: str | None = None, groups=None, prior=None, max_iter: int = 1000, tol: float = 1e-8,
+                partitioned_by_item: bool = False, annotators=None) -> dict:
+    """EM for the (grouped) Dawid-Skene model on a Dask dataframe of responses, one round per iteration.
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+        Long layout, one row per response: ``item``, ``annotator``, ``label`` (0/1), optionally ``score``
+        (the same for every row of an item) and ``gold`` (an item's known clean label, missing where unknown).
+        Repeated (item, annotator) responses are kept, each a conditionally independent response.
+    groups : Binning or None, default None
+        None: one prevalence (Dawid-Skene). A :class:`~noisycal_bayes.Binning` (fixed edges, equal width or equal
+        mass; equal mass costs one pass bringing one score per item to the driver): one prevalence per score
+        group (the grouped model; needs ``score``).
+    prior : None or Prior
+        As in :func:`~noisycal_bayes.fit_em` (MAP by Beta pseudo-counts).
+    max_iter, tol : int, float
+        The EM rule of :func:`~noisycal_bayes.fit_em`: stop when the parameters and the objective both move by
+        at most ``tol``.
+    partitioned_by_item : bool, default False
+        The partitions already hold every response of their items (e.g. data written per item range): skips
+        the shuffle. Checked: the partitions' item counts must add up to the number of distinct items.
+    annotators : sequence, optional
+        The annotator ids (skips one pass to collect them).
+
+    Returns
+    -------
+    dict
+        ``fpr``, ``tpr`` (J,), ``prevalence`` (G,), ``annotator_ids``, ``edges`` (or None), ``loglik``,
+        ``objective``, ``n_iter``, ``converged``, ``trace`` (objective per iteration), ``n_items``,
+        ``n_responses``, ``n_partitions``, ``label_exchanged`` and ``seconds``.
+
+    Notes
+    -----
+    One start, from the vote fraction of each item (the classic Dawid-Skene start: crowd-kit's too), not the
+    random multi-start of :func:`~noisycal_bayes.fit_em`: every extra start costs full passes over the data.
+    Orientation at the crowd's level: if the label-count-weighted mean gap comes out negative, the labels are
+    exchanged (``Y <-> 1 - Y``: ``fpr, tpr, pi -> tpr, fpr, 1 - pi``), which leaves the likelihood unchanged; single
+    annotators keep gaps of any sign. Use it when the responses do not fit in memory (the in-memory sparse EM is
+    faster whenever they do); on a distributed cluster call it with a ``distributed.Client`` active.
+    """
+    import dask
+
+    started = time.perf_counter()
+    prior_counts = em_prior_counts(prior)
+    need = [item, annotator, label] + [c for c in (score, gold) if c is not None]
+    missing = [c for c in need if c not in ddf.columns]
+    if missing:
+        raise ValueError(f"the dataframe is missing column(s) {missing}; it has {list(ddf.columns)}.")
+    if groups is not None and score is None:
+        raise ValueError("score groups need a score column: pass `score=`.")
+    if groups is not None and not isinstance(groups, Binning):
+        raise ValueError(f"`groups` must be None or a Binning (e.g. Binning.equal_mass(5)); got {groups!r}.")
+    ddf = ddf[need]
+    ann_ids = _sorted_unique(ddf[annotator].dropna().unique().compute().tolist()) if annotators is None else list(annotators)
+    ann_index = {a: k for k, a in enumerate(ann_ids)}
+    edges = None
+    if groups is not None:
+        item_scores = None
+        if groups.kind == "equal_mass":
+            item_scores = pd.to_numeric(ddf[[item, score]].drop_duplicates(subset=[item])[score].compute(),
+                                        errors="coerce").to_numpy(dtype=np.float64)
+        edges = np.asarray(groups.edges_for(item_scores), dtype=np.float64)
+    if not partitioned_by_item:
+        ddf = ddf.shuffle(on=item)
+    parts = [dask.delayed(_partition_arrays)(p, item=item, annotator=annotator, label=label, score=score, gold=gold,
+                                             ann_index=ann_index, edges=edges) for p in ddf.to_delayed()]
+    parts = dask.persist(*parts)
+    n_items = sum(dask.compute(*[dask.delayed(lambda a: 0 if a is None else a["n_items"])(p) for p in parts]))
+    if partitioned_by_item:
+        distinct = int(ddf[item].nunique().compute())
+        if distinct != n_items:
+            raise ValueError(f"`partitioned_by_item=True` but items are split across partitions ({n_items} "
+                             f"partition-items for {distinct} distinct items): drop the flag to shuffle by item.")
+    n_ann = len(ann_ids)
+    n_groups = 1 if edges is None else len(edges) - 1
+
+    def one_round(theta):
+        out = dask.compute(*[dask.delayed(_partition_round)(p, theta, n_ann, n_groups) for p in parts])
+        return (sum(o[0] for o in out), sum(o[1] for o in out), sum(o[2] for o in out))
+
+    _, sums, gsums = one_round(None)
+    n_responses = int(round(sums[1].sum() + sums[3].sum()))
+    theta = m_step_from_sums(sums, gsums, prior_counts)
+    objective, trace, converged, n_iter = -np.inf, [], False, 0
+    for n_iter in range(1, max_iter + 1):
+        ll, sums, gsums = one_round(theta)
+        obj = ll + float(log_prior(theta, prior_counts))
+        new = m_step_from_sums(sums, gsums, prior_counts)
+        trace.append(obj)
+        step = max(np.max(np.abs(a - b)) for a, b in zip(new, theta))
+        done = step <= tol and abs(obj - objective) <= tol * (1.0 + abs(obj))
+        theta, objective = new, obj
+        if not np.all([np.isfinite(v).all() for v in theta]):
+            break
+        if done:
+            converged = True
+            break
+    loglik, _, _ = one_round(theta)
+    fpr, tpr, prev = theta
+    n_labels = sums[1] + sums[3]
+    exchanged = bool(np.sum(n_labels * (tpr - fpr)) < 0)
+    if exchanged:
+        fpr, tpr, prev = tpr, fpr, 1 - prev
+    return {"fpr": fpr, "tpr": tpr, "prevalence": prev, "annotator_ids": ann_ids, "edges": edges,
+            "loglik": float(loglik), "objective": float(loglik + float(log_prior(theta, prior_counts))),
+            "n_iter": n_iter, "converged": converged, "trace": np.asarray(trace), "n_items": int(n_items),
+            "n_responses": n_responses, "n_partitions": len(parts), "label_exchanged": exchanged,
+            "seconds": time.perf_counter() - started}
