@@ -193,10 +193,11 @@ def test_long_nan_label_is_named():
         AnnotationSet.from_long(bad)
 
 
-def test_long_duplicate_pairs_are_named():
+def test_long_repeated_pairs_are_named_when_refused():
     bad = pd.concat([_long(), pd.DataFrame({"item": [20], "annotator": ["b"], "label": [1]})], ignore_index=True)
-    with pytest.raises(ValueError, match=re.escape("duplicate (item, annotator) pairs [(20, 'b')]")):
-        AnnotationSet.from_long(bad)
+    with pytest.raises(ValueError, match=re.escape("1 repeated (item, annotator) pair [(20, 'b')]: an annotator "
+                                                   "labelled the same item more than once")):
+        AnnotationSet.from_long(bad, repeated="error")
 
 
 def test_long_missing_columns_raise_value_error_not_key_error():
