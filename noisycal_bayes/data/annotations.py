@@ -237,21 +237,14 @@ class AnnotationSet:
         """Build from checked positions (in range, integer) and 0/1 labels; sorts, handles repeats."""
         if n_items * n_annotators >= 2 ** 62:
             raise ValueError(f"{n_items} items x {n_annotators} annotators is too large to index pairs with int64.")
-        for what, codes, n, ids in (("items", item, n_items, item_ids), ("annotators", annotator, n_annotators,
-                                                                            annotator_ids)):
-            empty = np.bincount(codes, minlength=n) == 0
-            if empty.any():
-                named = np.asarray(ids, dtype=object)[empty]
-                raise ValueError(f"{what} {_preview(named)} have no response. Drop them, or check the "
-                                 f"{'item' if what == 'items' else 'annotator'} positions / ids.")
         key, order = sort_responses(item, annotator, label, n_annotators)
         later, starts = repeated_runs(key)
         n_repeated = starts.size
         if n_repeated and repeated == "error":
             raise ValueError(f"{_describe_repeats(key, starts, n_annotators, item_ids, annotator_ids, names)}: an "
-                             "annotator labelled the same item more than once. Pass repeated='keep' to use every label (each a "
-                             "conditionally independent response given the clean label) or repeated='first' to keep "
-                             "the first.")
+                             "annotator labelled the same item more than once. Pass repeated='keep' to use every label "
+                             "(each a conditionally independent response given the clean label) or repeated='first' "
+                             "to keep the first.")
         if n_repeated and repeated == "first":
             keep = ~later
             key = key[keep]
@@ -267,6 +260,13 @@ class AnnotationSet:
             it = (key // n_annotators).astype(np.int32)
             an = (key - it.astype(np.int64) * n_annotators).astype(np.int32)
             lab = np.asarray(label)[order].astype(np.int8, copy=False)
+        for what, codes, n, ids in (("items", it, n_items, item_ids), ("annotators", an, n_annotators, annotator_ids)):
+            # After the sort: counting sorted item positions is cache friendly.
+            empty = np.bincount(codes, minlength=n) == 0
+            if empty.any():
+                named = np.asarray(ids, dtype=object)[empty]
+                raise ValueError(f"{what} {_preview(named)} have no response. Drop them, or check the "
+                                 f"{'item' if what == 'items' else 'annotator'} positions / ids.")
         n_pairs = key.size - int(later.sum()) if n_repeated else key.size
         obj = cls.__new__(cls)
         obj._setup(Responses(_frozen(it), _frozen(an), _frozen(lab)), n_items, n_annotators, n_repeated=n_repeated,

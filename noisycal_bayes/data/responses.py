@@ -66,19 +66,30 @@ def sort_responses(item: np.ndarray, annotator: np.ndarray, label: np.ndarray, n
         Positions of the input in sorted order, None when the input was already sorted (nothing moved).
     """
     key = pair_keys(item, annotator, n_annotators)
-    if key.size < 2 or bool(np.all(key[1:] >= key[:-1])):
+    n = key.size
+    if n < 2 or bool(np.all(key[1:] >= key[:-1])):
         return key, None  # already in order (what simulators and sorted files give): O(n), no copy
-    # An unstable introsort is about twice as fast as a stable sort on 1e7 int64 keys; only the order within
-    # runs of equal keys (repeated pairs) can differ from a stable sort, and it is restored just below.
+    idx_bits = int(n - 1).bit_length()
+    if int(key.max()).bit_length() + idx_bits <= 63:
+        # Pack the input position into the low bits and sort values, not indices: np.sort is 4-5x faster
+        # than np.argsort on 1e7 int64 here, and ties (repeated pairs) come out in input order for free.
+        packed = key
+        packed <<= idx_bits
+        packed |= np.arange(n, dtype=np.int64)
+        packed.sort()
+        order = packed & ((1 << idx_bits) - 1)
+        packed >>= idx_bits
+        return packed, order
+    # Keys too wide to pack: an unstable introsort of the keys, then input order restored within runs of
+    # equal keys (repeated pairs), the only places where it can differ from a stable sort.
     order = np.argsort(key)
     key = key[order]
     same = key[1:] == key[:-1]
     if same.any():
-        in_run = np.zeros(key.size, dtype=bool)
+        in_run = np.zeros(n, dtype=bool)
         in_run[1:] |= same
         in_run[:-1] |= same
         pos = np.flatnonzero(in_run)
-        # Within each run (same key), input order: sort the few repeated positions by (key, input position).
         order[pos] = order[pos][np.lexsort((order[pos], key[pos]))]
     return key, order
 
