@@ -264,9 +264,12 @@ class AnnotationSet:
             # After the sort: counting sorted item positions is cache friendly.
             empty = np.bincount(codes, minlength=n) == 0
             if empty.any():
-                named = np.asarray(ids, dtype=object)[empty]
-                raise ValueError(f"{what} {_preview(named)} have no response. Drop them, or check the "
-                                 f"{'item' if what == 'items' else 'annotator'} positions / ids.")
+                named = _preview(np.asarray(ids, dtype=object)[empty])
+                if what == "items":
+                    raise ValueError(f"items {named} have no label from any annotator. Drop them (or lower "
+                                     "`n_items`) before building the AnnotationSet.")
+                raise ValueError(f"annotators {named} did not label any item. Drop them (or lower `n_annotators`), "
+                                 "or check the annotator column.")
         n_pairs = key.size - int(later.sum()) if n_repeated else key.size
         obj = cls.__new__(cls)
         obj._setup(Responses(_frozen(it), _frozen(an), _frozen(lab)), n_items, n_annotators, n_repeated=n_repeated,
@@ -601,8 +604,8 @@ class AnnotationSet:
                 raise ValueError(
                     f"this AnnotationSet has {_describe_repeats(key, starts, self._n_annotators, self.item_ids, self.annotator_ids)}"
                     ", and the dense `labels` matrix holds one label per pair. Use `.responses` (every label, as "
-                    "(item, annotator, label) triples), or build the set with repeated='first' to keep the first "
-                    "label of each pair.")
+                    "(item, annotator, label) triples), or build the set with repeated='first' (command line: "
+                    "--repeated first) to keep the first label of each pair.")
             dense = np.full((self._n_items, self._n_annotators), MISSING, dtype=np.int8)
             item, ann, lab = self._responses
             dense[item, ann] = lab

@@ -131,7 +131,7 @@ def test_bad_annotation_files_raise_one_line_errors(tmp_path, case):
     ann.write_bytes(ann_text.encode("latin-1"))
     sc = write(tmp_path, "sc.csv", sc_text)
     with pytest.raises(ValueError) as info:
-        load_annotations_csv(ann, sc)
+        load_annotations_csv(ann, sc, repeated="error")  # repeated pairs are refused only when asked
     msg = str(info.value)
     assert "\n" not in msg
     for piece in pieces:
@@ -144,7 +144,7 @@ def test_bad_score_files_raise_one_line_errors(tmp_path, case):
     ann = write(tmp_path, "ann.csv", LONG)
     sc = write(tmp_path, "sc.csv", sc_text)
     with pytest.raises(ValueError) as info:
-        load_annotations_csv(ann, sc)
+        load_annotations_csv(ann, sc, repeated="error")  # repeated pairs are refused only when asked
     msg = str(info.value)
     assert "\n" not in msg
     for piece in pieces:
@@ -271,7 +271,7 @@ def test_crowdkit_aliases_only_stand_in_for_absent_default_columns(tmp_path):
 ])
 def test_crowdkit_file_errors_name_file_line_and_column(tmp_path, text, where):
     with pytest.raises(ValueError, match=re.escape(where)):
-        load_annotations_csv(write(tmp_path, "ck.csv", text))
+        load_annotations_csv(write(tmp_path, "ck.csv", text), repeated="error")
 
 
 def test_crowdkit_scores_file_errors_name_file_line_and_column(tmp_path):
