@@ -228,6 +228,8 @@ class AnnotationSet:
             _check_unique_ids(annotator_ids, "annotator_ids")
         if isinstance(scores, pd.Series):
             scores = _align_scores(scores, np.asarray(item_ids, dtype=object))
+        if isinstance(gold, (pd.Series, dict)):
+            gold = _gold_vector(gold, np.asarray(item_ids, dtype=object))
         return cls._from_codes(it, an, lab, n_items, n_annotators, scores=scores, item_ids=item_ids,
                                annotator_ids=annotator_ids, gold=gold, repeated=repeated)
 
