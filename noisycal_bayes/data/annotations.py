@@ -985,8 +985,8 @@ def _gold_from_column(values: pd.Series, item_codes: np.ndarray, item_ids: np.nd
     given = np.bincount(codes, minlength=n)
     conflict = (ones > 0) & (ones < given)
     if conflict.any():
-        raise ValueError(f"{item} {_preview(item_ids[conflict])} have conflicting gold labels (both 0 and 1) in "
-                         f"column `{column}`: give each item one gold label.")
+        raise ValueError(f"conflicting gold labels (both 0 and 1) in column `{column}` for {item} "
+                         f"{_preview(item_ids[conflict])}: give each item one gold label.")
     gold = np.full(n, -1, dtype=np.int8)
     gold[given > 0] = (ones[given > 0] > 0).astype(np.int8)
     return gold
