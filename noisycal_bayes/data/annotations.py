@@ -147,6 +147,13 @@ class AnnotationSet:
     def __delattr__(self, name):
         raise FrozenInstanceError(f"cannot delete field {name!r}: an AnnotationSet is immutable.")
 
+    def __setstate__(self, state):
+        # Unpickling restores the arrays writeable: freeze them again.
+        self.__dict__.update(state)
+        for value in list(state.values()) + list(state["_responses"]):
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_responses(cls, item, annotator, label, *, n_items=None, n_annotators=None, scores=None, item_ids=None,

@@ -4,6 +4,7 @@ Every expectation is computed by an independent route: a Python loop over the ce
 stable NumPy sort, pandas group-bys, or a hand-written example.
 """
 import dataclasses
+import pickle
 import re
 import tracemalloc
 
@@ -284,3 +285,13 @@ def test_the_set_is_immutable_and_with_scores_shares_the_responses():
     assert scored.responses is data.responses and data.scores is None
     with pytest.raises(ValueError, match=r"`scores` must have shape \(2,\)"):
         data.with_scores([0.1, 0.2, 0.3])
+
+
+def test_pickle_round_trip_keeps_everything_read_only():
+    data = AnnotationSet.from_responses(ITEM, ANN, LAB, scores=[0.1, 0.5, 0.9], gold=[1, -1, 0])
+    back = pickle.loads(pickle.dumps(data))
+    assert repr(back) == repr(data) and back.gold.tolist() == [1, -1, 0]
+    for a, b in zip(back.responses, data.responses):
+        np.testing.assert_array_equal(a, b)
+        assert not a.flags.writeable
+    assert not back.scores.flags.writeable and not back.item_ids.flags.writeable
