@@ -23,9 +23,13 @@ def _plain(value):
 def _preview(values, limit: int = 8) -> str:
     """Format the first ``limit`` offending entries as ``[a, b, ...]`` for error messages."""
     # NumPy scalars print as ``np.str_('yes')`` / ``np.int64(4)`` under NumPy 2; show the plain value.
-    values = [_plain(v) for v in values]
-    head = ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values[:limit])
-    more = f", ... ({len(values)} in all)" if len(values) > limit else ""
+    # Only the shown entries are converted: an error path may hand over millions of offending entries.
+    if not hasattr(values, "__getitem__") or isinstance(values, dict):
+        values = list(values)  # sets, dict views, generators
+    n = len(values)
+    shown = [_plain(v) for v in list(values[:limit])]
+    head = ", ".join(repr(v) if isinstance(v, str) else str(v) for v in shown)
+    more = f", ... ({n} in all)" if n > limit else ""
     return f"[{head}{more}]"
 
 

@@ -3,6 +3,7 @@
     noisycal-bayes demo [--out DIR]
     noisycal-bayes evaluate ANNOTATIONS.csv --scores SCORES.csv [--bins 10] [--groups 5]
                             [--method nuts|em] [--seed 0] [--out DIR] [--json FILE]
+                            [--gold COLUMN | --gold-file GOLD.csv] [--repeated keep|first|error]
     noisycal-bayes recalibrate ANNOTATIONS.csv --scores SCORES.csv --map temperature|platt|histogram
                             --save MAP.json
     noisycal-bayes apply MAP.json SCORES.csv [--out FILE]
@@ -177,7 +178,23 @@ def _load(args, notes: list):
         annotators = None if args.annotators is None else [a.strip() for a in args.annotators.split(",") if a.strip()]
         return load_annotations_csv(args.annotations, args.scores, layout=args.layout, item=args.item_col,
                                     annotator=args.annotator_col, label=args.label_col, score=args.score_col,
-                                    annotators=annotators)
+                                    annotators=annotators, gold=args.gold, gold_path=args.gold_file,
+                                    repeated=args.repeated)
+
+
+def _data_line(data) -> str:
+    """One line describing the loaded data (``AnnotationSet.summary()``), printed before the results."""
+    s = data.summary()
+    text = (f"Data: {s['items']} items, {s['annotators']} annotators, {s['responses']} labels "
+            f"(per item {s['labels_per_item_min']}-{s['labels_per_item_max']}, median "
+            f"{s['labels_per_item_median']:g}; per annotator {s['labels_per_annotator_min']}-"
+            f"{s['labels_per_annotator_max']}, median {s['labels_per_annotator_median']:g})")
+    if s["repeated_pairs"]:
+        text += (f"; {s['repeated_pairs']} repeated (item, annotator) pairs ({s['repeated_responses']} extra labels, "
+                 "each kept as a response)")
+    if data.gold is not None:
+        text += f"; {s['gold_items']} items with a gold label"
+    return text + "."
 
 
 def _cmd_evaluate(args) -> int:
@@ -191,6 +208,7 @@ def _cmd_evaluate(args) -> int:
     if data.scores is None:
         raise CommandError(f"{args.annotations}: no scores; pass --scores SCORES.csv (columns item, score) or add a "
                            "'score' column.")
+    print(_data_line(data), flush=True)
     ev = _with_notes(evaluate(data, **opts.evaluate_kwargs()), notes)
     print(ev.summary(title=f"noisycal-bayes evaluate {args.annotations}"))
     if out_dir is not None:
@@ -245,6 +263,7 @@ def _cmd_recalibrate(args) -> int:
     data = _load(args, notes)
     if data.scores is None:
         raise CommandError(f"{args.annotations}: no scores; pass --scores SCORES.csv (columns item, score).")
+    print(_data_line(data), flush=True)
     from .inference import fit_em
     from .reference.calibration import nc_ece
 
@@ -323,7 +342,15 @@ def _add_data_args(p):
     p.add_argument("--label-col", default="label", help="label column name (long format)")
     p.add_argument("--score-col", default="score", help="score column name (default: score)")
     p.add_argument("--annotators", metavar="COL1,COL2,...",
-                   help="wide format: the columns holding annotators' labels (default: all but item and score)")
+                   help="wide format: the columns holding annotators' labels (default: all but item, score and gold)")
+    gold = p.add_mutually_exclusive_group()
+    gold.add_argument("--gold", metavar="COLUMN",
+                      help="a column of ANNOTATIONS.csv with known clean labels (0 or 1; empty where unknown)")
+    gold.add_argument("--gold-file", metavar="GOLD.csv",
+                      help="known clean labels in a separate file with columns item, gold (empty gold: unknown)")
+    p.add_argument("--repeated", choices=("keep", "first", "error"), default="keep",
+                   help="an annotator who labels an item more than once (long format): keep every label, each a "
+                        "conditionally independent response (default), keep the first, or stop with an error")
 
 
 def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):

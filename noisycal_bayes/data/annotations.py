@@ -1,21 +1,35 @@
-"""`AnnotationSet`: the validated, immutable container for noisy labels and classifier scores."""
+"""`AnnotationSet`: the validated, immutable container for noisy labels and classifier scores.
+
+Labels are stored sparse, as (item, annotator, label) triples (:class:`~noisycal_bayes.data.responses.Responses`),
+so that a crowd of a million items and ten thousand annotators costs memory in proportion to its responses;
+the dense items x annotators matrix :attr:`AnnotationSet.labels` is built only when asked for, and cached.
+"""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_binary_labels, check_scores
+from .._validation import _preview, check_binary_labels, check_choice, check_scores
 from ..warnings import DataWarning
-from .responses import Responses
+from .responses import Responses, pair_keys, repeated_runs, sort_responses
 
 MISSING = -1
+#: What to do when an annotator labels the same item more than once (see :meth:`AnnotationSet.from_responses`).
+REPEATED = ("keep", "first", "error")
+_INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
     arr = np.array(arr, copy=True)
+    arr.setflags(write=False)
+    return arr
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """``arr`` itself, made read-only (for arrays this module has just created: no copy)."""
     arr.setflags(write=False)
     return arr
 
@@ -29,17 +43,29 @@ def _factorize(values: pd.Series):
     return codes, np.asarray(uniques, dtype=object)
 
 
-@dataclass(frozen=True, eq=False)
 class AnnotationSet:
     """Binary labels from several annotators, and optionally a classifier score per item.
 
-    Build it with :meth:`from_long` or :meth:`from_wide`, or from other tools' formats with
-    :meth:`from_crowdkit` and :meth:`from_cleanlab`; the constructor expects validated arrays.
+    Build it with :meth:`from_long` or :meth:`from_wide`, from integer arrays with :meth:`from_responses`
+    (the fast route for large crowds), or from other tools' formats with :meth:`from_crowdkit` and
+    :meth:`from_cleanlab`. The constructor ``AnnotationSet(labels, scores, item_ids, annotator_ids[, gold])``
+    takes a dense matrix. The set is immutable.
+
+    The labels are stored as responses, one (item, annotator, label) triple each (:attr:`responses`). An
+    annotator may label the same item more than once (``repeated="keep"``, the default of the constructors
+    that read long data): each such label is a response of its own, **conditionally independent of the
+    others given the item's clean label** ``Y_i``, so it enters the likelihood as one more factor
+    ``P(A | Y_i)``, and it counts as one more vote in :meth:`majority_vote` and :meth:`vote_fraction`.
 
     Attributes
     ----------
+    responses : Responses
+        ``item`` (int32), ``annotator`` (int32), ``label`` (int8 in {0, 1}), each of shape (n_responses,),
+        sorted by item then annotator (repeats of a pair in input order). Read-only. Free: this is the storage.
     labels : ndarray of shape (n_items, n_annotators), int8
-        ``A_ij`` in {0, 1}; -1 where annotator ``j`` did not label item ``i``. Read-only.
+        Dense view: ``A_ij`` in {0, 1}; -1 where annotator ``j`` did not label item ``i``. Read-only; built on
+        first access (n_items x n_annotators bytes) and cached. A set with repeated (item, annotator) pairs
+        has no dense view (one cell cannot hold two labels): accessing it raises ``ValueError``.
     scores : ndarray of shape (n_items,) or None
         Classifier scores ``Z_i`` in [0, 1]. Read-only.
     item_ids : ndarray of shape (n_items,), object
@@ -55,16 +81,12 @@ class AnnotationSet:
     >>> data = AnnotationSet.from_long(long, pd.Series([0.9, 0.2], index=[1, 2]))
     >>> data.labels.tolist(), data.n_items, data.n_annotators
     ([[1, 1], [0, 1]], 2, 2)
+    >>> data.responses.item.tolist(), data.responses.annotator.tolist(), data.responses.label.tolist()
+    ([0, 0, 1, 1], [0, 1, 0, 1], [1, 1, 0, 1])
     """
 
-    labels: np.ndarray
-    scores: np.ndarray | None
-    item_ids: np.ndarray
-    annotator_ids: np.ndarray
-    gold: np.ndarray | None = None
-
-    def __post_init__(self):
-        labels = np.asarray(self.labels)
+    def __init__(self, labels, scores, item_ids, annotator_ids, gold=None):
+        labels = np.asarray(labels)
         if labels.ndim != 2:
             raise ValueError(f"`labels` must have shape (n_items, n_annotators); got {labels.shape}.")
         n, j = labels.shape
@@ -72,43 +94,200 @@ class AnnotationSet:
             raise ValueError("the annotation set is empty: no items or no annotators.")
         if not np.isin(labels, (MISSING, 0, 1)).all():
             raise ValueError("`labels` must hold 0, 1 or -1 (missing).")
-        if len(self.item_ids) != n or len(self.annotator_ids) != j:
+        if len(item_ids) != n or len(annotator_ids) != j:
             raise ValueError("`item_ids` / `annotator_ids` do not match the shape of `labels`.")
         observed = labels != MISSING
         empty_items = ~observed.any(axis=1)
         if empty_items.any():
             raise ValueError(
-                f"items {_preview(np.asarray(self.item_ids)[empty_items])} have no label from any annotator. "
-                "Drop them before building the AnnotationSet."
+                f"items {_preview(np.asarray(item_ids, dtype=object)[empty_items])} have no label from any "
+                "annotator. Drop them before building the AnnotationSet."
             )
         empty_ann = ~observed.any(axis=0)
         if empty_ann.any():
             raise ValueError(
-                f"annotators {_preview(np.asarray(self.annotator_ids)[empty_ann])} did not label any item. "
-                "Drop them, or check the annotator column."
+                f"annotators {_preview(np.asarray(annotator_ids, dtype=object)[empty_ann])} did not label any "
+                "item. Drop them, or check the annotator column."
             )
-        for what, ids in (("item_ids", self.item_ids), ("annotator_ids", self.annotator_ids)):
-            ids = pd.Series(list(ids), dtype=object)
-            dup = ids.duplicated(keep=False).to_numpy()
-            if dup.any():
-                # Repeated ids in wide input are repeated (item, annotator) pairs: name them.
-                raise ValueError(f"`{what}` must be unique; {_preview(pd.unique(ids[dup]))} appear more than once. "
-                                 "Each item (row) and annotator (column) may appear once.")
-        object.__setattr__(self, "labels", _readonly(labels.astype(np.int8)))
-        object.__setattr__(self, "item_ids", _readonly(np.asarray(self.item_ids, dtype=object)))
-        object.__setattr__(self, "annotator_ids", _readonly(np.asarray(self.annotator_ids, dtype=object)))
-        if self.scores is not None:
-            z = check_scores(self.scores, ids=self.item_ids)
-            if z.shape != (n,):
-                raise ValueError(f"`scores` must have shape ({n},); got {z.shape}.")
-            object.__setattr__(self, "scores", _readonly(z))
-        if self.gold is not None:
-            object.__setattr__(self, "gold", _readonly(_check_gold(self.gold, self.item_ids)))
+        _check_unique_ids(item_ids, "item_ids")
+        _check_unique_ids(annotator_ids, "annotator_ids")
+        dense = _readonly(labels.astype(np.int8))
+        # np.nonzero walks the matrix row by row: the triples come out sorted by item, then annotator.
+        ii, jj = np.nonzero(observed)
+        responses = Responses(_frozen(ii.astype(np.int32)), _frozen(jj.astype(np.int32)), _frozen(dense[ii, jj]))
+        self._setup(responses, n, j, n_repeated=0, n_pairs=ii.size, scores=scores, item_ids=item_ids,
+                    annotator_ids=annotator_ids, gold=gold, dense=dense)
+
+    def _setup(self, responses, n_items, n_annotators, *, n_repeated, n_pairs, scores, item_ids, annotator_ids,
+               gold, dense=None):
+        """Store validated responses; check and store scores and gold (shared by every constructor)."""
+        item_ids = _readonly(np.asarray(item_ids, dtype=object))
+        set_ = object.__setattr__
+        set_(self, "_responses", responses)
+        set_(self, "_n_items", int(n_items))
+        set_(self, "_n_annotators", int(n_annotators))
+        set_(self, "_n_repeated", int(n_repeated))
+        set_(self, "_n_pairs", int(n_pairs))
+        set_(self, "_labels", dense)
+        set_(self, "item_ids", item_ids)
+        set_(self, "annotator_ids", _readonly(np.asarray(annotator_ids, dtype=object)))
+        z = None
+        if scores is not None:
+            z = check_scores(scores, ids=item_ids)
+            if z.shape != (n_items,):
+                raise ValueError(f"`scores` must have shape ({n_items},); got {z.shape}.")
+            z.setflags(write=False)
+        set_(self, "scores", z)
+        set_(self, "gold", None if gold is None else _frozen(_check_gold(gold, item_ids)))
+
+    def __setattr__(self, name, value):
+        raise FrozenInstanceError(f"cannot assign to field {name!r}: an AnnotationSet is immutable "
+                                  "(build a new one, e.g. with .with_scores() or .subset()).")
+
+    def __delattr__(self, name):
+        raise FrozenInstanceError(f"cannot delete field {name!r}: an AnnotationSet is immutable.")
+
+    def __setstate__(self, state):
+        # Unpickling restores the arrays writeable: freeze them again.
+        self.__dict__.update(state)
+        for value in list(state.values()) + list(state["_responses"]):
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
 
     # ------------------------------------------------------------------ constructors
     @classmethod
+    def from_responses(cls, item, annotator, label, *, n_items=None, n_annotators=None, scores=None, item_ids=None,
+                       annotator_ids=None, gold=None, repeated: str = "keep") -> "AnnotationSet":
+        """Build from integer arrays of responses, one (item, annotator, label) triple each: the fast route.
+
+        No ids are factorised and no dense matrix is built: the cost is a few passes over the arrays, plus
+        one sort when they are not already sorted by item then annotator (about 1 s for 10 million
+        responses), and the memory about that of the triples.
+
+        Parameters
+        ----------
+        item : int array of shape (n_responses,)
+            Item positions ``0 .. n_items - 1``.
+        annotator : int array of shape (n_responses,)
+            Annotator positions ``0 .. n_annotators - 1``.
+        label : int or bool array of shape (n_responses,)
+            Labels in {0, 1}.
+        n_items, n_annotators : int, optional
+            Default: ``len(item_ids)`` when ids are given, else the largest position + 1. Every item and
+            every annotator needs at least one response.
+        scores : array of shape (n_items,) or Series indexed by item id, optional
+            Classifier scores in [0, 1].
+        item_ids, annotator_ids : array-like of shape (n_items,) / (n_annotators,), optional
+            Ids (unique). Default: the positions ``0, 1, ...``.
+        gold : array of shape (n_items,) or Series indexed by item id, optional
+            Known clean labels: 0, 1, or -1 / NaN where unknown (a Series may leave items out).
+        repeated : {"keep", "first", "error"}
+            An annotator who labels the same item more than once: ``"keep"`` every label, each a
+            conditionally independent response given the clean label; ``"first"`` keeps the first in input
+            order; ``"error"`` refuses, naming the pairs.
+
+        Returns
+        -------
+        AnnotationSet
+            Its :attr:`responses` hold the triples sorted by item then annotator (int32, int32, int8).
+
+        Raises
+        ------
+        ValueError
+            Arrays of different lengths or not integers, positions out of range, labels other than 0/1
+            (naming the responses), items or annotators without a response, repeated pairs with
+            ``repeated="error"``, ids that are not unique or of the wrong length, bad scores or gold.
+
+        Examples
+        --------
+        >>> data = AnnotationSet.from_responses([1, 0, 0, 1, 1], [0, 1, 0, 1, 1], [1, 0, 1, 1, 0],
+        ...                                     annotator_ids=["ann", "bob"])
+        >>> data.n_items, data.n_annotators, data.n_responses, data.n_repeated
+        (2, 2, 5, 1)
+        >>> data.responses.label.tolist()          # item 1, annotator 'bob' labelled twice: 1, then 0
+        [1, 0, 1, 1, 0]
+        >>> data.vote_fraction().tolist()
+        [0.5, 0.6666666666666666]
+        >>> AnnotationSet.from_responses([1, 0, 0, 1, 1], [0, 1, 0, 1, 1], [1, 0, 1, 1, 0],
+        ...                              repeated="first").labels.tolist()
+        [[1, 0], [1, 1]]
+        """
+        check_choice(repeated, REPEATED, name="repeated", func="AnnotationSet.from_responses")
+        it = _positions_array(item, "item")
+        an = _positions_array(annotator, "annotator")
+        lab = _label_array(label)
+        if not (it.shape == an.shape == lab.shape):
+            raise ValueError(f"`item`, `annotator` and `label` must have the same length; got {it.size}, {an.size} "
+                             f"and {lab.size}.")
+        if it.size == 0:
+            raise ValueError("no responses: `item`, `annotator` and `label` are empty.")
+        n_items = _count(n_items, item_ids, it, "n_items", "item_ids", "item")
+        n_annotators = _count(n_annotators, annotator_ids, an, "n_annotators", "annotator_ids", "annotator")
+        _check_range(it, n_items, "item", "n_items")
+        _check_range(an, n_annotators, "annotator", "n_annotators")
+        if item_ids is None:
+            item_ids = np.arange(n_items).astype(object)
+        else:
+            _check_unique_ids(item_ids, "item_ids")
+        if annotator_ids is None:
+            annotator_ids = np.arange(n_annotators).astype(object)
+        else:
+            _check_unique_ids(annotator_ids, "annotator_ids")
+        if isinstance(scores, pd.Series):
+            scores = _align_scores(scores, np.asarray(item_ids, dtype=object))
+        if isinstance(gold, (pd.Series, dict)):
+            gold = _gold_vector(gold, np.asarray(item_ids, dtype=object))
+        return cls._from_codes(it, an, lab, n_items, n_annotators, scores=scores, item_ids=item_ids,
+                               annotator_ids=annotator_ids, gold=gold, repeated=repeated)
+
+    @classmethod
+    def _from_codes(cls, item, annotator, label, n_items, n_annotators, *, scores, item_ids, annotator_ids, gold,
+                    repeated, names=("item", "annotator")) -> "AnnotationSet":
+        """Build from checked positions (in range, integer) and 0/1 labels; sorts, handles repeats."""
+        if n_items * n_annotators >= 2 ** 62:
+            raise ValueError(f"{n_items} items x {n_annotators} annotators is too large to index pairs with int64.")
+        key, order = sort_responses(item, annotator, label, n_annotators)
+        later, starts = repeated_runs(key)
+        n_repeated = starts.size
+        if n_repeated and repeated == "error":
+            raise ValueError(f"{_describe_repeats(key, starts, n_annotators, item_ids, annotator_ids, names)}: an "
+                             "annotator labelled the same item more than once. Pass repeated='keep' to use every label "
+                             "(each a conditionally independent response given the clean label) or repeated='first' "
+                             "to keep the first.")
+        if n_repeated and repeated == "first":
+            keep = ~later
+            key = key[keep]
+            order = np.flatnonzero(keep) if order is None else order[keep]
+            n_repeated = 0
+        if order is None:
+            it, an = np.asarray(item, dtype=np.int32), np.asarray(annotator, dtype=np.int32)
+            it = it.copy() if it is item else it
+            an = an.copy() if an is annotator else an
+            lab = np.array(label, dtype=np.int8, copy=True)
+        else:
+            # Positions from the sorted keys (arithmetic) rather than two more gathers through `order`.
+            it = (key // n_annotators).astype(np.int32)
+            an = (key - it.astype(np.int64) * n_annotators).astype(np.int32)
+            lab = np.asarray(label)[order].astype(np.int8, copy=False)
+        for what, codes, n, ids in (("items", it, n_items, item_ids), ("annotators", an, n_annotators, annotator_ids)):
+            # After the sort: counting sorted item positions is cache friendly.
+            empty = np.bincount(codes, minlength=n) == 0
+            if empty.any():
+                named = _preview(np.asarray(ids, dtype=object)[empty])
+                if what == "items":
+                    raise ValueError(f"items {named} have no label from any annotator. Drop them (or lower "
+                                     "`n_items`) before building the AnnotationSet.")
+                raise ValueError(f"annotators {named} did not label any item. Drop them (or lower `n_annotators`), "
+                                 "or check the annotator column.")
+        n_pairs = key.size - int(later.sum()) if n_repeated else key.size
+        obj = cls.__new__(cls)
+        obj._setup(Responses(_frozen(it), _frozen(an), _frozen(lab)), n_items, n_annotators, n_repeated=n_repeated,
+                   n_pairs=n_pairs, scores=scores, item_ids=item_ids, annotator_ids=annotator_ids, gold=gold)
+        return obj
+
+    @classmethod
     def from_long(cls, annotations: pd.DataFrame, scores=None, *, item: str = "item", annotator: str = "annotator",
-                  label: str = "label", score: str = "score") -> "AnnotationSet":
+                  label: str = "label", score: str = "score", gold=None, repeated: str = "keep") -> "AnnotationSet":
         """Build from long format: one row per (item, annotator, label).
 
         Parameters
@@ -118,20 +297,40 @@ class AnnotationSet:
             column and ``scores`` is None, that column gives the scores (one value per item).
         scores : DataFrame with columns ``item`` and ``score``, or Series indexed by item, optional
             Scores of items nobody annotated are dropped with a :class:`DataWarning`.
+        gold : str, Series or dict, optional
+            Known clean labels. A column name of ``annotations`` (say ``gold="gold"``): one value per item,
+            0 or 1, blank / NaN where unknown (rows of an item may leave it blank, but two different values
+            for one item are an error); or a Series / dict ``{item: 0 or 1}`` over some of the items.
+        repeated : {"keep", "first", "error"}
+            Rows that repeat an (item, annotator) pair: ``"keep"`` each (a conditionally independent response
+            given the clean label), ``"first"`` keeps the first row, ``"error"`` refuses, naming the pairs.
 
         Raises
         ------
         ValueError
-            Missing columns, labels other than 0/1, duplicate (item, annotator) pairs, bad scores,
-            annotated items without a score, or empty input.
+            Missing columns, labels other than 0/1, repeated (item, annotator) pairs with
+            ``repeated="error"``, bad scores, annotated items without a score, gold labels other than 0/1
+            (naming the rows), conflicting gold labels of an item, gold for unknown items, or empty input.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> long = pd.DataFrame({"item": [1, 1, 2, 2, 2], "annotator": ["a", "b", "a", "b", "b"],
+        ...                      "label": [1, 1, 0, 1, 0], "gold": [1, 1, None, None, None]})
+        >>> data = AnnotationSet.from_long(long, gold="gold")
+        >>> data.gold.tolist(), data.n_responses, data.n_repeated
+        ([1, -1], 5, 1)
         """
+        check_choice(repeated, REPEATED, name="repeated", func="AnnotationSet.from_long")
         if not isinstance(annotations, pd.DataFrame):
             raise ValueError(f"`annotations` must be a pandas DataFrame in long format; got {type(annotations).__name__}.")
         missing_cols = [c for c in (item, annotator, label) if c not in annotations.columns]
+        if isinstance(gold, str) and gold not in annotations.columns:
+            missing_cols.append(gold)
         if missing_cols:
             raise ValueError(
                 f"`annotations` is missing column(s) {missing_cols}; it has {list(annotations.columns)}. "
-                "Pass item=, annotator=, label= to name your columns."
+                "Pass item=, annotator=, label= (and gold=) to name your columns."
             )
         if len(annotations) == 0:
             raise ValueError("`annotations` is empty.")
@@ -157,17 +356,8 @@ class AnnotationSet:
                 f"{_preview(np.asarray(annotations.index)[bad])}. Map your classes to 0/1 first. "
                 f"Those rows are {item} {_preview(pd.unique(frame[item].to_numpy()[bad]))}."
             )
-        dup = frame.duplicated([item, annotator], keep=False).to_numpy()
-        if dup.any():
-            pairs = list(dict.fromkeys(zip(frame[item].to_numpy()[dup], frame[annotator].to_numpy()[dup])))
-            raise ValueError(
-                f"duplicate ({item}, {annotator}) pairs {_preview(pairs)}: each annotator may label an item once. "
-                "Aggregate or drop repeated responses first."
-            )
         item_codes, item_ids = _factorize(frame[item])
         ann_codes, ann_ids = _factorize(frame[annotator])
-        labels = np.full((item_ids.size, ann_ids.size), MISSING, dtype=np.int8)
-        labels[item_codes, ann_codes] = lab.astype(np.int8)
 
         if scores is None and score in annotations.columns:
             per_item = annotations[[item, score]]
@@ -177,14 +367,23 @@ class AnnotationSet:
                 raise ValueError(f"items {_preview(conflicting)} have more than one score in column `{score}`.")
             scores = per_item.drop_duplicates(item).set_index(item)[score]
         z = None if scores is None else _align_scores(scores, item_ids, item=item, score=score)
-        return cls(labels, z, item_ids, ann_ids)
+        if isinstance(gold, str):
+            gold = _gold_from_column(annotations[gold], item_codes, item_ids, column=gold, item=item)
+        elif gold is not None:
+            gold = _gold_vector(gold, item_ids)
+        return cls._from_codes(item_codes, ann_codes, lab.astype(np.int8), item_ids.size, ann_ids.size, scores=z,
+                               item_ids=item_ids, annotator_ids=ann_ids, gold=gold, repeated=repeated,
+                               names=(item, annotator))
 
     @classmethod
-    def from_wide(cls, labels, scores=None, *, annotators=None) -> "AnnotationSet":
+    def from_wide(cls, labels, scores=None, *, annotators=None, gold=None) -> "AnnotationSet":
         """Build from a wide matrix of shape (n_items, n_annotators); NaN or -1 marks a missing response.
 
         ``labels`` may be a DataFrame (index = item ids, columns = annotator ids) or an array.
-        ``scores`` is an array of shape (n_items,) or a Series indexed by item id.
+        ``scores`` is an array of shape (n_items,) or a Series indexed by item id. ``gold`` (known clean
+        labels) is an array of shape (n_items,) with 0, 1 and -1 / NaN where unknown, or a Series / dict
+        ``{item: 0 or 1}`` over some of the items. A wide matrix holds one label per (item, annotator) pair;
+        for repeated labels use :meth:`from_long` or :meth:`from_responses`.
         """
         if isinstance(labels, pd.DataFrame):
             item_ids = labels.index.to_numpy(dtype=object)
@@ -210,15 +409,17 @@ class AnnotationSet:
             z = check_scores(scores, ids=item_ids)
             if z.shape != (values.shape[0],):
                 raise ValueError(f"`scores` must have shape ({values.shape[0]},), one per row of `labels`; got {z.shape}.")
-        return cls(lab, z, item_ids, ann_ids)
+        if isinstance(gold, (pd.Series, dict)):
+            gold = _gold_vector(gold, item_ids)
+        return cls(lab, z, item_ids, ann_ids, gold)
 
     @classmethod
-    def from_crowdkit(cls, df: pd.DataFrame, scores=None) -> "AnnotationSet":
+    def from_crowdkit(cls, df: pd.DataFrame, scores=None, *, gold="gold", repeated: str = "keep") -> "AnnotationSet":
         """Build from a crowd-kit frame: one row per response, columns ``task``, ``worker``, ``label``.
 
         This is the frame crowd-kit's aggregators (``DawidSkene().fit(df)``, ``MajorityVote`` ...) take.
         As there, other columns are ignored, except a ``score`` column when ``scores`` is None (one value
-        per task). Labels must be 0/1 (ints, floats, booleans or the strings ``"0"``/``"1"``); the binary
+        per task) and a ``gold`` column (known clean labels, one value per task, blank where unknown). Labels must be 0/1 (ints, floats, booleans or the strings ``"0"``/``"1"``); the binary
         case only. Items are the sorted unique tasks, annotators the sorted unique workers.
 
         Parameters
@@ -236,6 +437,12 @@ class AnnotationSet:
               appearance: pass a Series or dict for those).
 
             Every task needs a score, and every scored task must appear in ``df``.
+        gold : str, Series, dict or None
+            Known clean labels: the name of a column of ``df`` (default ``"gold"``, used when present), or a
+            Series / dict ``{task: 0 or 1}``; None ignores any gold column. See :meth:`from_long`.
+        repeated : {"keep", "first", "error"}
+            A worker who labels the same task more than once: keep every label (each a conditionally
+            independent response given the clean label), the first, or refuse (naming the pairs).
 
         Returns
         -------
@@ -246,7 +453,8 @@ class AnnotationSet:
         ------
         ValueError
             Missing columns (naming crowd-kit's old ``performer`` column if that is what ``df`` has),
-            labels other than 0/1 (naming rows and tasks), repeated (task, worker) pairs (naming them),
+            labels other than 0/1 (naming rows and tasks), repeated (task, worker) pairs with
+            ``repeated="error"`` (naming them), gold labels other than 0/1 or conflicting within a task,
             tasks without a score, scores for tasks not in ``df``, an array of the wrong length, or
             scores outside [0, 1].
 
@@ -268,13 +476,19 @@ class AnnotationSet:
                     if "performer" in df.columns and "worker" in missing_cols else
                     " For other column names use AnnotationSet.from_long(df, item=..., annotator=..., label=...).")
             raise ValueError(f"`df` is missing column(s) {missing_cols}; it has {list(df.columns)}.{hint}")
+        if isinstance(gold, str) and gold not in df.columns:
+            if gold != "gold":
+                raise ValueError(f"`df` has no gold column {gold!r}; it has {list(df.columns)}.")
+            gold = None  # the default name, absent: no gold labels
+        gold_cols = [gold] if isinstance(gold, str) else []
+        opts = dict(item="task", annotator="worker", label="label", gold=gold, repeated=repeated)
         if scores is None:
-            keep = [c for c in ("task", "worker", "label", "score") if c in df.columns]
-            return cls.from_long(df[keep], item="task", annotator="worker", label="label", score="score")
-        frame = df[["task", "worker", "label"]]
+            keep = [c for c in ("task", "worker", "label", "score") if c in df.columns] + gold_cols
+            return cls.from_long(df[list(dict.fromkeys(keep))], score="score", **opts)
+        frame = df[list(dict.fromkeys(["task", "worker", "label"] + gold_cols))]
         if frame["task"].isna().any():
             # from_long names the rows.
-            return cls.from_long(frame, item="task", annotator="worker", label="label")
+            return cls.from_long(frame, **opts)
         tasks = pd.Index(_factorize(frame["task"])[1], dtype=object)
         series = _crowdkit_scores(scores, tasks)
         given = pd.Index(series.index, dtype=object)
@@ -290,7 +504,8 @@ class AnnotationSet:
             if len(unscored) and len(unknown) and {str(t) for t in unscored} & {str(t) for t in unknown}:
                 hint = " The ids differ only in type (e.g. 7 and '7'): convert one side."
             raise ValueError("; ".join(parts) + "." + hint)
-        return cls.from_long(frame, series, item="task", annotator="worker", label="label")
+        return cls.from_long(frame, series, **opts)
+
 
     @classmethod
     def from_cleanlab(cls, labels_multiannotator, pred_probs=None) -> "AnnotationSet":
@@ -346,45 +561,103 @@ class AnnotationSet:
             scores = _positive_class_probs(pred_probs, labels_multiannotator, item_ids)
         return cls.from_wide(labels_multiannotator, scores)
 
+
     # ------------------------------------------------------------------ views
     @property
     def n_items(self) -> int:
-        return self.labels.shape[0]
+        return self._n_items
 
     @property
     def n_annotators(self) -> int:
-        return self.labels.shape[1]
+        return self._n_annotators
 
     @property
     def responses(self) -> Responses:
         """The labels as sparse (item, annotator, label) triples, sorted by item then annotator.
 
         ``item`` and ``annotator`` are int32 positions into :attr:`item_ids` / :attr:`annotator_ids`,
-        ``label`` int8 in {0, 1}; shape (n_responses,) each.
+        ``label`` int8 in {0, 1}; shape (n_responses,) each, read-only. This is the storage: no cost.
+        Repeated labels of one (item, annotator) pair are adjacent, in input order.
         """
-        ii, jj = np.nonzero(self.observed)
-        return Responses(ii.astype(np.int32), jj.astype(np.int32), self.labels[ii, jj].astype(np.int8))
+        return self._responses
 
     @property
     def n_responses(self) -> int:
-        return int(self.observed.sum())
+        """Number of responses (labels), repeats included."""
+        return int(self._responses.item.size)
+
+    @property
+    def n_repeated(self) -> int:
+        """Number of (item, annotator) pairs labelled more than once."""
+        return self._n_repeated
+
+    @property
+    def has_repeats(self) -> bool:
+        """Whether some annotator labelled some item more than once."""
+        return self._n_repeated > 0
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Dense labels of shape (n_items, n_annotators), int8: 0, 1, or -1 where missing. Built once, cached.
+
+        Raises
+        ------
+        ValueError
+            The set has repeated (item, annotator) pairs, which one cell cannot hold.
+        """
+        if self._labels is None:
+            if self._n_repeated:
+                item, ann, _ = self._responses
+                key = pair_keys(item, ann, self._n_annotators)
+                _, starts = repeated_runs(key)
+                raise ValueError(
+                    f"this AnnotationSet has {_describe_repeats(key, starts, self._n_annotators, self.item_ids, self.annotator_ids)}"
+                    ", and the dense `labels` matrix holds one label per pair. Use `.responses` (every label, as "
+                    "(item, annotator, label) triples), or build the set with repeated='first' (command line: "
+                    "--repeated first) to keep the first label of each pair.")
+            dense = np.full((self._n_items, self._n_annotators), MISSING, dtype=np.int8)
+            item, ann, lab = self._responses
+            dense[item, ann] = lab
+            object.__setattr__(self, "_labels", _frozen(dense))
+        return self._labels
 
     @property
     def observed(self) -> np.ndarray:
-        """Boolean mask (n_items, n_annotators) of observed responses."""
-        return self.labels != MISSING
+        """Boolean mask (n_items, n_annotators) of the (item, annotator) pairs with at least one response."""
+        if not self._n_repeated:
+            return self.labels != MISSING
+        mask = np.zeros((self._n_items, self._n_annotators), dtype=bool)
+        mask[self._responses.item, self._responses.annotator] = True
+        return mask
 
     @property
     def has_missing(self) -> bool:
-        return bool((self.labels == MISSING).any())
+        """Whether some (item, annotator) pair has no response."""
+        return self._n_pairs < self._n_items * self._n_annotators
+
+    def labels_per_item(self) -> np.ndarray:
+        """Number of responses of each item, shape (n_items,), int64 (repeats included)."""
+        return np.bincount(self._responses.item, minlength=self._n_items)
+
+    def labels_per_annotator(self) -> np.ndarray:
+        """Number of responses of each annotator, shape (n_annotators,), int64 (repeats included)."""
+        return np.bincount(self._responses.annotator, minlength=self._n_annotators)
+
+    def _positives(self) -> np.ndarray:
+        """Number of positive responses of each item, shape (n_items,)."""
+        item, _, lab = self._responses
+        return np.bincount(item, weights=lab, minlength=self._n_items).astype(np.int64)
 
     def to_long(self) -> pd.DataFrame:
-        """Long format with columns ``item, annotator, label`` (and ``score`` when scores exist)."""
-        ii, jj = np.nonzero(self.observed)
-        out = pd.DataFrame({"item": self.item_ids[ii], "annotator": self.annotator_ids[jj],
-                            "label": self.labels[ii, jj].astype(np.int64)})
+        """Long format with columns ``item, annotator, label`` (and ``score`` when scores exist).
+
+        One row per response, sorted by item then annotator (repeated labels kept, in input order).
+        """
+        item, ann, lab = self._responses
+        out = pd.DataFrame({"item": self.item_ids[item], "annotator": self.annotator_ids[ann],
+                            "label": lab.astype(np.int64)})
         if self.scores is not None:
-            out["score"] = self.scores[ii]
+            out["score"] = self.scores[item]
         return out
 
     def require_scores(self) -> np.ndarray:
@@ -397,48 +670,105 @@ class AnnotationSet:
             raise ValueError(f"{why} needs at least {minimum} annotators; this data has {self.n_annotators}.")
 
     def subset(self, items) -> "AnnotationSet":
-        """A new set restricted to rows ``items`` (integer positions or a boolean mask).
+        """A new set restricted to rows ``items`` (integer positions or a boolean mask), in that order.
 
-        Annotators left without any label are dropped.
+        Annotators left without any label are dropped. Costs O(n_responses); no dense matrix is built.
         """
-        idx = np.arange(self.n_items)[np.asarray(items)]
-        lab = self.labels[idx]
-        keep = (lab != MISSING).any(axis=0)
-        return AnnotationSet(lab[:, keep], None if self.scores is None else self.scores[idx],
-                             self.item_ids[idx], self.annotator_ids[keep], None if self.gold is None else self.gold[idx])
+        idx = np.arange(self._n_items)[np.asarray(items)]
+        if idx.size == 0:
+            raise ValueError("the annotation set is empty: no items or no annotators.")
+        dup = pd.Series(idx).duplicated(keep=False).to_numpy()
+        if dup.any():
+            raise ValueError(f"`item_ids` must be unique; {_preview(pd.unique(self.item_ids[idx[dup]]))} appear more "
+                             "than once. Each item (row) and annotator (column) may appear once.")
+        new_pos = np.full(self._n_items, -1, dtype=np.int64)
+        new_pos[idx] = np.arange(idx.size)
+        item, ann, lab = self._responses
+        pos = new_pos[item]
+        sel = pos >= 0
+        ann = ann[sel]
+        used = np.bincount(ann, minlength=self._n_annotators) > 0
+        remap = np.cumsum(used) - 1
+        return type(self)._from_codes(pos[sel], remap[ann], lab[sel], idx.size, int(used.sum()),
+                                      scores=None if self.scores is None else self.scores[idx],
+                                      item_ids=self.item_ids[idx], annotator_ids=self.annotator_ids[used],
+                                      gold=None if self.gold is None else self.gold[idx], repeated="keep")
 
     def with_scores(self, scores) -> "AnnotationSet":
         """The same labels with new scores of shape (n_items,)."""
-        return AnnotationSet(self.labels, check_scores(scores, ids=self.item_ids), self.item_ids, self.annotator_ids,
-                             self.gold)
+        z = check_scores(scores, ids=self.item_ids)
+        if z.shape != (self._n_items,):
+            raise ValueError(f"`scores` must have shape ({self._n_items},); got {z.shape}.")
+        z.setflags(write=False)
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)  # share the read-only responses, ids, gold and dense cache
+        object.__setattr__(new, "scores", z)
+        return new
 
     def majority_vote(self, *, ties: str = "positive") -> np.ndarray:
-        """Majority label per item, shape (n_items,); ties broken by ``ties`` in {"positive", "negative"}."""
+        """Majority label per item, shape (n_items,); ties broken by ``ties`` in {"positive", "negative"}.
+
+        Every response is a vote: an annotator who labelled an item twice votes twice.
+        """
         if ties not in ("positive", "negative"):
             raise ValueError(f"`ties` must be 'positive' or 'negative'; got {ties!r}.")
-        pos = (self.labels == 1).sum(axis=1)
-        n = self.observed.sum(axis=1)
+        pos = self._positives()
+        n = self.labels_per_item()
         maj = (2 * pos > n).astype(np.int8)
-        tie = 2 * pos == n
-        maj[tie] = 1 if ties == "positive" else 0
+        maj[2 * pos == n] = 1 if ties == "positive" else 0
         return maj
 
     def n_ties(self) -> int:
         """Number of items whose vote is split evenly."""
-        return int((2 * (self.labels == 1).sum(axis=1) == self.observed.sum(axis=1)).sum())
+        return int((2 * self._positives() == self.labels_per_item()).sum())
 
     def vote_fraction(self) -> np.ndarray:
-        """Fraction of positive votes among observed responses, shape (n_items,)."""
-        return (self.labels == 1).sum(axis=1) / self.observed.sum(axis=1)
+        """Fraction of positive votes among an item's responses, shape (n_items,) (repeats count as votes)."""
+        return self._positives() / self.labels_per_item()
+
+    def summary(self) -> dict:
+        """Counts that describe the set, as a dict of plain numbers.
+
+        Keys: ``items``, ``annotators``, ``responses``; ``repeated_pairs`` ((item, annotator) pairs labelled
+        more than once) and ``repeated_responses`` (responses beyond the first of their pair);
+        ``labels_per_item_min``, ``_median``, ``_max`` and the same for ``labels_per_annotator``;
+        ``gold_items`` (items with a known clean label; 0 without gold); ``scores`` (whether scores exist).
+
+        Examples
+        --------
+        >>> data = AnnotationSet.from_responses([0, 0, 1, 1, 1], [0, 1, 0, 1, 1], [1, 1, 0, 1, 0],
+        ...                                     gold=[1, -1])
+        >>> s = data.summary()
+        >>> s["responses"], s["repeated_pairs"], s["labels_per_item_max"], s["gold_items"]
+        (5, 1, 3, 1)
+        """
+        per_item, per_ann = self.labels_per_item(), self.labels_per_annotator()
+        out = {"items": self._n_items, "annotators": self._n_annotators, "responses": self.n_responses,
+               "repeated_pairs": self._n_repeated, "repeated_responses": self.n_responses - self._n_pairs}
+        for name, counts in (("labels_per_item", per_item), ("labels_per_annotator", per_ann)):
+            out[f"{name}_min"] = int(counts.min())
+            out[f"{name}_median"] = float(np.median(counts))
+            out[f"{name}_max"] = int(counts.max())
+        out["gold_items"] = 0 if self.gold is None else int((self.gold >= 0).sum())
+        out["scores"] = self.scores is not None
+        return out
 
     def __repr__(self) -> str:
-        n_obs = int(self.observed.sum())
+        extra = f", repeated_pairs={self._n_repeated}" if self._n_repeated else ""
+        if self.gold is not None:
+            extra += f", gold_items={int((self.gold >= 0).sum())}"
         return (f"AnnotationSet(n_items={self.n_items}, n_annotators={self.n_annotators}, "
-                f"n_labels={n_obs}, scores={'yes' if self.scores is not None else 'no'})")
+                f"n_labels={self.n_responses}{extra}, scores={'yes' if self.scores is not None else 'no'})")
 
 
 def _check_gold(gold, item_ids) -> np.ndarray:
     """Gold labels of shape (n_items,): 0, 1, or -1 / NaN where unknown; offending items named."""
+    arr = np.asarray(gold)
+    if arr.dtype.kind in "iub" and arr.shape == (len(item_ids),):
+        # Integer input (the fast route of from_responses): no conversion through objects.
+        bad = (arr != -1) & (arr != 0) & (arr != 1)
+        if not bad.any():
+            return arr.astype(np.int8)
     raw = np.asarray(gold, dtype=object)
     if raw.shape != (len(item_ids),):
         raise ValueError(f"`gold` must have shape ({len(item_ids)},), one entry per item (-1 or NaN where unknown); "
@@ -566,3 +896,121 @@ def _positive_class_probs(pred_probs, labels, item_ids) -> np.ndarray:
         raise ValueError(f"each row of `pred_probs` must sum to 1 (probabilities of classes 0 and 1); items "
                          f"{_preview(np.asarray(item_ids)[bad])} sum to {_preview(np.round(sums[bad], 6))}.")
     return probs[:, 1].copy()
+
+def _check_unique_ids(ids, what: str) -> None:
+    """Ids must be unique; the repeated ones are named."""
+    ids = pd.Series(list(ids), dtype=object)
+    dup = ids.duplicated(keep=False).to_numpy()
+    if dup.any():
+        # Repeated ids in wide input are repeated (item, annotator) pairs: name them.
+        raise ValueError(f"`{what}` must be unique; {_preview(pd.unique(ids[dup]))} appear more than once. "
+                         "Each item (row) and annotator (column) may appear once.")
+
+
+def _positions_array(values, name: str) -> np.ndarray:
+    """A one-dimensional integer array of positions (not copied when it already is one)."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"`{name}` must be one-dimensional, shape (n_responses,); got shape {arr.shape}.")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise ValueError(f"`{name}` must hold integer positions 0, 1, ...; got dtype {arr.dtype}. For ids (strings, "
+                         "or numbers that are not positions) use AnnotationSet.from_long.")
+    return arr
+
+
+def _label_array(values) -> np.ndarray:
+    """Labels as a one-dimensional array with values 0/1 (bool, integer or float input); offenders named."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"`label` must be one-dimensional, shape (n_responses,); got shape {arr.shape}.")
+    if arr.dtype == bool:
+        return arr.view(np.int8)
+    if arr.size and arr.dtype.kind not in "iuf":
+        raise ValueError(f"`label` must hold 0 or 1; got dtype {arr.dtype}. Map your classes to 0/1 first.")
+    bad = (arr != 0) & (arr != 1)
+    if bad.any():
+        pos = np.flatnonzero(bad)
+        raise ValueError(f"`label` must be 0 or 1; got {_preview(pd.unique(arr[pos]))} at responses {_preview(pos)}. "
+                         "Map your classes to 0/1 first.")
+    return arr
+
+
+def _count(n, ids, codes: np.ndarray, name: str, ids_name: str, what: str) -> int:
+    """``n_items`` / ``n_annotators``: given, else the number of ids, else the largest position + 1."""
+    if n is None:
+        n = len(ids) if ids is not None else int(codes.max()) + 1 if codes.size else 0
+    elif isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"`{name}` must be a positive integer; got {n!r}.")
+    n = int(n)
+    if ids is not None and len(ids) != n:
+        raise ValueError(f"`{ids_name}` has {len(ids)} entries but `{name}` is {n}.")
+    if n > _INT32_MAX:
+        raise ValueError(f"`{name}` = {n} exceeds the int32 positions of the responses ({_INT32_MAX}).")
+    return n
+
+
+def _check_range(codes: np.ndarray, n: int, name: str, n_name: str) -> None:
+    lo, hi = int(codes.min()), int(codes.max())
+    if lo < 0 or hi >= n:
+        bad = np.flatnonzero((codes < 0) | (codes >= n))
+        raise ValueError(f"`{name}` must hold positions 0 .. {n - 1} (`{n_name}` = {n}); got "
+                         f"{_preview(pd.unique(codes[bad]))} at responses {_preview(bad)}.")
+
+
+def _describe_repeats(key, starts, n_annotators, item_ids, annotator_ids, names=("item", "annotator")) -> str:
+    """``"3 repeated (item, annotator) pairs [(7, 'a'), ...]"`` from sorted pair keys and run starts."""
+    shown = [(_plain_id(item_ids[int(k // n_annotators)]), _plain_id(annotator_ids[int(k % n_annotators)]))
+             for k in key[starts[:8]]]
+    more = f" and {starts.size - 8} more" if starts.size > 8 else ""
+    noun = "pair" if starts.size == 1 else "pairs"
+    return f"{starts.size} repeated ({names[0]}, {names[1]}) {noun} {_preview(shown)}{more}"
+
+
+def _plain_id(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _gold_from_column(values: pd.Series, item_codes: np.ndarray, item_ids: np.ndarray, *, column: str = "gold",
+                      item: str = "item") -> np.ndarray:
+    """Gold labels of shape (n_items,), int8 (-1 unknown), from a per-row column of long data.
+
+    Cells are 0 or 1, blank / NaN where unknown. Rows of one item may leave the value blank, but may not
+    disagree. Offending rows (by the frame's index) and items are named.
+    """
+    raw = values.to_numpy(dtype=object)
+    blank = pd.isna(raw) | np.array([isinstance(v, str) and not v.strip() for v in raw], dtype=bool)
+    numeric = pd.to_numeric(pd.Series(np.where(blank, None, raw), dtype=object), errors="coerce").to_numpy(np.float64)
+    bad = ~blank & ~np.isin(numeric, (0.0, 1.0))
+    if bad.any():
+        rows = np.asarray(values.index)[bad]
+        raise ValueError(f"column `{column}` must hold gold labels 0 or 1 (blank or NaN where unknown); got "
+                         f"{_preview(pd.unique(raw[bad]))} at rows {_preview(rows)}, {item} "
+                         f"{_preview(pd.unique(item_ids[item_codes[bad]]))}.")
+    n = len(item_ids)
+    codes = item_codes[~blank]
+    ones = np.bincount(codes, weights=numeric[~blank], minlength=n)
+    given = np.bincount(codes, minlength=n)
+    conflict = (ones > 0) & (ones < given)
+    if conflict.any():
+        raise ValueError(f"conflicting gold labels (both 0 and 1) in column `{column}` for {item} "
+                         f"{_preview(item_ids[conflict])}: give each item one gold label.")
+    gold = np.full(n, -1, dtype=np.int8)
+    gold[given > 0] = (ones[given > 0] > 0).astype(np.int8)
+    return gold
+
+
+def _gold_vector(gold, item_ids: np.ndarray):
+    """``gold`` as an array of shape (n_items,): a Series or dict keyed by item id is aligned (absent: -1)."""
+    if isinstance(gold, dict):
+        gold = pd.Series(list(gold.values()), index=pd.Index(list(gold.keys()), dtype=object), dtype=object)
+    if not isinstance(gold, pd.Series):
+        return gold
+    if gold.index.has_duplicates:
+        raise ValueError(f"`gold` lists items {_preview(gold.index[gold.index.duplicated()].unique())} more than once.")
+    index = pd.Index(gold.index, dtype=object)
+    wanted = pd.Index(item_ids, dtype=object)
+    unknown = ~index.isin(wanted)
+    if unknown.any():
+        raise ValueError(f"`gold` has labels for items {_preview(index[unknown])} that are not in the annotations.")
+    aligned = pd.Series(gold.to_numpy(dtype=object), index=index).reindex(wanted)
+    return aligned.to_numpy(dtype=object)

@@ -12,7 +12,10 @@ crowd-kit's column names are recognised without options: a long file with column
 ``item, annotator, label`` and ``item, score``. (An alias is used only when the column it stands for is
 absent and its name was left at the default.)
 
-Scores may also come from a separate file with columns ``item, score``. Files may start with a UTF-8
+Scores may also come from a separate file with columns ``item, score``; known clean labels ("gold") from a
+column of the labels file (``gold="gold"``) or from a separate file with columns ``item, gold``. A long
+file may repeat an (item, annotator) pair: by default every label is kept, each a conditionally independent
+response given the clean label (``repeated="first"`` keeps the first, ``repeated="error"`` refuses). Files may start with a UTF-8
 byte-order mark, contain blank lines, and quote their numbers. Every problem is raised as a
 ``ValueError`` whose message is a single line naming the file and, where there is one, the line and
 column, e.g. ``labels.csv, line 7, column 'label': must be 0 or 1; got '2'.``
@@ -28,11 +31,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .annotations import AnnotationSet
+from .annotations import REPEATED, AnnotationSet
 from .channel import Channel
+from .._validation import check_choice
 from .._validation import one_line as _one_line
 
-__all__ = ["demo_paths", "load_annotations_csv", "load_demo", "load_scores_csv", "read_table"]
+__all__ = ["demo_paths", "load_annotations_csv", "load_demo", "load_gold_csv", "load_scores_csv", "read_table"]
 
 #: Column names of other tools read as ours when our default name is absent: crowd-kit's long format
 #: ``task, worker, label`` (``performer`` before crowd-kit 1.0).
@@ -164,6 +168,20 @@ def _score(table: _Table, r: int, column: str, value: str) -> float:
     return x
 
 
+def _gold(table: _Table, r: int, column: str, value: str):
+    """0, 1, or None (an empty cell: gold label unknown)."""
+    if value == "" or value.lower() in ("na", "nan", "null", "none"):
+        return None
+    try:
+        x = float(value)
+    except ValueError:
+        x = None
+    if x is None or x not in (0.0, 1.0):
+        raise ValueError(f"{table.where(r, column)}: gold labels must be 0 or 1 (leave the cell empty where the "
+                         f"clean label is unknown); got {value!r}.")
+    return int(x)
+
+
 def _resolve(table: _Table, name: str, default: str) -> str:
     """``name``, or the alias of :data:`COLUMN_ALIASES` present in the file when ``name`` is the absent default."""
     if name != default or name in table.header:
@@ -177,11 +195,11 @@ def _require(table: _Table, columns, what: str) -> None:
         raise ValueError(f"{table.path}: missing column(s) {missing} for {what}; found {table.header}.")
 
 
-def _check_unique(table: _Table, keys: list, what: str) -> None:
+def _check_unique(table: _Table, keys: list, what: str, *, hint: str = "") -> None:
     seen: dict = {}
     for r, k in enumerate(keys):
         if k in seen:
-            raise ValueError(f"{table.where(r)}: duplicate {what} {k!r} (first at line {table.lines[seen[k]]}).")
+            raise ValueError(f"{table.where(r)}: duplicate {what} {k!r} (first at line {table.lines[seen[k]]}).{hint}")
         seen[k] = r
 
 
@@ -209,10 +227,41 @@ def load_scores_csv(path, *, item: str = "item", score: str = "score") -> pd.Ser
     return pd.Series(np.asarray(z, dtype=np.float64), index=pd.Index(ids, dtype=object, name=item), name=score)
 
 
+def load_gold_csv(path, *, item: str = "item", gold: str = "gold") -> pd.Series:
+    """Read known clean labels from a CSV with columns ``item, gold`` (or crowd-kit style ``task, gold``).
+
+    An empty cell means the clean label of that item is unknown.
+
+    Returns
+    -------
+    Series of int8 (0 or 1) indexed by item id (ints when every id is an integer), in file order; items with
+    an empty cell are left out.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, line, column and value: missing columns, an empty file, a gold label
+        that is not 0 or 1 (text included), or an item listed twice.
+    """
+    table = read_table(path)
+    item = _resolve(table, item, "item")
+    _require(table, (item, gold), f"gold labels (expected columns item, {gold}, or task, {gold})")
+    ids = _item_ids(table, item)
+    _check_unique(table, ids, "item")
+    k = table.header.index(gold)
+    values = [_gold(table, r, gold, row[k]) for r, row in enumerate(table.rows)]
+    known = [(i, v, line) for i, v, line in zip(ids, values, table.lines) if v is not None]
+    out = pd.Series(np.asarray([v for _, v, _ in known], dtype=np.int8),
+                    index=pd.Index([i for i, _, _ in known], dtype=object, name=item), name=gold)
+    out.attrs["lines"] = [line for _, _, line in known]  # for messages naming the line of an unknown item
+    return out
+
+
 def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: str = "item",
                          annotator: str = "annotator", label: str = "label", score: str = "score",
-                         annotators=None) -> AnnotationSet:
-    """Read noisy labels (and scores) from CSV into an :class:`AnnotationSet`.
+                         annotators=None, gold: str | None = None, gold_path=None,
+                         repeated: str = "keep") -> AnnotationSet:
+    """Read noisy labels (and scores, and gold labels) from CSV into an :class:`AnnotationSet`.
 
     Parameters
     ----------
@@ -230,7 +279,17 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
         both the annotations and the scores file; ``task, worker, label`` is crowd-kit's long format.
     annotators : sequence of str, optional
         Wide format only: the columns holding annotators' labels (other columns are ignored). Default:
-        every column except ``item`` and ``score``.
+        every column except ``item``, ``score`` and the gold column.
+    gold : str, optional
+        A column of ``path`` holding known clean labels: 0 or 1, empty where unknown; one value per item
+        (rows of an item may leave it empty, but may not disagree).
+    gold_path : str or Path, optional
+        A separate file with columns ``item, gold`` (empty gold cell: unknown). Every item in it must be
+        annotated. Give ``gold`` or ``gold_path``, not both.
+    repeated : {"keep", "first", "error"}
+        Long format: rows that repeat an (item, annotator) pair. ``"keep"`` every label (each a
+        conditionally independent response given the clean label), ``"first"`` keeps the first row,
+        ``"error"`` refuses, naming the lines.
 
     Returns
     -------
@@ -240,8 +299,10 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
     ------
     ValueError
         A single line naming the file, line and column of the first problem: missing columns, empty
-        file, labels other than 0/1, scores that are not numbers in [0, 1], duplicate (item, annotator)
-        pairs or items, annotated items without a score, scores given twice.
+        file, labels other than 0/1, scores that are not numbers in [0, 1], gold labels other than 0/1
+        (text included) or conflicting for one item, gold for an item not in the annotations, repeated
+        (item, annotator) pairs with ``repeated="error"``, duplicate items, annotated items without a
+        score, scores given twice.
 
     Examples
     --------
@@ -251,13 +312,23 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
     >>> data = load_annotations_csv(path)
     >>> data.labels.tolist(), data.scores.tolist()
     ([[1, 1], [0, -1], [0, 1]], [0.9, 0.2, 0.4])
+    >>> _ = open(path, "w").write("item,annotator,label,gold\\n1,a,1,1\\n1,a,1,1\\n2,a,0,\\n2,b,1,\\n")
+    >>> data = load_annotations_csv(path, gold="gold")
+    >>> data.gold.tolist(), data.n_responses, data.n_repeated
+    ([1, -1], 4, 1)
     """
     if layout not in ("auto", "long", "wide"):
         raise ValueError(f"`layout` must be 'auto', 'long' or 'wide'; got {layout!r}.")
+    check_choice(repeated, REPEATED, name="repeated", func="load_annotations_csv")
+    if gold is not None and gold_path is not None:
+        raise ValueError("give `gold` (a column of the labels file) or `gold_path` (a separate item, gold file), "
+                         "not both.")
     table = read_table(path)
     item_asked = item
     item = _resolve(table, item, "item")
     annotator = _resolve(table, annotator, "annotator")
+    if gold is not None and gold not in table.header:
+        raise ValueError(f"{table.path}: no gold column '{gold}'; found {table.header}.")
     if layout == "auto":
         # Either long-format column name means long format (then a missing partner is reported).
         layout = "long" if annotator in table.header or label in table.header else "wide"
@@ -265,17 +336,18 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
         if annotators is not None:
             raise ValueError("`annotators` selects columns of a wide file; a long file names annotators in its "
                              f"'{annotator}' column.")
-        labels, item_ids, ann_ids, file_scores = _read_long(table, item=item, annotator=annotator, label=label,
-                                                            score=score)
+        codes, item_ids, ann_ids, file_scores, gold_values = _read_long(
+            table, item=item, annotator=annotator, label=label, score=score, gold=gold, repeated=repeated)
     else:
-        labels, item_ids, ann_ids, file_scores = _read_wide(table, item=item, score=score, annotators=annotators)
+        codes, item_ids, ann_ids, file_scores, gold_values = _read_wide(table, item=item, score=score,
+                                                                        annotators=annotators, gold=gold)
 
     if scores_path is not None and file_scores is not None:
         raise ValueError(f"{table.path}: has a '{score}' column and a separate scores file was given; "
                          "use one source of scores.")
     scores = None
     if file_scores is not None:
-        scores = pd.Series(file_scores, index=pd.Index(item_ids, dtype=object))
+        scores = file_scores
     elif scores_path is not None:
         # The scores file resolves its own item column (``item`` or crowd-kit's ``task``).
         scores = load_scores_csv(scores_path, item=item_asked, score=score)
@@ -283,12 +355,13 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
         if _id_kinds(scores.index) != _id_kinds(item_ids):
             scores.index = pd.Index([str(i) for i in scores.index], dtype=object)
             item_ids = [str(i) for i in item_ids]
+    if gold_path is not None:
+        gold_values = _gold_from_file(gold_path, item_ids, item=item_asked, source=table.path)
     try:
-        data = AnnotationSet(labels, None, np.asarray(item_ids, dtype=object), np.asarray(ann_ids, dtype=object))
-        if scores is not None:
-            data = AnnotationSet.from_wide(pd.DataFrame(data.labels, index=pd.Index(data.item_ids, dtype=object),
-                                                        columns=pd.Index(data.annotator_ids, dtype=object)),
-                                           scores)
+        data = AnnotationSet.from_responses(*codes, n_items=len(item_ids), n_annotators=len(ann_ids), scores=scores,
+                                            item_ids=np.asarray(item_ids, dtype=object),
+                                            annotator_ids=np.asarray(ann_ids, dtype=object), gold=gold_values,
+                                            repeated=repeated)
     except ValueError as exc:
         source = scores_path if scores_path is not None and "score" in str(exc) else path
         raise ValueError(f"{source}: {_one_line(exc)}") from None
@@ -299,7 +372,27 @@ def _id_kinds(ids) -> set:
     return {type(i) is int for i in ids}
 
 
-def _read_long(table: _Table, *, item, annotator, label, score):
+def _gold_from_file(gold_path, item_ids: list, *, item: str, source: str) -> np.ndarray:
+    """Gold labels of shape (n_items,) (-1 unknown) from an ``item, gold`` file; its unknown items named by line."""
+    series = load_gold_csv(gold_path, item=item)
+    lines = series.attrs["lines"]
+    ids = list(series.index)
+    wanted = list(item_ids)
+    if _id_kinds(ids) != _id_kinds(wanted):
+        # Ids written as 7 in one file and "7" in the other: compare as strings.
+        ids, wanted = [str(i) for i in ids], [str(i) for i in wanted]
+    pos = {v: n for n, v in enumerate(wanted)}
+    out = np.full(len(wanted), -1, dtype=np.int8)
+    for i, v, line in zip(ids, series.to_numpy(), lines):
+        if i not in pos:
+            raise ValueError(f"{gold_path}, line {line}: gold label {int(v)} for item {i!r}, which is not in the "
+                             f"annotations ({source}).")
+        out[pos[i]] = v
+    return out
+
+
+def _read_long(table: _Table, *, item, annotator, label, score, gold=None, repeated="keep"):
+    """``((item, annotator, label) position arrays, item ids, annotator ids, scores or None, gold or None)``."""
     _require(table, (item, annotator, label),
              "long format (expected columns item, annotator, label, or crowd-kit's task, worker, label)")
     items = _item_ids(table, item)
@@ -307,7 +400,9 @@ def _read_long(table: _Table, *, item, annotator, label, score):
     for r, a in enumerate(anns):
         if a == "":
             raise ValueError(f"{table.where(r, annotator)}: empty annotator id.")
-    _check_unique(table, list(zip(items, anns)), f"({item}, {annotator}) pair")
+    if repeated == "error":
+        _check_unique(table, list(zip(items, anns)), f"({item}, {annotator}) pair",
+                      hint=" Pass repeated='keep' (--repeated keep) to use every label, or 'first' to keep the first.")
     k = table.header.index(label)
     lab = [_label(table, r, label, row[k], allow_missing=False) for r, row in enumerate(table.rows)]
     item_ids = list(dict.fromkeys(items))
@@ -316,9 +411,9 @@ def _read_long(table: _Table, *, item, annotator, label, score):
     anns = [int(a) for a in anns] if ann_ids and isinstance(ann_ids[0], int) else anns
     ipos = {v: n for n, v in enumerate(item_ids)}
     apos = {v: n for n, v in enumerate(ann_ids)}
-    labels = np.full((len(item_ids), len(ann_ids)), -1, dtype=np.int8)
-    for i, a, y in zip(items, anns, lab):
-        labels[ipos[i], apos[a]] = y
+    codes = (np.fromiter((ipos[i] for i in items), dtype=np.int32, count=len(items)),
+             np.fromiter((apos[a] for a in anns), dtype=np.int32, count=len(anns)),
+             np.asarray(lab, dtype=np.int8))
     file_scores = None
     if score in table.header:
         ks = table.header.index(score)
@@ -330,23 +425,37 @@ def _read_long(table: _Table, *, item, annotator, label, score):
                                  f"{per_item[i][0]} at line {table.lines[per_item[i][1]]}.")
             per_item.setdefault(i, (z, r))
         file_scores = np.asarray([per_item[i][0] for i in item_ids], dtype=np.float64)
-    return labels, item_ids, ann_ids, file_scores
+    gold_values = None
+    if gold is not None:
+        kg = table.header.index(gold)
+        per_item = {}
+        for r, (i, row) in enumerate(zip(items, table.rows)):
+            g = _gold(table, r, gold, row[kg])
+            if g is None:
+                continue
+            if i in per_item and per_item[i][0] != g:
+                raise ValueError(f"{table.where(r, gold)}: item {i!r} has gold label {g} here but "
+                                 f"{per_item[i][0]} at line {table.lines[per_item[i][1]]}.")
+            per_item.setdefault(i, (g, r))
+        gold_values = np.asarray([per_item[i][0] if i in per_item else -1 for i in item_ids], dtype=np.int8)
+    return codes, item_ids, ann_ids, file_scores, gold_values
 
 
-def _read_wide(table: _Table, *, item, score, annotators=None):
+def _read_wide(table: _Table, *, item, score, annotators=None, gold=None):
     if item not in table.header:
         raise ValueError(f"{table.path}: missing column '{item}'; found {table.header}. Expected long format "
                          f"(item, annotator, label) or wide format ({item} + one column per annotator).")
+    other = [c for c in (item, score, gold) if c is not None]
     if annotators is not None:
         ann_cols = [str(a) for a in annotators]
         missing = [c for c in ann_cols if c not in table.header]
         if missing:
             raise ValueError(f"{table.path}: annotator column(s) {missing} not found; found {table.header}.")
-        if len(set(ann_cols)) != len(ann_cols) or item in ann_cols or score in ann_cols:
+        if len(set(ann_cols)) != len(ann_cols) or any(c in ann_cols for c in other):
             raise ValueError(f"{table.path}: `annotators` must name distinct label columns other than "
-                             f"'{item}' and '{score}'; got {ann_cols}.")
+                             f"{', '.join(repr(c) for c in other)}; got {ann_cols}.")
     else:
-        ann_cols = [c for c in table.header if c not in (item, score)]
+        ann_cols = [c for c in table.header if c not in other]
     if not ann_cols:
         raise ValueError(f"{table.path}: wide format needs one column per annotator besides '{item}'"
                          f"{' and ' + repr(score) if score in table.header else ''}; found {table.header}.")
@@ -368,7 +477,15 @@ def _read_wide(table: _Table, *, item, score, annotators=None):
     if score in table.header:
         ks = table.header.index(score)
         file_scores = np.asarray([_score(table, r, score, row[ks]) for r, row in enumerate(table.rows)])
-    return labels, items, _ids_as_ints(ann_cols), file_scores
+    gold_values = None
+    if gold is not None:
+        kg = table.header.index(gold)
+        gold_values = np.asarray([-1 if (g := _gold(table, r, gold, row[kg])) is None else g
+                                  for r, row in enumerate(table.rows)], dtype=np.int8)
+    # A wide file is one row per item, in file order; np.nonzero walks it row by row (sorted responses).
+    ii, jj = np.nonzero(labels >= 0)
+    codes = (ii.astype(np.int32), jj.astype(np.int32), labels[ii, jj])
+    return codes, items, _ids_as_ints(ann_cols), file_scores, gold_values
 
 
 def _ids_as_ints(ids) -> list:

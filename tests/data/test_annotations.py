@@ -193,10 +193,11 @@ def test_long_nan_label_is_named():
         AnnotationSet.from_long(bad)
 
 
-def test_long_duplicate_pairs_are_named():
+def test_long_repeated_pairs_are_named_when_refused():
     bad = pd.concat([_long(), pd.DataFrame({"item": [20], "annotator": ["b"], "label": [1]})], ignore_index=True)
-    with pytest.raises(ValueError, match=re.escape("duplicate (item, annotator) pairs [(20, 'b')]")):
-        AnnotationSet.from_long(bad)
+    with pytest.raises(ValueError, match=re.escape("1 repeated (item, annotator) pair [(20, 'b')]: an annotator "
+                                                   "labelled the same item more than once")):
+        AnnotationSet.from_long(bad, repeated="error")
 
 
 def test_long_missing_columns_raise_value_error_not_key_error():
@@ -368,3 +369,67 @@ def test_long_nullable_and_boolean_labels():
     nullable = frame.assign(label=pd.array([1, 1, 0, pd.NA, 0, 1, 1, 0], dtype="Int64"))
     with pytest.raises(ValueError, match=r"`label` must be 0 or 1; got \[nan\] at rows \[3\]"):
         AnnotationSet.from_long(nullable)
+
+
+# ---------------------------------------------------------------------------------------- repeated and gold
+def _repeated_long():
+    """Annotator 'a' labels item 10 twice (1 then 0); item 20 once each by 'a' and 'b'."""
+    return pd.DataFrame({"item": [10, 20, 10, 20], "annotator": ["a", "a", "a", "b"], "label": [1, 0, 0, 1],
+                         "gold": [1.0, np.nan, np.nan, np.nan]})
+
+
+def test_from_long_repeated_keep_first_error():
+    keep = AnnotationSet.from_long(_repeated_long())
+    assert keep.n_responses == 4 and keep.n_repeated == 1
+    assert keep.responses.label.tolist() == [1, 0, 0, 1]  # item 10 / 'a' in file order: 1, then 0
+    first = AnnotationSet.from_long(_repeated_long(), repeated="first")
+    np.testing.assert_array_equal(first.labels, [[1, -1], [0, 1]])
+    with pytest.raises(ValueError, match=re.escape("1 repeated (item, annotator) pair [(10, 'a')]")):
+        AnnotationSet.from_long(_repeated_long(), repeated="error")
+
+
+def test_from_long_gold_column_one_value_per_item():
+    data = AnnotationSet.from_long(_repeated_long(), gold="gold")
+    assert data.gold.tolist() == [1, -1] and data.gold.dtype == np.int8
+    as_text = _repeated_long().assign(gold=["1", "", " ", None])  # blank strings mean unknown, like NaN
+    assert AnnotationSet.from_long(as_text, gold="gold").gold.tolist() == [1, -1]
+    by_id = AnnotationSet.from_long(_repeated_long(), gold=pd.Series({20: 0}))
+    assert by_id.gold.tolist() == [-1, 0]
+    assert AnnotationSet.from_long(_repeated_long(), gold={10: 1, 20: 1}).gold.tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("gold, message", [
+    ([1, np.nan, 0, np.nan], r"conflicting gold labels \(both 0 and 1\) in column `gold` for item \[10\]"),
+    ([1, 2, np.nan, np.nan], r"column `gold` must hold gold labels 0 or 1 .*got \[2\.0\] at rows \[1\], item \[20\]"),
+    (["yes", None, None, None], r"column `gold` must hold gold labels 0 or 1 .*got \['yes'\] at rows \[0\], item \[10\]"),
+])
+def test_from_long_bad_gold_column_is_named(gold, message):
+    with pytest.raises(ValueError, match=message):
+        AnnotationSet.from_long(_repeated_long().assign(gold=gold), gold="gold")
+
+
+def test_from_long_gold_errors_for_unknown_items_and_columns():
+    with pytest.raises(ValueError, match=r"`gold` has labels for items \[99\] that are not in the annotations"):
+        AnnotationSet.from_long(_repeated_long(), gold={99: 1})
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['truth'\]"):
+        AnnotationSet.from_long(_repeated_long(), gold="truth")
+
+
+def test_from_wide_gold_array_and_series():
+    frame = pd.DataFrame([[1, 0], [np.nan, 1], [0, 0]], index=["x", "y", "z"], columns=["p", "q"])
+    assert AnnotationSet.from_wide(frame, gold=[1, np.nan, 0]).gold.tolist() == [1, -1, 0]
+    assert AnnotationSet.from_wide(frame, gold=pd.Series({"z": 1})).gold.tolist() == [-1, -1, 1]
+    with pytest.raises(ValueError, match=r"`gold` must hold 0, 1, or -1/NaN for unknown; got \['maybe'\] at items \['y'\]"):
+        AnnotationSet.from_wide(frame, gold=[1, "maybe", 0])
+
+
+def test_from_crowdkit_picks_up_a_gold_column_and_keeps_repeats():
+    df = _repeated_long().rename(columns={"item": "task", "annotator": "worker"})
+    data = AnnotationSet.from_crowdkit(df, scores={10: 0.9, 20: 0.1})
+    assert data.gold.tolist() == [1, -1] and data.n_repeated == 1
+    assert AnnotationSet.from_crowdkit(df, gold=None).gold is None
+    assert AnnotationSet.from_crowdkit(df.drop(columns="gold")).gold is None
+    with pytest.raises(ValueError, match="`df` has no gold column 'truth'"):
+        AnnotationSet.from_crowdkit(df, gold="truth")
+    with pytest.raises(ValueError, match=re.escape("1 repeated (task, worker) pair [(10, 'a')]")):
+        AnnotationSet.from_crowdkit(df, repeated="error")

@@ -96,7 +96,6 @@ def small():
     ("performer", None, r"missing column\(s\) \['worker'\].*called the worker column 'performer'"),
     ("label2", None, r"`label` must be 0 or 1; got \[2\] at rows \[2\].*Those rows are task \['y'\]"),
     ("labelyes", None, r"`label` must be 0 or 1; got \['yes'\].*Those rows are task \['x'\]"),
-    ("dup", None, re.escape("duplicate (task, worker) pairs [('x', 'a')]")),
     ("nan task", None, r"column `task` has missing values at rows \[1\]"),
     (None, {"x": 0.1, "y": 0.2}, re.escape("tasks ['z'] have no score")),
     (None, {"x": 0.1, "y": 0.2, "z": 0.3, "w": 0.4}, re.escape("`scores` has tasks ['w'] that are not in")),

@@ -131,7 +131,7 @@ def test_bad_annotation_files_raise_one_line_errors(tmp_path, case):
     ann.write_bytes(ann_text.encode("latin-1"))
     sc = write(tmp_path, "sc.csv", sc_text)
     with pytest.raises(ValueError) as info:
-        load_annotations_csv(ann, sc)
+        load_annotations_csv(ann, sc, repeated="error")  # repeated pairs are refused only when asked
     msg = str(info.value)
     assert "\n" not in msg
     for piece in pieces:
@@ -144,7 +144,7 @@ def test_bad_score_files_raise_one_line_errors(tmp_path, case):
     ann = write(tmp_path, "ann.csv", LONG)
     sc = write(tmp_path, "sc.csv", sc_text)
     with pytest.raises(ValueError) as info:
-        load_annotations_csv(ann, sc)
+        load_annotations_csv(ann, sc, repeated="error")  # repeated pairs are refused only when asked
     msg = str(info.value)
     assert "\n" not in msg
     for piece in pieces:
@@ -271,7 +271,7 @@ def test_crowdkit_aliases_only_stand_in_for_absent_default_columns(tmp_path):
 ])
 def test_crowdkit_file_errors_name_file_line_and_column(tmp_path, text, where):
     with pytest.raises(ValueError, match=re.escape(where)):
-        load_annotations_csv(write(tmp_path, "ck.csv", text))
+        load_annotations_csv(write(tmp_path, "ck.csv", text), repeated="error")
 
 
 def test_crowdkit_scores_file_errors_name_file_line_and_column(tmp_path):
@@ -280,3 +280,97 @@ def test_crowdkit_scores_file_errors_name_file_line_and_column(tmp_path):
         load_annotations_csv(ann, write(tmp_path, "sc.csv", "task,score\n1,0.5\n2,1.5\n3,0.1\n"))
     with pytest.raises(ValueError, match=re.escape("sc.csv: annotated items [3] have no score")):
         load_annotations_csv(ann, write(tmp_path, "sc.csv", "task,score\n1,0.5\n2,0.5\n"))
+
+
+# ------------------------------------------------------------------------------------------ repeated labels
+REPEATS = "item,annotator,label\n1,a,1\n1,b,0\n2,a,0\n1,a,0\n2,b,1\n"  # (1, a) at lines 2 and 5
+
+
+def test_repeated_labels_keep_first_error(tmp_path):
+    path = write(tmp_path, "rep.csv", REPEATS)
+    keep = load_annotations_csv(path)
+    assert keep.n_responses == 5 and keep.n_repeated == 1
+    assert keep.responses.label.tolist() == [1, 0, 0, 0, 1]  # item 1 / a: line 2 (1), then line 5 (0)
+    first = load_annotations_csv(path, repeated="first")
+    assert first.labels.tolist() == [[1, 0], [0, 1]]
+    with pytest.raises(ValueError, match=re.escape("rep.csv, line 5: duplicate (item, annotator) pair (1, 'a') "
+                                                   "(first at line 2). Pass repeated='keep'")):
+        load_annotations_csv(path, repeated="error")
+    with pytest.raises(ValueError, match=r"`repeated` must be one of"):
+        load_annotations_csv(path, repeated="all")
+
+
+# ------------------------------------------------------------------------------------------ gold labels
+GOLD_LONG = "item,annotator,label,gold\n1,a,1,1\n1,b,0,1\n2,a,0,\n3,b,1,0\n3,a,1,\n"
+
+
+def test_gold_column_long_and_wide(tmp_path):
+    data = load_annotations_csv(write(tmp_path, "g.csv", GOLD_LONG), gold="gold")
+    assert data.gold.tolist() == [1, -1, 0] and data.labels.tolist() == [[1, 0], [0, -1], [1, 1]]
+    wide = load_annotations_csv(write(tmp_path, "w.csv", "item,p,q,gold,score\n1,1,0,1,0.9\n2,0,,,0.2\n"), gold="gold")
+    assert list(wide.annotator_ids) == ["p", "q"]  # the gold column is not an annotator
+    assert wide.gold.tolist() == [1, -1] and wide.scores.tolist() == [0.9, 0.2]
+
+
+def test_gold_file(tmp_path):
+    ann = write(tmp_path, "ann.csv", LONG)
+    gold = write(tmp_path, "gold.csv", "item,gold\n3,1\n1,0\n2,\n")
+    data = load_annotations_csv(ann, write(tmp_path, "sc.csv", SCORES), gold_path=gold)
+    assert data.gold.tolist() == [0, -1, 1]
+    # Ids written as strings in one file and integers in the other still match.
+    quoted = load_annotations_csv(write(tmp_path, "t.csv", "item,annotator,label\nx1,a,1\nx2,a,0\n"),
+                                  gold_path=write(tmp_path, "tg.csv", "task,gold\nx2,1\n"))
+    assert quoted.gold.tolist() == [-1, 1]
+
+
+@pytest.mark.parametrize("labels, gold_file, pieces", [
+    (GOLD_LONG.replace("3,b,1,0", "3,b,1,2"), None, ["g.csv, line 5, column 'gold'", "must be 0 or 1", "'2'"]),
+    (GOLD_LONG.replace("3,b,1,0", "3,b,1,yes"), None, ["g.csv, line 5, column 'gold'", "'yes'"]),
+    (GOLD_LONG.replace("1,b,0,1", "1,b,0,0"), None, ["g.csv, line 3, column 'gold'", "item 1 has gold label 0 here but 1 "
+                                                     "at line 2"]),
+    (LONG, "item,gold\n1,1\n7,0\n", ["gold.csv, line 3", "gold label 0 for item 7", "not in the annotations"]),
+    (LONG, "item,gold\n1,1\n2,0.5\n", ["gold.csv, line 3, column 'gold'", "'0.5'"]),
+    (LONG, "item,gold\n1,1\n2,positive\n", ["gold.csv, line 3, column 'gold'", "'positive'"]),
+    (LONG, "item,gold\n1,1\n1,0\n", ["gold.csv, line 3", "duplicate item 1 (first at line 2)"]),
+    (LONG, "item,truth\n1,1\n", ["gold.csv", "missing column(s) ['gold']"]),
+])
+def test_bad_gold_names_file_line_and_value(tmp_path, labels, gold_file, pieces):
+    ann = write(tmp_path, "g.csv", labels)
+    kw = dict(gold="gold") if gold_file is None else dict(gold_path=write(tmp_path, "gold.csv", gold_file))
+    with pytest.raises(ValueError) as info:
+        load_annotations_csv(ann, **kw)
+    msg = str(info.value)
+    assert "\n" not in msg
+    for piece in pieces:
+        assert piece in msg, (piece, msg)
+
+
+def test_gold_option_errors(tmp_path):
+    ann = write(tmp_path, "g.csv", GOLD_LONG)
+    with pytest.raises(ValueError, match="g.csv: no gold column 'truth'"):
+        load_annotations_csv(ann, gold="truth")
+    with pytest.raises(ValueError, match="not both"):
+        load_annotations_csv(ann, gold="gold", gold_path=ann)
+
+
+CROWD_GOLD = Path("/work/shared/data/crowd_gold")
+
+
+@pytest.mark.skipif(not CROWD_GOLD.is_dir(), reason="shared crowd_gold data not present")
+@pytest.mark.parametrize("name", ["bluebirds", "rte", "temp"])
+def test_crowd_gold_sets_load_with_gold(name):
+    # Welinder et al. 2010 (bluebirds) and Snow et al. 2008 (rte, temp), as assembled in shared/data/README.md.
+    path = CROWD_GOLD / f"{name}.csv"
+    data = load_annotations_csv(path, gold="gold")
+    frame = pd.read_csv(path)
+    assert data.n_items == frame["item"].nunique()
+    assert data.n_annotators == frame["worker"].nunique()
+    assert data.n_responses == len(frame)
+    assert data.n_repeated == int(frame.duplicated(["item", "worker"]).sum())
+    gold = frame.groupby("item")["gold"].first()
+    ids = [type(gold.index[0])(i) for i in data.item_ids]
+    np.testing.assert_array_equal(data.gold, gold.reindex(ids).to_numpy())
+    # The labels per item / annotator and the positive votes agree with pandas' group-bys.
+    votes = frame.groupby("item")["label"].mean().reindex(ids).to_numpy()
+    np.testing.assert_allclose(data.vote_fraction(), votes)
+    assert data.summary()["labels_per_annotator_max"] == frame.groupby("worker").size().max()
