@@ -18,11 +18,25 @@ The rules of both EMs, exactly (following them, the two agree to rounding from i
    log-likelihood (+ Beta log prior density for MAP). Stop at the first ``t <= max_iter`` with
    ``max|theta_t - theta_{t-1}| <= tol`` *and* ``|l_t - l_{t-1}| <= tol (1 + |l_t|)``: converged.
    Non-finite ``theta_t`` or ``l_t`` fails the start at once; reaching ``max_iter`` fails it.
-3. *Orientation*: if more than half the annotators have ``tpr < fpr`` (or exactly half and the summed
-   gap is negative), exchange ``Y <-> 1 - Y``: ``(fpr, tpr) -> (tpr, fpr)``, ``prevalence -> 1 - prevalence``.
-4. *Screening*: accept a converged start if every gap ``tpr - fpr > min_gap``.
+3. *Orientation* (``orientation="every"``, the paper's rule for a few trusted annotators): if more than
+   half the annotators have ``tpr < fpr`` (or exactly half and the summed gap is negative), exchange
+   ``Y <-> 1 - Y``: ``(fpr, tpr) -> (tpr, fpr)``, ``prevalence -> 1 - prevalence``.
+   ``orientation="crowd"``: exchange when the crowd's pooled gap ``sum_j n_j gap_j`` is negative, ``n_j``
+   the number of labels of annotator ``j`` (:func:`orient_crowd`).
+4. *Screening* (``"every"`` only): accept a converged start if every gap ``tpr - fpr > min_gap``. Under
+   ``"crowd"`` every converged start with finite parameters is accepted: spammers (gap ~ 0) and adversaries
+   (gap < 0) stay in the likelihood with their own gaps. ``"auto"`` selects by ``"every"`` and, when no start
+   passes its screen, by ``"crowd"`` from the same runs.
 5. *Selection*: among accepted starts, those with objective ``>= best - 1e-9 (1 + |best|)`` tie;
    the lowest start index wins.
+
+Why the pooled gap (paper App. D.5): the likelihood is invariant under the global exchange ``Y <-> 1 - Y``,
+so one of the two mirror solutions must be chosen by a constraint. Requiring *every* gap to be positive
+(the paper's parametrisation) is a constraint on each annotator; it cannot represent a crowd with one
+adversarial worker, whose gap is negative in the true orientation, and the fit then fails. Only the
+exchange needs fixing: ``sum_j n_j gap_j`` is ``n`` times the gap of a label drawn at random from the
+data (how much a typical label says about ``Y``), it changes sign under the exchange, and a spammer
+(gap ~ 0) or one adversary with a minority of the labels cannot flip it.
 
 Rules 1 and 3-5 are :func:`noisycal_bayes.core.starts.em_starts`, ``orient`` and ``select_start``. EM
 never decreases the objective (the test suite asserts it along ``loglik_trace``). A converged start
@@ -37,6 +51,12 @@ FPR_RANGE = (0.05, 0.45)
 TPR_RANGE = (0.55, 0.95)
 PREVALENCE_RANGE = (0.2, 0.8)
 
+
+#: Values of the ``orientation`` keyword of both EMs (see rules 3-4 above).
+ORIENTATIONS = ("auto", "every", "crowd")
+#: Starts (user or warm) are clipped into ``[START_EPS, 1 - START_EPS]``: EM from a rate of exactly 0 or 1 stays
+#: there (the E-step gives that class zero weight) and its log-likelihood can be -inf (issue 16, low noise).
+START_EPS = 1e-6
 
 #: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
 TIE_RTOL = 1e-9
@@ -85,7 +105,9 @@ def em_starts(n_annotators: int, n_groups: int, n_starts: int, seed: int = 0):
 
 
 def check_starts(starts, n_annotators: int, n_groups: int):
-    """Validate user starts ``(fpr (S, J), tpr (S, J), prevalence (S, G))``, all strictly inside (0, 1)."""
+    """Validate user starts ``(fpr (S, J), tpr (S, J), prevalence (S, G))`` in [0, 1]; clip them into
+    ``[START_EPS, 1 - START_EPS]`` (a start on the boundary would stay there: a near-perfect annotator's
+    estimate, fpr = 0, is a valid warm start once moved inside)."""
     try:
         fpr, tpr, prev = (np.array(s, dtype=np.float64) for s in starts)
     except (TypeError, ValueError):
@@ -96,9 +118,19 @@ def check_starts(starts, n_annotators: int, n_groups: int):
     if fpr.shape[0] == 0:
         raise ValueError("`starts` is empty.")
     vals = np.concatenate([fpr.ravel(), tpr.ravel(), prev.ravel()])
-    if not np.all(np.isfinite(vals)) or np.any((vals <= 0) | (vals >= 1)):
-        raise ValueError("`starts` must lie strictly inside (0, 1).")
-    return fpr, tpr, prev
+    bad = ~np.isfinite(vals) | (vals < 0) | (vals > 1)
+    if bad.any():
+        raise ValueError(f"`starts` must lie in [0, 1]; got {_preview(vals[bad])}.")
+    return tuple(np.clip(v, START_EPS, 1 - START_EPS) for v in (fpr, tpr, prev))
+
+
+def check_orientation(orientation) -> str:
+    """``orientation`` if it is one of :data:`ORIENTATIONS`, else a ``ValueError`` naming the choices."""
+    if orientation not in ORIENTATIONS:
+        raise ValueError(f"`orientation` must be one of {list(ORIENTATIONS)}; got {orientation!r}. Use 'every' for a "
+                         "few trusted annotators (every gap > min_gap), 'crowd' for crowds with spammers or "
+                         "adversarial workers.")
+    return orientation
 
 
 def orient(fpr, tpr, prevalence):
@@ -115,6 +147,24 @@ def orient(fpr, tpr, prevalence):
     return fpr, tpr, prevalence, False
 
 
+def orient_crowd(fpr, tpr, prevalence, n_labels):
+    """Global label exchange ``Y <-> 1 - Y`` when the crowd's pooled gap ``sum_j n_j (tpr_j - fpr_j)`` is negative.
+
+    ``n_labels`` (n_annotators,) counts each annotator's labels. A pooled gap of exactly 0 is left as it
+    is. Returns ``(fpr, tpr, prevalence, exchanged)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f, t, p, ex = orient_crowd(np.array([0.8, 0.1]), np.array([0.2, 0.7]), np.array([0.3]), np.array([10, 100]))
+    >>> ex, f.tolist()  # the adversary (10 labels, gap -0.6) does not outweigh the 100 labels with gap 0.6
+    (False, [0.8, 0.1])
+    """
+    if np.dot(np.asarray(n_labels, dtype=np.float64), tpr - fpr) < 0:
+        return tpr.copy(), fpr.copy(), 1.0 - prevalence, True
+    return fpr, tpr, prevalence, False
+
+
 def failure_reason(status: int, n_iter: int, max_iter: int) -> str:
     """The text recorded for a start that did not converge (``status`` one of the codes above)."""
     return {BAD_START: "non-finite objective at the start",
@@ -123,7 +173,7 @@ def failure_reason(status: int, n_iter: int, max_iter: int) -> str:
 
 
 def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, min_gap: float, max_iter: int,
-                 annotator_ids=None) -> dict:
+                 annotator_ids=None, orientation: str = "every", n_labels=None) -> dict:
     """Screen every EM run and select the estimate (the rules 3-5 of ``fit_em``'s Notes).
 
     Parameters
@@ -143,6 +193,10 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
         For the failure text.
     annotator_ids : sequence, optional
         Names used in the texts (default ``0..J-1``).
+    orientation : {"every", "crowd", "auto"}, default "every"
+        Rules 3-4 of the module docstring.
+    n_labels : array of shape (n_annotators,), optional
+        Labels per annotator (the weights of the pooled gap); required unless ``orientation="every"``.
 
     Returns
     -------
@@ -152,8 +206,37 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
         converged start screened out for small gaps, when it beats every accepted one, else None),
         ``best_prevalence`` (oriented prevalence of the best finite start, converged or not, or None),
         ``selected`` (start index or None) and, when one is selected, ``fpr``, ``tpr``, ``prevalence``,
-        ``objective``, ``n_iter``, ``trace`` (length ``n_iter + 1``), ``label_exchanged``.
+        ``objective``, ``n_iter``, ``trace`` (length ``n_iter + 1``), ``label_exchanged``; ``orientation``
+        the rule that selected it (``"every"`` or ``"crowd"``; under ``"auto"`` the one that applied).
     """
+    orientation = check_orientation(orientation)
+    if orientation != "every" and n_labels is None:
+        raise ValueError(f"select_start: orientation={orientation!r} needs `n_labels`.")
+    if orientation == "crowd":
+        return _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=None,
+                       max_iter=max_iter, annotator_ids=annotator_ids, n_labels=n_labels)
+    out = _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=min_gap,
+                  max_iter=max_iter, annotator_ids=annotator_ids, n_labels=None)
+    if orientation == "auto" and out["selected"] is None:
+        crowd = _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=None,
+                        max_iter=max_iter, annotator_ids=annotator_ids, n_labels=n_labels)
+        if crowd["selected"] is not None:
+            # The every-gap screen's rejections stay on record (they explain why "crowd" applied).
+            crowd["screened_every"] = out["failed"]
+            return crowd
+    return out
+
+
+def _select(theta, objective, n_iter, status, trace, *, n_annotators, min_gap, max_iter, annotator_ids, n_labels):
+    """:func:`select_start` under one rule: ``min_gap=None`` is the crowd rule (pooled-gap orientation with
+    ``n_labels``, no screening), else the every-gap rule with that screen."""
+    crowd = min_gap is None
+    rule = "crowd" if crowd else "every"
+
+    def oriented(th):
+        f, t, p = th[:J], th[J:2 * J], th[2 * J:]
+        return orient_crowd(f, t, p, n_labels) if crowd else orient(f, t, p)
+
     theta, objective = np.asarray(theta, dtype=np.float64), np.asarray(objective, dtype=np.float64)
     n_iter, status, trace = np.asarray(n_iter), np.asarray(status), np.asarray(trace)
     ids = list(range(n_annotators)) if annotator_ids is None else list(annotator_ids)
@@ -162,13 +245,13 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
     for s in range(theta.shape[0]):
         obj, th = float(objective[s]), theta[s]
         if np.isfinite(obj) and np.all(np.isfinite(th)) and (best_any is None or obj > best_any[0]):
-            best_any = (obj, orient(th[:J], th[J:2 * J], th[2 * J:])[2])
+            best_any = (obj, oriented(th)[2])
         if status[s] != CONVERGED:
             failed.append((s, failure_reason(status[s], n_iter[s], max_iter)))
             continue
-        fpr, tpr, prev, swapped = orient(th[:J], th[J:2 * J], th[2 * J:])
+        fpr, tpr, prev, swapped = oriented(th)
         gap = tpr - fpr
-        small = np.flatnonzero(~(gap > min_gap))
+        small = np.flatnonzero(~(gap > (-np.inf if crowd else min_gap)))
         if small.size:
             failed.append((s, f"gap <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
                               f"(gaps {_preview(np.round(gap[small], 4))})"))
@@ -181,7 +264,7 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
         best_rejected = None
     out = {"failed": failed, "start_logliks": np.where(np.isfinite(objective), objective, np.nan),
            "n_starts_total": theta.shape[0], "best_rejected": best_rejected,
-           "best_prevalence": None if best_any is None else best_any[1], "selected": None}
+           "best_prevalence": None if best_any is None else best_any[1], "selected": None, "orientation": rule}
     if fitted:
         sel = min(s for s, v in fitted.items() if v[3] >= top - TIE_RTOL * (1.0 + abs(top)))
         fpr, tpr, prev, obj, it, tr, swapped = fitted[sel]

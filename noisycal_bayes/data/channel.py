@@ -1,4 +1,4 @@
-"""`Channel`: per-annotator false-positive and true-positive rates with positive orientation."""
+"""`Channel`: per-annotator false-positive and true-positive rates, oriented per annotator or per crowd."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,25 +15,33 @@ class Channel:
     Parameters
     ----------
     fpr, tpr : array-like of shape (n_annotators,)
-        Rates in [0, 1] with ``tpr_j > fpr_j`` (positive orientation, paper symbol ``a_j`` and
-        ``a_j + delta_j``).
+        Rates in [0, 1] (paper symbols ``a_j`` and ``a_j + delta_j``).
     annotator_ids : sequence, optional
         Names of the annotators (defaults to 0..J-1).
+    orientation : {"every", "crowd"}, default "every"
+        ``"every"``: the paper's constraint, ``tpr_j > fpr_j`` for every annotator. ``"crowd"``: only the
+        crowd is oriented (its label-count-weighted mean gap is positive, see ``fit_em``), so single
+        annotators may have ``tpr_j <= fpr_j``: a spammer (gap ~ 0) or an adversarial annotator (gap < 0),
+        whose corrected label ``(A - fpr) / (tpr - fpr)`` is still unbiased when the gap is not 0.
 
     Raises
     ------
     ValueError
-        Rates outside [0, 1], non-finite, or ``tpr <= fpr`` for any annotator.
+        Rates outside [0, 1], non-finite, an unknown ``orientation``, or (``orientation="every"``)
+        ``tpr <= fpr`` for any annotator.
 
     Examples
     --------
     >>> Channel([0.1, 0.2], [0.9, 0.7]).gap.round(2).tolist()
     [0.8, 0.5]
+    >>> Channel([0.1, 0.7], [0.9, 0.2], orientation="crowd").gap.round(2).tolist()  # annotator 1 is adversarial
+    [0.8, -0.5]
     """
 
     fpr: np.ndarray
     tpr: np.ndarray
     annotator_ids: tuple | None = None
+    orientation: str = "every"
 
     def __post_init__(self):
         fpr = np.atleast_1d(np.array(self.fpr, dtype=np.float64))
@@ -45,12 +53,15 @@ class Channel:
             if bad.any():
                 raise ValueError(f"`{name}` must lie in [0, 1]; got {_preview(v[bad])} for annotators "
                                  f"{_preview(np.flatnonzero(bad))}.")
+        if self.orientation not in ("every", "crowd"):
+            raise ValueError(f"`orientation` must be 'every' or 'crowd'; got {self.orientation!r}.")
         bad = tpr <= fpr
-        if bad.any():
+        if self.orientation == "every" and bad.any():
             raise ValueError(
                 f"positive orientation requires tpr > fpr (gap > 0); annotators {_preview(np.flatnonzero(bad))} have "
                 f"tpr <= fpr. An annotator with tpr < fpr labels the opposite class; one with tpr == fpr carries no "
-                "information and cannot be corrected."
+                "information and cannot be corrected. Pass orientation='crowd' to hold such annotators (only the crowd "
+                "as a whole is then oriented)."
             )
         ids = tuple(range(fpr.size)) if self.annotator_ids is None else tuple(self.annotator_ids)
         if len(ids) != fpr.size:
@@ -66,6 +77,11 @@ class Channel:
         """The noiseless channel (fpr 0, tpr 1): corrected labels equal the labels."""
         return cls(np.zeros(n_annotators), np.ones(n_annotators))
 
+    def exchanged(self) -> "Channel":
+        """The mirror solution of the same likelihood: ``Y <-> 1 - Y`` only, so ``(fpr, tpr) -> (tpr, fpr)`` and
+        every gap changes sign (an ``orientation="crowd"`` channel; a fit's other orientation)."""
+        return Channel(self.tpr, self.fpr, self.annotator_ids, orientation="crowd")
+
     @property
     def gap(self) -> np.ndarray:
         """``tpr - fpr`` (paper: ``delta_j = 1 - FPR_j - FNR_j``), shape (n_annotators,)."""
@@ -76,8 +92,21 @@ class Channel:
         return self.fpr.size
 
     def flipped(self) -> "Channel":
-        """Rates after exchanging the labels ``Y <-> 1 - Y`` *and* ``A <-> 1 - A`` (orientation kept)."""
-        return Channel(1 - self.tpr, 1 - self.fpr, self.annotator_ids)
+        """The same channels after renaming both classes, ``Y <-> 1 - Y`` *and* ``A <-> 1 - A``.
+
+        ``fpr -> 1 - tpr`` and ``tpr -> 1 - fpr``: every gap is unchanged. Use it when the positive class of
+        the whole task is redefined. It does *not* repair an adversarial annotator (one with ``tpr < fpr``):
+        relabelling that annotator's answers alone (``A_j -> 1 - A_j``) turns ``(fpr_j, tpr_j)`` into
+        ``(1 - fpr_j, 1 - tpr_j)``, and there is no need to: keep the annotator in a ``orientation="crowd"``
+        channel, whose corrected label ``(A - fpr) / (tpr - fpr)`` uses the labels with their sign.
+
+        Examples
+        --------
+        >>> ch = Channel([0.1, 0.2], [0.9, 0.6])
+        >>> ch.flipped().fpr.round(2).tolist(), bool(np.allclose(ch.flipped().gap, ch.gap))
+        ([0.1, 0.4], True)
+        """
+        return Channel(1 - self.tpr, 1 - self.fpr, self.annotator_ids, orientation=self.orientation)
 
     def to_frame(self):
         import pandas as pd
@@ -85,4 +114,5 @@ class Channel:
         return pd.DataFrame({"annotator": list(self.annotator_ids), "fpr": self.fpr, "tpr": self.tpr, "gap": self.gap})
 
     def __repr__(self) -> str:
-        return f"Channel(fpr={np.round(self.fpr, 4).tolist()}, tpr={np.round(self.tpr, 4).tolist()})"
+        extra = "" if self.orientation == "every" else f", orientation={self.orientation!r}"
+        return f"Channel(fpr={np.round(self.fpr, 4).tolist()}, tpr={np.round(self.tpr, 4).tolist()}{extra})"

@@ -3,7 +3,9 @@
 Each replicate reweights the items with Dirichlet(1, ..., 1) weights (Rubin 1981), sums the weights into the
 fit's own compressed (group, pattern) counts, and refits EM on those counts from the full-data estimate
 (the EM loop and rules of :mod:`noisycal_bayes.inference.em` on the steps of :mod:`noisycal_bayes.core.em`,
-batched over replicates with ``jax.vmap``). The replicates then stand in for posterior draws:
+batched over replicates with ``jax.vmap``). A fit on sparse responses (``fit.details["path"] == "sparse"``)
+is refitted on the same responses with the item weights, by the sparse EM loop of ``fit_em`` (replicates as
+its batch axis). The replicates then stand in for posterior draws:
 ``posterior_nc_ece(data, bootstrap_em(data, fit), ...)`` propagates them exactly as it propagates NUTS draws.
 This is the channel step of the command line's EM route; its coverage is in docs/coverage.md.
 """
@@ -19,16 +21,16 @@ import numpy as np
 from .._validation import _preview, check_positive_int
 from ..core import x64
 from ..core.em import e_step, log_prior, m_step
-from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING, orient
+from ..core.starts import START_EPS, BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING, orient, orient_crowd
 from ..data import AnnotationSet
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
 from ..warnings import ConvergenceWarning
-from .em import _split
+from .em import _sparse_args, _sparse_program, _split
 
 #: Warm starts are clipped into ``[START_CLIP, 1 - START_CLIP]``: EM from a rate of exactly 0 or 1 stays there
 #: (the E-step gives that class zero weight), and its log-likelihood can be -inf (issue 16).
-START_CLIP = 1e-6
+START_CLIP = START_EPS
 #: Iteration budget of each replicate's EM (at least the fit's ``max_iter``). From the warm start EM converges
 #: linearly, and slowly where the data say little (gaps of 0.3, two annotators: often beyond 1000 iterations, the
 #: fit's default); dropping those replicates would keep only the fast-converging ones and narrow the interval.
@@ -121,11 +123,17 @@ def _check(data, fit, n_boot):
     if inp.inverse is None or fit.groups.index is None:
         raise ValueError(f"{func}: this fit was made from SufficientStats, which keep no items to reweight; fit the "
                          "AnnotationSet itself.")
-    if data.labels.shape != (inp.n_items, inp.n_annotators):
+    if (data.n_items, data.n_annotators) != (inp.n_items, inp.n_annotators):
         raise ValueError(f"{func}: `data` must hold the items the EM was fitted on ({inp.n_items} items x "
-                         f"{inp.n_annotators} annotators); got {data.labels.shape[0]} x {data.labels.shape[1]}.")
-    fitted = np.asarray(inp.patterns)[inp.inverse]
-    diff = np.flatnonzero((fitted != data.labels).any(axis=1))
+                         f"{inp.n_annotators} annotators); got {data.n_items} x {data.n_annotators}.")
+    if inp.sparse:
+        item, ann, lab = data.responses
+        same = (len(item) == len(inp.item) and np.array_equal(item, inp.item) and np.array_equal(ann, inp.annotator)
+                and np.array_equal(lab, inp.label))
+        diff = np.zeros(0, int) if same else np.unique(np.concatenate([np.asarray(item), np.asarray(inp.item)]))[:1]
+    else:
+        fitted = np.asarray(inp.patterns)[inp.inverse]
+        diff = np.flatnonzero((fitted != data.labels).any(axis=1))
     if diff.size:
         raise ValueError(f"{func}: the labels of `data` differ from the fitted ones at items "
                          f"{_preview(np.asarray(data.item_ids)[diff])}; pass the AnnotationSet the EM was fitted on.")
@@ -146,13 +154,27 @@ def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict
     status codes), ``n_iter`` (n_boot,), ``exchanged`` (n_boot,) bool.
     """
     inp = fit.inputs
-    j, g, n_rows = inp.n_annotators, inp.n_groups, inp.patterns.shape[0]
+    j, g = inp.n_annotators, inp.n_groups
+    n_rows = inp.n_items if inp.sparse else inp.patterns.shape[0]
     settings = fit.settings or {}
     max_iter = max(int(settings.get("max_iter", 1000)), REPLICATEMAX_ITER)
     tol = float(settings.get("tol", 1e-8))
-    program = _batch_program(j, g, em_prior_counts(fit.prior), max_iter)
     theta0 = _warm_start(fit)[0]
-    args = (np.asarray(inp.patterns, np.int32), np.asarray(inp.row_group, np.int32))
+    if inp.sparse:
+        sparse = _sparse_program(j, g, em_prior_counts(fit.prior), max_iter, keep_trace=False)
+        sargs = _sparse_args(inp)
+
+        def program(theta0, counts, tol):
+            # Replicates are the batch axis of the sparse loop; the item weights its per-replicate weights.
+            theta = np.broadcast_to(theta0, (counts.shape[0], theta0.size)).copy()
+            out = sparse(theta, *sargs, tol, np.ascontiguousarray(counts.T))
+            return out[0], out[2], out[3]
+    else:
+        batch = _batch_program(j, g, em_prior_counts(fit.prior), max_iter)
+        args = (np.asarray(inp.patterns, np.int32), np.asarray(inp.row_group, np.int32))
+
+        def program(theta0, counts, tol):
+            return batch(theta0, *args, counts, tol)
     size = min(BATCH, n_boot)
     thetas, statuses, iters = [], [], []
     bar = None
@@ -166,11 +188,13 @@ def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict
         m = min(size, n_boot - done)
         counts = np.zeros((size, n_rows))
         for b in range(m):
-            # Weighted (group, pattern) counts: each item's weight added to its compressed row.
-            counts[b] = np.bincount(inp.inverse, weights=next(rows), minlength=n_rows)
+            w = next(rows)
+            # Weighted (group, pattern) counts: each item's weight added to its compressed row (sparse: the
+            # item weights themselves).
+            counts[b] = w if inp.sparse else np.bincount(inp.inverse, weights=w, minlength=n_rows)
         counts[m:] = counts[0]  # padding of the last batch (discarded)
         with x64():
-            theta, n_iter, status = (np.asarray(v) for v in program(theta0, *args, counts, np.float64(tol)))
+            theta, n_iter, status = (np.asarray(v) for v in program(theta0, counts, np.float64(tol)))
         thetas.append(theta[:m])
         statuses.append(status[:m])
         iters.append(n_iter[:m])
@@ -181,8 +205,12 @@ def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict
         bar.close()
     theta, status, n_iter = np.concatenate(thetas), np.concatenate(statuses), np.concatenate(iters)
     exchanged = np.zeros(n_boot, bool)
+    crowd = (fit.details or {}).get("orientation", "every") == "crowd"
+    n_labels = inp.labels_per_annotator()
     for b in range(n_boot):
-        f, t, p, exchanged[b] = orient(theta[b, :j], theta[b, j:2 * j], theta[b, 2 * j:])
+        # The fit's own orientation rule (a crowd fit keeps annotators with negative gaps).
+        f, t, p, exchanged[b] = (orient_crowd(theta[b, :j], theta[b, j:2 * j], theta[b, 2 * j:], n_labels) if crowd
+                                 else orient(theta[b, :j], theta[b, j:2 * j], theta[b, 2 * j:]))
         theta[b] = np.concatenate([f, t, p])
     return {"theta": theta, "status": status, "n_iter": n_iter, "exchanged": exchanged, "max_iter": max_iter}
 
@@ -245,8 +273,10 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
     MAP), started from the full-data estimate clipped into ``[1e-6, 1 - 1e-6]`` and stopped by the rules of
     ``fit_em`` (``tol`` from ``fit.settings``; ``max_iter`` raised to at least ``REPLICATEMAX_ITER`` = 20000:
     EM can converge slowly, and a budget cut would drop the slow replicates). The label-exchange rule of
-    ``fit_em`` orients each replicate; a replicate fails when EM does not converge, ends non-finite, or has a gap
-    ``<= fit.settings["min_gap"]`` (the screen of ``fit_em``). With a smooth likelihood the replicates
+    ``fit_em`` that made the fit (``fit.details["orientation"]``: every-gap or crowd) orients each replicate; a
+    replicate fails when EM does not converge, ends non-finite, or (every-gap fits only) has a gap
+    ``<= fit.settings["min_gap"]`` (the screen of ``fit_em``). A fit on sparse responses is refitted on the
+    responses with per-item weights ``w^b_i`` (the same weighted likelihood). With a smooth likelihood the replicates
     approximate the sampling distribution of the EM estimate (equivalently, a flat-prior posterior), so
     :func:`~noisycal_bayes.propagate.posterior_nc_ece` treats them as it treats posterior draws.
 
@@ -277,6 +307,8 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
     min_gap = float((fit.settings or {}).get("min_gap", 0.05))
     finite = np.all(np.isfinite(theta), axis=1)
     gap_ok = np.all(theta[:, j:2 * j] - theta[:, :j] > min_gap, axis=1)
+    if (fit.details or {}).get("orientation", "every") == "crowd":
+        gap_ok[:] = True  # the crowd rule screens no gaps (fit_em's rule 4)
     failed = {}
     for b in np.flatnonzero((status != CONVERGED) | ~finite | ~gap_ok):
         failed[int(b)] = (f"did not converge within {out['max_iter']} iterations" if status[b] != CONVERGED

@@ -1,9 +1,14 @@
 """EM (and MAP-EM) for the grouped Dawid-Skene models in JAX: all starts at once with ``vmap``.
 
 The rules are those of the reference EM (``noisycal_bayes.reference.em.fit_em``, documented in its Notes)
-so that the two agree to rounding from identical starts; the E- and M-steps are
-:func:`noisycal_bayes.core.em_step` on compressed, padded (group, pattern) counts, evaluated as
-``core.em.m_step`` then ``core.em.e_step`` so that the objective and the next E-step share one pass.
+so that the two agree to rounding from identical starts. Two paths, the same iteration and rules:
+
+- ``"patterns"``: the E- and M-steps :func:`noisycal_bayes.core.em_step` on compressed, padded (group,
+  pattern) counts, evaluated as ``core.em.m_step`` then ``core.em.e_step`` so that the objective and the
+  next E-step share one pass. Cost per iteration ~ rows x annotators, independent of the number of items.
+- ``"sparse"``: :func:`~noisycal_bayes.core.sparse.sparse_m_step` then
+  :func:`~noisycal_bayes.core.sparse.sparse_e_step` on (item, annotator, label) responses with segment sums
+  (gold labels as observed latent labels). Cost per iteration ~ responses; nothing items x annotators.
 """
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ import numpy as np
 
 from ..core import ds_loglik, x64
 from ..core.em import e_step, log_prior, m_step
+from ..core.likelihood import posterior_positive
+from ..core.sparse import Responses, batched_e_step, batched_m_step, sparse_e_step, sparse_totals
 from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX_ITER as _MAX_ITER,
                            NONFINITE as _NONFINITE, RUNNING as _RUNNING, TIE_RTOL, check_starts as _check_starts,
                            em_starts, select_start)
@@ -87,8 +94,111 @@ def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, pr
     return jax.vmap(one)(theta0)
 
 
-def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, starts=None, annotator_ids=None):
-    """EM on prepared inputs. Returns a dict with the selected estimate and the bookkeeping (no warnings)."""
+def _run_all_sparse(theta0, item, annotator, label, item_group, gold, tol, item_weight=None, *, n_annotators, n_groups,
+                    prior, max_iter, keep_trace: bool = True):
+    """:func:`_run_all` on sparse responses: the same iteration, stopping rule and outputs, every start at once.
+
+    The starts form a trailing batch axis of the parameters (``fpr`` (J, S), ...) and each iteration is
+    :func:`~noisycal_bayes.core.sparse.batched_m_step` then :func:`~noisycal_bayes.core.sparse.batched_e_step`
+    (one per-item and one per-annotator segment sum for all starts; see :mod:`noisycal_bayes.core.sparse`).
+    A start that has stopped (converged, failed) keeps its values while the others iterate, so each start's
+    result is that of its own loop. ``item_weight`` (n_items, S) reweights the items per start (bootstrap);
+    ``keep_trace=False`` returns a trace of shape (S, 1) (the bootstrap needs none).
+    """
+    responses = Responses(item, annotator, label)
+    totals = sparse_totals(responses, item_group, n_groups, n_annotators, item_weight)
+    J, S = n_annotators, theta0.shape[0]
+
+    def evaluate(theta):  # theta (S, K)
+        f, t, p = theta[:, :J].T, theta[:, J:2 * J].T, theta[:, 2 * J:].T
+        loglik, posterior = batched_e_step(responses, item_group, totals, f, t, p, gold=gold)
+        if prior is not None:
+            loglik = loglik + jax.vmap(lambda th: log_prior(_split(th, J), prior))(theta)
+        return loglik, posterior
+
+    obj0, post0 = evaluate(theta0)
+    trace = jnp.full((S, max_iter + 1 if keep_trace else 1), jnp.nan, dtype=theta0.dtype).at[:, 0].set(obj0)
+    status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
+    n_iter = jnp.zeros(S, jnp.int32)
+
+    def body(c):
+        it, theta, obj, post, st, n_it, tr = c
+        it = it + 1
+        running = st == _RUNNING
+        new = jnp.concatenate(batched_m_step(responses, item_group, totals, J, post, prior), axis=0).T
+        new_obj, new_post = evaluate(new)
+        finite = jnp.all(jnp.isfinite(new), axis=1) & jnp.isfinite(new_obj)
+        # The reference rule: parameters AND objective both stopped moving.
+        small = ((jnp.max(jnp.abs(new - theta), axis=1) <= tol)
+                 & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj))))
+        new_st = jnp.where(~finite, _NONFINITE, jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER,
+                                                                                       _RUNNING)))
+        keep = running[:, None]
+        return (it, jnp.where(keep, new, theta), jnp.where(running, new_obj, obj),
+                jnp.where(running[None, :], new_post, post), jnp.where(running, new_st, st),
+                jnp.where(running, it, n_it),
+                tr.at[:, it].set(jnp.where(running, new_obj, jnp.nan)) if keep_trace else tr)
+
+    state = (jnp.int32(0), theta0, obj0, post0, status, n_iter, trace)
+    _, theta, obj, _, st, n_it, tr = jax.lax.while_loop(lambda c: jnp.any(c[4] == _RUNNING), body, state)
+    return theta, obj, n_it, st, tr
+
+
+# Compiled sparse EM programs by static configuration (jit keeps one executable per input shape).
+_SPARSE_PROGRAMS: dict = {}
+
+
+def _sparse_program(n_annotators: int, n_groups: int, prior, max_iter: int, keep_trace: bool = True):
+    """The compiled :func:`_run_all_sparse` for one static configuration (one executable per input shape)."""
+    key = (n_annotators, n_groups, prior, max_iter, keep_trace)
+    program = _SPARSE_PROGRAMS.get(key)
+    if program is None:
+        program = _SPARSE_PROGRAMS[key] = jax.jit(partial(_run_all_sparse, n_annotators=n_annotators,
+                                                          n_groups=n_groups, prior=prior, max_iter=max_iter,
+                                                          keep_trace=keep_trace))
+    return program
+
+
+def _sparse_args(inputs):
+    """NumPy arrays of the sparse path: responses, item groups and gold (-1 everywhere when there is none)."""
+    gold = (np.full(inputs.n_items, -1, np.int32) if inputs.gold is None else np.asarray(inputs.gold, np.int32))
+    return (np.asarray(inputs.item, np.int32), np.asarray(inputs.annotator, np.int32),
+            np.asarray(inputs.label, np.int32), np.asarray(inputs.row_group, np.int32), gold)
+
+
+def soft_counts(inputs, fpr, tpr, prevalence):
+    """E-step soft counts at an estimate, ``(s0, n0, s1, n1)`` each of shape (n_annotators,) (float64).
+
+    ``n1_j = sum_r T_{i_r}`` over annotator ``j``'s responses (``T_i = P(Y_i = 1 | A_i)``, the gold label where
+    known), ``s1_j = sum_r T_{i_r} A_r``; ``n0``, ``s0`` the same with ``1 - T``. Pattern inputs weight each
+    compressed row by its count. Used for the per-annotator intervals
+    (:func:`~noisycal_bayes.models.em_result.annotator_table`).
+    """
+    with x64():
+        f, t, p = (jnp.asarray(np.atleast_1d(v), jnp.float64) for v in (fpr, tpr, prevalence))
+        if inputs.sparse:
+            item, ann, lab, group, gold = _sparse_args(inputs)
+            _, post = sparse_e_step(Responses(item, ann, lab), group, f, t, p, gold=gold)
+            w1 = np.asarray(post)[item]
+            a = lab.astype(np.float64)
+            n = inputs.n_annotators
+            n1 = np.bincount(ann, weights=w1, minlength=n)
+            s1 = np.bincount(ann, weights=w1 * a, minlength=n)
+            n0 = np.bincount(ann, weights=1 - w1, minlength=n)
+            s0 = np.bincount(ann, weights=(1 - w1) * a, minlength=n)
+            return s0, n0, s1, n1
+        pat = np.asarray(inputs.patterns, np.int32)
+        post = np.asarray(posterior_positive(pat, np.asarray(inputs.row_group, np.int32), f, t, p))
+    c = np.asarray(inputs.counts, np.float64)
+    obs, pos = (pat >= 0).astype(np.float64), (pat == 1).astype(np.float64)
+    w1, w0 = c * post, c * (1 - post)
+    return w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs
+
+
+def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, starts=None, annotator_ids=None,
+           orientation: str = "every"):
+    """EM on prepared inputs (pattern or sparse, as ``inputs.sparse`` says). Returns a dict with the selected
+    estimate and the bookkeeping (no warnings); with an estimate also ``soft_counts`` and ``n_labels``."""
     n_ann, n_groups = inputs.n_annotators, inputs.n_groups
     if starts is not None:
         fpr0, tpr0, prev0 = _check_starts(starts, n_ann, n_groups)
@@ -98,24 +208,38 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
         fpr0, tpr0, prev0 = em_starts(n_ann, n_groups, n_starts, seed)
     theta0 = np.concatenate([fpr0, tpr0, prev0], axis=1)
     ids = list(range(n_ann)) if annotator_ids is None else list(annotator_ids)
+    n_labels = inputs.labels_per_annotator()
     with x64():
-        # NumPy arguments: converting them with jnp would compile small programs of its own in a new process.
-        args = (np.asarray(inputs.patterns, dtype=np.int32), np.asarray(inputs.row_group, dtype=np.int32),
-                np.asarray(inputs.counts, dtype=np.float64))
-        program = _em_program(args[0].shape[0], theta0.shape[0], n_annotators=n_ann, n_groups=n_groups,
-                              prior=prior_counts, max_iter=int(max_iter))
+        if inputs.sparse:
+            args = _sparse_args(inputs)
+            program = _sparse_program(n_ann, n_groups, prior_counts, int(max_iter))
+        else:
+            # NumPy arguments: converting them with jnp would compile small programs of its own in a new process.
+            args = (np.asarray(inputs.patterns, dtype=np.int32), np.asarray(inputs.row_group, dtype=np.int32),
+                    np.asarray(inputs.counts, dtype=np.float64))
+            program = _em_program(args[0].shape[0], theta0.shape[0], n_annotators=n_ann, n_groups=n_groups,
+                                  prior=prior_counts, max_iter=int(max_iter))
         theta, obj, n_iter, status, trace = (np.asarray(v) for v in program(
             np.asarray(theta0, dtype=np.float64), *args, np.float64(tol)))
         out = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=min_gap,
-                           max_iter=max_iter, annotator_ids=ids)
+                           max_iter=max_iter, annotator_ids=ids, orientation=orientation, n_labels=n_labels)
         if out["selected"] is not None:
-            out["loglik"] = out["objective"] if prior_counts is None else float(
-                ds_loglik(*args, jnp.asarray(out["fpr"]), jnp.asarray(out["tpr"]), jnp.asarray(out["prevalence"])))
+            f, t, p = (jnp.asarray(out[k]) for k in ("fpr", "tpr", "prevalence"))
+            if prior_counts is None:
+                out["loglik"] = out["objective"]
+            elif inputs.sparse:
+                out["loglik"] = float(sparse_e_step(Responses(*args[:3]), args[3], f, t, p, gold=args[4])[0])
+            else:
+                out["loglik"] = float(ds_loglik(*args, f, t, p))
+    if out["selected"] is not None:
+        out["soft_counts"] = soft_counts(inputs, out["fpr"], out["tpr"], out["prevalence"])
+        out["n_labels"] = n_labels
     return out
 
 
 def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts: int = 10, seed: int = 0, prior=None,
-           max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None) -> FitResult:
+           max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None, orientation: str = "auto",
+           path: str = "auto") -> FitResult:
     """Maximum-likelihood (or MAP) channels by EM in JAX, all starts at once.
 
     Parameters
@@ -141,7 +265,20 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         so it gives the maximum-likelihood estimate).
     max_iter, tol, min_gap : see Notes.
     starts : tuple (fpr (S, J), tpr (S, J), prevalence (S, G)), optional
-        Explicit starts instead of the random ones.
+        Explicit starts instead of the random ones, in [0, 1] (clipped into ``[1e-6, 1 - 1e-6]``).
+    orientation : {"auto", "every", "crowd"}, default "auto"
+        How the label exchange ``Y <-> 1 - Y`` is fixed (:mod:`noisycal_bayes.core.starts`, rules 3-4).
+        ``"every"``: the paper's constraint for a few trusted annotators: every gap ``> min_gap``, starts
+        that break it are screened out (and the fit fails when none is left). ``"crowd"``: every annotator
+        stays in the likelihood with its own gap of any sign; only the crowd's label-count-weighted mean gap
+        must be positive, so spammers and adversarial workers neither flip nor break the fit. ``"auto"``:
+        ``"every"`` when a start passes its screen, else ``"crowd"`` (with a :class:`SmallGapWarning`).
+        ``details["orientation"]`` records the rule applied; the channel has that ``orientation``.
+    path : {"auto", "patterns", "sparse"}, default "auto"
+        Compressed (group, pattern) counts or sparse responses; ``"auto"`` takes the sparse path with gold
+        labels or more than 12 annotators (:func:`~noisycal_bayes.models.em_result.choose_path`). The two
+        give the same fit (to rounding) where both apply. ``details["path"]`` and ``details["path_reason"]``
+        record the choice.
 
     Returns
     -------
@@ -149,7 +286,8 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         ``method="em"``, ``draws=None``; ``channel`` and ``prevalence`` the selected estimate,
         ``loglik`` the log-likelihood there, ``details`` with ``loglik_trace`` (objective at the start
         and after each iteration of the selected start), ``start_logliks``, ``selected_start``,
-        ``failed_starts``.
+        ``failed_starts``, ``path``, ``orientation``; ``annotators`` (:attr:`FitResult.annotators`) the
+        per-annotator rates with 90% intervals and flags ("ok", "uninformative", "adversarial").
 
     Raises
     ------
@@ -163,7 +301,8 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         Two annotators with the marginal model (paper §D.1); two annotators whose estimated group
         prevalences differ by less than 0.05.
     SmallGapWarning
-        The best converged fit has a gap ``<= min_gap`` (it is screened out).
+        The best converged fit has a gap ``<= min_gap`` (it is screened out); ``"auto"`` fell back to the crowd
+        orientation; annotators flagged "uninformative" or "adversarial" (named, up to 10 per flag).
     ConvergenceWarning
         No start was accepted.
 
@@ -171,7 +310,7 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     -----
     The rules (starts from :func:`em_starts`; ``theta_t = EMstep(theta_{t-1})`` in float64 until both the
     parameters and the objective stop moving by ``tol``; orientation by global label exchange; screening by
-    ``min_gap``; the largest objective wins, ties to the lowest start index) are spelled out in
+    ``min_gap`` or the crowd rule; the largest objective wins, ties to the lowest start index) are spelled out in
     :mod:`noisycal_bayes.core.starts`; ``noisycal_bayes.reference.fit_em`` implements them independently,
     and the two agree to rounding. No moment-estimator start is added; pass ``starts=`` to choose the starts.
     Paper §4.3 and Appendix F.1-F.2.
@@ -188,10 +327,10 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     prior_counts = em_prior_counts(prior)
     data, model, assignment, notes, inputs, settings = prepare_em(
         data, model=model, groups=groups, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
-        starts=starts, func=func)
+        starts=starts, func=func, orientation=orientation, path=path)
     out = run_em(inputs, n_starts=settings["n_starts"], seed=seed, max_iter=settings["max_iter"], tol=settings["tol"],
                  min_gap=settings["min_gap"], prior_counts=prior_counts, starts=starts,
-                 annotator_ids=data.annotator_ids)
+                 annotator_ids=data.annotator_ids, orientation=orientation)
     return em_result(data, model, assignment, inputs, out, prior, notes, func, loglik=out.get("loglik", np.nan),
                      settings=settings)
 

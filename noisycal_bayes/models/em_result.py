@@ -10,20 +10,63 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 
-from .._validation import check_em_settings
-from ..core.starts import all_failed_message, small_gap_message
+from .._validation import _preview, check_em_settings
+from ..core.starts import all_failed_message, check_orientation, small_gap_message
 from ..data.design import check_design, check_prevalence_spread, require_two_annotators
-from .inputs import check_data, check_model, prepare_inputs, resolve_assignment
+from ..data.outofcore import SufficientStats
+from .inputs import check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
 from ..warnings import ConvergenceWarning, SmallGapWarning
 from .result import FitResult, channel_from, point_dict
 
 
 #: Models with a closed-form M-step (the others go to ``fit_map`` or ``fit_nuts``).
 EM_MODELS = ("dawid_skene", "grouped", "histogram")
+#: Values of ``path``: compressed (group, pattern) counts, or sparse responses with segment sums.
+EM_PATHS = ("auto", "patterns", "sparse")
+#: ``path="auto"`` takes the sparse path above this many annotators: with J annotators a group has up to
+#: 3**J patterns, and beyond about a dozen sparse crowds rarely repeat a pattern, so compression stops paying
+#: (each distinct row costs J cells against one cell per response on the sparse path).
+SPARSE_MIN_ANNOTATORS = 12
+#: Level of the per-annotator intervals in ``FitResult.annotators`` and of the flags derived from them.
+ANNOTATOR_LEVEL = 0.9
+#: How many annotators a flag warning names before summarising the rest by count.
+MAX_NAMED = 10
 
 
-def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_gap, starts, func: str = "fit_em"):
+def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
+    """``(path, reason)``: the EM path for ``data`` (``path`` one of :data:`EM_PATHS`) and why.
+
+    ``"auto"``: ``"sparse"`` when there are gold labels (observed latent labels, handled per item) or more
+    than :data:`SPARSE_MIN_ANNOTATORS` annotators; otherwise ``"patterns"``. SufficientStats always take the
+    pattern path (they hold no responses).
+    """
+    if path not in EM_PATHS:
+        raise ValueError(f"{func}: `path` must be one of {list(EM_PATHS)}; got {path!r}.")
+    stats = isinstance(data, SufficientStats)
+    gold = None if stats else getattr(data, "gold", None)
+    n_gold = 0 if gold is None else int(np.sum(np.asarray(gold) >= 0))
+    if path == "sparse":
+        if stats:
+            raise ValueError(f"{func}: path='sparse' needs an AnnotationSet; SufficientStats hold compressed counts only.")
+        return "sparse", "requested"
+    if path == "patterns":
+        if n_gold:
+            raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels (observed latent labels "
+                             "enter item by item); use path='sparse' or 'auto'.")
+        return "patterns", "requested"
+    if stats:
+        return "patterns", "SufficientStats (compressed counts)"
+    if n_gold:
+        return "sparse", f"{n_gold} gold labels (observed latent labels)"
+    if data.n_annotators > SPARSE_MIN_ANNOTATORS:
+        return "sparse", f"{data.n_annotators} annotators > {SPARSE_MIN_ANNOTATORS} (patterns do not compress)"
+    return "patterns", f"{data.n_annotators} annotators <= {SPARSE_MIN_ANNOTATORS} (patterns compress)"
+
+
+def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_gap, starts, func: str = "fit_em",
+               orientation: str = "every", path: str = "patterns"):
     """Validate an EM call and prepare what its iterations run on (the same for both EMs).
 
     Returns
@@ -33,7 +76,8 @@ def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_g
         :class:`~noisycal_bayes.models.inputs.GroupAssignment`, the design warnings issued
         (:func:`~noisycal_bayes.data.design.check_design`), the compressed
         :class:`~noisycal_bayes.models.inputs.ModelInputs`, and ``settings`` (``n_starts``, ``seed``,
-        ``max_iter``, ``tol``, ``min_gap``, ``explicit_starts``) validated.
+        ``max_iter``, ``tol``, ``min_gap``, ``explicit_starts``, ``orientation``, ``path``, ``path_reason``)
+        validated. On the sparse path ``inputs`` are :func:`~noisycal_bayes.models.inputs.sparse_inputs`.
 
     Raises
     ------
@@ -47,11 +91,86 @@ def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_g
     if model not in EM_MODELS:
         raise ValueError(f"{func}: model={model!r} has no closed-form M-step; use fit_map (optimiser) or fit_nuts.")
     n_starts, max_iter, tol, min_gap = check_em_settings(n_starts, max_iter, tol, min_gap)
+    orientation = check_orientation(orientation)
+    path, reason = choose_path(data, path, func)
     settings = dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
-                    explicit_starts=starts is not None)
+                    explicit_starts=starts is not None, orientation=orientation, path=path, path_reason=reason)
     assignment = resolve_assignment(data, model, groups, func)
     notes = check_design(data, model, n_groups=assignment.n_groups, func=func, stacklevel=4)
-    return data, model, assignment, notes, prepare_inputs(data, model, assignment), settings
+    inputs = sparse_inputs(data, model, assignment) if path == "sparse" else prepare_inputs(data, model, assignment)
+    return data, model, assignment, notes, inputs, settings
+
+
+def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNOTATOR_LEVEL) -> pd.DataFrame:
+    """Per-annotator rates with intervals and a flag, from the E-step's soft counts at the estimate.
+
+    Parameters
+    ----------
+    ids : sequence of length J
+    fpr, tpr : arrays of shape (J,)
+        The estimate.
+    soft_counts : tuple of four arrays of shape (J,)
+        ``(s0, n0, s1, n1)``: ``n1_j = sum_{r: j_r = j} T_{i_r}`` (labels of items expected to be positive),
+        ``s1_j = sum T_{i_r} A_r`` (of those, labelled 1); ``n0``, ``s0`` the same with ``1 - T``.
+    n_labels : array of shape (J,)
+    level : float
+        Interval level.
+
+    Returns
+    -------
+    DataFrame with columns ``annotator, n_labels, fpr, fpr_lower, fpr_upper, tpr, tpr_lower, tpr_upper, gap,
+    gap_lower, gap_upper, flag``.
+
+    Notes
+    -----
+    Given the clean labels, annotator ``j``'s labels on positive items are Binomial(n1_j, tpr_j) and those on
+    negative items Binomial(n0_j, fpr_j), independent. With the clean labels replaced by the E-step's
+    posterior ``T`` (soft counts), the equal-tailed Jeffreys intervals are the ``(1 - level) / 2`` and
+    ``(1 + level) / 2`` quantiles of ``Beta(s1 + 1/2, n1 - s1 + 1/2)`` (tpr) and ``Beta(s0 + 1/2, n0 - s0 + 1/2)``
+    (fpr), and the gap interval is ``gap -+ z sqrt(V_tpr + V_fpr)`` with the two Beta variances
+    (``z = Phi^{-1}((1 + level) / 2)``). This treats ``T`` as known: it leaves out the uncertainty of the
+    other annotators' channels (the missing information of Louis' correction), small when each item has
+    many labels or gold, larger with three annotators and no gold (the coverage test in
+    ``tests/inference/test_crowd_em.py`` measures it on a crowd). Flags: ``"uninformative"`` when the gap
+    interval contains 0, ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
+    (:func:`noisycal_bayes.core.channel.usable_annotators`) gives uninformative annotators weight 0.
+    """
+    from scipy import stats
+
+    s0, n0, s1, n1 = (np.asarray(v, np.float64) for v in soft_counts)
+    a = (1 - level) / 2
+    out = {"annotator": list(ids), "n_labels": np.asarray(n_labels)}
+    var = {}
+    for name, est, s, n in (("fpr", fpr, s0, n0), ("tpr", tpr, s1, n1)):
+        al, be = s + 0.5, np.maximum(n - s, 0.0) + 0.5
+        out[name] = np.asarray(est, np.float64)
+        out[f"{name}_lower"] = stats.beta.ppf(a, al, be)
+        out[f"{name}_upper"] = stats.beta.ppf(1 - a, al, be)
+        var[name] = al * be / ((al + be) ** 2 * (al + be + 1))
+    gap = out["tpr"] - out["fpr"]
+    half = stats.norm.ppf(1 - a) * np.sqrt(var["fpr"] + var["tpr"])
+    out.update(gap=gap, gap_lower=gap - half, gap_upper=gap + half)
+    flag = np.where(out["gap_upper"] < 0, "adversarial", np.where(out["gap_lower"] > 0, "ok", "uninformative"))
+    out["flag"] = flag
+    table = pd.DataFrame(out)
+    table.attrs["level"] = level
+    return table
+
+
+def flag_message(func: str, table: pd.DataFrame) -> str | None:
+    """Warning text naming flagged annotators (up to :data:`MAX_NAMED` per flag), or None when all are ok."""
+    parts = []
+    for flag, what in (("uninformative", "gap interval contains 0: weight 0 downstream"),
+                       ("adversarial", "gap < 0, interval excludes 0: labels used with their sign")):
+        names = table.loc[table["flag"] == flag, "annotator"].tolist()
+        if names:
+            more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
+            parts.append(f"{len(names)} {flag} ({what}): {_preview(names[:MAX_NAMED])}{more}")
+    if not parts:
+        return None
+    level = table.attrs.get("level", ANNOTATOR_LEVEL)
+    return (f"{func}: {sum(table['flag'] != 'ok')} of {len(table)} annotators are flagged at the {level:.0%} level; "
+            + "; ".join(parts) + ". They stay in the likelihood; see `fit.annotators` for rates and intervals.")
 
 
 def em_result(data, model: str, assignment, inputs, selection: dict, prior, notes, func: str, *, settings: dict,
@@ -77,6 +196,10 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
         How the fit was made; ``settings["min_gap"]`` is used in the small-gap text.
     loglik : float
         Log-likelihood at the selected estimate.
+
+    ``selection`` may also hold ``soft_counts`` (``(s0, n0, s1, n1)`` at the estimate, see
+    :func:`annotator_table`) and ``n_labels``; the result then carries ``details["annotators"]`` and a
+    :class:`SmallGapWarning` names the flagged annotators.
     """
     ids = list(data.annotator_ids)
     design, notes = list(notes), list(notes)
@@ -86,7 +209,9 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
         warnings.warn(msg, SmallGapWarning, stacklevel=stacklevel)
         notes.append(msg)
     details = {"start_logliks": selection["start_logliks"], "n_starts_total": selection["n_starts_total"],
-               "selected_start": -1 if selection["selected"] is None else selection["selected"]}
+               "selected_start": -1 if selection["selected"] is None else selection["selected"],
+               "path": settings.get("path", "patterns"), "path_reason": settings.get("path_reason", ""),
+               "orientation": selection.get("orientation", "every")}
     common = dict(model=model, method=method, groups=assignment, inputs=inputs, prior=prior, annotator_ids=tuple(ids),
                   failed_starts=tuple(selection["failed"]), settings=settings, details=details)
     if selection["selected"] is None:
@@ -101,10 +226,24 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
                          **common)
     fpr, tpr, prev = selection["fpr"], selection["tpr"], np.clip(selection["prevalence"], 0.0, 1.0)
     notes += check_prevalence_spread(prev, data.n_annotators, model, func=func, stacklevel=stacklevel + 1)
+    if selection.get("screened_every"):
+        msg = (f"{func}: no start passed the every-gap screen (gap > min_gap={settings['min_gap']} for every "
+               "annotator), so orientation='auto' fitted the crowd orientation (pooled gap > 0): every annotator is "
+               "kept with its own gap. Pass orientation='every' to require the paper's constraint instead.")
+        warnings.warn(msg, SmallGapWarning, stacklevel=stacklevel)
+        notes.append(msg)
+    if selection.get("soft_counts") is not None:
+        table = annotator_table(ids, fpr, tpr, selection["soft_counts"], selection["n_labels"])
+        details["annotators"] = table
+        msg = flag_message(func, table)
+        if msg is not None:
+            warnings.warn(msg, SmallGapWarning, stacklevel=stacklevel)
+            notes.append(msg)
     # Design problems (check_design): the estimate is one point of a set of channels with the same likelihood.
     identified, reason = not design, design[0] if design else ""
     details.update(loglik_trace=np.asarray(selection["trace"]), objective=selection["objective"],
                    label_exchanged=selection["label_exchanged"])
-    return FitResult(channel=channel_from(fpr, tpr, ids), point=point_dict(model, fpr, tpr, prev), converged=True,
+    channel = channel_from(fpr, tpr, ids, orientation=selection.get("orientation", "every"))
+    return FitResult(channel=channel, point=point_dict(model, fpr, tpr, prev), converged=True,
                      identified=identified, reason=reason, loglik=float(loglik), n_iter=int(selection["n_iter"]),
                      warnings=tuple(notes), **common)

@@ -88,6 +88,10 @@ class ModelInputs:
     ``inverse`` (n_items,) gives each item's row.
 
     Platt: flat responses ``item``, ``annotator``, ``label`` (n_responses,) and ``logit_score`` (n_items,).
+
+    Sparse grouped inputs (``sparse=True``, :func:`sparse_inputs`; EM's path for crowds): the flat responses,
+    ``row_group`` the group of each item (n_items,), ``gold`` (n_items,) int8 with -1 unknown (or None), and
+    no ``patterns``: nothing of shape items x annotators.
     """
 
     model: str
@@ -106,13 +110,24 @@ class ModelInputs:
     label: np.ndarray | None = None
     logit_score: np.ndarray | None = None
     static: dict = field(default_factory=dict)
+    sparse: bool = False
+    gold: np.ndarray | None = None
 
     def __post_init__(self):
-        for name in ("patterns", "row_group", "counts", "inverse", "item", "annotator", "label", "logit_score"):
+        for name in ("patterns", "row_group", "counts", "inverse", "item", "annotator", "label", "logit_score", "gold"):
             object.__setattr__(self, name, _readonly(getattr(self, name)))
+
+    def labels_per_annotator(self) -> np.ndarray:
+        """Number of labels of each annotator, shape (n_annotators,) (float: compressed counts may be weights)."""
+        if self.patterns is None:
+            return np.bincount(np.asarray(self.annotator), minlength=self.n_annotators).astype(np.float64)
+        return np.asarray(self.counts, np.float64) @ (np.asarray(self.patterns) >= 0).astype(np.float64)
 
     def model_args(self):
         """Positional data arguments of the model function (NumPy arrays; the prior is appended later)."""
+        if self.sparse:
+            raise ValueError("these inputs are sparse responses (EM's crowd path); the NumPyro grouped models take "
+                             "compressed patterns. Refit with fit_map / fit_nuts for posterior draws.")
         if self.model == "platt":
             return (self.item.astype(np.int32), self.annotator.astype(np.int32), self.label.astype(np.int32),
                     self.logit_score)
@@ -215,6 +230,23 @@ def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment,
                            counts=np.ones(n), n_patterns=n, inverse=np.arange(n))
     pc = compress_patterns(data.labels, g, assignment.n_groups)
     return _compressed_inputs(model, n, pc)
+
+
+def sparse_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment) -> ModelInputs:
+    """Flat responses (:attr:`AnnotationSet.responses`), each item's group and the gold labels: EM's sparse path.
+
+    Nothing of shape (n_items, n_annotators) is built; the arrays are O(n_responses + n_items).
+    """
+    if isinstance(data, SufficientStats):
+        raise ValueError("SufficientStats hold compressed (group, pattern) counts, not responses; the sparse path needs "
+                         "an AnnotationSet.")
+    item, ann, lab = data.responses
+    n = data.n_items
+    gold = getattr(data, "gold", None)
+    return ModelInputs(model, n, data.n_annotators, assignment.n_groups, False, row_group=assignment.index,
+                       inverse=np.arange(n), item=np.asarray(item, np.int32), annotator=np.asarray(ann, np.int32),
+                       label=np.asarray(lab, np.int32), sparse=True,
+                       gold=None if gold is None else np.asarray(gold, np.int8))
 
 
 def _compressed_inputs(model: str, n_items: int, pc) -> ModelInputs:

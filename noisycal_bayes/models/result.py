@@ -16,11 +16,11 @@ from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs
 MAX_LOGLIK_VALUES = 50_000_000
 
 
-def channel_from(fpr, tpr, annotator_ids=None) -> Channel:
-    """A Channel from estimated rates (rounding excursions beyond [0, 1] clipped)."""
+def channel_from(fpr, tpr, annotator_ids=None, *, orientation: str = "every") -> Channel:
+    """A Channel from estimated rates (rounding excursions beyond [0, 1] clipped); ``orientation`` as in Channel."""
     return Channel(np.clip(np.asarray(fpr, dtype=np.float64), 0.0, 1.0),
                    np.clip(np.asarray(tpr, dtype=np.float64), 0.0, 1.0),
-                   None if annotator_ids is None else tuple(annotator_ids))
+                   None if annotator_ids is None else tuple(annotator_ids), orientation=orientation)
 
 
 def point_dict(model, fpr, tpr, prevalence=None, slope=None, intercept=None) -> dict:
@@ -221,6 +221,20 @@ class FitResult(ChannelAccess):
         return np.asarray(self.details.get("loglik_trace", np.zeros(0)), dtype=np.float64)
 
     @property
+    def annotators(self) -> pd.DataFrame | None:
+        """EM: one row per annotator: ``annotator``, ``n_labels``, ``fpr``, ``tpr``, ``gap`` with 90% intervals
+        (``*_lower``, ``*_upper``) and ``flag`` ("ok", "uninformative": the gap interval contains 0,
+        "adversarial": gap < 0 and the interval excludes 0); None for other fits.
+
+        The intervals are Jeffreys intervals from the E-step's soft counts
+        (:func:`~noisycal_bayes.models.em_result.annotator_table`). Give ``usable_annotators(gap, gap_lower,
+        gap_upper)`` (:mod:`noisycal_bayes.core.channel`) to weights and corrected labels to apply the rule
+        "zero weight where the gap's interval contains zero".
+        """
+        table = self.details.get("annotators")
+        return None if table is None else table.copy()
+
+    @property
     def start_logliks(self) -> np.ndarray:
         """EM: final objective of every start (NaN where non-finite); empty otherwise."""
         return np.asarray(self.details.get("start_logliks", np.zeros(0)), dtype=np.float64)
@@ -264,6 +278,8 @@ class FitResult(ChannelAccess):
 
         if per not in ("item", "row"):
             raise ValueError(f"`per` must be 'item' or 'row'; got {per!r}.")
+        if self.inputs.sparse:
+            return self._sparse_item_values("loglik", per=per, max_values=max_values)
         if per == "row" and self.model == "platt":
             raise ValueError("per='row' needs a grouped model; the Platt model has one row per item.")
         model_fn = partial(MODELS[self.model], **self.inputs.static_kwargs(), record_loglik=True)
@@ -319,6 +335,8 @@ class FitResult(ChannelAccess):
 
         if self.channel is None:
             raise ValueError("this fit has no estimate (every EM start failed).")
+        if self.inputs.sparse:
+            return self._sparse_item_values("posterior", per="item", max_values=max_values)
         if self.draws is not None:
             src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
         else:
@@ -345,6 +363,43 @@ class FitResult(ChannelAccess):
 
                 out = np.asarray(jax.vmap(one)(src["fpr"], src["tpr"], prev))[:, inp.item_rows()]
         out = np.asarray(out)
+        if self.draws is None:
+            return out[0]
+        return out.reshape((self.n_chains, self.n_draws, inp.n_items))
+
+    def _sparse_item_values(self, what: str, *, per: str, max_values):
+        """Per-item log-likelihood or ``P(Y_i = 1 | A_i)`` of a fit on sparse responses, at every draw
+        (bootstrap) or at the estimate, by :mod:`noisycal_bayes.core.sparse` (gold items: their known label)."""
+        import jax
+
+        from ..core import x64
+        from ..core.sparse import Responses, sparse_e_step, sparse_item_loglik
+
+        if per == "row":
+            raise ValueError("per='row' needs compressed (group, pattern) rows; this fit used sparse responses "
+                             "(details['path'] == 'sparse'), whose rows are the items: use per='item'.")
+        inp = self.inputs
+        if self.draws is not None:
+            src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
+        else:
+            src = {k: np.asarray(v)[None] for k, v in self.point.items()}
+        n_samples = src["fpr"].shape[0]
+        if max_values is not None and n_samples * inp.n_items > max_values:
+            raise ValueError(f"the result would have {n_samples * inp.n_items} values (> max_values={max_values}).")
+        resp = Responses(np.asarray(inp.item, np.int32), np.asarray(inp.annotator, np.int32),
+                         np.asarray(inp.label, np.int32))
+        group = np.asarray(inp.row_group, np.int32)
+        gold = None if inp.gold is None else np.asarray(inp.gold, np.int32)
+
+        def one(f, t, p):
+            if what == "loglik":
+                return sparse_item_loglik(resp, group, f, t, p, gold=gold)
+            return sparse_e_step(resp, group, f, t, p, gold=gold)[1]
+
+        with x64():
+            prev = np.asarray(src["prevalence"], np.float64).reshape(n_samples, -1)
+            out = np.asarray(jax.vmap(one)(np.asarray(src["fpr"], np.float64), np.asarray(src["tpr"], np.float64),
+                                           prev))
         if self.draws is None:
             return out[0]
         return out.reshape((self.n_chains, self.n_draws, inp.n_items))

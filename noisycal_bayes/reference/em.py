@@ -133,6 +133,22 @@ def _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter, tol):
     return theta, obj, n_iter, status, trace, arrays
 
 
+def _soft_counts(selection, inputs):
+    """``(s0, n0, s1, n1)`` at the selected estimate (see ``models.em_result.annotator_table``), in NumPy."""
+    pat = np.asarray(inputs.patterns)
+    obs, pos = (pat >= 0), (pat == 1)
+    f, t = selection["fpr"], selection["tpr"]
+    prev = np.atleast_1d(selection["prevalence"])[np.asarray(inputs.row_group)]
+    with np.errstate(divide="ignore"):
+        l1 = np.where(obs, np.where(pos, np.log(t), np.log1p(-t)), 0.0).sum(1)
+        l0 = np.where(obs, np.where(pos, np.log(f), np.log1p(-f)), 0.0).sum(1)
+        d = np.log(prev) + l1 - np.log1p(-prev) - l0
+    post = 1.0 / (1.0 + np.exp(-d))
+    c = np.asarray(inputs.counts, np.float64)
+    w1, w0 = c * post, c * (1 - post)
+    return w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs
+
+
 def _loglik(selection, arrays, n_annotators, prior_counts) -> float:
     """Log-likelihood at the selected estimate (the objective itself unless MAP added the log prior)."""
     if prior_counts is None:
@@ -141,8 +157,23 @@ def _loglik(selection, arrays, n_annotators, prior_counts) -> float:
     return float(_objective(jnp.asarray(theta), *arrays, n_annotators, None))
 
 
+def _pooled_orientation(theta, n_annotators, n_labels):
+    """The crowd rule, written out here independently of ``core.starts.orient_crowd``: each start's label exchange
+    ``Y <-> 1 - Y`` is fixed so that the label-weighted mean gap ``sum_j n_j (tpr_j - fpr_j) / sum_j n_j`` is >= 0
+    (exchanging swaps fpr and tpr and complements the prevalences). Returns the oriented copy of ``theta``."""
+    out = np.array(theta, dtype=np.float64, copy=True)
+    J = n_annotators
+    for s in range(out.shape[0]):
+        fpr, tpr = out[s, :J].copy(), out[s, J:2 * J].copy()
+        pooled = float(np.sum(n_labels * (tpr - fpr)) / np.sum(n_labels))
+        if pooled < 0:
+            out[s, :J], out[s, J:2 * J], out[s, 2 * J:] = tpr, fpr, 1.0 - out[s, 2 * J:]
+    return out
+
+
 def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts: int = 10, seed: int = 0, prior=None,
-           max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None) -> FitResult:
+           max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None,
+           orientation: str = "auto") -> FitResult:
     """Maximum-likelihood (or MAP) Dawid-Skene channels by EM, one start after another (reference).
 
     The contract of :func:`noisycal_bayes.fit_em` (same arguments, defaults, result and warnings),
@@ -150,8 +181,11 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
 
     Parameters
     ----------
-    data, model, n_starts, seed, max_iter, tol, min_gap, starts
-        As in :func:`noisycal_bayes.fit_em` (``model`` in ``{"grouped", "dawid_skene", "histogram"}``).
+    data, model, n_starts, seed, max_iter, tol, min_gap, starts, orientation
+        As in :func:`noisycal_bayes.fit_em` (``model`` in ``{"grouped", "dawid_skene", "histogram"}``). This
+        EM always works on compressed (group, pattern) counts (``path="patterns"``), so it refuses gold labels;
+        under ``orientation="crowd"`` (or ``"auto"`` falling back to it) each start is oriented here by the
+        pooled-gap rule, in code of its own, before the shared selection.
     groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
         Score groups, as in :func:`noisycal_bayes.fit_em` (an int ``k`` is ``Binning.equal_width(k)``; needs
         scores); empty groups are dropped. ``None`` is deprecated for an AnnotationSet: it means ``model="dawid_skene"`` (the old
@@ -177,7 +211,7 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     ------
     ValueError
         Not an AnnotationSet; a single annotator; score groups without scores; an unknown model or one
-        without closed-form EM; bad ``prior``, ``starts`` or numeric settings.
+        without closed-form EM; bad ``prior``, ``starts``, ``orientation`` or numeric settings; gold labels.
 
     Warns
     -----
@@ -215,14 +249,30 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     prior_counts = _check_prior(prior)
     data, model, assignment, notes, inputs, settings = prepare_em(
         data, model=model, groups=groups, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
-        starts=starts, func=func)
+        starts=starts, func=func, orientation=orientation, path="patterns")
     n_ann, n_groups, max_iter = data.n_annotators, inputs.n_groups, settings["max_iter"]
     fpr0, tpr0, prev0 = (check_starts(starts, n_ann, n_groups) if starts is not None
                          else em_starts(n_ann, n_groups, settings["n_starts"], seed))
     with x64():
         theta, obj, n_iter, status, trace, arrays = _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter,
                                                              settings["tol"])
+        # Labels per annotator: count-weighted observed cells of the compressed table.
+        n_labels = np.asarray(inputs.counts) @ (np.asarray(inputs.patterns) >= 0)
+        pooled = _pooled_orientation(theta, n_ann, n_labels)
         sel = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=settings["min_gap"],
-                           max_iter=max_iter, annotator_ids=data.annotator_ids)
+                           max_iter=max_iter, annotator_ids=data.annotator_ids, orientation="every")
+        if orientation == "crowd" or (orientation == "auto" and sel["selected"] is None):
+            crowd = select_start(pooled, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=settings["min_gap"],
+                                 max_iter=max_iter, annotator_ids=data.annotator_ids, orientation="crowd",
+                                 n_labels=n_labels)
+            if orientation == "crowd" or crowd["selected"] is not None:
+                crowd["screened_every"] = sel["failed"] if orientation == "auto" else None
+                if crowd["selected"] is not None:
+                    s = crowd["selected"]
+                    crowd["label_exchanged"] = bool(np.any(pooled[s] != theta[s]))
+                sel = crowd
         loglik = np.nan if sel["selected"] is None else _loglik(sel, arrays, n_ann, prior_counts)
+        if sel["selected"] is not None:
+            sel["soft_counts"] = _soft_counts(sel, inputs)
+            sel["n_labels"] = n_labels
     return em_result(data, model, assignment, inputs, sel, prior, notes, func, settings=settings, loglik=loglik)
