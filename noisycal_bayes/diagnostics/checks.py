@@ -35,6 +35,22 @@ with ``m`` the model-implied rate and ``n`` the co-labelled items, each data set
 statistic is the largest ``|z|`` (mean over draws for NUTS), and its p-value compares it with the same maximum
 over the replicates (so it accounts for the number of pairs and groups).
 
+Targeted checks of the two assumptions behind every NC-ECE (DESIGN.md §2), calibrated by the same replicates:
+
+* ``score_dependent_noise`` (channels that vary with the score): per annotator ``j`` and score group ``g``
+  the count residual ``d_gj = O_gj - E_gj`` of positive responses (observed minus fitted), and the trend
+  contrast ``z_j = sum_g c_g d_gj / sqrt(sum_g c_g^2 n_gj m_gj (1 - m_gj))`` with ``c_g = g - (G - 1) / 2``
+  (groups are ordered by score), ``n_gj`` responses and ``m_gj`` the fitted positive rate. A shared channel
+  leaves no trend in any annotator's residuals, whatever the prevalences; a false-positive rate rising with
+  the score does (one annotator's drift cannot be absorbed by the prevalences, which all annotators share).
+  The statistic is ``max_j |z_j|``; it needs at least two score groups.
+* ``annotator_dependence`` (errors that coincide more often than independence allows): the pooled excess
+  agreement ``S = sum_{g, pairs} (A_gp - E[A_gp]) / sqrt(sum n_gp m_gp (1 - m_gp))`` over pairs of annotators
+  and score groups, with ``A_gp`` the number of items on which the pair agrees, one-sided (shared errors raise
+  agreement). Under conditional independence the within-group agreement of a pair follows from the channels
+  and ``pi_g``; a common item difficulty adds agreement in every group that the shared channels can only
+  partly absorb. What three annotators can and cannot reveal is in docs/model_checks.md.
+
 A design with no degrees of freedom (DESIGN.md §8: ``G (2^J - 1) <= G + 2J`` free cell probabilities, for
 example one group and three annotators) reproduces every cell exactly, whatever the data: every check is
 then ``not_testable``, never ``pass``.
@@ -59,7 +75,8 @@ CHECKABLE_MODELS = ("dawid_skene", "grouped", "histogram")
 #: Largest number of (stratum, pattern) cells (2^J patterns per stratum).
 MAX_CELLS = 200_000
 #: Check names in the table, in order.
-CHECK_NAMES = ("posterior_predictive", "pairwise_agreement", "pairwise_agreement_by_group", "annotator_agreement")
+CHECK_NAMES = ("posterior_predictive", "pairwise_agreement", "pairwise_agreement_by_group", "annotator_agreement",
+               "score_dependent_noise", "annotator_dependence")
 
 __all__ = ["ALPHA", "CHECK_NAMES", "MIN_EXPECTED", "ModelChecks", "model_checks"]
 
@@ -434,8 +451,10 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
     >>> fit = fit_em(sim.data, groups=Binning.equal_mass(3), n_starts=3)
     >>> checks = model_checks(sim.data, fit, n_replicates=19)
-    >>> checks.table["name"].tolist()
+    >>> checks.table["name"].tolist()[:4]
     ['posterior_predictive', 'pairwise_agreement', 'pairwise_agreement_by_group', 'annotator_agreement']
+    >>> checks.table["name"].tolist()[4:]
+    ['score_dependent_noise', 'annotator_dependence']
     >>> one = model_checks(sim.data, fit_em(sim.data, model="dawid_skene", n_starts=3), n_replicates=19)
     >>> one.status, one.df
     ('not_testable', 0)
@@ -562,6 +581,9 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
             rows.append(dict(name=name, status="warn" if p <= alpha else "pass", statistic=float(np.mean(z_obs)),
                              p_value=p, detail=(f"largest |z| of {len(lab) - int(np.sum(np.isnan(d_obs[0])))} "
                                                 f"agreement rates (observed minus fitted): {lab[worst]}")))
+    if not reason:
+        rows += _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, exp_rep, design, alpha,
+                                   list(fit.annotator_ids) or list(range(j)))
     table = pd.DataFrame(rows, columns=["name", "status", "statistic", "p_value", "detail"])
 
     # ---- residuals
@@ -584,6 +606,94 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
                        observed_discrepancy=observed_disc, method="posterior_predictive" if nuts else "bootstrap",
                        model=fit.model, n_replicates=n_replicates, n_failed=n_failed, alpha=alpha,
                        min_expected=min_expected, status=status, reason=reason, settings=settings)
+
+
+def _trend_z(d, m, n, c):
+    """Trend contrast of count residuals per annotator: ``sum_g c_g d_gj / sqrt(sum_g c_g^2 n_gj m_gj (1 - m_gj))``.
+
+    ``d`` (B, G, J) count residuals, ``m`` (B, G, J) fitted rates, ``n`` (G, J) responses, ``c`` (G,) -> (B, J).
+    """
+    var = np.where(n[None] > 0, (c[None, :, None] ** 2) * n[None] * m * (1 - m), 0.0)
+    num = np.where(n[None] > 0, c[None, :, None] * d, 0.0).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return num / np.sqrt(var.sum(axis=1))
+
+
+def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, exp_rep, design, alpha, ids):
+    """Rows of the ``score_dependent_noise`` and ``annotator_dependence`` checks (module docstring).
+
+    Each data set (observed, and every replicate) is compared with its own fitted expected counts
+    (``exp_obs``: (1 or B, n_cells), ``exp_rep``: (B, n_cells)), as the agreement checks are.
+    """
+    rows = []
+    b = reps.shape[0]
+    onehot = design[4]
+    pos = (cell_pat == 1).astype(np.float64)
+    obs = (cell_pat >= 0).astype(np.float64)
+    exp_obs = np.broadcast_to(exp_obs, (b, exp_obs.shape[-1]))
+
+    def per_group(counts, ind):
+        return np.einsum("bc,cg,cj->bgj", counts, onehot, ind)
+
+    # ---- score-dependent noise: a trend over the score groups in each annotator's positive-response residual.
+    if n_groups < 2:
+        rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
+                         detail="one score group: channels cannot be compared across scores (fit with score groups)"))
+    else:
+        n_gj = per_group(observed[None], obs)[0]
+        c = np.arange(n_groups, dtype=np.float64) - (n_groups - 1) / 2.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m_obs = per_group(exp_obs, pos) / n_gj[None]
+            m_rep = per_group(exp_rep, pos) / n_gj[None]
+        m_obs, m_rep = np.nan_to_num(m_obs), np.nan_to_num(m_rep)
+        z_obs = _trend_z(per_group(np.broadcast_to(observed, exp_obs.shape), pos) - per_group(exp_obs, pos), m_obs,
+                         n_gj, c)
+        z_rep = _trend_z(per_group(reps, pos) - per_group(exp_rep, pos), m_rep, n_gj, c)
+        ok = np.all(np.isfinite(z_obs), axis=0)
+        if not np.any(ok):
+            rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
+                             detail="no annotator has responses in two score groups"))
+        else:
+            t_obs = np.abs(z_obs[:, ok]).max(axis=1)
+            t_rep = np.nan_to_num(np.abs(z_rep[:, ok])).max(axis=1)
+            p = float((1 + np.sum(t_rep >= t_obs)) / (1 + b))
+            worst = int(np.flatnonzero(ok)[np.argmax(np.abs(z_obs[:, ok]).mean(axis=0))])
+            zw = float(z_obs[:, worst].mean())
+            rows.append(dict(name="score_dependent_noise", status="warn" if p <= alpha else "pass",
+                             statistic=float(t_obs.mean()), p_value=p,
+                             detail=(f"largest |z| of the score trend in {int(ok.sum())} annotators' positive-response "
+                                     f"residuals over {n_groups} score groups: {ids[worst]} (z = {zw:+.2f}; > 0: "
+                                     "more positives than the shared channel predicts at high scores)")))
+    # ---- annotator dependence: pooled excess agreement over pairs and score groups, one-sided.
+    pairs, both, agree = design[0], design[1], design[2]
+    if not pairs:
+        rows.append(dict(name="annotator_dependence", status="not_testable", statistic=np.nan, p_value=np.nan,
+                         detail="fewer than two annotators"))
+        return rows
+    n_gp = per_group(observed[None], both)[0]
+
+    def excess(counts, expected):
+        a = per_group(counts, agree)
+        e = per_group(expected, agree)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m = np.where(n_gp[None] > 0, e / n_gp[None], 0.0)
+        var = (n_gp[None] * m * (1 - m)).sum(axis=(1, 2))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (a - e).sum(axis=(1, 2)) / np.sqrt(var)
+
+    s_obs = excess(np.broadcast_to(observed, exp_obs.shape), exp_obs)
+    s_rep = excess(reps, exp_rep)
+    if not np.all(np.isfinite(s_obs)) or n_gp.sum() == 0:
+        rows.append(dict(name="annotator_dependence", status="not_testable", statistic=np.nan, p_value=np.nan,
+                         detail="no co-labelled items"))
+        return rows
+    p = float((1 + np.sum(np.nan_to_num(s_rep, nan=-np.inf) >= s_obs)) / (1 + b))
+    rows.append(dict(name="annotator_dependence", status="warn" if p <= alpha else "pass",
+                     statistic=float(s_obs.mean()), p_value=p,
+                     detail=(f"pooled excess agreement z over {len(pairs)} pairs x {n_groups} score groups "
+                             f"({int(n_gp.sum())} co-labelled pairs of responses), one-sided: errors that coincide "
+                             "more often than conditional independence allows raise it")))
+    return rows
 
 
 def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates, *, progress_bar=False):

@@ -278,4 +278,4 @@ def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: li
         warnings=tuple(caught + list(res.notes) + notes), draws=draws, draws_label=label, level=s.level,
         bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
         data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels), checks=tuple(checks[0]),
-        model_checks=checks[1])
+        model_checks=checks[1], fit=res.fit)

@@ -118,6 +118,9 @@ class Evaluation:
         (:func:`noisycal_bayes.diagnostics.model_checks`).
     model_checks : ModelChecks or None
         The checks themselves (residuals per cell, ``.plot()``: the report's ``checks.png``).
+    fit : FitResult or None
+        The point fit of the channels (EM estimate, or the NUTS fit); the report's gap-sensitivity figure
+        (:func:`noisycal_bayes.diagnostics.gap_profile`) profiles its likelihood.
     """
 
     method: str
@@ -145,6 +148,7 @@ class Evaluation:
     clean_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
     checks: tuple = ()
     model_checks: object = field(default=None, repr=False, compare=False)
+    fit: object = field(default=None, repr=False, compare=False)
 
     @property
     def warned_checks(self) -> list:

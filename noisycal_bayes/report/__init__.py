@@ -333,9 +333,11 @@ _CAPTIONS = {
                        "what majority vote and vote fractions would show; the diagonal is perfect calibration.",
     "channels.png": "Each annotator's false-positive rate, true-positive rate and gap with intervals. A small gap "
                     "makes the correction noisy.",
-    "gap_sensitivity.png": "How NC-ECE and its interval would change if every annotator's gap were scaled by the "
-                           "factor on the x axis (1 = as estimated): a steep curve means the answer hinges on "
-                           "the channel estimates.",
+    "gap_sensitivity.png": "NC-ECE if every annotator's gap were scaled by the factor on the x axis (1 = as "
+                           "estimated), with the other parameters re-fitted (profile likelihood); the shaded "
+                           "factors are those the data allow, and their NC-ECE range is the horizontal band. The "
+                           "dashed curve holds fpr fixed instead, a direction the data rule out "
+                           "(docs/model_checks.md).",
     "checks.png": "Standardized residuals of the channel model's predictive check per (score group, response "
                   "pattern) cell: large values show where the data disagree with the model (docs/model_checks.md).",
     "nc_ece.png": "Distribution of the calibration error (bootstrap replicates or posterior draws) with the "
@@ -455,18 +457,22 @@ def _figures(ev, data, truth) -> dict:
         ev.channel, intervals=ev.channel_intervals, level=ev.level if ev.channel_intervals else None,
         truth=None if truth is None else truth.get("channel"), title=f"Annotator channels ({ev.method.upper()})")
     if data is not None:
+        from ..diagnostics import gap_profile
+        from ..plotting import gap_sensitivity
+
+        fit = getattr(ev, "fit", None)
+        # The profile needs the grouped model's likelihood: the evaluation's own fit when it has one, else an EM
+        # fit on ev.groups equal-mass groups started at the reported channels.
+        use = fit if fit is not None and getattr(fit, "model", None) in ("grouped", "histogram", "dawid_skene") \
+            else ev.channel
         try:
-            from ..diagnostics.gaps import gap_sensitivity as sweep
-            from ..plotting import gap_sensitivity
-        except ImportError:  # pragma: no cover - the diagnostics layer ships with the package
-            sweep = None
-        if sweep is not None:
-            # Shrinking the gaps on purpose triggers small-gap warnings; they describe the sweep, not the data.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                res = sweep(data, ev.channel, bins=Binning.from_edges(ev.edges), weights=ev.weights, level=ev.level,
-                            seed=ev.seed)
+                res = gap_profile(data, use, bins=Binning.from_edges(ev.edges), weights=ev.weights,
+                                  groups=Binning.equal_mass(max(int(ev.groups), 1)))
             figs["gap_sensitivity.png"] = gap_sensitivity(res)
+        except ValueError:  # e.g. a fit whose refit fails: the report goes on without the figure
+            pass
     checks = getattr(ev, "model_checks", None)
     if checks is not None and len(checks.residuals):
         figs["checks.png"] = checks.plot(title="Model check: standardized residuals per (score group, pattern) cell")
@@ -487,8 +493,8 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
     """Write a report folder: figures (PNG), ``summary.md``, ``results.json`` and ``report.html``.
 
     Figures: ``reliability.png`` (corrected reliability diagram with bands, naive curves when ``data`` is
-    given), ``channels.png`` (channel forest plot), ``gap_sensitivity.png`` (NC-ECE and its interval as
-    every gap is scaled, with ``data``), ``nc_ece.png`` (NC-ECE draws, when the evaluation has them).
+    given), ``channels.png`` (channel forest plot), ``gap_sensitivity.png`` (profile likelihood of a common gap
+    scale and the NC-ECE range the data allow, with ``data``), ``nc_ece.png`` (NC-ECE draws, when the evaluation has them).
     ``report.html`` is one self-contained page (:func:`noisycal_bayes.report.page.report_page`): the tables
     of ``summary.md``, the run's settings and the figures embedded as data URIs; it needs no server, no
     network and no JavaScript.

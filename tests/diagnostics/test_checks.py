@@ -228,3 +228,58 @@ def test_error_paths(sim, fit):
     with pytest.raises(ValueError, match="residual_matrix|standardized"):
         model_checks(sim.data, fit, n_replicates=19).residual_matrix("raw")
 
+
+
+def test_score_trend_and_excess_agreement_match_numpy(sim, fit, checks):
+    # Independent route from the raw label matrix and the fitted parameters (missing at random, so the expected
+    # positives of annotator j in group g are n_gj (fpr_j + gap_j pi_g) whatever the other responses, and a
+    # pair agrees with probability (1 - pi_g)(a a' + (1 - a)(1 - a')) + pi_g (b b' + (1 - b)(1 - b'))).
+    lab, g = sim.data.labels, fit.groups.index
+    fpr, tpr, prev = np.asarray(fit.fpr), np.asarray(fit.tpr), np.asarray(fit.prevalence)
+    n_groups = prev.size
+    c = np.arange(n_groups) - (n_groups - 1) / 2
+    z = []
+    for j in range(3):
+        num = var = 0.0
+        for k in range(n_groups):
+            lab_gj = lab[(g == k) & (lab[:, j] >= 0), j]
+            m = fpr[j] + (tpr[j] - fpr[j]) * prev[k]
+            num += c[k] * (lab_gj.sum() - lab_gj.size * m)
+            var += c[k] ** 2 * lab_gj.size * m * (1 - m)
+        z.append(num / np.sqrt(var))
+    tab = checks.table.set_index("name")
+    np.testing.assert_allclose(tab.loc["score_dependent_noise", "statistic"], np.max(np.abs(z)), rtol=1e-8)
+    num = var = 0.0
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        for k in range(n_groups):
+            sel = (g == k) & (lab[:, a] >= 0) & (lab[:, b] >= 0)
+            m = ((1 - prev[k]) * (fpr[a] * fpr[b] + (1 - fpr[a]) * (1 - fpr[b]))
+                 + prev[k] * (tpr[a] * tpr[b] + (1 - tpr[a]) * (1 - tpr[b])))
+            num += np.sum(lab[sel, a] == lab[sel, b]) - sel.sum() * m
+            var += sel.sum() * m * (1 - m)
+    np.testing.assert_allclose(tab.loc["annotator_dependence", "statistic"], num / np.sqrt(var), rtol=1e-8)
+
+
+def test_targeted_checks_warn_on_their_alternatives():
+    # Negative controls that must fail the model. (1) Annotator 0's fpr = 0.02 + 0.5 z, n = 4000: the score
+    # trend of its residuals lies above every one of 19 replicates (p = 1/20 = 0.05 = alpha).
+    # (2) A common item difficulty: 30% of items flip every annotator's label with probability 0.3, the rest
+    # are labelled by accurate annotators. The observed excess-agreement z at the fit is small (0.5: the shared
+    # channels absorb part of it), but every replicate's, at its own refit, is smaller still.
+    rng = np.random.default_rng(3)
+    n = 4000
+    z = rng.uniform(size=n)
+    y = rng.random(n) < z
+    fpr = np.stack([0.02 + 0.5 * z, np.full(n, 0.08), np.full(n, 0.05)], 1)
+    lab = (rng.random((n, 3)) < np.where(y[:, None], np.array([0.9, 0.85, 0.92]), fpr)).astype(np.int8)
+    data = AnnotationSet.from_wide(lab, z)
+    out = model_checks(data, fit_em(data, groups=Binning.equal_mass(5), n_starts=3), n_replicates=19, seed=0)
+    assert out.table.set_index("name").loc["score_dependent_noise", "status"] == "warn"
+    hard = rng.random(n) < 0.3
+    err = np.where(hard[:, None], 0.3, 0.05)
+    lab2 = np.where(rng.random((n, 3)) < err, 1 - y[:, None], y[:, None]).astype(np.int8)
+    data2 = AnnotationSet.from_wide(lab2, z)
+    out2 = model_checks(data2, fit_em(data2, groups=Binning.equal_mass(5), n_starts=3), n_replicates=19, seed=0)
+    tab2 = out2.table.set_index("name")
+    assert tab2.loc["annotator_dependence", "status"] == "warn", tab2
+    assert tab2.loc["annotator_dependence", "p_value"] == pytest.approx(0.05)

@@ -1,0 +1,420 @@
+"""Sensitivity of NC-ECE to the channel model: shared channels against score-dependent and correlated noise.
+
+Three NumPyro models on the same compressed ``(score group, response pattern)`` counts:
+
+* ``"shared"``: the paper's model (:func:`noisycal_bayes.models.grouped_dawid_skene`);
+* ``"score_dependent"``: channels per score group, partially pooled toward a shared channel
+  (:mod:`noisycal_bayes.models.score_noise`);
+* ``"correlated"``: a latent item effect shared by the annotators (Qu, Tan and Kutner 1996;
+  :mod:`noisycal_bayes.models.correlated`).
+
+Each is fitted by NUTS (``numpyro.infer.MCMC``, a small local run) or MAP (L-BFGS on NumPyro's potential in
+unconstrained space), compared by PSIS-LOO (Vehtari, Gelman and Gabry, *Statistics and Computing* 27, 2017;
+ArviZ ``az.loo``), and propagated into NC-ECE. How far NC-ECE moves between the models is the sensitivity
+result: a model the data prefer (higher ``elpd_loo``) whose NC-ECE differs says the shared-channel number
+rests on an assumption the data question.
+
+**LOO on compressed rows.** All items of a row ``r`` (same group and response pattern) have the same
+log-likelihood in every draw, hence the same PSIS importance ratios, so leaving out one of them gives the
+same ``elpd_r``. ``az.loo`` runs on the ``(draw, row)`` log-likelihood and the total is
+``elpd_loo = sum_r c_r elpd_r`` with standard error ``sqrt(n Var_items(elpd_i))`` (the item-level formula of
+Vehtari et al. 2017, eq. 23, with each row's value repeated ``c_r`` times); the difference of two models has
+``se = sqrt(n Var_items(elpd_i^A - elpd_i^B))``.
+
+**NC-ECE with channels per group.** Item ``i`` in group ``g`` has corrected label
+``Ytilde_ij = (A_ij - fpr_gj) / gap_gj`` and combined label ``sum_j W_ij Ytilde_ij`` with weights of the rule
+evaluated at the group's channel (:func:`noisycal_bayes.core.weights.weights_for_labels` on the group's items,
+renormalised over the annotators who answered); NC-ECE is ``sum_k (n_k / n) |mean_{i in B_k} (Ytilde_i -
+z_i)|``. All three models go through this one function (the shared and correlated models with the same
+channel in every group), so differences between them come from the channels alone. With equal weights and
+one channel it is :func:`noisycal_bayes.nc_ece` exactly.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_level, check_positive_int
+from ..data import AnnotationSet, Binning, as_binning, bin_index
+
+__all__ = ["ALTERNATIVE_MODELS", "AlternativeFit", "NoiseModelComparison", "compare_noise_models", "fit_alternative",
+           "nc_ece_group_channels"]
+
+#: Model names of :func:`fit_alternative`.
+ALTERNATIVE_MODELS = ("shared", "score_dependent", "correlated")
+
+
+@dataclass(frozen=True)
+class AlternativeFit:
+    """One fitted channel model of :func:`fit_alternative`.
+
+    Attributes
+    ----------
+    model, method : str
+    draws : dict of ndarray
+        Every site, shape (n_chains, n_draws, ...) (NUTS) or (1, 1, ...) (MAP).
+    fpr_group, tpr_group : ndarray of shape (n_draws_total, n_groups, n_annotators)
+        Channels per score group (the same in every group for ``"shared"``; the marginal rates for
+        ``"correlated"``).
+    loglik_rows : ndarray of shape (n_chains, n_draws, n_rows)
+        Log-likelihood of each compressed row with items (per item of the row, not weighted).
+    counts : ndarray of shape (n_rows,)
+        Items per row.
+    group_index : ndarray of shape (n_items,)
+        Score group of each item.
+    diagnostics : dict
+        NUTS: ``rhat_max``, ``ess_min``, ``divergences``; MAP: ``success``, ``loglik``.
+    """
+
+    model: str
+    method: str
+    draws: dict = field(repr=False)
+    fpr_group: np.ndarray = field(repr=False)
+    tpr_group: np.ndarray = field(repr=False)
+    loglik_rows: np.ndarray = field(repr=False)
+    counts: np.ndarray = field(repr=False)
+    group_index: np.ndarray = field(repr=False)
+    diagnostics: dict = field(default_factory=dict)
+
+
+def _model_fn(model):
+    from ..models import grouped_dawid_skene
+    from ..models.correlated import correlated_dawid_skene
+    from ..models.score_noise import score_dependent_dawid_skene
+
+    return {"shared": grouped_dawid_skene, "score_dependent": score_dependent_dawid_skene,
+            "correlated": correlated_dawid_skene}[model]
+
+
+def _inputs(data, groups, func):
+    from ..models.inputs import prepare_inputs, resolve_assignment
+
+    assignment = resolve_assignment(data, "grouped", groups, func)
+    inp = prepare_inputs(data, "grouped", assignment)
+    keep = np.asarray(inp.counts) > 0  # padding rows carry no items
+    patterns = np.asarray(inp.patterns, np.int32)[keep]
+    group = np.asarray(inp.row_group, np.int32)[keep]
+    counts = np.asarray(inp.counts, np.float64)[keep]
+    return patterns, group, counts, int(inp.n_groups), np.asarray(assignment.index)
+
+
+def _channels(model, samples, n_groups):
+    """``(fpr_group, tpr_group)`` of shape (S, G, J) from flat samples (S, ...)."""
+    if model == "score_dependent":
+        return np.asarray(samples["fpr_group"]), np.asarray(samples["tpr_group"])
+    f = np.asarray(samples["fpr_marginal" if model == "correlated" else "fpr"])
+    t = np.asarray(samples["tpr_marginal" if model == "correlated" else "tpr"])
+    return (np.repeat(f[:, None, :], n_groups, axis=1), np.repeat(t[:, None, :], n_groups, axis=1))
+
+
+def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mass(5), method: str = "nuts",
+                    n_chains: int = 2, n_warmup: int = 500, n_draws: int = 500, seed: int = 0,
+                    prior=None) -> AlternativeFit:
+    """Fit one of the channel models of :data:`ALTERNATIVE_MODELS` to ``data`` by NUTS or MAP.
+
+    Parameters
+    ----------
+    data : AnnotationSet with scores
+    model : {"shared", "score_dependent", "correlated"}
+    groups : Binning, default ``Binning.equal_mass(5)``
+        Score groups (prevalence per group; channels per group for ``"score_dependent"``).
+    method : {"nuts", "map"}, default "nuts"
+        ``"nuts"``: ``numpyro.infer.MCMC`` (sequential chains, float64). ``"map"``: the mode of the posterior
+        in NumPyro's unconstrained space, by L-BFGS from the prior median.
+    n_chains, n_warmup, n_draws : int
+        NUTS settings.
+    seed : int, default 0
+    prior : Prior, optional
+        Default :data:`noisycal_bayes.models.DEFAULT_PRIOR`.
+
+    Returns
+    -------
+    AlternativeFit
+
+    Raises
+    ------
+    ValueError
+        Unknown model or method; data without scores; fewer than two annotators.
+    """
+    import jax
+
+    from ..core import x64
+    from ..models import DEFAULT_PRIOR
+
+    func = "fit_alternative"
+    if model not in ALTERNATIVE_MODELS:
+        raise ValueError(f"{func}: `model` must be one of {list(ALTERNATIVE_MODELS)}; got {model!r}.")
+    if method not in ("nuts", "map"):
+        raise ValueError(f"{func}: `method` must be 'nuts' or 'map'; got {method!r}.")
+    if not isinstance(data, AnnotationSet):
+        raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
+    if data.n_annotators < 2:
+        raise ValueError(f"{func}: at least two annotators are needed; got {data.n_annotators}.")
+    data.require_scores()
+    for name, v in (("n_chains", n_chains), ("n_warmup", n_warmup), ("n_draws", n_draws)):
+        check_positive_int(v, name=name)
+    prior = DEFAULT_PRIOR if prior is None else prior
+    patterns, group, counts, n_groups, index = _inputs(data, groups, func)
+    fn = _model_fn(model)
+    kw = dict(n_annotators=data.n_annotators, n_groups=n_groups, prior=prior)
+    with x64():
+        args = (jax.numpy.asarray(patterns), jax.numpy.asarray(group), jax.numpy.asarray(counts))
+        if method == "nuts":
+            samples, diag, shape = _nuts(fn, args, kw, n_chains, n_warmup, n_draws, seed)
+        else:
+            samples, diag, shape = _map(fn, args, kw, seed)
+        from numpyro.infer import Predictive
+
+        # The per-row log-likelihood and the deterministic sites at every draw (one vectorised pass).
+        flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in samples.items()}
+        pred = Predictive(fn, posterior_samples=flat, return_sites=["log_likelihood", "fpr_group", "tpr_group",
+                                                                    "fpr_marginal", "tpr_marginal", "tpr", "gap"])
+        det = pred(jax.random.PRNGKey(seed), *args, record_loglik=True, **kw)
+        det = {k: np.asarray(v) for k, v in det.items()}
+    flat.update({k: v for k, v in det.items() if k != "log_likelihood"})
+    flat = {k: np.asarray(v) for k, v in flat.items()}
+    fpr_g, tpr_g = _channels(model, flat, n_groups)
+    ll = det["log_likelihood"].reshape(shape + (-1,))
+    draws = {k: v.reshape(shape + v.shape[1:]) for k, v in flat.items()}
+    return AlternativeFit(model, method, draws, fpr_g, tpr_g, ll, counts, index, diag)
+
+
+def _nuts(fn, args, kw, n_chains, n_warmup, n_draws, seed):
+    import jax
+    from numpyro.infer import MCMC, NUTS
+
+    mcmc = MCMC(NUTS(fn, target_accept_prob=0.9), num_warmup=int(n_warmup), num_samples=int(n_draws),
+                num_chains=int(n_chains), chain_method="sequential", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(seed), *args, **kw)
+    samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    import arviz as az
+
+    rhat, ess = [], []
+    for k, v in samples.items():
+        v2 = v.reshape(v.shape[:2] + (-1,))
+        for c in range(v2.shape[2]):
+            if np.ptp(v2[:, :, c]) > 0:
+                if v2.shape[0] > 1:
+                    rhat.append(float(az.rhat(v2[:, :, c])))
+                ess.append(float(az.ess(v2[:, :, c], method="bulk")))
+    diag = {"rhat_max": max(rhat, default=np.nan), "ess_min": min(ess, default=np.nan),
+            "divergences": int(np.asarray(extra["diverging"]).sum())}
+    return samples, diag, (int(n_chains), int(n_draws))
+
+
+def _map(fn, args, kw, seed):
+    """Posterior mode in NumPyro's unconstrained space: L-BFGS on the potential (negative log density)."""
+    import jax
+    from jax.flatten_util import ravel_pytree
+    from numpyro.infer.initialization import init_to_median
+    from numpyro.infer.util import initialize_model
+    from scipy.optimize import minimize
+
+    info = initialize_model(jax.random.PRNGKey(seed), fn, model_args=args, model_kwargs=kw,
+                            init_strategy=init_to_median(num_samples=15))
+    z0 = info.param_info.z
+    flat0, unravel = ravel_pytree(z0)
+    vg = jax.jit(jax.value_and_grad(lambda x: info.potential_fn(unravel(x))))
+
+    def obj(x):
+        v, g = vg(np.asarray(x, np.float64))
+        return float(v), np.asarray(g, np.float64)
+
+    res = minimize(obj, np.asarray(flat0, np.float64), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 5000, "ftol": 1e-12, "gtol": 1e-7})
+    constrained = info.postprocess_fn(unravel(res.x))
+    samples = {k: np.asarray(v)[None, None] for k, v in constrained.items() if k in z0}
+    return samples, {"success": bool(res.success), "log_density": -float(res.fun)}, (1, 1)
+
+
+# ------------------------------------------------------------------ NC-ECE with channels per group
+def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group, *, bins=10,
+                          weights="iv") -> np.ndarray:
+    """NC-ECE with channels that differ across score groups (module docstring), one value per channel draw.
+
+    Parameters
+    ----------
+    data : AnnotationSet with scores
+    group_index : int array of shape (n_items,)
+        Score group of each item.
+    fpr_group, tpr_group : arrays of shape (S, n_groups, n_annotators) or (n_groups, n_annotators)
+    bins : int or Binning, default 10
+        Evaluation bins (an int means equal width).
+    weights : {"iv", "equal", "gap", "squared_gap"} or array of shape (n_annotators,)
+
+    Returns
+    -------
+    ndarray of shape (S,) (a 0-d array for one channel)
+    """
+    from ..core import x64
+    from ..core.weights import weights_for_labels
+
+    f = np.asarray(fpr_group, np.float64)
+    t = np.asarray(tpr_group, np.float64)
+    single = f.ndim == 2
+    f, t = np.atleast_3d(f[None] if single else f), np.atleast_3d(t[None] if single else t)
+    z = data.require_scores()
+    labels = data.labels
+    obs = labels >= 0
+    idx = np.asarray(group_index)
+    edges = as_binning(bins).edges_for(z)
+    k = bin_index(z, edges)
+    n_bins = edges.size - 1
+    out = np.empty(f.shape[0])
+    members = [np.flatnonzero(idx == g) for g in range(f.shape[1])]
+    for s in range(f.shape[0]):
+        ytil = np.empty(z.size)
+        for g, rows in enumerate(members):
+            if rows.size == 0:
+                continue
+            gap = t[s, g] - f[s, g]
+            with x64():
+                w = np.asarray(weights_for_labels(weights, labels[rows], f[s, g], gap), np.float64)
+            wi = np.where(obs[rows], w, 0.0)
+            wi = wi / wi.sum(axis=1, keepdims=True)
+            ytil[rows] = np.sum(wi * np.where(obs[rows], (labels[rows] - f[s, g]) / gap, 0.0), axis=1)
+        resid = np.bincount(k, weights=ytil - z, minlength=n_bins)
+        out[s] = np.abs(resid).sum() / z.size
+    return out[0] if single else out
+
+
+# ------------------------------------------------------------------ LOO
+def _row_loo(ll_rows):
+    """PSIS-LOO per row with ArviZ: ``(elpd per row (R,), pareto k per row (R,))`` (ArviZ 0.x and 1.x)."""
+    import arviz as az
+    import xarray as xr
+
+    c, d, r = ll_rows.shape
+    ll = xr.Dataset({"labels": (("chain", "draw", "row"), ll_rows)},
+                    coords={"chain": np.arange(c), "draw": np.arange(d), "row": np.arange(r)})
+    post = xr.Dataset({"dummy": (("chain", "draw"), np.zeros((c, d)))},
+                      coords={"chain": np.arange(c), "draw": np.arange(d)})
+    major = int(str(az.__version__).split(".")[0])
+    obj = xr.DataTree.from_dict({"posterior": post, "log_likelihood": ll}) if major >= 1 else \
+        az.InferenceData(posterior=post, log_likelihood=ll)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pareto-k warnings: the k values are reported instead
+        res = az.loo(obj, pointwise=True)
+    # ArviZ 0.23 names the pointwise values `loo_i`, ArviZ 1.x (arviz-stats) `elpd_i`.
+    elpd_i = res.loo_i if hasattr(res, "loo_i") else res.elpd_i
+    return np.asarray(elpd_i).reshape(-1), np.asarray(res.pareto_k).reshape(-1)
+
+
+def _weighted_total(values, counts):
+    """``(sum_r c_r v_r, sqrt(n Var_items))`` for per-row values repeated ``c_r`` times (n items)."""
+    n = counts.sum()
+    total = float(np.sum(counts * values))
+    mean = total / n
+    var = float(np.sum(counts * (values - mean) ** 2) / max(n - 1, 1))
+    return total, float(np.sqrt(n * var))
+
+
+@dataclass(frozen=True)
+class NoiseModelComparison:
+    """Channel models compared by PSIS-LOO and by the NC-ECE each implies (:func:`compare_noise_models`).
+
+    Attributes
+    ----------
+    table : DataFrame, one row per model
+        ``model``, ``method``, ``elpd_loo``, ``se``, ``elpd_diff`` (against ``"shared"``; > 0: the data
+        prefer the model), ``se_diff``, ``pareto_k_max``, ``nc_ece`` (posterior mean over draws, or at the
+        MAP), ``nc_ece_lower``, ``nc_ece_upper`` (equal-tailed ``level`` quantiles over the channel draws;
+        NaN for MAP), ``nc_ece_shift`` (``nc_ece`` minus the shared model's), ``extra`` (the dependence
+        parameter's posterior mean: ``tau_fpr``/``tau_u`` or ``dependence``), and the NUTS diagnostics
+        ``rhat_max``, ``ess_min``, ``divergences``.
+    fits : dict
+        :class:`AlternativeFit` by model name.
+    level : float
+    settings : dict
+    """
+
+    table: pd.DataFrame = field(repr=False)
+    fits: dict = field(repr=False)
+    level: float
+    settings: dict = field(default_factory=dict)
+
+
+def compare_noise_models(data: AnnotationSet, *, models=ALTERNATIVE_MODELS, groups=Binning.equal_mass(5),
+                         method: str = "nuts", bins=10, weights="iv", level: float = 0.9, n_chains: int = 2,
+                         n_warmup: int = 500, n_draws: int = 500, max_nc_ece_draws: int = 200,
+                         seed: int = 0) -> NoiseModelComparison:
+    """Fit the shared, score-dependent and correlated channel models and compare them by PSIS-LOO and NC-ECE.
+
+    Parameters
+    ----------
+    data : AnnotationSet with scores
+    models : sequence of {"shared", "score_dependent", "correlated"}
+        Must include ``"shared"`` (the reference of the differences).
+    groups : Binning, default ``Binning.equal_mass(5)``
+    method : {"nuts", "map"}, default "nuts"
+        ``"map"`` gives NC-ECE at the mode only (no LOO: ``elpd_loo`` NaN).
+    bins, weights : evaluation bins and annotator weights of NC-ECE.
+    level : float, default 0.9
+    n_chains, n_warmup, n_draws : NUTS settings.
+    max_nc_ece_draws : int, default 200
+        Draws (evenly thinned) used for the NC-ECE posterior.
+    seed : int, default 0
+
+    Returns
+    -------
+    NoiseModelComparison
+
+    Raises
+    ------
+    ValueError
+        ``models`` without ``"shared"`` or with an unknown name; see :func:`fit_alternative`.
+
+    Examples
+    --------
+    >>> from noisycal_bayes import Binning
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(1500, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
+    >>> cmp = compare_noise_models(sim.data, method="map", groups=Binning.equal_mass(3))
+    >>> cmp.table["model"].tolist()
+    ['shared', 'score_dependent', 'correlated']
+    """
+    func = "compare_noise_models"
+    models = tuple(models)
+    bad = [m for m in models if m not in ALTERNATIVE_MODELS]
+    if bad or "shared" not in models:
+        raise ValueError(f"{func}: `models` must include 'shared' and only names of {list(ALTERNATIVE_MODELS)}; "
+                         f"got {list(models)}.")
+    level = check_level(level)
+    fits = {m: fit_alternative(data, m, groups=groups, method=method, n_chains=n_chains, n_warmup=n_warmup,
+                               n_draws=n_draws, seed=seed) for m in models}
+    q = [(1 - level) / 2, (1 + level) / 2]
+    loo = {}
+    if method == "nuts":
+        loo = {m: _row_loo(f.loglik_rows) for m, f in fits.items()}
+    rows = []
+    base_elpd = loo["shared"][0] if loo else None
+    for m, f in fits.items():
+        s_total = f.fpr_group.shape[0]
+        use = np.unique(np.linspace(0, s_total - 1, min(max_nc_ece_draws, s_total)).round().astype(int))
+        vals = np.atleast_1d(nc_ece_group_channels(data, f.group_index, f.fpr_group[use], f.tpr_group[use],
+                                                   bins=bins, weights=weights))
+        row = {"model": m, "method": method, "nc_ece": float(vals.mean()),
+               "nc_ece_lower": float(np.quantile(vals, q[0])) if vals.size > 1 else np.nan,
+               "nc_ece_upper": float(np.quantile(vals, q[1])) if vals.size > 1 else np.nan}
+        if loo:
+            elpd_i, k = loo[m]
+            row["elpd_loo"], row["se"] = _weighted_total(elpd_i, f.counts)
+            row["elpd_diff"], row["se_diff"] = _weighted_total(elpd_i - base_elpd, f.counts)
+            row["pareto_k_max"] = float(np.max(k))
+        else:
+            row.update(elpd_loo=np.nan, se=np.nan, elpd_diff=np.nan, se_diff=np.nan, pareto_k_max=np.nan)
+        extra = {"score_dependent": ("tau_fpr", "tau_u"), "correlated": ("dependence",)}.get(m, ())
+        row["extra"] = ", ".join(f"{e} = {float(np.mean(f.draws[e])):.3f}" for e in extra)
+        row.update({k2: f.diagnostics.get(k2, np.nan) for k2 in ("rhat_max", "ess_min", "divergences")})
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["nc_ece_shift"] = table["nc_ece"] - float(table.loc[table["model"] == "shared", "nc_ece"].iloc[0])
+    cols = ["model", "method", "elpd_loo", "se", "elpd_diff", "se_diff", "pareto_k_max", "nc_ece", "nc_ece_lower",
+            "nc_ece_upper", "nc_ece_shift", "extra", "rhat_max", "ess_min", "divergences"]
+    return NoiseModelComparison(table[cols], fits, level,
+                                dict(groups=groups, method=method, bins=bins, weights=weights, n_chains=n_chains,
+                                     n_warmup=n_warmup, n_draws=n_draws, seed=seed))
