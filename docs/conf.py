@@ -126,14 +126,23 @@ def api_pages() -> dict:
              "``import noisycal_bayes`` gives these names (the JAX-based ones are loaded on first use); each is "
              "documented on the page of the package that defines it.", "", ".. list-table::", "   :header-rows: 1",
              "", "   * - name", "     - documented as"]
+    own = []
     for name in noisycal_bayes.__all__:
         obj = getattr(noisycal_bayes, name)
         if isinstance(obj, type(noisycal_bayes)):
             target = (f":py:mod:`{obj.__name__}`" if obj.__name__ in API_MODULES
                       else API_EXCLUDED.get(obj.__name__, "(not documented)"))
-        else:
-            target = f":py:obj:`{home[id(obj)]}`" if id(obj) in home else "(not documented)"
+        elif id(obj) in home:
+            target = f":py:obj:`{home[id(obj)]}`"
+        else:  # exported only at the top level (e.g. the loaders): documented on this page, below the table
+            own.append((name, obj))
+            target = f":py:obj:`noisycal_bayes.{name}`"
         lines += [f"   * - ``noisycal_bayes.{name}``", f"     - {target}"]
+    if own:
+        lines += ["", "Defined at the top level", "------------------------", "", ".. currentmodule:: noisycal_bayes", ""]
+        for name, obj in own:
+            kind = _directive(obj)
+            lines += [f".. {kind}:: {name}"] + (["   :no-value:"] if kind == "autodata" else []) + [""]
     pages["noisycal_bayes.rst"] = "\n".join(lines) + "\n"
     return pages
 
