@@ -170,7 +170,8 @@ def _headerless_attributes(app, what, name, obj, options, lines):
     A few result classes (e.g. ``NCECEResult``, ``ModelComparison``) list their fields as ``name : type`` lines
     right after the summary paragraph, without the numpydoc header; reST then reads them as a broken definition
     list. Only a class docstring with no section header at all, whose second paragraph starts with such a line,
-    is changed. Runs before numpydoc (priority 400 < 500), in place.
+    is changed: the header is added and each ``name : text`` becomes ``name`` with ``text`` as its description.
+    Runs before numpydoc (priority 400 < 500), in place. Fixing those docstrings makes this a no-op.
     """
     if what not in ("class", "exception") or any(_HEADER.match(line) for line in lines):
         return
@@ -178,8 +179,19 @@ def _headerless_attributes(app, what, name, obj, options, lines):
         start = lines.index("") + 1
     except ValueError:
         return
-    if start < len(lines) and _FIELD.match(lines[start]):
-        lines[start:start] = ["Attributes", "----------"]
+    if start >= len(lines) or not _FIELD.match(lines[start]):
+        return
+    # The text after " : " there is a description (often with a comma, or a ``literal`` that continues on the
+    # next, indented line), not a type: it goes to the description, under the name.
+    end = next((k for k in range(start, len(lines)) if not lines[k].strip()), len(lines))
+    block = ["Attributes", "----------"]
+    for line in lines[start:end]:
+        if _FIELD.match(line):
+            field, _, rest = line.partition(" : ")
+            block += [field, "    " + rest]
+        else:
+            block.append(line)
+    lines[start:end] = block
 
 
 def _kernel_environment():

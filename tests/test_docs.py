@@ -91,6 +91,20 @@ def test_api_page_lists_every_generated_page(conf):
         [f"api/{m}" for m in conf.API_MODULES]
 
 
+def test_headerless_attribute_lists_get_a_section(conf):
+    # The build repairs class docstrings that list fields without an "Attributes" header (see conf.py).
+    lines = ["Result.", "", "value : float", "table : DataFrame, one row: ``a, b,", "    c`` (NaN if empty)", "",
+             "More text."]
+    conf._headerless_attributes(None, "class", "X", None, {}, lines)
+    assert lines == ["Result.", "", "Attributes", "----------", "value", "    float", "table",
+                     "    DataFrame, one row: ``a, b,", "    c`` (NaN if empty)", "", "More text."]
+    proper = ["Result.", "", "Attributes", "----------", "value : float"]
+    for what, doc in (("class", proper), ("function", ["f.", "", "x : int"])):
+        before = list(doc)
+        conf._headerless_attributes(None, what, "X", None, {}, doc)
+        assert doc == before  # numpydoc docstrings and functions are left alone
+
+
 # ------------------------------------------------------------------------------------------------ toctrees
 
 def _toctree_entries(page: Path) -> list:
