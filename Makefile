@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PY312 ?= $(shell for p in $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.1[2-9]*/bin/python 2>/dev/null) $$(command -v python3.12 python3.13 2>/dev/null); do $$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && echo $$p && break; done)
 SMOKE := tests/inference/test_nuts.py tests/core/test_likelihood.py tests/data/test_annotations.py
 
-.PHONY: demo test test-all smoke-py312 bench install clean
+.PHONY: demo test test-all smoke-py312 docs bench install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,10 +40,22 @@ smoke-py312:
 	  .venv312/bin/python -m pip install --quiet -e ".[dev]" && \
 	  .venv312/bin/python -m pytest -q -n 2 -m "not slow" -p no:cacheprovider $(SMOKE); fi
 
+# The documentation site in docs/_build/html (open docs/_build/html/index.html): README, docs/*.md, the API
+# reference from the docstrings, and the notebooks executed at their small size; warnings are errors.
+# Executed notebooks are cached in docs/_build/.jupyter_cache (a rebuild re-runs only changed ones).
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[dev,docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(PY) -m sphinx -W --keep-going -q -b html -c docs . docs/_build/html
+
 # Benchmarks (not tests): each script writes benchmarks/results/bench_*.json, then docs/performance.md is regenerated.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[dev,bench]"
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; $(PY) benchmarks/render_performance.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv312
+	rm -rf $(VENV) .venv312 docs/_build docs/api

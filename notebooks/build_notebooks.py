@@ -23,8 +23,9 @@ configure_jax()                  # first, before any JAX computation: one JAX de
 
 import numpy as np
 import pandas as pd
-import matplotlib
-matplotlib.use("Agg")            # figures are returned, never shown in a window; notebooks display them inline
+%matplotlib inline
+# The inline backend draws every figure a cell returns into the notebook (and into the docs site, which executes
+# the notebooks); the package's plotting functions return figures and never open a window.
 
 SMALL = os.environ.get("NOISYCAL_NB_SMALL") == "1"   # set by the test suite: tiny sizes, same code
 REPO = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").exists())
