@@ -180,3 +180,12 @@ def test_relative_links_in_docs_resolve():
             if not (page.parent / target).exists():
                 broken.append(f"{page.name} -> {target}")
     assert not broken, broken
+
+
+def test_ci_builds_the_site_after_the_tests():
+    run = (ROOT / ".ci" / "run").read_text()
+    steps = re.findall(r"^make ([\w-]+)$", run, flags=re.M)
+    assert steps == ["test", "docs", "smoke-py312"], steps
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^docs: .*\n\t.*sphinx -W --keep-going .*-c docs \. docs/_build/html$", make, flags=re.M)
+    assert "/docs/_build/" in (ROOT / ".gitignore").read_text().splitlines()
