@@ -25,6 +25,7 @@ numpydoc; the packages are :data:`API_MODULES`, each documented by its ``__all__
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 import os
 import sys
@@ -201,6 +202,16 @@ def _headerless_attributes(app, what, name, obj, options, lines):
     lines[start:end] = block
 
 
+def _keep_public_methods(app, what, name, obj, skip, options):
+    """List every public method and property of a class, with a docstring or not (a bare signature still
+    says it exists); undocumented data fields stay out (a class's "Attributes" section describes them)."""
+    if what in ("class", "exception") and skip and not name.startswith("_"):
+        raw = obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
+        if isinstance(obj, property) or inspect.isfunction(raw) or inspect.ismethod(raw):
+            return False
+    return None
+
+
 def _kernel_environment():
     """Environment of the notebook kernels (a kernel inherits this process's environment): the notebooks'
     small mode unless asked otherwise, a persistent JAX compilation cache, and no ArviZ 0.23 import-time
@@ -225,6 +236,7 @@ def setup(app):
     _kernel_environment()
     app.connect("builder-inited", _write_api_pages)
     app.connect("autodoc-process-docstring", _headerless_attributes, priority=400)
+    app.connect("autodoc-skip-member", _keep_public_methods)
 
 
 # --- HTML

@@ -105,6 +105,28 @@ def test_headerless_attribute_lists_get_a_section(conf):
         assert doc == before  # numpydoc docstrings and functions are left alone
 
 
+def test_undocumented_public_methods_are_listed_but_not_fields(conf):
+    class C:
+        def method(self):
+            pass
+
+        @property
+        def prop(self):
+            return 1
+
+        @classmethod
+        def make(cls):
+            return cls()
+
+    keep = conf._keep_public_methods
+    assert keep(None, "class", "method", C.__dict__["method"], True, {}) is False
+    assert keep(None, "class", "prop", C.__dict__["prop"], True, {}) is False
+    assert keep(None, "class", "make", C.__dict__["make"], True, {}) is False
+    assert keep(None, "class", "field", None, True, {}) is None          # an undocumented data field stays out
+    assert keep(None, "class", "_private", C.__dict__["method"], True, {}) is None
+    assert keep(None, "module", "method", C.__dict__["method"], True, {}) is None
+
+
 # ------------------------------------------------------------------------------------------------ toctrees
 
 def _toctree_entries(page: Path) -> list:
