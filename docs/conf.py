@@ -24,6 +24,7 @@ numpydoc; the packages are :data:`API_MODULES`, each documented by its ``__all__
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -155,6 +156,67 @@ def api_pages() -> dict:
     return pages
 
 
+@functools.lru_cache(maxsize=None)
+def link_targets() -> dict:
+    """``{text of inline code: API object}`` for the prose pages: each public name (``fit_nuts``,
+    ``noisycal_bayes.fit_nuts``, ``noisycal_bayes.inference.fit_nuts``) and each public method or property of a
+    public class (``Binning.equal_mass``), pointing at where the API reference documents it. A short name that
+    two different objects share is left out (ambiguous)."""
+    import noisycal_bayes
+
+    home, short = {}, {}
+    for module_name in API_MODULES:
+        for name, obj in _public(module_name):
+            home.setdefault(id(obj), (f"{module_name}.{name}", obj))
+    for name in noisycal_bayes.__all__:  # names only the top level exports are documented there
+        obj = getattr(noisycal_bayes, name)
+        if not isinstance(obj, type(noisycal_bayes)):
+            home.setdefault(id(obj), (f"noisycal_bayes.{name}", obj))
+    out = {}
+    for target, obj in home.values():
+        name = target.rsplit(".", 1)[1]
+        short.setdefault(name, set()).add(target)
+        out[target] = target
+        out[f"noisycal_bayes.{name}"] = target
+        if inspect.isclass(obj):
+            for member in vars(obj):
+                if not member.startswith("_"):
+                    short.setdefault(f"{name}.{member}", set()).add(f"{target}.{member}")
+    out.update({k: next(iter(v)) for k, v in short.items() if len(v) == 1})
+    for module_name in API_MODULES:
+        out[module_name] = module_name
+    return out
+
+
+_CODE_NAME = re.compile(r"^([A-Za-z_][\w.]*)(\(.*\))?$")
+
+
+def _link_api_names(app, doctree, docname):
+    """Link inline code that names a public object (``fit_nuts``, ``fit_nuts(data, ...)``,
+    ``Binning.equal_mass(5)``) in the prose pages and notebooks to its entry in the API reference.
+
+    The Markdown stays plain (it reads the same on GitHub); the links exist on the site only. Runs on each
+    page's doctree after reading, before references are resolved; unknown names stay plain code.
+    """
+    from docutils import nodes
+    from sphinx.addnodes import pending_xref
+
+    if docname.startswith("docs/api"):
+        return
+    targets = link_targets()
+    for node in list(doctree.findall(nodes.literal)):
+        if isinstance(node.parent, (nodes.reference, pending_xref)) or isinstance(node, nodes.literal_block):
+            continue
+        match = _CODE_NAME.match(node.astext().strip())
+        target = targets.get(match.group(1)) if match else None
+        if target is None:
+            continue
+        ref = pending_xref("", refdomain="py", reftype="obj", reftarget=target, refexplicit=True, refwarn=False,
+                           refdoc=docname)
+        node.replace_self(ref)
+        ref += node
+
+
 def _write_api_pages(app):
     """Write the API pages into docs/api/ (generated, not in git), touching only files whose text changed
     so that an incremental build re-reads only those."""
@@ -237,6 +299,7 @@ def setup(app):
     app.connect("builder-inited", _write_api_pages)
     app.connect("autodoc-process-docstring", _headerless_attributes, priority=400)
     app.connect("autodoc-skip-member", _keep_public_methods)
+    app.connect("doctree-read", lambda app, doctree: _link_api_names(app, doctree, app.env.docname))
 
 
 # --- HTML

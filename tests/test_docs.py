@@ -127,6 +127,18 @@ def test_undocumented_public_methods_are_listed_but_not_fields(conf):
     assert keep(None, "module", "method", C.__dict__["method"], True, {}) is None
 
 
+def test_inline_code_link_targets(conf):
+    t = conf.link_targets()
+    assert t["fit_nuts"] == t["noisycal_bayes.fit_nuts"] == "noisycal_bayes.inference.fit_nuts"
+    assert t["Binning.equal_mass"] == "noisycal_bayes.data.Binning.equal_mass"
+    assert t["load_demo"] == "noisycal_bayes.load_demo"  # top-level only: documented on the top-level page
+    assert t["noisycal_bayes.inference"] == "noisycal_bayes.inference"
+    assert "groups" not in t and "to_arviz" not in t  # not a public name; a bare method name is ambiguous
+    match = conf._CODE_NAME.match("Binning.equal_width(k)")
+    assert match and match.group(1) == "Binning.equal_width"
+    assert conf._CODE_NAME.match("a + b") is None
+
+
 # ------------------------------------------------------------------------------------------------ toctrees
 
 def _toctree_entries(page: Path) -> list:
