@@ -105,6 +105,40 @@ def test_headerless_attribute_lists_get_a_section(conf):
         assert doc == before  # numpydoc docstrings and functions are left alone
 
 
+def test_undocumented_public_methods_are_listed_but_not_fields(conf):
+    class C:
+        def method(self):
+            pass
+
+        @property
+        def prop(self):
+            return 1
+
+        @classmethod
+        def make(cls):
+            return cls()
+
+    keep = conf._keep_public_methods
+    assert keep(None, "class", "method", C.__dict__["method"], True, {}) is False
+    assert keep(None, "class", "prop", C.__dict__["prop"], True, {}) is False
+    assert keep(None, "class", "make", C.__dict__["make"], True, {}) is False
+    assert keep(None, "class", "field", None, True, {}) is None          # an undocumented data field stays out
+    assert keep(None, "class", "_private", C.__dict__["method"], True, {}) is None
+    assert keep(None, "module", "method", C.__dict__["method"], True, {}) is None
+
+
+def test_inline_code_link_targets(conf):
+    t = conf.link_targets()
+    assert t["fit_nuts"] == t["noisycal_bayes.fit_nuts"] == "noisycal_bayes.inference.fit_nuts"
+    assert t["Binning.equal_mass"] == "noisycal_bayes.data.Binning.equal_mass"
+    assert t["load_demo"] == "noisycal_bayes.load_demo"  # top-level only: documented on the top-level page
+    assert t["noisycal_bayes.inference"] == "noisycal_bayes.inference"
+    assert "groups" not in t and "to_arviz" not in t  # not a public name; a bare method name is ambiguous
+    match = conf._CODE_NAME.match("Binning.equal_width(k)")
+    assert match and match.group(1) == "Binning.equal_width"
+    assert conf._CODE_NAME.match("a + b") is None
+
+
 # ------------------------------------------------------------------------------------------------ toctrees
 
 def _toctree_entries(page: Path) -> list:
@@ -180,3 +214,12 @@ def test_relative_links_in_docs_resolve():
             if not (page.parent / target).exists():
                 broken.append(f"{page.name} -> {target}")
     assert not broken, broken
+
+
+def test_ci_builds_the_site_after_the_tests():
+    run = (ROOT / ".ci" / "run").read_text()
+    steps = re.findall(r"^make ([\w-]+)$", run, flags=re.M)
+    assert steps == ["test", "docs", "smoke-py312"], steps
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^docs: .*\n\t.*sphinx -W --keep-going .*-c docs \. docs/_build/html$", make, flags=re.M)
+    assert "/docs/_build/" in (ROOT / ".gitignore").read_text().splitlines()
