@@ -342,7 +342,7 @@ def _add_data_args(p):
     p.add_argument("--label-col", default="label", help="label column name (long format)")
     p.add_argument("--score-col", default="score", help="score column name (default: score)")
     p.add_argument("--annotators", metavar="COL1,COL2,...",
-                   help="wide format: the columns holding annotators' labels (default: all but item, score and gold)")
+                   help="wide format: the columns holding annotators' labels (default: all but item, score and the --gold column)")
     gold = p.add_mutually_exclusive_group()
     gold.add_argument("--gold", metavar="COLUMN",
                       help="a column of ANNOTATIONS.csv with known clean labels (0 or 1; empty where unknown)")

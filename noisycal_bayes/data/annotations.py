@@ -112,10 +112,8 @@ class AnnotationSet:
         _check_unique_ids(item_ids, "item_ids")
         _check_unique_ids(annotator_ids, "annotator_ids")
         dense = _readonly(labels.astype(np.int8))
-        # np.nonzero walks the matrix row by row: the triples come out sorted by item, then annotator.
-        ii, jj = np.nonzero(observed)
-        responses = Responses(_frozen(ii.astype(np.int32)), _frozen(jj.astype(np.int32)), _frozen(dense[ii, jj]))
-        self._setup(responses, n, j, n_repeated=0, n_pairs=ii.size, scores=scores, item_ids=item_ids,
+        responses = _dense_to_responses(dense, observed)
+        self._setup(responses, n, j, n_repeated=0, n_pairs=responses.item.size, scores=scores, item_ids=item_ids,
                     annotator_ids=annotator_ids, gold=gold, dense=dense)
 
     def _setup(self, responses, n_items, n_annotators, *, n_repeated, n_pairs, scores, item_ids, annotator_ids,
@@ -161,8 +159,9 @@ class AnnotationSet:
         """Build from integer arrays of responses, one (item, annotator, label) triple each: the fast route.
 
         No ids are factorised and no dense matrix is built: the cost is a few passes over the arrays, plus
-        one sort when they are not already sorted by item then annotator (about 1 s for 10 million
-        responses), and the memory about that of the triples.
+        one sort when they are not already sorted by item then annotator. Measured on 2 cores, 10 million
+        responses on 1 million items and 10,000 annotators: about 0.6 s sorted, 1.5 s in random order,
+        with a peak of 0.2-0.4 GB above the input (``benchmarks/bench_from_responses.py``).
 
         Parameters
         ----------
@@ -896,6 +895,30 @@ def _positive_class_probs(pred_probs, labels, item_ids) -> np.ndarray:
         raise ValueError(f"each row of `pred_probs` must sum to 1 (probabilities of classes 0 and 1); items "
                          f"{_preview(np.asarray(item_ids)[bad])} sum to {_preview(np.round(sums[bad], 6))}.")
     return probs[:, 1].copy()
+
+def _dense_to_responses(dense: np.ndarray, observed: np.ndarray, *, cells: int = 1 << 22) -> Responses:
+    """Read-only responses (int32, int32, int8) of a dense (n_items, n_annotators) matrix, sorted by item.
+
+    np.nonzero walks the matrix row by row, so the triples come out sorted by item, then annotator. It
+    returns int64 positions: converting blocks of about ``cells`` cells at a time keeps those temporaries
+    small (a 1e7 x 3 matrix would otherwise need 0.4 GB of them).
+    """
+    n, j = dense.shape
+    n_obs = int(np.count_nonzero(observed))
+    item = np.empty(n_obs, dtype=np.int32)
+    ann = np.empty(n_obs, dtype=np.int32)
+    lab = np.empty(n_obs, dtype=np.int8)
+    step = max(1, cells // j)
+    at = 0
+    for start in range(0, n, step):
+        ii, jj = np.nonzero(observed[start:start + step])
+        stop = at + ii.size
+        item[at:stop] = ii + start
+        ann[at:stop] = jj
+        lab[at:stop] = dense[start:start + step][ii, jj]
+        at = stop
+    return Responses(_frozen(item), _frozen(ann), _frozen(lab))
+
 
 def _check_unique_ids(ids, what: str) -> None:
     """Ids must be unique; the repeated ones are named."""
