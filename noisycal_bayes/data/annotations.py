@@ -160,8 +160,9 @@ class AnnotationSet:
 
         No ids are factorised and no dense matrix is built: the cost is a few passes over the arrays, plus
         one sort when they are not already sorted by item then annotator. Measured on 2 cores, 10 million
-        responses on 1 million items and 10,000 annotators: about 0.6 s sorted, 1.5 s in random order,
-        with a peak of 0.2-0.4 GB above the input (``benchmarks/bench_from_responses.py``).
+        responses on 1 million items and 10,000 annotators: about 0.3 s sorted, 0.8 s in random order,
+        with a peak of 0.21 GB (sorted) to 0.34 GB (random order) above the input, and 0.13 GB held by the
+        set (``benchmarks/bench_from_responses.py``).
 
         Parameters
         ----------
@@ -258,7 +259,10 @@ class AnnotationSet:
             key = key[keep]
             order = np.flatnonzero(keep) if order is None else order[keep]
             n_repeated = 0
+        n_pairs = key.size - int(later.sum()) if n_repeated else key.size
+        del later
         if order is None:
+            del key  # not needed on this route: free its 8 bytes per response before the int32 copies
             it, an = np.asarray(item, dtype=np.int32), np.asarray(annotator, dtype=np.int32)
             it = it.copy() if it is item else it
             an = an.copy() if an is annotator else an
@@ -266,8 +270,9 @@ class AnnotationSet:
         else:
             # Positions from the sorted keys (arithmetic) rather than two more gathers through `order`.
             it = (key // n_annotators).astype(np.int32)
-            an = (key - it.astype(np.int64) * n_annotators).astype(np.int32)
+            an = (key % n_annotators).astype(np.int32)
             lab = np.asarray(label)[order].astype(np.int8, copy=False)
+            del key, order
         for what, codes, n, ids in (("items", it, n_items, item_ids), ("annotators", an, n_annotators, annotator_ids)):
             # After the sort: counting sorted item positions is cache friendly.
             empty = np.bincount(codes, minlength=n) == 0
@@ -278,7 +283,6 @@ class AnnotationSet:
                                      "`n_items`) before building the AnnotationSet.")
                 raise ValueError(f"annotators {named} did not label any item. Drop them (or lower `n_annotators`), "
                                  "or check the annotator column.")
-        n_pairs = key.size - int(later.sum()) if n_repeated else key.size
         obj = cls.__new__(cls)
         obj._setup(Responses(_frozen(it), _frozen(an), _frozen(lab)), n_items, n_annotators, n_repeated=n_repeated,
                    n_pairs=n_pairs, scores=scores, item_ids=item_ids, annotator_ids=annotator_ids, gold=gold)

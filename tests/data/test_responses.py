@@ -295,3 +295,23 @@ def test_pickle_round_trip_keeps_everything_read_only():
         np.testing.assert_array_equal(a, b)
         assert not a.flags.writeable
     assert not back.scores.flags.writeable and not back.item_ids.flags.writeable
+
+
+def test_repeated_labels_and_gold_enter_the_sparse_likelihood_as_written_by_hand():
+    # The storage feeds noisycal_bayes.core.sparse: each repeated label is one more factor P(A | Y).
+    jnp = pytest.importorskip("jax.numpy")
+    from noisycal_bayes.core.sparse import response_loglik, sparse_e_step
+
+    data = AnnotationSet.from_responses(ITEM, ANN, LAB, gold=[-1, -1, 0])
+    fpr, tpr = np.array([0.1, 0.2]), np.array([0.9, 0.7])
+    l0, l1 = response_loglik(tuple(jnp.asarray(a) for a in data.responses), 3, jnp.asarray(fpr), jnp.asarray(tpr))
+    # Item 1: annotator 0 twice (0, then 1). Item 2: annotator 0 once (1), annotator 1 twice (1, then 0).
+    np.testing.assert_allclose(l1[1], np.log(0.1) + np.log(0.9), rtol=1e-6)
+    np.testing.assert_allclose(l0[1], np.log(0.9) + np.log(0.1), rtol=1e-6)
+    np.testing.assert_allclose(l1[2], np.log(0.9) + np.log(0.7) + np.log(0.3), rtol=1e-6)
+    np.testing.assert_allclose(l0[2], np.log(0.1) + np.log(0.2) + np.log(0.8), rtol=1e-6)
+    _, post = sparse_e_step(tuple(jnp.asarray(a) for a in data.responses), jnp.zeros(3, dtype=jnp.int32),
+                            jnp.asarray(fpr), jnp.asarray(tpr), jnp.asarray([0.5]), gold=jnp.asarray(data.gold))
+    # Item 0 (annotator 0 says 1, annotator 1 says 0): T = 0.9 * 0.3 / (0.9 * 0.3 + 0.1 * 0.8); item 2 is gold 0.
+    np.testing.assert_allclose(post[0], 0.27 / (0.27 + 0.08), rtol=1e-5)
+    assert float(post[2]) == 0.0
