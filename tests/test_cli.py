@@ -185,8 +185,10 @@ def test_bad_files_give_one_line_errors_and_no_output(case, tmp_path, capsys):
     (tmp_path / "ann.csv").write_text(ann_text)
     (tmp_path / "scores.csv").write_text(sc_text)
     before = {p.name for p in tmp_path.iterdir()}
+    # Repeated labels are accepted by default; "duplicate pair" is refused on request (--repeated error).
+    extra = ["--repeated", "error"] if case == "duplicate pair" else []
     code, out, err = run(capsys, "evaluate", tmp_path / "ann.csv", "--scores", tmp_path / "scores.csv",
-                         "--method", "em", "--json", tmp_path / "out.json", "--out", tmp_path / "rep")
+                         "--method", "em", "--json", tmp_path / "out.json", "--out", tmp_path / "rep", *extra)
     assert code == 2
     assert_one_line_error(err)
     assert piece in err

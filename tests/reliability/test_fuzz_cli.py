@@ -236,6 +236,8 @@ def test_malformed_files_give_one_error_line_and_leave_nothing_behind(case, cano
     ann_text, sc_text, piece = _bad_cases(long, scores)[case]
     ann = write(tmp_path / "ann.csv", ann_text)
     argv = ["evaluate", ann, *EVAL, "--json", tmp_path / "r.json", "--out", tmp_path / "report"]
+    if "duplicate" in case and "score" not in case:
+        argv += ["--repeated", "error"]  # repeated labels are accepted by default; refused on request
     if sc_text is not None:
         argv[2:2] = ["--scores", write(tmp_path / "scores.csv", sc_text)]
     before = tree(tmp_path)
