@@ -228,7 +228,7 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
     notes += check_prevalence_spread(prev, data.n_annotators, model, func=func, stacklevel=stacklevel + 1)
     if selection.get("screened_every"):
         msg = (f"{func}: no start passed the every-gap screen (gap > min_gap={settings['min_gap']} for every "
-               "annotator), so orientation='auto' fitted the crowd orientation (pooled gap > 0): every annotator is "
+               "annotator), so orientation='auto' fitted the crowd orientation (pooled gap > min_gap): every annotator is "
                "kept with its own gap. Pass orientation='every' to require the paper's constraint instead.")
         warnings.warn(msg, SmallGapWarning, stacklevel=stacklevel)
         notes.append(msg)

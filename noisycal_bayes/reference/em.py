@@ -133,6 +133,19 @@ def _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter, tol):
     return theta, obj, n_iter, status, trace, arrays
 
 
+def _vote_start(inputs):
+    """``starts="vote"``, in NumPy: the M-step (paper App. F.1) at each row's share of positive labels."""
+    pat = np.asarray(inputs.patterns)
+    obs, pos = (pat >= 0).astype(float), (pat == 1).astype(float)
+    c = np.asarray(inputs.counts, np.float64)
+    t = pos.sum(1) / np.maximum(obs.sum(1), 1)
+    w1, w0 = c * t, c * (1 - t)
+    g = np.asarray(inputs.row_group)
+    prev = np.bincount(g, weights=w1, minlength=inputs.n_groups) / np.bincount(g, weights=c, minlength=inputs.n_groups)
+    out = (w0 @ pos / (w0 @ obs), w1 @ pos / (w1 @ obs), prev)
+    return tuple(np.clip(v, 1e-6, 1 - 1e-6)[None] for v in out)
+
+
 def _soft_counts(selection, inputs):
     """``(s0, n0, s1, n1)`` at the selected estimate (see ``models.em_result.annotator_table``), in NumPy."""
     pat = np.asarray(inputs.patterns)
@@ -251,7 +264,8 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         data, model=model, groups=groups, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
         starts=starts, func=func, orientation=orientation, path="patterns")
     n_ann, n_groups, max_iter = data.n_annotators, inputs.n_groups, settings["max_iter"]
-    fpr0, tpr0, prev0 = (check_starts(starts, n_ann, n_groups) if starts is not None
+    fpr0, tpr0, prev0 = (_vote_start(inputs) if isinstance(starts, str) and starts == "vote"
+                         else check_starts(starts, n_ann, n_groups) if starts is not None
                          else em_starts(n_ann, n_groups, settings["n_starts"], seed))
     with x64():
         theta, obj, n_iter, status, trace, arrays = _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter,

@@ -50,6 +50,7 @@ class CrowdSimulation:
 
     @property
     def gap(self) -> np.ndarray:
+        """True gaps ``tpr - fpr``, shape (n_annotators,)."""
         return self.tpr - self.fpr
 
 
