@@ -527,6 +527,12 @@ class FitResult(ChannelAccess):
             extra = f", n_chains={self.n_chains}, n_draws={self.n_draws}, n_divergent={self.n_divergent}"
         prev = self.prevalence
         prev_s = "" if prev is None else f", prevalence={np.round(prev, 4).tolist()}"
+        if self.method == "em" and "path" in self.details:
+            # How EM ran (issue 16): which sufficient statistics, which orientation rule, flagged annotators.
+            table = self.details.get("annotators")
+            n_flag = 0 if table is None else int((table["flag"] != "ok").sum())
+            extra += (f", path={self.details['path']!r}, orientation={self.details.get('orientation', 'every')!r}, "
+                      f"n_flagged={n_flag}")
         return f"FitResult(model={self.model!r}, method={self.method!r}, channel={ch}{prev_s}{extra})"
 
 
