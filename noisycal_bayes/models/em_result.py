@@ -135,7 +135,7 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     interval contains 0, ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
     (:func:`noisycal_bayes.core.channel.usable_annotators`) gives uninformative annotators weight 0.
     """
-    from scipy import stats
+    from scipy import special  # betaincinv / ndtri: the Beta and normal quantiles without stats' overhead
 
     s0, n0, s1, n1 = (np.asarray(v, np.float64) for v in soft_counts)
     a = (1 - level) / 2
@@ -144,11 +144,11 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     for name, est, s, n in (("fpr", fpr, s0, n0), ("tpr", tpr, s1, n1)):
         al, be = s + 0.5, np.maximum(n - s, 0.0) + 0.5
         out[name] = np.asarray(est, np.float64)
-        out[f"{name}_lower"] = stats.beta.ppf(a, al, be)
-        out[f"{name}_upper"] = stats.beta.ppf(1 - a, al, be)
+        out[f"{name}_lower"] = special.betaincinv(al, be, a)
+        out[f"{name}_upper"] = special.betaincinv(al, be, 1 - a)
         var[name] = al * be / ((al + be) ** 2 * (al + be + 1))
     gap = out["tpr"] - out["fpr"]
-    half = stats.norm.ppf(1 - a) * np.sqrt(var["fpr"] + var["tpr"])
+    half = special.ndtri(1 - a) * np.sqrt(var["fpr"] + var["tpr"])
     out.update(gap=gap, gap_lower=gap - half, gap_upper=gap + half)
     flag = np.where(out["gap_upper"] < 0, "adversarial", np.where(out["gap_lower"] > 0, "ok", "uninformative"))
     out["flag"] = flag
@@ -160,16 +160,17 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
 def flag_message(func: str, table: pd.DataFrame) -> str | None:
     """Warning text naming flagged annotators (up to :data:`MAX_NAMED` per flag), or None when all are ok."""
     parts = []
+    flags, ids = table["flag"].to_numpy(dtype=object), table["annotator"].to_numpy(dtype=object)
     for flag, what in (("uninformative", "gap interval contains 0: weight 0 downstream"),
                        ("adversarial", "gap < 0, interval excludes 0: labels used with their sign")):
-        names = table.loc[table["flag"] == flag, "annotator"].tolist()
+        names = ids[flags == flag].tolist()
         if names:
             more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
             parts.append(f"{len(names)} {flag} ({what}): {_preview(names[:MAX_NAMED])}{more}")
     if not parts:
         return None
     level = table.attrs.get("level", ANNOTATOR_LEVEL)
-    return (f"{func}: {sum(table['flag'] != 'ok')} of {len(table)} annotators are flagged at the {level:.0%} level; "
+    return (f"{func}: {int(np.sum(flags != 'ok'))} of {len(table)} annotators are flagged at the {level:.0%} level; "
             + "; ".join(parts) + ". They stay in the likelihood; see `fit.annotators` for rates and intervals.")
 
 
