@@ -106,6 +106,19 @@ def test_reference_em_applies_the_same_crowd_rule(one_adversary):
     pd.testing.assert_frame_equal(b.annotators, a.annotators, atol=1e-8)
 
 
+def test_vote_start_is_the_same_in_both_ems_and_both_paths(one_adversary):
+    """starts="vote": the M-step at the vote fractions, written three times (reference NumPy on patterns,
+    fit_em on patterns and on responses); all three runs end at the same estimate after the same iterations."""
+    data, _, _ = one_adversary
+    fits = [_quiet(reference_fit_em, data, model="dawid_skene", starts="vote", orientation="crowd", tol=1e-10)]
+    fits += [_quiet(fit_em, data, model="dawid_skene", starts="vote", orientation="crowd", tol=1e-10, path=p)
+             for p in ("patterns", "sparse")]
+    assert len({f.n_iter for f in fits}) == 1
+    for f in fits[1:]:
+        np.testing.assert_allclose(f.loglik_trace, fits[0].loglik_trace, rtol=1e-12)
+        np.testing.assert_allclose(f.channel.tpr, fits[0].channel.tpr, atol=1e-9)
+
+
 def test_relabelling_the_data_gives_the_exchanged_fit(one_adversary):
     """A <-> 1 - A in every label (and so Y <-> 1 - Y): fpr -> 1 - tpr, tpr -> 1 - fpr, prevalence -> 1 - p."""
     data, _, _ = one_adversary
