@@ -45,3 +45,9 @@ def test_labels_follow_the_channels():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         simulate_crowd(100, 10, **kwargs)
+
+
+def test_every_annotator_labels_something_under_heavy_activity():
+    sim = simulate_crowd(300, 200, labels_per_item=2, activity="heavy", seed=3)
+    assert np.all((sim.data.labels >= 0).sum(0) >= 1)
+    assert np.all((sim.data.labels >= 0).sum(1) == 2)
