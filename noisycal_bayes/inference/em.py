@@ -186,25 +186,41 @@ def _item_posterior(inputs, fpr, tpr, prevalence):
 
 
 def soft_counts(inputs, fpr, tpr, prevalence):
-    """E-step soft counts at an estimate, ``(s0, n0, s1, n1)`` each of shape (n_annotators,) (float64).
+    """E-step soft counts at an estimate, ``(s0, n0, s1, n1, m0, m1)`` each of shape (n_annotators,) (float64).
 
     ``n1_j = sum_r T_{i_r}`` over annotator ``j``'s responses (``T_i = P(Y_i = 1 | A_i)``, the gold label where
-    known), ``s1_j = sum_r T_{i_r} A_r``; ``n0``, ``s0`` the same with ``1 - T``. Pattern inputs weight each
-    compressed row by its count. Used for the per-annotator intervals
-    (:func:`~noisycal_bayes.models.em_result.annotator_table`). NumPy: nothing to compile.
+    known), ``s1_j = sum_r T_{i_r} A_r``; ``n0``, ``s0`` the same with ``1 - T``. ``m1_j`` is the missing
+    information about ``tpr_j`` (Louis 1982, the diagonal term): ``sum_i T_i (1 - T_i) u_ij^2`` with ``u_ij =
+    sum_{r in (i, j)} [A_r / tpr_j - (1 - A_r) / (1 - tpr_j)]`` the complete-data score of item ``i`` when
+    ``Y_i = 1``; ``m0`` the same for fpr. Pattern inputs weight each compressed row by its count. Used for the
+    per-annotator intervals (:func:`~noisycal_bayes.models.em_result.annotator_table`). NumPy: nothing to compile.
     """
     post = _item_posterior(inputs, fpr, tpr, prevalence)
+    f = np.clip(np.asarray(fpr, np.float64), 1e-12, 1 - 1e-12)
+    t = np.clip(np.asarray(tpr, np.float64), 1e-12, 1 - 1e-12)
     n = inputs.n_annotators
     if inputs.sparse:
         item, ann, lab, _, _ = _sparse_args(inputs)
         w1, a = post[item], lab.astype(np.float64)
+        # Scores summed per (item, annotator) pair first (repeated labels of one pair share one Y_i).
+        key = item.astype(np.int64) * n + ann
+        first = np.r_[True, key[1:] != key[:-1]]  # responses are sorted by item, then annotator
+        pair = np.cumsum(first) - 1
+        u1 = np.bincount(pair, weights=a / t[ann] - (1 - a) / (1 - t[ann]))
+        u0 = np.bincount(pair, weights=a / f[ann] - (1 - a) / (1 - f[ann]))
+        v = (post * (1 - post))[item[first]]
         return (np.bincount(ann, weights=(1 - w1) * a, minlength=n), np.bincount(ann, weights=1 - w1, minlength=n),
-                np.bincount(ann, weights=w1 * a, minlength=n), np.bincount(ann, weights=w1, minlength=n))
+                np.bincount(ann, weights=w1 * a, minlength=n), np.bincount(ann, weights=w1, minlength=n),
+                np.bincount(ann[first], weights=v * u0**2, minlength=n),
+                np.bincount(ann[first], weights=v * u1**2, minlength=n))
     pat = np.asarray(inputs.patterns)
     c = np.asarray(inputs.counts, np.float64)
     obs, pos = (pat >= 0).astype(np.float64), (pat == 1).astype(np.float64)
     w1, w0 = c * post, c * (1 - post)
-    return w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs
+    cv = c * post * (1 - post)
+    u1 = np.where(pos > 0, 1 / t, -1 / (1 - t)) * obs
+    u0 = np.where(pos > 0, 1 / f, -1 / (1 - f)) * obs
+    return w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs, cv @ u0**2, cv @ u1**2
 
 
 def vote_start(inputs):

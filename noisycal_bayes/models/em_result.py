@@ -109,9 +109,10 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     ids : sequence of length J
     fpr, tpr : arrays of shape (J,)
         The estimate.
-    soft_counts : tuple of four arrays of shape (J,)
-        ``(s0, n0, s1, n1)``: ``n1_j = sum_{r: j_r = j} T_{i_r}`` (labels of items expected to be positive),
-        ``s1_j = sum T_{i_r} A_r`` (of those, labelled 1); ``n0``, ``s0`` the same with ``1 - T``.
+    soft_counts : tuple of four or six arrays of shape (J,)
+        ``(s0, n0, s1, n1[, m0, m1])``: ``n1_j = sum_{r: j_r = j} T_{i_r}`` (labels of items expected to be
+        positive), ``s1_j = sum T_{i_r} A_r`` (of those, labelled 1); ``n0``, ``s0`` the same with ``1 - T``;
+        ``m0``, ``m1`` the missing information about fpr and tpr (``inference.em.soft_counts``).
     n_labels : array of shape (J,)
     level : float
         Interval level.
@@ -125,24 +126,29 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     -----
     Given the clean labels, annotator ``j``'s labels on positive items are Binomial(n1_j, tpr_j) and those on
     negative items Binomial(n0_j, fpr_j), independent. With the clean labels replaced by the E-step's
-    posterior ``T`` (soft counts), the equal-tailed Jeffreys intervals are the ``(1 - level) / 2`` and
-    ``(1 + level) / 2`` quantiles of ``Beta(s1 + 1/2, n1 - s1 + 1/2)`` (tpr) and ``Beta(s0 + 1/2, n0 - s0 + 1/2)``
-    (fpr), and the gap interval is ``gap -+ z sqrt(V_tpr + V_fpr)`` with the two Beta variances
-    (``z = Phi^{-1}((1 + level) / 2)``). This treats ``T`` as known: it leaves out the uncertainty of the
-    other annotators' channels (the missing information of Louis' correction), small when each item has
-    many labels or gold, larger with three annotators and no gold (the coverage test in
-    ``tests/inference/test_crowd_em.py`` measures it on a crowd). Flags: ``"uninformative"`` when the gap
+    posterior ``T`` (soft counts) the complete-data information about ``tpr_j`` is ``I_c = s1/tpr^2 +
+    (n1 - s1)/(1 - tpr)^2``; not knowing ``Y`` removes ``m1`` of it (Louis 1982, the diagonal term: the other
+    annotators' channels held fixed), so the counts are scaled to the observed share ``rho = 1 - m1 / I_c``
+    (clipped to [0.01, 1]): ``Beta(rho s1 + 1/2, rho (n1 - s1) + 1/2)``, equal-tailed at ``level`` (fpr alike).
+    The gap interval is ``gap -+ z sqrt(V_tpr + V_fpr)`` with the two Beta variances
+    (``z = Phi^{-1}((1 + level) / 2)``). The covariance with the other annotators' channels is left out;
+    ``benchmarks/crowd_flags_study.py`` measures the coverage on simulated crowds. Flags: ``"uninformative"`` when the gap
     interval contains 0, ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
     (:func:`noisycal_bayes.core.channel.usable_annotators`) gives uninformative annotators weight 0.
     """
     from scipy import special  # betaincinv / ndtri: the Beta and normal quantiles without stats' overhead
 
-    s0, n0, s1, n1 = (np.asarray(v, np.float64) for v in soft_counts)
+    s0, n0, s1, n1 = (np.asarray(v, np.float64) for v in soft_counts[:4])
+    missing = soft_counts[4:6] if len(soft_counts) >= 6 else (np.zeros_like(s0), np.zeros_like(s0))
     a = (1 - level) / 2
     out = {"annotator": list(ids), "n_labels": np.asarray(n_labels)}
     var = {}
-    for name, est, s, n in (("fpr", fpr, s0, n0), ("tpr", tpr, s1, n1)):
-        al, be = s + 0.5, np.maximum(n - s, 0.0) + 0.5
+    for name, est, s, n, m in (("fpr", fpr, s0, n0, missing[0]), ("tpr", tpr, s1, n1, missing[1])):
+        p = np.clip(np.asarray(est, np.float64), 1e-9, 1 - 1e-9)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            complete = s / p**2 + np.maximum(n - s, 0.0) / (1 - p) ** 2
+            rho = np.clip(np.where(complete > 0, 1.0 - np.asarray(m, np.float64) / complete, 1.0), 0.01, 1.0)
+        al, be = rho * s + 0.5, rho * np.maximum(n - s, 0.0) + 0.5
         out[name] = np.asarray(est, np.float64)
         out[f"{name}_lower"] = special.betaincinv(al, be, a)
         out[f"{name}_upper"] = special.betaincinv(al, be, 1 - a)

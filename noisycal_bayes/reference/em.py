@@ -147,7 +147,8 @@ def _vote_start(inputs):
 
 
 def _soft_counts(selection, inputs):
-    """``(s0, n0, s1, n1)`` at the selected estimate (see ``models.em_result.annotator_table``), in NumPy."""
+    """``(s0, n0, s1, n1, m0, m1)`` at the selected estimate (see ``inference.em.soft_counts``), in NumPy, row by
+    row of the compressed table: ``m`` adds ``count_r T_r (1 - T_r) u_rj^2`` per observed cell."""
     pat = np.asarray(inputs.patterns)
     obs, pos = (pat >= 0), (pat == 1)
     f, t = selection["fpr"], selection["tpr"]
@@ -158,8 +159,19 @@ def _soft_counts(selection, inputs):
         d = np.log(prev) + l1 - np.log1p(-prev) - l0
     post = 1.0 / (1.0 + np.exp(-d))
     c = np.asarray(inputs.counts, np.float64)
-    w1, w0 = c * post, c * (1 - post)
-    return w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs
+    out = [np.zeros(pat.shape[1]) for _ in range(6)]
+    for r in range(pat.shape[0]):
+        if c[r] == 0:
+            continue
+        o, p1 = obs[r], pos[r]
+        out[0] += c[r] * (1 - post[r]) * p1
+        out[1] += c[r] * (1 - post[r]) * o
+        out[2] += c[r] * post[r] * p1
+        out[3] += c[r] * post[r] * o
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[4] += np.where(o, c[r] * post[r] * (1 - post[r]) * np.where(p1, 1 / f, -1 / (1 - f)) ** 2, 0.0)
+            out[5] += np.where(o, c[r] * post[r] * (1 - post[r]) * np.where(p1, 1 / t, -1 / (1 - t)) ** 2, 0.0)
+    return tuple(out)
 
 
 def _loglik(selection, arrays, n_annotators, prior_counts) -> float:
