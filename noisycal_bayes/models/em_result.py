@@ -38,8 +38,9 @@ MAX_NAMED = 10
 def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     """``(path, reason)``: the EM path for ``data`` (``path`` one of :data:`EM_PATHS`) and why.
 
-    ``"auto"``: ``"sparse"`` when there are gold labels (observed latent labels, handled per item) or more
-    than :data:`SPARSE_MIN_ANNOTATORS` annotators; otherwise ``"patterns"``. SufficientStats always take the
+    ``"auto"``: ``"sparse"`` when there are gold labels (observed latent labels, handled per item), repeated
+    labels (``n_responses`` above the observed cells) or more than :data:`SPARSE_MIN_ANNOTATORS` annotators;
+    otherwise ``"patterns"``. SufficientStats always take the
     pattern path (they hold no responses).
     """
     if path not in EM_PATHS:
@@ -47,11 +48,17 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     stats = isinstance(data, SufficientStats)
     gold = None if stats else getattr(data, "gold", None)
     n_gold = 0 if gold is None else int(np.sum(np.asarray(gold) >= 0))
+    # Repeated labels (one annotator, one item, several responses) exist only as responses: a pattern row holds
+    # one label per annotator, so they need the sparse path.
+    n_repeats = 0 if stats else int(data.n_responses) - int(np.count_nonzero(data.observed))
     if path == "sparse":
         if stats:
             raise ValueError(f"{func}: path='sparse' needs an AnnotationSet; SufficientStats hold compressed counts only.")
         return "sparse", "requested"
     if path == "patterns":
+        if n_repeats > 0:
+            raise ValueError(f"{func}: path='patterns' holds one label per (item, annotator); these data have "
+                             f"{n_repeats} repeated labels. Use path='sparse' or 'auto'.")
         if n_gold:
             raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels (observed latent labels "
                              "enter item by item); use path='sparse' or 'auto'.")
@@ -60,6 +67,8 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
         return "patterns", "SufficientStats (compressed counts)"
     if n_gold:
         return "sparse", f"{n_gold} gold labels (observed latent labels)"
+    if n_repeats > 0:
+        return "sparse", f"{n_repeats} repeated labels (each a response of its own)"
     if data.n_annotators > SPARSE_MIN_ANNOTATORS:
         return "sparse", f"{data.n_annotators} annotators > {SPARSE_MIN_ANNOTATORS} (patterns do not compress)"
     return "patterns", f"{data.n_annotators} annotators <= {SPARSE_MIN_ANNOTATORS} (patterns compress)"
