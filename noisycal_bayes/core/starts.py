@@ -9,7 +9,8 @@ screening and the choice of the best accepted start (:func:`select_start`, ties 
 
 The rules of both EMs, exactly (following them, the two agree to rounding from identical starts):
 
-1. *Starts*: ``em_starts(J, G, n_starts, seed)``; ``starts=`` replaces them. No moment-estimator start
+1. *Starts*: ``em_starts(J, G, n_starts, seed)``; ``starts=`` replaces them (a tuple, clipped into
+   ``[START_EPS, 1 - START_EPS]``, or ``"vote"``: one start, the M-step at the items' vote fractions). No moment-estimator start
    is added (it was, for three or more annotators, before the two EMs shared one contract; pass
    ``starts=`` with :func:`~noisycal_bayes.reference.moments.moment_start` stacked under the random
    starts to reproduce such a fit).
