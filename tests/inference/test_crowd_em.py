@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from noisycal_bayes import AnnotationSet, fit_em
-from noisycal_bayes.data import Binning, Channel
+from noisycal_bayes.data import Binning
 from noisycal_bayes.inference import bootstrap_em
 from noisycal_bayes.reference import fit_em as reference_fit_em
 from noisycal_bayes.simulate import simulate_annotations, simulate_crowd
