@@ -241,6 +241,13 @@ def test_low_noise_crowd_fit_and_bootstrap():
     assert fit.converged and fit.details["path"] == "sparse"
     boot = _quiet(bootstrap_em, sim.data, fit, n_boot=30, seed=1)
     assert boot.details["n_failed"] == 0
+    # The sparse fit's data check names the items whose labels differ.
+    lab = sim.data.labels.copy()
+    j = int(np.flatnonzero(lab[7] >= 0)[0])
+    lab[7, j] = 1 - lab[7, j]
+    other = AnnotationSet(lab, sim.data.scores, sim.data.item_ids, sim.data.annotator_ids)
+    with pytest.raises(ValueError, match=r"differ from the fitted ones at items \[7\]"):
+        bootstrap_em(other, fit, n_boot=2)
     # No replicate flipped or collapsed: each rate rests on ~100 labels, so a gap below 0.5 (true ~0.99) would be
     # a broken replicate, not sampling error.
     assert np.all(boot.draws["gap"] > 0.5)
