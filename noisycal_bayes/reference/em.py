@@ -270,6 +270,11 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     (True, True)
     """
     func = "fit_em"
+    gold = getattr(data, "gold", None)
+    if gold is not None and np.any(np.asarray(gold) >= 0):
+        raise ValueError("reference.fit_em works on compressed (group, pattern) counts and cannot use gold labels "
+                         "(observed latent labels enter item by item); use noisycal_bayes.fit_em, whose sparse path "
+                         "takes them.")
     model, groups = _resolve_model(model, groups, data)
     prior_counts = _check_prior(prior)
     data, model, assignment, notes, inputs, settings = prepare_em(

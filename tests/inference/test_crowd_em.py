@@ -171,6 +171,8 @@ def test_gold_on_every_item_gives_the_complete_data_estimate(small_sim):
     np.testing.assert_array_equal(fit.clean_label_probability(), y)
     with pytest.raises(ValueError, match="path='patterns' cannot use the 1500 gold labels"):
         fit_em(data, model="dawid_skene", path="patterns")
+    with pytest.raises(ValueError, match="reference.fit_em .* cannot use gold labels"):
+        reference_fit_em(data, model="dawid_skene")
 
 
 def test_partial_gold_pins_those_items(small_sim):
