@@ -234,6 +234,24 @@ class FitResult(ChannelAccess):
         table = self.details.get("annotators")
         return None if table is None else table.copy()
 
+    def usable_annotators(self) -> np.ndarray | None:
+        """Which annotators' labels may be corrected, bool (n_annotators,): the downstream rule of issue 16.
+
+        EM fits: :func:`noisycal_bayes.core.channel.usable_annotators` on the gap intervals of
+        :attr:`annotators` (False where the 90% interval contains 0; adversaries are usable). Other fits:
+        ``gap != 0``. None without a channel. Pass it as ``usable=`` to the weight rules and corrected labels
+        of :mod:`noisycal_bayes.core`.
+        """
+        from ..core.channel import usable_annotators
+
+        if self.channel is None:
+            return None
+        table = self.details.get("annotators")
+        if table is None:
+            return np.asarray(usable_annotators(self.channel.gap))
+        return np.asarray(usable_annotators(table["gap"].to_numpy(), table["gap_lower"].to_numpy(),
+                                            table["gap_upper"].to_numpy()))
+
     @property
     def start_logliks(self) -> np.ndarray:
         """EM: final objective of every start (NaN where non-finite); empty otherwise."""

@@ -92,6 +92,7 @@ def test_one_adversary_neither_flips_nor_breaks_the_fit(one_adversary):
     np.testing.assert_allclose(fit.channel.fpr, fpr, atol=0.06)
     np.testing.assert_allclose(fit.channel.tpr, tpr, atol=0.06)
     assert fit.annotators["flag"].tolist() == ["ok"] * 4 + ["adversarial"]
+    assert fit.usable_annotators().tolist() == [True] * 5  # the adversary's labels are used, with their sign
     crowd = _quiet(fit_em, data, model="dawid_skene", orientation="crowd", tol=1e-10)
     np.testing.assert_allclose(crowd.channel.fpr, fit.channel.fpr, atol=1e-12)
 
@@ -202,6 +203,7 @@ def test_flags_find_spammers_and_adversaries(crowd_fits):
         # Adversaries (|gap| >= 0.4, ~225 labels each: gap sd ~0.05) and honest annotators are never confused.
         assert np.all(flag[sim.kind == "adversary"] == "adversarial")
         assert np.all(flag[sim.kind == "honest"] == "ok")
+        np.testing.assert_array_equal(fit.usable_annotators(), flag != "uninformative")
         n_spam_found += int(np.sum(flag[sim.kind == "spammer"] == "uninformative"))
     # 12 spammers; each is flagged when its 90% gap interval covers 0 (probability ~0.9, independent):
     # P(at most 7 of 12) = 0.0043 under Binomial(12, 0.9).
