@@ -124,13 +124,11 @@ class SparseTotals(NamedTuple):
     """What :func:`batched_e_step` / :func:`batched_m_step` need besides the responses, fixed during a loop.
 
     Shapes (``B`` the batch size; a trailing axis of length 1 broadcasts over the batch):
-    ``item_weight`` (n_items, B); ``response_weight`` (n_responses, B), ``w_{i_r}``; ``c1`` and ``n_labels``
-    (n_annotators, B), the weighted counts of each annotator's labels equal to 1 and of all its labels;
-    ``n_group`` (n_groups, B), the weighted items per group.
+    ``item_weight`` (n_items, B); ``c1`` and ``n_labels`` (n_annotators, B), the weighted counts of each
+    annotator's labels equal to 1 and of all its labels; ``n_group`` (n_groups, B), the weighted items per group.
     """
 
     item_weight: object
-    response_weight: object
     c1: object
     n_labels: object
     n_group: object
@@ -146,7 +144,7 @@ def sparse_totals(responses: Responses, item_group, n_groups: int, n_annotators:
     c1 = jax.ops.segment_sum(wr * a, ann, num_segments=n_annotators)
     n_lab = jax.ops.segment_sum(wr, ann, num_segments=n_annotators)
     n_g = jax.ops.segment_sum(w, item_group, num_segments=n_groups)
-    return SparseTotals(w, wr, c1, n_lab, n_g)
+    return SparseTotals(w, c1, n_lab, n_g)
 
 
 def batched_e_step(responses: Responses, item_group, totals: SparseTotals, fpr, tpr, prevalence, gold=None):

@@ -9,7 +9,8 @@ screening and the choice of the best accepted start (:func:`select_start`, ties 
 
 The rules of both EMs, exactly (following them, the two agree to rounding from identical starts):
 
-1. *Starts*: ``em_starts(J, G, n_starts, seed)``; ``starts=`` replaces them. No moment-estimator start
+1. *Starts*: ``em_starts(J, G, n_starts, seed)``; ``starts=`` replaces them (a tuple, clipped into
+   ``[START_EPS, 1 - START_EPS]``, or ``"vote"``: one start, the M-step at the items' vote fractions). No moment-estimator start
    is added (it was, for three or more annotators, before the two EMs shared one contract; pass
    ``starts=`` with :func:`~noisycal_bayes.reference.moments.moment_start` stacked under the random
    starts to reproduce such a fit).
@@ -23,10 +24,11 @@ The rules of both EMs, exactly (following them, the two agree to rounding from i
    ``Y <-> 1 - Y``: ``(fpr, tpr) -> (tpr, fpr)``, ``prevalence -> 1 - prevalence``.
    ``orientation="crowd"``: exchange when the crowd's pooled gap ``sum_j n_j gap_j`` is negative, ``n_j``
    the number of labels of annotator ``j`` (:func:`orient_crowd`).
-4. *Screening* (``"every"`` only): accept a converged start if every gap ``tpr - fpr > min_gap``. Under
-   ``"crowd"`` every converged start with finite parameters is accepted: spammers (gap ~ 0) and adversaries
-   (gap < 0) stay in the likelihood with their own gaps. ``"auto"`` selects by ``"every"`` and, when no start
-   passes its screen, by ``"crowd"`` from the same runs.
+4. *Screening*: ``"every"``: accept a converged start if every gap ``tpr - fpr > min_gap``. ``"crowd"``:
+   accept it if the pooled gap ``sum_j n_j gap_j / sum_j n_j > min_gap`` (the same screen at the crowd's
+   level: a crowd whose labels say nothing about ``Y``, e.g. all labels equal, is not a fit); single
+   annotators keep any gap: spammers (gap ~ 0) and adversaries (gap < 0) stay in the likelihood. ``"auto"``
+   selects by ``"every"`` and, when no start passes its screen, by ``"crowd"`` from the same runs.
 5. *Selection*: among accepted starts, those with objective ``>= best - 1e-9 (1 + |best|)`` tie;
    the lowest start index wins.
 
@@ -213,12 +215,12 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
     if orientation != "every" and n_labels is None:
         raise ValueError(f"select_start: orientation={orientation!r} needs `n_labels`.")
     if orientation == "crowd":
-        return _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=None,
+        return _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=min_gap,
                        max_iter=max_iter, annotator_ids=annotator_ids, n_labels=n_labels)
     out = _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=min_gap,
                   max_iter=max_iter, annotator_ids=annotator_ids, n_labels=None)
     if orientation == "auto" and out["selected"] is None:
-        crowd = _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=None,
+        crowd = _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=min_gap,
                         max_iter=max_iter, annotator_ids=annotator_ids, n_labels=n_labels)
         if crowd["selected"] is not None:
             # The every-gap screen's rejections stay on record (they explain why "crowd" applied).
@@ -228,9 +230,9 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
 
 
 def _select(theta, objective, n_iter, status, trace, *, n_annotators, min_gap, max_iter, annotator_ids, n_labels):
-    """:func:`select_start` under one rule: ``min_gap=None`` is the crowd rule (pooled-gap orientation with
-    ``n_labels``, no screening), else the every-gap rule with that screen."""
-    crowd = min_gap is None
+    """:func:`select_start` under one rule: with ``n_labels`` the crowd rule (pooled-gap orientation, the pooled
+    gap screened by ``min_gap``), else the every-gap rule (every gap screened by ``min_gap``)."""
+    crowd = n_labels is not None
     rule = "crowd" if crowd else "every"
 
     def oriented(th):
@@ -251,7 +253,15 @@ def _select(theta, objective, n_iter, status, trace, *, n_annotators, min_gap, m
             continue
         fpr, tpr, prev, swapped = oriented(th)
         gap = tpr - fpr
-        small = np.flatnonzero(~(gap > (-np.inf if crowd else min_gap)))
+        if crowd:
+            pooled = float(np.dot(n_labels, gap) / np.sum(n_labels))
+            if not pooled > min_gap:
+                failed.append((s, f"pooled gap {pooled:.4g} <= min_gap={min_gap}: the crowd as a whole carries no "
+                                  "information about the clean label"))
+                continue
+            small = np.zeros(0, int)
+        else:
+            small = np.flatnonzero(~(gap > min_gap))
         if small.size:
             failed.append((s, f"gap <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
                               f"(gaps {_preview(np.round(gap[small], 4))})"))
@@ -277,8 +287,8 @@ def small_gap_message(func: str, start: int, min_gap: float, names, gaps) -> str
     """Warning text when the highest-objective converged fit was screened out for a gap ``<= min_gap``."""
     return (f"{func}: the highest-likelihood EM fit (start {start}) has gap <= min_gap={min_gap} for annotators "
             f"{_preview(list(names))} (gaps {_preview(np.round(gaps, 4))}): those annotators look uninformative, "
-            "and correcting their labels would divide by a gap near zero. Drop them, or lower `min_gap` to inspect "
-            "the fit.")
+            "and correcting their labels would divide by a gap near zero (or they are adversarial, gap < 0). Drop them, "
+            "lower `min_gap` to inspect the fit, or pass orientation='crowd' to keep them in the likelihood, flagged.")
 
 
 def all_failed_message(func: str, n_total: int, failed) -> str:

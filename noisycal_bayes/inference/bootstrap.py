@@ -21,7 +21,7 @@ import numpy as np
 from .._validation import _preview, check_positive_int
 from ..core import x64
 from ..core.em import e_step, log_prior, m_step
-from ..core.starts import START_EPS, BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING, orient, orient_crowd
+from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING, START_EPS, orient, orient_crowd
 from ..data import AnnotationSet
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
@@ -127,10 +127,13 @@ def _check(data, fit, n_boot):
         raise ValueError(f"{func}: `data` must hold the items the EM was fitted on ({inp.n_items} items x "
                          f"{inp.n_annotators} annotators); got {data.n_items} x {data.n_annotators}.")
     if inp.sparse:
-        item, ann, lab = data.responses
-        same = (len(item) == len(inp.item) and np.array_equal(item, inp.item) and np.array_equal(ann, inp.annotator)
-                and np.array_equal(lab, inp.label))
-        diff = np.zeros(0, int) if same else np.unique(np.concatenate([np.asarray(item), np.asarray(inp.item)]))[:1]
+        item, ann, lab = (np.asarray(v) for v in data.responses)
+        if item.size != np.asarray(inp.item).size:
+            # Items whose number of responses changed.
+            diff = np.flatnonzero(np.bincount(item, minlength=inp.n_items) != np.bincount(inp.item, minlength=inp.n_items))
+        else:
+            bad = (item != inp.item) | (ann != inp.annotator) | (lab != inp.label)
+            diff = np.unique(np.concatenate([item[bad], np.asarray(inp.item)[bad]]))
     else:
         fitted = np.asarray(inp.patterns)[inp.inverse]
         diff = np.flatnonzero((fitted != data.labels).any(axis=1))

@@ -38,8 +38,9 @@ MAX_NAMED = 10
 def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     """``(path, reason)``: the EM path for ``data`` (``path`` one of :data:`EM_PATHS`) and why.
 
-    ``"auto"``: ``"sparse"`` when there are gold labels (observed latent labels, handled per item) or more
-    than :data:`SPARSE_MIN_ANNOTATORS` annotators; otherwise ``"patterns"``. SufficientStats always take the
+    ``"auto"``: ``"sparse"`` when there are gold labels (observed latent labels, handled per item), repeated
+    labels (``n_responses`` above the observed cells) or more than :data:`SPARSE_MIN_ANNOTATORS` annotators;
+    otherwise ``"patterns"``. SufficientStats always take the
     pattern path (they hold no responses).
     """
     if path not in EM_PATHS:
@@ -47,11 +48,17 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     stats = isinstance(data, SufficientStats)
     gold = None if stats else getattr(data, "gold", None)
     n_gold = 0 if gold is None else int(np.sum(np.asarray(gold) >= 0))
+    # Repeated labels (one annotator, one item, several responses) exist only as responses: a pattern row holds
+    # one label per annotator, so they need the sparse path.
+    n_repeats = 0 if stats else int(data.n_responses) - int(np.count_nonzero(data.observed))
     if path == "sparse":
         if stats:
             raise ValueError(f"{func}: path='sparse' needs an AnnotationSet; SufficientStats hold compressed counts only.")
         return "sparse", "requested"
     if path == "patterns":
+        if n_repeats > 0:
+            raise ValueError(f"{func}: path='patterns' holds one label per (item, annotator); these data have "
+                             f"{n_repeats} repeated labels. Use path='sparse' or 'auto'.")
         if n_gold:
             raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels (observed latent labels "
                              "enter item by item); use path='sparse' or 'auto'.")
@@ -60,6 +67,8 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
         return "patterns", "SufficientStats (compressed counts)"
     if n_gold:
         return "sparse", f"{n_gold} gold labels (observed latent labels)"
+    if n_repeats > 0:
+        return "sparse", f"{n_repeats} repeated labels (each a response of its own)"
     if data.n_annotators > SPARSE_MIN_ANNOTATORS:
         return "sparse", f"{data.n_annotators} annotators > {SPARSE_MIN_ANNOTATORS} (patterns do not compress)"
     return "patterns", f"{data.n_annotators} annotators <= {SPARSE_MIN_ANNOTATORS} (patterns compress)"
@@ -109,9 +118,10 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     ids : sequence of length J
     fpr, tpr : arrays of shape (J,)
         The estimate.
-    soft_counts : tuple of four arrays of shape (J,)
-        ``(s0, n0, s1, n1)``: ``n1_j = sum_{r: j_r = j} T_{i_r}`` (labels of items expected to be positive),
-        ``s1_j = sum T_{i_r} A_r`` (of those, labelled 1); ``n0``, ``s0`` the same with ``1 - T``.
+    soft_counts : tuple of four or six arrays of shape (J,)
+        ``(s0, n0, s1, n1[, m0, m1])``: ``n1_j = sum_{r: j_r = j} T_{i_r}`` (labels of items expected to be
+        positive), ``s1_j = sum T_{i_r} A_r`` (of those, labelled 1); ``n0``, ``s0`` the same with ``1 - T``;
+        ``m0``, ``m1`` the missing information about fpr and tpr (``inference.em.soft_counts``).
     n_labels : array of shape (J,)
     level : float
         Interval level.
@@ -125,30 +135,35 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     -----
     Given the clean labels, annotator ``j``'s labels on positive items are Binomial(n1_j, tpr_j) and those on
     negative items Binomial(n0_j, fpr_j), independent. With the clean labels replaced by the E-step's
-    posterior ``T`` (soft counts), the equal-tailed Jeffreys intervals are the ``(1 - level) / 2`` and
-    ``(1 + level) / 2`` quantiles of ``Beta(s1 + 1/2, n1 - s1 + 1/2)`` (tpr) and ``Beta(s0 + 1/2, n0 - s0 + 1/2)``
-    (fpr), and the gap interval is ``gap -+ z sqrt(V_tpr + V_fpr)`` with the two Beta variances
-    (``z = Phi^{-1}((1 + level) / 2)``). This treats ``T`` as known: it leaves out the uncertainty of the
-    other annotators' channels (the missing information of Louis' correction), small when each item has
-    many labels or gold, larger with three annotators and no gold (the coverage test in
-    ``tests/inference/test_crowd_em.py`` measures it on a crowd). Flags: ``"uninformative"`` when the gap
+    posterior ``T`` (soft counts) the complete-data information about ``tpr_j`` is ``I_c = s1/tpr^2 +
+    (n1 - s1)/(1 - tpr)^2``; not knowing ``Y`` removes ``m1`` of it (Louis 1982, the diagonal term: the other
+    annotators' channels held fixed), so the counts are scaled to the observed share ``rho = 1 - m1 / I_c``
+    (clipped to [0.01, 1]): ``Beta(rho s1 + 1/2, rho (n1 - s1) + 1/2)``, equal-tailed at ``level`` (fpr alike).
+    The gap interval is ``gap -+ z sqrt(V_tpr + V_fpr)`` with the two Beta variances
+    (``z = Phi^{-1}((1 + level) / 2)``). The covariance with the other annotators' channels is left out;
+    ``benchmarks/crowd_flags_study.py`` measures the coverage on simulated crowds. Flags: ``"uninformative"`` when the gap
     interval contains 0, ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
     (:func:`noisycal_bayes.core.channel.usable_annotators`) gives uninformative annotators weight 0.
     """
-    from scipy import stats
+    from scipy import special  # betaincinv / ndtri: the Beta and normal quantiles without stats' overhead
 
-    s0, n0, s1, n1 = (np.asarray(v, np.float64) for v in soft_counts)
+    s0, n0, s1, n1 = (np.asarray(v, np.float64) for v in soft_counts[:4])
+    missing = soft_counts[4:6] if len(soft_counts) >= 6 else (np.zeros_like(s0), np.zeros_like(s0))
     a = (1 - level) / 2
     out = {"annotator": list(ids), "n_labels": np.asarray(n_labels)}
     var = {}
-    for name, est, s, n in (("fpr", fpr, s0, n0), ("tpr", tpr, s1, n1)):
-        al, be = s + 0.5, np.maximum(n - s, 0.0) + 0.5
+    for name, est, s, n, m in (("fpr", fpr, s0, n0, missing[0]), ("tpr", tpr, s1, n1, missing[1])):
+        p = np.clip(np.asarray(est, np.float64), 1e-9, 1 - 1e-9)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            complete = s / p**2 + np.maximum(n - s, 0.0) / (1 - p) ** 2
+            rho = np.clip(np.where(complete > 0, 1.0 - np.asarray(m, np.float64) / complete, 1.0), 0.01, 1.0)
+        al, be = rho * s + 0.5, rho * np.maximum(n - s, 0.0) + 0.5
         out[name] = np.asarray(est, np.float64)
-        out[f"{name}_lower"] = stats.beta.ppf(a, al, be)
-        out[f"{name}_upper"] = stats.beta.ppf(1 - a, al, be)
+        out[f"{name}_lower"] = special.betaincinv(al, be, a)
+        out[f"{name}_upper"] = special.betaincinv(al, be, 1 - a)
         var[name] = al * be / ((al + be) ** 2 * (al + be + 1))
     gap = out["tpr"] - out["fpr"]
-    half = stats.norm.ppf(1 - a) * np.sqrt(var["fpr"] + var["tpr"])
+    half = special.ndtri(1 - a) * np.sqrt(var["fpr"] + var["tpr"])
     out.update(gap=gap, gap_lower=gap - half, gap_upper=gap + half)
     flag = np.where(out["gap_upper"] < 0, "adversarial", np.where(out["gap_lower"] > 0, "ok", "uninformative"))
     out["flag"] = flag
@@ -160,16 +175,17 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
 def flag_message(func: str, table: pd.DataFrame) -> str | None:
     """Warning text naming flagged annotators (up to :data:`MAX_NAMED` per flag), or None when all are ok."""
     parts = []
+    flags, ids = table["flag"].to_numpy(dtype=object), table["annotator"].to_numpy(dtype=object)
     for flag, what in (("uninformative", "gap interval contains 0: weight 0 downstream"),
                        ("adversarial", "gap < 0, interval excludes 0: labels used with their sign")):
-        names = table.loc[table["flag"] == flag, "annotator"].tolist()
+        names = ids[flags == flag].tolist()
         if names:
             more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
             parts.append(f"{len(names)} {flag} ({what}): {_preview(names[:MAX_NAMED])}{more}")
     if not parts:
         return None
     level = table.attrs.get("level", ANNOTATOR_LEVEL)
-    return (f"{func}: {sum(table['flag'] != 'ok')} of {len(table)} annotators are flagged at the {level:.0%} level; "
+    return (f"{func}: {int(np.sum(flags != 'ok'))} of {len(table)} annotators are flagged at the {level:.0%} level; "
             + "; ".join(parts) + ". They stay in the likelihood; see `fit.annotators` for rates and intervals.")
 
 
@@ -228,7 +244,7 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
     notes += check_prevalence_spread(prev, data.n_annotators, model, func=func, stacklevel=stacklevel + 1)
     if selection.get("screened_every"):
         msg = (f"{func}: no start passed the every-gap screen (gap > min_gap={settings['min_gap']} for every "
-               "annotator), so orientation='auto' fitted the crowd orientation (pooled gap > 0): every annotator is "
+               "annotator), so orientation='auto' fitted the crowd orientation (pooled gap > min_gap): every annotator is "
                "kept with its own gap. Pass orientation='every' to require the paper's constraint instead.")
         warnings.warn(msg, SmallGapWarning, stacklevel=stacklevel)
         notes.append(msg)

@@ -234,6 +234,24 @@ class FitResult(ChannelAccess):
         table = self.details.get("annotators")
         return None if table is None else table.copy()
 
+    def usable_annotators(self) -> np.ndarray | None:
+        """Which annotators' labels may be corrected, bool (n_annotators,): the downstream rule of issue 16.
+
+        EM fits: :func:`noisycal_bayes.core.channel.usable_annotators` on the gap intervals of
+        :attr:`annotators` (False where the 90% interval contains 0; adversaries are usable). Other fits:
+        ``gap != 0``. None without a channel. Pass it as ``usable=`` to the weight rules and corrected labels
+        of :mod:`noisycal_bayes.core`.
+        """
+        from ..core.channel import usable_annotators
+
+        if self.channel is None:
+            return None
+        table = self.details.get("annotators")
+        if table is None:
+            return np.asarray(usable_annotators(self.channel.gap))
+        return np.asarray(usable_annotators(table["gap"].to_numpy(), table["gap_lower"].to_numpy(),
+                                            table["gap_upper"].to_numpy()))
+
     @property
     def start_logliks(self) -> np.ndarray:
         """EM: final objective of every start (NaN where non-finite); empty otherwise."""
@@ -398,8 +416,9 @@ class FitResult(ChannelAccess):
 
         with x64():
             prev = np.asarray(src["prevalence"], np.float64).reshape(n_samples, -1)
-            out = np.asarray(jax.vmap(one)(np.asarray(src["fpr"], np.float64), np.asarray(src["tpr"], np.float64),
-                                           prev))
+            # One compiled program (op-by-op dispatch would compile every primitive separately).
+            out = np.asarray(jax.jit(jax.vmap(one))(np.asarray(src["fpr"], np.float64),
+                                                    np.asarray(src["tpr"], np.float64), prev))
         if self.draws is None:
             return out[0]
         return out.reshape((self.n_chains, self.n_draws, inp.n_items))
@@ -527,6 +546,12 @@ class FitResult(ChannelAccess):
             extra = f", n_chains={self.n_chains}, n_draws={self.n_draws}, n_divergent={self.n_divergent}"
         prev = self.prevalence
         prev_s = "" if prev is None else f", prevalence={np.round(prev, 4).tolist()}"
+        if self.method == "em" and "path" in self.details:
+            # How EM ran (issue 16): which sufficient statistics, which orientation rule, flagged annotators.
+            table = self.details.get("annotators")
+            n_flag = 0 if table is None else int((table["flag"] != "ok").sum())
+            extra += (f", path={self.details['path']!r}, orientation={self.details.get('orientation', 'every')!r}, "
+                      f"n_flagged={n_flag}")
         return f"FitResult(model={self.model!r}, method={self.method!r}, channel={ch}{prev_s}{extra})"
 
 

@@ -133,8 +133,22 @@ def _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter, tol):
     return theta, obj, n_iter, status, trace, arrays
 
 
+def _vote_start(inputs):
+    """``starts="vote"``, in NumPy: the M-step (paper App. F.1) at each row's share of positive labels."""
+    pat = np.asarray(inputs.patterns)
+    obs, pos = (pat >= 0).astype(float), (pat == 1).astype(float)
+    c = np.asarray(inputs.counts, np.float64)
+    t = pos.sum(1) / np.maximum(obs.sum(1), 1)
+    w1, w0 = c * t, c * (1 - t)
+    g = np.asarray(inputs.row_group)
+    prev = np.bincount(g, weights=w1, minlength=inputs.n_groups) / np.bincount(g, weights=c, minlength=inputs.n_groups)
+    out = (w0 @ pos / (w0 @ obs), w1 @ pos / (w1 @ obs), prev)
+    return tuple(np.clip(v, 1e-6, 1 - 1e-6)[None] for v in out)
+
+
 def _soft_counts(selection, inputs):
-    """``(s0, n0, s1, n1)`` at the selected estimate (see ``models.em_result.annotator_table``), in NumPy."""
+    """``(s0, n0, s1, n1, m0, m1)`` at the selected estimate (see ``inference.em.soft_counts``), in NumPy, row by
+    row of the compressed table: ``m`` adds ``count_r T_r (1 - T_r) u_rj^2`` per observed cell."""
     pat = np.asarray(inputs.patterns)
     obs, pos = (pat >= 0), (pat == 1)
     f, t = selection["fpr"], selection["tpr"]
@@ -145,8 +159,19 @@ def _soft_counts(selection, inputs):
         d = np.log(prev) + l1 - np.log1p(-prev) - l0
     post = 1.0 / (1.0 + np.exp(-d))
     c = np.asarray(inputs.counts, np.float64)
-    w1, w0 = c * post, c * (1 - post)
-    return w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs
+    out = [np.zeros(pat.shape[1]) for _ in range(6)]
+    for r in range(pat.shape[0]):
+        if c[r] == 0:
+            continue
+        o, p1 = obs[r], pos[r]
+        out[0] += c[r] * (1 - post[r]) * p1
+        out[1] += c[r] * (1 - post[r]) * o
+        out[2] += c[r] * post[r] * p1
+        out[3] += c[r] * post[r] * o
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[4] += np.where(o, c[r] * post[r] * (1 - post[r]) * np.where(p1, 1 / f, -1 / (1 - f)) ** 2, 0.0)
+            out[5] += np.where(o, c[r] * post[r] * (1 - post[r]) * np.where(p1, 1 / t, -1 / (1 - t)) ** 2, 0.0)
+    return tuple(out)
 
 
 def _loglik(selection, arrays, n_annotators, prior_counts) -> float:
@@ -245,13 +270,19 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     (True, True)
     """
     func = "fit_em"
+    gold = getattr(data, "gold", None)
+    if gold is not None and np.any(np.asarray(gold) >= 0):
+        raise ValueError("reference.fit_em works on compressed (group, pattern) counts and cannot use gold labels "
+                         "(observed latent labels enter item by item); use noisycal_bayes.fit_em, whose sparse path "
+                         "takes them.")
     model, groups = _resolve_model(model, groups, data)
     prior_counts = _check_prior(prior)
     data, model, assignment, notes, inputs, settings = prepare_em(
         data, model=model, groups=groups, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
         starts=starts, func=func, orientation=orientation, path="patterns")
     n_ann, n_groups, max_iter = data.n_annotators, inputs.n_groups, settings["max_iter"]
-    fpr0, tpr0, prev0 = (check_starts(starts, n_ann, n_groups) if starts is not None
+    fpr0, tpr0, prev0 = (_vote_start(inputs) if isinstance(starts, str) and starts == "vote"
+                         else check_starts(starts, n_ann, n_groups) if starts is not None
                          else em_starts(n_ann, n_groups, settings["n_starts"], seed))
     with x64():
         theta, obj, n_iter, status, trace, arrays = _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter,

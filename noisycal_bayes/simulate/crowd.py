@@ -50,6 +50,7 @@ class CrowdSimulation:
 
     @property
     def gap(self) -> np.ndarray:
+        """True gaps ``tpr - fpr``, shape (n_annotators,)."""
         return self.tpr - self.fpr
 
 
@@ -81,7 +82,8 @@ def simulate_crowd(n_items: int, n_annotators: int, *, labels_per_item: int = 5,
     activity : {"uniform", "heavy"}, default "uniform"
         How annotators are drawn for an item: with equal probability, or with probability proportional to a
         heavy-tailed activity ``exp(N(0, 1.5^2))`` per annotator (a few very active workers, many occasional
-        ones, as on crowdsourcing platforms).
+        ones, as on crowdsourcing platforms). Every annotator labels at least one item (an annotator never
+        drawn takes over one slot of the busiest one).
     spammers, adversaries : float in [0, 1]
         Fractions of annotators (rounded to counts, assigned at random) who are spammers (``fpr = tpr ~
         U(0.2, 0.8)``: gap 0, labels independent of the truth) or adversaries (an honest channel with ``fpr`` and
@@ -165,6 +167,16 @@ def simulate_crowd(n_items: int, n_annotators: int, *, labels_per_item: int = 5,
     for start in range(0, n_items, chunk):
         keys = log_w + rng.gumbel(size=(min(chunk, n_items - start), n_annotators))
         who[start:start + keys.shape[0]] = np.argpartition(-keys, k - 1, axis=1)[:, :k]
+    # An AnnotationSet has no empty columns: an annotator never drawn (possible with heavy-tailed activity) takes
+    # over one slot of the busiest annotator on an item that annotator labelled.
+    counts = np.bincount(who.ravel(), minlength=n_annotators)
+    for j in np.flatnonzero(counts == 0):
+        busiest = int(np.argmax(counts))
+        rows, cols = np.nonzero(who == busiest)
+        pick = rng.integers(rows.size)
+        who[rows[pick], cols[pick]] = j
+        counts[busiest] -= 1
+        counts[j] += 1
     item = np.repeat(np.arange(n_items), k)
     ann = who.ravel()
     if repeat_rate > 0:

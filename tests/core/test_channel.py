@@ -95,3 +95,40 @@ def test_jit_and_vmap_over_channel_draws():
     loop = np.stack([_item_loop(labels, f, g, w) for f, g in zip(fpr, gap)])
     np.testing.assert_allclose(batched, loop, rtol=1e-12)
     np.testing.assert_allclose(jitted, loop[0], rtol=1e-12)
+
+
+# ------------------------------------------------------------------ small and negative gaps (issue 16)
+def test_usable_annotators_rule_and_its_consumers():
+    import jax.numpy as jnp
+
+    from noisycal_bayes.core.channel import corrected_labels, inverse_gap, usable_annotators
+    from noisycal_bayes.core.weights import rule_weights, weights_for_labels
+
+    fpr, gap = jnp.array([0.1, 0.4, 0.8]), jnp.array([0.7, 0.001, -0.6])
+    lo, hi = jnp.array([0.6, -0.05, -0.7]), jnp.array([0.8, 0.05, -0.5])
+    use = usable_annotators(gap, lo, hi)
+    assert use.tolist() == [True, False, True]
+    assert usable_annotators(jnp.array([0.3, 0.0, -0.2])).tolist() == [True, False, True]
+    np.testing.assert_allclose(inverse_gap(gap, use), [1 / 0.7, 0.0, -1 / 0.6])
+    labels = jnp.array([[1, 1, 0], [0, -1, 1]])
+    # The adversary's corrected label keeps its sign: (0 - 0.8) / -0.6 = 4/3, (1 - 0.8) / -0.6 = -1/3.
+    np.testing.assert_allclose(corrected_labels(labels, fpr, gap, use),
+                               [[0.9 / 0.7, 0.0, 0.8 / 0.6], [-0.1 / 0.7, 0.0, -0.2 / 0.6]], rtol=1e-6)
+    for rule in ("equal", "gap", "squared_gap", "iv"):
+        w = rule_weights(rule, fpr, gap, 0.4, use)
+        assert float(w[1]) == 0.0 and np.all(np.asarray(w) >= 0) and float(w.sum()) == pytest.approx(1.0)
+    # The Gap rule weights by |gap|: an adversary as informative as an annotator with the opposite gap.
+    np.testing.assert_allclose(rule_weights("gap", fpr, gap, None, use), [0.7 / 1.3, 0.0, 0.6 / 1.3], rtol=1e-6)
+    w = weights_for_labels("iv", labels, fpr, gap, usable=use)
+    assert np.all(np.isfinite(np.asarray(w))) and float(w[1]) == 0.0
+
+
+def test_unbiased_corrected_label_for_an_adversary():
+    """E[(A - fpr) / gap | Y] = Y for gap < 0: exact expectation over A ~ Bernoulli(fpr + gap Y)."""
+    from noisycal_bayes.core.channel import corrected_labels
+
+    fpr, gap = np.array([0.8]), np.array([-0.6])
+    for y in (0, 1):
+        q = fpr + gap * y  # P(A = 1 | Y = y)
+        vals = np.asarray(corrected_labels(np.array([[0], [1]]), fpr, gap))[:, 0]
+        assert float((1 - q[0]) * vals[0] + q[0] * vals[1]) == pytest.approx(y, abs=1e-6)  # float32

@@ -82,3 +82,15 @@ def test_caller_arrays_untouched_and_channel_read_only():
         ch.tpr[0] = 0.3
     with pytest.raises(AttributeError):
         ch.fpr = np.zeros(2)
+
+
+def test_channel_crowd_orientation_and_flipped():
+    with pytest.raises(ValueError, match="orientation='crowd'"):
+        Channel([0.1, 0.7], [0.9, 0.2])
+    ch = Channel([0.1, 0.7], [0.9, 0.2], orientation="crowd")
+    np.testing.assert_allclose(ch.gap, [0.8, -0.5])
+    np.testing.assert_allclose(ch.flipped().gap, ch.gap)  # renaming both classes keeps every gap
+    np.testing.assert_allclose(ch.exchanged().gap, -ch.gap)  # the mirror solution: Y <-> 1 - Y only
+    assert ch.flipped().orientation == "crowd" and "orientation='crowd'" in repr(ch)
+    with pytest.raises(ValueError, match="`orientation` must be"):
+        Channel([0.1], [0.9], orientation="any")

@@ -275,13 +275,19 @@ def test_uninformative_annotator_small_gap_warning():
     sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=41)
     noise = (np.random.default_rng(1).random(2000) < 0.4).astype(int)
     data = AnnotationSet.from_wide(np.column_stack([sim.data.labels, noise]), annotators=["a", "b", "c", "coin"])
+    # The paper's rule (orientation="every"): the coin rejects every start.
     with pytest.warns(SmallGapWarning, match=r"'coin'"):
         with pytest.warns(ConvergenceWarning, match="all .* EM starts failed"):
-            est = fit_em(data, model="dawid_skene", n_starts=3)
+            est = fit_em(data, model="dawid_skene", n_starts=3, orientation="every")
     assert not est.identified and est.channel is None and "gap <= min_gap" in est.reason
     assert all("coin" in r for _, r in est.failed_starts)
     with pytest.raises(ValueError, match="not identified.*gap <= min_gap"):
         est.require()
+    # The default ("auto") keeps the coin in a crowd-oriented fit and flags it uninformative by name.
+    with pytest.warns(SmallGapWarning, match=r"1 uninformative .*'coin'"):
+        est = fit_em(data, model="dawid_skene", n_starts=3)
+    assert est.identified and est.details["orientation"] == "crowd"
+    assert est.annotators.set_index("annotator").loc["coin", "flag"] == "uninformative"
 
 
 def test_all_starts_failing_to_converge():
@@ -309,7 +315,7 @@ def test_errors():
     with pytest.raises(ValueError, match="`starts` must have shapes"):
         fit_em(sim.data, groups=Binning.equal_mass(2), starts=em_starts(3, 2, 2, 0))
     f, t, p = em_starts(2, 2, 2, 0)
-    with pytest.raises(ValueError, match=r"`starts` must lie strictly inside \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"`starts` must lie in \[0, 1\]"):
         fit_em(sim.data, groups=Binning.equal_mass(2), starts=(f, t + 1, p))
     with pytest.raises(ValueError, match="`tol` must be a positive number"):
         fit_em(sim.data, groups=Binning.equal_mass(2), tol=0)

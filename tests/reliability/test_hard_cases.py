@@ -180,8 +180,16 @@ def test_uninformative_or_adversarial_annotator_is_flagged(kind, which):
     else:
         lab[:, 2] = 1 - lab[:, 2]  # always the opposite of what it would have said
     data = AnnotationSet(lab, sim.data.scores, sim.data.item_ids, np.array(["ann", "bob", "eve"], dtype=object))
+    # The default (orientation="auto") keeps eve in a crowd-oriented fit, flagged by name (issue 16); her gap
+    # interval decides the downstream rule (weight 0 when it contains 0, her labels with their sign if negative).
     fit, warned = fit_recording(FITS[which], data)
-    # Never an accepted fit that divides by eve's (near-)zero or negative gap.
+    assert fit.details["orientation"] == "crowd" and fit.channel.orientation == "crowd"
+    flag = fit.annotators.set_index("annotator").loc["eve", "flag"]
+    assert flag == ("uninformative" if kind.startswith("coin") else "adversarial")
+    assert any("'eve'" in str(w.message) for w in warned if issubclass(w.category, SmallGapWarning))
+    # The paper's rule (orientation="every"): never an accepted fit that divides by eve's (near-)zero or
+    # negative gap.
+    fit, warned = fit_recording(FITS[which], data, orientation="every")
     if fit.channel is not None:
         assert fit.channel.gap[2] > 0.05 and fit.identified
         pytest.fail(f"accepted a fit with eve's gap {fit.channel.gap[2]:.3f}")
