@@ -210,12 +210,12 @@ def _map(fn, args, kw, seed):
     """Posterior mode in NumPyro's unconstrained space: L-BFGS on the potential (negative log density)."""
     import jax
     from jax.flatten_util import ravel_pytree
-    from numpyro.infer.initialization import init_to_median
+    from numpyro.infer.initialization import init_to_uniform
     from numpyro.infer.util import initialize_model
     from scipy.optimize import minimize
 
     info = initialize_model(jax.random.PRNGKey(seed), fn, model_args=args, model_kwargs=kw,
-                            init_strategy=init_to_median(num_samples=15))
+                            init_strategy=init_to_uniform(radius=0.5))
     z0 = info.param_info.z
     flat0, unravel = ravel_pytree(z0)
     vg = jax.jit(jax.value_and_grad(lambda x: info.potential_fn(unravel(x))))
