@@ -249,6 +249,19 @@ def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group
     Returns
     -------
     ndarray of shape (S,) (a 0-d array for one channel)
+
+    Examples
+    --------
+    With one channel in every group and equal weights this is :func:`noisycal_bayes.nc_ece`:
+
+    >>> import numpy as np
+    >>> from noisycal_bayes import nc_ece
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
+    >>> f, t = np.tile(sim.channel.fpr, (2, 1)), np.tile(sim.channel.tpr, (2, 1))
+    >>> v = nc_ece_group_channels(sim.data, (sim.data.scores > 0.5).astype(int), f, t, weights="equal")
+    >>> bool(np.isclose(v, nc_ece(sim.data, sim.channel, weights="equal").value))
+    True
     """
     from ..core import x64
     from ..core.weights import weights_for_labels
@@ -373,9 +386,12 @@ def compare_noise_models(data: AnnotationSet, *, models=ALTERNATIVE_MODELS, grou
     >>> from noisycal_bayes import Binning
     >>> from noisycal_bayes.simulate import simulate_annotations
     >>> sim = simulate_annotations(1500, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
-    >>> cmp = compare_noise_models(sim.data, method="map", groups=Binning.equal_mass(3))
-    >>> cmp.table["model"].tolist()
+    >>> cmp = compare_noise_models(sim.data, method="map", groups=Binning.equal_mass(3))  # doctest: +SKIP
+    >>> cmp.table["model"].tolist()  # doctest: +SKIP
     ['shared', 'score_dependent', 'correlated']
+
+    (Skipped in the doctest run: three model compilations take about a minute; the same call is tested in
+    ``tests/diagnostics/test_alternatives.py``.)
     """
     func = "compare_noise_models"
     models = tuple(models)

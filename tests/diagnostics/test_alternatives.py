@@ -102,7 +102,7 @@ def test_errors_name_the_bad_input():
 
 
 @pytest.mark.slow
-def test_map_comparison_moves_toward_the_true_channels_under_score_dependent_noise():
+def test_map_score_dependent_fpr_rises_with_the_score():
     # Annotator 0's fpr = 0.02 + 0.3 z; the score-dependent model's group fpr for annotator 0 must rise across
     # groups (its MAP), while the shared model has one fpr.
     rng = np.random.default_rng(1)
