@@ -427,7 +427,10 @@ notebook uses the bundled simulated demo data. Background: docs/model_checks.md.
 N_ITEMS = 3000 if SMALL else 50000          # items used (a random subsample in small mode)
 N_REPLICATES = 39 if SMALL else 199         # bootstrap replicates of the checks
 COMPARE = "map" if SMALL else "nuts"        # how the three channel models are fitted
-CSV = (REPO / ".." / "shared" / "data" / "cifar10n_vehicle.csv").resolve()
+# The shared data folder sits beside the main checkout (../shared) or beside the worktrees folder (../../shared).
+CSV = next((p.resolve() for p in (REPO / ".." / "shared" / "data" / "cifar10n_vehicle.csv",
+                                  REPO / ".." / ".." / "shared" / "data" / "cifar10n_vehicle.csv") if p.exists()),
+           (REPO / ".." / "shared" / "data" / "cifar10n_vehicle.csv").resolve())
 warnings.simplefilter("ignore", FutureWarning)
 print("small mode" if SMALL else "full mode", "| data file:", CSV, "found" if CSV.exists() else "NOT found")
 '''),
