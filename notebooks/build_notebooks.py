@@ -409,10 +409,140 @@ annotators on the same items. The posterior mean is not the EM estimate: with fe
 """),
 ]
 
+# ------------------------------------------------------------------------------------------------ notebook 4
+NB4 = [
+    md("""
+# 4. Does the channel model fit? CIFAR-10N, vehicle vs. animal
+
+**Question.** Every NC-ECE rests on two assumptions: each annotator's errors depend on the true class only
+(not on the item or its score), and annotators err independently given the class. Do the CIFAR-10N labels
+satisfy them, where do they fail, and what does NC-ECE become under models that relax them?
+
+**Data.** `cifar10n_vehicle.csv` from the shared data folder: labels from CIFAR-10N (J. Wei et al., ICLR 2022,
+UCSC-REAL/cifar-10-100n, CC BY-NC 4.0); cross-validated ResNet-50 scores published with confident learning
+(C. Northcutt et al., cgnorthcutt/confidentlearning-reproduce, MIT licence). The original CIFAR-10 label
+`y_ref` is used **only** to compute a reference ECE at the end, never for fitting. Without the file the
+notebook uses the bundled simulated demo data. Background: docs/model_checks.md.
+"""),
+    code(SETUP + '''
+N_ITEMS = 3000 if SMALL else 50000          # items used (a random subsample in small mode)
+N_REPLICATES = 39 if SMALL else 199         # bootstrap replicates of the checks
+COMPARE = "map" if SMALL else "nuts"        # how the three channel models are fitted
+# The shared data folder sits beside the main checkout (../shared) or beside the worktrees folder (../../shared).
+CSV = next((p.resolve() for p in (REPO / ".." / "shared" / "data" / "cifar10n_vehicle.csv",
+                                  REPO / ".." / ".." / "shared" / "data" / "cifar10n_vehicle.csv") if p.exists()),
+           (REPO / ".." / "shared" / "data" / "cifar10n_vehicle.csv").resolve())
+warnings.simplefilter("ignore", FutureWarning)
+print("small mode" if SMALL else "full mode", "| data file:", CSV, "found" if CSV.exists() else "NOT found")
+'''),
+    code('''
+from noisycal_bayes import AnnotationSet, Binning, ece, fit_em
+
+if CSV.exists():
+    raw = pd.read_csv(CSV)
+    sub = raw.sample(n=min(N_ITEMS, len(raw)), random_state=0).sort_values("item")
+    data = AnnotationSet.from_wide(sub.set_index("item")[["ann1", "ann2", "ann3"]], scores=sub["score"].to_numpy())
+    y_ref = sub["y_ref"].to_numpy()
+else:
+    print("cifar10n_vehicle.csv is not available here: using the bundled simulated demo data instead.")
+    from noisycal_bayes.data.loaders import load_demo
+    data, truth = load_demo()
+    y_ref = np.asarray(truth["clean_labels"])
+GROUPS = Binning.equal_mass(10)
+fit = fit_em(data, groups=GROUPS, seed=0)
+print(data)
+print(fit.channel.to_frame().round(4))
+'''),
+    md("""
+## 1. The checks
+
+`model_checks` compares the observed (score group x response pattern) counts, the agreement of every pair
+of annotators and two targeted statistics with replicates drawn from the fitted model and refitted
+(parametric bootstrap). `score_dependent_noise` looks for a trend over the score groups in each annotator's
+positive-response residuals; `annotator_dependence` for agreement beyond what independent errors allow.
+"""),
+    code('''
+from noisycal_bayes.diagnostics import model_checks
+
+checks = model_checks(data, fit, n_replicates=N_REPLICATES, seed=0)
+checks.table
+'''),
+    md("""
+## 2. Where the misfit is
+
+Standardised residuals per cell: red cells occur more often than the model allows. On the full data the
+mixed patterns (`011`, `101`, ...) in the groups near the decision boundary stand out: hard images are hard
+for every annotator.
+"""),
+    code('''
+checks.plot()
+'''),
+    code('''
+agr = checks.agreement
+agr[(agr.kind == "pair") & (agr.group >= 0)].pivot(index="group", columns=["annotator", "other"], values="z").round(1)
+'''),
+    md("""
+## 3. NC-ECE under richer channel models
+
+Three NumPyro models on the same counts: the paper's shared channels, channels per score group partially
+pooled toward a shared channel, and a latent item effect shared by the annotators (Qu, Tan and Kutner 1996).
+With NUTS (full mode) they are compared by PSIS-LOO: `elpd_diff > 0` means the data prefer the model to the
+shared one. `nc_ece_shift` is how far NC-ECE moves.
+"""),
+    code('''
+from noisycal_bayes.diagnostics.alternatives import compare_noise_models
+
+cmp = compare_noise_models(data, groups=GROUPS, method=COMPARE, n_chains=2, n_warmup=400, n_draws=400)
+cmp.table.round(4)
+'''),
+    md("""
+## 4. How much do the gaps matter, within what the data allow?
+
+The profile likelihood re-fits the other parameters at each scale of the gaps; the shaded factors are those
+the data allow (95%), and the horizontal band their NC-ECE range. The dashed curve holds `fpr` fixed, a
+direction the data rule out.
+"""),
+    code('''
+from noisycal_bayes.diagnostics import gap_profile
+from noisycal_bayes.plotting import gap_sensitivity
+
+prof = gap_profile(data, fit, factors=(0.8, 0.9, 0.95, 1.0, 1.02, 1.05))
+print("allowed factors", np.round(prof.factor_range, 4), "| NC-ECE range", np.round(prof.nc_ece_range, 4))
+gap_sensitivity(prof)
+'''),
+    md("""
+## 5. Against the reference labels (evaluation only)
+
+The ECE against `y_ref` is what NC-ECE estimates if the reference labels were the truth (they are themselves
+slightly noisy).
+"""),
+    code('''
+summary = cmp.table[["model", "nc_ece", "nc_ece_lower", "nc_ece_upper"]].copy()
+summary.loc[len(summary)] = ["reference labels (ECE)", ece(data.scores, y_ref, bins=10), np.nan, np.nan]
+summary.round(4)
+'''),
+    md("""
+**Answer.** On the full CIFAR-10N data (50,000 items, full mode) the shared-channel model is rejected: the
+cell counts, the agreement within score groups and the score trend all warn, and the excess-agreement check
+warns at the edge of significance; the misfit sits near the decision boundary. PSIS-LOO prefers channels
+that vary with the score by about seven standard errors (`elpd_diff` +110, se 16), and under them NC-ECE
+moves from 0.014 to 0.016, next to the reference-label ECE of 0.016; the random-effect (correlated) model
+changes nothing. The gap scale is pinned to within a fraction of a percent, so small-gap fragility is not
+the worry here. Report NC-ECE with the spread across the models beside it. (Small mode uses 3,000 items and
+MAP fits, so its numbers differ.)
+
+**What to watch out for.** A pass is not proof: with three annotators and one score group nothing is
+testable, and correlated errors that do not vary with the score are partly absorbed into the channels
+(docs/model_checks.md, "What three annotators can and cannot identify").
+"""),
+]
+
+
 NOTEBOOKS = {
     "01_cifar10n_posterior.ipynb": NB1,
     "02_small_gap_sensitivity.ipynb": NB2,
     "03_bayes_vs_closed_form.ipynb": NB3,
+    "04_model_fit.ipynb": NB4,
 }
 
 

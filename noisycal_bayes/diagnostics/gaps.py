@@ -6,7 +6,7 @@ conditional variance ``[mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)] / delta_j^2``
 variance). :func:`gap_diagnostics` reports, per annotator, ``P(delta_j < min_gap)`` and the variance
 inflation ``1 / delta_j^2``, and per bin the effective number of clean labels; :func:`gap_sensitivity`
 shows how NC-ECE and its interval move when the gap shrinks (in simulation, or by perturbing fitted
-channels).
+channels); :mod:`noisycal_bayes.diagnostics.profile` moves the gaps only where the data allow.
 """
 from __future__ import annotations
 
@@ -293,7 +293,10 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
         ``mode="perturb"``: the fitted channels (posterior mean for NUTS).
     mode : {"perturb", "simulate"}
         ``"perturb"``: scale every annotator's gap by each factor, keeping ``fpr`` (``tpr = fpr + factor *
-        gap``, capped below 1), and recompute NC-ECE with the perturbed channels treated as known.
+        gap``, capped below 1), and recompute NC-ECE with the perturbed channels treated as known. Holding
+        ``fpr`` fixed is a direction the data rule out (the pattern frequencies no longer match), and it
+        overstates fragility about twofold; for the NC-ECE values the data allow use
+        :func:`noisycal_bayes.diagnostics.gap_profile` (profile likelihood), which the report plots.
         ``"simulate"``: for each gap, simulate ``n_reps`` data sets with ``n_annotators`` symmetric
         annotators (``fpr = (1 - gap)/2``, ``tpr = (1 + gap)/2``) and the calibration ``curve``, and compare
         NC-ECE with the true and the EM-estimated channels to the sample oracle ECE.

@@ -102,7 +102,7 @@ def test_errors_name_the_bad_input():
 
 
 @pytest.mark.slow
-def test_map_comparison_moves_toward_the_true_channels_under_score_dependent_noise():
+def test_map_score_dependent_fpr_rises_with_the_score():
     # Annotator 0's fpr = 0.02 + 0.3 z; the score-dependent model's group fpr for annotator 0 must rise across
     # groups (its MAP), while the shared model has one fpr.
     rng = np.random.default_rng(1)
@@ -133,3 +133,23 @@ def test_nuts_comparison_runs_loo_for_each_model():
     # Well-specified data: the richer models do not beat the shared one by more than 2 standard errors.
     assert np.all(t["elpd_diff"] < 2 * t["se_diff"].clip(lower=0.5))
     assert np.all(t["pareto_k_max"] < 0.7)
+
+
+@pytest.mark.parametrize("name", ["score_dependent", "correlated"])
+def test_prior_predictive_samples_oriented_channels_and_labels(name):
+    # labels=None samples the prior predictive (DESIGN §4): responses for the given rows, tpr > fpr in every
+    # draw (per group for the score-dependent model, marginally for the correlated one).
+    import jax
+    from numpyro.infer import Predictive
+
+    from noisycal_bayes.diagnostics.alternatives import _model_fn
+    from noisycal_bayes.models import DEFAULT_PRIOR
+
+    group = np.repeat(np.arange(2, dtype=np.int32), 50)
+    pred = Predictive(_model_fn(name), num_samples=20)
+    out = pred(jax.random.PRNGKey(0), None, group, None, n_annotators=3, n_groups=2, prior=DEFAULT_PRIOR)
+    assert out["labels"].shape == (20, 100, 3) and set(np.unique(out["labels"])) <= {0, 1}
+    if name == "score_dependent":
+        assert out["tpr_group"].shape == (20, 2, 3) and np.all(out["tpr_group"] > out["fpr_group"])
+    else:
+        assert np.all(out["tpr_marginal"] > out["fpr_marginal"]) and np.all(out["dependence"] >= 0)
