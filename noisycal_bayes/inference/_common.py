@@ -56,3 +56,188 @@ def with_derived(model: str, sites: dict) -> dict:
     if model == "monotone":
         out["prevalence"] = np.cumsum(out["increments"], axis=-1)[..., :-1]
     return out
+
+
+# ------------------------------------------------------------------ partially pooled channels
+#: ``pooling=`` values of fit_nuts / fit_map: independent channels with every gap > 0 (the paper's model), or
+#: channels drawn from a learned population with the orientation fixed at the crowd's level.
+POOLINGS = ("none", "partial")
+# The pooled start is kept this far inside (0, 1): near-perfect annotators or a score group with prevalence
+# near 0 or 1 would otherwise put it at +-inf in the sampler's unconstrained coordinates.
+_POOLED_CLIP = (0.02, 0.98)
+# Beta(2, 2) pseudo-counts in the start's EM: the same bound, from the data's side (no estimate at 0 or 1).
+_START_COUNTS = ((2.0, 2.0), (2.0, 2.0), (2.0, 2.0))
+
+
+def check_pooling(pooling, model: str, func: str) -> str:
+    """``pooling`` validated: "none" or "partial" (every model supports both)."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"{func}: `pooling` must be one of {list(POOLINGS)}; got {pooling!r}. Use 'partial' for "
+                         "crowds (many annotators, spammers, adversaries), 'none' for a few trusted annotators.")
+    return pooling
+
+
+def pooled_inputs(data, model: str, assignment):
+    """``(args, static)`` of :func:`~noisycal_bayes.models.pooled_model` for ``data`` (no dense array built).
+
+    ``args = (item, annotator, label, item_group, gold, logit_score)`` as NumPy arrays (``gold`` all -1
+    when the data has none; ``logit_score`` zeros unless Platt) and ``static`` the compile-time sizes.
+    """
+    from ..core import clipped_logit
+
+    item, annotator, label = data.responses
+    n = data.n_items
+    gold = np.full(n, -1, np.int32) if data.gold is None else np.asarray(data.gold, np.int32)
+    if model == "platt":
+        logit_score = np.asarray(clipped_logit(data.require_scores()), dtype=np.float64)
+    else:
+        logit_score = np.zeros(n)
+    args = (np.asarray(item, np.int32), np.asarray(annotator, np.int32), np.asarray(label, np.int32),
+            np.asarray(assignment.index, np.int32), gold, logit_score)
+    static = {"kind": model, "n_items": n, "n_annotators": data.n_annotators, "n_groups": assignment.n_groups}
+    return args, static
+
+
+def pooled_bound(static: dict):
+    """:func:`~noisycal_bayes.models.pooled_model` with static sizes bound, the prior as the last argument."""
+    from ..models import pooled_model
+
+    def bound(*args):
+        *data, prior = args
+        return pooled_model(*data, prior=prior, **static)
+
+    bound.__name__ = f"pooled_{static['kind']}_bound"
+    return bound
+
+
+def pooled_start(args, static: dict, *, n_iter: int = 50) -> dict:
+    """A bounded start for the pooled model's sampler or optimiser: constrained sample-site values.
+
+    ``n_iter`` sparse EM steps (:func:`noisycal_bayes.core.sparse.sparse_m_step` / ``sparse_e_step``, Beta(2, 2)
+    pseudo-counts, gold labels observed) from the vote share of each item, which keep every estimate inside
+    (0, 1); then every rate clipped to ``[0.02, 0.98]``. The population starts at the mean and spread of
+    the annotators' logit rates (spread floored at 0.2), ``z`` at the standardised rates (clipped to +-3).
+    Platt: slope and intercept from least squares of the clipped logit posterior on the logit score.
+    Low-noise designs (fpr ~ 0.002, tpr ~ 0.99; prevalence near 0 or 1) get a finite start this way.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from ..core import x64
+    from ..core.sparse import Responses, sparse_e_step, sparse_m_step
+
+    item, annotator, label, item_group, gold, logit_score = args
+    n, n_ann = static["n_items"], static["n_annotators"]
+    kind = static["kind"]
+    n_groups = 1 if kind == "platt" else static["n_groups"]
+    group = np.zeros(n, np.int32) if kind == "platt" else item_group
+    votes = np.bincount(item, weights=label, minlength=n) / np.maximum(np.bincount(item, minlength=n), 1)
+    t0 = np.where(gold >= 0, gold, votes)
+
+    def run(resp, grp, gd, t):
+        def body(_, t):
+            f, tp, p = sparse_m_step(resp, grp, n_groups, n_ann, t, prior=_START_COUNTS)
+            return sparse_e_step(resp, grp, f, tp, p, gold=gd)[1]
+
+        t = jax.lax.fori_loop(0, n_iter, body, t)
+        return sparse_m_step(resp, grp, n_groups, n_ann, t, prior=_START_COUNTS) + (t,)
+
+    with x64():
+        out = jax.jit(run)(Responses(jnp.asarray(item), jnp.asarray(annotator), jnp.asarray(label)),
+                           jnp.asarray(group), jnp.asarray(gold), jnp.asarray(t0, jnp.float64))
+        fpr, tpr, prev, post = (np.asarray(v, np.float64) for v in out)
+    lo, hi = _POOLED_CLIP
+    fpr, tpr, prev = np.clip(fpr, lo, hi), np.clip(tpr, lo, hi), np.clip(prev, lo, hi)
+    lf, lt = np.log(fpr / (1 - fpr)), np.log(tpr / (1 - tpr))
+    mu_f, mu_t = float(np.mean(lf)), float(np.mean(lt))
+    s_f, s_t = max(float(np.std(lf)), 0.2), max(float(np.std(lt)), 0.2)
+    sites = {"mu_fpr": mu_f, "mean_gap": max(mu_t - mu_f, 0.1), "sigma_fpr": s_f, "sigma_tpr": s_t,
+             "z_fpr": np.clip((lf - mu_f) / s_f, -3, 3), "z_tpr": np.clip((lt - max(mu_t, mu_f + 0.1)) / s_t, -3, 3)}
+    if kind == "platt":
+        p = np.clip(post, 0.05, 0.95)
+        y = np.log(p / (1 - p))
+        s = np.asarray(logit_score, np.float64)
+        var = np.var(s)
+        slope = float(np.cov(s, y, bias=True)[0, 1] / var) if var > 0 else 1.0
+        sites.update(slope=slope, intercept=float(np.mean(y) - slope * np.mean(s)))
+    elif kind == "monotone":
+        prev = np.sort(prev)
+        inc = np.maximum(np.diff(np.concatenate([[0.0], prev, [1.0]])), 1e-2)
+        sites["increments"] = inc / inc.sum()
+    else:
+        sites["prevalence"] = prev.reshape(()) if kind == "dawid_skene" else prev
+    return {k: np.asarray(v, np.float64) for k, v in sites.items()}
+
+
+def pooled_derived(sites: dict) -> tuple:
+    """``(draws, population)`` from constrained pooled sites with leading dims (e.g. (chain, draw)).
+
+    ``draws`` has the non-pooled models' names (``fpr``, ``tpr``, ``gap``, ``u``, prevalence part);
+    ``population`` the population sites plus ``median_fpr = sigmoid(mu_fpr)``,
+    ``median_tpr = sigmoid(mu_fpr + mean_gap)``.
+    """
+    s = {k: np.asarray(v, np.float64) for k, v in sites.items()}
+    mu_f, mu_t = s["mu_fpr"], s["mu_fpr"] + s["mean_gap"]
+    fpr = _sigmoid(mu_f[..., None] + s["sigma_fpr"][..., None] * s["z_fpr"])
+    tpr = _sigmoid(mu_t[..., None] + s["sigma_tpr"][..., None] * s["z_tpr"])
+    gap = tpr - fpr
+    draws = {"fpr": fpr, "tpr": tpr, "gap": gap, "u": gap / (1 - fpr)}
+    if "increments" in s:
+        draws["prevalence"] = np.cumsum(s["increments"], axis=-1)[..., :-1]
+    for k in ("prevalence", "increments", "slope", "intercept"):
+        if k in s:
+            draws[k] = s[k]
+    population = {k: s[k] for k in ("mu_fpr", "mean_gap", "sigma_fpr", "sigma_tpr")}
+    population.update(median_fpr=_sigmoid(mu_f), median_tpr=_sigmoid(mu_t))
+    return draws, population
+
+
+def population_summary(population: dict, *, level: float = 0.9) -> dict:
+    """The crowd in numbers: median fpr / tpr of the population and the range holding ``level`` of its annotators.
+
+    For each of fpr and tpr: ``median`` (posterior mean of ``sigmoid(mu)``, with its ``level`` credible
+    interval ``median_interval``) and ``range`` = ``sigmoid(mu -+ z sigma)`` at the posterior means of
+    ``mu`` and ``sigma`` (``z`` the normal quantile of ``(1 + level) / 2``: 1.645 for 90%), i.e. where the
+    middle ``level`` of the population's annotators lie. Works on draws (any leading dims) or a point.
+    """
+    from scipy.special import ndtri
+
+    z = float(ndtri((1 + level) / 2))
+    out = {"level": level}
+    mu = {"fpr": np.asarray(population["mu_fpr"]),
+          "tpr": np.asarray(population["mu_fpr"]) + np.asarray(population["mean_gap"])}
+    for name in ("fpr", "tpr"):
+        m, sd = mu[name].ravel(), np.asarray(population[f"sigma_{name}"]).ravel()
+        med = _sigmoid(m)
+        q = np.quantile(med, [(1 - level) / 2, (1 + level) / 2])
+        out[name] = {"median": float(med.mean()), "median_interval": (float(q[0]), float(q[1])),
+                     "range": (float(_sigmoid(m.mean() - z * sd.mean())), float(_sigmoid(m.mean() + z * sd.mean()))),
+                     "spread_logit": float(sd.mean())}
+    return out
+
+
+def _sigmoid(x):
+    x = np.asarray(x, np.float64)
+    return 0.5 * (1 + np.tanh(0.5 * x))  # = 1 / (1 + exp(-x)), without overflow for large |x|
+
+
+def flag_annotators(gap_draws, annotator_ids, *, level: float = 0.9) -> dict:
+    """Annotators whose gap is not clearly positive, from gap draws of shape (..., n_annotators).
+
+    ``"uninformative"``: the equal-tailed ``level`` interval of ``gap_j`` contains 0; ``"adversarial"``: its
+    upper end is below 0 (the annotator labels the opposite class more often than not). Annotator ids.
+    """
+    g = np.asarray(gap_draws, np.float64).reshape(-1, len(annotator_ids))
+    lo, hi = np.quantile(g, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    ids = np.asarray(annotator_ids, dtype=object)
+    return {"level": level, "uninformative": ids[(lo <= 0) & (hi >= 0)].tolist(), "adversarial": ids[hi < 0].tolist()}
+
+
+def channel_or_none(fpr, tpr, annotator_ids):
+    """``channel_from(fpr, tpr)``, or None when some annotator has tpr <= fpr (a Channel must be oriented for
+    every annotator; a pooled fit may estimate adversarial ones). The rates stay in ``point`` / ``draws``."""
+    from ..models.result import channel_from
+
+    if np.any(np.asarray(tpr) <= np.asarray(fpr)):
+        return None
+    return channel_from(fpr, tpr, annotator_ids)

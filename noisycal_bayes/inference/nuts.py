@@ -33,11 +33,13 @@ from ..core import x64
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
 from ..models.priors import check_prior
-from ._common import bound_model, sample_sites, with_derived
+from ._common import (bound_model, check_pooling, pooled_bound, pooled_derived, pooled_inputs, pooled_start,
+                      population_summary, sample_sites, with_derived, channel_or_none, flag_annotators)
 from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
 from ..models.result import FitResult, channel_from, point_dict
+from ..data.annotations import AnnotationSet
 from ..data.binning import Binning
 
 PRECISIONS = ("float64", "float32")
@@ -65,8 +67,8 @@ def _start_point(data, inputs, model, seed):
 
 def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_chains: int = 4, n_warmup: int = 1000, n_draws: int = 1000,
              seed: int = 0, prior=None, progress_bar: bool = True, target_accept: float = 0.8,
-             max_tree_depth: int = 10, dense_mass: bool = True, chain_method: str | None = None,
-             precision: str = "float64", compress: bool = True) -> FitResult:
+             max_tree_depth: int = 10, dense_mass: bool | None = None, chain_method: str | None = None,
+             precision: str = "float64", compress: bool = True, pooling: str = "none") -> FitResult:
     """Posterior draws of a channel model by NumPyro's NUTS.
 
     Parameters
@@ -87,8 +89,10 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
     target_accept : float, default 0.8
         Target acceptance probability of step-size adaptation; raise it (0.9-0.99) after divergences.
     max_tree_depth : int, default 10
-    dense_mass : bool, default True
-        Adapt a dense mass matrix (the posterior covariance over all parameters) during warm-up instead of a
+    dense_mass : bool or None, default None
+        None: True with ``pooling="none"``, False with ``pooling="partial"`` (2 J + groups parameters: a dense
+        matrix of a few hundred annotators is not learnt in a normal warm-up, and measured on rte it ran every
+        transition to the maximum tree depth where the diagonal one needed 31 leapfrog steps). True: adapt a dense mass matrix (the posterior covariance over all parameters) during warm-up instead of a
         diagonal one. These models have few parameters (2J + groups) that are correlated (the channels with
         the prevalences), and a dense matrix measured 1.6x the bulk ESS per draw at about 10% more time.
     chain_method : {None, "parallel", "sequential", "vectorized"}
@@ -100,6 +104,19 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
     compress : bool, default True
         Grouped models: evaluate the likelihood on compressed (group, pattern) counts (cost independent
         of the number of items). False evaluates it item by item (for validation and benchmarks).
+        Ignored with ``pooling="partial"``, whose likelihood is always a segment sum over responses.
+    pooling : {"none", "partial"}, default "none"
+        ``"none"``: each annotator's channel has its own prior and every gap is > 0 (the paper's model, for
+        a few trusted annotators who label many items). ``"partial"``: channels drawn from a population
+        whose median fpr / tpr and spread are learned (:mod:`noisycal_bayes.models.pooled`), orientation
+        fixed at the crowd's level (population median tpr > median fpr), so spammers (gap ~ 0) and
+        adversaries (gap < 0) are estimated, not rejected; for crowds of many sparse annotators. The
+        likelihood is then evaluated from ``data.responses`` by segment sums (no items x annotators
+        array), gold labels (``data.gold``) enter as observed clean labels, and the chains start from a
+        bounded sparse-EM estimate. ``details["population"]`` holds the population's median fpr / tpr
+        with 90% intervals and the range of the middle 90% of its annotators;
+        ``details["population_draws"]`` the draws of ``mu_fpr``, ``mean_gap``, ``sigma_fpr``,
+        ``sigma_tpr``, ``median_fpr``, ``median_tpr``.
 
     Returns
     -------
@@ -139,11 +156,16 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
     func = "fit_nuts"
     data = check_data(data, func)
     model = check_model(model, func)
+    pooling = check_pooling(pooling, model, func)
+    if dense_mass is None:
+        dense_mass = pooling == "none"
     opts = _check_settings(model, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, seed=seed,
                            target_accept=target_accept, max_tree_depth=max_tree_depth, dense_mass=dense_mass,
                            chain_method=chain_method, precision=precision, compress=compress)
     prior = check_prior(prior)
     assignment = resolve_assignment(data, model, groups, func)
+    if pooling == "partial":
+        return _fit_nuts_pooled(data, model, assignment, prior, opts, progress_bar=progress_bar)
     design = list(check_design(data, model, n_groups=assignment.n_groups, func=func))
     notes = list(design)
     inputs = prepare_inputs(data, model, assignment, compress=compress)
@@ -227,6 +249,69 @@ def _sample(model, inputs, point, prior, opts, *, progress_bar):
     draws = with_derived(model, {k: np.asarray(v) for k, v in sites.items()})
     order = ["fpr", "tpr", "gap", "u", "prevalence", "increments", "slope", "intercept"]
     return {k: draws[k] for k in order if k in draws}, stats
+
+
+def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
+    """``fit_nuts`` with partially pooled channels (``pooling="partial"``)."""
+    func = "fit_nuts"
+    if not isinstance(data, AnnotationSet):
+        raise ValueError(f"{func}: pooling='partial' evaluates the likelihood per response and needs an AnnotationSet; "
+                         "SufficientStats keep only pattern counts. Use pooling='none'.")
+    if data.n_annotators < 2:
+        raise ValueError(f"{func}: the pooled model needs at least 2 annotators; got {data.n_annotators}.")
+    args, static = pooled_inputs(data, model, assignment)
+    start = pooled_start(args, static)
+    use_x64 = opts["precision"] == "float64"
+    n_warmup, chain_method = opts["n_warmup"], opts["chain_method"]
+    chunk = chunk_size(n_warmup, opts["n_draws"])
+    width = parallel_width(opts["n_chains"]) if chain_method == "parallel" else 1
+    layout = {"sequential": None, "parallel": width}.get(chain_method, opts["n_chains"])
+    # The number of responses is part of the key: the saved program is specialised to the argument shapes.
+    key = ("nuts-pooled", tuple(sorted(static.items())), int(args[0].shape[0]), layout, n_warmup, chunk,
+           chain_method, opts["target_accept"], opts["max_tree_depth"], opts["dense_mass"], opts["precision"])
+
+    def build():
+        return NutsProgram(pooled_bound(static), n_warmup=n_warmup, chunk=chunk, chain_method=chain_method,
+                           target_accept=opts["target_accept"], max_tree_depth=opts["max_tree_depth"],
+                           dense_mass=opts["dense_mass"], width=width, key=key)
+
+    dtype = np.float64 if use_x64 else np.float32
+    with (x64() if use_x64 else _null()):
+        program = get_program(key, build)
+        run_args = tuple(np.asarray(a, dtype=dtype) if a.dtype.kind == "f" else a for a in args)
+        prior_params = jax.tree.map(lambda x: np.asarray(x, dtype=dtype), prior.params())
+        sites = {k: np.asarray(v, dtype=dtype) for k, v in start.items()}
+        got, stats = program.run(chain_keys(opts["seed"], opts["n_chains"]), sites, run_args + (prior_params,),
+                                 n_draws=opts["n_draws"], progress_bar=progress_bar, desc=f"NUTS pooled {model}")
+    draws, population = pooled_derived({k: np.asarray(v) for k, v in got.items()})
+    start_draws, _ = pooled_derived(start)
+    point = point_dict(model, start_draws["fpr"], start_draws["tpr"], start_draws.get("prevalence"),
+                       slope=start.get("slope"), intercept=start.get("intercept"))
+    if model == "monotone":
+        point = dict(point, increments=start["increments"])
+    ids = list(data.annotator_ids)
+    n_divergent = int(stats["diverging"].sum())
+    n_max_depth = int((stats["n_steps"] >= 2 ** opts["max_tree_depth"] - 1).sum())
+    # Downstream code (log-likelihood per item, clean-label probabilities) reads the non-pooled inputs of the
+    # same model with the pooled draws of fpr, u and prevalence: the same likelihood (without gold labels).
+    inputs = prepare_inputs(data, model, assignment)
+    result = FitResult(model=model, method="nuts", channel=None, point=point, groups=assignment, inputs=inputs,
+                       prior=prior, annotator_ids=tuple(ids), draws=draws, sample_stats=stats,
+                       n_divergent=n_divergent, identified=True, reason="",
+                       settings=dict(opts, start="sparse-em", pooling="partial", likelihood="sparse responses",
+                                     compress=False),
+                       details={"labels": data.labels, "scores": data.scores,
+                                "population": population_summary(population),
+                                "population_draws": population, "n_max_depth": n_max_depth,
+                                "n_gold": 0 if data.gold is None else int((data.gold >= 0).sum())})
+    hyper = {k: population[k] for k in ("mu_fpr", "mean_gap", "sigma_fpr", "sigma_tpr")}
+    table = mcmc_diagnostics({**draws, **hyper}, result.dims, result.coords)
+    notes = check_mcmc(table, n_chains=opts["n_chains"], n_divergent=n_divergent, n_draws=opts["n_draws"],
+                       n_max_depth=n_max_depth, max_tree_depth=opts["max_tree_depth"], func=func, stacklevel=4)
+    converged = not any(("R-hat" in m or "divergent" in m) for m in notes)
+    channel = channel_or_none(draws["fpr"].mean(axis=(0, 1)), draws["tpr"].mean(axis=(0, 1)), ids)
+    return dataclasses.replace(result, channel=channel, diagnostics=table, warnings=tuple(notes), converged=converged,
+                               details=dict(result.details, flagged=flag_annotators(draws["gap"], ids)))
 
 
 class _null:

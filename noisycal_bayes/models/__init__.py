@@ -11,9 +11,14 @@ name               function                                     clean-label prob
 ``"monotone"``     :func:`monotone_dawid_skene`                 ordered, one per score bin
 ``"platt"``        :func:`platt_dawid_skene`                    ``sigmoid(slope logit z + intercept)``
 =================  ===========================================  =========================
+
+Each of them also comes with partially pooled channels (``pooling="partial"`` in ``fit_nuts`` / ``fit_map``):
+:func:`pooled_model` with ``kind=`` the name above, for crowds of many sparse annotators
+(:mod:`noisycal_bayes.models.pooled`).
 """
 from .curves import histogram_dawid_skene, monotone_dawid_skene, platt_dawid_skene
 from .dawid_skene import dawid_skene, grouped_dawid_skene, oriented_channels, responses
+from .pooled import POOLED_KINDS, POPULATION_SITES, pooled_channels, pooled_model
 from .priors import DEFAULT_PRIOR, Prior, PriorParams
 
 #: Model functions by the name used in ``model=``.
@@ -25,5 +30,6 @@ MODELS = {
     "platt": platt_dawid_skene,
 }
 
-__all__ = ["DEFAULT_PRIOR", "MODELS", "Prior", "PriorParams", "dawid_skene", "grouped_dawid_skene", "histogram_dawid_skene",
-           "monotone_dawid_skene", "oriented_channels", "platt_dawid_skene", "responses"]
+__all__ = ["DEFAULT_PRIOR", "MODELS", "POOLED_KINDS", "POPULATION_SITES", "Prior", "PriorParams", "dawid_skene",
+           "grouped_dawid_skene", "histogram_dawid_skene", "monotone_dawid_skene", "oriented_channels",
+           "platt_dawid_skene", "pooled_channels", "pooled_model", "responses"]

@@ -42,6 +42,9 @@ class PriorParams(NamedTuple):
     increments: object
     slope: tuple
     intercept: tuple
+    population_fpr: tuple = (-2.0, 1.5)
+    population_gap: object = 4.0
+    population_spread: object = 1.5
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,16 @@ class Prior:
     slope, intercept : (loc, scale), defaults (1, 2) and (0, 2)
         Platt curve ``m(z) = sigmoid(slope * logit(z) + intercept)``: Normal priors centred on the
         identity map (a calibrated model) with a scale that allows strong over/under-confidence.
+    population_fpr : (loc, scale), default (-2, 1.5)
+        Partially pooled channels (``pooling="partial"``, :mod:`noisycal_bayes.models.pooled`):
+        ``mu_fpr ~ Normal(loc, scale)``, the population's median fpr on the logit scale (-2 is fpr 0.12;
+        the default's 90% range of the median is fpr 0.01 to 0.6).
+    population_gap : float, default 4
+        ``mean_gap = mu_tpr - mu_fpr ~ HalfNormal(population_gap)`` (logit scale; > 0 is the crowd-level
+        orientation constraint). The default's median 2.7 puts the median tpr near 0.67 at fpr 0.12.
+    population_spread : float, default 1.5
+        ``sigma_fpr, sigma_tpr ~ HalfNormal(population_spread)``: spread of the annotators' logit fpr and
+        logit tpr around the population medians (1.5 lets the crowd hold experts and spammers at once).
 
     Notes
     -----
@@ -93,6 +106,9 @@ class Prior:
     increments: float = 1.0
     slope: tuple = (1.0, 2.0)
     intercept: tuple = (0.0, 2.0)
+    population_fpr: tuple = (-2.0, 1.5)
+    population_gap: float = 4.0
+    population_spread: float = 1.5
 
     def __post_init__(self):
         object.__setattr__(self, "fpr", _beta_pair(self.fpr, "fpr"))
@@ -104,6 +120,16 @@ class Prior:
         object.__setattr__(self, "increments", inc)
         object.__setattr__(self, "slope", _normal_pair(self.slope, "slope"))
         object.__setattr__(self, "intercept", _normal_pair(self.intercept, "intercept"))
+        object.__setattr__(self, "population_fpr", _normal_pair(self.population_fpr, "population_fpr"))
+        for name in ("population_gap", "population_spread"):
+            value = getattr(self, name)
+            try:
+                scale = float(value)
+            except (TypeError, ValueError):
+                scale = float("nan")
+            if not (np.isfinite(scale) and scale > 0):
+                raise ValueError(f"`{name}` must be a finite Half-Normal scale > 0; got {value!r}.")
+            object.__setattr__(self, name, scale)
 
     def em_pseudo_counts(self):
         """Beta pseudo-counts ``((a_fpr, b_fpr), (a_tpr, b_tpr), (a_prev, b_prev))`` for ``core.em_step``.
@@ -130,7 +156,8 @@ class Prior:
         """The prior's numbers as float64 NumPy scalars in a :class:`PriorParams` pytree."""
         f = np.float64
         return PriorParams(tuple(map(f, self.fpr)), tuple(map(f, self.u)), tuple(map(f, self.prevalence)),
-                           f(self.increments), tuple(map(f, self.slope)), tuple(map(f, self.intercept)))
+                           f(self.increments), tuple(map(f, self.slope)), tuple(map(f, self.intercept)),
+                           tuple(map(f, self.population_fpr)), f(self.population_gap), f(self.population_spread))
 
     def sample(self, rng, n_annotators: int, n_groups: int = 1):
         """Draw ``(fpr, tpr, prevalence)`` from the prior with a NumPy ``Generator`` (for simulations).

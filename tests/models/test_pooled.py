@@ -1,0 +1,189 @@
+"""The partially pooled channel model (noisycal_bayes/models/pooled.py) and its start and summaries.
+
+Cheap checks only (no sampling): the likelihood against a NumPy loop over items, the orientation
+invariance that ``mean_gap > 0`` breaks, prior-predictive shapes, the bounded start on a low-noise design.
+Sampling-based checks (recovery, rte, SBC) are in tests/inference/test_nuts.py and tests/statistical.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpyro.handlers import seed, substitute, trace
+
+from noisycal_bayes.core import x64
+from noisycal_bayes.data import AnnotationSet
+from noisycal_bayes.inference._common import (flag_annotators, pooled_derived, pooled_inputs, pooled_start,
+                                              population_summary)
+from noisycal_bayes.models import POOLED_KINDS, Prior, pooled_model
+from noisycal_bayes.models.inputs import resolve_assignment
+
+N_ITEMS, N_ANN = 12, 5
+
+
+def _responses(seed_=0, repeat=True):
+    """Sparse responses of 12 items by 5 annotators, 1-4 labels per item, one repeated (item, annotator) pair."""
+    rng = np.random.default_rng(seed_)
+    rows = []
+    for i in range(N_ITEMS):
+        for j in rng.choice(N_ANN, rng.integers(1, 5), replace=False):
+            rows.append((i, j, rng.integers(0, 2)))
+    if repeat:
+        rows.append((3, rows[0][1] if rows[0][0] == 3 else [r for r in rows if r[0] == 3][0][1], 1))
+    rows.sort()
+    item, ann, lab = (np.array(c, np.int32) for c in zip(*rows))
+    return item, ann, lab
+
+
+def _values(rng, kind, n_groups):
+    v = {"mu_fpr": -1.2, "mean_gap": 2.1, "sigma_fpr": 0.7, "sigma_tpr": 1.3,
+         "z_fpr": rng.normal(size=N_ANN), "z_tpr": rng.normal(size=N_ANN)}
+    if kind == "dawid_skene":
+        v["prevalence"] = 0.3
+    elif kind in ("grouped", "histogram"):
+        v["prevalence"] = rng.uniform(0.1, 0.9, n_groups)
+    elif kind == "monotone":
+        v["increments"] = rng.dirichlet(np.ones(n_groups + 1))
+    else:
+        v.update(slope=0.8, intercept=-0.4)
+    return {k: np.asarray(x, np.float64) for k, x in v.items()}
+
+
+def _numpy_loglik(item, ann, lab, fpr, tpr, prob_item, gold):
+    """log p(A_i) per item by a plain loop (gold items: log P(Y_i = gold_i, A_i))."""
+    out = np.zeros(N_ITEMS)
+    for i in range(N_ITEMS):
+        r = item == i
+        a, f, t = lab[r], fpr[ann[r]], tpr[ann[r]]
+        p0 = (1 - prob_item[i]) * np.prod(np.where(a == 1, f, 1 - f))
+        p1 = prob_item[i] * np.prod(np.where(a == 1, t, 1 - t))
+        out[i] = np.log({-1: p0 + p1, 0: p0, 1: p1}[int(gold[i])])
+    return out
+
+
+@pytest.mark.parametrize("kind", POOLED_KINDS)
+def test_likelihood_equals_numpy_loop(kind):
+    rng = np.random.default_rng(1)
+    item, ann, lab = _responses()
+    n_groups = 3
+    group = rng.integers(0, n_groups, N_ITEMS).astype(np.int32) if kind != "dawid_skene" else np.zeros(N_ITEMS, np.int32)
+    gold = np.full(N_ITEMS, -1, np.int32)
+    gold[[2, 7]] = [1, 0]
+    logit_score = rng.normal(size=N_ITEMS)
+    v = _values(rng, kind, n_groups)
+    sig = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+    fpr = sig(v["mu_fpr"] + v["sigma_fpr"] * v["z_fpr"])
+    tpr = sig(v["mu_fpr"] + v["mean_gap"] + v["sigma_tpr"] * v["z_tpr"])
+    if kind == "platt":
+        prob_item = sig(v["slope"] * logit_score + v["intercept"])
+    elif kind == "monotone":
+        prob_item = np.cumsum(v["increments"])[:-1][group]
+    else:
+        prob_item = np.atleast_1d(v["prevalence"])[group]
+    expected = _numpy_loglik(item, ann, lab, fpr, tpr, prob_item, gold)
+    with x64():
+        tr = trace(substitute(pooled_model, v)).get_trace(
+            item, ann, lab, group, gold, logit_score, kind=kind, n_items=N_ITEMS, n_annotators=N_ANN,
+            n_groups=n_groups, prior=Prior(), record_loglik=True)
+        got = np.asarray(tr["log_likelihood"]["value"])
+        np.testing.assert_allclose(np.asarray(tr["fpr"]["value"]), fpr, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(tr["gap"]["value"]), tpr - fpr, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+
+
+def test_label_exchange_flips_mean_gap_only():
+    """The likelihood is invariant under Y -> 1 - Y, i.e. (fpr, tpr, pi) -> (tpr, fpr, 1 - pi); in the pooled
+    parametrisation that is (mu_fpr, mean_gap, z_fpr, z_tpr, sigmas) -> (mu_fpr + mean_gap, -mean_gap, z_tpr,
+    z_fpr, swapped sigmas): so the constraint mean_gap > 0 removes exactly the mirror mode."""
+    rng = np.random.default_rng(2)
+    item, ann, lab = _responses(3, repeat=False)
+    v = _values(rng, "dawid_skene", 1)
+    w = dict(v, mu_fpr=v["mu_fpr"] + v["mean_gap"], mean_gap=-v["mean_gap"], z_fpr=v["z_tpr"], z_tpr=v["z_fpr"],
+             sigma_fpr=v["sigma_tpr"], sigma_tpr=v["sigma_fpr"], prevalence=1 - v["prevalence"])
+    args = (item, ann, lab, np.zeros(N_ITEMS, np.int32), np.full(N_ITEMS, -1, np.int32), np.zeros(N_ITEMS))
+    kw = dict(kind="dawid_skene", n_items=N_ITEMS, n_annotators=N_ANN, prior=Prior(), record_loglik=True)
+    with x64():
+        a = np.asarray(trace(substitute(pooled_model, v)).get_trace(*args, **kw)["log_likelihood"]["value"])
+        b = np.asarray(trace(substitute(pooled_model, w)).get_trace(*args, **kw)["log_likelihood"]["value"])
+        # The prior puts no mass on the mirror: HalfNormal support is mean_gap > 0.
+        prior_tr = trace(seed(pooled_model, 0)).get_trace(item, ann, None, *args[3:], **dict(kw, record_loglik=False))
+        assert not bool(prior_tr["mean_gap"]["fn"].support(-1.0))
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["grouped", "platt"])
+def test_prior_predictive_shapes(kind):
+    item, ann, _ = _responses()
+    with x64():
+        tr = trace(seed(pooled_model, 0)).get_trace(item, ann, None, np.zeros(N_ITEMS, np.int32), None,
+                                                    np.zeros(N_ITEMS), kind=kind, n_items=N_ITEMS,
+                                                    n_annotators=N_ANN, n_groups=1, prior=Prior())
+    assert tr["y"]["value"].shape == (N_ITEMS,)
+    assert tr["labels"]["value"].shape == item.shape
+    assert tr["fpr"]["value"].shape == tr["tpr"]["value"].shape == (N_ANN,)
+    assert set(np.unique(np.asarray(tr["labels"]["value"]))) <= {0, 1}
+    assert float(tr["mean_gap"]["value"]) > 0
+
+
+def test_bad_kind_and_prior_fields():
+    item, ann, lab = _responses()
+    with pytest.raises(ValueError, match="`kind` must be one of"):
+        pooled_model(item, ann, lab, kind="pooled", n_items=N_ITEMS, n_annotators=N_ANN)
+    with pytest.raises(ValueError, match="population_gap"):
+        Prior(population_gap=0.0)
+    with pytest.raises(ValueError, match="population_fpr"):
+        Prior(population_fpr=(0.0, -1.0))
+
+
+def _low_noise_data(n=120, seed_=0):
+    """Three near-perfect annotators (fpr 0.002, tpr 0.99) and scores whose groups have prevalence near 0 or 1."""
+    rng = np.random.default_rng(seed_)
+    scores = np.concatenate([rng.uniform(0, 0.02, n // 2), rng.uniform(0.98, 1, n - n // 2)])
+    y = (rng.random(n) < scores).astype(int)
+    lab = (rng.random((n, 3)) < np.where(y[:, None] == 1, 0.99, 0.002)).astype(int)
+    return AnnotationSet.from_wide(lab, scores=scores)
+
+
+@pytest.mark.parametrize("kind", ["grouped", "dawid_skene", "monotone", "platt"])
+def test_start_is_bounded_on_low_noise_design(kind):
+    from noisycal_bayes.data import Binning
+
+    data = _low_noise_data()
+    assignment = resolve_assignment(data, kind, Binning.equal_mass(4), "test")
+    args, static = pooled_inputs(data, kind, assignment)
+    start = pooled_start(args, static)
+    assert all(np.all(np.isfinite(v)) for v in start.values())
+    draws, _ = pooled_derived(start)
+    for name in ("fpr", "tpr"):
+        assert np.all((draws[name] > 0.005) & (draws[name] < 0.995)), name
+    if "prevalence" in start:
+        assert np.all((start["prevalence"] >= 0.02) & (start["prevalence"] <= 0.98))
+    assert np.all(draws["gap"] > 0.5)  # near-perfect annotators start clearly oriented
+
+
+def test_pooled_inputs_use_gold_and_no_dense_labels():
+    df = pd.DataFrame({"task": [0, 0, 1, 1, 2], "worker": ["a", "b", "a", "c", "b"], "label": [1, 1, 0, 0, 1]})
+    data = AnnotationSet.from_crowdkit(df)
+    data = AnnotationSet(data.labels, None, data.item_ids, data.annotator_ids, gold=np.array([1, -1, -1]))
+    assignment = resolve_assignment(data, "dawid_skene", None, "test")
+    (item, ann, lab, group, gold, _), static = pooled_inputs(data, "dawid_skene", assignment)
+    assert item.shape == (5,) and gold.tolist() == [1, -1, -1]
+    assert static == {"kind": "dawid_skene", "n_items": 3, "n_annotators": 3, "n_groups": 1}
+
+
+def test_population_summary_and_flags():
+    rng = np.random.default_rng(0)
+    # Draws with mu_fpr = logit(0.1), median tpr = 0.9, spreads 0.5 (tiny posterior noise).
+    m = np.log(0.1 / 0.9)
+    pop = {"mu_fpr": m + 0.001 * rng.normal(size=(2, 50)), "mean_gap": -2 * m + 0.001 * rng.normal(size=(2, 50)),
+           "sigma_fpr": np.full((2, 50), 0.5), "sigma_tpr": np.full((2, 50), 0.5)}
+    s = population_summary(pop, level=0.9)
+    assert s["fpr"]["median"] == pytest.approx(0.1, abs=1e-3)
+    assert s["tpr"]["median"] == pytest.approx(0.9, abs=1e-3)
+    lo, hi = s["fpr"]["range"]
+    # sigmoid(logit(0.1) -+ 1.6449 * 0.5): the middle 90% of a logit-normal population.
+    assert lo == pytest.approx(1 / (1 + np.exp(-(m - 1.6448536 * 0.5))), rel=1e-3)
+    assert hi == pytest.approx(1 / (1 + np.exp(-(m + 1.6448536 * 0.5))), rel=1e-3)
+    gap = np.stack([rng.normal(0.6, 0.05, 400), rng.normal(0.0, 0.05, 400), rng.normal(-0.4, 0.05, 400)], axis=-1)
+    flags = flag_annotators(gap, ["good", "spam", "adv"])
+    assert flags["uninformative"] == ["spam"] and flags["adversarial"] == ["adv"]
