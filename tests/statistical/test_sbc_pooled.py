@@ -7,8 +7,8 @@ one chain, 200 warm-up steps and 200 draws thinned by 4 to L = 49. Ranks in 10 b
 test of uniformity per scalar (9 df; expected 6 per bin at N = 60).
 
 Scalars: the population (``mu_fpr``, ``mean_gap``, ``sigma_fpr``, ``sigma_tpr``), the prevalence, and the
-fpr and tpr of annotators 0-2 (12 scalars). False-alarm rate 1e-3 per model, Bonferroni over the 12:
-reject if any p-value is below 1e-3 / 12.
+fpr and tpr of annotators 0-2 (11 scalars). False-alarm rate 1e-3 per model, Bonferroni over the 11:
+reject if any p-value is below 1e-3 / 11.
 
 Negative control (must FAIL): data from the SBC prior (``mu_fpr ~ N(-2, 0.5)``) fitted with a prior that
 puts the population's median fpr at ``mu_fpr ~ N(0, 0.2)`` (fpr 0.5): the posterior of ``mu_fpr`` is pulled
