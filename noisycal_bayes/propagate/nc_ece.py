@@ -227,14 +227,14 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     draws: Draws = src.take(output_index(src.n_source, n_draws, is_posterior=src.is_posterior))
     rows = _check_route(data, fit, src, method, ev.edges, func) if method != "plugin" else None
     cols = None
-    if method == "plugin" and z is not None:
+    if z is not None:
         if usable is None:
             usable = usable_for(fit, src)
         elif np.shape(usable) != (data.n_annotators,):
             raise ValueError(f"{func}: `usable` must be a bool array of shape ({data.n_annotators},); got shape "
                              f"{np.shape(usable)}.")
         cols = response_columns(data, np.asarray(usable, dtype=bool), func=func)
-        if not cols.keep.all():
+        if not cols.keep.all() and method == "plugin":
             z = z[cols.keep]
             ev = _evaluation_bins_on(z, ev.edges)
     if method == "plugin":
@@ -443,6 +443,9 @@ def _point_value(data, z, ev: _Bins, fit, rule, cols) -> float:
     fpr = np.asarray(channel.fpr, dtype=np.float64)[None]
     gap = np.asarray(channel.gap, dtype=np.float64)[None]
     fpr, gap, rule = _on_columns(cols, fpr, gap, rule)
+    if cols is not None and z.size != cols.labels.shape[0]:  # model / latent routes keep every item
+        z = z[cols.keep]
+        ev = _evaluation_bins_on(z, ev.edges)
     count, score_sum, freq = plugin_sums(_cells(data, z, ev, cols), ev.n_bins, fpr, gap, rule, bootstrap=False,
                                          rng=None)
     return float(np.sum(np.abs(np.asarray(freq) - np.asarray(score_sum))) / np.sum(count))
