@@ -185,7 +185,7 @@ def test_repr_html_contains_the_numbers(ev_em):
 def test_write_report_folder(ev_em, tmp_path):
     written = ev_em.write_report(tmp_path / "rep")
     names = sorted(p.name for p in written)
-    assert names == ["channels.png", "checks.png", "gap_sensitivity.png", "nc_ece.png", "reliability.png", "report.html",
+    assert names == ["annotators.csv", "channels.png", "checks.png", "gap_sensitivity.png", "nc_ece.png", "reliability.png", "report.html",
                      "results.json", "summary.md"]
     assert json.loads((tmp_path / "rep" / "results.json").read_text()) == json.loads(ev_em.to_json())
     assert "debiased estimate" in (tmp_path / "rep" / "summary.md").read_text()

@@ -86,7 +86,7 @@ def test_write_report_replaces_its_files_and_keeps_others(ev, sim, tmp_path):
     written = write_report(out, ev, data=sim.data, truth={"channel": sim.channel, "clean_labels": sim.clean_labels})
     names = sorted(p.name for p in written)
     # No draws (no bootstrap): no NC-ECE histogram.
-    assert names == ["channels.png", "checks.png", "gap_sensitivity.png", "reliability.png", "report.html", "results.json",
+    assert names == ["annotators.csv", "channels.png", "checks.png", "gap_sensitivity.png", "reliability.png", "report.html", "results.json",
                      "summary.md"]
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "summary.md").read_text().startswith("# Calibration report")

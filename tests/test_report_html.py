@@ -117,7 +117,7 @@ def cli_run(sim, tmp_path_factory):
 def test_report_html_is_written_with_the_other_files(report):
     folder, written, text, _ = report
     names = sorted(p.name for p in written)
-    assert names == ["channels.png", "checks.png", "gap_sensitivity.png", "nc_ece.png", "reliability.png", "report.html",
+    assert names == ["annotators.csv", "channels.png", "checks.png", "gap_sensitivity.png", "nc_ece.png", "reliability.png", "report.html",
                      "results.json", "summary.md"]
     assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left

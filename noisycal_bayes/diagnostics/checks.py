@@ -376,6 +376,13 @@ def _check_iv(data, fit, n_replicates, seed, alpha, min_expected):
         raise ValueError(f"model_checks: `data` must be the AnnotationSet (or SufficientStats) the model was fitted "
                          f"to; got {type(data).__name__}.")
     inp = fit.inputs
+    if getattr(inp, "sparse", False):
+        # Sparse crowds: nearly every item has its own response pattern, so the (group, pattern) tables these
+        # checks compare are all cells of count 1 or 0 and the per-pair tables mostly empty.
+        raise ValueError(f"model_checks: the fit used the sparse-response path ({inp.n_annotators} annotators, "
+                         "items labelled by different subsets); these checks compare (score group, response "
+                         "pattern) counts and need a design where patterns repeat (a few annotators who label "
+                         "most items). They are not available for sparse crowds yet.")
     if data.n_items != inp.n_items or data.n_annotators != inp.n_annotators:
         raise ValueError(f"model_checks: `data` has {data.n_items} items and {data.n_annotators} annotators, the fit "
                          f"{inp.n_items} and {inp.n_annotators}: pass the data the model was fitted to.")

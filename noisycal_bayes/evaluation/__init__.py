@@ -108,6 +108,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
     from .._validation import check_binary_labels
     from ..data import Binning
     from ..reference.baselines import naive_calibration
+    from ..propagate import usable_annotators_of
     from ..reference.calibration import nc_ece
 
     s = _settings(data, method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
@@ -122,7 +123,8 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
     caught: list = []
     with collect_warnings(caught):
         res = ENGINES[s.method](data, s)
-        est = nc_ece(data, res.fit.channel, bins=Binning.equal_width(s.bins), weights=s.weights)
+        est = nc_ece(data, res.fit.channel, bins=Binning.equal_width(s.bins), weights=s.weights,
+                     usable=usable_annotators_of(res.fit))
         naive = naive_calibration(data, bins=s.bins, clean_labels=clean_labels)
         recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels))
         checks = run_checks(data, res.fit, s) if s.checks else ((), None)

@@ -113,12 +113,12 @@ def _require_identified(fit, who: str):
                          f"{_one_line(fit.reason or 'not identified')}")
 
 
-def _propagate(data, fit, s: Settings):
+def _propagate(data, fit, s: Settings, usable=None):
     from ..data import Binning
     from ..propagate import posterior_nc_ece
 
     return posterior_nc_ece(data, fit, bins=Binning.equal_width(s.bins), weights=s.weights, level=s.level,
-                            seed=s.seed)
+                            seed=s.seed, usable=usable)
 
 
 def _engine_em(data, s: Settings) -> EngineResult:
@@ -134,7 +134,9 @@ def _engine_em(data, s: Settings) -> EngineResult:
     from ..inference.bootstrap import bootstrap_em
 
     boot = bootstrap_em(data, fit, n_boot=s.n_boot, seed=s.seed, progress_bar=s.progress_bar)
-    post = _propagate(data, boot, s)
+    # The downstream rule (zero weight where a gap's interval contains 0) from the point fit's intervals, so
+    # that the point NC-ECE and every replicate leave out the same annotators.
+    post = _propagate(data, boot, s, usable=fit.usable_annotators())
     detail += f"; {100 * s.level:.0f}% intervals from {s.n_boot} Bayesian-bootstrap replicates"
     how_iv = (f"{post.interval_method} equal-tailed interval over {s.n_boot} Bayesian-bootstrap replicates; "
               "varying: EM channels re-fitted on each replicate's item weights + Bayesian bootstrap of the "

@@ -76,6 +76,7 @@ import numpy as np
 
 from .._validation import check_choice, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
+from ..data.columns import response_columns
 from ..warnings import DataWarning
 from .result import PosteriorNCECE, _bin_table, _summarise, debias_abs  # noqa: F401 (debias_abs re-exported)
 from .draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
@@ -125,7 +126,7 @@ def _stats_edges(stats: SufficientStats, bins, func: str) -> np.ndarray:
 
 def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, seed: int = 0,
                      method: str = DEFAULT_METHOD, interval: str = DEFAULT_INTERVAL, bootstrap: bool = True,
-                     n_draws=None) -> PosteriorNCECE:
+                     n_draws=None, usable=None) -> PosteriorNCECE:
     """Posterior of the binned calibration error of ``data``'s scores, with an interval for a stated target.
 
     Parameters
@@ -162,6 +163,10 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     n_draws : int, optional
         Output draws: default every posterior draw (NUTS), or 1000 for a point estimate. Fewer thins the
         posterior evenly; more cycles through it.
+    usable : bool array of shape (n_annotators,), optional
+        Plug-in route: the annotators whose labels enter the corrected labels (:func:`usable_annotators_of`;
+        default: that of ``fit``). The others weigh 0 under every rule; items labelled only by them are left
+        out with a :class:`DataWarning`.
 
     Returns
     -------
@@ -221,8 +226,20 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     src = extract_draws(fit)
     draws: Draws = src.take(output_index(src.n_source, n_draws, is_posterior=src.is_posterior))
     rows = _check_route(data, fit, src, method, ev.edges, func) if method != "plugin" else None
+    cols = None
+    if z is not None:
+        if usable is None:
+            usable = usable_for(fit, src)
+        elif np.shape(usable) != (data.n_annotators,):
+            raise ValueError(f"{func}: `usable` must be a bool array of shape ({data.n_annotators},); got shape "
+                             f"{np.shape(usable)}.")
+        cols = response_columns(data, np.asarray(usable, dtype=bool), func=func)
+        if not cols.keep.all() and method == "plugin":
+            z = z[cols.keep]
+            ev = _evaluation_bins_on(z, ev.edges)
     if method == "plugin":
-        count, score_sum, freq, target, uncertainty = _plugin_route(data, z, ev, src, draws, rule, bootstrap, rng)
+        count, score_sum, freq, target, uncertainty = _plugin_route(data, z, ev, src, draws, rule, bootstrap, rng,
+                                                                    cols)
     elif method == "model":
         count, score_sum, freq, target, uncertainty = _model_route(data, fit, ev, src, draws, rows)
     else:
@@ -231,14 +248,15 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     source = debiased if interval == "debiased" else ece
     lo, hi, one = np.quantile(source, [(1 - level) / 2, (1 + level) / 2, level])
     return PosteriorNCECE(
-        value=_point_value(data, z, ev, fit, rule), debiased=estimate, mean=float(ece.mean()),
+        value=_point_value(data, z, ev, fit, rule, cols), debiased=estimate, mean=float(ece.mean()),
         median=float(np.median(ece)), lower=float(lo), upper=float(hi), upper_one_sided=float(one),
         interval_to_read="two_sided" if p_value <= 1 - level else "upper_one_sided", calibration_p_value=p_value,
         level=level, draws=ece, debiased_draws=debiased, interval_method=interval, target=target, method=method,
         uncertainty=uncertainty, edges=ev.edges,
         table=_bin_table(ev.edges, ev.count, ev.score_sum, np.asarray(count), np.asarray(score_sum), freq, level),
         weights_rule=rule_label if method == "plugin" else "-", fit_method=src.source, model=src.model,
-        bootstrap=bool(bootstrap and method == "plugin"), n_items=data.n_items, seed=seed)
+        bootstrap=bool(bootstrap and method == "plugin"), n_items=data.n_items if z is None else int(z.size),
+        seed=seed)
 
 
 class _Bins(NamedTuple):
@@ -287,6 +305,52 @@ def _evaluation_bins(data, z, bins, func) -> _Bins:
                  np.bincount(bin_idx, weights=z, minlength=n_bins))
 
 
+def _evaluation_bins_on(z, edges) -> _Bins:
+    """The evaluation bins of scores ``z`` on fixed ``edges``."""
+    n_bins = edges.size - 1
+    bin_idx = bin_index(z, edges)
+    return _Bins(edges, bin_idx, np.bincount(bin_idx, minlength=n_bins).astype(np.float64),
+                 np.bincount(bin_idx, weights=z, minlength=n_bins))
+
+
+#: Level of the gap interval behind the downstream rule "zero weight where the gap's interval contains 0".
+USABLE_LEVEL = 0.9
+
+
+def usable_annotators_of(fit) -> np.ndarray:
+    """The downstream rule of a fit or Channel, bool (n_annotators,): see :func:`usable_for`.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.data import Channel
+    >>> usable_annotators_of(Channel([0.1, 0.5], [0.9, 0.5], orientation="crowd")).tolist()
+    [True, False]
+    """
+    fit = check_fit(fit, "usable_annotators_of", allow_channel=True)
+    return usable_for(fit, extract_draws(fit))
+
+
+def usable_for(fit, src: Draws) -> np.ndarray:
+    """Which annotators' labels enter the corrected labels, bool (n_annotators,) (issue 16's downstream rule).
+
+    An annotator whose gap interval contains 0 carries no usable information about the clean label, and
+    correcting its labels would divide by a gap near 0: it gets weight 0 under every weight rule (its
+    responses are left out of the corrected labels). An adversarial annotator (gap < 0, interval excluding
+    0) is kept: ``(A - fpr) / (tpr - fpr)`` uses its labels with their sign. The interval is the EM fit's
+    per-annotator interval (:attr:`FitResult.annotators`), else the equal-tailed ``USABLE_LEVEL`` interval
+    of the gap draws (NUTS posterior or EM bootstrap replicates); a known Channel keeps every ``gap != 0``.
+    """
+    from ..core.channel import usable_annotators
+
+    if is_fit_result(fit) and fit.details.get("annotators") is not None:
+        return np.asarray(fit.usable_annotators(), dtype=bool)
+    gap = np.asarray(src.gap, dtype=np.float64)
+    if src.is_posterior and gap.shape[0] > 1:
+        lo, hi = np.quantile(gap, [(1 - USABLE_LEVEL) / 2, (1 + USABLE_LEVEL) / 2], axis=0)
+        return np.asarray(usable_annotators(gap.mean(axis=0), lo, hi), dtype=bool)
+    return np.asarray(usable_annotators(gap.mean(axis=0)), dtype=bool)
+
+
 def _check_route(data, fit, src: Draws, method, edges, func):
     """Checks of the model and latent routes; ``(cell_group, cell_row)`` of SufficientStats rows (else None)."""
     rows = None
@@ -312,14 +376,23 @@ def _check_route(data, fit, src: Draws, method, edges, func):
     return rows
 
 
-def _cells(data, z, ev: _Bins):
+def _cells(data, z, ev: _Bins, cols):
     """The (bin, pattern) cells the plug-in sums run over."""
-    return stats_cells(data) if z is None else item_cells(data.labels, z, ev.bin_idx, ev.n_bins)
+    return stats_cells(data) if z is None else item_cells(cols.labels, z, ev.bin_idx, ev.n_bins)
 
 
-def _plugin_route(data, z, ev: _Bins, src: Draws, draws: Draws, rule, bootstrap, rng):
+def _on_columns(cols, fpr, gap, rule):
+    """Channels (and explicit weights) gathered per response column (identity without repeats or exclusions)."""
+    if cols is None:
+        return fpr, gap, rule
+    a = cols.annotator
+    return fpr[..., a], gap[..., a], rule if isinstance(rule, str) else np.asarray(rule)[a]
+
+
+def _plugin_route(data, z, ev: _Bins, src: Draws, draws: Draws, rule, bootstrap, rng, cols):
     """Plug-in route: ``(count, score_sum, freq)`` per draw and bin, the target and what varies."""
-    count, score_sum, freq = plugin_sums(_cells(data, z, ev), ev.n_bins, draws.fpr, draws.gap, rule,
+    fpr, gap, rule = _on_columns(cols, draws.fpr, draws.gap, rule)
+    count, score_sum, freq = plugin_sums(_cells(data, z, ev, cols), ev.n_bins, fpr, gap, rule,
                                          bootstrap=bootstrap, rng=rng)
     if src.is_posterior:
         # EM bootstrap replicates stand in for posterior draws; say which the interval varies.
@@ -363,11 +436,16 @@ def _latent_route(data, fit, ev: _Bins, src: Draws, draws: Draws, rows, rng):
     return (*_observed(ev, draws.n_source), freq, TARGETS["latent"], uncertainty)
 
 
-def _point_value(data, z, ev: _Bins, fit, rule) -> float:
+def _point_value(data, z, ev: _Bins, fit, rule, cols) -> float:
     """The paper's NC-ECE at the fit's point channel: ``sum_k |F_k - S_k| / n`` for one channel without the
     bootstrap (the plug-in sums of :func:`plugin_sums`, the same as :func:`noisycal_bayes.nc_ece`'s)."""
     channel = fit.channel if is_fit_result(fit) else fit
     fpr = np.asarray(channel.fpr, dtype=np.float64)[None]
     gap = np.asarray(channel.gap, dtype=np.float64)[None]
-    count, score_sum, freq = plugin_sums(_cells(data, z, ev), ev.n_bins, fpr, gap, rule, bootstrap=False, rng=None)
+    fpr, gap, rule = _on_columns(cols, fpr, gap, rule)
+    if cols is not None and z.size != cols.labels.shape[0]:  # model / latent routes keep every item
+        z = z[cols.keep]
+        ev = _evaluation_bins_on(z, ev.edges)
+    count, score_sum, freq = plugin_sums(_cells(data, z, ev, cols), ev.n_bins, fpr, gap, rule, bootstrap=False,
+                                         rng=None)
     return float(np.sum(np.abs(np.asarray(freq) - np.asarray(score_sum))) / np.sum(count))

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .._validation import _preview, check_binary_labels, check_same_length, check_scores, check_soft_labels, check_weights
 from ..core import bin_stats, bin_table, binned_abs_residual, pad_bin_stats, x64
+from ..data.columns import response_columns
 from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
 
 
@@ -96,7 +97,7 @@ def check_channel(channel, data: AnnotationSet) -> Channel:
     return channel
 
 
-def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edges=None) -> NCECEResult:
+def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edges=None, usable=None) -> NCECEResult:
     """Noise-corrected ECE ``sum_k (n_k / n) |mean_{i in B_k} Rtilde_i|`` (paper §3).
 
     Parameters
@@ -109,6 +110,12 @@ def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edge
         Annotator weights, renormalised per item over the annotators who labelled it.
     edges : array of shape (n_bins + 1,), optional
         Fixed edges (overrides ``bins``); used to share one partition across folds.
+    usable : bool array of shape (n_annotators,), optional
+        Annotators whose labels enter the corrected labels (default: every annotator with ``gap != 0``);
+        the others get weight 0 under every rule and items labelled only by them are left out (with a
+        :class:`DataWarning`). Give ``fit.usable_annotators()`` to apply the rule "zero weight where the gap's
+        interval contains 0" (an adversarial annotator, gap < 0, stays: its labels are used with their sign).
+        Repeated labels (one annotator, one item) each count as a response with that annotator's channel.
 
     Examples
     --------
@@ -129,10 +136,14 @@ def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edge
                              "weight; give those annotators a positive weight or drop the items.")
     edges = as_binning(bins).edges_for(z) if edges is None else Binning.from_edges(edges).edges_for()
     n_bins = edges.size - 1
-    stats = pad_bin_stats(bin_stats(data.labels, z, bin_index(z, edges), n_bins))
+    cols = response_columns(data, np.asarray(channel.gap != 0 if usable is None else usable, dtype=bool))
+    z, a = z[cols.keep], cols.annotator
+    stats = pad_bin_stats(bin_stats(cols.labels, z, bin_index(z, edges), n_bins))
     with x64():
-        count, score_sum, corr_sum, w = (np.asarray(a, dtype=np.float64) for a in
-                                         bin_table(stats, channel.fpr, channel.gap, rule))
+        count, score_sum, corr_sum, w = (np.asarray(v, dtype=np.float64) for v in bin_table(
+            stats, channel.fpr[a], channel.gap[a], rule if isinstance(rule, str) else rule[a]))
+    if a.size != data.n_annotators or not np.array_equal(a, np.arange(data.n_annotators)):
+        w = np.bincount(a, weights=w, minlength=data.n_annotators)  # per annotator (repeat columns added up)
     value = float(np.sum(np.abs(corr_sum - score_sum)) / np.sum(count))
     with np.errstate(invalid="ignore", divide="ignore"):
         table = pd.DataFrame({

@@ -82,7 +82,78 @@ def _md_table(header, rows) -> str:
     return "\n".join(out)
 
 
+#: Above this many annotators the tables show the population and the flagged annotators, not every row
+#: (the full table is in ``results.json`` and ``annotators.csv``).
+CROWD_TABLE_LIMIT = 12
+#: Flagged annotators shown in the text, Markdown and HTML tables of a crowd.
+MAX_FLAGGED_ROWS = 20
+
+
+def annotator_table(ev):
+    """One row per annotator: ``annotator``, ``n_labels``, ``fpr``, ``tpr``, ``gap``, their interval bounds
+    (``*_lower`` / ``*_upper``, NaN when the evaluation has none) and ``flag``.
+
+    ``flag``: ``"uninformative"`` where the gap's interval contains 0 (the annotator gets weight 0 in the
+    corrected labels), ``"adversarial"`` where the gap is negative and its interval excludes 0, else
+    ``"ok"``. The intervals are the evaluation's (posterior or bootstrap), and the flags those the fit
+    reported (:attr:`FitResult.annotators`, EM) or, without them, read from these intervals.
+    """
+    import pandas as pd
+
+    ch = ev.channel
+    out = pd.DataFrame({"annotator": list(ch.annotator_ids)})
+    data = getattr(ev, "data", None)
+    out["n_labels"] = (np.bincount(np.asarray(data.responses.annotator), minlength=len(out))
+                       if data is not None else np.nan)
+    for q in ("fpr", "tpr", "gap"):
+        out[q] = np.asarray(getattr(ch, q), dtype=np.float64)
+        iv = (ev.channel_intervals or {}).get(q)
+        out[f"{q}_lower"] = np.nan if iv is None else np.asarray(iv[0], dtype=np.float64)
+        out[f"{q}_upper"] = np.nan if iv is None else np.asarray(iv[1], dtype=np.float64)
+    fit = getattr(ev, "fit", None)
+    table = None if fit is None else getattr(fit, "annotators", None)
+    if table is not None and len(table) == len(out):
+        out["flag"] = table["flag"].to_numpy()
+    else:
+        lo, hi = out["gap_lower"].to_numpy(), out["gap_upper"].to_numpy()
+        known = np.isfinite(lo) & np.isfinite(hi)
+        flag = np.where(known & (lo <= 0) & (hi >= 0), "uninformative",
+                        np.where(known & (hi < 0), "adversarial", "ok"))
+        out["flag"] = np.where(~known & (out["gap"].to_numpy() <= 0), "adversarial", flag)
+    return out
+
+
+def _is_crowd(ev) -> bool:
+    return len(ev.channel.annotator_ids) > CROWD_TABLE_LIMIT
+
+
+def _population_lines(ev) -> list:
+    """Crowds: the population of channels in a few lines, and where the full table is."""
+    if not _is_crowd(ev):
+        return []
+    t = annotator_table(ev)
+
+    def spread(col):
+        v = t[col].to_numpy()
+        lo, med, hi = np.quantile(v, [0.05, 0.5, 0.95])
+        return f"{col} median {med:.3f} (5-95%: {lo:.3f} to {hi:.3f})"
+
+    n_lab = t["n_labels"].to_numpy(dtype=np.float64)
+    counts = t["flag"].value_counts()
+    lines = [f"Population of {len(t)} annotators: {spread('fpr')}; {spread('tpr')}; {spread('gap')}."]
+    if np.isfinite(n_lab).all():
+        lines.append(f"Labels per annotator: median {np.median(n_lab):.0f} (min {n_lab.min():.0f}, max "
+                     f"{n_lab.max():.0f}).")
+    lines.append(f"Flagged: {int(counts.get('uninformative', 0))} uninformative (gap interval contains 0: weight 0 "
+                 f"in the corrected labels), {int(counts.get('adversarial', 0))} adversarial (gap < 0: labels used "
+                 "with their sign). The table lists them; every annotator is in results.json (`channels`) and "
+                 "annotators.csv.")
+    return lines
+
+
 def _channel_rows(ev, truth_channel=None):
+    if _is_crowd(ev):
+        return _flagged_rows(ev)
     header = ["annotator", "fpr", "tpr", "gap"]
     has_iv = ev.channel_intervals is not None
     if has_iv:
@@ -100,6 +171,22 @@ def _channel_rows(ev, truth_channel=None):
         if truth_channel is not None:
             row += [_num(float(getattr(truth_channel, q)[j])) for q in ("fpr", "tpr", "gap")]
         rows.append(row)
+    return header, rows
+
+
+def _flagged_rows(ev):
+    """Crowds: the flagged annotators (most labels first), at most ``MAX_FLAGGED_ROWS``."""
+    t = annotator_table(ev)
+    flagged = t[t["flag"] != "ok"].sort_values("n_labels", ascending=False, kind="stable")
+    header = ["annotator", "flag", "labels", "fpr", "tpr", "gap", "gap interval"]
+    rows = []
+    for r in flagged.head(MAX_FLAGGED_ROWS).itertuples(index=False):
+        rows.append([str(r.annotator), r.flag, "" if not np.isfinite(r.n_labels) else f"{int(r.n_labels)}",
+                     _num(r.fpr), _num(r.tpr), _num(r.gap), _interval(r.gap_lower, r.gap_upper, 2)])
+    if len(flagged) > MAX_FLAGGED_ROWS:
+        rows.append([f"... {len(flagged) - MAX_FLAGGED_ROWS} more", "", "", "", "", "", ""])
+    if not rows:
+        rows.append(["(none flagged)", "", "", "", "", "", ""])
     return header, rows
 
 
@@ -131,8 +218,14 @@ def _calibration_rows(ev, oracle_ece=None):
     tie = f"{nv.n_ties} tied items counted as {1 if nv.ties == 'positive' else 0}"
     rows.append(["ECE vs majority vote", _num(nv.majority_vote_ece), tie])
     rows.append(["SMECE vs vote fraction", _num(nv.vote_fraction_smece), ""])
-    for r in nv.annotator_ece.itertuples(index=False):
-        rows.append([f"ECE vs annotator {r.annotator}", _num(float(r.ece)), f"{int(r.n_items)} items"])
+    if _is_crowd(ev) and len(nv.annotator_ece):
+        e = nv.annotator_ece["ece"].to_numpy(dtype=np.float64)
+        rows.append(["ECE vs single annotators (median)", _num(float(np.median(e))),
+                     f"{len(e)} annotators, each on its own items; range {e.min():.3f} to {e.max():.3f} "
+                     "(every one in results.json)"])
+    else:
+        for r in nv.annotator_ece.itertuples(index=False):
+            rows.append([f"ECE vs annotator {r.annotator}", _num(float(r.ece)), f"{int(r.n_items)} items"])
     if oracle_ece is not None:
         rows.append(["oracle ECE (clean labels)", _num(oracle_ece), "sample oracle ECE: the truth, for checking"])
     return ["metric", "value", "note"], rows
@@ -241,7 +334,8 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
         out += [title, "=" * len(title)]
     out.append(f"{ev.n_items} items, {ev.n_annotators} annotators; {ev.bins} equal-width bins, "
                f"{ev.groups} score groups, {ev.weights} annotator weights.")
-    out += ["", f"Annotator channels ({ev.method_detail})", _text_table(*_channel_rows(ev, truth_channel))]
+    out += ["", f"Annotator channels ({ev.method_detail})"] + _population_lines(ev)
+    out += [_text_table(*_channel_rows(ev, truth_channel))]
     out += ["", "Calibration error (lower is better; naive metrics treat noisy labels as truth)",
             _text_table(*_calibration_rows(ev, oracle))]
     out += _interval_lines(ev.nc_ece) + _check_lines(ev)
@@ -274,7 +368,8 @@ def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: s
     out += ["## Calibration error", "", _md_table(*_calibration_rows(ev, oracle)), "",
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
             "annotators' channels.", ""]
-    out += ["## Annotator channels", "", ev.method_detail + ".", "", _md_table(*_channel_rows(ev, truth_channel)), ""]
+    out += ["## Annotator channels", "", ev.method_detail + ".", ""] + [line + "\n" for line in _population_lines(ev)]
+    out += [_md_table(*_channel_rows(ev, truth_channel)), ""]
     if comparison and len(comparison) > 1:
         out += ["## Engines side by side", "", _md_table(*_comparison_rows(comparison, truth)), ""]
     if recalibration:
@@ -316,7 +411,8 @@ def evaluation_html(ev) -> str:
            _html_table(*_calibration_rows(ev, getattr(ev.naive, "clean_ece", None)))]
     if nc.lower is not None:
         out.append(f"<p>Interval: {esc(nc.interval_method)}; target: {esc(nc.target)}.</p>")
-    out += ["<p><b>Annotator channels</b></p>", _html_table(*_channel_rows(ev))]
+    out += ["<p><b>Annotator channels</b></p>"] + [f"<p>{html.escape(line)}</p>" for line in _population_lines(ev)]
+    out += [_html_table(*_channel_rows(ev))]
     d = ev.diagnostics or {}
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
         out.append(f"<p>MCMC diagnostics: R-hat max {_num(d.get('rhat_max'))}, ESS min {_num(d.get('ess_min'), 0)}, "
@@ -368,7 +464,8 @@ def evaluation_to_dict(ev) -> dict:
 
     Keys: ``nc_ece`` {value, lower, upper, upper_bound, level, target, method, interval_method};
     ``channels`` (one object per annotator: annotator, fpr, fpr_lower, fpr_upper, tpr, tpr_lower,
-    tpr_upper, gap, gap_lower, gap_upper — bounds null when not available); ``prevalence`` (per score
+    tpr_upper, gap, gap_lower, gap_upper — bounds null when not available — n_labels and flag "ok" |
+    "uninformative" | "adversarial", see :func:`annotator_table`); ``flag_counts``; ``prevalence`` (per score
     group); ``naive`` {ece_majority, majority_ties, majority_ties_counted_as, smece_vote_fraction,
     ece_per_annotator (annotator -> ECE)}; ``diagnostics`` {rhat_max, ess_min, divergences, warnings};
     ``reliability`` (one object per bin); ``settings`` {bins, groups, weights, seed}; ``checks`` (one
@@ -376,6 +473,7 @@ def evaluation_to_dict(ev) -> dict:
     ``n_annotators``; ``schema_version``. NaN is written as null.
     """
     channels = []
+    table = annotator_table(ev)
     for j, name in enumerate(ev.channel.annotator_ids):
         row = {"annotator": name}
         for q in ("fpr", "tpr", "gap"):
@@ -383,6 +481,9 @@ def evaluation_to_dict(ev) -> dict:
             iv = (ev.channel_intervals or {}).get(q)
             row[f"{q}_lower"] = None if iv is None else float(iv[0][j])
             row[f"{q}_upper"] = None if iv is None else float(iv[1][j])
+        row["flag"] = str(table["flag"].iat[j])
+        n_lab = table["n_labels"].iat[j]
+        row["n_labels"] = None if not np.isfinite(n_lab) else int(n_lab)
         channels.append(row)
     nv, nc = ev.naive, ev.nc_ece
     d = ev.diagnostics or {}
@@ -393,6 +494,7 @@ def evaluation_to_dict(ev) -> dict:
                    "interval_method": nc.interval_method, "interval_to_read": nc.interval_to_read,
                    "calibration_p_value": nc.calibration_p_value, "interval_centre": nc.centre},
         "channels": channels,
+        "flag_counts": {k: int((table["flag"] == k).sum()) for k in ("ok", "uninformative", "adversarial")},
         "prevalence": ev.prevalence,
         "naive": {"ece_majority": nv.majority_vote_ece, "majority_ties": nv.n_ties,
                   "majority_ties_counted_as": 1 if nv.ties == "positive" else 0,
@@ -490,7 +592,8 @@ def _figures(ev, data, truth) -> dict:
 def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extra_figures=None,
                  title: str = "Calibration report", source: str | None = None, comparison=None,
                  dpi: int = 110) -> list[Path]:
-    """Write a report folder: figures (PNG), ``summary.md``, ``results.json`` and ``report.html``.
+    """Write a report folder: figures (PNG), ``summary.md``, ``results.json``, ``annotators.csv`` (every annotator:
+    rates, intervals, label count and flag, see :func:`annotator_table`) and ``report.html``.
 
     Figures: ``reliability.png`` (corrected reliability diagram with bands, naive curves when ``data`` is
     given), ``channels.png`` (channel forest plot), ``gap_sensitivity.png`` (profile likelihood of a common gap
@@ -549,6 +652,7 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
         if comparison and len(comparison) > 1:
             payload["comparison"] = {c.method: evaluation_to_dict(c) for c in comparison}
         (tmp / "results.json").write_text(json_text(payload), encoding="utf-8")
+        annotator_table(ev).to_csv(tmp / "annotators.csv", index=False)
         from .page import report_page
 
         page = report_page(ev, figures={name: (tmp / name).read_bytes() for name in figs}, truth=truth,

@@ -13,7 +13,7 @@ import html
 from pathlib import PurePath
 
 from . import (_CAPTIONS, SCHEMA_VERSION, _calibration_rows, _channel_rows, _comparison_rows, _headline,
-               _html_table, _check_lines, _interval_lines, _num, _oracle, _recal_rows)
+               _html_table, _check_lines, _interval_lines, _num, _oracle, _population_lines, _recal_rows)
 
 __all__ = ["report_page"]
 
@@ -120,6 +120,7 @@ def report_page(ev, *, figures=None, truth=None, recalibration=None, comparison=
     if check_lines:
         parts.append(_section("checks", check_lines[1], *(_p(line.strip()) for line in check_lines[2:])))
     parts.append(_section("channels", "Annotator channels", _p(ev.method_detail + "."),
+                          *(_p(line) for line in _population_lines(ev)),
                           _html_table(*_channel_rows(ev, truth_channel))))
     if figures:
         parts.append(_section("figures", "Figures", *(_figure(n, b) for n, b in figures.items())))

@@ -1,0 +1,90 @@
+"""Crowds downstream of the fit (issue 16): the usable-annotator rule in NC-ECE, repeated labels as responses
+with their annotator's channel, the crowd summary and annotators.csv."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from noisycal_bayes.data import AnnotationSet, Binning, Channel
+from noisycal_bayes.data.columns import response_columns
+from noisycal_bayes.reference.calibration import nc_ece
+from noisycal_bayes.warnings import DataWarning
+
+
+def _labels_and_scores(seed=0, n=400):
+    rng = np.random.default_rng(seed)
+    z = rng.uniform(size=n)
+    y = rng.random(n) < z
+    fpr, tpr = np.array([0.1, 0.2, 0.15]), np.array([0.9, 0.8, 0.7])
+    lab = (rng.random((n, 3)) < np.where(y[:, None], tpr, fpr)).astype(int)
+    return lab, z, fpr, tpr
+
+
+def test_repeated_labels_count_as_responses_with_their_annotators_channel():
+    """A label given twice equals the same label from a second annotator with the same channel."""
+    lab, z, fpr, tpr = _labels_and_scores()
+    rows = [(i, j, lab[i, j]) for i in range(len(z)) for j in range(3)]
+    rows += [(i, 0, lab[i, 0]) for i in range(0, len(z), 3)]  # annotator 0 labels every third item twice
+    long = pd.DataFrame(rows, columns=["item", "annotator", "label"])
+    data = AnnotationSet.from_long(long, pd.Series(z), repeated="keep")
+    assert data.has_repeats
+    # The same responses, the repeat given by a fourth annotator "0b" with annotator 0's channel.
+    twin = long.assign(annotator=np.r_[long["annotator"].to_numpy()[:3 * len(z)].astype(object),
+                                       np.full(len(rows) - 3 * len(z), "0b", dtype=object)])
+    twin_data = AnnotationSet.from_long(twin, pd.Series(z))
+    order = [list(twin_data.annotator_ids).index(a) for a in (0, 1, 2, "0b")]
+    for rule in ("iv", "equal", "gap"):
+        got = nc_ece(data, Channel(fpr, tpr), bins=Binning.equal_width(5), weights=rule)
+        ref_channel = Channel(np.r_[fpr, fpr[0]][np.argsort(order)], np.r_[tpr, tpr[0]][np.argsort(order)])
+        want = nc_ece(twin_data, ref_channel, bins=Binning.equal_width(5), weights=rule)
+        assert got.value == pytest.approx(want.value, rel=1e-12)
+
+
+def test_unusable_annotator_weighs_zero_and_orphan_items_are_dropped():
+    lab, z, fpr, tpr = _labels_and_scores(1)
+    spam = np.random.default_rng(5).integers(0, 2, len(z))
+    full = np.c_[lab, spam]
+    full[:10, :3] = -1  # ten items labelled by the spammer only
+    data = AnnotationSet.from_wide(full, z)
+    ch = Channel(np.r_[fpr, 0.5], np.r_[tpr, 0.5 + 1e-9], orientation="crowd")
+    usable = np.array([True, True, True, False])
+    with pytest.warns(DataWarning, match="10 of 400 items"):
+        got = nc_ece(data, ch, bins=Binning.equal_width(5), weights="equal", usable=usable)
+    # Independent route: the spammer's column and the ten items removed by hand.
+    ref = nc_ece(AnnotationSet.from_wide(lab[10:], z[10:]), Channel(fpr, tpr), bins=Binning.equal_width(5),
+                 weights="equal")
+    assert got.value == pytest.approx(ref.value, rel=1e-12)
+    assert got.weights[3] == 0
+    # Without the rule, equal weights divide by the spammer's gap of 1e-9: the estimate explodes.
+    exploded = nc_ece(data.subset(np.arange(10, len(z))), ch, bins=Binning.equal_width(5), weights="equal",
+                      usable=np.ones(4, bool)).value
+    assert exploded > 100 * ref.value
+
+
+def test_response_columns_layout():
+    long = pd.DataFrame({"item": [1, 1, 1, 2, 2], "annotator": ["a", "a", "b", "b", "b"], "label": [1, 0, 1, 0, 0]})
+    data = AnnotationSet.from_long(long, pd.Series([0.3, 0.6], index=[1, 2]))
+    cols = response_columns(data, np.array([True, True]))
+    # Columns: (a, 1st), (a, 2nd), (b, 1st), (b, 2nd); -1 = no such response.
+    assert cols.annotator.tolist() == [0, 0, 1, 1]
+    assert cols.labels.tolist() == [[1, 0, 1, -1], [-1, -1, 0, 0]]
+    assert response_columns(data, np.array([False, True])).labels.tolist() == [[1, -1], [0, 0]]
+
+
+def test_crowd_summary_lists_population_and_flags(tmp_path):
+    from noisycal_bayes import evaluate
+    from noisycal_bayes.simulate import simulate_crowd
+
+    sim = simulate_crowd(600, 30, labels_per_item=5, spammers=0.1, adversaries=0.05, curve="calibrated", seed=2)
+    ev = evaluate(sim.data, method="em", n_boot=20, bins=5, groups=Binning.equal_mass(3), checks=False, seed=0)
+    text = ev.summary()
+    assert "Population of 30 annotators" in text and "Flagged:" in text
+    assert text.count("ECE vs annotator ") == 0 and "ECE vs single annotators (median)" in text
+    ev.write_report(tmp_path / "rep")
+    table = pd.read_csv(tmp_path / "rep" / "annotators.csv")
+    payload = json.loads((tmp_path / "rep" / "results.json").read_text())
+    assert len(table) == 30 == len(payload["channels"])
+    assert table["flag"].tolist() == [c["flag"] for c in payload["channels"]]
+    assert sum(payload["flag_counts"].values()) == 30
+    assert table["n_labels"].sum() == sim.data.n_responses
