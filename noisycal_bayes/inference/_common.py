@@ -234,10 +234,9 @@ def flag_annotators(gap_draws, annotator_ids, *, level: float = 0.9) -> dict:
 
 
 def channel_or_none(fpr, tpr, annotator_ids):
-    """``channel_from(fpr, tpr)``, or None when some annotator has tpr <= fpr (a Channel must be oriented for
-    every annotator; a pooled fit may estimate adversarial ones). The rates stay in ``point`` / ``draws``."""
+    """``channel_from(fpr, tpr)``; with the crowd orientation (``Channel(..., orientation="crowd")``: gaps of any
+    sign) when some annotator has tpr <= fpr, as a pooled fit may estimate spammers and adversaries."""
     from ..models.result import channel_from
 
-    if np.any(np.asarray(tpr) <= np.asarray(fpr)):
-        return None
-    return channel_from(fpr, tpr, annotator_ids)
+    crowd = bool(np.any(np.asarray(tpr) <= np.asarray(fpr)))
+    return channel_from(fpr, tpr, annotator_ids, orientation="crowd" if crowd else "every")

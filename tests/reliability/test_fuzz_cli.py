@@ -388,8 +388,10 @@ def test_mutated_files_load_correctly_or_raise_one_line_value_errors(tmp_path_fa
         z = out.to_numpy()
         assert np.all(np.isfinite(z)) and np.all((z >= 0) & (z <= 1)) and not out.index.has_duplicates
         return
-    assert set(np.unique(out.labels)) <= {-1, 0, 1}
-    assert np.all((out.labels >= 0).any(axis=1)) and np.all((out.labels >= 0).any(axis=0))
+    # Repeated (item, annotator) labels are kept: check the invariants on the responses, which hold them all.
+    item, ann, lab = out.responses
+    assert set(np.unique(lab)) <= {0, 1}
+    assert np.all(np.bincount(item, minlength=out.n_items) > 0) and np.all(np.bincount(ann, minlength=out.n_annotators) > 0)
     if out.scores is not None:
         assert np.all(np.isfinite(out.scores)) and np.all((out.scores >= 0) & (out.scores <= 1))
 
