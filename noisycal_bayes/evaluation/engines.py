@@ -152,13 +152,19 @@ def _engine_nuts(data, s: Settings) -> EngineResult:
     fit the histogram model on the evaluation bins, as they require.
     """
     from ..inference import fit_nuts
+    from ..models.em_result import choose_path
 
     model, groups, how = _model_for(s)
+    # Crowds (many annotators, repeated or gold labels: EM's sparse path) get the partially pooled channel
+    # model: each annotator's channel drawn from a learned population, orientation fixed at the crowd's level.
+    path, why = choose_path(data, "auto", func="evaluate")
+    pooling = "partial" if path == "sparse" else "none"
     fit = fit_nuts(data, model=model, groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
-                   n_draws=s.n_draws, seed=s.seed, progress_bar=s.progress_bar)
+                   n_draws=s.n_draws, seed=s.seed, progress_bar=s.progress_bar, pooling=pooling)
     _require_identified(fit, "NUTS")
     post = _propagate(data, fit, s)
-    detail = (f"NUTS, {model} model on {how}, {fit.n_chains} chains x {fit.n_draws} draws; "
+    pooled = f", partially pooled channels ({why})" if pooling == "partial" else ""
+    detail = (f"NUTS, {model} model on {how}{pooled}, {fit.n_chains} chains x {fit.n_draws} draws; "
               f"{100 * s.level:.0f}% posterior intervals")
     return EngineResult(fit, post, fit, detail,
                         f"{post.interval_method} equal-tailed interval; varying: {post.uncertainty}", [])

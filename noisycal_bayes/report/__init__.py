@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..models.em_result import SPARSE_MIN_ANNOTATORS
+
 __all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format_summary", "json_text",
            "summary_markdown", "write_json", "write_report"]
 
@@ -84,7 +86,7 @@ def _md_table(header, rows) -> str:
 
 #: Above this many annotators the tables show the population and the flagged annotators, not every row
 #: (the full table is in ``results.json`` and ``annotators.csv``).
-CROWD_TABLE_LIMIT = 12
+CROWD_TABLE_LIMIT = SPARSE_MIN_ANNOTATORS
 #: Flagged annotators shown in the text, Markdown and HTML tables of a crowd.
 MAX_FLAGGED_ROWS = 20
 
