@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from ..data.responses import Responses
 
-__all__ = ["Responses", "SparseTotals", "batched_e_step", "batched_m_step", "response_loglik", "sparse_e_step",
+__all__ = ["Responses", "SparseTotals", "batched_e_step", "batched_m_step", "rate_or_half", "response_loglik", "sparse_e_step",
            "sparse_item_loglik", "sparse_m_step", "sparse_totals"]
 
 _EPS = 1e-12
@@ -78,6 +78,22 @@ def sparse_item_loglik(responses: Responses, item_group, fpr, tpr, prevalence, g
     return jnp.logaddexp(a, b)
 
 
+#: Below this (weighted) count a rate has no data: the M-step leaves it at 1/2 (see :func:`rate_or_half`).
+EMPTY_COUNT = 1e-12
+
+
+def rate_or_half(num, den):
+    """``num / den`` clipped into [0, 1]; 1/2 where ``den <= EMPTY_COUNT``.
+
+    An annotator all of whose items have posterior 1 (or 0) has no soft count for its fpr (or tpr): any value
+    maximises the likelihood, and ``0 / 0`` would stop EM with non-finite parameters (seen on sparse crowds
+    with annotators who gave one or two labels). 1/2 is the uninformative value; rounding can also push
+    ``num`` a hair outside ``[0, den]``, hence the clip.
+    """
+    ok = den > EMPTY_COUNT
+    return jnp.where(ok, jnp.clip(num / jnp.where(ok, den, 1.0), 0.0, 1.0), 0.5)
+
+
 def sparse_m_step(responses: Responses, item_group, n_groups: int, n_annotators: int, posterior, item_weight=None,
                   prior=None):
     """M-step ``(fpr (J,), tpr (J,), prevalence (G,))`` from ``T = posterior`` (n_items,), with the module's formulas.
@@ -95,11 +111,11 @@ def sparse_m_step(responses: Responses, item_group, n_groups: int, n_annotators:
     def per_annotator(v):
         return jax.ops.segment_sum(v, ann, num_segments=n_annotators)
 
-    tpr = (per_annotator(w1 * a) + at - 1) / (per_annotator(w1) + at + bt - 2)
-    fpr = (per_annotator(w0 * a) + af - 1) / (per_annotator(w0) + af + bf - 2)
+    tpr = rate_or_half(per_annotator(w1 * a) + at - 1, per_annotator(w1) + at + bt - 2)
+    fpr = rate_or_half(per_annotator(w0 * a) + af - 1, per_annotator(w0) + af + bf - 2)
     n_g = jax.ops.segment_sum(w, item_group, num_segments=n_groups)
     t_g = jax.ops.segment_sum(w1_item, item_group, num_segments=n_groups)
-    prevalence = (t_g + ap - 1) / (n_g + ap + bp - 2)
+    prevalence = rate_or_half(t_g + ap - 1, n_g + ap + bp - 2)
     return fpr, tpr, prevalence
 
 
@@ -187,8 +203,8 @@ def batched_m_step(responses: Responses, item_group, totals: SparseTotals, n_ann
     both = jax.ops.segment_sum(jnp.concatenate([wtr * a, wtr], axis=1), ann, num_segments=n_annotators)
     s1, n1 = jnp.split(both, 2, axis=1)
     (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
-    tpr = (s1 + at - 1) / (n1 + at + bt - 2)
-    fpr = (totals.c1 - s1 + af - 1) / (totals.n_labels - n1 + af + bf - 2)
+    tpr = rate_or_half(s1 + at - 1, n1 + at + bt - 2)
+    fpr = rate_or_half(totals.c1 - s1 + af - 1, totals.n_labels - n1 + af + bf - 2)
     t_g = jax.ops.segment_sum(wt, item_group, num_segments=totals.n_group.shape[0])
-    prevalence = (t_g + ap - 1) / (totals.n_group + ap + bp - 2)
+    prevalence = rate_or_half(t_g + ap - 1, totals.n_group + ap + bp - 2)
     return fpr, tpr, prevalence

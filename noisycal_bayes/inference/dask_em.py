@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..core import x64
 from ..core.em import log_prior
-from ..core.sparse import sparse_e_step
+from ..core.sparse import rate_or_half, sparse_e_step
 from ..data.binning import Binning, bin_index
 from ..data.responses import Responses
 from ..models.priors import em_prior_counts
@@ -37,11 +37,11 @@ def m_step_from_sums(sums: np.ndarray, group_sums: np.ndarray, prior=None):
     :func:`noisycal_bayes.core.sparse.sparse_m_step` (the same formulas).
     """
     (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpr = (sums[0] + at - 1) / (sums[1] + at + bt - 2)
-        fpr = (sums[2] + af - 1) / (sums[3] + af + bf - 2)
-        prev = (group_sums[0] + ap - 1) / (group_sums[1] + ap + bp - 2)
-    return fpr, tpr, prev
+    with x64():  # the driver's sums are float64: keep them so (JAX would round to float32)
+        tpr = rate_or_half(sums[0] + at - 1, sums[1] + at + bt - 2)
+        fpr = rate_or_half(sums[2] + af - 1, sums[3] + af + bf - 2)
+        prev = rate_or_half(group_sums[0] + ap - 1, group_sums[1] + ap + bp - 2)
+        return tuple(np.asarray(v, dtype=np.float64) for v in (fpr, tpr, prev))
 
 
 def _partition_arrays(frame: pd.DataFrame, *, item, annotator, label, score, gold, ann_index, edges):

@@ -76,3 +76,13 @@ def test_batched_steps_equal_the_plain_ones_column_by_column():
             for got, want in zip((mf[:, b], mt[:, b], mp[:, b]),
                                  sparse_m_step(r, group, 2, 3, post_b, item_weight=w[:, b], prior=prior)):
                 np.testing.assert_allclose(got, want, atol=1e-13)
+
+
+def test_m_step_leaves_rates_without_data_at_one_half():
+    """An annotator whose items all have posterior 1 has no count for its fpr: 1/2, not 0/0 (EM used to stop
+    with non-finite parameters on sparse crowds with one-label annotators)."""
+    r = Responses(np.array([0, 1, 1]), np.array([0, 0, 1]), np.array([1, 0, 1]))
+    with x64():
+        fpr, tpr, prev = sparse_m_step(r, jnp.zeros(2, jnp.int32), 1, 2, jnp.array([0.5, 1.0]))
+    assert np.isfinite(np.asarray(fpr)).all() and float(fpr[1]) == 0.5
+    assert float(tpr[1]) == 1.0 and float(fpr[0]) == pytest.approx(1.0)  # annotator 0: its only T<1 item says 1
