@@ -861,7 +861,9 @@ on bluebirds / rte / temp, against majority vote 0.759 / 0.875 / 0.933 and crowd
 extended to 0 or 1 where the estimate sits there, but only for 53–79% on rte and temp without that extension,
 because many workers with 10–20 labels made no error on one class. Every "adversarial" worker on bluebirds
 also has a negative gap against gold; most "uninformative" ones have a gold gap near 0 or too few labels.
-Ten per cent of gold labels changed at most 2 held-out items on any set: these crowds already agree.
+Ten per cent of gold labels changed at most 2 held-out items on any set: these crowds already agree. The
+pooled NUTS fit of rte (full mode: 4 chains, 500 + 750 draws, 176 s on a loaded 2-core machine) has max R-hat
+1.007, min bulk ESS 657, no divergences; population median fpr 0.077 and tpr 0.871.
 
 **Watch out.**
 - "Uninformative" mixes spammers and honest workers with too few labels to tell: that is deliberate, such a
