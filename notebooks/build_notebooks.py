@@ -588,7 +588,7 @@ def load(name):
         df = pd.read_csv(DATA_DIR / f"{name}.csv")
     else:  # no shared data here: a simulated crowd with spammers and adversaries, its clean labels as gold
         from noisycal_bayes.simulate import simulate_crowd
-        sim = simulate_crowd(400, 60, labels_per_item=8, activity="heavy", spammers=0.1, adversaries=0.05,
+        sim = simulate_crowd(400, 60, labels_per_item=8, activity="uniform", spammers=0.1, adversaries=0.05,
                              seed=SETS.index(name))
         df = sim.responses.rename(columns={"annotator": "worker"})
         df["gold"] = np.asarray(sim.clean_labels)[df["item"].to_numpy()]
