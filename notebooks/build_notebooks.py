@@ -538,11 +538,353 @@ testable, and correlated errors that do not vary with the score are partly absor
 ]
 
 
+# ------------------------------------------------------------------------------------------------ notebook 5
+NB5 = [
+    md("""
+# 5. Real crowds: every annotator kept
+
+**Question.** Real crowds contain workers who answer at random (spammers, gap `tpr - fpr` ≈ 0) and workers
+who answer the opposite class (adversaries, gap < 0). Does `fit_em` estimate every worker's channel
+correctly when we do not throw anyone out, does it find the bad workers, and do its clean labels beat
+majority vote and crowd-kit's Dawid–Skene?
+
+**Data.** Three crowdsourcing sets with gold labels from the shared data folder (`crowd_gold/`, long format
+`item, worker, label, gold`): `bluebirds` (108 images, 39 workers, 4,212 labels; P. Welinder et al., *The
+Multidimensional Wisdom of Crowds*, NIPS 2010, repository welinder/cubam, BSD licence), `rte` (800 sentence
+pairs, 164 workers, 8,000 labels; recognising textual entailment) and `temp` (462 event pairs, 76 workers,
+4,620 labels; temporal ordering, labels 1/2 mapped to 0/1), both from R. Snow et al., *Cheap and Fast — But is
+it Good? Evaluating Non-Expert Annotations for Natural Language Tasks*, EMNLP 2008. The `gold` column is kept
+aside for evaluation and is **not** given to the fits, except in the last section, which shows what 10% of
+it adds. If the folder is absent, the notebook runs on simulated crowds (with known truth as "gold").
+"""),
+    code(SETUP + '''
+import matplotlib.pyplot as plt
+
+SETS = ("bluebirds", "rte", "temp")
+NUTS_SET = "rte"                                  # the pooled NUTS fit runs on this set
+NUTS_ITEMS = 150 if SMALL else None               # small mode: the first 150 items only
+N_CHAINS, N_WARMUP, N_DRAWS = (2, 150, 150) if SMALL else (4, 500, 750)
+GOLD_SHARE = 0.10                                 # last section: share of items whose gold label the fit sees
+
+# The shared data folder sits beside the main checkout (../shared) or beside the worktrees folder (../../shared).
+DATA_DIR = next((p.resolve() for p in (REPO / ".." / "shared" / "data" / "crowd_gold",
+                                       REPO / ".." / ".." / "shared" / "data" / "crowd_gold") if p.exists()), None)
+print("small mode" if SMALL else "full mode", "| crowd_gold:", DATA_DIR or "NOT found (simulated crowds instead)")
+'''),
+    md("""
+## Load: the labels for the fit, the gold labels aside
+
+`AnnotationSet.from_crowdkit` reads crowd-kit's frame (`task, worker, label`); it would also pick up a
+`gold` column as known clean labels, so `gold=None` keeps them out of the fit. The gold labels go into a
+separate array aligned with `data.item_ids`.
+"""),
+    code('''
+from noisycal_bayes import AnnotationSet
+
+
+def load(name):
+    """(long frame item, worker, label, gold; AnnotationSet without gold; gold aligned with data.item_ids)."""
+    if DATA_DIR is not None:
+        df = pd.read_csv(DATA_DIR / f"{name}.csv")
+    else:  # no shared data here: a simulated crowd with spammers and adversaries, its clean labels as gold
+        from noisycal_bayes.simulate import simulate_crowd
+        sim = simulate_crowd(400, 60, labels_per_item=8, activity="uniform", spammers=0.1, adversaries=0.05,
+                             seed=SETS.index(name))
+        df = sim.responses.rename(columns={"annotator": "worker"})
+        df["gold"] = np.asarray(sim.clean_labels)[df["item"].to_numpy()]
+    data = AnnotationSet.from_crowdkit(df.rename(columns={"item": "task"}), gold=None)
+    gold = df.groupby("item")["gold"].first().reindex(data.item_ids).to_numpy().astype(int)
+    return df, data, gold
+
+
+sets = {name: load(name) for name in SETS}
+pd.DataFrame({name: data.summary() for name, (df, data, gold) in sets.items()}).T[
+    ["items", "annotators", "responses", "labels_per_item_median", "labels_per_annotator_min",
+     "labels_per_annotator_median", "labels_per_annotator_max", "gold_items"]]
+'''),
+    md("""
+## Fit every annotator's channel with EM (crowd orientation)
+
+`fit_em(data, model="dawid_skene")` with its default `orientation="auto"`: on these crowds no start keeps
+every gap above `min_gap`, so it fits the **crowd** orientation (the labels' pooled gap is positive) and keeps
+every worker, spammers and adversaries included, each with a 90% interval and a flag. `starts="vote"` starts
+one EM from the vote fractions (crowd-kit's start); the flag warnings are expected here and recorded in
+`fit.warnings`.
+"""),
+    code('''
+import time
+
+from noisycal_bayes import fit_em
+
+fits, seconds = {}, {}
+for name, (df, data, gold) in sets.items():
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # SmallGapWarning naming the flagged workers: shown below
+        fits[name] = fit_em(data, model="dawid_skene", starts="vote")
+    seconds[name] = time.perf_counter() - t
+    fit = fits[name]
+    print(f"{name:9s} path={fit.details['path']}, orientation={fit.details['orientation']}, "
+          f"{fit.n_iter} iterations, converged={fit.converged}, {seconds[name]:.1f} s (first call compiles)")
+    print("   flags:", fit.annotators["flag"].value_counts().to_dict())
+'''),
+    md("""
+## Fitted channels beside the channels measured against gold
+
+With gold labels, each worker's channel can be counted directly: `fpr_gold` = share of 1s among the worker's
+labels on gold-negative items (`n_neg` of them), `tpr_gold` = share of 1s on gold-positive items (`n_pos`).
+This is a comparison, not a coverage test: the gold count is computed from the same labels as the fit, with
+its own sampling error for workers with few labels, and gold is not always the clean label of the model. The
+table shows how often the gold count lies inside the fit's 90% interval and the label-weighted distance
+between the two.
+"""),
+    code('''
+def gold_channels(df):
+    """Per worker: n_neg, fpr_gold, n_pos, tpr_gold, gap_gold, counted against the gold labels."""
+    g = df.assign(pos=df["gold"] == 1).groupby(["worker", "pos"])["label"].agg(["size", "mean"]).unstack("pos")
+    out = pd.DataFrame({"n_neg": g[("size", False)], "fpr_gold": g[("mean", False)],
+                        "n_pos": g[("size", True)], "tpr_gold": g[("mean", True)]})
+    out[["n_neg", "n_pos"]] = out[["n_neg", "n_pos"]].fillna(0).astype(int)
+    out["gap_gold"] = out["tpr_gold"] - out["fpr_gold"]
+    return out
+
+
+tables = {}
+for name, (df, data, gold) in sets.items():
+    tab = fits[name].annotators.set_index("annotator").join(gold_channels(df))
+    tables[name] = tab
+rows = []
+for name, tab in tables.items():
+    row = {"data": name, "workers": len(tab)}
+    for r in ("fpr", "tpr"):
+        ok = tab[f"{r}_gold"].notna()
+        inside = (tab[f"{r}_lower"] <= tab[f"{r}_gold"]) & (tab[f"{r}_gold"] <= tab[f"{r}_upper"])
+        # An equal-tailed Jeffreys interval never reaches 0 or 1, so a worker with no 1s (or no 0s) on a class
+        # is "outside" even when fit and gold agree exactly; Brown, Cai & DasGupta (2001) extend the interval
+        # to 0 (1) in that case. Shown separately, to tell this boundary effect from real disagreement.
+        lo = tab[f"{r}_lower"].where(tab[r] > 1e-6, 0.0)
+        hi = tab[f"{r}_upper"].where(tab[r] < 1 - 1e-6, 1.0)
+        inside_bcd = (lo <= tab[f"{r}_gold"]) & (tab[f"{r}_gold"] <= hi)
+        w = tab.loc[ok, "n_labels"]
+        row[f"{r}: gold inside 90% interval"] = round(float(inside[ok].mean()), 3)
+        row[f"{r}: same, interval to 0/1 at the boundary"] = round(float(inside_bcd[ok].mean()), 3)
+        # label-weighted mean absolute difference: the workers who label most dominate the clean labels
+        row[f"{r}: |fit - gold| (label-weighted)"] = round(float(np.average((tab[r] - tab[f"{r}_gold"])[ok].abs(), weights=w)), 4)
+    rows.append(row)
+pd.DataFrame(rows).set_index("data")
+'''),
+    code('''
+fig, axes = plt.subplots(2, len(SETS), figsize=(4.2 * len(SETS), 8), sharex=True, sharey=True)
+colors = {"ok": "tab:blue", "uninformative": "tab:orange", "adversarial": "tab:red"}
+for col, (name, tab) in enumerate(tables.items()):
+    for row, r in enumerate(("fpr", "tpr")):
+        ax = axes[row, col]
+        for flag, sub in tab.groupby("flag"):
+            # clip: a rate estimated at exactly 0 or 1 lies just outside its Jeffreys interval
+            yerr = np.clip([sub[r] - sub[f"{r}_lower"], sub[f"{r}_upper"] - sub[r]], 0, None)
+            ax.errorbar(sub[f"{r}_gold"], sub[r], yerr=yerr, fmt="none", alpha=0.4, elinewidth=0.6, color=colors[flag])
+            ax.scatter(sub[f"{r}_gold"], sub[r], s=8 + 60 * np.sqrt(sub["n_labels"] / tab["n_labels"].max()),
+                       alpha=0.7, color=colors[flag], label=f"{flag} ({len(sub)})")   # area grows with labels
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
+        ax.set_title(f"{name}: {r}")
+        ax.set_xlabel(f"{r} counted against gold")
+        ax.set_ylabel(f"{r} fitted by EM (90% interval)")
+        if row == 0:
+            ax.legend(fontsize=8, loc="upper left")
+fig.tight_layout()
+fig
+'''),
+    md("""
+## The flagged workers, and what gold says about them
+
+`"uninformative"`: the 90% interval of the gap contains 0 (a spammer, or too few labels to tell); such a
+worker gets weight 0 downstream (`fit.usable_annotators()`). `"adversarial"`: gap < 0 with the interval
+excluding 0; its labels stay usable with their sign, because the corrected label `(A - fpr) / (tpr - fpr)` is
+unbiased for any gap ≠ 0. The last columns are the same worker's channel counted against gold.
+"""),
+    code('''
+cols = ["flag", "n_labels", "fpr", "tpr", "gap", "gap_lower", "gap_upper", "n_neg", "n_pos", "gap_gold"]
+flagged = pd.concat({name: tab.loc[tab["flag"] != "ok", cols] for name, tab in tables.items()}, names=["data"])
+summary = flagged.assign(gold_gap_near_0=flagged["gap_gold"].abs() < 0.2, gold_gap_negative=flagged["gap_gold"] < 0)
+print(summary.groupby(["data", "flag"])[["gold_gap_near_0", "gold_gap_negative"]].agg(["sum", "size"]).to_string())
+for name, fit in fits.items():
+    print(f"{name}: usable downstream {int(fit.usable_annotators().sum())} of {len(fit.usable_annotators())} workers")
+flagged.round(3).sort_values(["data", "flag", "n_labels"], ascending=[True, True, False])
+'''),
+    md("""
+## Clean labels against gold: ours, majority vote, crowd-kit
+
+Ours: the posterior mode `P(Y_i = 1 | labels) > 0.5` of the EM fit. Majority vote: ties go to the positive
+class. crowd-kit's `DawidSkene` is **not** a dependency of this package: when it is installed the notebook
+runs it here, converged (`n_iter=1000, tol=1e-10`; its defaults stop after 5–6 iterations); otherwise it reads
+crowd-kit's accuracy and times from `benchmarks/results/bench_crowd_em.json` (`benchmarks/bench_crowd_em.py`,
+same data, same gold).
+"""),
+    code('''
+import json
+
+try:
+    from crowdkit.aggregation import DawidSkene
+except ImportError:
+    DawidSkene = None
+bench = json.loads((REPO / "benchmarks" / "results" / "bench_crowd_em.json").read_text())
+bench_rows = {(r["data"], r["stage"]): r for r in bench["rows"]}
+print("crowd-kit:", "run here" if DawidSkene else
+      f"not installed: numbers read from benchmarks/results/bench_crowd_em.json (run {bench['machine']['started_utc']}, "
+      f"crowd-kit {bench['machine'].get('crowd_kit')})")
+
+rows = []
+for name, (df, data, gold) in sets.items():
+    ours = (fits[name].clean_label_probability() > 0.5).astype(int)
+    row = {"data": name, "majority vote": np.mean(data.majority_vote() == gold), "fit_em": np.mean(ours == gold),
+           "fit_em s": seconds[name]}
+    if DawidSkene is not None:
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # pandas deprecation warnings from crowd-kit
+            ck = DawidSkene(n_iter=1000, tol=1e-10).fit_predict(df.rename(columns={"item": "task"})[["task", "worker", "label"]])
+        row["crowd-kit DS s"] = time.perf_counter() - t
+        row["crowd-kit DS"] = np.mean(ck.reindex(data.item_ids).to_numpy() == gold)
+        row["crowd-kit source"] = "run here"
+    elif (name, "crowdkit_converged") in bench_rows and DATA_DIR is not None:
+        r = bench_rows[(name, "crowdkit_converged")]
+        row["crowd-kit DS"], row["crowd-kit DS s"], row["crowd-kit source"] = r["accuracy"], r["median_s"], "bench JSON"
+    rows.append(row)
+accuracy = pd.DataFrame(rows).set_index("data")
+accuracy.round(4)
+'''),
+    md("""
+`fit_em s` includes tracing and compilation on the first call of each data shape (a few seconds); compiled, the
+same call takes hundredths of a second (`docs/crowds.md`, "Measured on real crowds").
+
+## The pooled (hierarchical) model with NUTS
+
+With many workers who each label few items, `fit_nuts(..., pooling="partial")` draws every worker's channel
+from a population whose median fpr / tpr and spread are learned; the orientation is fixed at the population's
+level (median tpr > median fpr), so spammers and adversaries are estimated, not rejected. Workers with few
+labels are pulled toward the population. Check R-hat, ESS, divergences and tree depth before reading any
+posterior number.
+"""),
+    code('''
+from noisycal_bayes.inference import fit_nuts
+
+df_n, data_n, gold_n = sets[NUTS_SET]
+if NUTS_ITEMS is not None:   # small mode: a subset of items (and the workers who labelled them)
+    df_n = df_n[df_n["item"].isin(np.sort(df_n["item"].unique())[:NUTS_ITEMS])]
+    data_n = AnnotationSet.from_crowdkit(df_n.rename(columns={"item": "task"}), gold=None)
+t = time.perf_counter()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    pooled = fit_nuts(data_n, model="dawid_skene", pooling="partial", n_chains=N_CHAINS, n_warmup=N_WARMUP,
+                      n_draws=N_DRAWS, seed=0, progress_bar=False)
+wall = time.perf_counter() - t
+diag = pooled.diagnostics
+print(f"{NUTS_SET}: {data_n.n_items} items, {data_n.n_annotators} workers, {data_n.n_responses} labels; "
+      f"{N_CHAINS} chains x {N_DRAWS} draws in {wall:.0f} s (compilation included)")
+print(f"max R-hat {diag['r_hat'].max():.3f} | min bulk ESS {diag['ess_bulk'].min():.0f} | min tail ESS "
+      f"{diag['ess_tail'].min():.0f} | divergences {pooled.n_divergent} | at max tree depth {pooled.details['n_max_depth']}")
+for w in caught:
+    print("warning:", str(w.message)[:160])
+'''),
+    code('''
+pop = pooled.details["population"]
+print(pd.DataFrame({r: {"population median": pop[r]["median"],
+                        f"{pop['level']:.0%} interval of the median": np.round(pop[r]["median_interval"], 3),
+                        f"middle {pop['level']:.0%} of workers": np.round(pop[r]["range"], 3),
+                        "spread (sd, logit scale)": pop[r]["spread_logit"]} for r in ("fpr", "tpr")}).to_string())
+fl = pooled.details["flagged"]
+print("flagged by the pooled posterior (90% gap interval): uninformative", len(fl["uninformative"]),
+      "| adversarial", len(fl["adversarial"]))
+'''),
+    code('''
+# Shrinkage: pooled posterior means beside the channels counted against gold on the same items, and beside EM.
+gold_n_tab = gold_channels(df_n)
+post = pd.DataFrame({r: pooled.draws[r].mean(axis=(0, 1)) for r in ("fpr", "tpr")}, index=data_n.annotator_ids)
+n_lab = df_n.groupby("worker").size().reindex(post.index)
+em_tab = fits[NUTS_SET].annotators.set_index("annotator") if NUTS_ITEMS is None else None
+fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+for ax, r in zip(axes, ("fpr", "tpr")):
+    sc = ax.scatter(gold_n_tab.loc[post.index, f"{r}_gold"], post[r], c=np.log10(n_lab), s=14, cmap="viridis",
+                    label="pooled NUTS")
+    if em_tab is not None:
+        ax.scatter(gold_n_tab.loc[post.index, f"{r}_gold"], em_tab.loc[post.index, r], s=10, marker="x",
+                   color="grey", alpha=0.5, label="EM")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
+    ax.axhline(pop[r]["median"], color="tab:red", lw=0.8, ls="--", label="population median")
+    ax.set_xlabel(f"{r} counted against gold")
+    ax.set_ylabel(f"{r} estimated without gold")
+    ax.legend(fontsize=8)
+fig.colorbar(sc, ax=axes, label="log10 labels of the worker")
+for name, est in [("pooled NUTS", post)] + ([("EM", em_tab.loc[post.index])] if em_tab is not None else []):
+    err = {r: np.average((est[r] - gold_n_tab.loc[post.index, f"{r}_gold"]).abs().fillna(0), weights=n_lab)
+           for r in ("fpr", "tpr")}
+    print(f"{name}: label-weighted |estimate - gold count|: fpr {err['fpr']:.4f}, tpr {err['tpr']:.4f}")
+fig
+'''),
+    md("""
+## Giving the fit 10% of the gold labels
+
+Known clean labels for some items (say a verified subset) enter EM as observed latent labels: `T_i` is fixed
+at the gold label. Here 10% of the items (chosen at random) pass their gold label to the fit; accuracy is
+measured on the **other** 90% only, beside the fit without gold on the same items.
+"""),
+    code('''
+rng = np.random.default_rng(0)
+rows = []
+for name, (df, data, gold) in sets.items():
+    known = rng.random(data.n_items) < GOLD_SHARE
+    given = pd.Series(gold[known], index=np.asarray(data.item_ids)[known])
+    data_g = AnnotationSet.from_crowdkit(df.rename(columns={"item": "task"}), gold=given.to_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit_g = fit_em(data_g, model="dawid_skene", starts="vote")
+    held = ~known
+    no_gold = (fits[name].clean_label_probability() > 0.5)[held] == gold[held]
+    with_gold = (fit_g.clean_label_probability() > 0.5)[held] == gold[held]
+    width = lambda f: float((f.annotators["gap_upper"] - f.annotators["gap_lower"]).median())
+    rows.append({"data": name, "gold items given": int(known.sum()), "held-out items": int(held.sum()),
+                 "accuracy, no gold": no_gold.mean(), "accuracy, 10% gold": with_gold.mean(),
+                 "items changed": int((no_gold != with_gold).sum()),
+                 "median gap-interval width, no gold": width(fits[name]), "with gold": width(fit_g),
+                 "flagged, no gold": int((fits[name].annotators["flag"] != "ok").sum()),
+                 "flagged, with gold": int((fit_g.annotators["flag"] != "ok").sum())})
+pd.DataFrame(rows).set_index("data").round(4)
+'''),
+    md("""
+## Answer, and what to watch out for
+
+**Answer.** Keeping every worker works: on all three crowds EM fits in the crowd orientation without failing
+(the EM part runs on the full sets in both modes). Measured here: accuracy against gold 0.898 / 0.9275 / 0.942
+on bluebirds / rte / temp, against majority vote 0.759 / 0.875 / 0.933 and crowd-kit's converged Dawid–Skene
+0.889 / 0.9275 / 0.942. The fitted channels are within 0.02–0.05 of the channels counted against gold
+(label-weighted); the gold count lies inside the 90% interval for 88–97% of the workers once the interval is
+extended to 0 or 1 where the estimate sits there, but only for 53–79% on rte and temp without that extension,
+because many workers with 10–20 labels made no error on one class. Every "adversarial" worker on bluebirds
+also has a negative gap against gold; most "uninformative" ones have a gold gap near 0 or too few labels.
+Ten per cent of gold labels changed at most 2 held-out items on any set: these crowds already agree. The
+pooled NUTS fit of rte (full mode: 4 chains, 500 + 750 draws, 176 s on a loaded 2-core machine) has max R-hat
+1.007, min bulk ESS 657, no divergences; population median fpr 0.077 and tpr 0.871.
+
+**Watch out.**
+- "Uninformative" mixes spammers and honest workers with too few labels to tell: that is deliberate, such a
+  gap gets weight 0 downstream, but it is not an accusation.
+- The per-worker intervals hold other workers' channels fixed; for the covariance between workers use
+  `bootstrap_em` or the pooled NUTS fit.
+- The pooled model shrinks workers with few labels toward the population: their posterior means are not
+  their own error rates. Read its numbers only after R-hat ≤ 1.01 and bulk ESS in the hundreds (small mode
+  runs far too few draws for that; its warnings say so).
+- A handful of gold labels changes little when the crowd already agrees; they matter most on items and workers
+  the crowd cannot resolve on its own. The user guide's crowd section is `docs/crowds.md`.
+"""),
+]
+
+
 NOTEBOOKS = {
     "01_cifar10n_posterior.ipynb": NB1,
     "02_small_gap_sensitivity.ipynb": NB2,
     "03_bayes_vs_closed_form.ipynb": NB3,
     "04_model_fit.ipynb": NB4,
+    "05_real_crowds.ipynb": NB5,
 }
 
 

@@ -52,7 +52,7 @@ def kernel():
 
 
 def test_notebooks_exist():
-    assert len(NOTEBOOKS) == 4, [p.name for p in NOTEBOOKS]
+    assert len(NOTEBOOKS) == 5, [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.notebooks
