@@ -129,7 +129,8 @@ def test_pooled_map_is_a_stationary_point_of_the_potential_found_by_scipy_too():
     data = AnnotationSet.from_crowdkit(pd.DataFrame({"task": item, "worker": ann, "label": lab}))
     fit = fit_map(data, model="dawid_skene", pooling="partial")
     assert fit.method == "map" and fit.converged and fit.settings["pooling"] == "partial"
-    assert fit.channel is None  # an annotator with tpr < fpr: not a valid (oriented) Channel
+    # An annotator with tpr < fpr: the channel holds it with the crowd orientation (gaps of any sign).
+    assert fit.channel is not None and fit.channel.orientation == "crowd" and (fit.channel.gap < 0).any()
     assert fit.point["gap"][5] < 0 and fit.details["flagged"]["adversarial"] == [5]
     assert fit.details["population"]["tpr"]["median"] > fit.details["population"]["fpr"]["median"]
 
