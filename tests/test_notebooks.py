@@ -55,6 +55,10 @@ def test_notebooks_exist():
     assert len(NOTEBOOKS) == 5, [p.name for p in NOTEBOOKS]
 
 
+# Slow (``make test-all``): CI executes every notebook anyway, in the same small mode, when ``make docs`` builds
+# the site (myst-nb with ``nb_execution_raise_on_error``: a failing cell fails the build and names the cell), so
+# the default run does not execute them a second time (about a minute of the 7-minute budget).
+@pytest.mark.slow
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, kernel):
