@@ -32,6 +32,21 @@ REPO = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml
 '''
 
 
+# The CIFAR-10N vehicle subsample (or the bundled demo when the file is missing), shared by two notebooks;
+# "{ok}" and "{fallback}" take a notebook's extra line for each branch.
+LOAD_VEHICLE = '''if CSV.exists():
+    raw = pd.read_csv(CSV)
+    sub = raw.sample(n=min(N_ITEMS, len(raw)), random_state=0).sort_values("item")
+    data = AnnotationSet.from_wide(sub.set_index("item")[["ann1", "ann2", "ann3"]], scores=sub["score"].to_numpy())
+    y_ref = sub["y_ref"].to_numpy()
+{ok}else:
+    print("cifar10n_vehicle.csv is not available here: using the bundled simulated demo data instead.")
+    from noisycal_bayes.data.loaders import load_demo
+    data, truth = load_demo()
+    y_ref = np.asarray(truth["clean_labels"])
+{fallback}'''
+
+
 def md(text: str):
     return new_markdown_cell(text.strip("\n"))
 
@@ -71,19 +86,7 @@ Three annotator columns `ann1..ann3` (0/1), the model's `score`, and the referen
     code('''
 from noisycal_bayes import AnnotationSet, ece, smece
 
-if CSV.exists():
-    raw = pd.read_csv(CSV)
-    sub = raw.sample(n=min(N_ITEMS, len(raw)), random_state=0).sort_values("item")
-    data = AnnotationSet.from_wide(sub.set_index("item")[["ann1", "ann2", "ann3"]], scores=sub["score"].to_numpy())
-    y_ref = sub["y_ref"].to_numpy()
-    source = "CIFAR-10N vehicle vs. animal"
-else:
-    print("cifar10n_vehicle.csv is not available here: using the bundled simulated demo data instead.")
-    from noisycal_bayes.data.loaders import load_demo
-    data, truth = load_demo()
-    y_ref = np.asarray(truth["clean_labels"])
-    source = "bundled demo (simulated)"
-print(source, data)
+''' + LOAD_VEHICLE.replace("{ok}", '    source = "CIFAR-10N vehicle vs. animal"\n').replace("{fallback}", '    source = "bundled demo (simulated)"\n') + '''print(source, data)
 '''),
     md("""
 ## Fit the annotators' channels: EM first, then NUTS
@@ -438,17 +441,7 @@ print("small mode" if SMALL else "full mode", "| data file:", CSV, "found" if CS
     code('''
 from noisycal_bayes import AnnotationSet, Binning, ece, fit_em
 
-if CSV.exists():
-    raw = pd.read_csv(CSV)
-    sub = raw.sample(n=min(N_ITEMS, len(raw)), random_state=0).sort_values("item")
-    data = AnnotationSet.from_wide(sub.set_index("item")[["ann1", "ann2", "ann3"]], scores=sub["score"].to_numpy())
-    y_ref = sub["y_ref"].to_numpy()
-else:
-    print("cifar10n_vehicle.csv is not available here: using the bundled simulated demo data instead.")
-    from noisycal_bayes.data.loaders import load_demo
-    data, truth = load_demo()
-    y_ref = np.asarray(truth["clean_labels"])
-GROUPS = Binning.equal_mass(10)
+''' + LOAD_VEHICLE.replace("{ok}", "").replace("{fallback}", "") + '''GROUPS = Binning.equal_mass(10)
 fit = fit_em(data, groups=GROUPS, seed=0)
 print(data)
 print(fit.channel.to_frame().round(4))

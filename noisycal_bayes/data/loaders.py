@@ -138,20 +138,26 @@ def _item_ids(table: _Table, column: str) -> list:
     return values
 
 
+def _zero_one(value: str):
+    """0 or 1 for a cell that spells one ("1", "1.0", "0e0"), else None."""
+    try:
+        x = float(value)
+    except ValueError:
+        return None
+    return int(x) if x in (0.0, 1.0) else None
+
+
 def _label(table: _Table, r: int, column: str, value: str, *, allow_missing: bool):
     """0, 1, or None (missing, wide format only)."""
     if allow_missing and value.lower() in MISSING_TOKENS:
         return None
-    try:
-        x = float(value)
-    except ValueError:
-        x = None
-    if x is None or x not in (0.0, 1.0):
+    x = _zero_one(value)
+    if x is None:
         shown = "an empty cell" if value == "" else repr(value)
         hint = " (leave the cell empty for a missing response)" if allow_missing else \
             " (drop the row for a missing response)"
         raise ValueError(f"{table.where(r, column)}: labels must be 0 or 1; got {shown}{hint}.")
-    return int(x)
+    return x
 
 
 def _score(table: _Table, r: int, column: str, value: str) -> float:
@@ -172,14 +178,11 @@ def _gold(table: _Table, r: int, column: str, value: str):
     """0, 1, or None (an empty cell: gold label unknown)."""
     if value == "" or value.lower() in ("na", "nan", "null", "none"):
         return None
-    try:
-        x = float(value)
-    except ValueError:
-        x = None
-    if x is None or x not in (0.0, 1.0):
+    x = _zero_one(value)
+    if x is None:
         raise ValueError(f"{table.where(r, column)}: gold labels must be 0 or 1 (leave the cell empty where the "
                          f"clean label is unknown); got {value!r}.")
-    return int(x)
+    return x
 
 
 def _resolve(table: _Table, name: str, default: str) -> str:
