@@ -155,12 +155,15 @@ def _check_probs(probs, item_ids, classes, *, tol: float = PROBS_TOL) -> np.ndar
     if bad.any():
         raise ValueError(f"`probs` must be non-negative; negative at items {_preview(ids[bad])}. Pass probabilities "
                          "(a softmax), not logits.")
-    sums = arr.sum(axis=1)
+    # Sum each row in sorted order: the sums (so the renormalised rows) do not depend on the column order.
+    sums = np.sort(arr, axis=1).sum(axis=1)
     bad = np.abs(sums - 1.0) > tol
     if bad.any():
         raise ValueError(f"each row of `probs` must sum to 1 (within {tol:g}); items {_preview(ids[bad])} sum to "
                          f"{_preview(np.round(sums[bad], 6))}. Is a class column missing, or are these logits?")
-    arr /= sums[:, None]  # rows within the tolerance: renormalise, so every row sums to 1 to rounding
+    # Rows within the tolerance but off by more than rounding are renormalised; the others are left as given.
+    off = np.abs(sums - 1.0) > 8 * k * np.finfo(np.float64).eps
+    arr[off] /= sums[off, None]
     return _frozen(arr)
 
 
@@ -203,7 +206,7 @@ def _align_probs(probs, item_ids: np.ndarray, classes: tuple, *, item: str = "it
                          "every annotated item, or drop those items.")
     n_extra = int((~index.isin(wanted)).sum())
     if n_extra:
-        warnings.warn(f"{n_extra} items in `probs` have no annotation and were dropped.", DataWarning, stacklevel=4)
+        warnings.warn(f"{n_extra} items in `probs` have no annotation and were dropped.", DataWarning, stacklevel=3)
     numeric = frame[cols].apply(pd.to_numeric, errors="coerce")  # text cells become NaN, named as not finite
     numeric.index = index
     return _check_probs(numeric.reindex(wanted).to_numpy(dtype=np.float64), item_ids, classes)
