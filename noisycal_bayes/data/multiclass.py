@@ -136,6 +136,12 @@ def _encode(values, classes, *, what: str, where) -> tuple:
     return lookup[codes], classes
 
 
+def _unique_ids(ids, what: str) -> np.ndarray:
+    """``ids`` as an object array, checked to be unique (the repeated ones named)."""
+    _check_unique_ids(ids, what)
+    return np.asarray(ids, dtype=object)
+
+
 # ---------------------------------------------------------------------------------------------- probs and gold
 def _check_probs(probs, item_ids, classes, *, tol: float = PROBS_TOL) -> np.ndarray:
     """``probs`` as a read-only float64 array of shape (n_items, K), rows renormalised; offending items named."""
@@ -342,29 +348,29 @@ class MulticlassAnnotationSet:
                              "annotator labelled the same item more than once. Pass repeated='keep' to use every label "
                              "(each a conditionally independent response given the clean label) or repeated='first' "
                              "to keep the first.")
-        keep = ~later if starts.size and repeated == "first" else slice(None)
-        order = np.arange(key.size) if order is None else order
-        key, order = key[keep], order[keep]
         n_repeated = 0 if repeated == "first" else starts.size
-        # Positions from the sorted keys (arithmetic) rather than two more gathers through `order`.
-        it = (key // n_annotators).astype(np.int32)
-        an = (key % n_annotators).astype(np.int32)
-        lab = np.asarray(label)[order].astype(np.int16)
+        if starts.size and repeated == "first":
+            key = key[~later]
+            order = np.flatnonzero(~later) if order is None else order[~later]
+        if order is None:  # already sorted, nothing dropped: plain int32 / int16 copies
+            it, an = np.array(item, dtype=np.int32), np.array(annotator, dtype=np.int32)
+            lab = np.array(label, dtype=np.int16)
+        else:  # positions from the sorted keys (arithmetic, cheaper than two gathers); labels through `order`
+            it, an = (key // n_annotators).astype(np.int32), (key % n_annotators).astype(np.int32)
+            lab = np.asarray(label)[order].astype(np.int16)
         for what, codes, n, ids in (("items", it, n_items, item_ids), ("annotators", an, n_annotators, annotator_ids)):
             empty = np.bincount(codes, minlength=n) == 0
             if empty.any():
                 hint = ("have no label from any annotator. Drop them (or lower `n_items`)" if what == "items" else
                         "did not label any item. Drop them (or lower `n_annotators`), or check the annotator column")
                 raise ValueError(f"{what} {_preview(ids[empty])} {hint}.")
-        _check_unique_ids(item_ids, "item_ids")
-        _check_unique_ids(annotator_ids, "annotator_ids")
         obj = cls.__new__(cls)
         set_ = object.__setattr__
         set_(obj, "_responses", Responses(_frozen(it), _frozen(an), _frozen(lab)))
         set_(obj, "_n_items", int(n_items))
         set_(obj, "_n_annotators", int(n_annotators))
         set_(obj, "_n_repeated", int(n_repeated))
-        set_(obj, "_n_pairs", int(key.size - (later.sum() if n_repeated else 0)))
+        set_(obj, "_n_pairs", int(it.size - (later.sum() if n_repeated else 0)))
         set_(obj, "_labels", None)
         set_(obj, "classes", tuple(classes))
         set_(obj, "item_ids", _readonly(item_ids))
@@ -447,9 +453,9 @@ class MulticlassAnnotationSet:
                 what = "class indices" if name == "label" else "positions"
                 raise ValueError(f"`{name}` must hold {what} 0 .. {n - 1} (`{n_name}` = {n}); got "
                                  f"{_preview(pd.unique(codes[pos]))} at responses {_preview(pos)}.")
-        item_ids = np.arange(n_items).astype(object) if item_ids is None else np.asarray(item_ids, dtype=object)
+        item_ids = np.arange(n_items).astype(object) if item_ids is None else _unique_ids(item_ids, "item_ids")
         annotator_ids = (np.arange(n_annotators).astype(object) if annotator_ids is None
-                         else np.asarray(annotator_ids, dtype=object))
+                         else _unique_ids(annotator_ids, "annotator_ids"))
         if probs is not None:
             probs = _align_probs(probs, item_ids, classes)
         if gold is not None:
@@ -548,15 +554,16 @@ class MulticlassAnnotationSet:
 
         Examples
         --------
-        Ten-class CIFAR-10N labels and the model's softmax from the wide file (first 200 images):
+        A file laid out like CIFAR-10N's ``cifar10n_10class.csv`` (``item, ann1..ann3, p0..p9``) gives the
+        labels and the softmax columns directly; here with three classes:
 
         >>> import pandas as pd
-        >>> df = pd.read_csv("/work/shared/data/cifar10n_10class.csv", nrows=200, index_col="item")
+        >>> df = pd.DataFrame({"item": [7, 8], "ann1": [2, 0], "ann2": [2, 1], "ann3": [1, None],
+        ...                    "p0": [0.1, 0.6], "p1": [0.2, 0.3], "p2": [0.7, 0.1]}).set_index("item")
         >>> data = MulticlassAnnotationSet.from_wide(df[["ann1", "ann2", "ann3"]],
-        ...                                          df[[f"p{k}" for k in range(10)]].to_numpy(),
-        ...                                          classes=range(10))
-        >>> data.n_items, data.n_annotators, data.n_classes, data.probs.shape
-        (200, 3, 10, (200, 10))
+        ...                                          df[["p0", "p1", "p2"]].to_numpy(), classes=range(3))
+        >>> data.labels.tolist(), data.majority_vote().tolist(), data.probs.shape
+        ([[2, 2, 1], [0, 1, -1]], [2, 0], (2, 3))
         """
         if isinstance(labels, pd.DataFrame):
             item_ids = labels.index.to_numpy(dtype=object)
@@ -574,6 +581,7 @@ class MulticlassAnnotationSet:
             raise ValueError(f"`labels` is empty (shape {values.shape}).")
         if len(ann_ids) != values.shape[1]:
             raise ValueError(f"`annotators` has {len(ann_ids)} names for {values.shape[1]} label columns.")
+        item_ids, ann_ids = _unique_ids(item_ids, "item_ids"), _unique_ids(ann_ids, "annotator_ids")
         missing = pd.isna(values) | np.vectorize(lambda v: _class_name(v) == MISSING, otypes=[bool])(values)
         rows, cols = np.nonzero(~missing)  # row by row: responses sorted by item, then annotator
         if classes is not None:
@@ -636,6 +644,7 @@ class MulticlassAnnotationSet:
                     else np.arange(values.shape[0]).astype(object))
         ann_ids = (labels_multiannotator.columns.to_numpy(dtype=object) if is_frame
                    else np.arange(values.shape[1]).astype(object))
+        item_ids, ann_ids = _unique_ids(item_ids, "item_ids"), _unique_ids(ann_ids, "annotator_ids")
         names = np.vectorize(_class_name, otypes=[object])(values)
         given = ~pd.isna(values)
         if pred_probs is not None:
@@ -1034,28 +1043,31 @@ def _read_probs_file(path, item_ids: list, classes: tuple, *, item: str, source:
     if {type(i) is int for i in ids} != {type(i) is int for i in wanted}:
         ids, wanted = [str(i) for i in ids], [str(i) for i in wanted]  # 7 in one file, "7" in the other
     cols = [table.header.index(c) for c in names]
-    rows = {}
-    for r, (i, row) in enumerate(zip(ids, table.rows)):
-        values = []
-        for c, k in zip(names, cols):
-            try:
-                x = float(row[k])
-            except ValueError:
-                x = math.nan
-            if not (math.isfinite(x) and x >= 0):
-                raise ValueError(f"{table.where(r, c)}: probabilities must be finite numbers >= 0; got {row[k]!r}.")
-            values.append(x)
-        rows[i] = values
-    absent = [i for i in wanted if i not in rows]
+    cells = [[row[k] for k in cols] for row in table.rows]
+    try:
+        values = np.array(cells, dtype=np.float64)  # NumPy parses the strings; on failure the loop names the cell
+    except ValueError:
+        values = np.full((len(cells), len(names)), np.nan)
+    if not (np.isfinite(values) & (values >= 0)).all():
+        for r, row in enumerate(cells):
+            for c, text in zip(names, row):
+                try:
+                    x = float(text)
+                except ValueError:
+                    x = math.nan
+                if not (math.isfinite(x) and x >= 0):
+                    raise ValueError(f"{table.where(r, c)}: probabilities must be finite numbers >= 0; got {text!r}.")
+    row_of = {i: r for r, i in enumerate(ids)}
+    absent = [i for i in wanted if i not in row_of]
     if absent:
         raise ValueError(f"{table.path}: annotated items {_preview(absent)} have no probabilities. Give every "
                          "annotated item a row, or drop those items.")
-    n_extra = len(rows) - len(wanted)
+    n_extra = len(row_of) - len(wanted)
     if n_extra:
         warnings.warn(f"{table.path}: {n_extra} items have probabilities but no annotation and were dropped.",
                       DataWarning, stacklevel=3)
     try:
-        return _check_probs([rows[i] for i in wanted], wanted, classes)
+        return _check_probs(values[[row_of[i] for i in wanted]], wanted, classes)
     except ValueError as exc:
         raise ValueError(f"{table.path}: {_one_line(exc)}") from None
 
@@ -1117,7 +1129,8 @@ def load_multiclass(labels_path, probs_path=None, *, classes=None, repeated: str
         classes = _check_classes(classes)
     layout, item, cells, item_ids, ann_ids = _read_label_cells(table, item="item", annotators=annotators,
                                                                    exclude=(gold,))
-    names = [_file_class(v) for _, _, _, _, v in cells]
+    name_of = {v: _file_class(v) for v in {v for _, _, _, _, v in cells}}  # few distinct labels: parse each once
+    names = [name_of[v] for _, _, _, _, v in cells]
     inferred = _sorted_classes(names)
     if classes is None:
         classes = inferred
@@ -1191,5 +1204,5 @@ def is_multiclass_labels(labels) -> bool:
     else:
         table = read_table(labels)
         _, _, cells, _, _ = _read_label_cells(table, item="item", exclude=_NOT_LABELS)
-        names = {_file_class(v) for _, _, _, _, v in cells}
+        names = {_file_class(v) for v in {v for _, _, _, _, v in cells}}
     return not names <= {0, 1}

@@ -77,7 +77,6 @@ def test_round_trips_long_wide_cleanlab_responses_agree():
     _same(base, M.from_wide(wide, probs))
     _same(base, M.from_wide(wide, _probs()))  # frame matched by item id and class name
     codes = wide.apply(lambda col: col.map({"bird": 0, "cat": 1, "dog": 2}))
-    _same(base, M.from_cleanlab(codes, probs).__class__.from_wide(wide, probs))
     clean = M.from_cleanlab(codes, probs)
     assert clean.classes == (0, 1, 2)
     for x, y in zip(clean.responses, base.responses):
@@ -94,7 +93,7 @@ def test_cleanlab_numpy_floats_with_nan_and_minus_one_hint():
     data = M.from_cleanlab(labels)
     assert data.classes == (0, 1, 2)
     np.testing.assert_array_equal(data.labels, [[0, 2, -1], [1, 1, 1], [-1, 2, 2]])
-    with pytest.raises(ValueError, match=r"with NaN, not -1.*|.*\(0, 2, -1\.0\)"):
+    with pytest.raises(ValueError, match=r"\(0, 2, -1\)\]\. cleanlab marks a missing label with NaN, not -1"):
         M.from_cleanlab(np.array([[0, 1, -1], [1, 1, 1]]))
     with pytest.raises(ValueError, match=r"class indices 0 \.\. 2.*\(1, 0, 3\.0\)"):
         M.from_cleanlab(np.array([[0, 2, 1], [3, 1, 1.0]]), np.full((2, 3), 1 / 3))
@@ -227,8 +226,15 @@ def test_label_outside_classes_named():
         M.from_long(_long().assign(label=[1, 2, 2.5] + [1] * 9))
     with pytest.raises(ValueError, match=r"holds -1 at rows \[0\].*marker of a missing label"):
         M.from_long(_long().assign(label=[-1] + [1, 2] * 5 + [1]))
-    with pytest.raises(ValueError, match=r"`label` has missing values at rows \[2\]|column `label` has missing"):
+    with pytest.raises(ValueError, match=r"column `label` has missing values at rows \[2\]\. Drop rows"):
         M.from_long(_long().assign(label=["cat", "dog", None] + ["cat"] * 9))
+
+
+def test_duplicate_ids_named():
+    with pytest.raises(ValueError, match=r"`item_ids` must be unique; \['x'\] appear more than once"):
+        M.from_wide(pd.DataFrame({"a": [0, 1], "b": [1, 2]}, index=["x", "x"]))
+    with pytest.raises(ValueError, match=r"`annotator_ids` must be unique; \['a'\]"):
+        M.from_responses([0, 0], [0, 1], [0, 1], annotator_ids=["a", "a"])
 
 
 def test_bad_classes_and_single_class():
@@ -289,7 +295,6 @@ def test_probs_validation_names_items_and_columns():
 def test_design_rule_one_two_three_annotators():
     three = M.from_long(_long(), repeated="first")
     assert multiclass_design_problems(three) == []  # items 10, 20, 30 have three distinct annotators
-    two = three.subset(np.arange(4))  # all items
     two = M.from_long(_long()[_long()["annotator"] != "c"])
     with pytest.warns(IdentifiabilityWarning, match=r"fit: two annotators without score groups"):
         notes = check_multiclass_design(two)
