@@ -15,7 +15,8 @@ Identifiability of K x K channels (:func:`multiclass_design_problems`): one anno
 confusion matrix (an error); two annotators without score groups do not either (the joint table
 ``C_1^T diag(pi) C_2`` has K^2 - 1 free cells for (2K + 1)(K - 1) parameters: a warning); three annotators
 on common items identify the Dawid-Skene model generically (Kruskal's theorem on three-way arrays, Kruskal
-1977; for latent class models Allman, Matias & Rhodes 2009, Ann. Statist. 37, Theorem 1 / Corollary 2).
+1977, Linear Algebra Appl. 18; applied to latent class models by Allman, Matias & Rhodes 2009, Ann.
+Statist. 37: Kruskal ranks K + K + K >= 2K + 2 when every confusion matrix is invertible).
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ from .._validation import one_line as _one_line
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .annotations import (MISSING, REPEATED, AnnotationSet, _check_unique_ids, _count, _describe_repeats, _factorize,
                           _frozen, _gold_vector, _positions_array, _readonly)
-from .design import co_labelling_problem
 from .loaders import (MISSING_TOKENS, _check_unique, _ids_as_ints, _item_ids, _natural_ids, _require,
                       _resolve, read_table)
 from .responses import Responses, pair_keys, repeated_runs, sort_responses
@@ -46,6 +46,8 @@ PROBS_TOL = 1e-3
 _INT16_MAX = int(np.iinfo(np.int16).max)
 #: Columns of a wide labels file that :func:`is_multiclass_labels` never reads as annotators.
 _NOT_LABELS = ("score", "gold")
+#: The K-class channel models the design checks know (contract of issue 18).
+MODELS = ("dawid_skene", "grouped", "pooled")
 
 
 # ---------------------------------------------------------------------------------------------- class names
@@ -792,9 +794,9 @@ class MulticlassAnnotationSet:
             raise ValueError("the subset is empty: no items selected.")
         new_pos = np.full(self._n_items, -1, dtype=np.int64)
         new_pos[idx] = np.arange(idx.size)
-        if np.unique(idx).size != idx.size:
-            raise ValueError(f"`items` selects items {_preview(pd.unique(idx[pd.Series(idx).duplicated().to_numpy()]))} "
-                             "more than once.")
+        dup = pd.Series(idx).duplicated().to_numpy()
+        if dup.any():
+            raise ValueError(f"`items` selects items {_preview(self.item_ids[pd.unique(idx[dup])])} more than once.")
         item, ann, lab = self._responses
         sel = new_pos[item] >= 0
         kept = np.unique(ann[sel])  # sorted annotator positions that keep a label
@@ -844,7 +846,7 @@ def multiclass_design_problems(data: MulticlassAnnotationSet, model: str = "dawi
     - one group and no item labelled by three distinct annotators: pairwise tables ``C_i^T diag(pi) C_j``
       leave ``C_i`` free up to a rotation of ``diag(pi)^(1/2) C_i``. With three annotators on common items the
       three-way table identifies every ``C_j`` generically (Kruskal 1977; Allman, Matias & Rhodes 2009, Ann.
-      Statist. 37, Corollary 2: Kruskal ranks K + K + K >= 2K + 2);
+      Statist. 37: Kruskal ranks K + K + K >= 2K + 2 for invertible confusion matrices);
     - any model, no item labelled by two annotators: one label per item fixes only each annotator's label
       distribution per group.
 
@@ -864,22 +866,24 @@ def multiclass_design_problems(data: MulticlassAnnotationSet, model: str = "dawi
     -------
     list of str
     """
+    check_choice(model, MODELS, name="model", func="multiclass_design_problems")
     one_group = model == "dawid_skene" or n_groups == 1
+    item, ann, _ = data.responses
+    first = ~repeated_runs(pair_keys(item, ann, data.n_annotators))[0]  # one response per (item, annotator)
+    # The most distinct annotators on one item, from the responses: no dense items x annotators mask.
+    most = int(np.bincount(item[first], minlength=data.n_items).max())
     problems = []
     if one_group and data.n_annotators == 2:
         problems.append(
             "two annotators without score groups: K x K confusion matrices are not identified (the joint label table "
             "has K^2 - 1 free cells for (2K + 1)(K - 1) parameters). Add a third annotator on common items, or use "
             "score groups whose class prevalences differ (model='grouped').")
-    elif one_group and data.n_annotators > 2:
-        item, ann, _ = data.responses
-        first = ~repeated_runs(pair_keys(item, ann, data.n_annotators))[0]  # one response per (item, annotator)
-        if not (np.bincount(item[first], minlength=data.n_items) >= 3).any():
-            problems.append(
-                "no item was labelled by three or more distinct annotators: without score groups, pairwise label "
-                "tables do not identify K x K confusion matrices. Have some items labelled by three annotators, or "
-                "use score groups (model='grouped').")
-    if data.n_annotators >= 2 and co_labelling_problem(data.observed):
+    elif one_group and data.n_annotators > 2 and most == 2:
+        problems.append(
+            "no item was labelled by three or more distinct annotators: without score groups, pairwise label "
+            "tables do not identify K x K confusion matrices. Have some items labelled by three annotators, or "
+            "use score groups (model='grouped').")
+    if data.n_annotators >= 2 and most < 2:
         problems.append(
             "no item was labelled by two or more annotators: one label per item fixes only each annotator's label "
             "distribution per score group, which many pairs of confusion matrices and prevalences reproduce. Have "
@@ -1126,7 +1130,8 @@ def load_multiclass(labels_path, probs_path=None, *, classes=None, repeated: str
     if gold is not None and gold not in table.header:
         raise ValueError(f"{table.path}: no gold column '{gold}'; found {table.header}.")
     if classes is not None:
-        classes = _check_classes(classes)
+        # Given as text (the command line's --classes 0,1,2): read like the file's cells, "3" as the class 3.
+        classes = _check_classes([_file_class(c) if isinstance(c, str) else c for c in classes])
     layout, item, cells, item_ids, ann_ids = _read_label_cells(table, item="item", annotators=annotators,
                                                                    exclude=(gold,))
     name_of = {v: _file_class(v) for v in {v for _, _, _, _, v in cells}}  # few distinct labels: parse each once
@@ -1139,6 +1144,8 @@ def load_multiclass(labels_path, probs_path=None, *, classes=None, repeated: str
                              "other classes.")
     index = {c: k for k, c in enumerate(classes)}
     for (r, col, _, _, value), name in zip(cells, names):
+        if name == MISSING:
+            raise ValueError(f"{table.where(r, col)}: label -1 marks a missing label; drop the row.")
         if name not in index:
             raise ValueError(f"{table.where(r, col)}: label {value!r} is not among the classes "
                              f"{_preview(list(classes))}.")

@@ -187,7 +187,7 @@ def test_subset_equals_building_from_the_rows():
     # from_long sorts items (20, 40); subset keeps the requested order (40, 20): compare after reordering.
     _same(sub.subset([1, 0]), expect)
     assert sub.item_ids.tolist() == [40, 20]
-    with pytest.raises(ValueError, match=r"more than once"):
+    with pytest.raises(ValueError, match=r"`items` selects items \[20\] more than once"):
         base.subset([1, 1])
 
 
@@ -312,6 +312,8 @@ def test_design_rule_one_two_three_annotators():
     # No item with two labels: nothing identified, groups or not.
     alone = M.from_responses([0, 1, 2], [0, 1, 2], [0, 1, 2])
     assert any("two or more annotators" in p for p in multiclass_design_problems(alone, "grouped", n_groups=3))
+    with pytest.raises(ValueError, match="model"):
+        multiclass_design_problems(three, "platt")
 
 
 # ---------------------------------------------------------------------------------------- files
@@ -369,6 +371,8 @@ def test_load_multiclass_errors_name_file_line_column(tmp_path):
         load_multiclass(labels, repeated="error")
     with pytest.raises(ValueError, match=r"single annotator \['a'\]; K x K confusion matrices need at least two"):
         load_multiclass(_write(folder, "one.csv", "item,annotator,label\n1,a,cat\n2,a,dog\n"))
+    with pytest.raises(ValueError, match=r"line 3, column 'label': label -1 marks a missing label; drop the row"):
+        load_multiclass(_write(folder, "m1.csv", "item,annotator,label\n1,a,2\n1,b,-1\n"))
     with pytest.raises(ValueError, match=r"line 2, column 'label': empty label"):
         load_multiclass(_write(folder, "e.csv", "item,annotator,label\n1,a,\n2,b,dog\n"))
 
@@ -379,6 +383,7 @@ def test_load_multiclass_crowdkit_columns_and_integer_classes(tmp_path):
     probs = _write(folder, "p.csv", "task,2,3,10\n1,0.1,0.6,0.3\n2,0.5,0.5,0\n")
     data = load_multiclass(labels, probs)
     assert data.classes == (2, 3, 10) and data.item_ids.tolist() == [1, 2]
+    _same(load_multiclass(labels, probs, classes=["2", "3", "10"]), data)  # text classes read like the cells
     np.testing.assert_array_equal(data.labels, [[1, 2], [0, 1]])
     np.testing.assert_allclose(data.probs[0], [0.1, 0.6, 0.3])
 
