@@ -639,9 +639,9 @@ class MulticlassAnnotationSet:
         is_frame = isinstance(labels_multiannotator, pd.DataFrame)
         values = (labels_multiannotator.to_numpy(dtype=object, na_value=None) if is_frame
                   else np.asarray(labels_multiannotator, dtype=object))
-        if values.ndim != 2:
+        if values.ndim != 2 or values.size == 0:
             raise ValueError("`labels_multiannotator` must have shape (n_items, n_annotators), one column per "
-                             f"annotator; got shape {values.shape}.")
+                             f"annotator, and not be empty; got shape {values.shape}.")
         item_ids = (labels_multiannotator.index.to_numpy(dtype=object) if is_frame
                     else np.arange(values.shape[0]).astype(object))
         ann_ids = (labels_multiannotator.columns.to_numpy(dtype=object) if is_frame

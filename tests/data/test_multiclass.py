@@ -97,6 +97,8 @@ def test_cleanlab_numpy_floats_with_nan_and_minus_one_hint():
         M.from_cleanlab(np.array([[0, 1, -1], [1, 1, 1]]))
     with pytest.raises(ValueError, match=r"class indices 0 \.\. 2.*\(1, 0, 3\.0\)"):
         M.from_cleanlab(np.array([[0, 2, 1], [3, 1, 1.0]]), np.full((2, 3), 1 / 3))
+    with pytest.raises(ValueError, match=r"not be empty; got shape \(0, 3\)"):
+        M.from_cleanlab(np.zeros((0, 3)))
     frame = pd.DataFrame(labels, index=[5, 6, 7])
     with pytest.raises(ValueError, match="different indexes"):
         M.from_cleanlab(frame, pd.DataFrame(np.full((3, 3), 1 / 3)))
