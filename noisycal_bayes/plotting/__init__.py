@@ -7,9 +7,10 @@ Pass ``ax=`` (or ``axes=``) to draw into your own axes instead.
 from .channels import channel_forest
 from .checks import check_residuals
 from .display import NoisyCalibrationDisplay
+from .multiclass import plot_confusion_matrices, plot_top_label_reliability
 from .posterior import nc_ece_posterior
 from .reliability import reliability_diagram, reliability_table
 from .sensitivity import gap_sensitivity
 
 __all__ = ["NoisyCalibrationDisplay", "channel_forest", "check_residuals", "gap_sensitivity", "nc_ece_posterior",
-           "reliability_diagram", "reliability_table"]
+           "plot_confusion_matrices", "plot_top_label_reliability", "reliability_diagram", "reliability_table"]
