@@ -29,8 +29,8 @@ EM (Dawid & Skene 1979, K classes; the binary case is :mod:`~noisycal_bayes.core
   ``pi_g[y] ∝ sum_{r in g} c_r T_r(y) + alpha_pi[y] - 1``; a row without any (pseudo-)count stays uniform
   (``1 / K``; cf. :func:`~noisycal_bayes.core.sparse.rate_or_half`).
 
-Two forms of the same sums: pattern counts (``patterns`` (R, J), one label or ``-1`` per annotator, ``K^J`` or
-``(K + 1)^J`` possible rows per group), for a few annotators who label every item; sparse triples (``item``,
+Two forms of the same sums: (group x pattern) counts (``patterns`` (P, J), one label or ``-1`` per annotator,
+``K^J`` or ``(K + 1)^J`` possible patterns; ``counts`` (G, P)), for a few annotators who label every item; sparse triples (``item``,
 ``annotator``, ``label``) with segment sums over items, for crowds, repeats and gold labels. All EM functions are
 ``jax.numpy`` and work under ``jit`` and ``vmap`` (the number of groups, items and annotators static).
 """
@@ -130,13 +130,20 @@ def score_groups(probs, *, n_quantiles: int = 2) -> np.ndarray:
     if q < 1:
         raise ValueError(f"`n_quantiles` must be a positive integer; got {n_quantiles!r}.")
     yhat = np.argmax(p, axis=1)
-    conf = p[np.arange(p.shape[0]), yhat]
+    conf = np.take_along_axis(p, yhat[:, None], axis=1)[:, 0]
     sub = np.zeros(p.shape[0], dtype=np.int64)
     if q > 1:
-        for k in np.unique(yhat):
-            m = yhat == k
-            edges = np.quantile(conf[m], np.arange(1, q) / q)
-            sub[m] = np.minimum(np.searchsorted(edges, conf[m], side="right"), q - 1)
+        # One sort by (class, confidence) on the float key 2 yhat + conf (conf in (0, 1]: classes never mix; 4x
+        # faster than lexsort); each class is then a contiguous run of its confidences.
+        order = np.argsort(2.0 * yhat + conf)
+        cs, ys = conf[order], yhat[order]
+        bounds = np.searchsorted(ys, np.arange(p.shape[1] + 1))
+        for k in range(p.shape[1]):
+            lo, hi = bounds[k], bounds[k + 1]
+            if hi > lo:
+                run = cs[lo:hi]
+                edges = np.quantile(run, np.arange(1, q) / q)
+                sub[order[lo:hi]] = np.minimum(np.searchsorted(edges, run, side="right"), q - 1)
     return (yhat * q + sub).astype(np.int32)
 
 
@@ -450,47 +457,49 @@ def _log_clip(x):
 
 
 def multiclass_pattern_loglik(patterns, confusion):
-    """``L[r, y] = sum_{j observed} log C_j[y, patterns[r, j]]``, shape (n_rows, K); ``-1`` = missing (adds 0)."""
+    """``L[p, y] = sum_{j observed} log C_j[y, patterns[p, j]]``, shape (P, K); ``-1`` = missing (adds 0).
+
+    A matrix product of the one-hot patterns (P, J x K) with the log confusions (J x K, K): dense work, no gather.
+    """
     logc = _log_clip(jnp.asarray(confusion))                           # (J, K, K)
-    J, K = logc.shape[0], logc.shape[1]
-    # Pad a column of zeros at index K: a missing label (-1 mapped to K) contributes log 1.
-    padded = jnp.concatenate([logc, jnp.zeros((J, K, 1), logc.dtype)], axis=2)
-    pat = jnp.where(patterns < 0, K, patterns)
-    return jnp.sum(padded[jnp.arange(J)[None, :], :, pat], axis=1)     # (R, J, K) summed over j
+    K = logc.shape[1]
+    onehot = jax.nn.one_hot(patterns, K, dtype=logc.dtype)             # (P, J, K); -1 gives a zero row
+    return jnp.einsum("pja,jya->py", onehot, logc)
 
 
 def _e_from_logs(lp, counts):
-    m = jnp.max(lp, axis=1, keepdims=True)
+    m = jnp.max(lp, axis=-1, keepdims=True)
     # logsumexp with the max shifted out; the posterior shares the same exponentials.
     e = jnp.exp(lp - m)
-    s = jnp.sum(e, axis=1, keepdims=True)
-    row = m[:, 0] + jnp.log(s[:, 0])
+    s = jnp.sum(e, axis=-1, keepdims=True)
+    row = m[..., 0] + jnp.log(s[..., 0])
     total = jnp.sum(row) if counts is None else jnp.sum(counts * row)
     return total, e / s
 
 
-def multiclass_e_step(patterns, group, counts, confusion, prevalence):
-    """``(loglik, T)`` on pattern counts: ``sum_r c_r log P(row_r)`` and ``T[r, y] = P(Y = y | row_r)`` (R, K).
+def multiclass_e_step(patterns, counts, confusion, prevalence):
+    """``(loglik, T)`` on (group x pattern) counts: ``sum_{g,p} c_gp log P(pattern_p | g)`` and
+    ``T[g, p, y] = P(Y = y | pattern_p, g)``, shape (G, P, K).
 
-    ``patterns`` (R, J) int labels (``-1`` missing), ``group`` (R,), ``counts`` (R,), ``confusion`` (J, K, K),
-    ``prevalence`` (G, K).
+    ``patterns`` (P, J) int labels (``-1`` missing), ``counts`` (G, P) items per (group, pattern) cell (zeros
+    allowed), ``confusion`` (J, K, K), ``prevalence`` (G, K). Dense: the pattern terms are computed once per
+    pattern and broadcast over the groups.
     """
-    lp = _log_clip(prevalence)[group] + multiclass_pattern_loglik(patterns, confusion)
+    lp = _log_clip(prevalence)[:, None, :] + multiclass_pattern_loglik(patterns, confusion)[None, :, :]
     return _e_from_logs(lp, counts)
 
 
-def multiclass_m_step(patterns, group, counts, n_groups: int, posterior, conf_pc=None, prev_pc=None):
-    """M-step on pattern counts: ``(confusion (J, K, K), prevalence (G, K))`` from ``T = posterior`` (R, K).
-
-    ``conf_pc`` (K, K) and ``prev_pc`` (K,) are Dirichlet pseudo-counts ``alpha - 1`` (None: maximum likelihood).
-    """
-    K = posterior.shape[1]
-    w = counts[:, None] * posterior                                   # (R, K)
-    onehot = jax.nn.one_hot(patterns, K, dtype=w.dtype)               # (R, J, K); -1 gives a zero row
-    n = jnp.einsum("ry,rja->jya", w, onehot)
+def multiclass_m_step(patterns, counts, posterior, conf_pc=None, prev_pc=None):
+    """M-step on (group x pattern) counts: ``(confusion (J, K, K), prevalence (G, K))`` from ``T = posterior``
+    (G, P, K); ``conf_pc`` (K, K) and ``prev_pc`` (K,) are Dirichlet pseudo-counts ``alpha - 1`` (None: maximum
+    likelihood)."""
+    K = posterior.shape[-1]
+    w = counts[..., None] * posterior                                 # (G, P, K)
+    onehot = jax.nn.one_hot(patterns, K, dtype=w.dtype)               # (P, J, K); -1 gives a zero row
+    n = jnp.einsum("py,pja->jya", jnp.sum(w, axis=0), onehot)
     if conf_pc is not None:
         n = n + conf_pc
-    t_g = jax.ops.segment_sum(w, group, num_segments=n_groups)
+    t_g = jnp.sum(w, axis=1)
     if prev_pc is not None:
         t_g = t_g + prev_pc
     return _normalise_rows(n), _normalise_rows(t_g)

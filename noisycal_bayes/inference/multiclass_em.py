@@ -172,12 +172,18 @@ def _choose_path(x: _Arrays, path: str, n_repeats: int, func: str):
 
 
 def _compress(x: _Arrays, group, n_groups: int):
-    """(group, pattern) counts: ``patterns`` (R, J) with -1 missing, ``row_group`` (R,), ``counts`` (R,), padded with
-    empty rows (count 0) to a power of two >= 8 so that few shapes are compiled."""
+    """(group x pattern) counts of the items, ``(patterns (P, J), counts (G, P))``: the distinct response patterns
+    (``-1`` missing) and the items per (group, pattern) cell. ``P`` is padded (:func:`_bucket`; padded patterns have
+    count 0) so that few shapes are compiled."""
     K1, J = x.n_classes + 1, x.n_annotators
     # Pattern code: sum_j (label_j + 1) (K + 1)^j (0 = missing), then the group as the most significant digit.
-    code = np.zeros(x.n_items, np.int64)
-    np.add.at(code, x.item, (x.label + 1) * (K1 ** x.annotator.astype(np.int64)))
+    digit = (x.label + 1) * (K1 ** x.annotator)
+    if float(K1) ** J < 2.0**52:
+        # bincount sums in float64: exact for integer codes below 2^53, and much faster than np.add.at.
+        code = np.rint(np.bincount(x.item, weights=digit.astype(np.float64), minlength=x.n_items)).astype(np.int64)
+    else:
+        code = np.zeros(x.n_items, np.int64)
+        np.add.at(code, x.item, digit)
     key = group.astype(np.int64) * K1**J + code
     space = n_groups * K1**J
     if space <= 1 << 22:
@@ -186,15 +192,15 @@ def _compress(x: _Arrays, group, n_groups: int):
         counts = counts[uniq]
     else:
         uniq, counts = np.unique(key, return_counts=True)
-    digits = (uniq[:, None] // (K1 ** np.arange(J, dtype=np.int64))[None, :]) % K1
-    patterns = (digits - 1).astype(np.int32)
-    row_group = (uniq // K1**J).astype(np.int32)
-    r = uniq.size
-    size = max(8, 1 << max(r - 1, 0).bit_length())
-    pad = size - r
-    return (np.concatenate([patterns, np.full((pad, J), -1, np.int32)]),
-            np.concatenate([row_group, np.zeros(pad, np.int32)]),
-            np.concatenate([counts.astype(np.float64), np.zeros(pad)]), r)
+    codes, pattern_index = np.unique(uniq % K1**J, return_inverse=True)
+    digits = (codes[:, None] // (K1 ** np.arange(J, dtype=np.int64))[None, :]) % K1
+    p = codes.size
+    p_pad = _bucket(p)
+    patterns = np.full((p_pad, J), -1, np.int32)
+    patterns[:p] = digits - 1
+    grid = np.zeros((n_groups, p_pad))
+    grid[uniq // K1**J, pattern_index.reshape(-1)] = counts
+    return patterns, grid
 
 
 def _prior_counts(prior, K: int, func: str):
@@ -219,24 +225,35 @@ def _prior_counts(prior, K: int, func: str):
 
 
 # ----------------------------------------------------------------------------------------------------- starts
-def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc):
-    """Start 0: the M-step (with the prior's pseudo-counts) at each item's vote distribution (gold items one-hot)."""
+def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc, compressed=None):
+    """Start 0: the M-step (with the prior's pseudo-counts) at each item's vote distribution (gold items one-hot).
+
+    On compressed rows (``compressed`` from :func:`_compress`) the vote distribution is that of each pattern;
+    else ``N[j, y, a] = sum_{responses (i, j, a)} t[i, y]`` is one sparse product ``M t`` with ``M`` the
+    (annotator-label key x item) response counts.
+    """
+    from scipy import sparse
+
     K, J, n = x.n_classes, x.n_annotators, x.n_items
-    votes = np.zeros((n, K))
-    np.add.at(votes, (x.item, x.label), 1.0)
-    tot = votes.sum(axis=1, keepdims=True)
-    t = np.where(tot > 0, votes / np.maximum(tot, 1.0), 1.0 / K)
-    if x.gold is not None:
-        g = x.gold >= 0
-        t[g] = np.eye(K)[x.gold[g]]
-    n_jya = np.zeros((J, K, K))
-    # N[j, y, a] = sum_{responses (i, j, a)} t[i, y], one bincount per y.
-    key = x.annotator * K + x.label
-    for y in range(K):
-        n_jya[:, y, :] = np.bincount(key, weights=t[x.item, y], minlength=J * K).reshape(J, K)
-    n_jya += conf_pc
-    prev = np.stack([np.bincount(group, weights=t[:, y], minlength=n_groups) for y in range(K)], axis=1) + prev_pc
-    return _rows(n_jya), _rows(prev)
+    if compressed is not None:
+        patterns, grid = compressed
+        onehot = (patterns[:, :, None] == np.arange(K)).astype(np.float64)      # (P, J, K)
+        votes = onehot.sum(axis=1)
+        tp = np.where(votes.sum(1, keepdims=True) > 0, votes / np.maximum(votes.sum(1, keepdims=True), 1), 1.0 / K)
+        n_jya = np.einsum("py,pja->jya", grid.sum(axis=0)[:, None] * tp, onehot)
+        prev = grid @ tp
+    else:
+        ones = np.ones(x.item.size)
+        votes = sparse.csr_matrix((ones, (x.item, x.label)), shape=(n, K)).toarray()
+        tot = votes.sum(axis=1, keepdims=True)
+        t = np.where(tot > 0, votes / np.maximum(tot, 1.0), 1.0 / K)
+        if x.gold is not None:
+            g = x.gold >= 0
+            t[g] = np.eye(K)[x.gold[g]]
+        m = sparse.csr_matrix((ones, (x.annotator * K + x.label, x.item)), shape=(J * K, n))
+        n_jya = np.swapaxes(np.asarray(m @ t).reshape(J, K, K), 1, 2)           # (J, a, y) -> (J, y, a)
+        prev = np.stack([np.bincount(group, weights=t[:, y], minlength=n_groups) for y in range(K)], axis=1)
+    return _rows(n_jya + conf_pc), _rows(prev + prev_pc)
 
 
 def _rows(x):
@@ -294,31 +311,57 @@ def _log_prior(C, pi, conf_pc, prev_pc):
             + jnp.sum(prev_pc * jnp.log(jnp.clip(pi, 1e-12, 1.0))))
 
 
-@partial(jax.jit, static_argnames=("n_groups", "max_iter", "shape_c"))
-def _run_patterns(theta0, patterns, row_group, counts, conf_pc, prev_pc, tol, *, n_groups, max_iter, shape_c):
+@partial(jax.jit, static_argnames=("max_iter", "shape_c"))
+def _run_patterns(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter, shape_c):
     def evaluate(C, pi):
-        ll, post = multiclass_e_step(patterns, row_group, counts, C, pi)
+        ll, post = multiclass_e_step(patterns, counts, C, pi)
         return ll + _log_prior(C, pi, conf_pc, prev_pc), post
 
     def m_step(post):
-        return multiclass_m_step(patterns, row_group, counts, n_groups, post, conf_pc, prev_pc)
+        return multiclass_m_step(patterns, counts, post, conf_pc, prev_pc)
 
     return jax.vmap(lambda th: _loop(th, evaluate, m_step, tol, max_iter, shape_c))(theta0)
 
 
 @partial(jax.jit, static_argnames=("n_groups", "max_iter", "shape_c"))
-def _run_sparse(theta0, item, annotator, label, item_group, gold, conf_pc, prev_pc, tol, *, n_groups, max_iter,
-                shape_c):
+def _run_sparse(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
+                max_iter, shape_c):
     responses = (item, annotator, label)
 
     def evaluate(C, pi):
-        ll, post = sparse_multiclass_e_step(responses, item_group, C, pi, gold)
+        ll, post = sparse_multiclass_e_step(responses, item_group, C, pi, gold, item_weight)
         return ll + _log_prior(C, pi, conf_pc, prev_pc), post
 
     def m_step(post):
-        return sparse_multiclass_m_step(responses, item_group, n_groups, shape_c[0], post, conf_pc, prev_pc)
+        return sparse_multiclass_m_step(responses, item_group, n_groups, shape_c[0], post, conf_pc, prev_pc,
+                                        item_weight)
 
     return jax.vmap(lambda th: _loop(th, evaluate, m_step, tol, max_iter, shape_c))(theta0)
+
+
+def _bucket(n: int) -> int:
+    """``n`` rounded up to a size with 3 significant bits (>= 8): at most 1/8 padding, few distinct shapes to
+    compile."""
+    n = max(int(n), 8)
+    step = 1 << max(n.bit_length() - 3, 0)
+    return -(-n // step) * step
+
+
+def _sparse_inputs(x: _Arrays, group):
+    """Padded sparse arrays: responses and items up to :func:`_bucket` sizes. Padded items have weight 0 (they add
+    nothing to the likelihood or the M-step); padded responses belong to the first padded item."""
+    n, m = x.n_items, x.item.size
+    n_pad, m_pad = _bucket(n + 1), _bucket(m)
+    fill = np.full(m_pad - m, n, np.int32)
+    item = np.concatenate([x.item.astype(np.int32), fill])
+    ann = np.concatenate([x.annotator.astype(np.int32), np.zeros(m_pad - m, np.int32)])
+    lab = np.concatenate([x.label.astype(np.int32), np.zeros(m_pad - m, np.int32)])
+    grp = np.concatenate([group.astype(np.int32), np.zeros(n_pad - n, np.int32)])
+    gold = np.full(n_pad, -1, np.int32)
+    if x.gold is not None:
+        gold[:n] = x.gold
+    weight = np.concatenate([np.ones(n), np.zeros(n_pad - n)])
+    return item, ann, lab, grp, gold, weight
 
 
 # ----------------------------------------------------------------------------------------------------- NumPy side
@@ -543,21 +586,20 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                       f"{func}: two annotators and one group do not identify K x K channels (K^2 - 1 free cell "
                       "probabilities cannot pin 2 K (K - 1) + K - 1 parameters); the fit is one of many. Add "
                       "annotators, score groups or gold labels."))
-    C0, p0 = _vote_start(x, group, G, conf_pc, prev_pc)
+    compressed = _compress(x, group, G) if path == "patterns" else None
+    C0, p0 = _vote_start(x, group, G, conf_pc, prev_pc, compressed)
     Cr, pr = _random_starts(n_starts, J, K, G, seed)
     theta0 = np.concatenate([np.concatenate([C0.ravel(), p0.ravel()])[None],
                              np.concatenate([Cr.reshape(n_starts, -1), pr.reshape(n_starts, -1)], axis=1)])
     shape_c = (J, K, K)
     with x64():
         if path == "patterns":
-            patterns, row_group, counts, n_rows = _compress(x, group, G)
-            out = _run_patterns(theta0, patterns, row_group, counts, conf_pc, prev_pc, np.float64(tol), n_groups=G,
-                                max_iter=max_iter, shape_c=shape_c)
+            patterns, grid = compressed
+            out = _run_patterns(theta0, patterns, grid, conf_pc, prev_pc, np.float64(tol), max_iter=max_iter,
+                                shape_c=shape_c)
         else:
-            gold = np.full(x.n_items, -1, np.int32) if x.gold is None else x.gold.astype(np.int32)
-            out = _run_sparse(theta0, x.item.astype(np.int32), x.annotator.astype(np.int32), x.label.astype(np.int32),
-                              group, gold, conf_pc, prev_pc, np.float64(tol), n_groups=G, max_iter=max_iter,
-                              shape_c=shape_c)
+            out = _run_sparse(theta0, *_sparse_inputs(x, group), conf_pc, prev_pc, np.float64(tol), n_groups=G,
+                              max_iter=max_iter, shape_c=shape_c)
         theta, obj, n_iter, status, trace = (np.asarray(v) for v in out)
     nc = J * K * K
     cands = []
@@ -585,8 +627,8 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                       "which. The highest-likelihood fit is returned; add reliable annotators or gold labels."))
     lj = None
     if path == "patterns":
-        lp = _log_joint_rows(patterns[:n_rows], row_group[:n_rows], C, pi)
-        loglik = float(np.sum(counts[:n_rows] * _logsumexp_rows(lp)))
+        lp = _log_joint_patterns(patterns, C)[None, :, :] + np.log(np.clip(pi, 1e-12, 1.0))[:, None, :]
+        loglik = float(np.sum(grid * _logsumexp_rows(lp.reshape(-1, K)).reshape(grid.shape)))
     else:
         lj = _log_joint_items(x.item, x.annotator, x.label, x.n_items, group, x.gold, C, pi)
         loglik = float(np.sum(_logsumexp_rows(lj)))
@@ -609,9 +651,9 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                            label_permutation=perm, prior=prior_out, n_labels=n_labels)
 
 
-def _log_joint_rows(patterns, row_group, confusion, prevalence):
-    """``log P(Y = y, row_r)`` per compressed row, shape (R, K) (NumPy, float64)."""
+def _log_joint_patterns(patterns, confusion):
+    """``log P(pattern_p | Y = y)``, shape (P, K) (NumPy, float64; -1 = missing adds 0)."""
     J, K = confusion.shape[0], confusion.shape[1]
     logc = np.concatenate([np.log(np.clip(confusion, 1e-12, 1.0)), np.zeros((J, K, 1))], axis=2)
     pat = np.where(patterns < 0, K, patterns)
-    return logc[np.arange(J)[None, :], :, pat].sum(axis=1) + np.log(np.clip(prevalence, 1e-12, 1.0))[row_group]
+    return logc[np.arange(J)[None, :], :, pat].sum(axis=1)

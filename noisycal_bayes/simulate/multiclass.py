@@ -171,7 +171,14 @@ def simulate_multiclass(n_items: int, n_annotators: int, n_classes: int, *, conf
     if repeat_rate > 0:
         reps = r.geometric(1.0 - repeat_rate, size=item.size)  # run lengths >= 1, P(one more) = repeat_rate
         item, ann = np.repeat(item, reps), np.repeat(ann, reps)
-    cdf = np.cumsum(C[ann, y[item]], axis=1)
-    label = np.minimum((r.random(item.size)[:, None] > cdf).sum(axis=1), K - 1)
+    # Labels drawn per (annotator, clean class) cell: J x K small categorical draws, no (n_responses, K) array.
+    label = np.empty(item.size, np.int64)
+    cell = ann.astype(np.int64) * K + y[item]
+    order = np.argsort(cell, kind="stable")
+    bounds = np.searchsorted(cell[order], np.arange(J * K + 1))
+    for c_ in range(J * K):
+        idx = order[bounds[c_]:bounds[c_ + 1]]
+        if idx.size:
+            label[idx] = r.choice(K, size=idx.size, p=C[c_ // K, c_ % K])
     return MulticlassSimulation(item.astype(np.int32), ann.astype(np.int32), label.astype(np.int32), probs,
                                 y.astype(np.int64), C, q)
