@@ -31,8 +31,11 @@ EM (Dawid & Skene 1979, K classes; the binary case is :mod:`~noisycal_bayes.core
 
 Two forms of the same sums: (group x pattern) counts (``patterns`` (P, J), one label or ``-1`` per annotator,
 ``K^J`` or ``(K + 1)^J`` possible patterns; ``counts`` (G, P)), for a few annotators who label every item; sparse triples (``item``,
-``annotator``, ``label``) with segment sums over items, for crowds, repeats and gold labels. All EM functions are
-``jax.numpy`` and work under ``jit`` and ``vmap`` (the number of groups, items and annotators static).
+``annotator``, ``label``) with segment sums over items, for crowds, repeats and gold labels.
+
+Every array function here runs in NumPy (float64, nothing to compile) when its inputs are NumPy arrays, and in
+``jax.numpy`` when any input is a JAX array or a tracer: then it works under ``jit`` and ``vmap`` (the numbers of
+groups, items and annotators static; :func:`annotator_weights` does not warn while traced).
 """
 from __future__ import annotations
 
@@ -63,6 +66,19 @@ _EMPTY = 1e-12
 
 def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
+
+
+def _xp(*arrays):
+    """``jax.numpy`` when any argument is a JAX array (or a tracer under ``jit``/``vmap``), else NumPy: the same
+    formulas run eagerly in NumPy (float64, nothing to compile) and traced in JAX."""
+    return jnp if any(isinstance(a, jax.Array) for a in arrays) else np
+
+
+def _segment_sum(xp, data, segment, n: int):
+    """Sum of the rows of ``data`` (m, K) per ``segment`` (m,) into (n, K)."""
+    if xp is jnp:
+        return jax.ops.segment_sum(data, segment, num_segments=n)
+    return np.stack([np.bincount(segment, weights=data[:, k], minlength=n) for k in range(data.shape[1])], axis=1)
 
 
 def _check_confusion(confusion, name: str = "confusion") -> np.ndarray:
@@ -168,8 +184,9 @@ def corrected_vectors(confusion):
     >>> np.allclose(T[0, :, 1], [(0 - fpr) / (tpr - fpr), (1 - fpr) / (tpr - fpr)])
     True
     """
-    # T C-row-stochastic inverse: E[T[A] | Y = y] = sum_a C[y, a] T[a] = (C T)[y] = e_y needs T = inv(C).
-    return jnp.linalg.inv(jnp.asarray(confusion))
+    # E[T[A] | Y = y] = sum_a C[y, a] T[a] = (C T)[y] = e_y needs T = inv(C).
+    xp = _xp(confusion)
+    return xp.linalg.inv(xp.asarray(confusion))
 
 
 def confusion_condition(confusion):
@@ -178,9 +195,10 @@ def confusion_condition(confusion):
     The corrected vectors :func:`corrected_vectors` scale noise by up to ``||C_j^{-1}||``; the condition number is
     the K-class analogue of ``1 / gap`` (for K = 2 it grows like ``1 / |tpr - fpr|``).
     """
-    s = jnp.linalg.svd(jnp.asarray(confusion), compute_uv=False)
+    xp = _xp(confusion)
+    s = xp.linalg.svd(xp.asarray(confusion), compute_uv=False)
     smin = s[..., -1]
-    return jnp.where(smin > 0, s[..., 0] / jnp.where(smin > 0, smin, 1.0), jnp.inf)
+    return xp.where(smin > 0, s[..., 0] / xp.where(smin > 0, smin, 1.0), xp.inf)
 
 
 def usable_confusions(confusion, *, max_condition: float = MAX_CONDITION):
@@ -200,7 +218,8 @@ def usable_confusions(confusion, *, max_condition: float = MAX_CONDITION):
     if not float(max_condition) >= 1.0:
         raise ValueError(f"`max_condition` must be >= 1 (a condition number); got {max_condition!r}.")
     cond = confusion_condition(confusion)
-    return jnp.isfinite(cond) & (cond <= max_condition)
+    xp = _xp(cond)
+    return xp.isfinite(cond) & (cond <= max_condition)
 
 
 def annotator_weights(confusion, prevalence_overall, *, rule: str = "iv", usable=None):
@@ -251,14 +270,15 @@ def annotator_weights(confusion, prevalence_overall, *, rule: str = "iv", usable
     """
     if rule not in ("iv", "equal"):
         raise ValueError(f"`rule` must be 'iv' or 'equal'; got {rule!r}.")
-    c = jnp.asarray(confusion)
+    xp = _xp(confusion, prevalence_overall, usable)
+    c = xp.asarray(confusion)
     if c.ndim != 3 or c.shape[1] != c.shape[2]:
         raise ValueError(f"`confusion` must have shape (n_annotators, K, K); got {c.shape}.")
     J, K = c.shape[0], c.shape[1]
-    pi = jnp.asarray(prevalence_overall, dtype=c.dtype)
+    pi = xp.asarray(prevalence_overall, dtype=c.dtype)
     if pi.shape != (K,):
         raise ValueError(f"`prevalence_overall` must have shape ({K},); got {pi.shape}.")
-    use = usable_confusions(c) if usable is None else jnp.asarray(usable, dtype=bool)
+    use = usable_confusions(c) if usable is None else xp.asarray(usable, dtype=bool)
     if use.shape != (J,):
         raise ValueError(f"`usable` must have shape ({J},); got {use.shape}.")
     if not _is_traced(use) and not bool(np.all(np.asarray(use))):
@@ -266,19 +286,19 @@ def annotator_weights(confusion, prevalence_overall, *, rule: str = "iv", usable
                       "near-singular confusion matrix (usable_confusions False): their corrected labels would "
                       "explode, so they get weight 0.", SmallGapWarning, stacklevel=2)
     if rule == "equal":
-        w = jnp.ones((J, K), dtype=c.dtype)
+        w = xp.ones((J, K), dtype=c.dtype)
     else:
-        pi = jnp.clip(pi / jnp.sum(pi), 1e-4, 1.0)
+        pi = xp.clip(pi / xp.sum(pi), 1e-4, 1.0)
         # Unusable matrices are replaced by the identity before inverting: their weight is 0 anyway, and the
         # inverse of a singular matrix would put NaN into the sums below.
-        safe = jnp.where(use[:, None, None], c, jnp.eye(K, dtype=c.dtype))
-        T = jnp.linalg.inv(safe)
-        q = jnp.einsum("y,jya->ja", pi, safe)            # marginal label frequencies q[j, a]
-        v = jnp.einsum("ja,jak->jk", q, T**2) - pi[None, :]
-        w = 1.0 / jnp.maximum(v, _VARIANCE_FLOOR)
-    w = jnp.where(use[:, None], w, 0.0)
-    tot = jnp.sum(w, axis=0, keepdims=True)
-    return jnp.where(tot > 0, w / jnp.where(tot > 0, tot, 1.0), 0.0)
+        safe = xp.where(use[:, None, None], c, xp.eye(K, dtype=c.dtype))
+        T = xp.linalg.inv(safe)
+        q = xp.einsum("y,jya->ja", pi, safe)             # marginal label frequencies q[j, a]
+        v = xp.einsum("ja,jak->jk", q, T**2) - pi[None, :]
+        w = 1.0 / xp.maximum(v, _VARIANCE_FLOOR)
+    w = xp.where(use[:, None], w, 0.0)
+    tot = xp.sum(w, axis=0, keepdims=True)
+    return xp.where(tot > 0, w / xp.where(tot > 0, tot, 1.0), 0.0)
 
 
 def corrected_targets(responses, n_items: int, confusion, *, weights):
@@ -307,19 +327,21 @@ def corrected_targets(responses, n_items: int, confusion, *, weights):
     >>> [round(float(v), 4) for v in t[0]], bool(np.isnan(t[2]).all())  # (A - fpr) / gap = (1 - 0.1) / 0.7
     ([-0.2857, 1.2857], True)
     """
-    item, ann, lab = (jnp.asarray(x) for x in responses)
-    c = jnp.asarray(confusion)
-    w = jnp.asarray(weights, dtype=c.dtype)
+    xp = _xp(confusion, weights, *responses)
+    item, ann, lab = (xp.asarray(x) for x in responses)
+    c = xp.asarray(confusion)
+    w = xp.asarray(weights, dtype=c.dtype)
     if w.shape != c.shape[:2]:
         raise ValueError(f"`weights` must have shape {tuple(c.shape[:2])} (n_annotators, K); got {w.shape}.")
     K = c.shape[1]
     # Zero-weight (unusable) annotators: replace C by I so that no NaN from a singular inverse enters the sums.
-    safe = jnp.where(jnp.any(w > 0, axis=1)[:, None, None], c, jnp.eye(K, dtype=c.dtype))
-    T = jnp.linalg.inv(safe)
+    safe = xp.where(xp.any(w > 0, axis=1)[:, None, None], c, xp.eye(K, dtype=c.dtype))
+    T = xp.linalg.inv(safe)
     wr = w[ann]                                           # (n_responses, K)
-    num = jax.ops.segment_sum(jnp.where(wr > 0, wr * T[ann, lab], 0.0), item, num_segments=n_items)
-    den = jax.ops.segment_sum(wr, item, num_segments=n_items)
-    return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), jnp.nan)
+    num = _segment_sum(xp, xp.where(wr > 0, wr * T[ann, lab], 0.0), item, n_items)
+    den = _segment_sum(xp, wr, item, n_items)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return xp.where(den > 0, num / xp.where(den > 0, den, 1.0), xp.nan)
 
 
 class BinTable(NamedTuple):
@@ -446,14 +468,21 @@ def classwise_ece(probs, targets, *, bins: int = 15) -> ClasswiseECE:
 
 def _normalise_rows(x, axis=-1):
     """Rows of non-negative counts divided by their sums; a row summing to ~0 becomes uniform (no data)."""
-    s = jnp.sum(x, axis=axis, keepdims=True)
+    xp = _xp(x)
+    s = xp.sum(x, axis=axis, keepdims=True)
     ok = s > _EMPTY
-    return jnp.where(ok, jnp.clip(x, 0.0) / jnp.where(ok, s, 1.0), 1.0 / x.shape[axis])
+    return xp.where(ok, xp.clip(x, 0.0, None) / xp.where(ok, s, 1.0), 1.0 / x.shape[axis])
 
 
 def _log_clip(x):
     # Clip as the binary likelihood does: an exact 0 becomes log 1e-12, not -inf (EM can reach zero cells).
-    return jnp.log(jnp.clip(x, _EPS, 1.0))
+    xp = _xp(x)
+    return xp.log(xp.clip(xp.asarray(x), _EPS, 1.0))
+
+
+def _one_hot(xp, labels, K: int, dtype):
+    """``labels[..., None] == arange(K)`` as numbers; a label of -1 gives a zero row."""
+    return (labels[..., None] == xp.arange(K)).astype(dtype)
 
 
 def multiclass_pattern_loglik(patterns, confusion):
@@ -461,19 +490,20 @@ def multiclass_pattern_loglik(patterns, confusion):
 
     A matrix product of the one-hot patterns (P, J x K) with the log confusions (J x K, K): dense work, no gather.
     """
-    logc = _log_clip(jnp.asarray(confusion))                           # (J, K, K)
-    K = logc.shape[1]
-    onehot = jax.nn.one_hot(patterns, K, dtype=logc.dtype)             # (P, J, K); -1 gives a zero row
-    return jnp.einsum("pja,jya->py", onehot, logc)
+    xp = _xp(patterns, confusion)
+    logc = _log_clip(xp.asarray(confusion))                            # (J, K, K)
+    onehot = _one_hot(xp, xp.asarray(patterns), logc.shape[1], logc.dtype)   # (P, J, K)
+    return xp.einsum("pja,jya->py", onehot, logc)
 
 
 def _e_from_logs(lp, counts):
-    m = jnp.max(lp, axis=-1, keepdims=True)
+    xp = _xp(lp)
+    m = xp.max(lp, axis=-1, keepdims=True)
     # logsumexp with the max shifted out; the posterior shares the same exponentials.
-    e = jnp.exp(lp - m)
-    s = jnp.sum(e, axis=-1, keepdims=True)
-    row = m[..., 0] + jnp.log(s[..., 0])
-    total = jnp.sum(row) if counts is None else jnp.sum(counts * row)
+    e = xp.exp(lp - m)
+    s = xp.sum(e, axis=-1, keepdims=True)
+    row = m[..., 0] + xp.log(s[..., 0])
+    total = xp.sum(row) if counts is None else xp.sum(counts * row)
     return total, e / s
 
 
@@ -493,26 +523,28 @@ def multiclass_m_step(patterns, counts, posterior, conf_pc=None, prev_pc=None):
     """M-step on (group x pattern) counts: ``(confusion (J, K, K), prevalence (G, K))`` from ``T = posterior``
     (G, P, K); ``conf_pc`` (K, K) and ``prev_pc`` (K,) are Dirichlet pseudo-counts ``alpha - 1`` (None: maximum
     likelihood)."""
+    xp = _xp(patterns, counts, posterior)
     K = posterior.shape[-1]
     w = counts[..., None] * posterior                                 # (G, P, K)
-    onehot = jax.nn.one_hot(patterns, K, dtype=w.dtype)               # (P, J, K); -1 gives a zero row
-    n = jnp.einsum("py,pja->jya", jnp.sum(w, axis=0), onehot)
+    onehot = _one_hot(xp, xp.asarray(patterns), K, w.dtype)          # (P, J, K)
+    n = xp.einsum("py,pja->jya", xp.sum(w, axis=0), onehot)
     if conf_pc is not None:
         n = n + conf_pc
-    t_g = jnp.sum(w, axis=1)
+    t_g = xp.sum(w, axis=1)
     if prev_pc is not None:
         t_g = t_g + prev_pc
     return _normalise_rows(n), _normalise_rows(t_g)
 
 
 def _sparse_item_logs(item, annotator, label, item_group, n_items, confusion, prevalence, gold):
-    logc = _log_clip(jnp.asarray(confusion))
+    xp = _xp(item, confusion, prevalence)
+    logc = _log_clip(xp.asarray(confusion))
     lr = logc[annotator, :, label]                                   # (n_responses, K): log C_j[y, a_r]
-    lp = jax.ops.segment_sum(lr, item, num_segments=n_items) + _log_clip(prevalence)[item_group]
+    lp = _segment_sum(xp, lr, item, n_items) + _log_clip(prevalence)[item_group]
     if gold is not None:
         K = lp.shape[1]
-        keep = (gold[:, None] < 0) | (gold[:, None] == jnp.arange(K)[None, :])
-        lp = jnp.where(keep, lp, -jnp.inf)
+        keep = (gold[:, None] < 0) | (gold[:, None] == xp.arange(K)[None, :])
+        lp = xp.where(keep, lp, -xp.inf)
     return lp
 
 
@@ -520,7 +552,8 @@ def sparse_multiclass_e_step(responses, item_group, confusion, prevalence, gold=
     """``(loglik, T)`` on sparse triples: ``sum_i w_i log P(A_i)`` and ``T[i, y] = P(Y_i = y | A_i)`` (n_items, K).
 
     ``responses`` = (item, annotator, label); ``item_group`` (n_items,); ``gold`` (n_items,) the known clean label
-    or ``-1`` (gold items contribute ``log P(Y_i = gold_i, A_i)`` and ``T_i = e_{gold_i}``).
+    or ``-1`` (gold items contribute ``log P(Y_i = gold_i, A_i)`` and ``T_i = e_{gold_i}``); ``item_weight``
+    (n_items,) weights each item's term (a padded item has weight 0).
     """
     item, annotator, label = responses
     lp = _sparse_item_logs(item, annotator, label, item_group, item_group.shape[0], confusion, prevalence, gold)
@@ -531,14 +564,15 @@ def sparse_multiclass_m_step(responses, item_group, n_groups: int, n_annotators:
                              prev_pc=None, item_weight=None):
     """M-step on sparse triples: ``(confusion (J, K, K), prevalence (G, K))`` from ``T = posterior`` (n_items, K)."""
     item, annotator, label = responses
+    xp = _xp(item, posterior)
     K = posterior.shape[1]
     w = posterior if item_weight is None else item_weight[:, None] * posterior
     # One segment sum over (annotator, label) keys of the responses' posteriors: N[j, a, y].
-    n = jax.ops.segment_sum(w[item], annotator * K + label, num_segments=n_annotators * K)
-    n = jnp.swapaxes(n.reshape(n_annotators, K, K), 1, 2)
+    n = _segment_sum(xp, w[item], annotator * K + label, n_annotators * K)
+    n = xp.swapaxes(n.reshape(n_annotators, K, K), 1, 2)
     if conf_pc is not None:
         n = n + conf_pc
-    t_g = jax.ops.segment_sum(w, item_group, num_segments=n_groups)
+    t_g = _segment_sum(xp, w, item_group, n_groups)
     if prev_pc is not None:
         t_g = t_g + prev_pc
     return _normalise_rows(n), _normalise_rows(t_g)
