@@ -120,6 +120,7 @@ def test_relabelling_classes_permutes_the_fit():
     assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-8 * abs(a.log_likelihood))
 
 
+@pytest.mark.slow
 def test_gold_repeats_map_prior_and_spammer():
     # One sparse fit covers: gold items (observed clean labels, one-hot posteriors), repeated labels (path choice),
     # a MAP prior (the fit is the M-step fixed point with the Dirichlet pseudo-counts, checked by an independent
