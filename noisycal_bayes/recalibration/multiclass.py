@@ -258,9 +258,11 @@ def _temperature_terms(z, t):
 def _top_label_full(p, top, conf_new):
     """Probability vectors whose top class keeps its index and gets probability ``conf_new`` (>= 1/K).
 
-    The remaining mass ``1 - conf_new`` goes to the other classes in proportion to their probabilities, shrunk
-    toward an even split (mixing weight ``lam`` in [0, 1]) just enough that none exceeds ``conf_new``; an even
-    split always fits because ``conf_new >= 1/K``.
+    The remaining mass ``r = 1 - conf_new`` goes to the other classes in proportion to their probabilities,
+    mixed with an even split ``r / (K - 1)`` (mixing weight ``lam`` in [0, 1], as close to 1 as allowed) so that
+    no other class exceeds ``(conf_new + r / (K - 1)) / 2``, halfway between the even share and ``conf_new``: then
+    the top class stays the strict argmax whenever ``conf_new > 1/K`` (an even split always fits because
+    ``conf_new >= 1/K``).
     """
     n, k = p.shape
     rows = np.arange(n)
@@ -274,8 +276,10 @@ def _top_label_full(p, top, conf_new):
         share = np.where(tot[:, None] > 0, other / tot[:, None], even)
     share[rows, top] = 0.0
     smax = share.max(axis=1)
+    cap = 0.5 * (conf_new + rest * even)
+    # rest * (lam * smax + (1 - lam) * even) <= cap  <=>  lam <= (cap / rest - even) / (smax - even).
     with np.errstate(invalid="ignore", divide="ignore"):
-        lam = np.where((rest > 0) & (smax > even), (conf_new / rest - even) / (smax - even), 1.0)
+        lam = np.where((rest > 0) & (smax > even), (cap / rest - even) / (smax - even), 1.0)
     lam = np.clip(lam, 0.0, 1.0)
     out = rest[:, None] * (lam[:, None] * share + (1 - lam[:, None]) * even)
     out[rows, top] = conf_new
@@ -583,9 +587,9 @@ class TopLabelHistogram(_MulticlassMap):
     confidence at all, and 1/K is then the closest one.
 
     ``predict_proba`` returns full vectors: the predicted class keeps its index and gets the recalibrated
-    confidence; the rest of the mass goes to the other classes in proportion to their probabilities, shrunk
-    toward an even split just enough that none exceeds the confidence (so the top class and its probability are
-    the map's; only an exact tie at 1/K can change the argmax).
+    confidence; the rest of the mass ``r`` goes to the other classes in proportion to their probabilities, shrunk
+    toward an even split just enough that none exceeds ``(confidence + r / (K - 1)) / 2`` (so the top class stays
+    the strict argmax with the map's probability, except at a confidence of exactly 1/K, where all are equal).
 
     Examples
     --------
