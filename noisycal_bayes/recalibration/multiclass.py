@@ -37,7 +37,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, sparse
 from scipy.special import logsumexp, softmax
 
 from .._validation import _preview, check_bounds, check_choice, check_level
@@ -51,8 +51,9 @@ __all__ = ["MulticlassTemperatureScaling", "PosteriorMulticlassTemperature", "Po
            "TopLabelHistogram", "VectorScaling"]
 
 # ============================================================================ TEMPORARY: core.confusion stand-in
-# TEMPORARY: replaced by core.confusion at integration (contract B: corrected_vectors, annotator_weights,
-# corrected_targets; same signatures). Only the formulas this module needs, NumPy only.
+# TEMPORARY: replaced by core.confusion at integration (contract B: corrected_vectors, annotator_weights; same
+# signatures). Only the formulas this module needs, NumPy only. (The per-item combination of contract B's
+# corrected_targets is done for a batch of draws at once by `_combine` below.)
 _MAX_CONDITION = 100.0
 _MU_CLIP = 1e-4
 _VARIANCE_FLOOR = 1e-8
@@ -86,21 +87,6 @@ def annotator_weights(confusion, prevalence_overall, *, rule="iv", usable=None):
     return np.where(np.asarray(usable)[:, None], w, 0.0)
 
 
-def corrected_targets(responses, n_items, confusion, *, weights):
-    """Combined corrected clean-label vectors of shape (n_items, K); a NaN row for items without a usable response.
-
-    Coordinate ``k`` of item ``i``: ``sum_r w[j_r, k] T[j_r, a_r, k] / sum_r w[j_r, k]`` over its responses.
-    """
-    item, annotator, label = (np.asarray(x) for x in responses[:3])
-    t = corrected_vectors(confusion)
-    w = np.asarray(weights, dtype=np.float64)[annotator]
-    v = w * t[annotator, label]
-    # Segment sums over items, one bincount per coordinate (O(n_responses)).
-    num = np.stack([np.bincount(item, weights=v[:, k], minlength=n_items) for k in range(t.shape[-1])], axis=1)
-    den = np.stack([np.bincount(item, weights=w[:, k], minlength=n_items) for k in range(t.shape[-1])], axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = num / den
-    return np.where((den > 0).all(axis=1, keepdims=True), out, np.nan)
 # ============================================================================ end of TEMPORARY block
 
 
@@ -314,6 +300,43 @@ def _bins_from_json(b, cls):
 
 
 # ----------------------------------------------------------------------------- point maps
+def _projected_newton(objective, x0, lo, hi, *, gtol=1e-10, max_iter=100):
+    """Minimise a smooth function on the box ``[lo, hi]`` by projected Newton steps with backtracking.
+
+    ``objective(x)`` returns ``(value, gradient, Hessian)``, ``objective(x, hessian=False)`` the value. Variables at
+    a bound whose gradient points out of the box are held there; the others take a Newton step (the Hessian is
+    lifted to positive definite if needed), projected onto the box, halved until the value decreases enough.
+    Returns ``(x, gradient, converged, message)``; converged when the projected gradient is below ``gtol``.
+    """
+    x = np.clip(x0, lo, hi)
+    for it in range(max_iter):
+        f, g, h = objective(x)
+        if np.max(np.abs(x - np.clip(x - g, lo, hi))) < gtol:
+            return x, g, True, f"projected gradient < {gtol:g} after {it} Newton steps"
+        held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))
+        free = np.flatnonzero(~held)
+        hf = h[np.ix_(free, free)]
+        # Lift the free block to positive definite (only when target rows with negative sums make it indefinite).
+        low = np.linalg.eigvalsh(hf)[0]
+        if low < 1e-12:
+            hf = hf + (1e-12 - low) * np.eye(free.size)
+        d = np.zeros_like(x)
+        d[free] = -np.linalg.solve(hf, g[free])
+        step = 1.0
+        while True:
+            xn = np.clip(x + step * d, lo, hi)
+            if objective(xn, hessian=False) <= f + 1e-4 * g @ (xn - x) or step < 1e-10:
+                break
+            step *= 0.5
+        if np.max(np.abs(xn - x)) < 1e-15:
+            f, g, _ = objective(xn)
+            ok = np.max(np.abs(xn - np.clip(xn - g, lo, hi))) < 1e-6
+            return xn, g, ok, f"no further progress after {it + 1} Newton steps"
+        x = xn
+    f, g, _ = objective(x)
+    return x, g, False, f"no convergence in {max_iter} Newton steps"
+
+
 class _MulticlassMap(_Map):
     """Shared plumbing of the multiclass point maps (JSON round trip from :class:`_Map`)."""
 
@@ -502,36 +525,41 @@ class VectorScaling(_MulticlassMap):
         n, k = z.shape
         s = t.sum(axis=1)
 
-        def data_loss(theta):
+        centre = np.concatenate([np.ones(k), np.zeros(k)])
+
+        def objective(theta, hessian=True):
+            """Penalised mean loss, its gradient and Hessian in theta = (scale, bias)."""
             v = theta[:k] * z + theta[k:]
             lse = logsumexp(v, axis=1)
-            val = np.mean(s * lse - np.sum(t * v, axis=1))
-            # d/dv_ik of the mean loss: (s_i softmax(v_i)_k - t_ik) / n.
-            gv = (s[:, None] * np.exp(v - lse[:, None]) - t) / n
-            return val, np.concatenate([np.sum(gv * z, axis=0), np.sum(gv, axis=0)])
+            d = theta - centre
+            val = np.mean(s * lse - np.sum(t * v, axis=1)) + 0.5 * l2 * d @ d
+            if not hessian:
+                return val
+            q = np.exp(v - lse[:, None])
+            sq = s[:, None] * q
+            # d/dv_ik of the mean loss: (s_i q_ik - t_ik) / n; dv_k/dscale_k = z_k, dv_k/dbias_k = 1.
+            gv = (sq - t) / n
+            grad = np.concatenate([np.sum(gv * z, axis=0), np.sum(gv, axis=0)]) + l2 * d
+            # d2/dv2 of item i: s_i (diag(q_i) - q_i q_i^T), mapped through the same Jacobian.
+            sz, qz = sq * z, q * z
+            h_aa = np.diag(np.sum(sz * z, axis=0)) - sz.T @ qz
+            h_ab = np.diag(np.sum(sz, axis=0)) - sz.T @ q
+            h_bb = np.diag(np.sum(sq, axis=0)) - sq.T @ q
+            hess = np.block([[h_aa, h_ab], [h_ab.T, h_bb]]) / n + l2 * np.eye(2 * k)
+            return val, grad, hess
 
-        def objective(theta):
-            val, g = data_loss(theta)
-            d = theta - np.concatenate([np.ones(k), np.zeros(k)])
-            return val + 0.5 * l2 * d @ d, g + l2 * d
-
-        x0 = np.concatenate([np.clip(np.ones(k), a_lo, a_hi), np.clip(np.zeros(k), b_lo, b_hi)])
-        box = [(a_lo, a_hi)] * k + [(b_lo, b_hi)] * k
-        res = optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=box,
-                                options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 2000})
-        theta = res.x
-        grad = objective(theta)[1]
         lo = np.array([a_lo] * k + [b_lo] * k)
         hi = np.array([a_hi] * k + [b_hi] * k)
+        theta, grad, converged, message = _projected_newton(objective, np.clip(centre, lo, hi), lo, hi)
         # On the boundary: at a box end with the gradient pointing out of the box.
         at = ((theta <= lo + 1e-9) & (grad > 0)) | ((theta >= hi - 1e-9) & (grad < 0))
         names = [f"scale[{i}]" for i in range(k)] + [f"bias[{i}]" for i in range(k)]
         self.scale_, self.bias_ = theta[:k].copy(), theta[k:].copy()
-        self.loss_ = float(data_loss(theta)[0])
+        d = theta - centre
+        self.loss_ = float(objective(theta, hessian=False) - 0.5 * l2 * d @ d)
         self.boundary_params_ = tuple(names[i] for i in np.flatnonzero(at))
         self.on_boundary_ = bool(at.any())
-        # A box optimum stops L-BFGS-B with a projected-gradient message that is still an optimum.
-        self.converged_ = bool(res.success)
+        self.converged_ = converged
         self.n_classes_, self.n_items_ = int(k), int(n)
         if self.on_boundary_:
             warnings.warn(f"the vector-scaling fit ended on the box boundary for {list(self.boundary_params_)}: the "
@@ -539,7 +567,7 @@ class VectorScaling(_MulticlassMap):
                           "unbounded below (negative target entries); otherwise widen the bounds.", BoundaryWarning,
                           stacklevel=2)
         if not self.converged_:
-            warnings.warn(f"vector scaling did not converge: {res.message}", ConvergenceWarning, stacklevel=2)
+            warnings.warn(f"vector scaling did not converge: {message}", ConvergenceWarning, stacklevel=2)
         return self
 
     def predict_proba(self, X) -> np.ndarray:
@@ -663,34 +691,55 @@ class TopLabelHistogram(_MulticlassMap):
 
 
 # ----------------------------------------------------------------------------- posterior maps
-def _target_draws(confusion, responses, n_items, rule, prevalence):
-    """Corrected targets for each confusion draw, shape (n_draws, n_items, K), with the contract's functions.
+def _response_design(responses, n_items, n_annotators, n_classes):
+    """Sparse (n_items, J K) counts of each item's (annotator, label) responses (repeats count twice)."""
+    item, annotator, label = responses
+    return sparse.csr_matrix((np.ones(item.size), (item, annotator * n_classes + label)),
+                             shape=(n_items, n_annotators * n_classes))
+
+
+def _combine(design, vectors, weights):
+    """Weighted per-item means of corrected vectors for a batch of draws, shape (n_draws, n_items, K).
+
+    ``vectors`` (S, J, K, K) = ``corrected_vectors`` per draw, ``weights`` (S, J, K): the formula of
+    ``corrected_targets`` for all draws at once, as one sparse product (NaN rows for items without a usable
+    response).
+    """
+    s_n, j, k, _ = vectors.shape
+    w = np.broadcast_to(weights[:, :, None, :], (s_n, j, k, k))  # weight of (annotator, label) row, per coordinate
+    # (J K, S K) right-hand sides: one column block per draw.
+    num = design @ (w * vectors).reshape(s_n, j * k, k).transpose(1, 0, 2).reshape(j * k, s_n * k)
+    den = design @ w.reshape(s_n, j * k, k).transpose(1, 0, 2).reshape(j * k, s_n * k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (num / den).reshape(-1, s_n, k).transpose(1, 0, 2)
+    ok = (den > 0).reshape(-1, s_n, k).all(axis=2).T
+    return np.where(ok[..., None], out, np.nan)
+
+
+def _target_draws(confusion, design, rule, prevalence):
+    """Corrected targets for each confusion draw, shape (n_draws, n_items, K).
 
     ``rule`` is "iv" / "equal" or explicit weights (J, K); IV needs the overall prevalence: given (per draw) or
-    the mean equal-weight corrected target of the items (as the binary IV weights estimate ``mu``).
+    the mean equal-weight corrected target of the items (as the binary IV weights estimate ``mu``). Per-draw
+    vectors and weights come from the contract's ``corrected_vectors`` / ``annotator_weights``.
     """
     s_n, j, k = confusion.shape[:3]
-    out = np.empty((s_n, n_items, k))
-    for s in range(s_n):
-        c = confusion[s]
-        usable = np.linalg.cond(c) <= _MAX_CONDITION
-        if not usable.any():
-            raise ValueError(f"no annotator's confusion is invertible enough in draw {s} (condition number > "
-                             f"{_MAX_CONDITION:g} for all): the corrected targets are not defined.")
-        if isinstance(rule, str) and rule == "iv":
-            if prevalence is None:
-                eq = corrected_targets(responses, n_items, c, weights=annotator_weights(c, None, rule="equal",
-                                                                                        usable=usable))
-                pi = np.nanmean(eq, axis=0)
-            else:
-                pi = prevalence[s]
-            w = annotator_weights(c, pi, rule="iv", usable=usable)
-        elif isinstance(rule, str):
-            w = annotator_weights(c, None, rule="equal", usable=usable)
-        else:
-            w = np.where(usable[:, None], rule, 0.0)
-        out[s] = corrected_targets(responses, n_items, c, weights=w)
-    return out
+    usable = np.stack([np.linalg.cond(c) <= _MAX_CONDITION for c in confusion])
+    none = np.flatnonzero(~usable.any(axis=1))
+    if none.size:
+        raise ValueError(f"no annotator's confusion is invertible enough in draws {_preview(none)} (condition number "
+                         f"> {_MAX_CONDITION:g} for all): the corrected targets are not defined.")
+    vectors = np.stack([corrected_vectors(c) for c in confusion])
+    if isinstance(rule, str) and rule == "iv":
+        if prevalence is None:
+            eq = _combine(design, vectors, np.broadcast_to(usable[:, :, None], (s_n, j, k)).astype(np.float64))
+            prevalence = np.nanmean(eq, axis=1)
+        w = np.stack([annotator_weights(c, pi, rule="iv", usable=u) for c, pi, u in zip(confusion, prevalence, usable)])
+    elif isinstance(rule, str):
+        w = np.stack([annotator_weights(c, None, rule="equal", usable=u) for c, u in zip(confusion, usable)])
+    else:
+        w = np.where(usable[:, :, None], rule[None], 0.0)
+    return _combine(design, vectors, w)
 
 
 class _PosteriorMulticlassMap(ParamsMixin):
@@ -735,7 +784,7 @@ class _PosteriorMulticlassMap(ParamsMixin):
         idx = output_index(n_source, self.n_draws, is_posterior=is_posterior)
         conf = conf[idx]
         prevalence = None if prevalence is None else pi[idx]
-        return z, p, conf, resp, rule, prevalence
+        return z, p, conf, _response_design(resp, n, j, k), rule, prevalence
 
     def _chunks(self, n_items):
         """Item chunks whose draws x items x classes arrays stay below ``_CHUNK_FLOATS``."""
@@ -783,12 +832,19 @@ def _temperatures(z, s, c, g, bounds):
     """
     t_min, t_max = bounds
     x_lo, x_hi = np.log(1.0 / t_max), np.log(1.0 / t_min)
+    # softmax(beta z) = softmax(beta (z - max_k z)) for beta > 0: exp of non-positive numbers never overflows.
+    zmax = z.max(axis=1)
+    zc = z - zmax[:, None]
+    zc2 = zc**2
 
     def grad_hess(x, rows):
         beta = np.exp(x)
-        m, v = _expected_logit(np.broadcast_to(beta[:, None], (rows.size, z.shape[0])), z[None])
-        gr = np.sum(g[rows] * (s[rows] * m - c[rows]), axis=1)
-        # Derivative with respect to log(beta): beta * sum_i g_i s_i Var(z_i).
+        e = np.exp(beta[:, None, None] * zc[None])
+        tot = e.sum(axis=2)
+        m = np.einsum("snk,nk->sn", e, zc) / tot
+        v = np.maximum(np.einsum("snk,nk->sn", e, zc2) / tot - m**2, 0.0)
+        gr = np.sum(g[rows] * (s[rows] * (m + zmax) - c[rows]), axis=1)
+        # Derivative with respect to log(beta): beta * sum_i g_i s_i Var(z_i) (only steers the Newton step).
         return gr, beta * np.sum(g[rows] * s[rows] * v, axis=1)
 
     n_s = s.shape[0]
@@ -857,11 +913,11 @@ class PosteriorMulticlassTemperature(_PosteriorMulticlassMap):
     --------
     >>> import numpy as np
     >>> rng = np.random.default_rng(1)
-    >>> u = rng.normal(size=(2000, 3)); y = (u + rng.gumbel(size=u.shape)).argmax(axis=1)
+    >>> u = rng.normal(size=(1500, 3)); y = (u + rng.gumbel(size=u.shape)).argmax(axis=1)
     >>> conf = np.array([[[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]]] * 3)   # 3 annotators
-    >>> lab = np.array([[rng.choice(3, p=conf[j, yi]) for j in range(3)] for yi in y])
-    >>> responses = (np.repeat(np.arange(2000), 3), np.tile(np.arange(3), 2000), lab.ravel())
-    >>> pt = PosteriorMulticlassTemperature(inputs="logits", n_draws=100).fit(2 * u, responses, conf)
+    >>> lab = (rng.random((1500, 3, 1)) > conf[0][y][:, None].cumsum(axis=2)).sum(axis=2)  # A_ij ~ C[y_i, :]
+    >>> responses = (np.repeat(np.arange(1500), 3), np.tile(np.arange(3), 1500), lab.ravel())
+    >>> pt = PosteriorMulticlassTemperature(inputs="logits", n_draws=50).fit(2 * u, responses, conf)
     >>> lo, hi = pt.predict_interval(2 * u[:5])
     >>> bool(1.6 < pt.temperature_ < 2.4 and np.all(lo <= hi))
     True
@@ -901,7 +957,7 @@ class PosteriorMulticlassTemperature(_PosteriorMulticlassMap):
         """
         func = f"{type(self).__name__}.fit"
         t_lo, t_hi = check_bounds(self.bounds, name="bounds", positive=True)
-        z, _, conf, resp, rule, pi = self._prepare(X, responses, confusion, prevalence, func)
+        z, _, conf, design, rule, pi = self._prepare(X, responses, confusion, prevalence, func)
         n, k = z.shape
         n_out = conf.shape[0]
         rng = np.random.default_rng(self.seed)
@@ -909,7 +965,7 @@ class PosteriorMulticlassTemperature(_PosteriorMulticlassMap):
         step = max(1, _CHUNK_FLOATS // (n * k))
         for a in range(0, n_out, step):
             b = min(a + step, n_out)
-            t = _target_draws(conf[a:b], resp, n, rule, None if pi is None else pi[a:b])
+            t = _target_draws(conf[a:b], design, rule, None if pi is None else pi[a:b])
             ok = np.isfinite(t).all(axis=2)
             t = np.where(ok[..., None], t, 0.0)
             s, c = _temperature_terms(z[None], t)
@@ -973,7 +1029,7 @@ class PosteriorTopLabelHistogram(_PosteriorMulticlassMap):
     def fit(self, X, responses, confusion, *, prevalence=None) -> "PosteriorTopLabelHistogram":
         """Fit the bin values per draw; arguments as in :meth:`PosteriorMulticlassTemperature.fit`. Returns self."""
         func = f"{type(self).__name__}.fit"
-        z, p, conf, resp, rule, pi = self._prepare(X, responses, confusion, prevalence, func)
+        z, p, conf, design, rule, pi = self._prepare(X, responses, confusion, prevalence, func)
         n, k = p.shape
         top = p.argmax(axis=1)
         conf_top = p[np.arange(n), top]
@@ -990,7 +1046,7 @@ class PosteriorTopLabelHistogram(_PosteriorMulticlassMap):
         step = max(1, _CHUNK_FLOATS // (n * k))
         for a in range(0, n_out, step):
             b = min(a + step, n_out)
-            t = _target_draws(conf[a:b], resp, n, rule, None if pi is None else pi[a:b])
+            t = _target_draws(conf[a:b], design, rule, None if pi is None else pi[a:b])
             y = t[:, np.arange(n), top]
             ok = np.isfinite(y)
             g = _bootstrap_weights(rng, b - a, n, self.bootstrap) * ok

@@ -14,7 +14,8 @@ from noisycal_bayes.data import Binning
 from noisycal_bayes.recalibration import (MulticlassTemperatureScaling, NotFittedError, PosteriorMulticlassTemperature,
                                           PosteriorTemperature, PosteriorTopLabelHistogram, TemperatureScaling,
                                           TopLabelHistogram, VectorScaling, map_from_dict)
-from noisycal_bayes.recalibration.multiclass import corrected_targets, corrected_vectors
+from noisycal_bayes.recalibration.multiclass import (_combine, _response_design, _target_draws, annotator_weights,
+                                                     corrected_vectors)
 from noisycal_bayes.reference.recalibration import corrected_item_labels
 from noisycal_bayes.warnings import BoundaryWarning, DataWarning
 
@@ -40,6 +41,17 @@ def simulate_crowd(n, confusion, *, t_true=T_TRUE, scale=1.0, seed=0):
     cum = np.cumsum(confusion[:, y, :], axis=2)        # (J, n, K)
     labels = (rng.random((confusion.shape[0], n, 1)) > cum).sum(axis=2).T  # (n, J)
     return t_true * u, y, labels
+
+
+def corrected_targets(responses, n_items, confusion, *, weights):
+    """Contract B's corrected_targets, written as a plain loop over responses (stand-in for core.confusion)."""
+    inv = np.linalg.inv(confusion)
+    num, den = np.zeros((n_items, confusion.shape[-1])), np.zeros((n_items, confusion.shape[-1]))
+    for i, j, a in zip(*responses):
+        num[i] += weights[j] * inv[j][a]
+        den[i] += weights[j]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((den > 0).all(1, keepdims=True), num / den, np.nan)
 
 
 def equal_weight_targets(labels, confusion):
@@ -99,7 +111,9 @@ def test_k2_temperature_scaling_equals_binary_on_corrected_labels(sim2):
     assert y.min() < 0 and y.max() > 1  # corrected labels leave [0, 1]
     # The multiclass corrected targets with the same (gap) weights on both coordinates are (1 - y, y).
     w = np.repeat((sim2.channel.gap / sim2.channel.gap.sum())[:, None], 2, axis=1)
-    t = corrected_targets(sim2.data.responses, sim2.data.n_items, binary_confusion(sim2.channel), weights=w)
+    r = sim2.data.responses
+    t = _combine(_response_design((r.item, r.annotator, r.label), sim2.data.n_items, 3, 2),
+                 corrected_vectors(binary_confusion(sim2.channel))[None], w[None])[0]
     np.testing.assert_allclose(t, np.c_[1 - y, y], rtol=1e-12, atol=1e-12)
     multi = MulticlassTemperatureScaling().fit(np.c_[1 - z, z], t)
     assert multi.temperature_ == pytest.approx(binary.temperature_, rel=1e-10)
@@ -119,6 +133,36 @@ def test_k2_posterior_temperature_equals_binary(sim2):
     blo, bhi = binary.predict_interval(z[:50])
     np.testing.assert_allclose(lo[:, 1], blo, rtol=1e-7)
     np.testing.assert_allclose(hi[:, 1], bhi, rtol=1e-7)
+
+
+def test_batched_targets_equal_the_per_draw_contract_formula(crowd):
+    # _target_draws combines all draws in one sparse product; the loop of corrected_targets is the reference.
+    _, _, labels = crowd
+    labels = labels[:60].copy()
+    resp = responses_of(labels)
+    keep = ~((resp[0] == 5) | ((resp[0] == 7) & (resp[1] > 0)))  # item 5 unlabelled, item 7 by annotator 0 only
+    resp = tuple(r[keep] for r in resp)
+    rng = np.random.default_rng(1)
+    draws = np.stack([np.stack([[rng.dirichlet(300 * row) for row in c] for c in CONF3]) for _ in range(3)])
+    design = _response_design(resp, 60, 3, 3)
+    for rule in ("iv", "equal"):
+        got = _target_draws(draws, design, rule, None)
+        for s, c in enumerate(draws):
+            eq = corrected_targets(resp, 60, c, weights=np.ones((3, 3)))
+            w = annotator_weights(c, np.nanmean(eq, axis=0), rule=rule)
+            np.testing.assert_allclose(got[s], corrected_targets(resp, 60, c, weights=w), rtol=1e-12, atol=1e-14)
+    assert np.isnan(got[:, 5]).all() and np.isfinite(got[:, 7]).all()
+    np.testing.assert_allclose(got[:, 7], np.linalg.inv(draws[:, 0])[:, labels[7, 0]], rtol=1e-12)
+
+
+def test_k2_iv_weights_are_the_binary_inverse_variance_weights(sim2):
+    # E_Y[Var(T[j, A, 1] | Y)] = [mu tpr (1 - tpr) + (1 - mu) fpr (1 - fpr)] / gap^2 (the binary IV, core/weights.py).
+    ch, mu = sim2.channel, 0.37
+    w = annotator_weights(binary_confusion(ch), np.array([1 - mu, mu]), rule="iv")
+    tpr = ch.fpr + ch.gap
+    var = (mu * tpr * (1 - tpr) + (1 - mu) * ch.fpr * (1 - ch.fpr)) / ch.gap**2
+    np.testing.assert_allclose(w[:, 1], 1 / var, rtol=1e-12)
+    np.testing.assert_allclose(w[:, 0], w[:, 1], rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- recovery and unbiasedness
@@ -195,7 +239,30 @@ def test_relabelling_classes_leaves_posterior_temperature_draws_unchanged(crowd)
     np.testing.assert_allclose(pt_p.temperature_draws_, pt.temperature_draws_, rtol=1e-9)
 
 
-# ----------------------------------------------------------------------------- vector scaling: unbounded loss
+# ----------------------------------------------------------------------------- vector scaling
+def test_vector_scaling_newton_fit_is_the_minimum_found_by_a_generic_optimiser(crowd):
+    from scipy import optimize
+    from scipy.special import logsumexp
+    z, _, labels = crowd
+    z, t = z[:1000], equal_weight_targets(labels[:1000], CONF3)
+    vs = VectorScaling(inputs="logits").fit(z, t)
+    assert vs.converged_ and not vs.on_boundary_
+
+    def objective(theta):  # written out again: mean corrected loss + l2 / 2 ||theta - (1, 0)||^2, and gradient
+        v = theta[:3] * z + theta[3:]
+        d = theta - np.r_[np.ones(3), np.zeros(3)]
+        gv = (t.sum(1)[:, None] * softmax(v, axis=1) - t) / z.shape[0]
+        val = np.mean(t.sum(1) * logsumexp(v, axis=1) - (t * v).sum(1)) + 0.5 * 1e-3 * d @ d
+        return val, np.r_[(gv * z).sum(0), gv.sum(0)] + 1e-3 * d
+
+    ref = optimize.minimize(objective, np.r_[np.ones(3), np.zeros(3)], jac=True, method="BFGS",
+                            options={"gtol": 1e-11})
+    np.testing.assert_allclose(np.r_[vs.scale_, vs.bias_], ref.x, atol=1e-7)
+    assert objective(np.r_[vs.scale_, vs.bias_])[0] <= ref.fun + 1e-13
+    assert vs.bias_.sum() == pytest.approx(0, abs=1e-9)  # the ridge picks the centred bias (shift invariance)
+
+
+
 def unbounded_problem():
     """Corrected-style targets with t_i0 = -0.5 for every item (rows sum to 1); logit 0 carries no information."""
     rng = np.random.default_rng(4)
