@@ -824,11 +824,11 @@ def _bootstrap_weights(rng, s_n, n, bootstrap):
     return g / g.sum(axis=1, keepdims=True)
 
 
-def _temperatures(z, s, c, g, bounds):
+def _temperatures(z, s, c, g, bounds, x0=0.0):
     """Corrected-loss temperature per draw: safeguarded Newton on ``log beta`` (``beta = 1/T``), as the binary.
 
     ``z`` (n, K); ``s, c, g`` (n_draws, n): target row sums, ``sum_k t_ik z_ik`` and item weights (0 for items
-    without a target). Returns ``(T, at_T_min, at_T_max)``, each (n_draws,).
+    without a target); ``x0`` the starting ``log beta``. Returns ``(T, at_T_min, at_T_max)``, each (n_draws,).
     """
     t_min, t_max = bounds
     x_lo, x_hi = np.log(1.0 / t_max), np.log(1.0 / t_min)
@@ -852,7 +852,7 @@ def _temperatures(z, s, c, g, bounds):
     g_lo, _ = grad_hess(np.full(n_s, x_lo), every)
     g_hi, _ = grad_hess(np.full(n_s, x_hi), every)
     lo, hi = np.full(n_s, x_lo), np.full(n_s, x_hi)
-    x = np.zeros(n_s)
+    x = np.full(n_s, np.clip(x0, x_lo, x_hi))
     # Draws whose optimum is on the boundary need no iterations.
     active = np.flatnonzero((g_lo < 0) & (g_hi > 0))
     for _ in range(_NEWTON_STEPS):
@@ -970,7 +970,9 @@ class PosteriorMulticlassTemperature(_PosteriorMulticlassMap):
             t = np.where(ok[..., None], t, 0.0)
             s, c = _temperature_terms(z[None], t)
             g = _bootstrap_weights(rng, b - a, n, self.bootstrap) * ok
-            temps[a:b], at_min[a:b], at_max[a:b] = _temperatures(z, s, c, g, (t_lo, t_hi))
+            # Start at the median log(1/T) of the draws so far (fewer Newton steps; the root does not depend on it).
+            x0 = -np.log(np.median(temps[:a])) if a else 0.0
+            temps[a:b], at_min[a:b], at_max[a:b] = _temperatures(z, s, c, g, (t_lo, t_hi), x0)
         n_boundary = int((at_min | at_max).sum())
         if n_boundary:
             warnings.warn(f"{func}: in {n_boundary} of {n_out} draws the corrected-loss temperature sits on the box "
