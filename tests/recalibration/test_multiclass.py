@@ -364,6 +364,20 @@ def test_posterior_fit_accepts_fit_objects_and_a_given_prevalence(crowd):
     assert not np.allclose(other.temperature_draws_, ref.temperature_draws_, rtol=1e-6)
 
 
+def test_unusable_annotator_is_left_out(crowd):
+    # A singular confusion (annotator 2 labels at random) gets weight 0: the fit equals the fit without its labels.
+    z, _, labels = crowd
+    z, labels = z[:400], labels[:400]
+    conf = CONF3.copy()
+    conf[2] = 1 / 3
+    resp = responses_of(labels)
+    with_random = PosteriorMulticlassTemperature(inputs="logits", n_draws=3).fit(z, resp, conf)
+    keep = resp[1] < 2
+    without = PosteriorMulticlassTemperature(inputs="logits", n_draws=3).fit(z, tuple(r[keep] for r in resp),
+                                                                            conf[:2])
+    np.testing.assert_allclose(with_random.temperature_draws_, without.temperature_draws_, rtol=1e-12)
+
+
 def test_posterior_intervals_from_confusion_draws(crowd):
     z, _, labels = crowd
     z, labels = z[:1000], labels[:1000]
@@ -482,6 +496,8 @@ def test_clear_errors_for_bad_posterior_inputs(crowd):
         pt.fit(p, resp, CONF3, prevalence=[0.5, 0.5])
     with pytest.raises(ValueError, match="`weights` must be"):
         PosteriorMulticlassTemperature(weights="gap").fit(p, resp, CONF3)
+    with pytest.raises(ValueError, match=r"invertible enough in draws \[0, 1\]"):
+        pt.fit(p, resp, np.full((3, 3, 3), 1 / 3))
     fitted = PosteriorTopLabelHistogram(n_draws=2, bins=3).fit(p, resp, CONF3)
     with pytest.raises(ValueError, match="level"):
         fitted.predict_interval(p, level=1.5)
