@@ -521,3 +521,26 @@ def test_posterior_temperature_interval_covers_the_true_temperature():
     assert abs(np.mean(covered) - level) < Z * se, np.mean(covered)
     # Negative control: without the bootstrap (known confusions) the band has no width and must fail.
     assert abs(np.mean(covered_no_bootstrap) - level) > Z * se
+
+
+# ----------------------------------------------------------------------------- scikit-learn conventions
+@pytest.mark.parametrize("cls", POINT_MAPS + [PosteriorMulticlassTemperature, PosteriorTopLabelHistogram])
+def test_scikit_learn_conventions(crowd, cls):
+    from sklearn.base import clone
+    from sklearn.utils.estimator_checks import check_get_params_invariance, check_no_attributes_set_in_init
+    z, _, labels = crowd
+    z, labels = z[:300], labels[:300]
+    m = cls(inputs="logits")
+    check_no_attributes_set_in_init(cls.__name__, m)
+    check_get_params_invariance(cls.__name__, m)
+    assert repr(m) == f"{cls.__name__}(inputs='logits')"
+    args = (responses_of(labels), CONF3) if cls.__name__.startswith("Posterior") else (
+        equal_weight_targets(labels, CONF3),)
+    if cls.__name__.startswith("Posterior"):
+        m.set_params(n_draws=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)  # empty top-label bins in 300 items
+        assert m.fit(z, *args) is m
+        c = clone(m)
+        assert not any(k.endswith("_") for k in vars(c)) and c.get_params() == m.get_params()
+        np.testing.assert_array_equal(c.fit(z, *args).predict_proba(z), m.predict_proba(z))
