@@ -50,48 +50,7 @@ from .maps import NotFittedError, _jsonable, _Map
 __all__ = ["MulticlassTemperatureScaling", "PosteriorMulticlassTemperature", "PosteriorTopLabelHistogram",
            "TopLabelHistogram", "VectorScaling"]
 
-# ============================================================================ TEMPORARY: core.confusion stand-in
-# TEMPORARY: replaced by core.confusion at integration (contract B: corrected_vectors, usable_confusions,
-# annotator_weights; same signatures). Only the formulas this module needs, NumPy only. (The per-item combination
-# of contract B's corrected_targets is done for a batch of draws at once by `_combine` below.)
-_MU_CLIP = 1e-4
-_VARIANCE_FLOOR = 1e-8
-
-
-def usable_confusions(confusion, *, max_condition=100.0):
-    """(J,) bool: annotators whose confusion matrix is invertible enough to use (condition number <= max)."""
-    return np.linalg.cond(np.asarray(confusion, dtype=np.float64)) <= max_condition
-
-
-def corrected_vectors(confusion):
-    """``T`` of shape (J, K, K) with ``T[j, a, :] = C_j^{-T} e_a`` (row ``a`` of ``inv(C_j)``)."""
-    # C_j^{-T} e_a is column a of inv(C_j)^T, i.e. row a of inv(C_j).
-    return np.linalg.inv(np.asarray(confusion, dtype=np.float64))
-
-
-def annotator_weights(confusion, prevalence_overall, *, rule="iv", usable=None):
-    """Per-annotator, per-coordinate weights of shape (J, K); 0 for unusable annotators.
-
-    ``iv``: ``w_jk = 1 / E_Y[Var(T[j, A_j, k] | Y)]`` with ``Y ~ prevalence``: the noise variance of the corrected
-    coordinate (for K = 2 the binary ``[mu tpr (1 - tpr) + (1 - mu) fpr (1 - fpr)] / gap^2``); ``equal``: 1.
-    """
-    c = np.asarray(confusion, dtype=np.float64)
-    if usable is None:
-        usable = usable_confusions(c)
-    if rule == "equal":
-        w = np.ones(c.shape[:2])
-    else:
-        t = corrected_vectors(c)
-        pi = np.clip(np.asarray(prevalence_overall, dtype=np.float64), _MU_CLIP, 1 - _MU_CLIP)
-        pi = pi / pi.sum()
-        # E[T_k^2 | Y = y] = sum_a C[y, a] T[a, k]^2 and E[T_k | Y = y] = 1[y = k] (unbiasedness).
-        second = np.einsum("jya,jak->jyk", c, t**2)
-        var = np.einsum("y,jyk->jk", pi, second) - pi[None, :]
-        w = 1.0 / np.maximum(var, _VARIANCE_FLOOR)
-    return np.where(np.asarray(usable)[:, None], w, 0.0)
-
-
-# ============================================================================ end of TEMPORARY block
+from ..core.confusion import annotator_weights, corrected_vectors, usable_confusions
 
 
 #: Default temperature box ``[T_min, T_max]`` (the binary maps' box).
@@ -749,7 +708,7 @@ def _target_draws(confusion, design, rule, prevalence):
             prevalence = np.nanmean(eq, axis=1)
         w = np.stack([annotator_weights(c, pi, rule="iv", usable=u) for c, pi, u in zip(confusion, prevalence, usable)])
     elif isinstance(rule, str):
-        w = np.stack([annotator_weights(c, None, rule="equal", usable=u) for c, u in zip(confusion, usable)])
+        w = np.stack([annotator_weights(c, np.full(c.shape[-1], 1.0 / c.shape[-1]), rule="equal", usable=u) for c, u in zip(confusion, usable)])
     else:
         w = np.where(usable[:, :, None], rule[None], 0.0)
     return _combine(design, vectors, w)
