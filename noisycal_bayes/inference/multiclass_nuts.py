@@ -127,7 +127,7 @@ def _has_repeats(item, ann, n_ann) -> bool:
     return bool(np.unique(key).size < key.size)
 
 
-def _build_tables(item, ann, lab, gold, index, n_groups, *, n_items, n_annotators, n_classes, path, func):
+def _build_tables(item, ann, lab, gold, index, *, n_groups, n_items, n_annotators, n_classes, path, func):
     """``(table for the likelihood, sparse table, path used)``."""
     sparse = SparseTable(*_sorted_responses(item, ann, lab), index, gold)
     if path not in PATHS:
@@ -390,7 +390,7 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
     item, ann, lab, gold = _check_data(data, func)
     index, n_groups = _resolve_groups(data, model, groups, func)
     sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
-    table, _, used = _build_tables(item, ann, lab, gold, index, n_groups, n_items=int(data.n_items), path=path,
+    table, _, used = _build_tables(item, ann, lab, gold, index, n_items=int(data.n_items), path=path,
                                    func=func, **sizes)
     return _map_fit(data, table, used, index, model, prior, sizes, max_iter=max_iter, tol=float(tol), func=func)
 
@@ -694,7 +694,7 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     item, ann, lab, gold = _check_data(data, func)
     index, n_groups = _resolve_groups(data, model, groups, func)
     sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
-    table, sparse, used = _build_tables(item, ann, lab, gold, index, n_groups, n_items=int(data.n_items), path=path,
+    table, sparse, used = _build_tables(item, ann, lab, gold, index, n_items=int(data.n_items), path=path,
                                         func=func, **sizes)
     notes = []
     start_fit = None
