@@ -262,7 +262,7 @@ def _vote_posterior(table, n_classes):
 
 
 def _em_run(table, conf_pc, prev_pc, *, n_annotators, n_classes, n_groups, max_iter, tol, start=None):
-    """MAP-EM to convergence (relative change of the log posterior below ``tol``) in one compiled loop.
+    """MAP-EM in one compiled loop until no parameter moves by more than ``tol`` in an iteration.
 
     Returns ``(confusion, prevalence, log_likelihood, log_posterior, n_iter, converged)``.
     """
@@ -277,22 +277,20 @@ def _em_run(table, conf_pc, prev_pc, *, n_annotators, n_classes, n_groups, max_i
         conf, prev = m_step(_vote_posterior(table, n_classes))
     else:
         conf, prev = start
-    _, lp0 = _log_posterior(table, conf, prev, conf_pc, prev_pc)
 
     def cond(state):
-        _, _, lp, lp_old, it = state
-        return (it < max_iter) & (jnp.abs(lp - lp_old) > tol * (1.0 + jnp.abs(lp)))
+        _, _, change, it = state
+        return (it < max_iter) & (change > tol)
 
     def body(state):
-        conf, prev, lp, _, it = state
-        conf, prev = m_step(e_step(conf, prev))
-        _, lp_new = _log_posterior(table, conf, prev, conf_pc, prev_pc)
-        return conf, prev, lp_new, lp, it + 1
+        conf, prev, _, it = state
+        new_conf, new_prev = m_step(e_step(conf, prev))
+        change = jnp.maximum(jnp.max(jnp.abs(new_conf - conf)), jnp.max(jnp.abs(new_prev - prev)))
+        return new_conf, new_prev, change, it + 1
 
-    state = (conf, prev, lp0, lp0 - 1.0 - 2 * jnp.abs(lp0), 0)
-    conf, prev, lp, lp_old, it = jax.lax.while_loop(cond, body, state)
+    conf, prev, change, it = jax.lax.while_loop(cond, body, (conf, prev, jnp.inf, 0))
     ll, lp = _log_posterior(table, conf, prev, conf_pc, prev_pc)
-    return conf, prev, ll, lp, it, jnp.abs(lp - lp_old) <= tol * (1.0 + jnp.abs(lp))
+    return conf, prev, ll, lp, it, change <= tol
 
 
 _EM_PROGRAMS: dict = {}
@@ -327,7 +325,7 @@ def _orientation_note(confusion, func: str, what: str) -> str | None:
 
 
 def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None, path: str = "auto",
-                       max_iter: int = 2000, tol: float = 1e-10) -> MulticlassMAPFit:
+                       max_iter: int = 5000, tol: float = 1e-8) -> MulticlassMAPFit:
     """Posterior mode of the K-class Dawid-Skene model (``"dawid_skene"``) or its grouped version, by MAP-EM.
 
     Parameters
@@ -346,9 +344,9 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
         None: :class:`~noisycal_bayes.models.multiclass.MulticlassPrior` defaults. Its concentrations must be
         >= 1 (an interior mode, closed-form M-step).
     path : {"auto", "patterns", "sparse"}
-    max_iter : int, default 2000
-    tol : float, default 1e-10
-        Relative change of the log posterior between iterations at convergence.
+    max_iter : int, default 5000
+    tol : float, default 1e-8
+        Converged when no probability changes by more than ``tol`` in an iteration.
 
     Returns
     -------
@@ -399,8 +397,8 @@ def _map_fit(data, table, used, index, model, prior, sizes, *, max_iter, tol, fu
     conf, prev, ll, lp, it, ok = _map_em(table, prior, max_iter=max_iter, tol=tol, **sizes)
     notes = []
     if not ok:
-        notes.append(f"{func}: EM stopped after {max_iter} iterations before the log posterior settled (tol {tol}); "
-                     "raise `max_iter`.")
+        notes.append(f"{func}: EM stopped after {max_iter} iterations with probabilities still moving by more than "
+                     f"{tol}; raise `max_iter`.")
         warnings.warn(notes[-1], ConvergenceWarning, stacklevel=stacklevel)
     orient = _orientation_note(conf[None], func, "mode")
     if orient:
@@ -703,7 +701,7 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             start_fit = _map_fit(data, table, used, index, "dawid_skene" if model == "dawid_skene" else "grouped",
-                                 map_prior, sizes, max_iter=2000, tol=1e-8, func=func)
+                                 map_prior, sizes, max_iter=5000, tol=1e-6, func=func)
         conf0, prev0 = start_fit.confusion, start_fit.prevalence
     else:
         conf0, prev0 = _start_from_init(init, table, prior, sizes, func)
