@@ -773,7 +773,8 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         diagnostics_table=table_diag, start=start_fit,
         settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path=used,
                       chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
-                      dense_mass=bool(dense_mass), start="map-em" if init is None else "init"),
+                      dense_mass=bool(dense_mass), start="map-em" if init is None else "init",
+                      n_rows=int(np.count_nonzero(table.counts)) if used == "patterns" else int(data.n_items)),
         warnings=tuple(notes), annotator_ids=None if ids is None else tuple(ids), table=sparse, extra_draws=extra)
 
 
