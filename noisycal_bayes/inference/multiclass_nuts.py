@@ -495,8 +495,8 @@ class MulticlassPosterior:
 
         Groups: ``posterior`` (``confusion`` (chain, draw, annotator, true_class, label_class), ``prevalence``
         (chain, draw, group, true_class); pooled: ``population_confusion`` (chain, draw, true_class,
-        label_class), ``sigma``), ``sample_stats``, ``observed_data`` (``item``, ``annotator``, ``label`` per
-        response, ``group`` and ``gold`` per item) and ``log_likelihood`` (``labels`` (chain, draw, item)) unless
+        label_class), ``sigma``), ``sample_stats``, ``observed_data`` (``response_item``, ``response_annotator``,
+        ``labels`` per response, ``group`` and ``gold`` per item) and ``log_likelihood`` (``labels`` (chain, draw, item)) unless
         it would hold more than 5e7 values (``log_likelihood="auto"``) or ``log_likelihood=False``.
         """
         import xarray as xr
@@ -521,9 +521,10 @@ class MulticlassPosterior:
         t = self.table
         n_items = int(np.asarray(t.item_group).shape[0])
         groups["observed_data"] = xr.Dataset(
-            {"item": (("response",), np.asarray(t.item)), "annotator": (("response",), np.asarray(t.annotator)),
-             "label": (("response",), np.asarray(t.label)), "group": (("item_index",), np.asarray(t.item_group)),
-             "gold": (("item_index",), np.asarray(t.gold))})
+            {"response_item": (("response",), np.asarray(t.item)),
+             "response_annotator": (("response",), np.asarray(t.annotator)),
+             "labels": (("response",), np.asarray(t.label)), "group": (("item",), np.asarray(t.item_group)),
+             "gold": (("item",), np.asarray(t.gold))}, coords={"item": np.arange(n_items)})
         n_values = self.n_chains * self.n_draws * n_items
         include = log_likelihood is True or (log_likelihood == "auto" and n_values <= MAX_LOGLIK_VALUES)
         if include:

@@ -91,9 +91,34 @@ def test_posterior_outputs(nuts_fit):
     assert post["prevalence"].dims == ("chain", "draw", "group", "true_class")
     assert list(post["confusion"].coords["true_class"].values) == list(data.classes)
     assert idata["log_likelihood"]["labels"].shape == (2, 200, N)
+    assert idata["observed_data"]["labels"].dims == ("response",) and idata["observed_data"]["gold"].dims == ("item",)
     # The log-likelihood summed over items is the model's likelihood at that draw (patterns route, MAP-EM's helper).
     ll = fit.log_likelihood()
     assert np.all(np.isfinite(ll)) and ll.shape == (2, 200, N)
+
+
+@pytest.mark.slow
+def test_pooled_nuts_recovers_a_sparse_crowd():
+    """12 annotators, 3 per item (sparse path): the pooled model's confusions are recovered within the tolerance of
+    test_nuts_recovers_channels, and its population confusion is diagonally dominant."""
+    rng = np.random.default_rng(7)
+    n, n_ann, k = 600, 12, 3
+    data, group, conf, prev = simulate(n, n_ann, k, 1, seed=7)
+    item, ann, lab = data.responses
+    keep = np.zeros(item.size, bool)
+    for i in range(n):
+        keep[i * n_ann + rng.choice(n_ann, 3, replace=False)] = True
+    data = data._replace(responses=(item[keep], ann[keep], lab[keep]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = fit_nuts_multiclass(data, model="pooled", groups=group, n_chains=2, n_warmup=300, n_samples=300)
+    d = fit.diagnostics
+    assert fit.settings["path"] == "sparse" and d["max_rhat"] < 1.05 and d["n_divergent"] == 0, d
+    z = ndtri(1 - 1e-3 / (2 * n_ann * k * k))
+    sd = fit.confusion.std(axis=0)
+    assert np.all(np.abs(fit.confusion.mean(axis=0) - conf) < z * sd * np.sqrt(1 + 1 / d["min_ess_bulk"]))
+    pop = fit.population_confusion.mean(axis=0)
+    assert np.all(np.diag(pop) > pop.max(axis=1, initial=0, where=~np.eye(k, dtype=bool)))
 
 
 def _objective(data, group, prior, n_groups):
