@@ -594,6 +594,11 @@ def _start_sites(model, confusion, prevalence, n_groups):
     return {"mu": mu, "sigma": np.float64(sigma), "z": np.clip((eta - mu) / sigma, -3, 3), "prevalence": prev}
 
 
+_NOT_DOMINANT = ("{func}: the start's average confusion matrix is not diagonally dominant, so the class labelling is "
+                 "not fixed (models/multiclass.py, orientation). Pass an `init` whose average confusion has the "
+                 "largest entry of each row on the diagonal, or add gold items.")
+
+
 def _start_from_init(init, table, prior, sizes, func):
     """``(confusion, prevalence)`` from ``init``: an object with ``confusion`` (and ``prevalence``) or an array."""
     j, k, g = sizes["n_annotators"], sizes["n_classes"], sizes["n_groups"]
@@ -602,6 +607,8 @@ def _start_from_init(init, table, prior, sizes, func):
         raise ValueError(f"{func}: `init` must be a confusion array of shape ({j}, {k}, {k}) (or a fit with "
                          f"`confusion`); got shape {conf.shape}.")
     conf = conf / conf.sum(-1, keepdims=True)
+    if not diagonally_dominant(conf[None])[0]:
+        raise ValueError(_NOT_DOMINANT.format(func=func))
     prev = getattr(init, "prevalence", None)
     if prev is not None and np.shape(prev) == (g, k):
         return conf, np.asarray(prev, np.float64)
@@ -707,9 +714,7 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     else:
         conf0, prev0 = _start_from_init(init, table, prior, sizes, func)
     if not diagonally_dominant(conf0[None])[0]:
-        raise ValueError(f"{func}: the start's average confusion matrix is not diagonally dominant, so the class "
-                         "labelling is not fixed (models/multiclass.py, orientation). Pass an `init` whose average "
-                         "confusion has the largest entry of each row on the diagonal, or add gold items.")
+        raise ValueError(_NOT_DOMINANT.format(func=func))
     sites = _start_sites(model, conf0, prev0, n_groups)
 
     chunk = chunk_size(n_warmup, n_samples)

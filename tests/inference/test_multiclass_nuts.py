@@ -60,7 +60,7 @@ def nuts_fit():
     return data, group, conf, prev, fit
 
 
-def test_nuts_recovers_channels(nuts_fit):
+def test_nuts_recovers_channels_and_outputs(nuts_fit):
     data, group, conf, prev, fit = nuts_fit
     d = fit.diagnostics
     assert d["max_rhat"] < 1.05 and d["min_ess_bulk"] > 50 and d["n_divergent"] == 0, d
@@ -73,10 +73,7 @@ def test_nuts_recovers_channels(nuts_fit):
         sd = draws.std(axis=0)
         tol = z * sd * np.sqrt(1 + 1 / d["min_ess_bulk"])
         assert np.all(np.abs(draws.mean(axis=0) - truth) < tol)
-
-
-def test_posterior_outputs(nuts_fit):
-    data, group, conf, prev, fit = nuts_fit
+    # Outputs (same test: one fixture evaluation per xdist worker is the cost).
     s = NUTS["n_chains"] * NUTS["n_samples"]
     assert fit.confusion.shape == (s, J, K, K) and fit.prevalence.shape == (s, G, K)
     np.testing.assert_allclose(fit.confusion.sum(-1), 1.0, atol=1e-12)
@@ -139,6 +136,14 @@ def _objective(data, group, prior, n_groups):
     return f, jax.jit(jax.grad(f))
 
 
+@pytest.mark.slow
+def test_repeated_responses_take_the_sparse_path():
+    data, group, _, _ = simulate(60, 3, 3, 2, seed=1)
+    item, ann, lab = data.responses
+    repeated = data._replace(responses=(np.r_[item, 0], np.r_[ann, 0], np.r_[lab, 0]))
+    assert fit_map_multiclass(repeated, groups=group).path == "sparse"  # auto falls back to responses
+
+
 def test_map_equals_direct_optimum_and_paths_agree():
     data, group, _, _ = simulate(300, 3, 3, 2, seed=5, gold_frac=0.1, missing=0.1)
     prior = MulticlassPrior()
@@ -177,6 +182,7 @@ def test_k2_map_equals_binary_em():
     assert abs(fit.log_likelihood - binary.loglik) < 1e-6
 
 
+@pytest.mark.slow  # a K = 4 EM compile; the model-level relabelling test runs by default
 def test_relabelling_classes_permutes_the_map():
     data, group, _, _ = simulate(300, 3, 4, 2, seed=9, gold_frac=0.05)
     sigma = np.array([3, 1, 0, 2])
@@ -217,7 +223,6 @@ def test_errors():
     repeated = data._replace(responses=(np.r_[item, 0], np.r_[ann, 0], np.r_[lab, 0]))
     with pytest.raises(ValueError, match="path='patterns' needs one response per"):
         fit_map_multiclass(repeated, groups=group, path="patterns")
-    assert fit_map_multiclass(repeated, groups=group).path == "sparse"  # auto falls back to responses
     with pytest.raises(ValueError, match="`path` must be one of"):
         fit_map_multiclass(data, path="dense")
     with pytest.raises(ValueError, match="not diagonally dominant"):
@@ -228,6 +233,7 @@ def test_errors():
         fit_nuts_multiclass(data, groups=group, target_accept=1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::noisycal_bayes.warnings.ConvergenceWarning")  # weakly identified: slow EM
 def test_map_warns_when_no_labelling_is_diagonally_dominant():
     """A crowd that names class 0 most often for true classes 0 and 1: no relabelling makes the average confusion
