@@ -60,6 +60,7 @@ def nuts_fit():
     return data, group, conf, prev, fit
 
 
+@pytest.mark.slow  # compiles a K-class program (~10-40 s on 2 loaded cores); make test-all
 def test_nuts_recovers_channels_and_outputs(nuts_fit):
     data, group, conf, prev, fit = nuts_fit
     d = fit.diagnostics
@@ -144,6 +145,7 @@ def test_repeated_responses_take_the_sparse_path():
     assert fit_map_multiclass(repeated, groups=group).path == "sparse"  # auto falls back to responses
 
 
+@pytest.mark.slow  # compiles a K-class program (~10-40 s on 2 loaded cores); make test-all
 def test_map_equals_direct_optimum_and_paths_agree():
     data, group, _, _ = simulate(300, 3, 3, 2, seed=5, gold_frac=0.1, missing=0.1)
     prior = MulticlassPrior()

@@ -160,6 +160,7 @@ def test_k2_log_density_equals_binary_model():
             assert abs(multi - float(binary)) < 1e-10
 
 
+@pytest.mark.slow  # compiles a K-class program (~10-40 s on 2 loaded cores); make test-all
 def test_dawid_skene_ignores_groups_and_pooled_confusion_is_softmax(crowd):
     item, ann, lab, group, gold, conf, prev = crowd
     k = conf.shape[-1]
