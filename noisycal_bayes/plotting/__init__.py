@@ -5,11 +5,11 @@ registered with a GUI backend: call ``fig.savefig("x.png")`` to write one, or le
 Pass ``ax=`` (or ``axes=``) to draw into your own axes instead.
 """
 from .channels import channel_forest
-from .checks import check_residuals
+from .checks import check_residuals, plot_prior_predictive
 from .display import NoisyCalibrationDisplay
 from .posterior import nc_ece_posterior
 from .reliability import reliability_diagram, reliability_table
 from .sensitivity import gap_sensitivity
 
 __all__ = ["NoisyCalibrationDisplay", "channel_forest", "check_residuals", "gap_sensitivity", "nc_ece_posterior",
-           "reliability_diagram", "reliability_table"]
+           "plot_prior_predictive", "reliability_diagram", "reliability_table"]
