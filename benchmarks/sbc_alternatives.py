@@ -83,7 +83,10 @@ def main(argv=None):
     out = {}
     for model in a.models.split(","):
         for label, shift, sims in (("sbc", 0.0, a.sims), ("negative_control", 0.2, a.neg_sims)):
-            rows = [one(model, a.seed0 + s, shift=shift) for s in range(sims)]
+            rows = []
+            for s in range(sims):
+                rows.append(one(model, a.seed0 + s, shift=shift))
+                print(model, label, a.seed0 + s, rows[-1][0], flush=True)
             n_ranks = rows[0][1] + 1
             res = {}
             for name in TRACKED[model]:
