@@ -48,6 +48,7 @@ def plot_prior_predictive(result, *, ax=None, statistics=("positive_rate", "agre
     ax : matplotlib Axes, optional
     statistics : sequence of {"positive_rate", "agreement", "pattern_count"}, default ("positive_rate", "agreement")
     title : str, optional
+        Default: the model and the check's status.
 
     Returns
     -------
