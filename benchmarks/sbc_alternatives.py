@@ -13,8 +13,8 @@ Changes after the first version, whose shared ``fpr`` of the score-dependent mod
 simulations, mean rank fraction 0.35):
 
 * the prior draw and the sampler used the same JAX key (``PRNGKey(seed)``); SBC needs independent random
-  streams, and the sampler now runs on ``seed + SAMPLER_OFFSET`` (on six of the failing seeds the ranks did not
-  change: this was not the cause, but it had to go);
+  streams, and the sampler now runs on ``seed + SAMPLER_OFFSET`` (on six seeds the ranks did not change: this
+  was not the cause, but it had to go);
 * the prior was the flat default (``fpr ~ Beta(1, 2)``, ``u ~ Beta(1, 1)``), under which 36% of the simulated
   annotators have ``gap < 0.2`` and the three-annotator posteriors are near-unidentified ridges (one chain of 300
   draws had a bulk ESS of 13); the SBC prior is now the one of tests/statistical/test_sbc.py (2% below 0.2),
