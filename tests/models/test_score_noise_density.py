@@ -39,8 +39,12 @@ def _numpyro_log_density(fn, params):
 
     from noisycal_bayes.core import x64
 
+    import jax
+
     with x64():
-        ld, _ = log_density(fn, (LABELS, GROUP, None), dict(n_annotators=J, n_groups=G, prior=PRIOR), params)
+        # One compiled program instead of an eager pass that compiles every primitive on its own.
+        ld = jax.jit(lambda p: log_density(fn, (LABELS, GROUP, None), dict(n_annotators=J, n_groups=G, prior=PRIOR),
+                                           p)[0])({k: np.asarray(v, np.float64) for k, v in params.items()})
     return float(ld)
 
 
