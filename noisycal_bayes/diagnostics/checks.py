@@ -57,7 +57,6 @@ then ``not_testable``, never ``pass``.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from itertools import combinations
 
