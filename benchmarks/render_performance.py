@@ -246,8 +246,32 @@ def render() -> Path:
                   "| step | peak extra MB | seconds |", "|---|---|---|"]
         lines += [f"| {k} | {fmt(v.get('peak_extra_mb'))} | {fmt(v.get('seconds'))} |" for k, v in steps.items()]
         lines.append("")
+    lines += checks_section(load("bench_checks"))
     DOC.write_text("\n".join(lines).rstrip() + "\n")
     return DOC
+
+
+def checks_section(payload) -> list[str]:
+    """Section "Cost of the model checks" from ``bench_checks.json`` (issue 17), or a not-run note."""
+    lines = ["## Cost of the model checks", ""]
+    if payload is None:
+        return lines + ["Not run yet: `benchmarks/bench_checks.py` writes `benchmarks/results/bench_checks.json`.", ""]
+    settings = payload.get("settings") or {}
+    lines += ["`evaluate` runs the predictive model checks by default (`model_checks`: a parametric bootstrap of 199 "
+              "EM refits after `method=\"em\"`, a posterior predictive check on 199 draws after NUTS). "
+              "`benchmarks/bench_checks.py` times `evaluate` with and without them, alternating, on three simulated "
+              f"annotators (NUTS: {settings.get('n_chains')} chains x ({settings.get('n_warmup')} + "
+              f"{settings.get('n_draws')}) draws; compilation excluded).", "",
+              f"Machine: {machine_line(payload.get('machine', {}))}.", ""]
+    lines += table(payload["rows"], ["stage", "checks", "n_items", "median_s", "added_s", "added_fraction", "reps"])
+    goals = [g for g in settings.get("goals", []) if isinstance(g, dict)]
+    if goals:
+        lines += ["", "| goal (issue 17) | measured | met |", "|---|---|---|"]
+        lines += [f"| {g['goal']} | {g.get('value')} | {dict([(True, 'yes'), (False, '**no**')]).get(g.get('met'), '–')} |"
+                  for g in goals]
+    return lines + ["", "Timed calls alternate with and without checks; a difference smaller than the spread of repeated "
+                    "calls on the loaded machine (a negative `added_s`) means the checks' cost is below what it resolves. "
+                    "The bootstrap's EM refits run batched (one vmapped EM loop per 100 replicates).", ""]
 
 
 if __name__ == "__main__":

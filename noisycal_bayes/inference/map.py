@@ -314,8 +314,9 @@ def _with_loglik(static):
     return bound
 
 
-def _fit_map_pooled(data, model, assignment, prior, func):
-    """``fit_map`` with partially pooled channels (``pooling="partial"``)."""
+def pooled_data_inputs(data, model, assignment, func):
+    """``pooled_inputs`` of ``data`` after the checks both pooled routes (``fit_map``, ``fit_nuts``) need: an
+    AnnotationSet (the likelihood is per response) with at least two annotators."""
     from ..data.annotations import AnnotationSet
 
     if not isinstance(data, AnnotationSet):
@@ -323,7 +324,12 @@ def _fit_map_pooled(data, model, assignment, prior, func):
                          "SufficientStats keep only pattern counts. Use pooling='none'.")
     if data.n_annotators < 2:
         raise ValueError(f"{func}: the pooled model needs at least 2 annotators; got {data.n_annotators}.")
-    args, static = pooled_inputs(data, model, assignment)
+    return pooled_inputs(data, model, assignment)
+
+
+def _fit_map_pooled(data, model, assignment, prior, func):
+    """``fit_map`` with partially pooled channels (``pooling="partial"``)."""
+    args, static = pooled_data_inputs(data, model, assignment, func)
     sites, loglik, ok, n_iter = pooled_map(args, static, prior)
     values, population = pooled_derived(sites)
     notes = []

@@ -33,13 +33,13 @@ from ..core import x64
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
 from ..models.priors import check_prior
-from ._common import (bound_model, check_pooling, pooled_bound, pooled_derived, pooled_inputs, pooled_start,
+from ._common import (bound_model, check_pooling, pooled_bound, pooled_derived, pooled_start,
                       population_summary, sample_sites, with_derived, channel_or_none, flag_annotators)
 from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
+from .map import pooled_data_inputs
 from ..models.result import FitResult, channel_from, point_dict
-from ..data.annotations import AnnotationSet
 from ..data.binning import Binning
 
 PRECISIONS = ("float64", "float32")
@@ -254,12 +254,7 @@ def _sample(model, inputs, point, prior, opts, *, progress_bar):
 def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
     """``fit_nuts`` with partially pooled channels (``pooling="partial"``)."""
     func = "fit_nuts"
-    if not isinstance(data, AnnotationSet):
-        raise ValueError(f"{func}: pooling='partial' evaluates the likelihood per response and needs an AnnotationSet; "
-                         "SufficientStats keep only pattern counts. Use pooling='none'.")
-    if data.n_annotators < 2:
-        raise ValueError(f"{func}: the pooled model needs at least 2 annotators; got {data.n_annotators}.")
-    args, static = pooled_inputs(data, model, assignment)
+    args, static = pooled_data_inputs(data, model, assignment, func)
     start = pooled_start(args, static)
     use_x64 = opts["precision"] == "float64"
     n_warmup, chain_method = opts["n_warmup"], opts["chain_method"]

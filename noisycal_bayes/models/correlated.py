@@ -34,6 +34,7 @@ from jax.scipy.special import expit, logit
 
 from .dawid_skene import oriented_channels
 from .priors import DEFAULT_PRIOR, Prior
+from .score_noise import rows_factor
 
 #: Default number of Gauss-Hermite nodes: relative error of a row's likelihood 1.4e-6 at s = 1.3 (9 nodes: 1e-4;
 #: measured against 60 nodes and scipy quad in tests/diagnostics/test_alternatives.py).
@@ -72,21 +73,16 @@ def correlated_dawid_skene(labels=None, group=None, counts=None, *, n_annotators
                            record_loglik: bool = False):
     """Grouped Dawid-Skene model with a latent item effect shared by the annotators (Qu, Tan and Kutner 1996).
 
+    ``labels``, ``group``, ``counts``, ``n_annotators``, ``n_groups`` and ``record_loglik`` as in
+    :func:`~noisycal_bayes.models.score_noise.score_dependent_dawid_skene`; ``prior`` gives the priors of the
+    conditional rates at ``b = 0`` (``fpr``, ``u``) and of the prevalences.
+
     Parameters
     ----------
-    labels : int array of shape (n_rows, n_annotators) or None
-        Response patterns (0/1, -1 = missing); None samples the prior predictive.
-    group : int array of shape (n_rows,)
-    counts : float array of shape (n_rows,) or None
-    n_annotators, n_groups : int
-    prior : Prior
-        Priors of the conditional rates at ``b = 0`` (``fpr``, ``u``) and of the prevalences.
     scale : float, default 1
         Scale of the HalfNormal prior of the dependence scale ``s``.
     n_nodes : int, default 15
         Gauss-Hermite nodes.
-    record_loglik : bool
-        Add a deterministic site ``log_likelihood`` (n_rows,).
 
     Notes
     -----
@@ -115,8 +111,5 @@ def correlated_dawid_skene(labels=None, group=None, counts=None, *, n_annotators
             rate = jnp.where(y[:, None] == 1, tpr, fpr)
             p = expit(logit(jnp.clip(rate, eps, 1 - eps)) + s * b[:, None])
             return numpyro.sample("labels", dist.Bernoulli(probs=p).to_event(1))
-    rows = correlated_rows_loglik(labels, group, fpr, tpr, prevalence, s, nodes, weights)
-    if record_loglik:
-        numpyro.deterministic("log_likelihood", rows)
-    numpyro.factor("responses", jnp.sum(rows) if counts is None else jnp.sum(counts * rows))
-    return None
+    return rows_factor(correlated_rows_loglik(labels, group, fpr, tpr, prevalence, s, nodes, weights), counts,
+                       record_loglik)

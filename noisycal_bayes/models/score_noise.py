@@ -98,8 +98,12 @@ def score_dependent_dawid_skene(labels=None, group=None, counts=None, *, n_annot
             y = numpyro.sample("y", dist.Bernoulli(probs=prevalence[group]))
             rate = jnp.where(y[:, None] == 1, tpr_g[group], fpr_g[group])
             return numpyro.sample("labels", dist.Bernoulli(probs=rate).to_event(1))
-    rows = grouped_rows_loglik(labels, group, fpr_g, tpr_g, prevalence)
+    return rows_factor(grouped_rows_loglik(labels, group, fpr_g, tpr_g, prevalence), counts, record_loglik)
+
+
+def rows_factor(rows, counts, record_loglik):
+    """Add the log-likelihood of compressed rows (n_rows,), weighted by ``counts`` (None: one item each), as the
+    factor ``responses``; with ``record_loglik`` also the per-row values as the deterministic ``log_likelihood``."""
     if record_loglik:
         numpyro.deterministic("log_likelihood", rows)
     numpyro.factor("responses", jnp.sum(rows) if counts is None else jnp.sum(counts * rows))
-    return None

@@ -5,7 +5,7 @@ registered with a GUI backend: call ``fig.savefig("x.png")`` to write one, or le
 Pass ``ax=`` (or ``axes=``) to draw into your own axes instead.
 """
 from .channels import channel_forest
-from .checks import check_residuals
+from .checks import check_residuals, plot_prior_predictive
 from .display import NoisyCalibrationDisplay
 from .multiclass import plot_confusion_matrices, plot_top_label_reliability
 from .posterior import nc_ece_posterior
@@ -13,4 +13,5 @@ from .reliability import reliability_diagram, reliability_table
 from .sensitivity import gap_sensitivity
 
 __all__ = ["NoisyCalibrationDisplay", "channel_forest", "check_residuals", "gap_sensitivity", "nc_ece_posterior",
-           "plot_confusion_matrices", "plot_top_label_reliability", "reliability_diagram", "reliability_table"]
+           "plot_confusion_matrices", "plot_prior_predictive", "plot_top_label_reliability", "reliability_diagram",
+           "reliability_table"]

@@ -33,3 +33,35 @@ def check_residuals(result, *, ax=None, value: str = "standardized", title: str 
         raise ValueError(f"`result` must be the output of noisycal_bayes.diagnostics.model_checks; got "
                          f"{type(result).__name__}.")
     return result.plot(ax, value=value, title=title)
+
+
+def plot_prior_predictive(result, *, ax=None, statistics=("positive_rate", "agreement"), title: str | None = None):
+    """Plot a :func:`~noisycal_bayes.diagnostics.prior_predictive_check` result: each observed statistic against
+    its prior predictive interval.
+
+    The drawing is :meth:`PriorPredictiveCheck.plot <noisycal_bayes.diagnostics.checks.PriorPredictiveCheck.plot>`
+    (under the plotting package's name, as :func:`check_residuals`).
+
+    Parameters
+    ----------
+    result : PriorPredictiveCheck
+    ax : matplotlib Axes, optional
+    statistics : sequence of {"positive_rate", "agreement", "pattern_count"}, default ("positive_rate", "agreement")
+    title : str, optional
+        Default: the model and the check's status.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        ``result`` is not a prior predictive check; an unknown statistic.
+    """
+    from ..diagnostics.checks import PriorPredictiveCheck
+
+    if not isinstance(result, PriorPredictiveCheck):
+        raise ValueError(f"`result` must be the output of noisycal_bayes.diagnostics.prior_predictive_check; got "
+                         f"{type(result).__name__}.")
+    return result.plot(ax, statistics=statistics, title=title)

@@ -150,3 +150,19 @@ def test_pooled_map_is_a_stationary_point_of_the_potential_found_by_scipy_too():
     # L-BFGS stops at gradient 1e-9 x (objective scale ~1e2): parameter error well below 1e-4.
     np.testing.assert_allclose(np.asarray(mode), res.x, atol=1e-4)
     assert res.fun <= float(vg(np.asarray(mode))[0]) + 1e-6
+
+
+@pytest.mark.parametrize("fit_name", ["fit_map", "fit_nuts"])
+def test_pooled_fits_need_an_annotation_set_with_two_annotators(fit_name):
+    # The shared check of both pooled routes (inference.map.pooled_data_inputs) raises before any compilation.
+    from noisycal_bayes import inference
+    from noisycal_bayes.data import AnnotationSet, SufficientStats
+
+    fit = getattr(inference, fit_name)
+    sim = simulate_annotations(200, fpr=[0.1, 0.2], tpr=[0.9, 0.8], seed=0)
+    suff = SufficientStats.from_annotations(sim.data, bins=Binning.equal_width(5))
+    with pytest.raises(ValueError, match=f"{fit_name}: pooling='partial' evaluates the likelihood per response"):
+        fit(suff, pooling="partial", groups=Binning.equal_width(5))
+    one = AnnotationSet.from_wide(sim.data.labels[:, :1], sim.data.scores)
+    with pytest.raises(ValueError, match=f"{fit_name}: the pooled model needs at least 2 annotators; got 1"):
+        fit(one, pooling="partial", groups=Binning.equal_width(5))

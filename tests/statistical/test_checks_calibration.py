@@ -1,7 +1,7 @@
 """False-alarm rate and power of the predictive model checks (noisycal_bayes/diagnostics/checks.py).
 
-1. False alarms. On R = 100 well-specified simulations (2 to 4 annotators, missing responses, imbalanced
-   classes, 2 to 4 score groups, 300 to 600 items) the summary check ``posterior_predictive`` (Pearson X^2,
+1. False alarms. On R = 100 well-specified simulations (2 to 5 annotators, missing responses, imbalanced
+   classes, 2 to 4 score groups, 300 to 600 items; the issue's designs) the summary check ``posterior_predictive`` (Pearson X^2,
    bootstrap with EM refits, B = 19 replicates) should warn with probability alpha = 0.05: with B = 19 it warns
    when the observed X^2 exceeds every replicate, which has probability 1 / (B + 1) = 0.05 when the observed
    and replicated statistics are exchangeable (asymptotically, for the parametric bootstrap). The number of
@@ -30,12 +30,13 @@ pytestmark = pytest.mark.statistical
 N_SETS, B, ALPHA = 100, 19, 0.05
 FALSE_FAILURE = 1e-3
 
-# (fpr, tpr, missing, score_beta, n_groups, n_items): 2 to 4 annotators, missing responses, imbalanced classes.
+# (fpr, tpr, missing, score_beta, n_groups, n_items): 2 to 5 annotators, missing responses, imbalanced classes.
 SETTINGS = [
     ([0.1, 0.2, 0.15], [0.85, 0.8, 0.9], 0.0, (1.0, 1.0), 3, 400),
     ([0.1, 0.2, 0.15, 0.05], [0.85, 0.8, 0.9, 0.75], 0.3, (1.0, 1.0), 2, 500),
     ([0.05, 0.15, 0.1], [0.8, 0.9, 0.85], 0.1, (1.0, 4.0), 3, 600),   # prevalence about 0.2
     ([0.1, 0.2], [0.9, 0.8], 0.0, (1.0, 1.0), 4, 300),                # 2 annotators: 4 x 3 cells - 8 params
+    ([0.1, 0.2, 0.15, 0.05, 0.1], [0.85, 0.8, 0.9, 0.75, 0.9], 0.1, (1.0, 3.0), 2, 600),  # 5 annotators
 ]
 
 
