@@ -33,7 +33,7 @@ from ..core import x64
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
 from ..models.priors import check_prior
-from ._common import (bound_model, check_pooling, pooled_bound, pooled_derived, pooled_inputs, pooled_start,
+from ._common import (ARG_CENTERING, bound_model, check_pooling, pooled_bound, pooled_derived, pooled_inputs, pooled_start,
                       population_summary, sample_sites, with_derived, channel_or_none, flag_annotators)
 from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
@@ -259,7 +259,8 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
                          "SufficientStats keep only pattern counts. Use pooling='none'.")
     if data.n_annotators < 2:
         raise ValueError(f"{func}: the pooled model needs at least 2 annotators; got {data.n_annotators}.")
-    args, static = pooled_inputs(data, model, assignment)
+    # Partial centring per annotator from the start's soft counts (_common.partial_centering): same model.
+    args, static = pooled_inputs(data, model, assignment, centered=True)
     start = pooled_start(args, static)
     use_x64 = opts["precision"] == "float64"
     n_warmup, chain_method = opts["n_warmup"], opts["chain_method"]
@@ -283,8 +284,8 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
         sites = {k: np.asarray(v, dtype=dtype) for k, v in start.items()}
         got, stats = program.run(chain_keys(opts["seed"], opts["n_chains"]), sites, run_args + (prior_params,),
                                  n_draws=opts["n_draws"], progress_bar=progress_bar, desc=f"NUTS pooled {model}")
-    draws, population = pooled_derived({k: np.asarray(v) for k, v in got.items()})
-    start_draws, _ = pooled_derived(start)
+    draws, population = pooled_derived({k: np.asarray(v) for k, v in got.items()}, args[ARG_CENTERING])
+    start_draws, _ = pooled_derived(start, args[ARG_CENTERING])
     point = point_dict(model, start_draws["fpr"], start_draws["tpr"], start_draws.get("prevalence"),
                        slope=start.get("slope"), intercept=start.get("intercept"))
     if model == "monotone":

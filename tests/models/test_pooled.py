@@ -166,7 +166,7 @@ def test_pooled_inputs_use_gold_and_no_dense_labels():
     data = AnnotationSet.from_crowdkit(df)
     data = AnnotationSet(data.labels, None, data.item_ids, data.annotator_ids, gold=np.array([1, -1, -1]))
     assignment = resolve_assignment(data, "dawid_skene", None, "test")
-    (item, ann, lab, group, gold, _), static = pooled_inputs(data, "dawid_skene", assignment)
+    (item, ann, lab, group, gold, *_), static = pooled_inputs(data, "dawid_skene", assignment)
     assert item.shape == (5,) and gold.tolist() == [1, -1, -1]
     assert static == {"kind": "dawid_skene", "n_items": 3, "n_annotators": 3, "n_groups": 1}
 
