@@ -82,7 +82,9 @@ def pooled_channels(n_annotators: int, prior: Prior, centering=None):
             z_t = numpyro.sample("z_tpr", dist.Normal(0.0, 1.0))
         lf, lt = mu_f + sigma_f * z_f, mu_t + sigma_t * z_t
     else:
-        c_f, c_t = centering[0], centering[1]
+        # In the sites' dtype: a float64 constant with float32 sites (x64 off) would not combine in lax.
+        c = jnp.asarray(centering, jnp.result_type(mu_f))
+        c_f, c_t = c[0], c[1]
         # sigma^c as exp(c log sigma): finite gradient at c = 0 (sigma^0 = 1 for every sigma > 0).
         with numpyro.plate("annotator", n_annotators):
             z_f = numpyro.sample("z_fpr", dist.Normal(c_f * mu_f, jnp.exp(c_f * jnp.log(sigma_f))))
@@ -169,6 +171,7 @@ def pooled_model(item, annotator, label=None, item_group=None, gold=None, logit_
     code = response_codes(annotator, label)
     if code_counts is None:
         code_counts = jax.ops.segment_sum(jnp.ones(code.shape[0], lf.dtype), code, num_segments=2 * n_annotators)
+    code_counts = jnp.asarray(code_counts, lf.dtype)
     l0_table, w_table = channel_tables(lf, lt)
     if padded is not None and padded.shape[-1] == 0:
         padded = None  # pooled_inputs' marker for "sum by segments" (shapes are static under tracing)
