@@ -114,6 +114,21 @@ def pooled_inputs(data, model: str, assignment, *, centered: bool = False):
     return tuple(args), static
 
 
+def pooled_fit_inputs(data, model: str, assignment):
+    """The ``FitResult.inputs`` of a pooled fit: the model's compressed inputs with the data's gold labels attached
+    (``inputs.gold``), so that ``log_likelihood`` and ``clean_label_probability`` treat gold items as observed
+    latent labels, as the pooled likelihood does."""
+    import dataclasses
+
+    from ..models.inputs import prepare_inputs
+
+    inputs = prepare_inputs(data, model, assignment)
+    gold = getattr(data, "gold", None)
+    if gold is None or not np.any(np.asarray(gold) >= 0):
+        return inputs
+    return dataclasses.replace(inputs, gold=np.asarray(gold, np.int8))
+
+
 def partial_centering(logit_rate, n_eff, sigma):
     """How centred each annotator's site should be: ``c = sigma^2 I / (1 + sigma^2 I)``, shape like ``logit_rate``.
 

@@ -26,7 +26,8 @@ from ..core import ds_loglik, x64
 from ..data.design import check_design, check_prevalence_spread
 from ..models.priors import check_prior
 from ..warnings import ConvergenceWarning
-from ._common import (bound_model, channel_or_none, check_pooling, pooled_bound, pooled_derived, pooled_inputs,
+from ._common import (bound_model, channel_or_none, check_pooling, pooled_bound, pooled_derived,
+                      pooled_fit_inputs, pooled_inputs,
                       pooled_start, population_summary, sample_sites, with_derived)
 from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from .em import em_starts, start_point
@@ -340,7 +341,7 @@ def _fit_map_pooled(data, model, assignment, prior, func):
     gap = values["gap"]
     flagged = {"level": None, "uninformative": [], "adversarial": [ids[j] for j in np.flatnonzero(gap <= 0)]}
     return FitResult(model=model, method="map", channel=channel_or_none(values["fpr"], values["tpr"], ids), point=point,
-                     groups=assignment, inputs=prepare_inputs(data, model, assignment), prior=prior,
+                     groups=assignment, inputs=pooled_fit_inputs(data, model, assignment), prior=prior,
                      annotator_ids=tuple(ids), converged=ok, identified=True, reason="", loglik=loglik, n_iter=n_iter,
                      warnings=tuple(notes), settings=dict(pooling="partial", likelihood="sparse responses",
                                                           start="sparse-em"),

@@ -33,7 +33,8 @@ from ..core import x64
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
 from ..models.priors import check_prior
-from ._common import (ARG_CENTERING, bound_model, check_pooling, pooled_bound, pooled_derived, pooled_inputs, pooled_start,
+from ._common import (ARG_CENTERING, bound_model, check_pooling, pooled_bound, pooled_derived,
+                      pooled_fit_inputs, pooled_inputs, pooled_start,
                       population_summary, sample_sites, with_derived, channel_or_none, flag_annotators)
 from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
@@ -294,8 +295,8 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
     n_divergent = int(stats["diverging"].sum())
     n_max_depth = int((stats["n_steps"] >= 2 ** opts["max_tree_depth"] - 1).sum())
     # Downstream code (log-likelihood per item, clean-label probabilities) reads the non-pooled inputs of the
-    # same model with the pooled draws of fpr, u and prevalence: the same likelihood (without gold labels).
-    inputs = prepare_inputs(data, model, assignment)
+    # same model with the pooled draws of fpr, u and prevalence: the same likelihood, with the gold labels.
+    inputs = pooled_fit_inputs(data, model, assignment)  # gold labels attached (observed latent labels)
     result = FitResult(model=model, method="nuts", channel=None, point=point, groups=assignment, inputs=inputs,
                        prior=prior, annotator_ids=tuple(ids), draws=draws, sample_stats=stats,
                        n_divergent=n_divergent, identified=True, reason="",

@@ -50,7 +50,7 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     n_gold = 0 if gold is None else int(np.sum(np.asarray(gold) >= 0))
     # Repeated labels (one annotator, one item, several responses) exist only as responses: a pattern row holds
     # one label per annotator, so they need the sparse path.
-    n_repeats = 0 if stats else int(data.n_responses) - int(np.count_nonzero(data.observed))
+    n_repeats = 0 if stats else _repeated_responses(data)
     if path == "sparse":
         if stats:
             raise ValueError(f"{func}: path='sparse' needs an AnnotationSet; SufficientStats hold compressed counts only.")
@@ -72,6 +72,16 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     if data.n_annotators > SPARSE_MIN_ANNOTATORS:
         return "sparse", f"{data.n_annotators} annotators > {SPARSE_MIN_ANNOTATORS} (patterns do not compress)"
     return "patterns", f"{data.n_annotators} annotators <= {SPARSE_MIN_ANNOTATORS} (patterns compress)"
+
+
+def _repeated_responses(data) -> int:
+    """Responses that repeat the (item, annotator) pair before them: O(n_responses) on the sorted triples, never
+    the dense ``observed`` mask (1 million items x 10,000 annotators would be 10 GB)."""
+    if not getattr(data, "has_repeats", False):
+        return 0
+    item, ann, _ = data.responses
+    item, ann = np.asarray(item), np.asarray(ann)
+    return int(np.count_nonzero((item[1:] == item[:-1]) & (ann[1:] == ann[:-1])))
 
 
 def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_gap, starts, func: str = "fit_em",
@@ -140,8 +150,9 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     annotators' channels held fixed), so the counts are scaled to the observed share ``rho = 1 - m1 / I_c``
     (clipped to [0.01, 1]): ``Beta(rho s1 + 1/2, rho (n1 - s1) + 1/2)``, equal-tailed at ``level`` (fpr alike).
     The gap interval is ``gap -+ z sqrt(V_tpr + V_fpr)`` with the two Beta variances
-    (``z = Phi^{-1}((1 + level) / 2)``). The covariance with the other annotators' channels is left out;
-    ``benchmarks/crowd_flags_study.py`` measures the coverage on simulated crowds. Flags: ``"uninformative"`` when the gap
+    (``z = Phi^{-1}((1 + level) / 2)``), clipped to [-1, 1]. With a count of 0 (or all) the lower (upper) limit
+    is 0 (1), the one-sided Jeffreys convention. The covariance with the other annotators' channels is left out;
+    ``benchmarks/bench_crowds.py`` (section recovery) measures the coverage on simulated crowds. Flags: ``"uninformative"`` when the gap
     interval contains 0, ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
     (:func:`noisycal_bayes.core.channel.usable_annotators`) gives uninformative annotators weight 0.
     """
@@ -159,12 +170,15 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
             rho = np.clip(np.where(complete > 0, 1.0 - np.asarray(m, np.float64) / complete, 1.0), 0.01, 1.0)
         al, be = rho * s + 0.5, rho * np.maximum(n - s, 0.0) + 0.5
         out[name] = np.asarray(est, np.float64)
-        out[f"{name}_lower"] = special.betaincinv(al, be, a)
-        out[f"{name}_upper"] = special.betaincinv(al, be, 1 - a)
+        # One-sided Jeffreys convention (Brown, Cai & DasGupta 2001): no label counted as 1 (x = 0) gives lower
+        # limit 0, all of them (x = n) upper limit 1; the Beta quantile would exclude the observed value there.
+        out[f"{name}_lower"] = np.where(rho * s <= 0, 0.0, special.betaincinv(al, be, a))
+        out[f"{name}_upper"] = np.where(rho * np.maximum(n - s, 0.0) <= 0, 1.0, special.betaincinv(al, be, 1 - a))
         var[name] = al * be / ((al + be) ** 2 * (al + be + 1))
     gap = out["tpr"] - out["fpr"]
     half = special.ndtri(1 - a) * np.sqrt(var["fpr"] + var["tpr"])
-    out.update(gap=gap, gap_lower=gap - half, gap_upper=gap + half)
+    # A difference of two rates lies in [-1, 1]; the normal approximation can reach past it near the boundary.
+    out.update(gap=gap, gap_lower=np.clip(gap - half, -1.0, 1.0), gap_upper=np.clip(gap + half, -1.0, 1.0))
     flag = np.where(out["gap_upper"] < 0, "adversarial", np.where(out["gap_lower"] > 0, "ok", "uninformative"))
     out["flag"] = flag
     table = pd.DataFrame(out)
