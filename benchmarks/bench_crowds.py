@@ -26,7 +26,8 @@ pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.p
     fpr, tpr, gap, u, prevalence and the population: max R-hat, min bulk / tail ESS, divergences, transitions at
     the maximum tree depth. Goals: first <= 30 s, warm <= 10 s, R-hat <= 1.01, bulk ESS >= 400, no saturated depth.
 ``scale``
-    ``simulate_crowd(1_000_000, 10_000, labels_per_item=10, spammers=0.05, adversaries=0.02)``: 10 million labels.
+    A crowd of 1,000,000 items x 10 distinct annotators out of 10,000 (5% spammers, 2% adversaries; the design of
+    ``simulate_crowd``, drawn by :func:`fast_crowd` in O(n responses)): 10 million labels.
     In a child process (so that the memory figure is this fit's alone): the responses are loaded from a
     ``.npz`` and the AnnotationSet built (``from_responses``); then the resident set's high-water mark is reset
     (``/proc/self/clear_refs``) and ``fit_em(data, model="dawid_skene", starts="vote")`` run twice (sparse EM;
@@ -36,7 +37,7 @@ pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.p
     (defaults: ``n_iter=100``). Outside reference, quoted, not run: spark-crowd's Dawid-Skene, 111 s for 10
     million labels on one machine (Rodrigo et al. 2019, "spark-crowd", JOSS).
 ``nuts_scale``
-    Pooled NUTS on ``simulate_crowd(20_000, 1_000, labels_per_item=5, ...)`` (100,000 labels, 1,000 annotators),
+    Pooled NUTS on ``fast_crowd(20_000, 1_000, 5)`` (100,000 labels, 1,000 annotators),
     same sampler settings as ``rte``. Goal: <= 5 minutes, with the diagnostics.
 ``recovery``
     ``--n-sims`` crowds ``simulate_crowd(2000, 100, labels_per_item=6, activity="heavy", spammers=0.05,
@@ -209,13 +210,45 @@ def section_rte(settings):
     return rows, _nuts_goals("rte", "pooled NUTS on rte", rows, 30.0, 10.0)
 
 
-def _sim_to_npz(path, n_items, n_annotators, per_item, seed=0):
-    from noisycal_bayes.simulate import simulate_crowd
+def fast_crowd(n_items, n_annotators, per_item, *, spammers=0.05, adversaries=0.02, prevalence=0.5, seed=0):
+    """``simulate_crowd``'s design (honest fpr ~ U(0.05, 0.3), tpr ~ U(0.7, 0.95); spammers fpr = tpr ~ U(0.2, 0.8);
+    adversaries with fpr and tpr exchanged; uniform activity, ``per_item`` distinct annotators per item) in O(n
+    responses): ``simulate_crowd`` draws a Gumbel key for every (item, annotator) cell and builds the dense
+    items x annotators matrix, 10 GB at 1 million items x 10,000 annotators. Returns responses sorted by item
+    then annotator, the truth and each annotator's kind."""
+    rng = np.random.default_rng(seed)
+    fpr, tpr = rng.uniform(0.05, 0.3, n_annotators), rng.uniform(0.7, 0.95, n_annotators)
+    kind = np.full(n_annotators, "honest", dtype=object)
+    n_spam, n_adv = int(round(spammers * n_annotators)), int(round(adversaries * n_annotators))
+    order = rng.permutation(n_annotators)
+    spam, adv = order[:n_spam], order[n_spam:n_spam + n_adv]
+    kind[spam], kind[adv] = "spammer", "adversary"
+    rate = rng.uniform(0.2, 0.8, n_spam)
+    fpr[spam], tpr[spam] = rate, rate
+    fpr[adv], tpr[adv] = tpr[adv].copy(), fpr[adv].copy()
+    y = (rng.random(n_items) < prevalence).astype(np.int8)
+    # per_item distinct annotators per item: draw, then redraw the rows with a repeat (rare when J >> per_item).
+    who = rng.integers(0, n_annotators, (n_items, per_item), dtype=np.int32)
+    while True:
+        who.sort(axis=1)
+        dup = np.flatnonzero((who[:, 1:] == who[:, :-1]).any(axis=1))
+        if dup.size == 0:
+            break
+        who[dup] = rng.integers(0, n_annotators, (dup.size, per_item), dtype=np.int32)
+    missing = np.flatnonzero(np.bincount(who.ravel(), minlength=n_annotators) == 0)
+    if missing.size:  # every annotator needs a label: give each unused one the last slot of a random item
+        rows = rng.choice(n_items, missing.size, replace=False)
+        who[rows, -1] = missing
+        who[rows] = np.sort(who[rows], axis=1)
+    item = np.repeat(np.arange(n_items, dtype=np.int32), per_item)
+    ann = who.ravel()
+    label = (rng.random(item.size) < np.where(y[item] == 1, tpr[ann], fpr[ann])).astype(np.int8)
+    return item, ann, label, y, fpr, tpr, kind.astype(str)
 
-    sim = simulate_crowd(n_items, n_annotators, labels_per_item=per_item, spammers=0.05, adversaries=0.02, seed=seed)
-    item, ann, lab = (np.asarray(x) for x in sim.data.responses)
-    np.savez(path, item=item, annotator=ann, label=lab, kind=sim.kind, fpr=sim.fpr, tpr=sim.tpr,
-             y=sim.clean_labels)
+
+def _sim_to_npz(path, n_items, n_annotators, per_item, seed=0):
+    item, ann, lab, y, fpr, tpr, kind = fast_crowd(n_items, n_annotators, per_item, seed=seed)
+    np.savez(path, item=item, annotator=ann, label=lab, kind=kind, fpr=fpr, tpr=tpr, y=y)
 
 
 def _status(field):
@@ -297,16 +330,16 @@ def section_scale(quick):
 
 
 def section_nuts_scale(quick, settings):
-    from noisycal_bayes.simulate import simulate_crowd
+    from noisycal_bayes import AnnotationSet
 
     n_items, n_ann = (2_000, 100) if quick else (20_000, 1_000)
-    sim = simulate_crowd(n_items, n_ann, labels_per_item=5, spammers=0.05, adversaries=0.02, seed=2)
-    fit, row = run_nuts(sim.data, 0, settings)
+    item, ann, lab, _, fpr, tpr, _ = fast_crowd(n_items, n_ann, 5, seed=2)
+    data = AnnotationSet.from_responses(item, ann, lab)
+    fit, row = run_nuts(data, 0, settings)
     lo, hi = (np.quantile(fit.draws[k], [0.05, 0.95], axis=(0, 1)) for k in ("fpr", "tpr"))
-    cover = float(np.mean(np.concatenate([(lo[0] <= sim.fpr) & (sim.fpr <= lo[1]),
-                                          (hi[0] <= sim.tpr) & (sim.tpr <= hi[1])])))
-    row = {"section": "nuts_scale", "data": "simulated", "stage": "first", "n_items": sim.data.n_items,
-           "n_annotators": sim.data.n_annotators, "n_responses": sim.data.n_responses, **row,
+    cover = float(np.mean(np.concatenate([(lo[0] <= fpr) & (fpr <= lo[1]), (hi[0] <= tpr) & (tpr <= hi[1])])))
+    row = {"section": "nuts_scale", "data": "simulated", "stage": "first", "n_items": data.n_items,
+           "n_annotators": data.n_annotators, "n_responses": data.n_responses, **row,
            "coverage_90_fpr_tpr": cover, "settings": str(settings)}
     print(row, flush=True)
     goals = _nuts_goals("nuts_scale", f"pooled NUTS, {row['n_responses']:,} labels", [row], 300.0)
@@ -348,6 +381,24 @@ def section_recovery(n_sims):
     return rows, goals
 
 
+def combine(paths, out=None):
+    """One results file from several runs (e.g. a run of the sections left after an interrupted one): rows
+    concatenated in order; ``settings["runs"]`` keeps each run's sections, machine (load) and settings."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    first = runs[0]
+    settings = dict(first["settings"], only=[x for r in runs for x in r["settings"]["only"]],
+                    runs=[{"only": r["settings"]["only"], "machine": r["machine"], "settings": r["settings"]}
+                          for r in runs])
+    machine_info = dict(first["machine"], load_avg_end=runs[-1]["machine"].get("load_avg_end"),
+                        finished_utc=runs[-1]["machine"].get("finished_utc"))
+    rows = [row for r in runs for row in r["rows"] if row.get("stage") != "goal"]
+    rows += [row for r in runs for row in r["rows"] if row.get("stage") == "goal"]
+    path = Path(out) if out else Path(__file__).resolve().parent / "results" / "bench_crowds.json"
+    path.write_text(json.dumps({"benchmark": "bench_crowds", "machine": machine_info, "settings": settings,
+                                "rows": rows}, indent=1, default=str) + "\n")
+    print(f"wrote {path}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (development)")
@@ -355,10 +406,15 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--n-sims", type=int, default=20)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--combine", nargs="+", metavar="JSON",
+                    help="write the rows of these result files (runs of different sections) as one results file, "
+                         "keeping each run's machine and settings")
     ap.add_argument("--child-scale", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child_scale:
         return child_scale(*args.child_scale)
+    if args.combine:
+        return combine(args.combine, args.out)
     from noisycal_bayes.inference import configure_jax
 
     configure_jax()

@@ -215,7 +215,12 @@ def crowd_lines(payload) -> list[str]:
     spark = (payload.get("settings") or {}).get("spark_crowd") or {}
     lines = head + ["`benchmarks/bench_crowds.py`, one run (its module docstring says exactly what each row times). "
                     "The machine is shared: times under a high load average are upper bounds; `cpu_s` is the "
-                    "process's CPU time.", "", f"Machine: {machine_line(payload.get('machine', {}))}.", ""]
+                    "process's CPU time.", ""]
+    runs = (payload.get("settings") or {}).get("runs") or [{"only": None, "machine": payload.get("machine", {})}]
+    for run in runs:
+        which = f"sections {', '.join(run['only'])}: " if run.get("only") else ""
+        lines += [f"- {which}{machine_line(run.get('machine', {}))}"]
+    lines.append("")
     if goals:
         lines += ["| section | goal | measured | target | met |", "|---|---|---|---|---|"]
         lines += [f"| {g['section']} | {g['goal']} | {fmt(g['measured'])} | {g['op']} {fmt(g['target'])} | "
