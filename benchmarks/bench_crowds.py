@@ -30,9 +30,9 @@ pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.p
     ``simulate_crowd``, drawn by :func:`fast_crowd` in O(n responses)): 10 million labels.
     In a child process (so that the memory figure is this fit's alone): the responses are loaded from a
     ``.npz`` and the AnnotationSet built (``from_responses``); then the resident set's high-water mark is reset
-    (``/proc/self/clear_refs``) and ``fit_em(data, model="dawid_skene", starts="vote")`` run twice (sparse EM;
-    first call compiles). Peak memory above the input = ``VmHWM`` during the fits - ``VmRSS`` before them (it
-    includes JAX's buffers and compiled code). Goals: converged, warm fit <= 20 s, peak <= 2 GB above the input.
+    (``/proc/self/clear_refs``) and ``fit_em(data, model="dawid_skene", starts="vote")`` run once (sparse EM;
+    the time includes compilation). Peak memory above the input = ``VmHWM`` during the fits - ``VmRSS`` before them (it
+    includes JAX's buffers and compiled code). Goals: converged, fit <= 20 s, peak <= 2 GB above the input.
     Side by side at 1 million labels (100,000 items, 10,000 annotators): ours vs crowd-kit's DawidSkene
     (defaults: ``n_iter=100``). Outside reference, quoted, not run: spark-crowd's Dawid-Skene, 111 s for 10
     million labels on one machine (Rodrigo et al. 2019, "spark-crowd", JOSS).
@@ -259,7 +259,7 @@ def _status(field):
 
 
 def child_scale(path, out):
-    """In a fresh process: load responses, build the set, reset the high-water mark, fit twice; JSON to ``out``."""
+    """In a fresh process: load responses, build the set, reset the high-water mark, fit once; JSON to ``out``."""
     from noisycal_bayes import AnnotationSet, fit_em
 
     z = np.load(path)
@@ -276,10 +276,9 @@ def child_scale(path, out):
     res = {"n_items": data.n_items, "n_annotators": data.n_annotators, "n_responses": data.n_responses,
            "rss_input_bytes": rss_input, "hwm_reset": reset}
     w = _quiet()
-    for stage in ("first", "warm"):
-        t = time.perf_counter()
-        fit = fit_em(data, model="dawid_skene", starts="vote")
-        res[f"{stage}_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    fit = fit_em(data, model="dawid_skene", starts="vote")
+    res["first_s"] = time.perf_counter() - t  # one call, compilation included (a second would double the run)
     w.__exit__(None, None, None)
     res["peak_above_input_bytes"] = _status("VmHWM") - rss_input
     res.update(converged=bool(fit.converged), n_iter=int(fit.n_iter), path=fit.details["path"],
@@ -306,7 +305,7 @@ def section_scale(quick):
                      "fits: NumPy, JAX buffers and compiled code included"})
         label = f"EM on {res['n_responses']:,} labels"
         goals += [_goal("scale", f"{label}: converged (1 = yes)", float(res["converged"]), 1, ">="),
-                  _goal("scale", f"{label}: wall, compiled (s)", res["warm_s"], 20.0, "<="),
+                  _goal("scale", f"{label}: wall incl. compilation (s)", res["first_s"], 20.0, "<="),
                   _goal("scale", f"{label}: peak memory above the input (GB)", res["peak_above_input_bytes"] / 1e9,
                         2.0, "<=")]
         # Side by side with crowd-kit at 1 million labels (in this process).

@@ -193,7 +193,7 @@ CROWD_SECTIONS = [
      ["stage", "settings", "wall_s", "cpu_s", "load_avg_1min", "r_hat_max", "ess_bulk_min", "ess_tail_min",
       "n_divergent", "n_max_depth", "tree_depth_mean", "leapfrog_per_draw", "step_size_mean", "accuracy"]),
     ("scale", "A simulated crowd at scale",
-     ["stage", "n_items", "n_annotators", "n_responses", "first_s", "warm_s", "first_call_s", "median_s",
+     ["stage", "n_items", "n_annotators", "n_responses", "first_s", "first_call_s", "median_s",
       "n_iter", "converged", "peak_above_input_gb", "accuracy", "source"]),
     ("nuts_scale", "Pooled NUTS at 100,000 labels",
      ["n_items", "n_annotators", "n_responses", "wall_s", "cpu_s", "load_avg_1min", "r_hat_max", "ess_bulk_min",
