@@ -278,3 +278,24 @@ def test_annotator_intervals_one_sided_jeffreys_and_gap_clipped():
     assert table["tpr_upper"][2] == pytest.approx(special.betaincinv(20.5, 20.5, 0.95), rel=1e-12)
     assert (table["gap_lower"] >= -1).all() and (table["gap_upper"] <= 1).all()
     assert table["gap_upper"][1] == 1.0 and table["gap_lower"][1] < 1.0
+
+
+@pytest.mark.parametrize("case", ["co_labelled", "one_label_per_item", "two_annotators"])
+def test_sparse_design_check_equals_dense_check(case):
+    """The sparse path's design check (no dense observed mask) gives check_design's messages."""
+    from noisycal_bayes.data.design import check_design
+    from noisycal_bayes.models.em_result import _check_design_sparse
+
+    if case == "co_labelled":
+        item, ann = [0, 0, 1, 2], [0, 1, 2, 0]
+    elif case == "one_label_per_item":
+        item, ann = [0, 1, 2, 3], [0, 1, 2, 0]
+    else:
+        item, ann = [0, 0, 1, 1], [0, 1, 0, 1]
+    data = AnnotationSet.from_responses(np.array(item), np.array(ann), np.array([1, 0, 1, 0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dense = check_design(data, "dawid_skene", n_groups=1, func="fit_em")
+        sparse = _check_design_sparse(data, "dawid_skene", 1, "fit_em")
+    assert sparse == dense
+    assert bool(dense) == (case != "co_labelled")
