@@ -35,7 +35,7 @@ pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.p
     includes JAX's buffers and compiled code). Goals: converged, fit <= 20 s, peak <= 2 GB above the input.
     Side by side at 1 million labels (100,000 items, 10,000 annotators): ours vs crowd-kit's DawidSkene
     (defaults: ``n_iter=100``). Outside reference, quoted, not run: spark-crowd's Dawid-Skene, 111 s for 10
-    million labels on one machine (Rodrigo et al. 2019, "spark-crowd", JOSS).
+    million labels on one machine (Rodrigo, Aledo & Gamez 2019, "spark-crowd"; the figure issue 16 quotes).
 ``nuts_scale``
     Pooled NUTS on ``fast_crowd(20_000, 1_000, 5)`` (100,000 labels, 1,000 annotators),
     same sampler settings as ``rte``. Goal: <= 5 minutes, with the diagnostics.
@@ -72,7 +72,8 @@ DATA = Path("/work/shared/data/crowd_gold")
 SETS = ("bluebirds", "rte", "temp")
 NUTS = dict(n_chains=4, n_warmup=300, n_draws=700)
 SPARK_CROWD = {"labels": 10_000_000, "seconds": 111.0,
-               "source": "spark-crowd (Rodrigo, Aledo, Gamez 2019, JOSS 4(34) 1128): Dawid-Skene, one machine"}
+               "source": "spark-crowd (Rodrigo, Aledo & Gamez 2019), Dawid-Skene on one machine, the figure quoted by "
+                         "issue 16"}
 
 
 def _quiet():
@@ -385,9 +386,12 @@ def combine(paths, out=None):
     concatenated in order; ``settings["runs"]`` keeps each run's sections, machine (load) and settings."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     first = runs[0]
-    settings = dict(first["settings"], only=[x for r in runs for x in r["settings"]["only"]],
-                    runs=[{"only": r["settings"]["only"], "machine": r["machine"], "settings": r["settings"]}
-                          for r in runs])
+    def sections(r):  # the sections a run measured (an interrupted run lists more in its settings)
+        return list(dict.fromkeys(row["section"] for row in r["rows"]))
+
+    settings = dict(first["settings"], only=[x for r in runs for x in sections(r)],
+                    spark_crowd=SPARK_CROWD,
+                    runs=[{"only": sections(r), "machine": r["machine"], "settings": r["settings"]} for r in runs])
     machine_info = dict(first["machine"], load_avg_end=runs[-1]["machine"].get("load_avg_end"),
                         finished_utc=runs[-1]["machine"].get("finished_utc"))
     rows = [row for r in runs for row in r["rows"] if row.get("stage") != "goal"]
