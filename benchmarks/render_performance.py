@@ -213,7 +213,8 @@ def crowd_lines(payload) -> list[str]:
     rows = payload["rows"]
     goals = [r for r in rows if r.get("stage") == "goal"]
     spark = (payload.get("settings") or {}).get("spark_crowd") or {}
-    lines = head + ["`benchmarks/bench_crowds.py` (its module docstring says exactly what each row times; the runs are listed below). "
+    lines = head + ["`benchmarks/bench_crowds.py` (its module docstring says exactly what each row times; the runs "
+                    "are listed below). "
                     "The machine is shared: times under a high load average are upper bounds; `cpu_s` is the "
                     "process's CPU time.", ""]
     runs = (payload.get("settings") or {}).get("runs") or [{"only": None, "machine": payload.get("machine", {})}]

@@ -28,9 +28,9 @@ import jax.numpy as jnp
 
 from ..data.responses import Responses
 
-__all__ = ["Responses", "SparseTotals", "batched_e_step", "batched_m_step", "channel_tables", "code_sums", "padded_codes",
-           "rate_or_half", "response_codes", "response_loglik", "sparse_e_step", "sparse_item_loglik", "sparse_m_step",
-           "sparse_totals"]
+__all__ = ["Responses", "SparseTotals", "batched_e_step", "batched_m_step", "channel_tables", "code_sums",
+           "padded_codes", "rate_or_half", "response_codes", "response_loglik", "sparse_e_step", "sparse_item_loglik",
+           "sparse_m_step", "sparse_totals"]
 
 _EPS = 1e-12
 

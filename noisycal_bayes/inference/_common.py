@@ -260,7 +260,8 @@ def _from_standard(z, mu, sigma, c):
 
 
 def _to_logit(site, mu, sigma, c):
-    """``logit r = mu + sigma^(1 - c) (site - c mu)`` (:func:`~noisycal_bayes.models.pooled_channels`), any leading dims."""
+    """``logit r = mu + sigma^(1 - c) (site - c mu)`` (:func:`~noisycal_bayes.models.pooled_channels`), any
+    leading dims."""
     return mu + np.power(sigma, 1 - c) * (site - c * mu)
 
 

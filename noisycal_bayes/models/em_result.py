@@ -173,7 +173,8 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     The gap interval is ``gap -+ z sqrt(V_tpr + V_fpr)`` with the two Beta variances
     (``z = Phi^{-1}((1 + level) / 2)``), clipped to [-1, 1]. With a count of 0 (or all) the lower (upper) limit
     is 0 (1), the one-sided Jeffreys convention. The covariance with the other annotators' channels is left out;
-    ``benchmarks/bench_crowds.py`` (section recovery) measures the coverage on simulated crowds. Flags: ``"uninformative"`` when the gap
+    ``benchmarks/bench_crowds.py`` (section recovery) measures the coverage on simulated crowds. Flags:
+    ``"uninformative"`` when the gap
     interval contains 0, ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
     (:func:`noisycal_bayes.core.channel.usable_annotators`) gives uninformative annotators weight 0.
     """

@@ -370,7 +370,8 @@ class FitResult(ChannelAccess):
             return self._sparse_item_values("posterior", per="item", max_values=max_values)
         n_samples = (self.n_chains * self.n_draws) if self.draws is not None else 1
         if max_values is not None and n_samples * self.inputs.n_items > max_values:
-            raise ValueError(f"the result would have {n_samples * self.inputs.n_items} values (> max_values={max_values}).")
+            raise ValueError(f"the result would have {n_samples * self.inputs.n_items} values "
+                             f"(> max_values={max_values}).")
         out = self._pattern_posterior(n_samples)
         gold = self._gold()
         if gold is not None:

@@ -203,7 +203,8 @@ def test_padded_layout_and_partial_centring_give_the_same_model():
     assert padded is not None and padded.shape == (N_ITEMS, np.bincount(item).max())
     c = rng.uniform(0, 1, (2, N_ANN))
     mu = {"fpr": v["mu_fpr"], "tpr": v["mu_fpr"] + v["mean_gap"]}
-    w = dict(v, **{f"z_{k}": c[i] * mu[k] + v[f"sigma_{k}"] ** c[i] * v[f"z_{k}"] for i, k in enumerate(("fpr", "tpr"))})
+    w = dict(v, **{f"z_{k}": c[i] * mu[k] + v[f"sigma_{k}"] ** c[i] * v[f"z_{k}"]
+                   for i, k in enumerate(("fpr", "tpr"))})
     kw = dict(kind="dawid_skene", n_items=N_ITEMS, n_annotators=N_ANN, prior=Prior(), record_loglik=True)
     with x64():
         seg = trace(substitute(pooled_model, v)).get_trace(*base, **kw)
@@ -256,10 +257,9 @@ def _check_gold_values(fit, data, gold):
     resp = Responses(*(np.asarray(a, np.int32) for a in data.responses))
     group = np.zeros(n, np.int32)
     with x64():
-        want_ll = np.asarray(sparse_item_loglik(resp, group, fit.point["fpr"], fit.point["tpr"],
-                                                np.atleast_1d(fit.point["prevalence"]), gold=np.asarray(gold, np.int32)))
-        want_t = np.asarray(sparse_e_step(resp, group, fit.point["fpr"], fit.point["tpr"],
-                                          np.atleast_1d(fit.point["prevalence"]), gold=np.asarray(gold, np.int32))[1])
+        prev, gd = np.atleast_1d(fit.point["prevalence"]), np.asarray(gold, np.int32)
+        want_ll = np.asarray(sparse_item_loglik(resp, group, fit.point["fpr"], fit.point["tpr"], prev, gold=gd))
+        want_t = np.asarray(sparse_e_step(resp, group, fit.point["fpr"], fit.point["tpr"], prev, gold=gd)[1])
     np.testing.assert_allclose(ll, want_ll, rtol=1e-9)
     np.testing.assert_allclose(post, want_t, rtol=1e-9, atol=1e-12)
 
