@@ -206,20 +206,29 @@ def test_padded_layout_and_partial_centring_give_the_same_model():
     w = dict(v, **{f"z_{k}": c[i] * mu[k] + v[f"sigma_{k}"] ** c[i] * v[f"z_{k}"]
                    for i, k in enumerate(("fpr", "tpr"))})
     kw = dict(kind="dawid_skene", n_items=N_ITEMS, n_annotators=N_ANN, prior=Prior(), record_loglik=True)
-    with x64():
+
+    def values(v, w):
+        """Everything compared below, in one compiled program (eager tracing would compile every primitive)."""
         seg = trace(substitute(pooled_model, v)).get_trace(*base, **kw)
         pad = trace(substitute(pooled_model, v)).get_trace(*base, padded, None, None, **kw)
         cen = trace(substitute(pooled_model, w)).get_trace(*base, padded, None, c, **kw)
-        ll = [np.asarray(t["log_likelihood"]["value"]) for t in (seg, pad, cen)]
-        np.testing.assert_allclose(ll[1], ll[0], rtol=1e-12)
-        np.testing.assert_allclose(ll[2], ll[0], rtol=1e-12)
-        for k in ("fpr", "tpr"):
-            np.testing.assert_allclose(np.asarray(cen[k]["value"]), np.asarray(seg[k]["value"]), rtol=1e-12)
-        # log N(z_c; c mu, sigma^c) = log N(z; 0, 1) - c log sigma, per annotator.
+        out = {f"ll_{n}": t["log_likelihood"]["value"] for n, t in (("seg", seg), ("pad", pad), ("cen", cen))}
         for i, k in enumerate(("fpr", "tpr")):
-            got = np.asarray(cen[f"z_{k}"]["fn"].log_prob(w[f"z_{k}"]))
-            want = np.asarray(seg[f"z_{k}"]["fn"].log_prob(v[f"z_{k}"])) - c[i] * np.log(v[f"sigma_{k}"])
-            np.testing.assert_allclose(got, want, rtol=1e-12)
+            out[f"{k}_seg"], out[f"{k}_cen"] = seg[k]["value"], cen[k]["value"]
+            out[f"lp_{k}_cen"] = cen[f"z_{k}"]["fn"].log_prob(w[f"z_{k}"])
+            out[f"lp_{k}_seg"] = seg[f"z_{k}"]["fn"].log_prob(v[f"z_{k}"])
+        return out
+
+    with x64():
+        import jax
+
+        got = {k: np.asarray(x) for k, x in jax.jit(values)(v, w).items()}
+    np.testing.assert_allclose(got["ll_pad"], got["ll_seg"], rtol=1e-12)
+    np.testing.assert_allclose(got["ll_cen"], got["ll_seg"], rtol=1e-12)
+    for i, k in enumerate(("fpr", "tpr")):
+        np.testing.assert_allclose(got[f"{k}_cen"], got[f"{k}_seg"], rtol=1e-12)
+        # log N(z_c; c mu, sigma^c) = log N(z; 0, 1) - c log sigma, per annotator.
+        np.testing.assert_allclose(got[f"lp_{k}_cen"], got[f"lp_{k}_seg"] - c[i] * np.log(v[f"sigma_{k}"]), rtol=1e-12)
     # pooled_derived inverts the centring.
     draws_c, _ = pooled_derived({k: np.asarray(x) for k, x in w.items()}, c)
     draws_0, _ = pooled_derived({k: np.asarray(x) for k, x in v.items()})
