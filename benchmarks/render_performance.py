@@ -184,6 +184,58 @@ def plot(results: dict) -> bool:
     plt.close(fig)
     return any(drawn)
 
+#: Sections of ``bench_crowds.json`` in page order: (section, title, table columns).
+CROWD_SECTIONS = [
+    ("gold", "crowd_gold: accuracy against gold and EM time",
+     ["data", "stage", "n_annotators", "n_responses", "settings", "accuracy", "first_call_s", "median_s", "n_iter",
+      "accuracy_minus_crowdkit", "crowdkit_over_ours"]),
+    ("rte", "Pooled NUTS on rte",
+     ["stage", "settings", "wall_s", "cpu_s", "load_avg_1min", "r_hat_max", "ess_bulk_min", "ess_tail_min",
+      "n_divergent", "n_max_depth", "tree_depth_mean", "leapfrog_per_draw", "step_size_mean", "accuracy"]),
+    ("scale", "A simulated crowd at scale",
+     ["stage", "n_items", "n_annotators", "n_responses", "first_s", "first_call_s", "median_s",
+      "n_iter", "converged", "peak_above_input_gb", "accuracy", "source"]),
+    ("nuts_scale", "Pooled NUTS at 100,000 labels",
+     ["n_items", "n_annotators", "n_responses", "wall_s", "cpu_s", "load_avg_1min", "r_hat_max", "ess_bulk_min",
+      "n_divergent", "n_max_depth", "tree_depth_mean", "coverage_90_fpr_tpr"]),
+    ("recovery", "Recovery: interval coverage and flags",
+     ["stage", "subset", "n_sims", "n_failed", "n_intervals", "coverage", "se", "n_true", "n_flagged", "recall",
+      "precision"]),
+]
+
+
+def crowd_lines(payload) -> list[str]:
+    """The crowd benchmark (``benchmarks/bench_crowds.py``, issue 16): its goals with measured values and pass /
+    fail, then one table per section."""
+    head = ["## Real and simulated crowds (issue 16)", ""]
+    if payload is None:
+        return head + ["Not run yet: `benchmarks/bench_crowds.py` writes `benchmarks/results/bench_crowds.json`.", ""]
+    rows = payload["rows"]
+    goals = [r for r in rows if r.get("stage") == "goal"]
+    spark = (payload.get("settings") or {}).get("spark_crowd") or {}
+    lines = head + ["`benchmarks/bench_crowds.py` (its module docstring says exactly what each row times; the runs "
+                    "are listed below). "
+                    "The machine is shared: times under a high load average are upper bounds; `cpu_s` is the "
+                    "process's CPU time.", ""]
+    runs = (payload.get("settings") or {}).get("runs") or [{"only": None, "machine": payload.get("machine", {})}]
+    for run in runs:
+        which = f"sections {', '.join(run['only'])}: " if run.get("only") else ""
+        lines += [f"- {which}{machine_line(run.get('machine', {}))}"]
+    lines.append("")
+    if goals:
+        lines += ["| section | goal | measured | target | met |", "|---|---|---|---|---|"]
+        lines += [f"| {g['section']} | {g['goal']} | {fmt(g['measured'])} | {g['op']} {fmt(g['target'])} | "
+                  f"{'yes' if g['pass'] else '**no**'} |" for g in goals]
+        lines.append("")
+    for section, title, cols in CROWD_SECTIONS:
+        got = [r for r in rows if r.get("section") == section and r.get("stage") != "goal"]
+        if got:
+            lines += [f"### {title}", ""] + table(got, cols) + [""]
+    if spark:
+        lines += [f"Outside reference (quoted, not run here): {spark.get('source')}, {spark.get('seconds')} s for "
+                  f"{spark.get('labels'):,} labels.", ""]
+    return lines
+
 
 def render() -> Path:
     results = {stem: load(stem) for stem, *_ in SECTIONS}
@@ -237,6 +289,7 @@ def render() -> Path:
         if notes:
             lines += [""] + [f"- {n}" for n in (notes if isinstance(notes, list) else [notes])]
         lines.append("")
+    lines += crowd_lines(load("bench_crowds"))
     if memory is not None:
         steps = memory.get("steps", {})
         lines += ["## Memory at 1e7 items", "",

@@ -28,8 +28,9 @@ import jax.numpy as jnp
 
 from ..data.responses import Responses
 
-__all__ = ["Responses", "SparseTotals", "batched_e_step", "batched_m_step", "rate_or_half", "response_loglik", "sparse_e_step",
-           "sparse_item_loglik", "sparse_m_step", "sparse_totals"]
+__all__ = ["Responses", "SparseTotals", "batched_e_step", "batched_m_step", "channel_tables", "code_sums",
+           "padded_codes", "rate_or_half", "response_codes", "response_loglik", "sparse_e_step", "sparse_item_loglik",
+           "sparse_m_step", "sparse_totals"]
 
 _EPS = 1e-12
 
@@ -208,3 +209,62 @@ def batched_m_step(responses: Responses, item_group, totals: SparseTotals, n_ann
     t_g = jax.ops.segment_sum(wt, item_group, num_segments=totals.n_group.shape[0])
     prevalence = rate_or_half(t_g + ap - 1, totals.n_group + ap + bp - 2)
     return fpr, tpr, prevalence
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The sampler's likelihood: one gather per response (and one scatter in the gradient), from logit rates.
+#
+# Each response is coded ``k_r = 2 j_r + A_r``. With per-code tables ``L0[k] = log P(A = a | Y = 0)`` and
+# ``W[k] = log P(A = a | Y = 1) - L0[k]`` (2 J numbers each), ``l0_i = sum_{r in i} L0[k_r]`` and
+# ``l1_i - l0_i = sum_{r in i} W[k_r]``; and ``sum_i l0_i = sum_k n_k L0[k]`` with ``n_k`` the (fixed) number of
+# responses with code k. So the whole log-likelihood needs the per-item sum of one table only:
+# ``sum_k n_k L0[k] + sum_i logaddexp(log(1 - pi_i), log pi_i + x_i)``, ``x_i = sum_{r in i} W[k_r]`` (half the work
+# of :func:`response_loglik`, which gathers and sums two tables). The per-item sum is either a sorted segment
+# sum or, when items carry similar numbers of labels, a gather from a padded (n_items, max labels per item)
+# code matrix summed along its rows: measured 1.5x faster than the segment sum inside NUTS' gradient on CPU
+# (XLA's scatter is serial; the padded sum vectorises), and no larger than twice the responses by construction
+# (:func:`padded_codes` returns None beyond that).
+
+
+def response_codes(annotator, label):
+    """``2 * annotator + label`` (int32, shape (n_responses,)): the row of a response in :func:`channel_tables`."""
+    return (2 * jnp.asarray(annotator, jnp.int32) + jnp.asarray(label, jnp.int32)).astype(jnp.int32)
+
+
+def padded_codes(item, code, n_items: int, n_codes: int, *, max_fill: float = 2.0):
+    """Codes laid out per item: int32 array of shape (n_items, L), ``L`` the most responses of any item, unused
+    slots holding ``n_codes`` (a code whose table entry is 0); None when that array would exceed ``max_fill``
+    times the responses (a few items with very many labels: the segment sum is then cheaper). NumPy; ``item``
+    sorted (the :class:`Responses` contract)."""
+    import numpy as np
+
+    item, code = np.asarray(item), np.asarray(code)
+    counts = np.bincount(item, minlength=n_items)
+    width = int(counts.max()) if counts.size else 0
+    if n_items * max(width, 1) > max_fill * max(item.size, 1):
+        return None
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    slot = np.arange(item.size) - first[item]
+    out = np.full((n_items, max(width, 1)), n_codes, np.int32)
+    out[item, slot] = code
+    return out
+
+
+def channel_tables(logit_fpr, logit_tpr):
+    """``(L0, W)``, each of shape (2 J,): per code ``k = 2 j + a``, ``L0[k] = log P(A = a | Y = 0)`` and
+    ``W[k] = log P(A = a | Y = 1) - L0[k]``, from the rates' logits (``log_sigmoid``: exact in the tails, no
+    clipping)."""
+    def per_code(x):  # [log(1 - r_j), log r_j] interleaved
+        return jnp.stack([jax.nn.log_sigmoid(-x), jax.nn.log_sigmoid(x)], axis=-1).reshape(-1)
+
+    l0 = per_code(logit_fpr)
+    return l0, per_code(logit_tpr) - l0
+
+
+def code_sums(table, code, item, n_items: int, padded=None):
+    """``sum_{r: i_r = i} table[k_r]`` per item, shape (n_items,): from the padded layout (:func:`padded_codes`)
+    when given, else a sorted segment sum over the responses (``item`` sorted, the :class:`Responses` contract)."""
+    if padded is not None:
+        # The pad code indexes an appended 0: unused slots add nothing.
+        return jnp.concatenate([table, jnp.zeros(1, table.dtype)])[padded].sum(axis=1)
+    return jax.ops.segment_sum(table[code], item, num_segments=n_items, indices_are_sorted=True)

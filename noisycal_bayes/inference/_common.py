@@ -77,25 +77,90 @@ def check_pooling(pooling, model: str, func: str) -> str:
     return pooling
 
 
-def pooled_inputs(data, model: str, assignment):
+#: Positions in ``pooled_inputs``' ``args`` (the positional arguments of ``pooled_model``).
+ARG_GOLD, ARG_CENTERING = 4, 8
+
+
+def pooled_inputs(data, model: str, assignment, *, centered: bool = False):
     """``(args, static)`` of :func:`~noisycal_bayes.models.pooled_model` for ``data`` (no dense array built).
 
-    ``args = (item, annotator, label, item_group, gold, logit_score)`` as NumPy arrays (``gold`` all -1
-    when the data has none; ``logit_score`` zeros unless Platt) and ``static`` the compile-time sizes.
+    ``args = (item, annotator, label, item_group, gold, logit_score, padded, code_counts, centering)`` as NumPy
+    arrays: ``gold`` all -1 when the data has none; ``logit_score`` zeros unless Platt; ``padded`` the codes
+    per item (:func:`~noisycal_bayes.core.sparse.padded_codes`) or, when padding would more than double the
+    responses, a (n_items, 0) array and the model sums by segments (``static["layout"]`` says which);
+    ``code_counts`` the responses per code; ``centering`` (2, n_annotators): zeros (the non-centred form, the
+    one whose mode ``fit_map`` reports), or with ``centered=True`` the sampler's partial centring from the
+    start's soft counts (:func:`partial_centering`). ``static`` holds the compile-time sizes.
     """
     from ..core import clipped_logit
+    from ..core.sparse import padded_codes
 
     item, annotator, label = data.responses
-    n = data.n_items
+    n, n_ann = data.n_items, data.n_annotators
     gold = np.full(n, -1, np.int32) if data.gold is None else np.asarray(data.gold, np.int32)
     if model == "platt":
         logit_score = np.asarray(clipped_logit(data.require_scores()), dtype=np.float64)
     else:
         logit_score = np.zeros(n)
-    args = (np.asarray(item, np.int32), np.asarray(annotator, np.int32), np.asarray(label, np.int32),
-            np.asarray(assignment.index, np.int32), gold, logit_score)
-    static = {"kind": model, "n_items": n, "n_annotators": data.n_annotators, "n_groups": assignment.n_groups}
-    return args, static
+    item, annotator, label = np.asarray(item, np.int32), np.asarray(annotator, np.int32), np.asarray(label, np.int32)
+    code = 2 * annotator + label
+    padded = padded_codes(item, code, n, 2 * n_ann)
+    counts = np.bincount(code, minlength=2 * n_ann).astype(np.float64)
+    args = [item, annotator, label, np.asarray(assignment.index, np.int32), gold, logit_score,
+            np.zeros((n, 0), np.int32) if padded is None else padded, counts, np.zeros((2, n_ann))]
+    static = {"kind": model, "n_items": n, "n_annotators": n_ann, "n_groups": assignment.n_groups}
+    if centered:
+        args[ARG_CENTERING] = start_centering(tuple(args), static)
+    return tuple(args), static
+
+
+def pooled_fit_inputs(data, model: str, assignment):
+    """The ``FitResult.inputs`` of a pooled fit: the model's compressed inputs with the data's gold labels attached
+    (``inputs.gold``), so that ``log_likelihood`` and ``clean_label_probability`` treat gold items as observed
+    latent labels, as the pooled likelihood does."""
+    import dataclasses
+
+    from ..models.inputs import prepare_inputs
+
+    inputs = prepare_inputs(data, model, assignment)
+    gold = getattr(data, "gold", None)
+    if gold is None or not np.any(np.asarray(gold) >= 0):
+        return inputs
+    return dataclasses.replace(inputs, gold=np.asarray(gold, np.int8))
+
+
+def partial_centering(logit_rate, n_eff, sigma):
+    """How centred each annotator's site should be: ``c = sigma^2 I / (1 + sigma^2 I)``, shape like ``logit_rate``.
+
+    ``I = n_eff r (1 - r)`` is the Fisher information about ``logit r`` from ``n_eff`` (soft) labels and
+    ``sigma`` the population spread (logit scale). In a normal hierarchy ``c`` is the weight of the data in the
+    annotator's posterior mean, and the centring that makes the sampled site a posteriori uncorrelated with
+    ``(mu, sigma)`` (Papaspiliopoulos, Roberts & Skold 2007; Gelman et al. 2008): an annotator with 2 labels
+    stays non-centred (``c ~ 0``: no funnel), one with 500 labels centred (``c ~ 1``: its data no longer tie its
+    site to ``mu`` and ``sigma``). Any value in [0, 1] gives the same model (:func:`~noisycal_bayes.models.
+    pooled_channels`); only NUTS' step size and tree depth change.
+    """
+    r = _sigmoid(logit_rate)
+    info = np.asarray(n_eff, np.float64) * r * (1 - r) * float(sigma) ** 2
+    return info / (1 + info)
+
+
+def start_centering(args, static: dict):
+    """The sampler's ``centering`` (2, n_annotators) from the start's EM: :func:`partial_centering` of fpr with
+    the soft count of each annotator's labels on negative items, tpr with those on positive items, at the
+    start's population spreads."""
+    fpr, tpr, _, post = _start_em(args, static)
+    item, annotator = args[0], args[1]
+    n_ann = static["n_annotators"]
+    n1 = np.bincount(annotator, weights=post[item], minlength=n_ann)
+    n0 = np.bincount(annotator, minlength=n_ann) - n1
+    lf, lt = _logit(fpr), _logit(tpr)
+    s_f, s_t = max(float(np.std(lf)), 0.2), max(float(np.std(lt)), 0.2)
+    return np.stack([partial_centering(lf, n0, s_f), partial_centering(lt, n1, s_t)])
+
+
+def _logit(p):
+    return np.log(p / (1 - p))
 
 
 def pooled_bound(static: dict):
@@ -110,53 +175,72 @@ def pooled_bound(static: dict):
     return bound
 
 
-def pooled_start(args, static: dict, *, n_iter: int = 50) -> dict:
-    """A bounded start for the pooled model's sampler or optimiser: constrained sample-site values.
+_START_PROGRAMS: dict = {}
 
-    ``n_iter`` sparse EM steps (:func:`noisycal_bayes.core.sparse.sparse_m_step` / ``sparse_e_step``, Beta(2, 2)
-    pseudo-counts, gold labels observed) from the vote share of each item, which keep every estimate inside
-    (0, 1); then every rate clipped to ``[0.02, 0.98]``. The population starts at the mean and spread of
-    the annotators' logit rates (spread floored at 0.2), ``z`` at the standardised rates (clipped to +-3).
-    Platt: slope and intercept from least squares of the clipped logit posterior on the logit score.
-    Low-noise designs (fpr ~ 0.002, tpr ~ 0.99; prevalence near 0 or 1) get a finite start this way.
-    """
+
+def _start_em(args, static: dict, n_iter: int = 50):
+    """``(fpr, tpr, prevalence, posterior)`` of the bounded start's EM (:func:`pooled_start`), rates clipped to
+    ``[0.02, 0.98]``; the compiled loop is kept per ``(n_groups, n_annotators, n_iter)``."""
     import jax
     import jax.numpy as jnp
 
     from ..core import x64
     from ..core.sparse import Responses, sparse_e_step, sparse_m_step
 
-    item, annotator, label, item_group, gold, logit_score = args
+    item, annotator, label, item_group, gold = args[:5]
     n, n_ann = static["n_items"], static["n_annotators"]
     kind = static["kind"]
     n_groups = 1 if kind == "platt" else static["n_groups"]
     group = np.zeros(n, np.int32) if kind == "platt" else item_group
     votes = np.bincount(item, weights=label, minlength=n) / np.maximum(np.bincount(item, minlength=n), 1)
     t0 = np.where(gold >= 0, gold, votes)
+    key = (n_groups, n_ann, n_iter)
+    run = _START_PROGRAMS.get(key)
+    if run is None:
+        def run(resp, grp, gd, t):
+            def body(_, t):
+                f, tp, p = sparse_m_step(resp, grp, n_groups, n_ann, t, prior=_START_COUNTS)
+                return sparse_e_step(resp, grp, f, tp, p, gold=gd)[1]
 
-    def run(resp, grp, gd, t):
-        def body(_, t):
-            f, tp, p = sparse_m_step(resp, grp, n_groups, n_ann, t, prior=_START_COUNTS)
-            return sparse_e_step(resp, grp, f, tp, p, gold=gd)[1]
+            t = jax.lax.fori_loop(0, n_iter, body, t)
+            return sparse_m_step(resp, grp, n_groups, n_ann, t, prior=_START_COUNTS) + (t,)
 
-        t = jax.lax.fori_loop(0, n_iter, body, t)
-        return sparse_m_step(resp, grp, n_groups, n_ann, t, prior=_START_COUNTS) + (t,)
-
+        run = _START_PROGRAMS[key] = jax.jit(run)
     with x64():
-        out = jax.jit(run)(Responses(jnp.asarray(item), jnp.asarray(annotator), jnp.asarray(label)),
-                           jnp.asarray(group), jnp.asarray(gold), jnp.asarray(t0, jnp.float64))
+        out = run(Responses(jnp.asarray(item), jnp.asarray(annotator), jnp.asarray(label)),
+                  jnp.asarray(group), jnp.asarray(gold), jnp.asarray(t0, jnp.float64))
         fpr, tpr, prev, post = (np.asarray(v, np.float64) for v in out)
     lo, hi = _POOLED_CLIP
-    fpr, tpr, prev = np.clip(fpr, lo, hi), np.clip(tpr, lo, hi), np.clip(prev, lo, hi)
-    lf, lt = np.log(fpr / (1 - fpr)), np.log(tpr / (1 - tpr))
+    return np.clip(fpr, lo, hi), np.clip(tpr, lo, hi), np.clip(prev, lo, hi), post
+
+
+def pooled_start(args, static: dict, *, n_iter: int = 50) -> dict:
+    """A bounded start for the pooled model's sampler or optimiser: constrained sample-site values.
+
+    ``n_iter`` sparse EM steps (:func:`noisycal_bayes.core.sparse.sparse_m_step` / ``sparse_e_step``, Beta(2, 2)
+    pseudo-counts, gold labels observed) from the vote share of each item, which keep every estimate inside
+    (0, 1); then every rate clipped to ``[0.02, 0.98]``. The population starts at the mean and spread of
+    the annotators' logit rates (spread floored at 0.2), ``z`` at the standardised rates (clipped to +-3),
+    written in the parametrisation of ``args``' ``centering`` (:func:`~noisycal_bayes.models.pooled_channels`).
+    Platt: slope and intercept from least squares of the clipped logit posterior on the logit score.
+    Low-noise designs (fpr ~ 0.002, tpr ~ 0.99; prevalence near 0 or 1) get a finite start this way.
+    """
+    kind = static["kind"]
+    fpr, tpr, prev, post = _start_em(args, static, n_iter)
+    lf, lt = _logit(fpr), _logit(tpr)
     mu_f, mu_t = float(np.mean(lf)), float(np.mean(lt))
     s_f, s_t = max(float(np.std(lf)), 0.2), max(float(np.std(lt)), 0.2)
-    sites = {"mu_fpr": mu_f, "mean_gap": max(mu_t - mu_f, 0.1), "sigma_fpr": s_f, "sigma_tpr": s_t,
-             "z_fpr": np.clip((lf - mu_f) / s_f, -3, 3), "z_tpr": np.clip((lt - max(mu_t, mu_f + 0.1)) / s_t, -3, 3)}
+    mean_gap = max(mu_t - mu_f, 0.1)
+    z_f = np.clip((lf - mu_f) / s_f, -3, 3)
+    z_t = np.clip((lt - (mu_f + mean_gap)) / s_t, -3, 3)
+    centering = args[ARG_CENTERING] if len(args) > ARG_CENTERING else np.zeros((2, lf.size))
+    sites = {"mu_fpr": mu_f, "mean_gap": mean_gap, "sigma_fpr": s_f, "sigma_tpr": s_t,
+             "z_fpr": _from_standard(z_f, mu_f, s_f, centering[0]),
+             "z_tpr": _from_standard(z_t, mu_f + mean_gap, s_t, centering[1])}
     if kind == "platt":
         p = np.clip(post, 0.05, 0.95)
         y = np.log(p / (1 - p))
-        s = np.asarray(logit_score, np.float64)
+        s = np.asarray(args[5], np.float64)
         var = np.var(s)
         slope = float(np.cov(s, y, bias=True)[0, 1] / var) if var > 0 else 1.0
         sites.update(slope=slope, intercept=float(np.mean(y) - slope * np.mean(s)))
@@ -169,8 +253,23 @@ def pooled_start(args, static: dict, *, n_iter: int = 50) -> dict:
     return {k: np.asarray(v, np.float64) for k, v in sites.items()}
 
 
-def pooled_derived(sites: dict) -> tuple:
+def _from_standard(z, mu, sigma, c):
+    """The site value with centring ``c`` for the standardised rate ``z`` (``logit r = mu + sigma z``):
+    ``c mu + sigma^c z`` (inverts ``logit r = mu + sigma^(1 - c) (site - c mu)``)."""
+    return c * mu + np.power(sigma, c) * z
+
+
+def _to_logit(site, mu, sigma, c):
+    """``logit r = mu + sigma^(1 - c) (site - c mu)`` (:func:`~noisycal_bayes.models.pooled_channels`), any
+    leading dims."""
+    return mu + np.power(sigma, 1 - c) * (site - c * mu)
+
+
+def pooled_derived(sites: dict, centering=None) -> tuple:
     """``(draws, population)`` from constrained pooled sites with leading dims (e.g. (chain, draw)).
+
+    ``centering`` (2, n_annotators) is the parametrisation the sites were sampled in (``pooled_inputs``' last
+    argument; None = non-centred).
 
     ``draws`` has the non-pooled models' names (``fpr``, ``tpr``, ``gap``, ``u``, prevalence part);
     ``population`` the population sites plus ``median_fpr = sigmoid(mu_fpr)``,
@@ -178,8 +277,9 @@ def pooled_derived(sites: dict) -> tuple:
     """
     s = {k: np.asarray(v, np.float64) for k, v in sites.items()}
     mu_f, mu_t = s["mu_fpr"], s["mu_fpr"] + s["mean_gap"]
-    fpr = _sigmoid(mu_f[..., None] + s["sigma_fpr"][..., None] * s["z_fpr"])
-    tpr = _sigmoid(mu_t[..., None] + s["sigma_tpr"][..., None] * s["z_tpr"])
+    c_f, c_t = (0.0, 0.0) if centering is None else (np.asarray(centering[0]), np.asarray(centering[1]))
+    fpr = _sigmoid(_to_logit(s["z_fpr"], mu_f[..., None], s["sigma_fpr"][..., None], c_f))
+    tpr = _sigmoid(_to_logit(s["z_tpr"], mu_t[..., None], s["sigma_tpr"][..., None], c_t))
     gap = tpr - fpr
     draws = {"fpr": fpr, "tpr": tpr, "gap": gap, "u": gap / (1 - fpr)}
     if "increments" in s:

@@ -26,7 +26,8 @@ from ..core import ds_loglik, x64
 from ..data.design import check_design, check_prevalence_spread
 from ..models.priors import check_prior
 from ..warnings import ConvergenceWarning
-from ._common import (bound_model, channel_or_none, check_pooling, pooled_bound, pooled_derived, pooled_inputs,
+from ._common import (bound_model, channel_or_none, check_pooling, pooled_bound, pooled_derived,
+                      pooled_fit_inputs, pooled_inputs,
                       pooled_start, population_summary, sample_sites, with_derived)
 from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
 from .em import em_starts, start_point
@@ -314,9 +315,10 @@ def _with_loglik(static):
     return bound
 
 
-def pooled_data_inputs(data, model, assignment, func):
+def pooled_data_inputs(data, model, assignment, func, *, centered: bool = False):
     """``pooled_inputs`` of ``data`` after the checks both pooled routes (``fit_map``, ``fit_nuts``) need: an
-    AnnotationSet (the likelihood is per response) with at least two annotators."""
+    AnnotationSet (the likelihood is per response) with at least two annotators. ``centered``: NUTS's partial
+    centring (``pooled_inputs``)."""
     from ..data.annotations import AnnotationSet
 
     if not isinstance(data, AnnotationSet):
@@ -324,7 +326,7 @@ def pooled_data_inputs(data, model, assignment, func):
                          "SufficientStats keep only pattern counts. Use pooling='none'.")
     if data.n_annotators < 2:
         raise ValueError(f"{func}: the pooled model needs at least 2 annotators; got {data.n_annotators}.")
-    return pooled_inputs(data, model, assignment)
+    return pooled_inputs(data, model, assignment, centered=centered)
 
 
 def _fit_map_pooled(data, model, assignment, prior, func):
@@ -346,7 +348,7 @@ def _fit_map_pooled(data, model, assignment, prior, func):
     gap = values["gap"]
     flagged = {"level": None, "uninformative": [], "adversarial": [ids[j] for j in np.flatnonzero(gap <= 0)]}
     return FitResult(model=model, method="map", channel=channel_or_none(values["fpr"], values["tpr"], ids), point=point,
-                     groups=assignment, inputs=prepare_inputs(data, model, assignment), prior=prior,
+                     groups=assignment, inputs=pooled_fit_inputs(data, model, assignment), prior=prior,
                      annotator_ids=tuple(ids), converged=ok, identified=True, reason="", loglik=loglik, n_iter=n_iter,
                      warnings=tuple(notes), settings=dict(pooling="partial", likelihood="sparse responses",
                                                           start="sparse-em"),

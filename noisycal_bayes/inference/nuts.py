@@ -33,7 +33,8 @@ from ..core import x64
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
 from ..models.priors import check_prior
-from ._common import (bound_model, check_pooling, pooled_bound, pooled_derived, pooled_start,
+from ._common import (ARG_CENTERING, bound_model, check_pooling, pooled_bound, pooled_derived,
+                      pooled_fit_inputs, pooled_start,
                       population_summary, sample_sites, with_derived, channel_or_none, flag_annotators)
 from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
@@ -254,7 +255,8 @@ def _sample(model, inputs, point, prior, opts, *, progress_bar):
 def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
     """``fit_nuts`` with partially pooled channels (``pooling="partial"``)."""
     func = "fit_nuts"
-    args, static = pooled_data_inputs(data, model, assignment, func)
+    # Partial centring per annotator from the start's soft counts (_common.partial_centering): same model.
+    args, static = pooled_data_inputs(data, model, assignment, func, centered=True)
     start = pooled_start(args, static)
     use_x64 = opts["precision"] == "float64"
     n_warmup, chain_method = opts["n_warmup"], opts["chain_method"]
@@ -278,8 +280,8 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
         sites = {k: np.asarray(v, dtype=dtype) for k, v in start.items()}
         got, stats = program.run(chain_keys(opts["seed"], opts["n_chains"]), sites, run_args + (prior_params,),
                                  n_draws=opts["n_draws"], progress_bar=progress_bar, desc=f"NUTS pooled {model}")
-    draws, population = pooled_derived({k: np.asarray(v) for k, v in got.items()})
-    start_draws, _ = pooled_derived(start)
+    draws, population = pooled_derived({k: np.asarray(v) for k, v in got.items()}, args[ARG_CENTERING])
+    start_draws, _ = pooled_derived(start, args[ARG_CENTERING])
     point = point_dict(model, start_draws["fpr"], start_draws["tpr"], start_draws.get("prevalence"),
                        slope=start.get("slope"), intercept=start.get("intercept"))
     if model == "monotone":
@@ -288,8 +290,8 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
     n_divergent = int(stats["diverging"].sum())
     n_max_depth = int((stats["n_steps"] >= 2 ** opts["max_tree_depth"] - 1).sum())
     # Downstream code (log-likelihood per item, clean-label probabilities) reads the non-pooled inputs of the
-    # same model with the pooled draws of fpr, u and prevalence: the same likelihood (without gold labels).
-    inputs = prepare_inputs(data, model, assignment)
+    # same model with the pooled draws of fpr, u and prevalence: the same likelihood, with the gold labels.
+    inputs = pooled_fit_inputs(data, model, assignment)  # gold labels attached (observed latent labels)
     result = FitResult(model=model, method="nuts", channel=None, point=point, groups=assignment, inputs=inputs,
                        prior=prior, annotator_ids=tuple(ids), draws=draws, sample_stats=stats,
                        n_divergent=n_divergent, identified=True, reason="",

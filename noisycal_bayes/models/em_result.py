@@ -14,10 +14,10 @@ import pandas as pd
 
 from .._validation import _preview, check_em_settings
 from ..core.starts import all_failed_message, check_orientation, small_gap_message
-from ..data.design import check_design, check_prevalence_spread, require_two_annotators
+from ..data.design import check_design, check_prevalence_spread, design_problems, require_two_annotators
 from ..data.outofcore import SufficientStats
 from .inputs import check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
-from ..warnings import ConvergenceWarning, SmallGapWarning
+from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 from .result import FitResult, channel_from, point_dict
 
 
@@ -50,7 +50,7 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     n_gold = 0 if gold is None else int(np.sum(np.asarray(gold) >= 0))
     # Repeated labels (one annotator, one item, several responses) exist only as responses: a pattern row holds
     # one label per annotator, so they need the sparse path.
-    n_repeats = 0 if stats else int(data.n_responses) - int(np.count_nonzero(data.observed))
+    n_repeats = 0 if stats else _repeated_responses(data)
     if path == "sparse":
         if stats:
             raise ValueError(f"{func}: path='sparse' needs an AnnotationSet; SufficientStats hold compressed counts only.")
@@ -72,6 +72,34 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     if data.n_annotators > SPARSE_MIN_ANNOTATORS:
         return "sparse", f"{data.n_annotators} annotators > {SPARSE_MIN_ANNOTATORS} (patterns do not compress)"
     return "patterns", f"{data.n_annotators} annotators <= {SPARSE_MIN_ANNOTATORS} (patterns compress)"
+
+
+def _repeated_responses(data) -> int:
+    """Responses that repeat the (item, annotator) pair before them: O(n_responses) on the sorted triples, never
+    the dense ``observed`` mask (1 million items x 10,000 annotators would be 10 GB)."""
+    if not getattr(data, "has_repeats", False):
+        return 0
+    item, ann, _ = data.responses
+    item, ann = np.asarray(item), np.asarray(ann)
+    return int(np.count_nonzero((item[1:] == item[:-1]) & (ann[1:] == ann[:-1])))
+
+
+def _check_design_sparse(data, model: str, n_groups: int, func: str) -> list:
+    """:func:`~noisycal_bayes.data.design.check_design` from the responses, without the dense ``observed`` mask.
+
+    The design rules read only the number of annotators and whether some item has labels of two different
+    annotators; a one-row mask with the same answers (two marks when co-labelled) gives the same messages.
+    """
+    require_two_annotators(data, func)
+    item, ann, _ = (np.asarray(a) for a in data.responses)
+    # Sorted by item, then annotator: a co-labelled item has two neighbouring responses of different annotators.
+    co = bool(np.any((item[1:] == item[:-1]) & (ann[1:] != ann[:-1])))
+    mask = np.zeros((1, data.n_annotators), dtype=bool)
+    mask[0, :1 + co] = True
+    notes = [f"{func}: {msg}" for msg in design_problems(mask, model, n_groups)]
+    for msg in notes:
+        warnings.warn(msg, IdentifiabilityWarning, stacklevel=5)
+    return notes
 
 
 def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_gap, starts, func: str = "fit_em",
@@ -105,7 +133,10 @@ def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_g
     settings = dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
                     explicit_starts=starts is not None, orientation=orientation, path=path, path_reason=reason)
     assignment = resolve_assignment(data, model, groups, func)
-    notes = check_design(data, model, n_groups=assignment.n_groups, func=func, stacklevel=4)
+    if path == "sparse":
+        notes = _check_design_sparse(data, model, assignment.n_groups, func)
+    else:
+        notes = check_design(data, model, n_groups=assignment.n_groups, func=func, stacklevel=4)
     inputs = sparse_inputs(data, model, assignment) if path == "sparse" else prepare_inputs(data, model, assignment)
     return data, model, assignment, notes, inputs, settings
 
@@ -140,8 +171,10 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     annotators' channels held fixed), so the counts are scaled to the observed share ``rho = 1 - m1 / I_c``
     (clipped to [0.01, 1]): ``Beta(rho s1 + 1/2, rho (n1 - s1) + 1/2)``, equal-tailed at ``level`` (fpr alike).
     The gap interval is ``gap -+ z sqrt(V_tpr + V_fpr)`` with the two Beta variances
-    (``z = Phi^{-1}((1 + level) / 2)``). The covariance with the other annotators' channels is left out;
-    ``benchmarks/crowd_flags_study.py`` measures the coverage on simulated crowds. Flags: ``"uninformative"`` when the gap
+    (``z = Phi^{-1}((1 + level) / 2)``), clipped to [-1, 1]. With a count of 0 (or all) the lower (upper) limit
+    is 0 (1), the one-sided Jeffreys convention. The covariance with the other annotators' channels is left out;
+    ``benchmarks/bench_crowds.py`` (section recovery) measures the coverage on simulated crowds. Flags:
+    ``"uninformative"`` when the gap
     interval contains 0, ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
     (:func:`noisycal_bayes.core.channel.usable_annotators`) gives uninformative annotators weight 0.
     """
@@ -159,12 +192,15 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
             rho = np.clip(np.where(complete > 0, 1.0 - np.asarray(m, np.float64) / complete, 1.0), 0.01, 1.0)
         al, be = rho * s + 0.5, rho * np.maximum(n - s, 0.0) + 0.5
         out[name] = np.asarray(est, np.float64)
-        out[f"{name}_lower"] = special.betaincinv(al, be, a)
-        out[f"{name}_upper"] = special.betaincinv(al, be, 1 - a)
+        # One-sided Jeffreys convention (Brown, Cai & DasGupta 2001): no label counted as 1 (x = 0) gives lower
+        # limit 0, all of them (x = n) upper limit 1; the Beta quantile would exclude the observed value there.
+        out[f"{name}_lower"] = np.where(rho * s <= 0, 0.0, special.betaincinv(al, be, a))
+        out[f"{name}_upper"] = np.where(rho * np.maximum(n - s, 0.0) <= 0, 1.0, special.betaincinv(al, be, 1 - a))
         var[name] = al * be / ((al + be) ** 2 * (al + be + 1))
     gap = out["tpr"] - out["fpr"]
     half = special.ndtri(1 - a) * np.sqrt(var["fpr"] + var["tpr"])
-    out.update(gap=gap, gap_lower=gap - half, gap_upper=gap + half)
+    # A difference of two rates lies in [-1, 1]; the normal approximation can reach past it near the boundary.
+    out.update(gap=gap, gap_lower=np.clip(gap - half, -1.0, 1.0), gap_upper=np.clip(gap + half, -1.0, 1.0))
     flag = np.where(out["gap_upper"] < 0, "adversarial", np.where(out["gap_lower"] > 0, "ok", "uninformative"))
     out["flag"] = flag
     table = pd.DataFrame(out)

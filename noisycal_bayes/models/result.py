@@ -287,6 +287,7 @@ class FitResult(ChannelAccess):
         -----
         Evaluated by the model function itself (its ``record_loglik`` deterministic site), so it is the
         same formula the sampler used: ``log p(A_i) = logaddexp(log(1 - pi_i) + l0_i, log pi_i + l1_i)``.
+        Items with a gold label ``g`` (``inputs.gold``) give ``log P(Y_i = g, A_i)``, as in the fit.
         """
         import jax
 
@@ -328,9 +329,25 @@ class FitResult(ChannelAccess):
             rows = np.asarray(jax.jit(jax.vmap(one, in_axes=(0,) + (None,) * len(args)))(src, *args))
         if per == "item" and self.model != "platt":
             rows = rows[:, self.inputs.item_rows()]
+        gold = self._gold()
+        if gold is not None:
+            if per == "row":
+                raise ValueError("per='row' cannot hold gold labels (they enter item by item); use per='item'.")
+            # Gold items are observed latent labels: log P(Y_i = g, A_i) = log P(A_i) + log P(Y_i = g | A_i).
+            post = self._pattern_posterior(rows.shape[0])
+            with np.errstate(divide="ignore"):  # P(Y_i = g | A_i) = 0 in floating point: -inf, as the product is
+                rows = np.where(gold == 1, rows + np.log(post), np.where(gold == 0, rows + np.log1p(-post), rows))
         if self.draws is None:
             return rows[0]
         return rows.reshape((self.n_chains, self.n_draws) + rows.shape[1:])
+
+    def _gold(self):
+        """Known clean labels (n_items,) with -1 unknown, or None: carried by the inputs (pooled fits and the sparse
+        path)."""
+        gold = getattr(self.inputs, "gold", None)
+        if gold is None or not np.any(np.asarray(gold) >= 0):
+            return None
+        return np.asarray(gold, np.int32)
 
     def clean_label_probability(self, *, max_values: int | None = None) -> np.ndarray:
         """``P(Y_i = 1 | A_i, parameters)`` per item: at every draw (NUTS) or at the point estimate.
@@ -344,24 +361,36 @@ class FitResult(ChannelAccess):
         Bayes' rule with the latent label's prior ``pi_{g(i)}`` (or ``m(z_i)`` for Platt):
         ``sigmoid(log pi + l1 - log(1 - pi) - l0)`` (:func:`noisycal_bayes.core.posterior_positive`),
         evaluated per compressed row and expanded to items. Drawing ``Y_i ~ Bernoulli`` of these, draw by
-        draw, gives posterior draws of the clean labels (e.g. for the sample oracle ECE).
+        draw, gives posterior draws of the clean labels (e.g. for the sample oracle ECE). Items with a gold
+        label (pooled fits and the sparse path carry them in ``inputs.gold``) get that label: it is observed.
         """
+        if self.channel is None:
+            raise ValueError("this fit has no estimate (every EM start failed).")
+        if self.inputs.sparse:
+            return self._sparse_item_values("posterior", per="item", max_values=max_values)
+        n_samples = (self.n_chains * self.n_draws) if self.draws is not None else 1
+        if max_values is not None and n_samples * self.inputs.n_items > max_values:
+            raise ValueError(f"the result would have {n_samples * self.inputs.n_items} values "
+                             f"(> max_values={max_values}).")
+        out = self._pattern_posterior(n_samples)
+        gold = self._gold()
+        if gold is not None:
+            out = np.where(gold >= 0, gold, out)  # a gold item's clean label is known
+        if self.draws is None:
+            return out[0]
+        return out.reshape((self.n_chains, self.n_draws, self.inputs.n_items))
+
+    def _pattern_posterior(self, n_samples: int) -> np.ndarray:
+        """``P(Y_i = 1 | A_i)`` of shape (n_samples, n_items) from the compressed inputs, without gold labels."""
         import jax
         import jax.numpy as jnp
 
         from ..core import posterior_positive, x64
 
-        if self.channel is None:
-            raise ValueError("this fit has no estimate (every EM start failed).")
-        if self.inputs.sparse:
-            return self._sparse_item_values("posterior", per="item", max_values=max_values)
         if self.draws is not None:
             src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
         else:
             src = {k: np.asarray(v)[None] for k, v in self.point.items()}
-        n_samples = next(iter(src.values())).shape[0]
-        if max_values is not None and n_samples * self.inputs.n_items > max_values:
-            raise ValueError(f"the result would have {n_samples * self.inputs.n_items} values (> max_values={max_values}).")
         inp = self.inputs
         with x64():
             if self.model == "platt":
@@ -380,10 +409,7 @@ class FitResult(ChannelAccess):
                     return posterior_positive(inp.patterns, inp.row_group, f, t, p)
 
                 out = np.asarray(jax.vmap(one)(src["fpr"], src["tpr"], prev))[:, inp.item_rows()]
-        out = np.asarray(out)
-        if self.draws is None:
-            return out[0]
-        return out.reshape((self.n_chains, self.n_draws, inp.n_items))
+        return np.asarray(out)
 
     def _sparse_item_values(self, what: str, *, per: str, max_values):
         """Per-item log-likelihood or ``P(Y_i = 1 | A_i)`` of a fit on sparse responses, at every draw

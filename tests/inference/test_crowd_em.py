@@ -255,3 +255,47 @@ def test_low_noise_crowd_fit_and_bootstrap():
     # No replicate flipped or collapsed: each rate rests on ~100 labels, so a gap below 0.5 (true ~0.99) would be
     # a broken replicate, not sampling error.
     assert np.all(boot.draws["gap"] > 0.5)
+
+
+def test_annotator_intervals_one_sided_jeffreys_and_gap_clipped():
+    """Counts of 0 or all: the one-sided Jeffreys limits (lower 0 at x = 0, upper 1 at x = n); the gap interval
+    stays inside [-1, 1] (an annotator with tpr 1, fpr 0 and two labels has a normal half-width above 1)."""
+    from scipy import special
+
+    from noisycal_bayes.models.em_result import annotator_table
+
+    # Annotator 0: 0 of 30 negatives labelled 1 (fpr x = 0), 40 of 40 positives labelled 1 (tpr x = n).
+    # Annotator 1: 1 label on each class, fpr 0, tpr 1: gap 1 with a wide interval.
+    # Annotator 2: an interior count, where the two-sided Beta quantiles apply unchanged.
+    s0, n0 = np.array([0.0, 0.0, 3.0]), np.array([30.0, 1.0, 30.0])
+    s1, n1 = np.array([40.0, 1.0, 20.0]), np.array([40.0, 1.0, 40.0])
+    table = annotator_table(["a", "b", "c"], s0 / n0, s1 / n1, (s0, n0, s1, n1), n0 + n1, level=0.9)
+    assert table["fpr_lower"].tolist()[:2] == [0.0, 0.0] and table["tpr_upper"].tolist()[:2] == [1.0, 1.0]
+    # The other limits are the Jeffreys Beta(x + 1/2, n - x + 1/2) quantiles.
+    assert table["fpr_upper"][0] == pytest.approx(special.betaincinv(0.5, 30.5, 0.95), rel=1e-12)
+    assert table["tpr_lower"][0] == pytest.approx(special.betaincinv(40.5, 0.5, 0.05), rel=1e-12)
+    assert table["fpr_lower"][2] == pytest.approx(special.betaincinv(3.5, 27.5, 0.05), rel=1e-12)
+    assert table["tpr_upper"][2] == pytest.approx(special.betaincinv(20.5, 20.5, 0.95), rel=1e-12)
+    assert (table["gap_lower"] >= -1).all() and (table["gap_upper"] <= 1).all()
+    assert table["gap_upper"][1] == 1.0 and table["gap_lower"][1] < 1.0
+
+
+@pytest.mark.parametrize("case", ["co_labelled", "one_label_per_item", "two_annotators"])
+def test_sparse_design_check_equals_dense_check(case):
+    """The sparse path's design check (no dense observed mask) gives check_design's messages."""
+    from noisycal_bayes.data.design import check_design
+    from noisycal_bayes.models.em_result import _check_design_sparse
+
+    if case == "co_labelled":
+        item, ann = [0, 0, 1, 2], [0, 1, 2, 0]
+    elif case == "one_label_per_item":
+        item, ann = [0, 1, 2, 3], [0, 1, 2, 0]
+    else:
+        item, ann = [0, 0, 1, 1], [0, 1, 0, 1]
+    data = AnnotationSet.from_responses(np.array(item), np.array(ann), np.array([1, 0, 1, 0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dense = check_design(data, "dawid_skene", n_groups=1, func="fit_em")
+        sparse = _check_design_sparse(data, "dawid_skene", 1, "fit_em")
+    assert sparse == dense
+    assert bool(dense) == (case != "co_labelled")

@@ -166,7 +166,7 @@ def test_pooled_inputs_use_gold_and_no_dense_labels():
     data = AnnotationSet.from_crowdkit(df)
     data = AnnotationSet(data.labels, None, data.item_ids, data.annotator_ids, gold=np.array([1, -1, -1]))
     assignment = resolve_assignment(data, "dawid_skene", None, "test")
-    (item, ann, lab, group, gold, _), static = pooled_inputs(data, "dawid_skene", assignment)
+    (item, ann, lab, group, gold, *_), static = pooled_inputs(data, "dawid_skene", assignment)
     assert item.shape == (5,) and gold.tolist() == [1, -1, -1]
     assert static == {"kind": "dawid_skene", "n_items": 3, "n_annotators": 3, "n_groups": 1}
 
@@ -187,3 +187,123 @@ def test_population_summary_and_flags():
     gap = np.stack([rng.normal(0.6, 0.05, 400), rng.normal(0.0, 0.05, 400), rng.normal(-0.4, 0.05, 400)], axis=-1)
     flags = flag_annotators(gap, ["good", "spam", "adv"])
     assert flags["uninformative"] == ["spam"] and flags["adversarial"] == ["adv"]
+
+
+def test_padded_layout_and_partial_centring_give_the_same_model():
+    """The padded per-item sum equals the segment sum (1e-12), and a partial centring c in [0, 1] changes the
+    sampled coordinates only: the rates of z_c = c mu + sigma^c z equal those of the non-centred z, and the
+    log-likelihood is unchanged. The log density of the site differs by the Jacobian of z -> z_c, sum c log sigma."""
+    from noisycal_bayes.core.sparse import padded_codes
+
+    rng = np.random.default_rng(5)
+    item, ann, lab = _responses()
+    v = _values(rng, "dawid_skene", 1)
+    base = (item, ann, lab, np.zeros(N_ITEMS, np.int32), np.full(N_ITEMS, -1, np.int32), np.zeros(N_ITEMS))
+    padded = padded_codes(item, 2 * ann + lab, N_ITEMS, 2 * N_ANN)
+    assert padded is not None and padded.shape == (N_ITEMS, np.bincount(item).max())
+    c = rng.uniform(0, 1, (2, N_ANN))
+    mu = {"fpr": v["mu_fpr"], "tpr": v["mu_fpr"] + v["mean_gap"]}
+    w = dict(v, **{f"z_{k}": c[i] * mu[k] + v[f"sigma_{k}"] ** c[i] * v[f"z_{k}"]
+                   for i, k in enumerate(("fpr", "tpr"))})
+    kw = dict(kind="dawid_skene", n_items=N_ITEMS, n_annotators=N_ANN, prior=Prior(), record_loglik=True)
+
+    def values(v, w):
+        """Everything compared below, in one compiled program (eager tracing would compile every primitive)."""
+        seg = trace(substitute(pooled_model, v)).get_trace(*base, **kw)
+        pad = trace(substitute(pooled_model, v)).get_trace(*base, padded, None, None, **kw)
+        cen = trace(substitute(pooled_model, w)).get_trace(*base, padded, None, c, **kw)
+        out = {f"ll_{n}": t["log_likelihood"]["value"] for n, t in (("seg", seg), ("pad", pad), ("cen", cen))}
+        for i, k in enumerate(("fpr", "tpr")):
+            out[f"{k}_seg"], out[f"{k}_cen"] = seg[k]["value"], cen[k]["value"]
+            out[f"lp_{k}_cen"] = cen[f"z_{k}"]["fn"].log_prob(w[f"z_{k}"])
+            out[f"lp_{k}_seg"] = seg[f"z_{k}"]["fn"].log_prob(v[f"z_{k}"])
+        return out
+
+    with x64():
+        import jax
+
+        got = {k: np.asarray(x) for k, x in jax.jit(values)(v, w).items()}
+    np.testing.assert_allclose(got["ll_pad"], got["ll_seg"], rtol=1e-12)
+    np.testing.assert_allclose(got["ll_cen"], got["ll_seg"], rtol=1e-12)
+    for i, k in enumerate(("fpr", "tpr")):
+        np.testing.assert_allclose(got[f"{k}_cen"], got[f"{k}_seg"], rtol=1e-12)
+        # log N(z_c; c mu, sigma^c) = log N(z; 0, 1) - c log sigma, per annotator.
+        np.testing.assert_allclose(got[f"lp_{k}_cen"], got[f"lp_{k}_seg"] - c[i] * np.log(v[f"sigma_{k}"]), rtol=1e-12)
+    # pooled_derived inverts the centring.
+    draws_c, _ = pooled_derived({k: np.asarray(x) for k, x in w.items()}, c)
+    draws_0, _ = pooled_derived({k: np.asarray(x) for k, x in v.items()})
+    np.testing.assert_allclose(draws_c["fpr"], draws_0["fpr"], rtol=1e-12)
+    np.testing.assert_allclose(draws_c["tpr"], draws_0["tpr"], rtol=1e-12)
+
+
+def test_padded_codes_refuses_a_layout_twice_the_responses():
+    from noisycal_bayes.core.sparse import padded_codes
+
+    item = np.array([0] * 10 + [1, 2, 3], np.int32)  # one item with 10 labels, three with 1: 4 x 10 > 2 x 13
+    assert padded_codes(item, np.zeros(13, np.int32), 4, 2) is None
+
+
+def _gold_crowd():
+    rng = np.random.default_rng(3)
+    n, n_ann = 60, 6
+    y = rng.random(n) < 0.5
+    item = np.repeat(np.arange(n), 3)
+    ann = np.concatenate([rng.choice(n_ann, 3, replace=False) for _ in range(n)])
+    lab = (rng.random(item.size) < np.where(y[item], 0.85, 0.15)).astype(int)
+    gold = np.full(n, -1)
+    gold[:10] = y[:10]
+    return item, ann, lab, gold
+
+
+def _check_gold_values(fit, data, gold):
+    """clean_label_probability is the gold label on gold items, log_likelihood log P(Y = gold, A) there: both
+    against core.sparse's gold route (an independent computation, per response) at the fit's point."""
+    from noisycal_bayes.core.sparse import Responses, sparse_e_step, sparse_item_loglik
+
+    n = data.n_items
+    post, ll = fit.clean_label_probability(), fit.log_likelihood()
+    np.testing.assert_array_equal(post[:10], gold[:10])
+    resp = Responses(*(np.asarray(a, np.int32) for a in data.responses))
+    group = np.zeros(n, np.int32)
+    with x64():
+        prev, gd = np.atleast_1d(fit.point["prevalence"]), np.asarray(gold, np.int32)
+        want_ll = np.asarray(sparse_item_loglik(resp, group, fit.point["fpr"], fit.point["tpr"], prev, gold=gd))
+        want_t = np.asarray(sparse_e_step(resp, group, fit.point["fpr"], fit.point["tpr"], prev, gold=gd)[1])
+    np.testing.assert_allclose(ll, want_ll, rtol=1e-9)
+    np.testing.assert_allclose(post, want_t, rtol=1e-9, atol=1e-12)
+
+
+def test_pattern_inputs_with_gold_use_it_in_loglik_and_clean_labels():
+    """FitResult on compressed inputs (what pooled fits keep) with gold attached (``pooled_fit_inputs``): the
+    gold items' values follow the gold route. Cheap: a pattern-path EM fit with the gold added to its inputs."""
+    import dataclasses
+    import warnings
+
+    from noisycal_bayes import fit_em
+    from noisycal_bayes.inference._common import pooled_fit_inputs
+
+    item, ann, lab, gold = _gold_crowd()
+    data = AnnotationSet.from_responses(item, ann, lab, gold=gold)
+    plain = AnnotationSet.from_responses(item, ann, lab)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_em(plain, model="dawid_skene", path="patterns", n_starts=2)
+    inputs = pooled_fit_inputs(data, "dawid_skene", fit.groups)
+    assert inputs.gold is not None and not inputs.sparse
+    _check_gold_values(dataclasses.replace(fit, inputs=inputs), data, gold)
+    # Without gold nothing changes (negative control of the check: gold items would then differ).
+    assert not np.array_equal(fit.clean_label_probability()[:10], gold[:10])
+
+
+@pytest.mark.slow
+def test_pooled_map_fit_uses_gold_in_loglik_and_clean_labels():
+    import warnings
+
+    from noisycal_bayes.inference import fit_map
+
+    item, ann, lab, gold = _gold_crowd()
+    data = AnnotationSet.from_responses(item, ann, lab, gold=gold)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_map(data, model="dawid_skene", pooling="partial")
+    _check_gold_values(fit, data, gold)

@@ -1,0 +1,450 @@
+"""Real and simulated crowds, the goals of issue 16 side by side in one run (replaces bench_crowd_em.py,
+bench_crowds_nuts.py and crowd_flags_study.py).
+
+Usage (crowd-kit is a comparison only, never a dependency)::
+
+    PYTHONPATH=$PWD:/tmp/ckx python benchmarks/bench_crowds.py [--quick] [--only gold rte scale nuts_scale recovery]
+
+Sections (rows of ``benchmarks/results/bench_crowds.json``; ``goals`` lists every goal with its measured value and
+pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.py``):
+
+``gold``
+    ``/work/shared/data/crowd_gold/{bluebirds,rte,temp}.csv`` (bluebirds: Welinder et al. 2010; rte, temp: Snow
+    et al. 2008). Clean-label accuracy against the gold column for ``ours_default`` = ``fit_em(data,
+    model="dawid_skene")`` with every default (10 random starts, ``tol=1e-8``, ``max_iter=1000``,
+    ``orientation="auto"``, ``path="auto"``: the sparse path here), ``ours_vote`` = the same with
+    ``starts="vote"`` (one start from the items' vote fractions: the standard Dawid-Skene initialisation, and
+    crowd-kit's), ``majority_vote`` and crowd-kit's ``DawidSkene(n_iter=1000, tol=1e-10)`` (converged; its default
+    ``n_iter=100, tol=1e-5`` is a row too). Times: ``first_call_s`` (first call in the process: tracing and
+    compilation, no persistent cache) and ``median_s`` over ``--reps`` later calls (the whole call on a built
+    AnnotationSet; crowd-kit's ``fit_predict`` on its DataFrame). Goals: accuracy >= crowd-kit converged - 0.005
+    and median time <= crowd-kit converged / 5, on each set.
+``rte``
+    ``fit_nuts(data, model="dawid_skene", pooling="partial", n_chains=4, n_warmup=300, n_draws=700)`` after
+    ``configure_jax()`` (chains two at a time on 2 cores): ``first_s`` includes tracing and compilation (no
+    persistent cache), ``warm_s`` is a second fit with the compiled sampler reused (another seed). Diagnostics over
+    fpr, tpr, gap, u, prevalence and the population: max R-hat, min bulk / tail ESS, divergences, transitions at
+    the maximum tree depth. Goals: first <= 30 s, warm <= 10 s, R-hat <= 1.01, bulk ESS >= 400, no saturated depth.
+``scale``
+    A crowd of 1,000,000 items x 10 distinct annotators out of 10,000 (5% spammers, 2% adversaries; the design of
+    ``simulate_crowd``, drawn by :func:`fast_crowd` in O(n responses)): 10 million labels.
+    In a child process (so that the memory figure is this fit's alone): the responses are loaded from a
+    ``.npz`` and the AnnotationSet built (``from_responses``); then the resident set's high-water mark is reset
+    (``/proc/self/clear_refs``) and ``fit_em(data, model="dawid_skene", starts="vote")`` run once (sparse EM;
+    the time includes compilation). Peak memory above the input = ``VmHWM`` during the fits - ``VmRSS`` before them (it
+    includes JAX's buffers and compiled code). Goals: converged, fit <= 20 s, peak <= 2 GB above the input.
+    Side by side at 1 million labels (100,000 items, 10,000 annotators): ours vs crowd-kit's DawidSkene
+    (defaults: ``n_iter=100``). Outside reference, quoted, not run: spark-crowd's Dawid-Skene, 111 s for 10
+    million labels on one machine (Rodrigo, Aledo & Gamez 2019, "spark-crowd"; the figure issue 16 quotes).
+``nuts_scale``
+    Pooled NUTS on ``fast_crowd(20_000, 1_000, 5)`` (100,000 labels, 1,000 annotators),
+    same sampler settings as ``rte``. Goal: <= 5 minutes, with the diagnostics.
+``recovery``
+    ``--n-sims`` crowds ``simulate_crowd(2000, 100, labels_per_item=6, activity="heavy", spammers=0.05,
+    adversaries=0.02, seed=s)``, ``fit_em(..., starts="vote", max_iter=5000)``: coverage of the 90% intervals of
+    every annotator's fpr and tpr (``fit.annotators``), goal within 2.58 binomial standard errors of 0.90
+    (``sqrt(0.9 * 0.1 / n)``: a two-sided 1% test of the nominal rate; the intervals of one crowd share its
+    clean-label posterior, so this is the simplest tolerance, not an exact one), and the flags' precision and
+    recall ("adversarial" for adversaries, "uninformative" for spammers).
+
+The machine is shared (2 cores; load average at start and end in the JSON): times measured under load are upper
+bounds of what an idle machine gives.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _benchutil import machine, median, print_table, write_json  # noqa: E402
+
+DATA = Path("/work/shared/data/crowd_gold")
+SETS = ("bluebirds", "rte", "temp")
+NUTS = dict(n_chains=4, n_warmup=300, n_draws=700)
+SPARK_CROWD = {"labels": 10_000_000, "seconds": 111.0,
+               "source": "spark-crowd (Rodrigo, Aledo & Gamez 2019), Dawid-Skene on one machine, the figure quoted by "
+                         "issue 16"}
+
+
+def _quiet():
+    w = warnings.catch_warnings()
+    w.__enter__()
+    warnings.simplefilter("ignore")  # flag / small-gap warnings are expected on crowds
+    return w
+
+
+def load_gold(name):
+    from noisycal_bayes import AnnotationSet
+
+    df = pd.read_csv(DATA / f"{name}.csv")
+    data = AnnotationSet.from_long(df.rename(columns={"worker": "annotator"})[["item", "annotator", "label"]])
+    gold = df.groupby("item")["gold"].first().reindex(data.item_ids).to_numpy()
+    return df, data, gold
+
+
+def time_ours(data, reps, **kw):
+    from noisycal_bayes import fit_em
+
+    w = _quiet()
+    t = time.perf_counter()
+    fit = fit_em(data, model="dawid_skene", **kw)
+    first = time.perf_counter() - t
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fit = fit_em(data, model="dawid_skene", **kw)
+        times.append(time.perf_counter() - t)
+    w.__exit__(None, None, None)
+    return fit, first, median(times)
+
+
+def time_crowdkit(frame, reps, **kw):
+    from crowdkit.aggregation import DawidSkene
+
+    w = _quiet()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        model = DawidSkene(**kw)
+        labels = model.fit_predict(frame)
+        times.append(time.perf_counter() - t)
+    w.__exit__(None, None, None)
+    return labels, median(times), len(getattr(model, "loss_history_", []) or [])
+
+
+def section_gold(reps):
+    rows, goals = [], []
+    for name in SETS:
+        df, data, gold = load_gold(name)
+        base = {"section": "gold", "data": name, "n_items": data.n_items, "n_annotators": data.n_annotators,
+                "n_responses": data.n_responses}
+        frame = df.rename(columns={"item": "task"})[["task", "worker", "label"]]
+        gold_by_item = df.groupby("item")["gold"].first()
+        ck = {}
+        for stage, kw in (("crowdkit_default", {}), ("crowdkit_converged", {"n_iter": 1000, "tol": 1e-10})):
+            labels, med, n_iter = time_crowdkit(frame, reps, **kw)
+            acc = float(np.mean(labels.to_numpy() == gold_by_item.reindex(labels.index).to_numpy()))
+            ck[stage] = {**base, "stage": stage, "median_s": med, "accuracy": acc, "n_iter": n_iter,
+                         "settings": str(kw or "defaults")}
+        conv = ck["crowdkit_converged"]
+        for stage, kw in (("ours_default", {}), ("ours_vote", {"starts": "vote"})):
+            fit, first, med = time_ours(data, reps, **kw)
+            acc = float(np.mean((fit.clean_label_probability() > 0.5) == gold))
+            flags = fit.annotators["flag"].value_counts().to_dict()
+            row = {**base, "stage": stage, "first_call_s": first, "median_s": med, "accuracy": acc,
+                   "settings": "fit_em defaults (10 random starts)" if not kw else "starts='vote'",
+                   "path": fit.details["path"], "orientation": fit.details["orientation"], "n_iter": fit.n_iter,
+                   "n_uninformative": int(flags.get("uninformative", 0)),
+                   "n_adversarial": int(flags.get("adversarial", 0)),
+                   "accuracy_minus_crowdkit": acc - conv["accuracy"], "crowdkit_over_ours": conv["median_s"] / med}
+            rows.append(row)
+            goals.append(_goal("gold", f"{name} {stage}: accuracy >= crowd-kit converged - 0.005", acc,
+                               conv["accuracy"] - 0.005, ">="))
+            goals.append(_goal("gold", f"{name} {stage}: EM time <= crowd-kit converged / 5 (s)", med,
+                               conv["median_s"] / 5, "<="))
+        rows += [ck["crowdkit_default"], conv,
+                 {**base, "stage": "majority_vote", "accuracy": float(np.mean(data.majority_vote() == gold))}]
+    return rows, goals
+
+
+def _goal(section, goal, measured, target, op):
+    ok = bool(measured <= target) if op == "<=" else bool(measured >= target)
+    return {"section": section, "stage": "goal", "goal": goal, "measured": float(measured), "target": float(target),
+            "op": op, "pass": ok}
+
+
+def _nuts_row(fit, wall):
+    tab, st = fit.diagnostics, fit.sample_stats
+    return {"wall_s": wall, "r_hat_max": float(tab["r_hat"].max()), "r_hat_worst": str(tab["r_hat"].idxmax()),
+            "ess_bulk_min": float(tab["ess_bulk"].min()), "ess_tail_min": float(tab["ess_tail"].min()),
+            "n_divergent": int(fit.n_divergent), "n_max_depth": int(fit.details["n_max_depth"]),
+            "tree_depth_mean": float(np.mean(st["tree_depth"])), "tree_depth_max": int(np.max(st["tree_depth"])),
+            "leapfrog_per_draw": float(np.mean(st["n_steps"])), "step_size_mean": float(np.mean(st["step_size"]))}
+
+
+def run_nuts(data, seed, settings):
+    from noisycal_bayes.inference import fit_nuts
+
+    w = _quiet()
+    t, cpu = time.perf_counter(), time.process_time()
+    fit = fit_nuts(data, model="dawid_skene", pooling="partial", seed=seed, progress_bar=False, **settings)
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    w.__exit__(None, None, None)
+    # CPU seconds of this process (all threads): on a shared machine, wall / cpu shows the share it got.
+    return fit, dict(_nuts_row(fit, wall), cpu_s=cpu, load_avg_1min=os.getloadavg()[0])
+
+
+def _nuts_goals(section, label, rows, limit_first, limit_warm=None):
+    goals = [_goal(section, f"{label}: wall incl. compilation (s)", rows[0]["wall_s"], limit_first, "<=")]
+    if limit_warm is not None:
+        goals.append(_goal(section, f"{label}: wall, compiled sampler reused (s)", rows[1]["wall_s"], limit_warm, "<="))
+    for r in rows:
+        goals += [_goal(section, f"{label} ({r['stage']}): max R-hat", r["r_hat_max"], 1.01, "<="),
+                  _goal(section, f"{label} ({r['stage']}): min bulk ESS", r["ess_bulk_min"], 400, ">="),
+                  _goal(section, f"{label} ({r['stage']}): transitions at max tree depth", r["n_max_depth"], 0, "<=")]
+    return goals
+
+
+def section_rte(settings):
+    _, data, gold = load_gold("rte")
+    rows = []
+    for rep, stage in enumerate(("first", "warm")):
+        fit, row = run_nuts(data, rep, settings)
+        post = fit.clean_label_probability().mean(axis=(0, 1))
+        rows.append({"section": "rte", "data": "rte", "stage": stage, "n_items": data.n_items,
+                     "n_annotators": data.n_annotators, "n_responses": data.n_responses, **row,
+                     "accuracy": float(np.mean((post > 0.5) == gold)), "settings": str(settings),
+                     "population_fpr_median": fit.details["population"]["fpr"]["median"],
+                     "population_tpr_median": fit.details["population"]["tpr"]["median"],
+                     "n_flagged": sum(len(v) for k, v in fit.details["flagged"].items() if k != "level")})
+        print(rows[-1], flush=True)
+    return rows, _nuts_goals("rte", "pooled NUTS on rte", rows, 30.0, 10.0)
+
+
+def fast_crowd(n_items, n_annotators, per_item, *, spammers=0.05, adversaries=0.02, prevalence=0.5, seed=0):
+    """``simulate_crowd``'s design (honest fpr ~ U(0.05, 0.3), tpr ~ U(0.7, 0.95); spammers fpr = tpr ~ U(0.2, 0.8);
+    adversaries with fpr and tpr exchanged; uniform activity, ``per_item`` distinct annotators per item) in O(n
+    responses): ``simulate_crowd`` draws a Gumbel key for every (item, annotator) cell and builds the dense
+    items x annotators matrix, 10 GB at 1 million items x 10,000 annotators. Returns responses sorted by item
+    then annotator, the truth and each annotator's kind."""
+    rng = np.random.default_rng(seed)
+    fpr, tpr = rng.uniform(0.05, 0.3, n_annotators), rng.uniform(0.7, 0.95, n_annotators)
+    kind = np.full(n_annotators, "honest", dtype=object)
+    n_spam, n_adv = int(round(spammers * n_annotators)), int(round(adversaries * n_annotators))
+    order = rng.permutation(n_annotators)
+    spam, adv = order[:n_spam], order[n_spam:n_spam + n_adv]
+    kind[spam], kind[adv] = "spammer", "adversary"
+    rate = rng.uniform(0.2, 0.8, n_spam)
+    fpr[spam], tpr[spam] = rate, rate
+    fpr[adv], tpr[adv] = tpr[adv].copy(), fpr[adv].copy()
+    y = (rng.random(n_items) < prevalence).astype(np.int8)
+    # per_item distinct annotators per item: draw, then redraw the rows with a repeat (rare when J >> per_item).
+    who = rng.integers(0, n_annotators, (n_items, per_item), dtype=np.int32)
+    while True:
+        who.sort(axis=1)
+        dup = np.flatnonzero((who[:, 1:] == who[:, :-1]).any(axis=1))
+        if dup.size == 0:
+            break
+        who[dup] = rng.integers(0, n_annotators, (dup.size, per_item), dtype=np.int32)
+    missing = np.flatnonzero(np.bincount(who.ravel(), minlength=n_annotators) == 0)
+    if missing.size:  # every annotator needs a label: give each unused one the last slot of a random item
+        rows = rng.choice(n_items, missing.size, replace=False)
+        who[rows, -1] = missing
+        who[rows] = np.sort(who[rows], axis=1)
+    item = np.repeat(np.arange(n_items, dtype=np.int32), per_item)
+    ann = who.ravel()
+    label = (rng.random(item.size) < np.where(y[item] == 1, tpr[ann], fpr[ann])).astype(np.int8)
+    return item, ann, label, y, fpr, tpr, kind.astype(str)
+
+
+def _sim_to_npz(path, n_items, n_annotators, per_item, seed=0):
+    item, ann, lab, y, fpr, tpr, kind = fast_crowd(n_items, n_annotators, per_item, seed=seed)
+    np.savez(path, item=item, annotator=ann, label=lab, kind=kind, fpr=fpr, tpr=tpr, y=y)
+
+
+def _status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024  # kB
+    return 0
+
+
+def child_scale(path, out):
+    """In a fresh process: load responses, build the set, reset the high-water mark, fit once; JSON to ``out``."""
+    from noisycal_bayes import AnnotationSet, fit_em
+
+    z = np.load(path)
+    data = AnnotationSet.from_responses(z["item"], z["annotator"], z["label"])
+    y = z["y"]
+    del z
+    rss_input = _status("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # reset VmHWM to the current RSS (Linux >= 4.0)
+        reset = True
+    except OSError:
+        reset = False
+    res = {"n_items": data.n_items, "n_annotators": data.n_annotators, "n_responses": data.n_responses,
+           "rss_input_bytes": rss_input, "hwm_reset": reset}
+    w = _quiet()
+    t = time.perf_counter()
+    fit = fit_em(data, model="dawid_skene", starts="vote")
+    res["first_s"] = time.perf_counter() - t  # one call, compilation included (a second would double the run)
+    w.__exit__(None, None, None)
+    res["peak_above_input_bytes"] = _status("VmHWM") - rss_input
+    res.update(converged=bool(fit.converged), n_iter=int(fit.n_iter), path=fit.details["path"],
+               accuracy=float(np.mean((fit.clean_label_probability() > 0.5) == y)))
+    Path(out).write_text(json.dumps(res))
+
+
+def section_scale(quick):
+    from noisycal_bayes import AnnotationSet
+
+    rows, goals = [], []
+    big = (100_000, 1_000, 10) if quick else (1_000_000, 10_000, 10)
+    small = (10_000, 1_000, 10) if quick else (100_000, 10_000, 10)
+    with tempfile.TemporaryDirectory() as tmp:
+        npz, out = os.path.join(tmp, "crowd.npz"), os.path.join(tmp, "res.json")
+        _sim_to_npz(npz, *big)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent)]
+                                                           + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+        subprocess.run([sys.executable, __file__, "--child-scale", npz, out], check=True, env=env)
+        res = json.loads(Path(out).read_text())
+        rows.append({"section": "scale", "stage": "ours_sparse_em_vote", "data": "simulated", **res,
+                     "peak_above_input_gb": res["peak_above_input_bytes"] / 1e9, "memory_method":
+                     "child process; /proc/self/status VmHWM after resetting it (clear_refs 5) minus VmRSS before the "
+                     "fits: NumPy, JAX buffers and compiled code included"})
+        label = f"EM on {res['n_responses']:,} labels"
+        goals += [_goal("scale", f"{label}: converged (1 = yes)", float(res["converged"]), 1, ">="),
+                  _goal("scale", f"{label}: wall incl. compilation (s)", res["first_s"], 20.0, "<="),
+                  _goal("scale", f"{label}: peak memory above the input (GB)", res["peak_above_input_bytes"] / 1e9,
+                        2.0, "<=")]
+        # Side by side with crowd-kit at 1 million labels (in this process).
+        _sim_to_npz(npz, *small, seed=1)
+        z = np.load(npz)
+        data = AnnotationSet.from_responses(z["item"], z["annotator"], z["label"])
+        fit, first, med = time_ours(data, 2, starts="vote")
+        y = z["y"]
+        acc = float(np.mean((fit.clean_label_probability() > 0.5) == y))
+        frame = pd.DataFrame({"task": z["item"], "worker": z["annotator"], "label": z["label"]})
+        labels, ck_s, ck_iter = time_crowdkit(frame, 1)
+        ck_acc = float(np.mean(labels.to_numpy() == y[labels.index.to_numpy()]))
+        base = {"section": "scale", "data": "simulated", "n_items": data.n_items, "n_annotators": data.n_annotators,
+                "n_responses": data.n_responses}
+        rows += [{**base, "stage": "ours_sparse_em_vote", "first_call_s": first, "median_s": med, "accuracy": acc,
+                  "n_iter": int(fit.n_iter)},
+                 {**base, "stage": "crowdkit_default", "median_s": ck_s, "accuracy": ck_acc, "n_iter": ck_iter},
+                 {"section": "scale", "stage": "spark_crowd_published", "n_responses": SPARK_CROWD["labels"],
+                  "median_s": SPARK_CROWD["seconds"], "source": SPARK_CROWD["source"], "measured_here": False}]
+    return rows, goals
+
+
+def section_nuts_scale(quick, settings):
+    from noisycal_bayes import AnnotationSet
+
+    n_items, n_ann = (2_000, 100) if quick else (20_000, 1_000)
+    item, ann, lab, _, fpr, tpr, _ = fast_crowd(n_items, n_ann, 5, seed=2)
+    data = AnnotationSet.from_responses(item, ann, lab)
+    fit, row = run_nuts(data, 0, settings)
+    lo, hi = (np.quantile(fit.draws[k], [0.05, 0.95], axis=(0, 1)) for k in ("fpr", "tpr"))
+    cover = float(np.mean(np.concatenate([(lo[0] <= fpr) & (fpr <= lo[1]), (hi[0] <= tpr) & (tpr <= hi[1])])))
+    row = {"section": "nuts_scale", "data": "simulated", "stage": "first", "n_items": data.n_items,
+           "n_annotators": data.n_annotators, "n_responses": data.n_responses, **row,
+           "coverage_90_fpr_tpr": cover, "settings": str(settings)}
+    print(row, flush=True)
+    goals = _nuts_goals("nuts_scale", f"pooled NUTS, {row['n_responses']:,} labels", [row], 300.0)
+    return [row], goals
+
+
+def section_recovery(n_sims):
+    from noisycal_bayes import fit_em
+    from noisycal_bayes.simulate import simulate_crowd
+
+    cover, kinds, flags, n_failed = [], [], [], 0
+    w = _quiet()
+    for s in range(n_sims):
+        sim = simulate_crowd(2000, 100, labels_per_item=6, activity="heavy", spammers=0.05, adversaries=0.02, seed=s)
+        fit = fit_em(sim.data, model="dawid_skene", starts="vote", max_iter=5000)
+        t = fit.annotators
+        if t is None:
+            n_failed += 1
+            continue
+        for name, truth in (("fpr", sim.fpr), ("tpr", sim.tpr)):
+            cover.append(((t[f"{name}_lower"] <= truth) & (truth <= t[f"{name}_upper"])).to_numpy())
+        kinds.append(sim.kind)
+        flags.append(t["flag"].to_numpy())
+    w.__exit__(None, None, None)
+    cover, kinds, flags = np.concatenate(cover), np.concatenate(kinds), np.concatenate(flags)
+    n = cover.size
+    se = float(np.sqrt(0.9 * 0.1 / n))
+    rows = [{"section": "recovery", "stage": "coverage_90", "n_sims": n_sims, "n_failed": n_failed,
+             "n_intervals": n, "coverage": float(cover.mean()), "se": se}]
+    goals = [_goal("recovery", f"90% intervals of fpr and tpr: coverage >= 0.90 - 2.58 se ({n} intervals)",
+                   float(cover.mean()), 0.9 - 2.58 * se, ">="),
+             _goal("recovery", f"90% intervals of fpr and tpr: coverage <= 0.90 + 2.58 se ({n} intervals)",
+                   float(cover.mean()), 0.9 + 2.58 * se, "<=")]
+    for kind, flag in (("adversary", "adversarial"), ("spammer", "uninformative")):
+        tp = int(np.sum((kinds == kind) & (flags == flag)))
+        n_true, n_flag = int(np.sum(kinds == kind)), int(np.sum(flags == flag))
+        rows.append({"section": "recovery", "stage": f"flag_{flag}", "subset": kind, "n_true": n_true,
+                     "n_flagged": n_flag, "recall": tp / max(n_true, 1), "precision": tp / max(n_flag, 1)})
+    return rows, goals
+
+
+def combine(paths, out=None):
+    """One results file from several runs (e.g. a run of the sections left after an interrupted one): rows
+    concatenated in order; ``settings["runs"]`` keeps each run's sections, machine (load) and settings."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    first = runs[0]
+    def sections(r):  # the sections a run measured (an interrupted run lists more in its settings)
+        return list(dict.fromkeys(row["section"] for row in r["rows"]))
+
+    settings = dict(first["settings"], only=[x for r in runs for x in sections(r)],
+                    spark_crowd=SPARK_CROWD,
+                    runs=[{"only": sections(r), "machine": r["machine"], "settings": r["settings"]} for r in runs])
+    machine_info = dict(first["machine"], load_avg_end=runs[-1]["machine"].get("load_avg_end"),
+                        finished_utc=runs[-1]["machine"].get("finished_utc"))
+    rows = [row for r in runs for row in r["rows"] if row.get("stage") != "goal"]
+    rows += [row for r in runs for row in r["rows"] if row.get("stage") == "goal"]
+    path = Path(out) if out else Path(__file__).resolve().parent / "results" / "bench_crowds.json"
+    path.write_text(json.dumps({"benchmark": "bench_crowds", "machine": machine_info, "settings": settings,
+                                "rows": rows}, indent=1, default=str) + "\n")
+    print(f"wrote {path}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (development)")
+    ap.add_argument("--only", nargs="+", default=["gold", "rte", "scale", "nuts_scale", "recovery"])
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--n-sims", type=int, default=20)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--combine", nargs="+", metavar="JSON",
+                    help="write the rows of these result files (runs of different sections) as one results file, "
+                         "keeping each run's machine and settings")
+    ap.add_argument("--child-scale", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child_scale:
+        return child_scale(*args.child_scale)
+    if args.combine:
+        return combine(args.combine, args.out)
+    from noisycal_bayes.inference import configure_jax
+
+    configure_jax()
+    info = machine()
+    settings = dict(NUTS, n_warmup=100, n_draws=200) if args.quick else dict(NUTS)
+    rows, goals = [], []
+    for name in args.only:
+        t = time.perf_counter()
+        if name == "gold":
+            r, g = section_gold(2 if args.quick else args.reps)
+        elif name == "rte":
+            r, g = section_rte(settings)
+        elif name == "scale":
+            r, g = section_scale(args.quick)
+        elif name == "nuts_scale":
+            r, g = section_nuts_scale(args.quick, settings)
+        else:
+            r, g = section_recovery(2 if args.quick else args.n_sims)
+        print(f"-- {name}: {time.perf_counter() - t:.0f} s", flush=True)
+        rows += r
+        goals += g
+        # Written after every section, so that a long run keeps what it has measured.
+        write_json("bench_crowds", info, {"quick": args.quick, "only": args.only, "reps": args.reps,
+                                          "n_sims": args.n_sims, "nuts": settings, "spark_crowd": SPARK_CROWD},
+                   rows + goals, args.out)
+    print_table(goals, ["section", "goal", "measured", "target", "pass"])
+
+
+if __name__ == "__main__":
+    main()
