@@ -28,7 +28,9 @@ K x K matrices, ``P x K`` targets and sparse sums over atoms, in chunks of draws
 Bayesian bootstrap needs one weight per (draw, item). *Near-singular confusion*: annotators whose condition
 number exceeds ``max_condition`` in more than ``(1 - USABLE_LEVEL) / 2`` of the draws are not used (weight 0,
 responses left out, :class:`~noisycal_bayes.warnings.IdentifiabilityWarning`); items left without a usable response
-are left out (:class:`~noisycal_bayes.warnings.DataWarning`).
+are left out (:class:`~noisycal_bayes.warnings.DataWarning`). In the remaining draws where a used annotator's
+matrix is near singular, its singular values are clipped from below at ``s_max / max_condition`` before
+inversion (warned), so no draw explodes.
 """
 from __future__ import annotations
 
@@ -178,6 +180,20 @@ class _Design:
         return int(np.clip(_CHUNK_ENTRIES // max(width, 1), 1, _MAX_CHUNK))
 
 
+def _clip_condition(conf, max_condition):
+    """Confusion draws (c, J, K, K) whose condition number exceeds ``max_condition`` get their singular values
+    clipped from below at ``s_max / max_condition`` (condition exactly ``max_condition``): the corrected
+    vectors of a near-singular draw of a used annotator stay bounded (such draws are warned about)."""
+    u, sv, vt = np.linalg.svd(conf)
+    bad = sv[..., 0] > max_condition * sv[..., -1]
+    if not bad.any():
+        return conf
+    out = conf.copy()
+    s_clip = np.maximum(sv[bad], sv[bad][:, :1] / max_condition)
+    out[bad] = np.einsum("nij,nj,njk->nik", u[bad], s_clip, vt[bad])
+    return out
+
+
 def _per_pattern(mat, per_draw):
     """``mat`` (P, D) sparse times ``per_draw`` (c, D, K) -> (c, P, K)."""
     c, d, k = per_draw.shape
@@ -185,7 +201,7 @@ def _per_pattern(mat, per_draw):
     return np.asarray(out).reshape(-1, c, k).transpose(1, 0, 2)
 
 
-def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng):
+def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng, max_condition):
     """Per output draw (rows of ``conf`` (n_out, J, K, K)): count, score sum, target sum per segment."""
     n_out = conf.shape[0]
     out = [np.empty((n_out, des.m)) for _ in range(3)]
@@ -196,6 +212,7 @@ def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng):
         c = b - a
         # Unusable annotators never enter (weight 0, responses dropped): invert the identity in their place.
         cc = np.where(usable[None, :, None, None], conf[a:b], eye)
+        cc = _clip_condition(cc, max_condition)
         t = corrected_vectors(cc)  # (c, J, K, K): row a of inv(C_j)
         if bootstrap:
             g = rng.standard_exponential((c, des.n))
@@ -250,7 +267,7 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
         raise ValueError(f"{func}: `usable` must be a bool array of shape ({resp.n_annotators},); got shape "
                          f"{np.shape(usable)}.")
     usable = np.asarray(usable, dtype=bool)
-    warn_unusable(usable, np.arange(resp.n_annotators), func, stacklevel=4)
+    warn_unusable(usable, np.arange(resp.n_annotators), func, stacklevel=5)
     if not usable.any():
         raise ValueError(f"{func}: no annotator has a usable (invertible) confusion matrix; the corrected targets are "
                          "undefined.")
@@ -259,7 +276,7 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
     if bad.any():
         warnings.warn(f"{func}: in {int(bad.sum())} of {conf.shape[0]} draws a used annotator's confusion matrix is "
                       f"near singular (condition number up to {float(cond.max()):.3g} > {max_condition}); those draws "
-                      "carry large corrected targets into the interval's tail.", IdentifiabilityWarning, stacklevel=4)
+                      "have their singular values clipped to that condition number before inversion.", IdentifiabilityWarning, stacklevel=4)
     edges = bin_edges(p, bins, kind)
     des = _Design(p, resp, usable, kind, edges)
     if not des.has.all():
@@ -278,10 +295,10 @@ def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, wei
     rng = np.random.default_rng(seed)
     prev_out = prev[idx] if prev is not None and prev.ndim == 2 else (None if prev is None else
                                                                       np.broadcast_to(prev, (idx.size, des.k)))
-    count, score, freq = _sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng)
+    count, score, freq = _sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng, max_condition)
     # The point value: the same sums at the posterior-mean confusion (and prevalence), without the bootstrap.
     prev_pt = None if prev is None else (prev.mean(axis=0) if prev.ndim == 2 else prev)[None]
-    c0, s0, f0 = _sums(des, conf.mean(axis=0)[None], prev_pt, rule, usable, False, None)
+    c0, s0, f0 = _sums(des, conf.mean(axis=0)[None], prev_pt, rule, usable, False, None, max_condition)
     parts = ["confusion posterior draws" if is_post else "confusion fixed at the point estimate"]
     if bootstrap:
         parts.append("Bayesian bootstrap of the evaluated items")
