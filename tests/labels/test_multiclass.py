@@ -127,9 +127,9 @@ def test_corrected_accuracy_interval_covers_the_sample_accuracy():
         rng = np.random.default_rng(s)
         p = 0.5 * np.eye(3)[labels[:, 0]] + 0.5 * rng.dirichlet(np.ones(3), 300)
         truth = np.mean(p.argmax(axis=1) == y)
-        res = corrected_accuracy_multiclass(p, q, bootstrap=False, n_replicates=400, seed=s)
+        res = corrected_accuracy_multiclass(p, q, bootstrap=False, n_replicates=200, seed=s)
         covered += res.lower <= truth <= res.upper
-        bad = corrected_accuracy_multiclass(p, np.broadcast_to(prev, (300, 3)), bootstrap=False, n_replicates=400)
+        bad = corrected_accuracy_multiclass(p, np.broadcast_to(prev, (300, 3)), bootstrap=False, n_replicates=200)
         control += bad.lower <= truth <= bad.upper
     assert covered >= 47
     assert control < 30

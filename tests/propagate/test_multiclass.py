@@ -237,7 +237,7 @@ def test_items_without_usable_response_are_left_out_with_a_warning(mc3):
     bad[2] = np.full((3, 3), 1 / 3)  # exactly singular
     keep = ~((resp[1] != 2) & (resp[0] < 50))  # items 0..49 labelled by annotator 2 only
     r2 = tuple(r[keep] for r in resp)
-    with pytest.warns(DataWarning, match="50 items"):
+    with pytest.warns(DataWarning, match="50 items"), pytest.warns(IdentifiabilityWarning, match=r"\[2\]"):
         res = posterior_classwise_nc_ece(p, r2, bad, bootstrap=False, n_draws=1)
     assert res.n_items == 550 and np.isfinite(res.value)
 
@@ -282,7 +282,7 @@ def test_bad_labels_raise(mc3):
         posterior_classwise_nc_ece(p, (resp[0], resp[1], resp[2] + 1), conf)
     with pytest.raises(ValueError, match="response items must lie"):
         posterior_classwise_nc_ece(p[:10], resp, conf)
-    with pytest.raises(ValueError, match="no annotator has a usable"):
+    with pytest.raises(ValueError, match="no annotator has a usable"), pytest.warns(IdentifiabilityWarning):
         posterior_classwise_nc_ece(p, resp, np.full((3, 3, 3), 1 / 3))
 
 
