@@ -112,8 +112,8 @@ def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.0
     labels : (n, J) ints in 0..K-1 (every annotator labels every item); weights : (R, n) item weights.
     Items with the same labels share one row (their weights summed), so a replicate costs O(patterns x K x J)
     per iteration. Stops when no confusion entry moves by more than ``tol`` (well below the bootstrap spread
-    of the entries, 2e-2 to 5e-2 here). Returns confusion (R, J, K, K) and prevalence (R, K). ``alpha`` pseudo-counts keep every cell
-    positive (a zero cell would give log 0).
+    of the entries, 2e-2 to 5e-2 here). Returns confusion (R, J, K, K) and prevalence (R, K). ``alpha``
+    pseudo-counts keep every cell positive (a zero cell would give log 0).
     """
     n, j = labels.shape
     pats, inv = np.unique(labels, axis=0, return_inverse=True)

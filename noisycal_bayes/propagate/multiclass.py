@@ -399,7 +399,7 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
     >>> lab = (y[:, None] + (rng.random((500, 3)) < 0.2) * rng.integers(1, 3, (500, 3))) % 3
     >>> resp = (np.repeat(np.arange(500), 3), np.tile(np.arange(3), 500), lab.reshape(-1))
     >>> p = np.full((500, 3), 0.05); p[np.arange(500), y] = 0.9
-    >>> draws = C[None] + 0.0 * rng.random((50, 3, 3, 3))
+    >>> draws = np.array([[[rng.dirichlet(300 * row) for row in c] for c in C] for _ in range(50)])
     >>> res = posterior_top_label_nc_ece(p, resp, draws, n_draws=50)
     >>> res.lower <= res.debiased <= res.upper, res.n_draws
     (True, 50)

@@ -34,7 +34,8 @@ import pandas as pd
 
 from .._progress import progress
 from .._validation import _preview, check_level, check_positive_int
-from ..data import Binning, as_binning, bin_index
+from ..data import as_binning, bin_index
+from ..data.responses import Responses
 from ..warnings import DataWarning, IdentifiabilityWarning
 
 #: Rows of ``probs`` must sum to 1 within this absolute tolerance (float32 softmax outputs sum to 1 within ~1e-6).
@@ -413,7 +414,7 @@ def kept_items(resp: MCResponses, usable: np.ndarray, func: str, *, stacklevel=3
 
 def estimated_prevalence(resp: MCResponses, confusion: np.ndarray, usable: np.ndarray) -> np.ndarray:
     """The mean over items of the equally weighted corrected vector (the binary IV rule's ``mu``), shape (K,)."""
-    t = corrected_targets(resp[:3], resp.n_items, confusion,
+    t = corrected_targets(Responses(*resp[:3]), resp.n_items, confusion,
                           weights=np.repeat(usable.astype(float)[:, None], resp.n_classes, axis=1))
     return np.nanmean(t, axis=0)
 
@@ -475,7 +476,7 @@ def point_nc_ece(probs, responses, confusion, *, prevalence, bins, weights, kind
         w = annotator_weights(c, prev if prev is not None else np.full(k, 1 / k), rule=rule, usable=use)
     else:
         w = np.where(use[:, None], rule, 0.0)
-    t = corrected_targets((resp.item[keep_r], resp.annotator[keep_r], resp.label[keep_r]), n, c, weights=w)
+    t = corrected_targets(Responses(resp.item[keep_r], resp.annotator[keep_r], resp.label[keep_r]), n, c, weights=w)
     edges = bin_edges(p, bins, kind) if edges is None else edges
     ent = ece_entries(p[has], edges, kind)
     count, score, freq = entry_sums(ent, t[has])
@@ -815,7 +816,7 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     conf, prev = _call_estimator(estimator, takes_init, resp[:3], n, p, None, j, k)
     edges = {kind: bin_edges(p, bins, kind) for kind in ("top_label", "classwise")}
     full = {kind: point_nc_ece(p, resp[:3], conf, prevalence=prev, bins=bins, weights=weights, kind=kind, func=func,
-                               edges=edges[kind], max_condition=max_condition, stacklevel=2)
+                               edges=edges[kind], max_condition=max_condition)
             for kind in ("top_label", "classwise")}
     rng = np.random.default_rng(seed)
     tops, cws, reasons = [], [], Counter()
