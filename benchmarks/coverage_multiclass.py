@@ -201,7 +201,8 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     args = ap.parse_args(argv)
     t_start = time.time()
-    results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items, "n_boot": args.n_boot,
+    results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
+                                          "n_boot": args.n_boot,
                                           "bins": BINS, "level": LEVEL, "weights": "iv", "interval": "debiased",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
     for k in args.classes:

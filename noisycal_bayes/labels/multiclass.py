@@ -270,8 +270,9 @@ def corrected_accuracy_multiclass(probs, clean_probs, *, level: float = 0.9, res
         mixed = np.flatnonzero(first[g] != yhat)
         conditioned = mixed.size == 0
         if not conditioned:
-            warnings.warn(f"{func}: the predictions vary within the groups {_preview(np.unique(g[mixed]))} the posterior "
-                          "conditions on, so it ignores what the predictions know and the corrected accuracy is biased. "
+            warnings.warn(f"{func}: the predictions vary within the groups {_preview(np.unique(g[mixed]))} the "
+                          "posterior conditions on, so it ignores what the predictions know and the corrected accuracy "
+                          "is biased. "
                           "Refit with groups on which argmax(probs) is constant (predicted class x confidence "
                           "quantile).", DataWarning, stacklevel=2)
     rng = np.random.default_rng(seed)

@@ -42,10 +42,12 @@ import pandas as pd
 from scipy import sparse
 
 from .._validation import _preview, check_level
-from ..reference.multiclass import (MAX_CONDITION, MulticlassNCECE, bin_edges, check_confusion, check_mc_weights,
-                                    check_prevalence, check_probs, check_responses, classwise_nc_ece,
-                                    ece_entries, top_label_nc_ece, usable_from_draws, warn_unusable)
-from ..reference.multiclass import annotator_weights, confusion_condition, corrected_vectors  # TEMPORARY: core.confusion
+from ..reference.multiclass import (MAX_CONDITION, bin_edges, check_confusion, check_mc_weights, check_prevalence,
+                                    check_probs, check_responses, ece_entries, usable_from_draws, warn_unusable)
+# The point estimators for a point fit live in the reference layer (the bootstrap needs them); importable here too.
+from ..reference.multiclass import MulticlassNCECE, classwise_nc_ece, top_label_nc_ece  # noqa: F401
+# TEMPORARY: import these three from ..core.confusion at integration (the contract's formulas).
+from ..reference.multiclass import annotator_weights, confusion_condition, corrected_vectors
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .draws import output_index
 from .nc_ece import INTERVAL_METHODS, USABLE_LEVEL
@@ -284,7 +286,8 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
     if bad.any():
         warnings.warn(f"{func}: in {int(bad.sum())} of {conf.shape[0]} draws a used annotator's confusion matrix is "
                       f"near singular (condition number up to {float(cond.max()):.3g} > {max_condition}); those draws "
-                      "have their singular values clipped to that condition number before inversion.", IdentifiabilityWarning, stacklevel=4)
+                      "have their singular values clipped to that condition number before inversion.",
+                      IdentifiabilityWarning, stacklevel=4)
     edges = bin_edges(p, bins, kind)
     des = _Design(p, resp, usable, kind, edges)
     if not des.has.all():

@@ -195,7 +195,8 @@ def check_probs(probs, *, name: str = "probs") -> np.ndarray:
                          "not.")
     off = np.abs(p.sum(axis=1) - 1.0) > PROBS_ROW_TOL
     if off.any():
-        raise ValueError(f"rows of `{name}` must sum to 1 (within {PROBS_ROW_TOL}); rows {_preview(np.flatnonzero(off))} "
+        raise ValueError(f"rows of `{name}` must sum to 1 (within {PROBS_ROW_TOL}); rows "
+                         f"{_preview(np.flatnonzero(off))} "
                          f"sum to {_preview(np.round(p.sum(axis=1)[off], 6))}. Pass softmax outputs, not logits.")
     return p
 
@@ -227,8 +228,8 @@ def check_responses(responses, n_items: int, n_classes: int, *, n_annotators=Non
         item, ann, lab = (np.asarray(x) for x in (obj.item, obj.annotator, obj.label)) if hasattr(obj, "item") \
             else (np.asarray(x) for x in obj)
     except (TypeError, ValueError):
-        raise ValueError(f"{where}`responses` must be a Responses (item, annotator, label), a tuple of three arrays, or "
-                         f"a MulticlassAnnotationSet; got {type(responses).__name__}.") from None
+        raise ValueError(f"{where}`responses` must be a Responses (item, annotator, label), a tuple of three "
+                         f"arrays, or a MulticlassAnnotationSet; got {type(responses).__name__}.") from None
     if not (item.ndim == ann.ndim == lab.ndim == 1 and item.size == ann.size == lab.size):
         raise ValueError(f"{where}`responses` item, annotator and label must be 1-d arrays of one length; got shapes "
                          f"{item.shape}, {ann.shape}, {lab.shape}.")
@@ -392,8 +393,8 @@ def usable_from_draws(confusion: np.ndarray, *, max_condition: float = MAX_CONDI
 
 def warn_unusable(usable, annotator_ids, func, *, stacklevel=3):
     if not usable.all():
-        warnings.warn(f"{func}: the confusion matrices of annotators {_preview(np.asarray(annotator_ids)[~usable])} are "
-                      f"near singular (condition number above the limit): their labels cannot be corrected and get "
+        warnings.warn(f"{func}: the confusion matrices of annotators {_preview(np.asarray(annotator_ids)[~usable])} "
+                      f"are near singular (condition number above the limit): their labels cannot be corrected and get "
                       "weight 0 (their responses are left out).", IdentifiabilityWarning, stacklevel=stacklevel)
 
 
@@ -406,8 +407,8 @@ def kept_items(resp: MCResponses, usable: np.ndarray, func: str, *, stacklevel=3
         raise ValueError(f"{func}: no item has a response from an annotator with a usable (invertible) confusion "
                          "matrix; the corrected targets are undefined.")
     if not has.all():
-        warnings.warn(f"{func}: {int((~has).sum())} items (e.g. {_preview(np.flatnonzero(~has))}) have no response from "
-                      "an annotator with a usable confusion matrix and are left out.", DataWarning,
+        warnings.warn(f"{func}: {int((~has).sum())} items (e.g. {_preview(np.flatnonzero(~has))}) have no response "
+                      "from an annotator with a usable confusion matrix and are left out.", DataWarning,
                       stacklevel=stacklevel)
     return keep_r, has
 

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from noisycal_bayes import Binning, Channel, simulate_annotations
+from noisycal_bayes import Binning, simulate_annotations
 from noisycal_bayes.reference import bootstrap_nc_ece, nc_ece
 from noisycal_bayes.reference.multiclass import (annotator_weights, bootstrap_classwise_nc_ece,
                                                  bootstrap_multiclass_nc_ece, bootstrap_top_label_nc_ece,
@@ -72,8 +72,10 @@ def test_k2_iv_weights_are_the_binary_inverse_variances():
 
 
 # ----------------------------------------------------------------------------- K = 2 equals binary
-@pytest.mark.slow  # compiles the binary JAX bin_table (~5 s); the non-slow K = 2 checks are the IV-weight identity
-@pytest.mark.parametrize("weights", ["iv", "equal"])  # above and tests/propagate/test_multiclass.py (vs posterior_nc_ece)
+# Slow: compiles the binary JAX bin_table (~5 s). The non-slow K = 2 checks are the IV-weight identity above and
+# tests/propagate/test_multiclass.py (against posterior_nc_ece).
+@pytest.mark.slow
+@pytest.mark.parametrize("weights", ["iv", "equal"])
 def test_k2_classwise_equals_binary_nc_ece(binary, weights):
     # Class 1's class-wise NC-ECE is the paper's NC-ECE of p[:, 1] (same channel, weights, 15 equal-width bins;
     # IV with the prevalence estimated as binary mu): equal to rounding. Class 0 mirrors it.
