@@ -150,13 +150,13 @@ def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.0
     return conf, prev
 
 
-def run_one(seed, k, j, curve, n_items, n_boot, targets):
+def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3):
     rng = np.random.default_rng(seed)
     p, y, labels, conf_true = simulate(rng, n_items, k, j, curve)
     fit_c, fit_p = em_multiclass(labels, k, np.ones((1, n_items)))
     g = rng.standard_exponential((n_boot, n_items))
     g *= n_items / g.sum(axis=1, keepdims=True)
-    draws, _ = em_multiclass(labels, k, g, init=(fit_c[0], fit_p[0]))
+    draws, _ = em_multiclass(labels, k, g, init=(fit_c[0], fit_p[0]), tol=em_tol)
     resp = (np.repeat(np.arange(n_items), j), np.tile(np.arange(j), n_items), labels.reshape(-1))
     out = {"seed": seed, "max_abs_confusion_error": float(np.abs(fit_c[0] - conf_true).max())}
     with warnings.catch_warnings():
@@ -198,11 +198,12 @@ def main(argv=None):
     ap.add_argument("--classes", type=int, nargs="+", default=[3, 10])
     ap.add_argument("--annotators", type=int, nargs="+", default=[3, 5])
     ap.add_argument("--curves", nargs="+", default=["overconfident", "underconfident"])
+    ap.add_argument("--em-tol", type=float, default=1e-3, help="stopping tolerance of the bootstrap EM refits")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     args = ap.parse_args(argv)
     t_start = time.time()
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
-                                          "n_boot": args.n_boot,
+                                          "n_boot": args.n_boot, "em_tol": args.em_tol,
                                           "bins": BINS, "level": LEVEL, "weights": "iv", "interval": "debiased",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
     for k in args.classes:
@@ -211,7 +212,7 @@ def main(argv=None):
             for j in args.annotators:
                 t0 = time.time()
                 rows = [run_one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000), k, j, curve,
-                                args.n_items, args.n_boot, targets)
+                                args.n_items, args.n_boot, targets, args.em_tol)
                         for r in range(args.reps if k < 10 else args.reps_large)]
                 summ = summarise(rows, targets)
                 summ.update(K=k, J=j, curve=curve, seconds=round(time.time() - t0, 1))
