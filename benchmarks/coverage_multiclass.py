@@ -23,7 +23,7 @@ recorded too.
 
 Usage::
 
-    python benchmarks/coverage_multiclass.py                 # the full study (~ 15 min on 2 cores)
+    python benchmarks/coverage_multiclass.py                 # the full study (26 min on 2 busy shared cores)
     python benchmarks/coverage_multiclass.py --reps 5 --n-items 1000 --out /tmp/x.json   # a quick look
 
 Writes ``benchmarks/results/coverage_multiclass.json`` (every data set and the summary per setting).
