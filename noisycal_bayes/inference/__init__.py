@@ -11,9 +11,10 @@ from .cache import clear_cache
 from .em import em_starts, fit_em
 from .map import fit_map
 from .mcmc import check_mcmc, mcmc_diagnostics
+from .multiclass_em import MulticlassEMFit, fit_em_multiclass
 from .nuts import enable_compilation_cache, fit_nuts
 from .setup import configure_jax
 
 __all__ = ["FitResult", "GroupAssignment", "MODEL_NAMES", "ModelInputs", "bootstrap_em", "check_mcmc", "clear_cache",
            "clear_sampler_cache", "configure_jax", "em_starts", "enable_compilation_cache", "fit_em", "fit_map",
-           "fit_nuts", "mcmc_diagnostics"]
+           "fit_em_multiclass", "fit_nuts", "mcmc_diagnostics", "MulticlassEMFit"]

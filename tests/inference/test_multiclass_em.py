@@ -1,0 +1,192 @@
+"""K-class EM (noisycal_bayes/inference/multiclass_em.py): K = 2 equals the binary EM, paths agree, recovery,
+relabelling, gold labels, priors, warnings and errors."""
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from noisycal_bayes.core import annotator_weights
+from noisycal_bayes.inference import fit_em
+from noisycal_bayes.inference.multiclass_em import MulticlassEMFit, fit_em_multiclass
+from noisycal_bayes.simulate import random_confusion, simulate_annotations, simulate_multiclass
+from noisycal_bayes.warnings import IdentifiabilityWarning, SmallGapWarning
+
+FPR, TPR = [0.1, 0.2, 0.15], [0.85, 0.75, 0.8]
+
+
+def as_multiclass(sim_binary):
+    """Stand-in for MulticlassAnnotationSet (data/multiclass.py, another helper's piece) built from binary data."""
+    d = sim_binary.data
+    s = np.asarray(d.scores, dtype=np.float64)
+    return SimpleNamespace(responses=d.responses, n_items=d.n_items, n_annotators=d.n_annotators, n_classes=2,
+                           probs=np.stack([1 - s, s], axis=1), gold=None, classes=(0, 1))
+
+
+def stand_in(sim, gold=None, label=None, probs=None):
+    """A MulticlassAnnotationSet-like object from a MulticlassSimulation (optionally with gold / new labels)."""
+    return SimpleNamespace(responses=(sim.item, sim.annotator, sim.label if label is None else label),
+                           n_items=sim.probs.shape[0], n_annotators=sim.confusion.shape[0],
+                           n_classes=sim.probs.shape[1], probs=sim.probs if probs is None else probs, gold=gold)
+
+
+@pytest.fixture(scope="module")
+def binary_sim():
+    return simulate_annotations(3000, fpr=FPR, tpr=TPR, curve="overconfident", seed=7)
+
+
+def test_k2_equals_binary_dawid_skene(binary_sim):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = fit_em(binary_sim.data, model="dawid_skene", tol=1e-11, max_iter=5000)
+    fit = fit_em_multiclass(as_multiclass(binary_sim), model="dawid_skene", tol=1e-11, max_iter=5000)
+    assert isinstance(fit, MulticlassEMFit) and fit.converged and fit.path == "patterns"
+    np.testing.assert_allclose(fit.confusion[:, 0, 1], ref.channel.fpr, atol=1e-6)
+    np.testing.assert_allclose(fit.confusion[:, 1, 1], ref.channel.tpr, atol=1e-6)
+    np.testing.assert_allclose(fit.prevalence[0, 1], np.ravel(ref.prevalence)[0], atol=1e-6)
+    assert fit.log_likelihood == pytest.approx(ref.loglik, abs=1e-6)
+    # EM never decreases the objective along the selected start.
+    assert np.all(np.diff(fit.loglik_trace) >= -1e-8 * abs(fit.loglik_trace[-1]))
+
+
+@pytest.mark.slow
+def test_k2_equals_binary_grouped_with_identical_groups(binary_sim):
+    group = np.minimum((np.asarray(binary_sim.data.scores) * 4).astype(np.int64), 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = fit_em(binary_sim.data, model="grouped", groups=group, tol=1e-11, max_iter=5000)
+    fit = fit_em_multiclass(as_multiclass(binary_sim), model="grouped", groups=group, tol=1e-11, max_iter=5000)
+    np.testing.assert_allclose(fit.confusion[:, 0, 1], ref.channel.fpr, atol=1e-6)
+    np.testing.assert_allclose(fit.confusion[:, 1, 1], ref.channel.tpr, atol=1e-6)
+    np.testing.assert_allclose(fit.prevalence[:, 1], np.ravel(ref.prevalence), atol=1e-6)
+    assert fit.log_likelihood == pytest.approx(ref.loglik, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_patterns_path_equals_sparse_path():
+    sim = simulate_multiclass(2000, 3, 4, labels_per_item=2, seed=3)
+    a = fit_em_multiclass(sim, path="patterns", tol=1e-11, max_iter=5000)
+    b = fit_em_multiclass(sim, path="sparse", tol=1e-11, max_iter=5000)
+    assert (a.path, b.path) == ("patterns", "sparse")
+    assert a.log_likelihood == pytest.approx(b.log_likelihood, abs=1e-10 * abs(b.log_likelihood))
+    np.testing.assert_allclose(a.confusion, b.confusion, atol=1e-7)
+    np.testing.assert_allclose(a.prevalence, b.prevalence, atol=1e-7)
+    np.testing.assert_allclose(a.clean_label_probability(sim), b.clean_label_probability(sim), atol=1e-7)
+
+
+@pytest.mark.slow
+def test_recovery_of_confusions_within_standard_errors():
+    # Tolerance: the complete-data standard error sqrt(C (1 - C) / n_{j,y}) (n_{j,y} the labels of annotator j on
+    # items of true class y) inflated for the latent labels by 1 / sqrt(1 - r), r the largest fraction of missing
+    # information = EM's rate of convergence (Dempster, Laird & Rubin 1977), estimated from the objective trace
+    # (increments shrink by r^2 per iteration). Added: the distance between the simulated C and the oracle
+    # complete-data estimate is within the same z. z for a 1e-3 family-wise false-alarm rate over J K K entries.
+    J, K, n = 3, 4, 20000
+    sim = simulate_multiclass(n, J, K, accuracy=[0.85, 0.75, 0.7], seed=12)
+    fit = fit_em_multiclass(sim, model="grouped", tol=1e-10, max_iter=5000)
+    inc = np.diff(fit.loglik_trace)
+    ok = inc > 1e-7 * abs(fit.loglik_trace[-1])
+    ratios = inc[1:][ok[1:] & ok[:-1]] / inc[:-1][ok[1:] & ok[:-1]]
+    r = float(np.sqrt(np.max(ratios[-5:]))) if ratios.size else 0.0
+    assert r < 0.9
+    n_jy = np.zeros((J, K))
+    np.add.at(n_jy, (sim.annotator, sim.y[sim.item]), 1)
+    se = np.sqrt(sim.confusion * (1 - sim.confusion) / n_jy[:, :, None]) / np.sqrt(1 - r)
+    z = norm.isf(1e-3 / (2 * J * K * K))
+    err = np.abs(fit.confusion - sim.confusion)
+    assert np.all(err <= z * se + 1e-12), (err / se).max()
+    # Negative control: the confusion counted against the majority vote is biased beyond the same tolerance.
+    votes = np.zeros((n, K))
+    np.add.at(votes, (sim.item, sim.label), 1)
+    mv = votes.argmax(1)
+    cnt = np.zeros((J, K, K))
+    np.add.at(cnt, (sim.annotator, mv[sim.item], sim.label), 1)
+    naive = cnt / cnt.sum(2, keepdims=True)
+    assert np.any(np.abs(naive - sim.confusion) > z * se)
+
+
+@pytest.mark.slow
+def test_relabelling_classes_permutes_the_fit():
+    sim = simulate_multiclass(3000, 3, 3, seed=5)
+    perm = np.array([2, 0, 1])
+    inv = np.argsort(perm)
+    group = (np.arange(3000) % 2).astype(np.int64)
+    a = fit_em_multiclass(stand_in(sim), groups=group, tol=1e-11, max_iter=5000)
+    b = fit_em_multiclass(stand_in(sim, label=perm[sim.label], probs=sim.probs[:, inv]), groups=group, tol=1e-11,
+                          max_iter=5000)
+    np.testing.assert_allclose(b.confusion, a.confusion[:, inv][:, :, inv], atol=1e-7)
+    np.testing.assert_allclose(b.prevalence, a.prevalence[:, inv], atol=1e-7)
+    assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-8 * abs(a.log_likelihood))
+
+
+def test_gold_repeats_map_prior_and_spammer():
+    # One sparse fit covers: gold items (observed clean labels, one-hot posteriors), repeated labels (path choice),
+    # a MAP prior (the fit is the M-step fixed point with the Dirichlet pseudo-counts, checked by an independent
+    # NumPy M-step at the returned posterior) and a spammer (a singular true channel: its estimate is near-singular,
+    # the condition number ~ 1 / (sampling noise of its rows) ~ 100 here, far above the others' <= 3, and its
+    # inverse-variance weight is negligible).
+    K, n = 3, 1500
+    C = random_confusion(4, K, accuracy=[0.9, 0.8, 0.75, 0.9], seed=1)
+    C[3] = np.tile([[0.2, 0.5, 0.3]], (K, 1))               # annotator 3: labels independent of Y
+    sim = simulate_multiclass(n, 4, K, confusion=C, repeat_rate=0.1, seed=2)
+    gold = np.full(n, -1)
+    gold[:200] = sim.y[:200]
+    data = stand_in(sim, gold=gold)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SmallGapWarning)
+        fit = fit_em_multiclass(data, model="dawid_skene", prior=2.0, tol=1e-11, max_iter=5000)
+    assert fit.path == "sparse" and "gold" in fit.path_reason
+    assert fit.usable_annotators(max_condition=20.0).tolist() == [True, True, True, False]
+    with pytest.warns(SmallGapWarning, match=r"annotators \[3\]"):
+        w = annotator_weights(fit.confusion, fit.prevalence[0], usable=fit.usable_annotators(max_condition=20.0))
+    assert np.all(w[3] == 0)
+    assert np.all(annotator_weights(fit.confusion, fit.prevalence[0], usable=np.ones(4, bool))[3] < 1e-3)
+    post = fit.clean_label_probability(data)
+    np.testing.assert_allclose(post[:200], np.eye(K)[sim.y[:200]])
+    np.testing.assert_allclose(post.sum(1), 1.0)
+    cnt = np.zeros((4, K, K))
+    for y in range(K):
+        np.add.at(cnt[:, y, :], (sim.annotator, sim.label), post[sim.item, y])
+    ref = (cnt + 1.0) / (cnt + 1.0).sum(2, keepdims=True)     # alpha = 2: one pseudo-count per cell
+    np.testing.assert_allclose(fit.confusion, ref, atol=1e-7)
+    assert fit.prior is not None and np.all(fit.prior[0] == 2.0)
+    assert fit.objective > fit.log_likelihood - 1e6 and fit.objective != fit.log_likelihood
+
+
+def test_errors_and_identifiability():
+    sim = simulate_multiclass(200, 3, 3, seed=0)
+    with pytest.raises(ValueError, match="must be a MulticlassAnnotationSet"):
+        fit_em_multiclass(np.zeros((3, 3)))
+    one = SimpleNamespace(responses=(sim.item[:5], np.zeros(5, int), sim.label[:5]), n_items=200, n_annotators=1,
+                          n_classes=3, probs=None, gold=None)
+    with pytest.raises(ValueError, match="1 annotator cannot identify K x K channels"):
+        fit_em_multiclass(one)
+    with pytest.raises(ValueError, match=r"labels must lie in 0..2; got \[3\] at responses \[0\]"):
+        fit_em_multiclass(stand_in(sim, label=np.r_[3, sim.label[1:]]))
+    with pytest.raises(ValueError, match="`model` must be 'grouped' or 'dawid_skene'"):
+        fit_em_multiclass(sim, model="histogram")
+    with pytest.raises(ValueError, match="`path` must be one of"):
+        fit_em_multiclass(sim, path="dense")
+    with pytest.raises(ValueError, match="`groups` must be None or an int array"):
+        fit_em_multiclass(sim, groups=np.zeros(5, int))
+    with pytest.raises(ValueError, match="concentrations in `prior` must be >= 1"):
+        fit_em_multiclass(sim, prior=0.5)
+    with pytest.raises(ValueError, match="`probs` must have shape"):
+        fit_em_multiclass(stand_in(sim, probs=np.ones((200, 2)) / 2))
+    with pytest.raises(ValueError, match="`gold` must be -1"):
+        fit_em_multiclass(stand_in(sim, gold=np.full(200, 5)))
+    rep = simulate_multiclass(200, 3, 3, repeat_rate=0.3, seed=1)
+    with pytest.raises(ValueError, match="repeated labels"):
+        fit_em_multiclass(rep, path="patterns")
+    with pytest.raises(ValueError, match="`n_starts`"):
+        fit_em_multiclass(sim, n_starts=-1)
+    with pytest.raises(ValueError, match="`tol`"):
+        fit_em_multiclass(sim, tol=0)
+
+
+@pytest.mark.slow
+def test_two_annotators_one_group_warns():
+    sim = simulate_multiclass(500, 2, 3, seed=0)
+    with pytest.warns(IdentifiabilityWarning, match="two annotators and one group"):
+        fit_em_multiclass(sim, model="dawid_skene")
