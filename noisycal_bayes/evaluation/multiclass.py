@@ -203,8 +203,9 @@ class MulticlassEvaluation:
         return json_text(self.to_dict())
 
     def write_report(self, out_dir, *, title: str = "Calibration report (K classes)", source: str | None = None):
-        """Write the report folder (``report.html``, ``summary.md``, ``results.json``, ``reliability.png``,
-        ``confusion.png``); returns the paths (:func:`noisycal_bayes.report.write_multiclass_report`)."""
+        """Write the report folder (``report.html``, ``summary.md``, ``results.json``,
+        ``top_label_reliability.png``, ``confusion_matrices.png``); returns the paths
+        (:func:`noisycal_bayes.report.write_multiclass_report`)."""
         from ..report.multiclass import write_multiclass_report
 
         return write_multiclass_report(out_dir, self, title=title, source=source)
