@@ -211,20 +211,60 @@ def _data_line(data) -> str:
     return text + "."
 
 
-def _is_multiclass(args) -> bool:
-    """Whether the labels file holds K-class labels (some label other than 0 and 1)."""
-    from .data import is_multiclass_labels
-
-    try:
-        return is_multiclass_labels(args.annotations)
-    except ValueError:  # a file the K-class reader cannot parse (custom columns...): the binary loader explains
-        return False
-
-
 #: Data options of ``evaluate`` the K-class loader does not take: (attribute, default, flag).
 _BINARY_DATA_OPTIONS = (("layout", "auto", "--layout"), ("item_col", "item", "--item-col"),
                         ("annotator_col", "annotator", "--annotator-col"), ("label_col", "label", "--label-col"),
                         ("score_col", "score", "--score-col"), ("gold_file", None, "--gold-file"))
+
+
+def _header(path) -> list:
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        return [c.strip() for c in next(csv.reader(fh), [])]
+
+
+def _binary_scores(args) -> bool:
+    """Whether the scores are binary-shaped (a ``score`` column: ``item, score`` in the scores file, or a score
+    column in the labels file without ``--scores``): then the data are binary, and a label other than 0 / 1 is
+    reported by the binary loader with its line, not read as a class."""
+    try:
+        if args.scores is None:
+            return args.score_col in _header(args.annotations)
+        head = _header(args.scores)
+    except (OSError, UnicodeDecodeError, StopIteration):
+        return False
+    return args.score_col in head and len(head) <= 2
+
+
+def _is_multiclass(args) -> bool:
+    """Whether the labels file holds K-class labels (some label other than 0 and 1).
+
+    With the default column names the K-class reader decides (:func:`~noisycal_bayes.data.is_multiclass_labels`);
+    with ``--layout``, ``--item-col``, ``--annotator-col``, ``--label-col``, ``--score-col`` or ``--annotators``
+    the label cells those options name are checked. A file that cannot be read this way, or binary-shaped scores
+    (:func:`_binary_scores`), are left to the binary loader, whose error names the problem.
+    """
+    from .data import is_multiclass_labels
+
+    if _binary_scores(args):
+        return False
+    custom = (args.layout, args.item_col, args.annotator_col, args.label_col, args.score_col) != \
+        ("auto", "item", "annotator", "label", "score")
+    try:
+        if not custom and args.annotators is None:
+            return is_multiclass_labels(args.annotations)
+        import pandas as pd
+
+        df = pd.read_csv(args.annotations)
+        long = args.layout == "long" or (args.layout == "auto" and (args.annotator_col in df or args.label_col in df))
+        if long:
+            return is_multiclass_labels(pd.DataFrame({"label": df[args.label_col]}))
+        cols = ([a.strip() for a in args.annotators.split(",") if a.strip()] if args.annotators is not None else
+                [c for c in df.columns if c not in (args.item_col, args.score_col, args.gold, "gold")])
+        return is_multiclass_labels(pd.DataFrame(df[cols]))
+    except (ValueError, KeyError, OSError):
+        return False
 
 
 def _cmd_evaluate_multiclass(args, json_path, out_dir) -> int:

@@ -136,3 +136,37 @@ def test_bad_input_is_refused_before_fitting(k3):
                                                   probs=np.eye(3)[np.arange(6) % 3] * 0.7 + 0.1)
     with pytest.raises(ValueError, match="two or more annotators"):
         evaluate_multiclass(lone)
+
+
+def _correlated(n, k, seed):
+    """Labels that break conditional independence given the clean class: half the items are easy (every annotator
+    right with probability 0.95), half are hard (every annotator uniform over the classes), so that given Y the
+    annotators are right together far more often than independent annotators with the same accuracy."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    logits = 2.0 * np.eye(k)[y] + rng.normal(size=(n, k))
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    easy = rng.random(n) < 0.5
+    right = np.where(easy[:, None], rng.random((n, 3)) < 0.95, False)
+    lab = np.where(right, y[:, None], rng.integers(0, k, (n, 3)))
+    return MulticlassAnnotationSet.from_responses(np.repeat(np.arange(n), 3), np.tile(np.arange(3), n),
+                                                  lab.reshape(-1), n_classes=k, probs=probs)
+
+
+@pytest.mark.slow
+def test_nuts_route_and_its_predictive_check_with_a_negative_control():
+    """NUTS route end to end. The posterior predictive check is conservative (false-alarm rate at most
+    CHECK_ALPHA = 0.05 under the model), so data from the model pass at this seed; labels whose errors depend on
+    the item's difficulty (conditional independence given the clean class broken) must warn."""
+    sim = simulate_multiclass(400, 3, 3, accuracy=0.8, seed=11)
+    data = _data(sim, NAMES)
+    ev = evaluate_multiclass(data, method="nuts", n_chains=2, n_warmup=300, n_draws=300, seed=1)
+    assert ev.method == "nuts" and ev.diagnostics["n_divergent"] == 0
+    assert ev.nc_ece.lower <= ev.nc_ece.upper and ev.nc_ece.debiased is not None
+    ref = top_label_nc_ece(data.probs, data.responses, ev.confusion, bins=15)
+    assert ev.nc_ece.value == pytest.approx(ref.value, abs=1e-12)
+    assert np.all(ev.confusion_lower <= ev.confusion) and np.all(ev.confusion <= ev.confusion_upper)
+    assert ev.checks[0]["status"] == "pass", ev.checks
+    bad = evaluate_multiclass(_correlated(600, 3, seed=2), method="nuts", n_chains=2, n_warmup=300, n_draws=300,
+                              seed=1)
+    assert bad.checks[0]["status"] == "warn" and bad.checks[0]["p_value"] < 0.05, bad.checks

@@ -34,7 +34,8 @@ from .._validation import one_line as _one_line
 from .engines import _nc_ece_summary, collect_warnings
 from .result import NCECESummary
 
-__all__ = ["MULTICLASS_METHODS", "ClasswiseSummary", "MulticlassEvaluation", "evaluate_multiclass"]
+__all__ = ["MULTICLASS_METHODS", "ClasswiseSummary", "MulticlassEvaluation", "evaluate_multiclass",
+           "run_multiclass_checks"]
 
 #: Channel engines of :func:`evaluate_multiclass`.
 MULTICLASS_METHODS = ("em", "nuts")
@@ -593,12 +594,11 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
     clean_labels = _check_clean_labels(clean_labels, data)
     group_of = score_groups(data.probs, n_quantiles=s.n_quantiles)
     n_nonempty = int(np.unique(group_of).size)
-    with warnings.catch_warnings(record=True) as record:
+    with warnings.catch_warnings(record=True):  # its warnings become the error below
         warnings.simplefilter("always")
         problems = check_multiclass_design(data, "grouped", n_groups=n_nonempty, func="evaluate_multiclass")
     if problems:
         raise ValueError(" ".join(problems))
-    del record
     caught: list = []
     with collect_warnings(caught):
         res = (_engine_em if s.method == "em" else _engine_nuts)(data, s, group_of)
