@@ -11,6 +11,9 @@ these functions:
   (``Evaluation.write_report(dir)``); the self-contained page is built by
   :func:`noisycal_bayes.report.page.report_page` from the same row builders.
 
+K-class evaluations (:class:`~noisycal_bayes.evaluation.MulticlassEvaluation`) have their own renderers in
+:mod:`noisycal_bayes.report.multiclass` (re-exported here), built on the helpers of this module.
+
 Files are written to a temporary location and renamed into place, so an error never leaves a
 half-written report behind.
 
