@@ -319,6 +319,11 @@ def _engine_em(data, s: _Settings, groups):
     reps = np.stack(refits) if refits else None
     out.update(top_iv=boot.top_label, cw_iv=boot.classwise, draws=np.asarray(boot.top_label.replicates))
     out["diagnostics"]["n_boot_failed"] = int(boot.top_label.n_failed)
+    n_gold = 0 if data.gold is None else int((np.asarray(data.gold) >= 0).sum())
+    if n_gold:
+        # The bootstrap hands the estimator responses and probabilities only, not which items were drawn.
+        out["notes"].append(f"the bootstrap refits do not use the {n_gold} gold labels (the full-sample fit does): "
+                            "the intervals are somewhat wider than the data allow.")
     if reps is not None and reps.shape[0] >= 2:
         out["lower"], out["upper"] = _intervals(reps, s.level)
         # Per-bin bands: the refitted confusions propagated with a Bayesian bootstrap of the items (as the binary
