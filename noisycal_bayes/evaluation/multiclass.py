@@ -225,7 +225,8 @@ def _settings(data, **kw) -> _Settings:
     if not isinstance(data, MulticlassAnnotationSet):
         raise ValueError(f"evaluate_multiclass: `data` must be a MulticlassAnnotationSet; got {type(data).__name__}.")
     if kw["method"] not in MULTICLASS_METHODS:
-        raise ValueError(f"evaluate_multiclass: unknown method {kw['method']!r}; choose from {list(MULTICLASS_METHODS)}.")
+        raise ValueError(f"evaluate_multiclass: unknown method {kw['method']!r}; choose from "
+                         f"{list(MULTICLASS_METHODS)}.")
     if kw["weights"] not in _WEIGHTS:
         raise ValueError(f"evaluate_multiclass: `weights` must be one of {list(_WEIGHTS)} for K classes; got "
                          f"{kw['weights']!r}.")

@@ -47,7 +47,9 @@ def _interval_note(summary) -> str:
 
 
 def _point_name(ev) -> str:
-    return "the posterior-mean confusion matrices" if ev.method == "nuts" else "the EM estimate of the confusion matrices"
+    if ev.method == "nuts":
+        return "the posterior-mean confusion matrices"
+    return "the EM estimate of the confusion matrices"
 
 
 def _headline(ev):
@@ -116,7 +118,8 @@ def _data_text(ev) -> str:
 def _diagnostic_text(ev) -> str:
     d = ev.diagnostics or {}
     if ev.method == "nuts":
-        return (f"MCMC diagnostics: R-hat max {_num(d.get('max_rhat'))}, bulk ESS min {_num(d.get('min_ess_bulk'), 0)}, "
+        return (f"MCMC diagnostics: R-hat max {_num(d.get('max_rhat'))}, bulk ESS min "
+                f"{_num(d.get('min_ess_bulk'), 0)}, "
                 f"divergences {d.get('n_divergent')}.")
     text = f"EM: converged {d.get('converged')}, {d.get('n_iter')} iterations"
     if d.get("n_boot_failed") is not None:
