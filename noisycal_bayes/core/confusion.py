@@ -49,7 +49,7 @@ import numpy as np
 from .._validation import _preview
 from ..warnings import SmallGapWarning
 
-__all__ = ["BinTable", "ClasswiseECE", "MAX_CONDITION", "TopLabelECE", "annotator_weights", "classwise_ece",
+__all__ = ["BinTable", "ClasswiseECE", "MAX_CONDITION", "PROBS_TOL", "TopLabelECE", "annotator_weights", "classwise_ece",
            "confusion_condition", "corrected_targets", "corrected_vectors", "multiclass_e_step",
            "multiclass_m_step", "multiclass_pattern_loglik", "score_groups", "sparse_multiclass_e_step",
            "sparse_multiclass_m_step", "top_label_ece", "usable_confusions"]
@@ -62,6 +62,8 @@ _EPS = 1e-12
 _VARIANCE_FLOOR = 1e-8
 # Below this (weighted) count a row of C or a group's prevalence has no data and stays uniform.
 _EMPTY = 1e-12
+#: Rows of ``probs`` must sum to 1 within this (probabilities stored with 4-5 decimals sum to 1 within ~1e-4).
+PROBS_TOL = 1e-3
 
 
 def _is_traced(x) -> bool:
@@ -100,7 +102,7 @@ def _check_confusion(confusion, name: str = "confusion") -> np.ndarray:
     return c
 
 
-def _check_probs(probs, name: str = "probs", tol: float = 1e-6) -> np.ndarray:
+def _check_probs(probs, name: str = "probs", tol: float = PROBS_TOL) -> np.ndarray:
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim != 2 or p.shape[1] < 2:
         raise ValueError(f"`{name}` must have shape (n_items, K) with K >= 2; got {p.shape}.")

@@ -120,6 +120,7 @@ def test_relabelling_classes_permutes_the_fit():
     assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-8 * abs(a.log_likelihood))
 
 
+@pytest.mark.slow
 def test_gold_repeats_map_prior_and_spammer():
     # One sparse fit covers: gold items (observed clean labels, one-hot posteriors), repeated labels (path choice),
     # a MAP prior (the fit is the M-step fixed point with the Dirichlet pseudo-counts, checked by an independent
@@ -190,3 +191,35 @@ def test_two_annotators_one_group_warns():
     sim = simulate_multiclass(500, 2, 3, seed=0)
     with pytest.warns(IdentifiabilityWarning, match="two annotators and one group"):
         fit_em_multiclass(sim, model="dawid_skene")
+
+
+def test_orientation_relabels_a_label_switched_solution():
+    # A fit with the latent classes permuted (same likelihood) is relabelled back by the assignment rule.
+    from noisycal_bayes.inference.multiclass_em import _diagonally_dominant, _orient
+
+    C = random_confusion(3, 4, accuracy=[0.8, 0.6, 0.7], seed=4)
+    pi = np.array([[0.1, 0.2, 0.3, 0.4]])
+    sigma = np.array([1, 3, 0, 2])                          # latent y is stored at position sigma[y]
+    Cs, ps = C[:, np.argsort(sigma)], pi[:, np.argsort(sigma)]
+    assert not _diagonally_dominant(np.mean(Cs, axis=0))
+    Co, po, perm, ok = _orient(Cs, ps, np.ones(3))
+    assert ok and perm is not None
+    np.testing.assert_allclose(Co, C)
+    np.testing.assert_allclose(po, pi)
+    assert _orient(C, pi, np.ones(3))[2] is None
+
+
+def test_compressed_counts_reproduce_the_labels():
+    from noisycal_bayes.inference.multiclass_em import _as_arrays, _compress
+
+    sim = simulate_multiclass(500, 3, 4, labels_per_item=2, seed=9)
+    x = _as_arrays(sim, "test")
+    group = (np.arange(500) % 3).astype(np.int32)
+    patterns, grid = _compress(x, group, 3)
+    dense = np.full((500, 3), -1)
+    dense[sim.item, sim.annotator] = sim.label
+    ref = {}
+    for i in range(500):
+        ref[(group[i], tuple(dense[i]))] = ref.get((group[i], tuple(dense[i])), 0) + 1
+    got = {(g, tuple(patterns[p])): grid[g, p] for g, p in zip(*np.nonzero(grid))}
+    assert got == ref

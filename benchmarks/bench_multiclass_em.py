@@ -1,0 +1,233 @@
+"""K-class EM speed and accuracy: ``fit_em_multiclass`` vs crowd-kit's converged ``DawidSkene``, and CIFAR-10N.
+
+Usage::
+
+    PYTHONPATH=$PWD:/tmp/ckx python benchmarks/bench_multiclass_em.py [--sizes 1e5] [--large 1e6] [--classes 10]
+        [--annotators 3] [--reps 3] [--ck-reps 1] [--tol 1e-6] [--cifar PATH] [--out FILE] [--quick]
+
+Data: ``noisycal_bayes.simulate.simulate_multiclass(n, J, K, accuracy=0.8, curve="overconfident", seed=n + J)``
+(random diagonal-dominant confusions with diagonal 0.8, every annotator labels every item).
+
+Configurations, side by side in one process:
+
+- ``em_marginal`` (``model="dawid_skene"``) and ``em_grouped`` (``model="grouped"``, the default groups: predicted
+  class x 2 confidence quantiles, G = 2 K): ``fit_em_multiclass(sim, n_starts=4, tol=TOL)`` (the majority-vote start
+  plus 4 random starts, all run at once). The wall time covers the whole call (groups, compression to
+  (group x pattern) counts, the EM, orientation, selection, the log-likelihood). The first call of each shape
+  compiles (``first_call_s``, reported apart); ``median_s`` is the median of ``--reps`` later calls.
+- ``crowdkit_ds``: ``crowdkit.aggregation.DawidSkene`` (one start from majority vote) on the long frame
+  ``(task, worker, label)`` (building it is not timed), run to the SAME convergence rule as ours: crowd-kit's own
+  E-step, M-step and ELBO in the loop of ``DawidSkene.fit`` with only the stopping test replaced by
+  ``max |theta_t - theta_{t-1}| <= tol`` over its confusion matrices and priors (``bench_em.py``'s
+  ``DawidSkeneParamTol``; ``n_iter = 1000``). Ours stops when the parameters change by at most ``tol`` and the
+  log-likelihood by at most ``tol (1 + |l|)``.
+
+Errors: ``max_abs_err`` = max over annotators and cells of ``|C_hat[j, y, a] - C[j, y, a]|`` against the simulated
+confusions (crowd-kit: ``C[j, y, a] = errors_.loc[(j, a), y]``); ``mean_abs_err`` the mean over cells.
+
+CIFAR-10N (``--cifar``, default ``/work/shared/data/cifar10n_10class.csv``): the three labels ``ann1..ann3`` as three
+annotators and ``p0..p9`` as the classifier's probabilities, fitted once per model (compilation included and
+excluded); ``y_ref`` only for evaluation: accuracy of ``argmax clean_label_probability`` and of majority vote (ties to
+the lowest class index) against ``y_ref``, and the fitted diagonals.
+
+Goals (issue 18): >= 20x crowd-kit at K = 10, 1e5 items x 3 annotators with equal or lower error; 1e6 items <= 2 s.
+Results: ``benchmarks/results/bench_multiclass_em.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import resource
+import sys
+import time
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _benchutil import machine, median, print_table, sizes_arg, timed, write_json  # noqa: E402
+
+N_STARTS = 4
+MAX_ITER = 1000
+ACCURACY = 0.8
+
+
+def simulate(n, j, k):
+    from noisycal_bayes.simulate import simulate_multiclass
+
+    return simulate_multiclass(n, j, k, accuracy=ACCURACY, curve="overconfident", seed=n + j)
+
+
+def errors(c_hat, c):
+    d = np.abs(np.asarray(c_hat) - c)
+    return float(d.max()), float(d.mean())
+
+
+def run_ours(model, sim, *, tol, reps):
+    from noisycal_bayes.inference import fit_em_multiclass
+
+    kw = dict(model=model, n_starts=N_STARTS, tol=tol, max_iter=MAX_ITER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, first = timed(fit_em_multiclass, sim, **kw)
+        times = []
+        for _ in range(reps):
+            gc.collect()
+            fit, t = timed(fit_em_multiclass, sim, **kw)
+            times.append(t)
+    mx, mn = errors(fit.confusion, sim.confusion)
+    return {"median_s": median(times), "times_s": times, "reps": reps, "first_call_s": first, "n_iter": fit.n_iter,
+            "converged": fit.converged, "max_abs_err": mx, "mean_abs_err": mn, "loglik": fit.log_likelihood,
+            "path": fit.path, "n_groups": fit.n_groups, "n_starts": N_STARTS + 1, "tol": tol,
+            "criterion": "max|d theta| <= tol and |d loglik| <= tol (1 + |loglik|)"}
+
+
+def long_frame(sim):
+    import pandas as pd
+
+    return pd.DataFrame({"task": sim.item.astype(np.int64), "worker": sim.annotator.astype(np.int64),
+                         "label": sim.label.astype(np.int64)})
+
+
+def crowdkit_confusion(ds, j, k):
+    e = ds.errors_
+    return np.array([[[e.loc[(w, a), y] if (w, a) in e.index and y in e.columns else 0.0 for a in range(k)]
+                      for y in range(k)] for w in range(j)])
+
+
+def run_crowdkit(df, sim, *, tol, reps):
+    from bench_em import _crowdkit_class
+
+    _, DawidSkeneParamTol = _crowdkit_class()
+    times, ds = [], None
+    for _ in range(reps):
+        gc.collect()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds, t = timed(DawidSkeneParamTol(n_iter=MAX_ITER, tol=tol).fit, df)
+        times.append(t)
+    j, k = sim.confusion.shape[0], sim.confusion.shape[1]
+    mx, mn = errors(crowdkit_confusion(ds, j, k), sim.confusion)
+    return {"median_s": median(times), "times_s": times, "reps": reps, "n_iter": len(ds.loss_history_),
+            "converged": bool(ds.converged_), "max_abs_err": mx, "mean_abs_err": mn, "tol": tol, "n_starts": 1,
+            "criterion": "max|d theta| <= tol (confusion matrices + priors)"}
+
+
+def run_cifar(path):
+    import pandas as pd
+
+    from noisycal_bayes.inference import fit_em_multiclass
+
+    d = pd.read_csv(path)
+    labels = d[["ann1", "ann2", "ann3"]].to_numpy()
+    probs = d[[f"p{k}" for k in range(10)]].to_numpy(dtype=np.float64)
+    probs = probs / probs.sum(axis=1, keepdims=True)  # stored with 5 decimals: rows sum to 1 within 3e-5
+    n, J = labels.shape
+    item = np.repeat(np.arange(n), J)
+    data = SimpleNamespace(responses=(item, np.tile(np.arange(J), n), labels.ravel()), n_items=n, n_annotators=J,
+                           n_classes=10, probs=probs, gold=None, classes=tuple(range(10)))
+    y_ref = d["y_ref"].to_numpy()
+    votes = np.zeros((n, 10))
+    np.add.at(votes, (item, labels.ravel()), 1)
+    mv = votes.argmax(axis=1)  # ties to the lowest class index
+    rows = []
+    for model in ("dawid_skene", "grouped"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit, first = timed(fit_em_multiclass, data, model=model, n_starts=N_STARTS)
+            fit, t = timed(fit_em_multiclass, data, model=model, n_starts=N_STARTS)
+        clean = fit.clean_label_probability(data).argmax(axis=1)
+        rows.append({"stage": f"cifar10n_{model}", "n_items": n, "n_annotators": J, "n_classes": 10,
+                     "median_s": t, "first_call_s": first, "reps": 1, "n_iter": fit.n_iter, "converged": fit.converged,
+                     "path": fit.path, "n_groups": fit.n_groups, "loglik": fit.log_likelihood,
+                     "diag_accuracy": np.round(np.diagonal(fit.confusion, axis1=1, axis2=2), 4).tolist(),
+                     "mean_diag_accuracy": np.round(np.diagonal(fit.confusion, axis1=1, axis2=2).mean(1), 4).tolist(),
+                     "clean_label_accuracy_em": float(np.mean(clean == y_ref)),
+                     "clean_label_accuracy_majority_vote": float(np.mean(mv == y_ref)),
+                     "annotator_accuracy_vs_ref": [float(np.mean(labels[:, j] == y_ref)) for j in range(J)],
+                     "classifier_accuracy_vs_ref": float(np.mean(probs.argmax(1) == y_ref))})
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", nargs="+", default=["1e5"], help="sizes compared with crowd-kit")
+    ap.add_argument("--large", nargs="*", default=["1e6"], help="sizes run with ours only")
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--annotators", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--ck-reps", type=int, default=1, help="crowd-kit repeats (a converged run takes minutes)")
+    ap.add_argument("--tol", type=float, default=1e-6)
+    ap.add_argument("--cifar", default="/work/shared/data/cifar10n_10class.csv")
+    ap.add_argument("--no-cifar", action="store_true")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true", help="tiny smoke run (1e4, large 1e5, no CIFAR) to a scratch file")
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    if args.quick:
+        args.sizes, args.large, args.reps, args.no_cifar = ["1e4"], ["1e5"], 1, True
+        args.out = args.out or "/tmp/bench_multiclass_em_quick.json"
+    info = machine()
+    print(f"python {info['python']}, jax {info['jax']}, crowd-kit {info['crowd_kit']}, {info['cores']} cores, "
+          f"load {info['load_avg_start']}")
+    J, K = args.annotators, args.classes
+    rows = []
+    cols = ["stage", "n_items", "n_groups", "median_s", "first_call_s", "n_iter", "converged", "max_abs_err",
+            "mean_abs_err", "ratio_crowdkit_over_ours", "reps"]
+    for n in sizes_arg(args.sizes) + sizes_arg(args.large):
+        sim = simulate(n, J, K)
+        base = {"n_items": n, "n_annotators": J, "n_classes": K, "n_responses": int(sim.item.size)}
+        block = [{"stage": f"em_{'marginal' if m == 'dawid_skene' else 'grouped'}", **base,
+                  **run_ours(m, sim, tol=args.tol, reps=args.reps)} for m in ("dawid_skene", "grouped")]
+        if n in sizes_arg(args.sizes):
+            print(f"   crowd-kit at n={n:.0e} ...", flush=True)
+            ck = {"stage": "crowdkit_ds", **base, "n_groups": 1,
+                  **run_crowdkit(long_frame(sim), sim, tol=args.tol, reps=args.ck_reps)}
+            for r in block:
+                r["ratio_crowdkit_over_ours"] = ck["median_s"] / r["median_s"]
+                r["crowdkit_max_abs_err"] = ck["max_abs_err"]
+                r["crowdkit_mean_abs_err"] = ck["mean_abs_err"]
+            block.append(ck)
+        rows += block
+        print_table(block, cols)
+        del sim
+        gc.collect()
+    if not args.no_cifar and Path(args.cifar).exists():
+        crow = run_cifar(args.cifar)
+        rows += crow
+        print_table(crow, ["stage", "median_s", "first_call_s", "n_iter", "clean_label_accuracy_em",
+                           "clean_label_accuracy_majority_vote", "mean_diag_accuracy"])
+    goals = _goals(rows)
+    print("\nGoals:")
+    for g in goals:
+        print(f"  {g['goal']}: {g['value']} -> {'met' if g['met'] else 'NOT met'}")
+    total_s = time.perf_counter() - t_start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\ntotal {total_s:.0f} s, peak resident memory {peak_mb:.0f} MB")
+    settings = {"n_starts": N_STARTS + 1, "max_iter": MAX_ITER, "tol": args.tol, "reps": args.reps,
+                "ck_reps": args.ck_reps, "accuracy": ACCURACY, "total_s": total_s, "peak_rss_mb": peak_mb,
+                "simulation": "simulate_multiclass(n, J, K, accuracy=0.8, curve='overconfident', seed=n + J)",
+                "goals": goals}
+    write_json("bench_multiclass_em", info, settings, rows, args.out)
+
+
+def _goals(rows):
+    out = []
+    for r in rows:
+        if r["stage"].startswith("em_") and "ratio_crowdkit_over_ours" in r and r["n_items"] == 100_000:
+            out.append({"goal": f">= 20x crowd-kit at 1e5, K={r['n_classes']}, {r['stage']}, max error <= crowd-kit's "
+                                "(+1e-4)",
+                        "value": f"{r['ratio_crowdkit_over_ours']:.0f}x, max err {r['max_abs_err']:.4f} vs "
+                                 f"{r['crowdkit_max_abs_err']:.4f}",
+                        "met": bool(r["ratio_crowdkit_over_ours"] >= 20
+                                    and r["max_abs_err"] <= r["crowdkit_max_abs_err"] + 1e-4)})
+        if r["stage"].startswith("em_") and r["n_items"] == 1_000_000:
+            out.append({"goal": f"<= 2 s at 1e6, K={r['n_classes']}, {r['stage']} (after compilation)",
+                        "value": f"{r['median_s']:.2f} s", "met": bool(r["median_s"] <= 2.0)})
+    return out
+
+
+if __name__ == "__main__":
+    main()
