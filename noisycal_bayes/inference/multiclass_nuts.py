@@ -495,8 +495,8 @@ class MulticlassPosterior:
 
         Groups: ``posterior`` (``confusion`` (chain, draw, annotator, true_class, label_class), ``prevalence``
         (chain, draw, group, true_class); pooled: ``population_confusion`` (chain, draw, true_class,
-        label_class), ``sigma``), ``sample_stats``, ``observed_data`` (``item``, ``annotator``, ``label`` per
-        response, ``group`` and ``gold`` per item) and ``log_likelihood`` (``labels`` (chain, draw, item)) unless
+        label_class), ``sigma``), ``sample_stats``, ``observed_data`` (``response_item``, ``response_annotator``,
+        ``labels`` per response, ``group`` and ``gold`` per item) and ``log_likelihood`` (``labels`` (chain, draw, item)) unless
         it would hold more than 5e7 values (``log_likelihood="auto"``) or ``log_likelihood=False``.
         """
         import xarray as xr
@@ -521,9 +521,10 @@ class MulticlassPosterior:
         t = self.table
         n_items = int(np.asarray(t.item_group).shape[0])
         groups["observed_data"] = xr.Dataset(
-            {"item": (("response",), np.asarray(t.item)), "annotator": (("response",), np.asarray(t.annotator)),
-             "label": (("response",), np.asarray(t.label)), "group": (("item_index",), np.asarray(t.item_group)),
-             "gold": (("item_index",), np.asarray(t.gold))})
+            {"response_item": (("response",), np.asarray(t.item)),
+             "response_annotator": (("response",), np.asarray(t.annotator)),
+             "labels": (("response",), np.asarray(t.label)), "group": (("item",), np.asarray(t.item_group)),
+             "gold": (("item",), np.asarray(t.gold))}, coords={"item": np.arange(n_items)})
         n_values = self.n_chains * self.n_draws * n_items
         include = log_likelihood is True or (log_likelihood == "auto" and n_values <= MAX_LOGLIK_VALUES)
         if include:
@@ -593,6 +594,11 @@ def _start_sites(model, confusion, prevalence, n_groups):
     return {"mu": mu, "sigma": np.float64(sigma), "z": np.clip((eta - mu) / sigma, -3, 3), "prevalence": prev}
 
 
+_NOT_DOMINANT = ("{func}: the start's average confusion matrix is not diagonally dominant, so the class labelling is "
+                 "not fixed (models/multiclass.py, orientation). Pass an `init` whose average confusion has the "
+                 "largest entry of each row on the diagonal, or add gold items.")
+
+
 def _start_from_init(init, table, prior, sizes, func):
     """``(confusion, prevalence)`` from ``init``: an object with ``confusion`` (and ``prevalence``) or an array."""
     j, k, g = sizes["n_annotators"], sizes["n_classes"], sizes["n_groups"]
@@ -601,6 +607,8 @@ def _start_from_init(init, table, prior, sizes, func):
         raise ValueError(f"{func}: `init` must be a confusion array of shape ({j}, {k}, {k}) (or a fit with "
                          f"`confusion`); got shape {conf.shape}.")
     conf = conf / conf.sum(-1, keepdims=True)
+    if not diagonally_dominant(conf[None])[0]:
+        raise ValueError(_NOT_DOMINANT.format(func=func))
     prev = getattr(init, "prevalence", None)
     if prev is not None and np.shape(prev) == (g, k):
         return conf, np.asarray(prev, np.float64)
@@ -706,9 +714,7 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     else:
         conf0, prev0 = _start_from_init(init, table, prior, sizes, func)
     if not diagonally_dominant(conf0[None])[0]:
-        raise ValueError(f"{func}: the start's average confusion matrix is not diagonally dominant, so the class "
-                         "labelling is not fixed (models/multiclass.py, orientation). Pass an `init` whose average "
-                         "confusion has the largest entry of each row on the diagonal, or add gold items.")
+        raise ValueError(_NOT_DOMINANT.format(func=func))
     sites = _start_sites(model, conf0, prev0, n_groups)
 
     chunk = chunk_size(n_warmup, n_samples)
@@ -773,7 +779,8 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         diagnostics_table=table_diag, start=start_fit,
         settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path=used,
                       chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
-                      dense_mass=bool(dense_mass), start="map-em" if init is None else "init"),
+                      dense_mass=bool(dense_mass), start="map-em" if init is None else "init",
+                      n_rows=int(np.count_nonzero(table.counts)) if used == "patterns" else int(data.n_items)),
         warnings=tuple(notes), annotator_ids=None if ids is None else tuple(ids), table=sparse, extra_draws=extra)
 
 

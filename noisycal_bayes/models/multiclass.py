@@ -240,10 +240,12 @@ def class_log_joint(table, log_confusion, log_prevalence):
     """
     n_ann, k, _ = log_confusion.shape
     if isinstance(table, PatternTable):
-        # one_hot of -1 is the zero vector: missing responses add nothing.
-        onehot = jax.nn.one_hot(table.patterns, k, dtype=log_confusion.dtype).reshape(table.patterns.shape[0], n_ann * k)
-        stacked = jnp.swapaxes(log_confusion, 1, 2).reshape(n_ann * k, k)  # row j K + a holds log C[j, :, a]
-        ll = onehot @ stacked
+        # One gather of log C[j, :, a_j] per annotator (a_j = -1, missing, adds 0). A one-hot matrix product gives
+        # the same numbers but measured ~10x slower inside the NUTS loop on CPU.
+        ll = 0.0
+        for j in range(n_ann):
+            a = table.patterns[:, j]
+            ll = ll + jnp.where((a >= 0)[:, None], log_confusion[j].T[jnp.maximum(a, 0)], 0.0)
         group, gold = table.group, table.gold
     else:
         per_response = log_confusion[table.annotator, :, table.label]  # (n_responses, K)

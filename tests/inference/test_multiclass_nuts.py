@@ -60,7 +60,7 @@ def nuts_fit():
     return data, group, conf, prev, fit
 
 
-def test_nuts_recovers_channels(nuts_fit):
+def test_nuts_recovers_channels_and_outputs(nuts_fit):
     data, group, conf, prev, fit = nuts_fit
     d = fit.diagnostics
     assert d["max_rhat"] < 1.05 and d["min_ess_bulk"] > 50 and d["n_divergent"] == 0, d
@@ -73,10 +73,7 @@ def test_nuts_recovers_channels(nuts_fit):
         sd = draws.std(axis=0)
         tol = z * sd * np.sqrt(1 + 1 / d["min_ess_bulk"])
         assert np.all(np.abs(draws.mean(axis=0) - truth) < tol)
-
-
-def test_posterior_outputs(nuts_fit):
-    data, group, conf, prev, fit = nuts_fit
+    # Outputs (same test: one fixture evaluation per xdist worker is the cost).
     s = NUTS["n_chains"] * NUTS["n_samples"]
     assert fit.confusion.shape == (s, J, K, K) and fit.prevalence.shape == (s, G, K)
     np.testing.assert_allclose(fit.confusion.sum(-1), 1.0, atol=1e-12)
@@ -91,9 +88,34 @@ def test_posterior_outputs(nuts_fit):
     assert post["prevalence"].dims == ("chain", "draw", "group", "true_class")
     assert list(post["confusion"].coords["true_class"].values) == list(data.classes)
     assert idata["log_likelihood"]["labels"].shape == (2, 200, N)
+    assert idata["observed_data"]["labels"].dims == ("response",) and idata["observed_data"]["gold"].dims == ("item",)
     # The log-likelihood summed over items is the model's likelihood at that draw (patterns route, MAP-EM's helper).
     ll = fit.log_likelihood()
     assert np.all(np.isfinite(ll)) and ll.shape == (2, 200, N)
+
+
+@pytest.mark.slow
+def test_pooled_nuts_recovers_a_sparse_crowd():
+    """12 annotators, 3 per item (sparse path): the pooled model's confusions are recovered within the tolerance of
+    test_nuts_recovers_channels, and its population confusion is diagonally dominant."""
+    rng = np.random.default_rng(7)
+    n, n_ann, k = 600, 12, 3
+    data, group, conf, prev = simulate(n, n_ann, k, 1, seed=7)
+    item, ann, lab = data.responses
+    keep = np.zeros(item.size, bool)
+    for i in range(n):
+        keep[i * n_ann + rng.choice(n_ann, 3, replace=False)] = True
+    data = data._replace(responses=(item[keep], ann[keep], lab[keep]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = fit_nuts_multiclass(data, model="pooled", groups=group, n_chains=2, n_warmup=300, n_samples=300)
+    d = fit.diagnostics
+    assert fit.settings["path"] == "sparse" and d["max_rhat"] < 1.05 and d["n_divergent"] == 0, d
+    z = ndtri(1 - 1e-3 / (2 * n_ann * k * k))
+    sd = fit.confusion.std(axis=0)
+    assert np.all(np.abs(fit.confusion.mean(axis=0) - conf) < z * sd * np.sqrt(1 + 1 / d["min_ess_bulk"]))
+    pop = fit.population_confusion.mean(axis=0)
+    assert np.all(np.diag(pop) > pop.max(axis=1, initial=0, where=~np.eye(k, dtype=bool)))
 
 
 def _objective(data, group, prior, n_groups):
@@ -112,6 +134,14 @@ def _objective(data, group, prior, n_groups):
         return -(ll + jnp.sum(pc * lc) + (prior.prevalence - 1) * jnp.sum(lp))
 
     return f, jax.jit(jax.grad(f))
+
+
+@pytest.mark.slow
+def test_repeated_responses_take_the_sparse_path():
+    data, group, _, _ = simulate(60, 3, 3, 2, seed=1)
+    item, ann, lab = data.responses
+    repeated = data._replace(responses=(np.r_[item, 0], np.r_[ann, 0], np.r_[lab, 0]))
+    assert fit_map_multiclass(repeated, groups=group).path == "sparse"  # auto falls back to responses
 
 
 def test_map_equals_direct_optimum_and_paths_agree():
@@ -152,6 +182,7 @@ def test_k2_map_equals_binary_em():
     assert abs(fit.log_likelihood - binary.loglik) < 1e-6
 
 
+@pytest.mark.slow  # a K = 4 EM compile; the model-level relabelling test runs by default
 def test_relabelling_classes_permutes_the_map():
     data, group, _, _ = simulate(300, 3, 4, 2, seed=9, gold_frac=0.05)
     sigma = np.array([3, 1, 0, 2])
@@ -192,7 +223,6 @@ def test_errors():
     repeated = data._replace(responses=(np.r_[item, 0], np.r_[ann, 0], np.r_[lab, 0]))
     with pytest.raises(ValueError, match="path='patterns' needs one response per"):
         fit_map_multiclass(repeated, groups=group, path="patterns")
-    assert fit_map_multiclass(repeated, groups=group).path == "sparse"  # auto falls back to responses
     with pytest.raises(ValueError, match="`path` must be one of"):
         fit_map_multiclass(data, path="dense")
     with pytest.raises(ValueError, match="not diagonally dominant"):
@@ -203,6 +233,7 @@ def test_errors():
         fit_nuts_multiclass(data, groups=group, target_accept=1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::noisycal_bayes.warnings.ConvergenceWarning")  # weakly identified: slow EM
 def test_map_warns_when_no_labelling_is_diagonally_dominant():
     """A crowd that names class 0 most often for true classes 0 and 1: no relabelling makes the average confusion
