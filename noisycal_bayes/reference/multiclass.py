@@ -34,7 +34,8 @@ import pandas as pd
 
 from .._progress import progress
 from .._validation import _preview, check_level, check_positive_int
-from ..data import Binning, as_binning, bin_index
+from ..data import as_binning, bin_index
+from ..data.responses import Responses
 from ..warnings import DataWarning, IdentifiabilityWarning
 
 #: Rows of ``probs`` must sum to 1 within this absolute tolerance (float32 softmax outputs sum to 1 within ~1e-6).
@@ -194,7 +195,8 @@ def check_probs(probs, *, name: str = "probs") -> np.ndarray:
                          "not.")
     off = np.abs(p.sum(axis=1) - 1.0) > PROBS_ROW_TOL
     if off.any():
-        raise ValueError(f"rows of `{name}` must sum to 1 (within {PROBS_ROW_TOL}); rows {_preview(np.flatnonzero(off))} "
+        raise ValueError(f"rows of `{name}` must sum to 1 (within {PROBS_ROW_TOL}); rows "
+                         f"{_preview(np.flatnonzero(off))} "
                          f"sum to {_preview(np.round(p.sum(axis=1)[off], 6))}. Pass softmax outputs, not logits.")
     return p
 
@@ -226,8 +228,8 @@ def check_responses(responses, n_items: int, n_classes: int, *, n_annotators=Non
         item, ann, lab = (np.asarray(x) for x in (obj.item, obj.annotator, obj.label)) if hasattr(obj, "item") \
             else (np.asarray(x) for x in obj)
     except (TypeError, ValueError):
-        raise ValueError(f"{where}`responses` must be a Responses (item, annotator, label), a tuple of three arrays, or "
-                         f"a MulticlassAnnotationSet; got {type(responses).__name__}.") from None
+        raise ValueError(f"{where}`responses` must be a Responses (item, annotator, label), a tuple of three "
+                         f"arrays, or a MulticlassAnnotationSet; got {type(responses).__name__}.") from None
     if not (item.ndim == ann.ndim == lab.ndim == 1 and item.size == ann.size == lab.size):
         raise ValueError(f"{where}`responses` item, annotator and label must be 1-d arrays of one length; got shapes "
                          f"{item.shape}, {ann.shape}, {lab.shape}.")
@@ -391,8 +393,8 @@ def usable_from_draws(confusion: np.ndarray, *, max_condition: float = MAX_CONDI
 
 def warn_unusable(usable, annotator_ids, func, *, stacklevel=3):
     if not usable.all():
-        warnings.warn(f"{func}: the confusion matrices of annotators {_preview(np.asarray(annotator_ids)[~usable])} are "
-                      f"near singular (condition number above the limit): their labels cannot be corrected and get "
+        warnings.warn(f"{func}: the confusion matrices of annotators {_preview(np.asarray(annotator_ids)[~usable])} "
+                      f"are near singular (condition number above the limit): their labels cannot be corrected and get "
                       "weight 0 (their responses are left out).", IdentifiabilityWarning, stacklevel=stacklevel)
 
 
@@ -405,15 +407,15 @@ def kept_items(resp: MCResponses, usable: np.ndarray, func: str, *, stacklevel=3
         raise ValueError(f"{func}: no item has a response from an annotator with a usable (invertible) confusion "
                          "matrix; the corrected targets are undefined.")
     if not has.all():
-        warnings.warn(f"{func}: {int((~has).sum())} items (e.g. {_preview(np.flatnonzero(~has))}) have no response from "
-                      "an annotator with a usable confusion matrix and are left out.", DataWarning,
+        warnings.warn(f"{func}: {int((~has).sum())} items (e.g. {_preview(np.flatnonzero(~has))}) have no response "
+                      "from an annotator with a usable confusion matrix and are left out.", DataWarning,
                       stacklevel=stacklevel)
     return keep_r, has
 
 
 def estimated_prevalence(resp: MCResponses, confusion: np.ndarray, usable: np.ndarray) -> np.ndarray:
     """The mean over items of the equally weighted corrected vector (the binary IV rule's ``mu``), shape (K,)."""
-    t = corrected_targets(resp[:3], resp.n_items, confusion,
+    t = corrected_targets(Responses(*resp[:3]), resp.n_items, confusion,
                           weights=np.repeat(usable.astype(float)[:, None], resp.n_classes, axis=1))
     return np.nanmean(t, axis=0)
 
@@ -475,7 +477,7 @@ def point_nc_ece(probs, responses, confusion, *, prevalence, bins, weights, kind
         w = annotator_weights(c, prev if prev is not None else np.full(k, 1 / k), rule=rule, usable=use)
     else:
         w = np.where(use[:, None], rule, 0.0)
-    t = corrected_targets((resp.item[keep_r], resp.annotator[keep_r], resp.label[keep_r]), n, c, weights=w)
+    t = corrected_targets(Responses(resp.item[keep_r], resp.annotator[keep_r], resp.label[keep_r]), n, c, weights=w)
     edges = bin_edges(p, bins, kind) if edges is None else edges
     ent = ece_entries(p[has], edges, kind)
     count, score, freq = entry_sums(ent, t[has])
@@ -815,7 +817,7 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     conf, prev = _call_estimator(estimator, takes_init, resp[:3], n, p, None, j, k)
     edges = {kind: bin_edges(p, bins, kind) for kind in ("top_label", "classwise")}
     full = {kind: point_nc_ece(p, resp[:3], conf, prevalence=prev, bins=bins, weights=weights, kind=kind, func=func,
-                               edges=edges[kind], max_condition=max_condition, stacklevel=2)
+                               edges=edges[kind], max_condition=max_condition)
             for kind in ("top_label", "classwise")}
     rng = np.random.default_rng(seed)
     tops, cws, reasons = [], [], Counter()
