@@ -51,12 +51,16 @@ __all__ = ["MulticlassTemperatureScaling", "PosteriorMulticlassTemperature", "Po
            "TopLabelHistogram", "VectorScaling"]
 
 # ============================================================================ TEMPORARY: core.confusion stand-in
-# TEMPORARY: replaced by core.confusion at integration (contract B: corrected_vectors, annotator_weights; same
-# signatures). Only the formulas this module needs, NumPy only. (The per-item combination of contract B's
-# corrected_targets is done for a batch of draws at once by `_combine` below.)
-_MAX_CONDITION = 100.0
+# TEMPORARY: replaced by core.confusion at integration (contract B: corrected_vectors, usable_confusions,
+# annotator_weights; same signatures). Only the formulas this module needs, NumPy only. (The per-item combination
+# of contract B's corrected_targets is done for a batch of draws at once by `_combine` below.)
 _MU_CLIP = 1e-4
 _VARIANCE_FLOOR = 1e-8
+
+
+def usable_confusions(confusion, *, max_condition=100.0):
+    """(J,) bool: annotators whose confusion matrix is invertible enough to use (condition number <= max)."""
+    return np.linalg.cond(np.asarray(confusion, dtype=np.float64)) <= max_condition
 
 
 def corrected_vectors(confusion):
@@ -73,7 +77,7 @@ def annotator_weights(confusion, prevalence_overall, *, rule="iv", usable=None):
     """
     c = np.asarray(confusion, dtype=np.float64)
     if usable is None:
-        usable = np.linalg.cond(c) <= _MAX_CONDITION
+        usable = usable_confusions(c)
     if rule == "equal":
         w = np.ones(c.shape[:2])
     else:
@@ -376,6 +380,13 @@ class MulticlassTemperatureScaling(_MulticlassMap):
     root of the derivative is found by Brent's method, or the optimum is a box end (as in the binary
     :func:`~noisycal_bayes.reference.recalibration.fit_temperature`). Relabelling the classes permutes the
     columns of ``z`` and ``t`` and leaves ``T`` unchanged.
+
+    **When the corrected loss is unbounded below in T.** As ``T -> 0`` the slope of the loss in ``beta`` tends to
+    ``mean_i [s_i max_k z_ik - sum_k t_ik z_ik]``, whose expectation is ``mean_i (max_k z_ik - z_{i, Y_i}) >= 0``.
+    With a misspecified confusion (or few items) it can be negative: a confident item whose corrected target puts
+    small negative mass on classes with very negative logits (``log 1e-6 = -13.8`` for probabilities rounded to
+    0) has ``sum_k t_ik z_ik > max_k z_ik``. The fit then ends at ``T_min`` with a BoundaryWarning; read it as a
+    sign that the confusion estimate does not fit the labels.
 
     Examples
     --------
@@ -724,11 +735,13 @@ def _target_draws(confusion, design, rule, prevalence):
     vectors and weights come from the contract's ``corrected_vectors`` / ``annotator_weights``.
     """
     s_n, j, k = confusion.shape[:3]
-    usable = np.stack([np.linalg.cond(c) <= _MAX_CONDITION for c in confusion])
+    usable = np.stack([usable_confusions(c) for c in confusion])
     none = np.flatnonzero(~usable.any(axis=1))
     if none.size:
-        raise ValueError(f"no annotator's confusion is invertible enough in draws {_preview(none)} (condition number "
-                         f"> {_MAX_CONDITION:g} for all): the corrected targets are not defined.")
+        raise ValueError(f"no annotator's confusion is invertible enough in draws {_preview(none)} (see "
+                         "usable_confusions): the corrected targets are not defined.")
+    # Unusable annotators get weight 0; the identity stands in for their (possibly singular) matrices.
+    confusion = np.where(usable[:, :, None, None], confusion, np.eye(k))
     vectors = np.stack([corrected_vectors(c) for c in confusion])
     if isinstance(rule, str) and rule == "iv":
         if prevalence is None:

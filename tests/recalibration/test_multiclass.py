@@ -346,6 +346,38 @@ def test_posterior_maps_without_bootstrap_equal_the_point_maps_per_draw(crowd):
     np.testing.assert_allclose(ph.predict_proba(z[:20]), th.predict_proba(z[:20]), rtol=1e-12)
 
 
+def test_posterior_fit_accepts_fit_objects_and_a_given_prevalence(crowd):
+    from types import SimpleNamespace
+    z, _, labels = crowd
+    z, resp = z[:400], responses_of(labels[:400])
+    ref = PosteriorMulticlassTemperature(inputs="logits", n_draws=4).fit(z, resp, CONF3)
+    # A fit object with `.confusion` (MulticlassEMFit / MulticlassPosterior) and a data set with `.responses`.
+    obj = PosteriorMulticlassTemperature(inputs="logits", n_draws=4).fit(
+        z, SimpleNamespace(responses=resp), SimpleNamespace(confusion=CONF3))
+    np.testing.assert_array_equal(obj.temperature_draws_, ref.temperature_draws_)
+    # The default IV prevalence is the mean equal-weight corrected target: passing it gives the same fit.
+    pi = np.nanmean(corrected_targets(resp, 400, CONF3, weights=np.ones((3, 3))), axis=0)
+    given = PosteriorMulticlassTemperature(inputs="logits", n_draws=4).fit(z, resp, CONF3, prevalence=pi)
+    np.testing.assert_allclose(given.temperature_draws_, ref.temperature_draws_, rtol=1e-12)
+    other = PosteriorMulticlassTemperature(inputs="logits", n_draws=4).fit(z, resp, CONF3,
+                                                                          prevalence=[0.8, 0.1, 0.1])
+    assert not np.allclose(other.temperature_draws_, ref.temperature_draws_, rtol=1e-6)
+
+
+def test_unusable_annotator_is_left_out(crowd):
+    # A singular confusion (annotator 2 labels at random) gets weight 0: the fit equals the fit without its labels.
+    z, _, labels = crowd
+    z, labels = z[:400], labels[:400]
+    conf = CONF3.copy()
+    conf[2] = 1 / 3
+    resp = responses_of(labels)
+    with_random = PosteriorMulticlassTemperature(inputs="logits", n_draws=3).fit(z, resp, conf)
+    keep = resp[1] < 2
+    without = PosteriorMulticlassTemperature(inputs="logits", n_draws=3).fit(z, tuple(r[keep] for r in resp),
+                                                                            conf[:2])
+    np.testing.assert_allclose(with_random.temperature_draws_, without.temperature_draws_, rtol=1e-12)
+
+
 def test_posterior_intervals_from_confusion_draws(crowd):
     z, _, labels = crowd
     z, labels = z[:1000], labels[:1000]
@@ -464,6 +496,51 @@ def test_clear_errors_for_bad_posterior_inputs(crowd):
         pt.fit(p, resp, CONF3, prevalence=[0.5, 0.5])
     with pytest.raises(ValueError, match="`weights` must be"):
         PosteriorMulticlassTemperature(weights="gap").fit(p, resp, CONF3)
+    with pytest.raises(ValueError, match=r"invertible enough in draws \[0, 1\]"):
+        pt.fit(p, resp, np.full((3, 3, 3), 1 / 3))
     fitted = PosteriorTopLabelHistogram(n_draws=2, bins=3).fit(p, resp, CONF3)
     with pytest.raises(ValueError, match="level"):
         fitted.predict_interval(p, level=1.5)
+
+
+@pytest.mark.slow
+def test_posterior_temperature_interval_covers_the_true_temperature():
+    # Known confusions, noisy labels, Bayesian-bootstrap draws: the 90% interval of T covers T_TRUE (the
+    # risk-minimising temperature) in 90% of data sets. R = 120: binomial se sqrt(0.9 * 0.1 / 120) = 0.027, z = 4.
+    r_sets, level = 120, 0.9
+    covered, covered_no_bootstrap = [], []
+    for rep in range(r_sets):
+        z, _, labels = simulate_crowd(800, CONF3, seed=100 + rep)
+        resp = responses_of(labels)
+        draws = PosteriorMulticlassTemperature(inputs="logits", n_draws=100, seed=rep).fit(z, resp, CONF3)
+        lo, hi = np.quantile(draws.temperature_draws_, [(1 - level) / 2, (1 + level) / 2])
+        covered.append(lo <= T_TRUE <= hi)
+        point = PosteriorMulticlassTemperature(inputs="logits", n_draws=2, bootstrap=False).fit(z, resp, CONF3)
+        covered_no_bootstrap.append(point.temperature_draws_.min() <= T_TRUE <= point.temperature_draws_.max())
+    se = np.sqrt(level * (1 - level) / r_sets)
+    assert abs(np.mean(covered) - level) < Z * se, np.mean(covered)
+    # Negative control: without the bootstrap (known confusions) the band has no width and must fail.
+    assert abs(np.mean(covered_no_bootstrap) - level) > Z * se
+
+
+# ----------------------------------------------------------------------------- scikit-learn conventions
+@pytest.mark.parametrize("cls", POINT_MAPS + [PosteriorMulticlassTemperature, PosteriorTopLabelHistogram])
+def test_scikit_learn_conventions(crowd, cls):
+    # The conventions tests/recalibration/test_sklearn.py checks with scikit-learn itself for the binary maps
+    # (same ParamsMixin); here without importing scikit-learn (its import alone costs seconds).
+    z, _, labels = crowd
+    z, labels = z[:300], labels[:300]
+    m = cls(inputs="logits")
+    assert not any(k.endswith("_") for k in vars(m)) and set(vars(m)) == set(m.get_params())
+    assert repr(m) == f"{cls.__name__}(inputs='logits')"
+    posterior = cls.__name__.startswith("Posterior")
+    args = (responses_of(labels), CONF3) if posterior else (equal_weight_targets(labels, CONF3),)
+    if posterior:
+        assert m.set_params(n_draws=5) is m and m.n_draws == 5
+    with pytest.raises(ValueError, match="invalid parameter"):
+        m.set_params(n_bins=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)  # empty top-label bins in 300 items
+        assert m.fit(z, *args) is m
+        c = cls(**m.get_params())  # what sklearn.base.clone does
+        np.testing.assert_array_equal(c.fit(z, *args).predict_proba(z), m.predict_proba(z))
