@@ -20,6 +20,8 @@ from .curves import histogram_dawid_skene, monotone_dawid_skene, platt_dawid_ske
 from .dawid_skene import dawid_skene, grouped_dawid_skene, oriented_channels, responses
 from .pooled import POOLED_KINDS, POPULATION_SITES, pooled_channels, pooled_model
 from .priors import DEFAULT_PRIOR, Prior, PriorParams
+from .multiclass import (MULTICLASS_MODELS, MulticlassPrior, dawid_skene_multiclass, grouped_multiclass,
+                         pooled_multiclass)
 
 #: Model functions by the name used in ``model=``.
 MODELS = {
@@ -33,3 +35,5 @@ MODELS = {
 __all__ = ["DEFAULT_PRIOR", "MODELS", "POOLED_KINDS", "POPULATION_SITES", "Prior", "PriorParams", "dawid_skene",
            "grouped_dawid_skene", "histogram_dawid_skene", "monotone_dawid_skene", "oriented_channels",
            "platt_dawid_skene", "pooled_channels", "pooled_model", "responses"]
+__all__ += ["MULTICLASS_MODELS", "MulticlassPrior", "dawid_skene_multiclass", "grouped_multiclass",
+            "pooled_multiclass"]

@@ -1,0 +1,792 @@
+"""K-class channel models fitted by MAP-EM and by NUTS (issue 18 item 2; models in :mod:`noisycal_bayes.models.multiclass`).
+
+``fit_map_multiclass`` finds the posterior mode of the Dawid-Skene / grouped K-class model by EM with the
+Dirichlet prior's pseudo-counts (closed-form M-step; the E-step is the softmax of the same per-row class log
+joint the NumPyro models use). ``fit_nuts_multiclass`` samples the posterior with the project's compiled
+NUTS driver (:mod:`noisycal_bayes.inference._sampler`), started at that mode, and returns a
+:class:`MulticlassPosterior` with diagnostics (R-hat, bulk ESS, tree depth, divergences) and an ArviZ
+conversion.
+
+The data are duck-typed: any object with ``responses`` (item, annotator, label triples, labels in
+``0..K-1``), ``n_items``, ``n_annotators``, ``n_classes``, ``probs`` ((n, K) or None), ``gold`` ((n,) with -1
+unknown, or None) and ``classes`` (:class:`noisycal_bayes.data.MulticlassAnnotationSet` is the intended one).
+
+Likelihood path (``path=``): ``"patterns"`` compresses the items into distinct (group, gold, response
+pattern) rows with counts (``G (K+1)^J`` possible patterns; a NUTS gradient then costs the same for 1e3 or
+1e6 items), ``"sparse"`` sums the responses per item (segment sums; for many annotators), ``"auto"`` takes
+patterns when every (item, annotator) pair has at most one response, ``J <= 8`` and the distinct rows are
+at most half the items, else sparse.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._validation import check_positive_int
+from ..core import x64
+from ..models.multiclass import (DEFAULT_MULTICLASS_PRIOR, MULTICLASS_MODELS, MulticlassPrior, PatternTable,
+                                 SparseTable, class_log_joint, compress_multiclass, diagonally_dominant,
+                                 multiclass_loglik_rows)
+from ..models.result import MAX_LOGLIK_VALUES, _arviz_major
+from ..warnings import ConvergenceWarning, IdentifiabilityWarning
+from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
+from .mcmc import check_mcmc, mcmc_diagnostics
+
+__all__ = ["MulticlassMAPFit", "MulticlassPosterior", "fit_map_multiclass", "fit_nuts_multiclass"]
+
+MULTICLASS_MODEL_NAMES = tuple(MULTICLASS_MODELS)
+PATHS = ("auto", "patterns", "sparse")
+_REQUIRED = ("responses", "n_items", "n_annotators", "n_classes", "probs", "gold", "classes")
+# Starting values are kept this far inside the simplex: on its boundary the sampler's unconstrained
+# (stick-breaking) coordinates are infinite.
+_START_FLOOR = 1e-3
+# Patterns path only for few annotators: (K+1)^J keys and the one-hot (rows, J K) stay small.
+_MAX_PATTERN_ANNOTATORS = 8
+
+
+# ------------------------------------------------------------------------------------------------ validation
+def _check_data(data, func: str):
+    """``(item, annotator, label, gold)`` as int arrays, validated against the duck-typed data's sizes."""
+    missing = [a for a in _REQUIRED if not hasattr(data, a)]
+    if missing:
+        raise ValueError(f"{func}: `data` must be a MulticlassAnnotationSet (or an object with {list(_REQUIRED)}); "
+                         f"{type(data).__name__} has no {missing}.")
+    n, n_ann, k = int(data.n_items), int(data.n_annotators), int(data.n_classes)
+    if k < 2:
+        raise ValueError(f"{func}: `n_classes` must be at least 2; got {k}.")
+    if n < 1 or n_ann < 1:
+        raise ValueError(f"{func}: the data hold {n} items and {n_ann} annotators; need at least one of each.")
+    item, ann, lab = (np.asarray(a) for a in data.responses)
+    if item.size == 0:
+        raise ValueError(f"{func}: the data hold no responses.")
+    bad = np.flatnonzero((lab < 0) | (lab >= k))
+    if bad.size:
+        raise ValueError(f"{func}: labels must lie in 0..{k - 1}; got {lab[bad[:5]].tolist()} at responses "
+                         f"{bad[:5].tolist()}.")
+    if item.min() < 0 or item.max() >= n or ann.min() < 0 or ann.max() >= n_ann:
+        raise ValueError(f"{func}: response indices out of range (items 0..{n - 1}, annotators 0..{n_ann - 1}).")
+    gold = data.gold
+    if gold is None:
+        gold = np.full(n, -1, np.int32)
+    gold = np.asarray(gold)
+    if gold.shape != (n,):
+        raise ValueError(f"{func}: `gold` must have shape ({n},); got {gold.shape}.")
+    bad = np.flatnonzero((gold < -1) | (gold >= k))
+    if bad.size:
+        raise ValueError(f"{func}: gold labels must be -1 (unknown) or in 0..{k - 1}; got {gold[bad[:5]].tolist()} "
+                         f"at items {bad[:5].tolist()}.")
+    return item.astype(np.int32), ann.astype(np.int32), lab.astype(np.int32), gold.astype(np.int32)
+
+
+def _check_model(model, func: str) -> str:
+    if model not in MULTICLASS_MODEL_NAMES:
+        raise ValueError(f"{func}: `model` must be one of {list(MULTICLASS_MODEL_NAMES)}; got {model!r}.")
+    return model
+
+
+def _check_prior(prior, func: str) -> MulticlassPrior:
+    if prior is None:
+        return DEFAULT_MULTICLASS_PRIOR
+    if not isinstance(prior, MulticlassPrior):
+        raise ValueError(f"{func}: `prior` must be None or a MulticlassPrior; got {type(prior).__name__}.")
+    return prior
+
+
+def _resolve_groups(data, model: str, groups, func: str):
+    """``(index (n,) int32, n_groups)``: one group for the marginal model; else ``groups`` or the score groups."""
+    n = int(data.n_items)
+    if model == "dawid_skene":
+        return np.zeros(n, np.int32), 1
+    if groups is None:
+        if data.probs is None:
+            return np.zeros(n, np.int32), 1
+        try:
+            from ..core.confusion import score_groups
+        except ImportError:  # the core helper of issue 18 is not installed in this tree
+            raise ValueError(f"{func}: pass `groups` (an int group per item); the default score groups need "
+                             "noisycal_bayes.core.confusion.score_groups.") from None
+        index = np.asarray(score_groups(np.asarray(data.probs)), np.int64)
+        return index.astype(np.int32), int(index.max()) + 1
+    index = np.asarray(groups)
+    if index.shape != (n,) or not np.issubdtype(index.dtype, np.integer):
+        raise ValueError(f"{func}: `groups` must be an int array of shape ({n},) (a score group per item); got "
+                         f"{index.dtype} of shape {index.shape}.")
+    bad = np.flatnonzero(index < 0)
+    if bad.size:
+        raise ValueError(f"{func}: `groups` must be >= 0; got {index[bad[:5]].tolist()} at items {bad[:5].tolist()}.")
+    return index.astype(np.int32), int(index.max()) + 1
+
+
+def _has_repeats(item, ann, n_ann) -> bool:
+    key = item.astype(np.int64) * n_ann + ann
+    return bool(np.unique(key).size < key.size)
+
+
+def _build_tables(item, ann, lab, gold, index, *, n_groups, n_items, n_annotators, n_classes, path, func):
+    """``(table for the likelihood, sparse table, path used)``."""
+    sparse = SparseTable(*_sorted_responses(item, ann, lab), index, gold)
+    if path not in PATHS:
+        raise ValueError(f"{func}: `path` must be one of {list(PATHS)}; got {path!r}.")
+    fits_key = n_groups * float(n_classes + 1) ** (n_annotators + 1) < 2.0 ** 62
+    feasible = (fits_key and n_annotators <= _MAX_PATTERN_ANNOTATORS and not _has_repeats(item, ann, n_annotators))
+    if path == "patterns" and not feasible:
+        raise ValueError(f"{func}: path='patterns' needs one response per (item, annotator) pair and at most "
+                         f"{_MAX_PATTERN_ANNOTATORS} annotators; use path='sparse' (or 'auto').")
+    if path == "sparse" or (path == "auto" and not feasible):
+        return sparse, sparse, "sparse"
+    table, _ = compress_multiclass(item, ann, lab, index, gold, n_items=n_items, n_annotators=n_annotators,
+                                   n_classes=n_classes)
+    n_rows = int(np.count_nonzero(table.counts))
+    if path == "auto" and n_rows > n_items / 2:
+        return sparse, sparse, "sparse"  # compression does not pay
+    # Padded to a power of two: data sets of one design (e.g. SBC replicates) share one compiled sampler.
+    size = max(16, 1 << (n_rows - 1).bit_length())
+    table, _ = compress_multiclass(item, ann, lab, index, gold, n_items=n_items, n_annotators=n_annotators,
+                                   n_classes=n_classes, pad_to=size)
+    return table, sparse, "patterns"
+
+
+def _sorted_responses(item, ann, lab):
+    if item.size > 1 and np.any(np.diff(item) < 0):
+        order = np.argsort(item, kind="stable")
+        return item[order], ann[order], lab[order]
+    return item, ann, lab
+
+
+def _table_args(table):
+    return tuple(np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a, np.int32)
+                 for a in table)
+
+
+# ------------------------------------------------------------------------------------------------ MAP-EM
+@dataclass(frozen=True, eq=False)
+class MulticlassMAPFit:
+    """Posterior mode of a K-class channel model (``fit_map_multiclass``); the attribute names of
+    ``MulticlassEMFit``.
+
+    Attributes
+    ----------
+    confusion : ndarray of shape (n_annotators, K, K)
+        ``confusion[j, y, a] = P(A_j = a | Y = y)``.
+    prevalence : ndarray of shape (n_groups, K)
+    groups : ndarray of shape (n_items,), int32
+    n_groups : int
+    log_likelihood : float
+        ``log p(A | theta)`` at the mode (gold items: ``log p(Y = gold, A)``).
+    log_posterior : float
+        ``log p(A | theta) + log p(theta)`` in simplex coordinates (up to the Dirichlet normalisers).
+    n_iter : int
+    converged : bool
+    path : {"patterns", "sparse"}
+    model : str
+    classes : tuple
+    warnings : tuple of str
+    """
+
+    confusion: np.ndarray
+    prevalence: np.ndarray
+    groups: np.ndarray
+    n_groups: int
+    log_likelihood: float
+    log_posterior: float
+    n_iter: int
+    converged: bool
+    path: str
+    model: str
+    classes: tuple
+    warnings: tuple = ()
+
+    def clean_label_probability(self, data) -> np.ndarray:
+        """``P(Y_i = y | A_i)`` at the mode, shape (n_items, K); gold items are one-hot."""
+        item, ann, lab, gold = _check_data(data, "clean_label_probability")
+        table = SparseTable(*_sorted_responses(item, ann, lab), self.groups, gold)
+        with x64():
+            lj = class_log_joint(table, jnp.log(jnp.asarray(self.confusion)), jnp.log(jnp.asarray(self.prevalence)))
+            return np.asarray(jax.nn.softmax(lj, axis=-1))
+
+
+def _m_step(table, post, n_annotators, n_classes, n_groups, conf_pc, prev_pc):
+    """Closed-form M-step with Dirichlet pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (scalar), both >= 0.
+
+    Rows or groups without data (and zero pseudo-counts) get the uniform distribution instead of 0 / 0.
+    """
+    k = n_classes
+    if isinstance(table, PatternTable):
+        w = table.counts[:, None] * post
+        onehot = jax.nn.one_hot(table.patterns, k, dtype=post.dtype).reshape(w.shape[0], n_annotators * k)
+        n_ay = onehot.T @ w                                            # (J K, K): [j K + a, y]
+        group = table.group
+    else:
+        w = post
+        cell = table.annotator * k + table.label
+        n_ay = jax.ops.segment_sum(post[table.item], cell, num_segments=n_annotators * k)
+        group = table.item_group
+    counts = jnp.swapaxes(n_ay.reshape(n_annotators, k, k), 1, 2) + conf_pc   # (J, y, a)
+    tot = counts.sum(-1, keepdims=True)
+    confusion = jnp.where(tot > 0, counts / jnp.where(tot > 0, tot, 1.0), 1.0 / k)
+    m = jax.ops.segment_sum(w, group, num_segments=n_groups) + prev_pc
+    tot_g = m.sum(-1, keepdims=True)
+    prevalence = jnp.where(tot_g > 0, m / jnp.where(tot_g > 0, tot_g, 1.0), 1.0 / k)
+    return confusion, prevalence
+
+
+def _log_posterior(table, confusion, prevalence, conf_pc, prev_pc):
+    """``(log-likelihood, log-likelihood + Dirichlet log kernels)`` in simplex coordinates."""
+    log_c = jnp.log(jnp.clip(confusion, 1e-300, 1.0))
+    log_p = jnp.log(jnp.clip(prevalence, 1e-300, 1.0))
+    rows = multiclass_loglik_rows(table, log_c, log_p)
+    ll = jnp.sum(jnp.where(table.counts > 0, table.counts * rows, 0.0)) if isinstance(table, PatternTable) else jnp.sum(rows)
+    # 0 * log 0 = 0: a zero pseudo-count contributes nothing even where the estimate is 0.
+    lp = ll + jnp.sum(jnp.where(conf_pc > 0, conf_pc * log_c, 0.0)) + jnp.sum(jnp.where(prev_pc > 0, prev_pc * log_p, 0.0))
+    return ll, lp
+
+
+def _vote_posterior(table, n_classes):
+    """Starting E-step: the share of each class among a row's responses (uniform without responses); gold one-hot."""
+    k = n_classes
+    if isinstance(table, PatternTable):
+        votes = jax.nn.one_hot(table.patterns, k).sum(axis=1)
+        gold = table.gold
+    else:
+        votes = jax.ops.segment_sum(jax.nn.one_hot(table.label, k), table.item,
+                                    num_segments=table.item_group.shape[0], indices_are_sorted=True)
+        gold = table.gold
+    tot = votes.sum(-1, keepdims=True)
+    post = jnp.where(tot > 0, votes / jnp.where(tot > 0, tot, 1.0), 1.0 / k)
+    return jnp.where(gold[:, None] >= 0, jax.nn.one_hot(gold, k), post)
+
+
+def _em_run(table, conf_pc, prev_pc, *, n_annotators, n_classes, n_groups, max_iter, tol, start=None):
+    """MAP-EM in one compiled loop until no parameter moves by more than ``tol`` in an iteration.
+
+    Returns ``(confusion, prevalence, log_likelihood, log_posterior, n_iter, converged)``.
+    """
+    def m_step(post):
+        return _m_step(table, post, n_annotators, n_classes, n_groups, conf_pc, prev_pc)
+
+    def e_step(conf, prev):
+        lj = class_log_joint(table, jnp.log(jnp.clip(conf, 1e-300, 1.0)), jnp.log(jnp.clip(prev, 1e-300, 1.0)))
+        return jax.nn.softmax(lj, axis=-1)
+
+    if start is None:
+        conf, prev = m_step(_vote_posterior(table, n_classes))
+    else:
+        conf, prev = start
+
+    def cond(state):
+        _, _, change, it = state
+        return (it < max_iter) & (change > tol)
+
+    def body(state):
+        conf, prev, _, it = state
+        new_conf, new_prev = m_step(e_step(conf, prev))
+        change = jnp.maximum(jnp.max(jnp.abs(new_conf - conf)), jnp.max(jnp.abs(new_prev - prev)))
+        return new_conf, new_prev, change, it + 1
+
+    conf, prev, change, it = jax.lax.while_loop(cond, body, (conf, prev, jnp.inf, 0))
+    ll, lp = _log_posterior(table, conf, prev, conf_pc, prev_pc)
+    return conf, prev, ll, lp, it, change <= tol
+
+
+_EM_PROGRAMS: dict = {}
+
+
+def _map_em(table, prior, *, n_annotators, n_classes, n_groups, max_iter, tol, start=None):
+    key = (type(table).__name__, tuple(np.shape(a) for a in table), n_annotators, n_classes, n_groups, max_iter,
+           start is None)
+    fn = _EM_PROGRAMS.get(key)
+    if fn is None:
+        def run(tab, conf_pc, prev_pc, tol_, st):
+            return _em_run(tab, conf_pc, prev_pc, n_annotators=n_annotators, n_classes=n_classes, n_groups=n_groups,
+                           max_iter=max_iter, tol=tol_, start=st)
+
+        fn = _EM_PROGRAMS[key] = jax.jit(run)
+    with x64():
+        out = fn(type(table)(*_table_args(table)), np.asarray(prior.pseudo_counts(n_classes)),
+                 np.float64(prior.prevalence - 1.0), np.float64(tol), start)
+        conf, prev, ll, lp, it, ok = (np.asarray(v) for v in out)
+    return conf, prev, float(ll), float(lp), int(it), bool(ok)
+
+
+def _orientation_note(confusion, func: str, what: str) -> str | None:
+    ok = diagonally_dominant(confusion)
+    frac_bad = float(1.0 - np.mean(ok))
+    if frac_bad == 0.0:
+        return None
+    msg = (f"{func}: the annotators' average confusion matrix is not diagonally dominant in {frac_bad:.1%} of the "
+           f"{what}: the class labelling (orientation) is not fixed there, or the crowd confuses some class with "
+           "another more often than it names it. Check the fit's confusion matrices; add gold items or annotators.")
+    return msg
+
+
+def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None, path: str = "auto",
+                       max_iter: int = 5000, tol: float = 1e-8) -> MulticlassMAPFit:
+    """Posterior mode of the K-class Dawid-Skene model (``"dawid_skene"``) or its grouped version, by MAP-EM.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet
+        Or any object with ``responses``, ``n_items``, ``n_annotators``, ``n_classes``, ``probs``, ``gold``,
+        ``classes`` (module docstring).
+    model : {"grouped", "dawid_skene"}, default "grouped"
+        (The pooled model has no useful mode in its own coordinates; sample it with
+        :func:`fit_nuts_multiclass`.)
+    groups : int array of shape (n_items,) or None
+        Score group of each item (``G = max + 1`` groups, empty ones allowed). None: the score groups of
+        ``noisycal_bayes.core.confusion.score_groups(data.probs)`` (predicted class x top-probability
+        quantile), or one group without ``probs``. Ignored by ``"dawid_skene"``.
+    prior : MulticlassPrior or None
+        None: :class:`~noisycal_bayes.models.multiclass.MulticlassPrior` defaults. Its concentrations must be
+        >= 1 (an interior mode, closed-form M-step).
+    path : {"auto", "patterns", "sparse"}
+    max_iter : int, default 5000
+    tol : float, default 1e-8
+        Converged when no probability changes by more than ``tol`` in an iteration.
+
+    Returns
+    -------
+    MulticlassMAPFit
+
+    Raises
+    ------
+    ValueError
+        Bad data, model, groups, path or prior (a concentration below 1), or model="pooled".
+
+    Warns
+    -----
+    ConvergenceWarning
+        ``max_iter`` reached.
+    IdentifiabilityWarning
+        The mode's average confusion is not diagonally dominant (orientation, see
+        :mod:`noisycal_bayes.models.multiclass`).
+
+    Notes
+    -----
+    Maximises ``log p(A | C, pi) + sum (alpha - 1) log C + (beta - 1) log pi`` over the simplices; EM
+    (Dawid & Skene 1979) with the Dirichlet pseudo-counts added to the expected counts in the M-step:
+    ``C[j, y, a] = (sum_r [j_r = j, a_r = a] T_{i_r y} + alpha_{ya} - 1) / (row total)``,
+    ``pi[g, y] = (sum_{i in g} T_iy + beta - 1) / (group total)``. The iterations start from the vote
+    share of each item (majority-vote-like, which leads to the diagonal-dominant mode). K = 2 gives the binary
+    Dawid-Skene EM.
+    """
+    func = "fit_map_multiclass"
+    model = _check_model(model, func)
+    if model == "pooled":
+        raise ValueError(f"{func}: the pooled model has no useful posterior mode in its own coordinates (its density "
+                         "grows without bound as the spread goes to 0); use fit_nuts_multiclass(model='pooled'), or "
+                         "model='grouped' for a point fit.")
+    prior = _check_prior(prior, func)
+    if min(prior.diagonal, prior.off_diagonal, prior.prevalence) < 1:
+        raise ValueError(f"{func}: MAP-EM needs Dirichlet concentrations >= 1 (an interior mode); got diagonal="
+                         f"{prior.diagonal}, off_diagonal={prior.off_diagonal}, prevalence={prior.prevalence}.")
+    max_iter = check_positive_int(max_iter, name="max_iter")
+    item, ann, lab, gold = _check_data(data, func)
+    index, n_groups = _resolve_groups(data, model, groups, func)
+    sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
+    table, _, used = _build_tables(item, ann, lab, gold, index, n_items=int(data.n_items), path=path,
+                                   func=func, **sizes)
+    return _map_fit(data, table, used, index, model, prior, sizes, max_iter=max_iter, tol=float(tol), func=func)
+
+
+def _map_fit(data, table, used, index, model, prior, sizes, *, max_iter, tol, func, stacklevel=3):
+    conf, prev, ll, lp, it, ok = _map_em(table, prior, max_iter=max_iter, tol=tol, **sizes)
+    notes = []
+    if not ok:
+        notes.append(f"{func}: EM stopped after {max_iter} iterations with probabilities still moving by more than "
+                     f"{tol}; raise `max_iter`.")
+        warnings.warn(notes[-1], ConvergenceWarning, stacklevel=stacklevel)
+    orient = _orientation_note(conf[None], func, "mode")
+    if orient:
+        notes.append(orient)
+        warnings.warn(orient, IdentifiabilityWarning, stacklevel=stacklevel)
+    return MulticlassMAPFit(confusion=conf, prevalence=prev, groups=index, n_groups=sizes["n_groups"],
+                            log_likelihood=ll, log_posterior=lp, n_iter=it, converged=ok, path=used, model=model,
+                            classes=tuple(data.classes), warnings=tuple(notes))
+
+
+# ------------------------------------------------------------------------------------------------ NUTS
+@dataclass(frozen=True, eq=False)
+class MulticlassPosterior:
+    """Posterior draws of a K-class channel model (``fit_nuts_multiclass``).
+
+    Attributes
+    ----------
+    confusion : ndarray of shape (n_draws_total, n_annotators, K, K)
+        Draws of ``C[j, y, a]``, chains flattened (chain-major: draw ``c * n_draws + d``).
+    prevalence : ndarray of shape (n_draws_total, n_groups, K)
+    groups : ndarray of shape (n_items,), int32
+    diagnostics : dict
+        ``max_rhat``, ``min_ess_bulk``, ``frac_max_treedepth``, ``n_divergent``, ``frac_not_dominant``
+        (draws whose average confusion is not diagonally dominant).
+    classes : tuple
+    model : str
+    n_chains, n_draws : int
+    population_confusion : ndarray of shape (n_draws_total, K, K) or None
+        Pooled model: the population's typical confusion ``softmax([0, mu_y])`` per row.
+    sample_stats : dict of name -> ndarray (n_chains, n_draws)
+    diagnostics_table : DataFrame
+        R-hat and bulk/tail ESS per scalar (:func:`~noisycal_bayes.inference.mcmc_diagnostics`).
+    start : MulticlassMAPFit or None
+        The MAP-EM fit the chains started from (None when ``init`` gave the start).
+    settings : dict
+    warnings : tuple of str
+    """
+
+    confusion: np.ndarray
+    prevalence: np.ndarray
+    groups: np.ndarray
+    diagnostics: dict
+    classes: tuple
+    model: str
+    n_chains: int
+    n_draws: int
+    population_confusion: np.ndarray | None = None
+    sample_stats: dict = field(default_factory=dict)
+    diagnostics_table: object = None
+    start: MulticlassMAPFit | None = None
+    settings: dict = field(default_factory=dict)
+    warnings: tuple = ()
+    annotator_ids: tuple | None = None
+    table: SparseTable | None = None
+    extra_draws: dict = field(default_factory=dict)
+
+    def _chain_draw(self, x):
+        return np.asarray(x).reshape((self.n_chains, self.n_draws) + np.shape(x)[1:])
+
+    def clean_label_probability(self, data, *, max_draws: int | None = None) -> np.ndarray:
+        """Posterior mean of ``P(Y_i = y | A_i, theta)``, shape (n_items, K); gold items are one-hot.
+
+        Parameters
+        ----------
+        data : MulticlassAnnotationSet
+            The fitted data (or data on the same annotators, classes and groups).
+        max_draws : int or None
+            Average over at most this many evenly thinned draws (None: all).
+        """
+        item, ann, lab, gold = _check_data(data, "clean_label_probability")
+        groups = self.groups
+        if groups.shape[0] != int(data.n_items):
+            raise ValueError(f"clean_label_probability: the fit has groups for {groups.shape[0]} items; `data` has "
+                             f"{data.n_items}.")
+        table = SparseTable(*_sorted_responses(item, ann, lab), groups, gold)
+        conf, prev = self.confusion, self.prevalence
+        if max_draws is not None:
+            pick = np.unique(np.linspace(0, conf.shape[0] - 1, check_positive_int(max_draws, name="max_draws")).astype(int))
+            conf, prev = conf[pick], prev[pick]
+        with x64():
+            mean = _posterior_mean_probs(_table_args(table), np.log(np.clip(conf, 1e-300, 1)),
+                                         np.log(np.clip(prev, 1e-300, 1)))
+        return np.asarray(mean)
+
+    def log_likelihood(self) -> np.ndarray:
+        """Per-item log-likelihood of every draw, shape (n_chains, n_draws, n_items)."""
+        with x64():
+            ll = _per_item_loglik(_table_args(self.table), np.log(np.clip(self.confusion, 1e-300, 1)),
+                                  np.log(np.clip(self.prevalence, 1e-300, 1)))
+        return self._chain_draw(np.asarray(ll))
+
+    def to_arviz(self, *, log_likelihood="auto"):
+        """Convert to ArviZ: ``InferenceData`` with ArviZ 0.x, an ``xarray.DataTree`` with ArviZ >= 1.
+
+        Groups: ``posterior`` (``confusion`` (chain, draw, annotator, true_class, label_class), ``prevalence``
+        (chain, draw, group, true_class); pooled: ``population_confusion`` (chain, draw, true_class,
+        label_class), ``sigma``), ``sample_stats``, ``observed_data`` (``item``, ``annotator``, ``label`` per
+        response, ``group`` and ``gold`` per item) and ``log_likelihood`` (``labels`` (chain, draw, item)) unless
+        it would hold more than 5e7 values (``log_likelihood="auto"``) or ``log_likelihood=False``.
+        """
+        import xarray as xr
+
+        k = self.confusion.shape[-1]
+        chain, draw = np.arange(self.n_chains), np.arange(self.n_draws)
+        ann = list(self.annotator_ids) if self.annotator_ids is not None else list(range(self.confusion.shape[1]))
+        classes = list(self.classes) if len(self.classes) == k else list(range(k))
+        base = {"chain": chain, "draw": draw}
+        post = {"confusion": (("chain", "draw", "annotator", "true_class", "label_class"), self._chain_draw(self.confusion)),
+                "prevalence": (("chain", "draw", "group", "true_class"), self._chain_draw(self.prevalence))}
+        if self.population_confusion is not None:
+            post["population_confusion"] = (("chain", "draw", "true_class", "label_class"),
+                                            self._chain_draw(self.population_confusion))
+        for name, value in self.extra_draws.items():
+            post[name] = (("chain", "draw"), self._chain_draw(value))
+        groups = {"posterior": xr.Dataset(post, coords={**base, "annotator": ann, "true_class": classes,
+                                                        "label_class": classes,
+                                                        "group": np.arange(self.prevalence.shape[1])}),
+                  "sample_stats": xr.Dataset({k_: (("chain", "draw"), v) for k_, v in self.sample_stats.items()},
+                                             coords=base)}
+        t = self.table
+        n_items = int(np.asarray(t.item_group).shape[0])
+        groups["observed_data"] = xr.Dataset(
+            {"item": (("response",), np.asarray(t.item)), "annotator": (("response",), np.asarray(t.annotator)),
+             "label": (("response",), np.asarray(t.label)), "group": (("item_index",), np.asarray(t.item_group)),
+             "gold": (("item_index",), np.asarray(t.gold))})
+        n_values = self.n_chains * self.n_draws * n_items
+        include = log_likelihood is True or (log_likelihood == "auto" and n_values <= MAX_LOGLIK_VALUES)
+        if include:
+            groups["log_likelihood"] = xr.Dataset({"labels": (("chain", "draw", "item"), self.log_likelihood())},
+                                                  coords={**base, "item": np.arange(n_items)})
+        elif log_likelihood == "auto":
+            warnings.warn(f"to_arviz: the per-item log-likelihood would hold {n_values:.3g} values (> "
+                          f"{MAX_LOGLIK_VALUES:.0e}); it was left out. Pass log_likelihood=True to build it anyway.",
+                          UserWarning, stacklevel=2)
+        attrs = {"created_by": "noisycal_bayes", "inference_library": "numpyro", "model": self.model,
+                 "method": "nuts", "n_classes": k}
+        for ds in groups.values():
+            ds.attrs.update(attrs)
+        if _arviz_major() >= 1:
+            return xr.DataTree.from_dict(groups)
+        import arviz as az
+
+        return az.InferenceData(**groups)
+
+
+@jax.jit
+def _posterior_mean_probs(args, log_conf, log_prev):
+    table = SparseTable(*args)
+
+    def add(acc, theta):
+        return acc + jax.nn.softmax(class_log_joint(table, *theta), axis=-1), None
+
+    init = jnp.zeros((table.item_group.shape[0], log_conf.shape[-1]), log_conf.dtype)
+    total, _ = jax.lax.scan(add, init, (log_conf, log_prev))
+    return total / log_conf.shape[0]
+
+
+@jax.jit
+def _per_item_loglik(args, log_conf, log_prev):
+    table = SparseTable(*args)
+    return jax.lax.map(lambda theta: multiclass_loglik_rows(table, *theta), (log_conf, log_prev))
+
+
+def _bound(model: str, table_type, static: dict):
+    """The model function with sizes bound; positional args = the table's arrays, then the prior params."""
+    fn = MULTICLASS_MODELS[model]
+
+    def bound(*args):
+        *arrays, prior = args
+        return fn(table_type(*arrays), prior=prior, **static)
+
+    bound.__name__ = f"{model}_multiclass_bound"
+    return bound
+
+
+def _start_sites(model, confusion, prevalence, n_groups):
+    """Constrained sample-site values at a point, kept ``_START_FLOOR`` inside the simplices."""
+    k = confusion.shape[-1]
+    conf = (np.asarray(confusion, np.float64) + _START_FLOOR) / (1 + k * _START_FLOOR)
+    prev = (np.asarray(prevalence, np.float64).reshape(n_groups, k) + _START_FLOOR) / (1 + k * _START_FLOOR)
+    if model == "dawid_skene":
+        return {"confusion": conf, "prevalence": prev[0]}
+    if model == "grouped":
+        return {"confusion": conf, "prevalence": prev}
+    # Pooled: log-odds against the diagonal, their mean over annotators, spread and standardised offsets.
+    log_c = np.log(conf)
+    eta = log_c - np.diagonal(log_c, axis1=-2, axis2=-1)[..., None]
+    off = ~np.eye(k, dtype=bool)
+    eta = eta[:, off].reshape(conf.shape[0], k, k - 1)
+    mu = eta.mean(axis=0)
+    sigma = max(float(np.std(eta - mu)), 0.2)
+    return {"mu": mu, "sigma": np.float64(sigma), "z": np.clip((eta - mu) / sigma, -3, 3), "prevalence": prev}
+
+
+def _start_from_init(init, table, prior, sizes, func):
+    """``(confusion, prevalence)`` from ``init``: an object with ``confusion`` (and ``prevalence``) or an array."""
+    j, k, g = sizes["n_annotators"], sizes["n_classes"], sizes["n_groups"]
+    conf = np.asarray(getattr(init, "confusion", init), np.float64)
+    if conf.shape != (j, k, k) or not np.all(np.isfinite(conf)) or np.any(conf < 0):
+        raise ValueError(f"{func}: `init` must be a confusion array of shape ({j}, {k}, {k}) (or a fit with "
+                         f"`confusion`); got shape {conf.shape}.")
+    conf = conf / conf.sum(-1, keepdims=True)
+    prev = getattr(init, "prevalence", None)
+    if prev is not None and np.shape(prev) == (g, k):
+        return conf, np.asarray(prev, np.float64)
+    # Prevalence from one E-step at the given channels.
+    with x64():
+        args = type(table)(*_table_args(table))
+        post = jax.nn.softmax(class_log_joint(args, jnp.log(jnp.clip(jnp.asarray(conf), 1e-300, 1)),
+                                              jnp.log(jnp.full((g, k), 1.0 / k))), axis=-1)
+        _, prev = _m_step(args, post, j, k, g, np.asarray(prior.pseudo_counts(k)), prior.prevalence - 1.0)
+    return conf, np.asarray(prev)
+
+
+def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: int = 2, n_warmup: int = 500,
+                        n_samples: int = 500, seed: int = 0, init=None, prior=None, path: str = "auto",
+                        target_accept: float = 0.8, max_tree_depth: int = 10, dense_mass: bool = False,
+                        chain_method: str | None = None, progress_bar: bool = False) -> MulticlassPosterior:
+    """Posterior draws of a K-class channel model by NumPyro's NUTS.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet
+        Or any object with ``responses``, ``n_items``, ``n_annotators``, ``n_classes``, ``probs``, ``gold``,
+        ``classes``. Gold labels (``gold >= 0``) enter as observed clean labels.
+    model : {"grouped", "dawid_skene", "pooled"}, default "grouped"
+        :mod:`noisycal_bayes.models.multiclass`: Dirichlet confusion rows with a prevalence per score group,
+        one prevalence, or confusion matrices pooled around a population (for many annotators; prevalence
+        per group).
+    groups : int array of shape (n_items,) or None
+        As in :func:`fit_map_multiclass`; ignored by ``"dawid_skene"``.
+    n_chains, n_warmup, n_samples : int, defaults 2, 500, 500
+    seed : int, default 0
+        One JAX key per chain through ``numpy.random.SeedSequence(seed)``.
+    init : None, ndarray of shape (J, K, K), or a fit with ``confusion`` (and ``prevalence`` (G, K))
+        Where the chains start (e.g. an EM fit). None: :func:`fit_map_multiclass` of the grouped model
+        (marginal model: of itself). It must be diagonally dominant on average (orientation).
+    prior : MulticlassPrior or None
+    path : {"auto", "patterns", "sparse"}
+        Likelihood on compressed pattern counts or on responses (module docstring).
+    target_accept : float, default 0.8
+    max_tree_depth : int, default 10
+    dense_mass : bool, default False
+        Diagonal mass matrix by default: a K = 10 model has hundreds of parameters, too many for a dense
+        matrix to be learnt in a normal warm-up.
+    chain_method : {None, "parallel", "sequential", "vectorized"}
+        None: parallel when JAX has two or more devices (:func:`~noisycal_bayes.inference.configure_jax`).
+    progress_bar : bool, default False
+
+    Returns
+    -------
+    MulticlassPosterior
+
+    Raises
+    ------
+    ValueError
+        Bad data, model, groups, prior, path, init or sampler settings; an ``init`` whose average confusion is
+        not diagonally dominant.
+
+    Warns
+    -----
+    ConvergenceWarning
+        Divergences, R-hat above 1.01, low ESS, saturated tree depth (:func:`~noisycal_bayes.inference.check_mcmc`).
+    IdentifiabilityWarning
+        Some draws' average confusion is not diagonally dominant (label switching or a crowd that confuses
+        classes systematically).
+
+    Notes
+    -----
+    The orientation constraint and the models are documented in :mod:`noisycal_bayes.models.multiclass`.
+    Chains start at the MAP-EM point plus uniform jitter of +-0.5 in unconstrained coordinates.
+
+    Examples
+    --------
+    >>> fit = fit_nuts_multiclass(data, groups=groups)  # doctest: +SKIP
+    >>> fit.confusion.shape  # doctest: +SKIP
+    (1000, 3, 10, 10)
+    """
+    func = "fit_nuts_multiclass"
+    model = _check_model(model, func)
+    prior = _check_prior(prior, func)
+    n_chains = check_positive_int(n_chains, name="n_chains")
+    n_warmup = check_positive_int(n_warmup, name="n_warmup", minimum=0)
+    n_samples = check_positive_int(n_samples, name="n_samples")
+    seed = check_positive_int(seed, name="seed", minimum=0)
+    max_tree_depth = check_positive_int(max_tree_depth, name="max_tree_depth")
+    target_accept = float(target_accept)
+    if not 0 < target_accept < 1:
+        raise ValueError(f"{func}: `target_accept` must lie strictly between 0 and 1; got {target_accept}.")
+    chain_method = choose_chain_method(n_chains, chain_method)
+    item, ann, lab, gold = _check_data(data, func)
+    index, n_groups = _resolve_groups(data, model, groups, func)
+    sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
+    table, sparse, used = _build_tables(item, ann, lab, gold, index, n_items=int(data.n_items), path=path,
+                                        func=func, **sizes)
+    notes = []
+    start_fit = None
+    if init is None:
+        map_prior = prior if min(prior.diagonal, prior.off_diagonal, prior.prevalence) >= 1 else DEFAULT_MULTICLASS_PRIOR
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            start_fit = _map_fit(data, table, used, index, "dawid_skene" if model == "dawid_skene" else "grouped",
+                                 map_prior, sizes, max_iter=5000, tol=1e-6, func=func)
+        conf0, prev0 = start_fit.confusion, start_fit.prevalence
+    else:
+        conf0, prev0 = _start_from_init(init, table, prior, sizes, func)
+    if not diagonally_dominant(conf0[None])[0]:
+        raise ValueError(f"{func}: the start's average confusion matrix is not diagonally dominant, so the class "
+                         "labelling is not fixed (models/multiclass.py, orientation). Pass an `init` whose average "
+                         "confusion has the largest entry of each row on the diagonal, or add gold items.")
+    sites = _start_sites(model, conf0, prev0, n_groups)
+
+    chunk = chunk_size(n_warmup, n_samples)
+    width = parallel_width(n_chains) if chain_method == "parallel" else 1
+    layout = {"sequential": None, "parallel": width}.get(chain_method, n_chains)
+    args = _table_args(table)
+    static = dict(sizes) if model != "dawid_skene" else dict(sizes, n_groups=1)
+    key = ("nuts-multiclass", model, type(table).__name__, tuple(sorted(static.items())),
+           tuple(a.shape for a in args), layout, n_warmup, chunk, chain_method, target_accept, max_tree_depth,
+           bool(dense_mass), "float64")
+
+    def build():
+        return NutsProgram(_bound(model, type(table), static), n_warmup=n_warmup, chunk=chunk,
+                           chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
+                           dense_mass=bool(dense_mass), width=width, key=key)
+
+    with x64():
+        program = get_program(key, build)
+        prior_params = prior.params()
+        got, stats = program.run(chain_keys(seed, n_chains), sites, args + (prior_params,), n_draws=n_samples,
+                                 progress_bar=progress_bar, desc=f"NUTS multiclass {model}")
+    got = {k_: np.asarray(v, np.float64) for k_, v in got.items()}
+    k = sizes["n_classes"]
+    extra, pop = {}, None
+    if model == "pooled":
+        eta = np.asarray(_insert_zero(got["mu"][:, :, None] + got["sigma"][:, :, None, None, None] * got["z"]))
+        conf = _softmax(eta)
+        pop = _softmax(np.asarray(_insert_zero(got["mu"])))
+        extra["sigma"] = got["sigma"].reshape(-1)
+    else:
+        conf = got["confusion"]
+    prev = got["prevalence"].reshape(n_chains, n_samples, -1, k)
+
+    draws = {"confusion": conf, "prevalence": prev}
+    dims = {"confusion": ("annotator", "true_class", "label_class"), "prevalence": ("group", "true_class")}
+    if pop is not None:
+        draws.update(population_confusion=pop, sigma=got["sigma"])
+        dims.update(population_confusion=("true_class", "label_class"), sigma=())
+    table_diag = mcmc_diagnostics(draws, dims)
+    n_divergent = int(stats["diverging"].sum())
+    # A trajectory of depth d has 2**d - 1 leapfrog steps: that count at the cap means the doubling was stopped by it.
+    at_max = stats["n_steps"] >= 2 ** max_tree_depth - 1
+    notes += check_mcmc(table_diag, n_chains=n_chains, n_divergent=n_divergent, n_draws=n_samples,
+                        n_max_depth=int(at_max.sum()), max_tree_depth=max_tree_depth, func=func)
+    flat_conf = conf.reshape((-1,) + conf.shape[2:])
+    dominant = diagonally_dominant(flat_conf)
+    orient = _orientation_note(flat_conf, func, "posterior draws")
+    if orient:
+        notes.append(orient)
+        warnings.warn(orient, IdentifiabilityWarning, stacklevel=2)
+    diagnostics = {"max_rhat": float(np.nanmax(table_diag["r_hat"])) if n_chains > 1 else float("nan"),
+                   "min_ess_bulk": float(np.nanmin(table_diag["ess_bulk"])),
+                   "min_ess_tail": float(np.nanmin(table_diag["ess_tail"])),
+                   "frac_max_treedepth": float(at_max.mean()), "n_divergent": n_divergent,
+                   "frac_not_dominant": float(1.0 - dominant.mean()),
+                   "mean_tree_depth": float(np.mean(stats["tree_depth"]))}
+    ids = getattr(data, "annotator_ids", None)
+    return MulticlassPosterior(
+        confusion=flat_conf, prevalence=prev.reshape((-1,) + prev.shape[2:]), groups=index, diagnostics=diagnostics,
+        classes=tuple(data.classes), model=model, n_chains=n_chains, n_draws=n_samples,
+        population_confusion=None if pop is None else pop.reshape((-1, k, k)), sample_stats=stats,
+        diagnostics_table=table_diag, start=start_fit,
+        settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path=used,
+                      chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
+                      dense_mass=bool(dense_mass), start="map-em" if init is None else "init"),
+        warnings=tuple(notes), annotator_ids=None if ids is None else tuple(ids), table=sparse, extra_draws=extra)
+
+
+def _insert_zero(off):
+    """(..., K, K-1) log-odds against the diagonal -> (..., K, K) with 0 on the diagonal (NumPy)."""
+    k = off.shape[-2]
+    a, y = np.arange(k)[None, :], np.arange(k)[:, None]
+    index = np.where(a == y, k - 1, np.where(a < y, a, a - 1))
+    ext = np.concatenate([off, np.zeros(off.shape[:-1] + (1,))], axis=-1)
+    return np.take_along_axis(ext, np.broadcast_to(index, off.shape[:-2] + (k, k)), axis=-1)
+
+
+def _softmax(x):
+    x = x - x.max(axis=-1, keepdims=True)  # shift by the row maximum: exp never overflows
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)

@@ -1,0 +1,398 @@
+"""K-class Dawid-Skene channel models as plain NumPyro functions (DESIGN §8 "K classes"; issue 18).
+
+Channel of annotator ``j``: a row-stochastic K x K confusion matrix, ``C[j, y, a] = P(A_j = a | Y = y)``.
+The clean label ``Y_i`` of item ``i`` in score group ``g(i)`` has prior ``prevalence[g(i)]`` (a point of the
+K-simplex) and is summed out in log space:
+
+.. math::
+
+    \\log p(A_i) = \\operatorname{logsumexp}_y \\Big[\\log \\pi_{g(i), y}
+        + \\sum_{r: i_r = i} \\log C_{j_r, y, a_r}\\Big],
+
+and an item with a known clean label (``gold_i = y``, an observed latent label) contributes the single term
+``log pi_{g, y} + sum_r log C[j_r, y, a_r]``. Missing responses drop out; a repeated response of one
+annotator is one more conditionally independent factor.
+
+Models (sites in brackets):
+
+==========================  =====================================================================
+``dawid_skene_multiclass``  one prevalence (``prevalence`` (K,)); ``confusion`` (J, K, K), Dirichlet rows
+``grouped_multiclass``      one prevalence per score group (``prevalence`` (G, K)); same channels
+``pooled_multiclass``       channels drawn around a population (non-centred, below); prevalence per group
+==========================  =====================================================================
+
+Priors (:class:`MulticlassPrior`): row ``y`` of ``C_j`` is ``Dirichlet(alpha_y)`` with ``alpha_{y,y} =
+diagonal`` and ``alpha_{y,a} = off_diagonal`` (a ≠ y), so the prior favours the diagonal; prevalences are
+``Dirichlet(prevalence * 1_K)``. The pooled variant writes each row in log-odds against its diagonal entry,
+``eta_{j,y,a} = log(C[j,y,a] / C[j,y,y]) = mu_{y,a} + sigma z_{j,y,a}`` (a ≠ y; ``eta_{j,y,y} = 0``, which
+removes the softmax's shift redundancy) with ``mu_{y,a} ~ Normal(population_loc, population_scale)``,
+``sigma ~ HalfNormal(population_spread)``, ``z ~ Normal(0, 1)``; ``C[j, y] = softmax(eta_{j,y})``. The
+population's typical confusion is ``softmax([0 at y, mu_y])`` (deterministic site ``population_confusion``).
+
+**Orientation (label switching).** The likelihood is invariant under a relabelling of the clean classes
+(permute the rows of every ``C_j`` and the prevalence entries together). The labelling is fixed by diagonal
+dominance of the crowd's average confusion matrix, ``mean_j C[j, y, y] > mean_j C[j, y, a]`` for all ``a ≠ y``
+(each class is the one the crowd names most often when it is the truth). It is enforced by the Dirichlet
+prior's pull towards the diagonal, by starting every chain at a diagonal-dominant MAP-EM point, and by a
+post-hoc check of every draw (:func:`diagonally_dominant`, a warning naming the fraction of violating
+draws); it is not a hard constraint of the parametrisation: when the crowd is better than chance the
+relabelled modes are separated by regions of negligible posterior mass, so chains started in the
+dominant mode stay there, whereas a hard constraint on the average of J matrices would couple every
+annotator's rows and put a boundary inside the sampler's space (NUTS degrades at such walls).
+
+**Two input forms** (:class:`PatternTable`, :class:`SparseTable`): compressed ``(group, gold, response
+pattern)`` rows with counts, patterns in ``{-1, 0, ..., K-1}^J`` (at most ``G (K+1)^J (K+1)`` distinct rows,
+so a gradient costs ``O(n_rows J K)`` whatever the number of items; zero-count padding rows drop out); or the
+``(item, annotator, label)`` triples sorted by item, with segment sums over items (``O(n_responses K)``, no
+items x annotators array), for many annotators.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+__all__ = ["MULTICLASS_MODELS", "MulticlassPrior", "MulticlassPriorParams", "PatternTable", "SparseTable",
+           "class_log_joint", "compress_multiclass", "dawid_skene_multiclass", "diagonally_dominant",
+           "grouped_multiclass", "multiclass_loglik_rows", "pooled_multiclass", "population_confusion",
+           "sparse_table"]
+
+# Probabilities of exactly 0 (an empty row entry at a boundary draw) would give log 0 = -inf and NaN gradients;
+# the clip changes no likelihood value measurably.
+_TINY = 1e-300
+
+
+# ------------------------------------------------------------------------------------------------ priors
+class MulticlassPriorParams(NamedTuple):
+    """The numbers of a :class:`MulticlassPrior` as a pytree (traced inputs of a compiled sampler)."""
+
+    diagonal: object
+    off_diagonal: object
+    prevalence: object
+    population_loc: object
+    population_scale: object
+    population_spread: object
+
+
+def _positive(value, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"`{name}` must be a finite number > 0; got {value!r}.")
+    return v
+
+
+@dataclass(frozen=True)
+class MulticlassPrior:
+    """Priors of the K-class channel models (all proper).
+
+    Parameters
+    ----------
+    diagonal, off_diagonal : float, defaults 2 and 1
+        Row ``y`` of every confusion matrix is ``Dirichlet(alpha_y)`` with ``alpha_{y,y} = diagonal`` and
+        ``alpha_{y,a} = off_diagonal`` for ``a != y``: with the defaults, one pseudo-label on the diagonal
+        of every row (the MAP is the maximum-likelihood estimate with that one extra correct label).
+    prevalence : float, default 1
+        ``prevalence[g] ~ Dirichlet(prevalence * ones(K))`` (1: uniform on the simplex).
+    population_loc, population_scale : float, defaults -3 and 1.5
+        Pooled model: ``mu_{y,a} ~ Normal(loc, scale)``, the population's log-odds of answering ``a``
+        instead of the true class ``y``. At -3 and K = 10 the typical diagonal entry is 0.69.
+    population_spread : float, default 1
+        Pooled model: ``sigma ~ HalfNormal(population_spread)``, the spread of the annotators' log-odds.
+
+    Raises
+    ------
+    ValueError
+        A concentration, scale or spread that is not a finite number > 0; a non-finite ``population_loc``.
+
+    Examples
+    --------
+    >>> MulticlassPrior().pseudo_counts(3)[0]
+    array([1., 0., 0.])
+    """
+
+    diagonal: float = 2.0
+    off_diagonal: float = 1.0
+    prevalence: float = 1.0
+    population_loc: float = -3.0
+    population_scale: float = 1.5
+    population_spread: float = 1.0
+
+    def __post_init__(self):
+        for name in ("diagonal", "off_diagonal", "prevalence", "population_scale", "population_spread"):
+            object.__setattr__(self, name, _positive(getattr(self, name), name))
+        loc = float(self.population_loc)
+        if not np.isfinite(loc):
+            raise ValueError(f"`population_loc` must be finite; got {self.population_loc!r}.")
+        object.__setattr__(self, "population_loc", loc)
+
+    def params(self) -> MulticlassPriorParams:
+        """The numbers as float64 NumPy scalars in a :class:`MulticlassPriorParams` pytree."""
+        return MulticlassPriorParams(*(np.float64(getattr(self, f)) for f in MulticlassPriorParams._fields))
+
+    def pseudo_counts(self, n_classes: int) -> np.ndarray:
+        """``alpha - 1`` of the confusion rows, shape (K, K): what MAP-EM adds to the expected counts."""
+        return self.off_diagonal - 1.0 + (self.diagonal - self.off_diagonal) * np.eye(n_classes)
+
+    def sample(self, rng, n_annotators: int, n_classes: int, n_groups: int = 1):
+        """``(confusion (J, K, K), prevalence (G, K))`` drawn with a NumPy ``Generator`` (non-pooled models)."""
+        alpha = self.pseudo_counts(n_classes) + 1.0
+        conf = np.stack([[rng.dirichlet(alpha[y]) for y in range(n_classes)] for _ in range(n_annotators)])
+        prev = rng.dirichlet(np.full(n_classes, self.prevalence), size=n_groups)
+        return conf, prev
+
+
+DEFAULT_MULTICLASS_PRIOR = MulticlassPrior()
+
+
+def _alpha(prior, n_classes: int):
+    eye = jnp.eye(n_classes)
+    return prior.off_diagonal + (prior.diagonal - prior.off_diagonal) * eye
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+class PatternTable(NamedTuple):
+    """Compressed rows: ``patterns`` (R, J) int32 in ``-1..K-1`` (-1 missing), ``group`` (R,) int32, ``gold``
+    (R,) int32 (-1 unknown), ``counts`` (R,) float (items with that row; 0 for padding)."""
+
+    patterns: object
+    group: object
+    gold: object
+    counts: object
+
+
+class SparseTable(NamedTuple):
+    """Responses sorted by item: ``item``, ``annotator``, ``label`` (n_responses,) int32; ``item_group`` and
+    ``gold`` (n_items,) int32 (gold -1 unknown)."""
+
+    item: object
+    annotator: object
+    label: object
+    item_group: object
+    gold: object
+
+
+def sparse_table(item, annotator, label, item_group, gold=None) -> SparseTable:
+    """A :class:`SparseTable` from NumPy arrays (sorted by item if they are not; ``gold=None``: all unknown)."""
+    item = np.asarray(item, np.int32)
+    order = np.argsort(item, kind="stable") if item.size > 1 and np.any(np.diff(item) < 0) else slice(None)
+    item_group = np.asarray(item_group, np.int32)
+    gold = np.full(item_group.shape[0], -1, np.int32) if gold is None else np.asarray(gold, np.int32)
+    return SparseTable(item[order], np.asarray(annotator, np.int32)[order], np.asarray(label, np.int32)[order],
+                       item_group, gold)
+
+
+def compress_multiclass(item, annotator, label, item_group, gold, *, n_items: int, n_annotators: int,
+                        n_classes: int, pad_to: int | None = None):
+    """``(PatternTable, inverse)``: distinct ``(group, gold, pattern)`` rows with counts; ``inverse`` (n_items,).
+
+    One response per (item, annotator) pair is required (a dense pattern); the caller uses the sparse form
+    otherwise. Rows are padded with zero-count rows up to ``pad_to`` (so that data sets of one design share a
+    compiled sampler). ``inverse[i]`` is the row of item ``i``.
+    """
+    k1 = n_classes + 1
+    dense = np.full((n_items, n_annotators), -1, np.int64)
+    dense[np.asarray(item), np.asarray(annotator)] = np.asarray(label)
+    gold = np.full(n_items, -1, np.int64) if gold is None else np.asarray(gold, np.int64)
+    # One int64 key per item: group, then gold + 1, then each response + 1, in base K + 1 (the caller checks
+    # that G (K+1)^(J+1) fits in int64).
+    key = np.asarray(item_group, np.int64) * k1 + (gold + 1)
+    for j in range(n_annotators):
+        key = key * k1 + (dense[:, j] + 1)
+    uniq, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    n_rows = uniq.size
+    size = n_rows if pad_to is None else max(int(pad_to), n_rows)
+    patterns = np.zeros((size, n_annotators), np.int32)
+    patterns[:n_rows] = dense[first]
+    group = np.zeros(size, np.int32)
+    group[:n_rows] = np.asarray(item_group)[first]
+    gold_rows = np.full(size, -1, np.int32)
+    gold_rows[:n_rows] = gold[first]
+    cnt = np.zeros(size, np.float64)
+    cnt[:n_rows] = counts
+    return PatternTable(patterns, group, gold_rows, cnt), inverse.reshape(-1).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------------ likelihood
+def class_log_joint(table, log_confusion, log_prevalence):
+    """``log P(Y = y, A_row)`` per row (pattern or item) and class, shape (n_rows, K); ``-inf`` off a gold label.
+
+    Parameters
+    ----------
+    table : PatternTable or SparseTable
+    log_confusion : array of shape (J, K, K)
+        ``log C[j, y, a]``.
+    log_prevalence : array of shape (G, K)
+
+    Notes
+    -----
+    Patterns: ``sum_j log C[j, y, a_j]`` is one product of the one-hot responses (R, J K) with the stacked
+    ``log C[j, y, a]`` (J K, K) (missing responses are all-zero rows of the one-hot, so they drop out).
+    Responses: ``log C[j_r, :, a_r]`` (n_responses, K) summed over each item's run of responses (sorted:
+    ``indices_are_sorted=True``).
+    """
+    n_ann, k, _ = log_confusion.shape
+    if isinstance(table, PatternTable):
+        # one_hot of -1 is the zero vector: missing responses add nothing.
+        onehot = jax.nn.one_hot(table.patterns, k, dtype=log_confusion.dtype).reshape(table.patterns.shape[0], n_ann * k)
+        stacked = jnp.swapaxes(log_confusion, 1, 2).reshape(n_ann * k, k)  # row j K + a holds log C[j, :, a]
+        ll = onehot @ stacked
+        group, gold = table.group, table.gold
+    else:
+        per_response = log_confusion[table.annotator, :, table.label]  # (n_responses, K)
+        ll = jax.ops.segment_sum(per_response, table.item, num_segments=table.item_group.shape[0],
+                                 indices_are_sorted=True)
+        group, gold = table.item_group, table.gold
+    joint = ll + log_prevalence[group]
+    # A gold item: only its known class has positive probability (observed latent label).
+    keep = (gold[:, None] < 0) | (gold[:, None] == jnp.arange(k))
+    return jnp.where(keep, joint, -jnp.inf)
+
+
+def multiclass_loglik_rows(table, log_confusion, log_prevalence):
+    """``log P(A_row)`` (``log P(Y = gold, A_row)`` for gold rows) per row, shape (n_rows,) (not times counts)."""
+    return jax.nn.logsumexp(class_log_joint(table, log_confusion, log_prevalence), axis=-1)
+
+
+def _log(p):
+    return jnp.log(jnp.clip(p, _TINY, 1.0))
+
+
+def _add_likelihood(table, log_conf, log_prev, record_loglik):
+    rows = multiclass_loglik_rows(table, log_conf, log_prev)
+    if record_loglik:
+        numpyro.deterministic("log_likelihood", rows)
+    if isinstance(table, PatternTable):
+        # Padding rows have count 0; where(...) keeps a -inf there (impossible padded gold row) from giving NaN.
+        total = jnp.sum(jnp.where(table.counts > 0, table.counts * rows, 0.0))
+    else:
+        total = jnp.sum(rows)
+    numpyro.factor("responses", total)
+
+
+def _dirichlet_channels(n_annotators: int, n_classes: int, prior):
+    alpha = _alpha(prior, n_classes)
+    return numpyro.sample("confusion", dist.Dirichlet(alpha).expand([n_annotators, n_classes]).to_event(2))
+
+
+def _group_prevalence(n_groups: int, n_classes: int, prior):
+    conc = jnp.full(n_classes, 1.0) * prior.prevalence
+    return numpyro.sample("prevalence", dist.Dirichlet(conc).expand([n_groups]).to_event(1))
+
+
+def dawid_skene_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int = 1,
+                           prior=DEFAULT_MULTICLASS_PRIOR, record_loglik: bool = False):
+    """K-class Dawid-Skene with one class prevalence: ``Y_i ~ Categorical(prevalence)``.
+
+    Parameters
+    ----------
+    table : PatternTable or SparseTable
+        The data (module docstring); its groups are ignored (every row uses the one prevalence).
+    n_annotators, n_classes : int
+        Static sizes J and K.
+    n_groups : int, default 1
+        Must be 1 (accepted so that every model takes the same keywords).
+    prior : MulticlassPrior or MulticlassPriorParams
+    record_loglik : bool
+        Add a deterministic site ``log_likelihood`` per row (per item for a SparseTable).
+
+    Sites: ``confusion`` (J, K, K), ``prevalence`` (K,).
+    """
+    if n_groups != 1:
+        raise ValueError(f"the marginal model has one prevalence; got n_groups={n_groups}.")
+    confusion = _dirichlet_channels(n_annotators, n_classes, prior)
+    prevalence = numpyro.sample("prevalence", dist.Dirichlet(jnp.full(n_classes, 1.0) * prior.prevalence))
+    if isinstance(table, PatternTable):
+        table = table._replace(group=jnp.zeros_like(table.group))
+    else:
+        table = table._replace(item_group=jnp.zeros_like(table.item_group))
+    _add_likelihood(table, _log(confusion), _log(prevalence[None]), record_loglik)
+
+
+def grouped_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int,
+                       prior=DEFAULT_MULTICLASS_PRIOR, record_loglik: bool = False):
+    """K-class Dawid-Skene with a class prevalence per score group: ``Y_i ~ Categorical(prevalence[g(i)])``.
+
+    Same arguments as :func:`dawid_skene_multiclass`; the table's groups lie in ``0..n_groups-1``.
+    Sites: ``confusion`` (J, K, K), ``prevalence`` (G, K).
+    """
+    confusion = _dirichlet_channels(n_annotators, n_classes, prior)
+    prevalence = _group_prevalence(n_groups, n_classes, prior)
+    _add_likelihood(table, _log(confusion), _log(prevalence), record_loglik)
+
+
+def _insert_diagonal_zero(off, n_classes: int):
+    """(..., K, K-1) log-odds against the diagonal -> (..., K, K) with 0 on the diagonal."""
+    k = n_classes
+    ext = jnp.concatenate([off, jnp.zeros(off.shape[:-1] + (1,), off.dtype)], axis=-1)
+    # Column a of row y reads entry a (a < y), a - 1 (a > y) of the off-diagonal list, or the appended 0 (a == y).
+    a, y = np.arange(k)[None, :], np.arange(k)[:, None]
+    index = np.where(a == y, k - 1, np.where(a < y, a, a - 1))
+    return jnp.take_along_axis(ext, jnp.broadcast_to(index, off.shape[:-2] + (k, k)), axis=-1)
+
+
+def population_confusion(mu):
+    """The population's typical confusion ``softmax([0 at y, mu_y])`` per row, from ``mu`` (..., K, K-1)."""
+    k = mu.shape[-2]
+    return jax.nn.softmax(_insert_diagonal_zero(jnp.asarray(mu), k), axis=-1)
+
+
+def pooled_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int = 1,
+                      prior=DEFAULT_MULTICLASS_PRIOR, record_loglik: bool = False):
+    """K-class Dawid-Skene with partially pooled confusion matrices (many annotators, few labels each).
+
+    ``log(C[j,y,a] / C[j,y,y]) = mu_{y,a} + sigma z_{j,y,a}`` (non-centred; module docstring), prevalence per
+    group as :func:`grouped_multiclass` (``n_groups = 1``: one prevalence).
+
+    Sites: ``mu`` (K, K-1), ``sigma`` (), ``z`` (J, K, K-1), ``prevalence`` (G, K); deterministic
+    ``confusion`` (J, K, K) and ``population_confusion`` (K, K).
+    """
+    k = n_classes
+    mu = numpyro.sample("mu", dist.Normal(prior.population_loc, prior.population_scale).expand([k, k - 1]).to_event(2))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(prior.population_spread))
+    z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([n_annotators, k, k - 1]).to_event(3))
+    eta = _insert_diagonal_zero(mu + sigma * z, k)
+    # log-softmax directly: the log confusion without an exp / log round trip.
+    log_conf = jax.nn.log_softmax(eta, axis=-1)
+    numpyro.deterministic("confusion", jnp.exp(log_conf))
+    numpyro.deterministic("population_confusion", population_confusion(mu))
+    prevalence = _group_prevalence(n_groups, k, prior)
+    _add_likelihood(table, log_conf, _log(prevalence), record_loglik)
+
+
+#: Model functions by the name used in ``model=`` of ``fit_nuts_multiclass``.
+MULTICLASS_MODELS = {"dawid_skene": dawid_skene_multiclass, "grouped": grouped_multiclass,
+                     "pooled": pooled_multiclass}
+
+
+def diagonally_dominant(confusion) -> np.ndarray:
+    """Whether the annotators' average confusion is diagonally dominant, per draw.
+
+    Parameters
+    ----------
+    confusion : array of shape (..., J, K, K)
+
+    Returns
+    -------
+    ndarray of bool, shape (...)
+        ``mean_j C[j, y, y] > mean_j C[j, y, a]`` for every row ``y`` and every ``a != y`` (the orientation
+        constraint of the module docstring).
+
+    Examples
+    --------
+    >>> c = np.array([[[0.8, 0.2], [0.3, 0.7]]])
+    >>> bool(diagonally_dominant(c)), bool(diagonally_dominant(c[:, ::-1]))
+    (True, False)
+    """
+    avg = np.asarray(confusion, np.float64).mean(axis=-3)
+    k = avg.shape[-1]
+    diag = np.diagonal(avg, axis1=-2, axis2=-1)
+    off = np.where(np.eye(k, dtype=bool), -np.inf, avg)
+    return np.all(diag > off.max(axis=-1), axis=-1)

@@ -1,0 +1,219 @@
+"""fit_map_multiclass / fit_nuts_multiclass (noisycal_bayes/inference/multiclass_nuts.py).
+
+The data object is a local stand-in for MulticlassAnnotationSet (a NamedTuple with the attributes the fits read),
+built from a few lines of NumPy simulation.
+"""
+import warnings
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import optimize
+from scipy.special import ndtri
+
+from noisycal_bayes.core import x64
+from noisycal_bayes.data import AnnotationSet
+from noisycal_bayes.inference import fit_em, fit_map_multiclass, fit_nuts_multiclass
+from noisycal_bayes.models.multiclass import MulticlassPrior, class_log_joint, sparse_table
+from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
+
+
+class Crowd(NamedTuple):
+    responses: tuple
+    n_items: int
+    n_annotators: int
+    n_classes: int
+    probs: object
+    gold: object
+    classes: tuple
+
+
+def simulate(n, n_ann, k, n_groups, *, seed, gold_frac=0.0, missing=0.0, concentration=30.0, accuracy=0.75):
+    """``(Crowd, groups, confusion, prevalence)``: diagonal-dominant confusions, a prevalence per group."""
+    rng = np.random.default_rng(seed)
+    base = np.full((k, k), (1 - accuracy) / (k - 1)) + (accuracy - (1 - accuracy) / (k - 1)) * np.eye(k)
+    conf = np.stack([[rng.dirichlet(base[y] * concentration) for y in range(k)] for _ in range(n_ann)])
+    prev = rng.dirichlet(np.full(k, 3.0), size=n_groups)
+    group = rng.integers(0, n_groups, n)
+    y = (rng.random(n)[:, None] > np.cumsum(prev[group], axis=1)).sum(axis=1)
+    item, ann = np.repeat(np.arange(n), n_ann), np.tile(np.arange(n_ann), n)
+    keep = rng.random(item.size) >= missing
+    item, ann = item[keep], ann[keep]
+    lab = (rng.random(item.size)[:, None] > np.cumsum(conf[ann, y[item]], axis=1)).sum(axis=1)
+    gold = np.where(rng.random(n) < gold_frac, y, -1)
+    return Crowd((item, ann, lab), n, n_ann, k, None, gold, tuple(f"c{c}" for c in range(k))), group, conf, prev
+
+
+# Shared with tests/statistical/test_sbc_multiclass.py (same shapes: one compiled sampler serves both).
+N, J, K, G = 400, 3, 3, 2
+NUTS = dict(n_chains=2, n_warmup=200, n_samples=200, path="sparse")
+
+
+@pytest.fixture(scope="module")
+def nuts_fit():
+    data, group, conf, prev = simulate(N, J, K, G, seed=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # short chains; checked explicitly below
+        fit = fit_nuts_multiclass(data, groups=group, seed=3, **NUTS)
+    return data, group, conf, prev, fit
+
+
+def test_nuts_recovers_channels(nuts_fit):
+    data, group, conf, prev, fit = nuts_fit
+    d = fit.diagnostics
+    assert d["max_rhat"] < 1.05 and d["min_ess_bulk"] > 50 and d["n_divergent"] == 0, d
+    assert d["frac_not_dominant"] == 0.0 and d["frac_max_treedepth"] == 0.0
+    # |posterior mean - truth| ~ posterior sd (Bernstein-von Mises), plus Monte Carlo error sd / sqrt(ESS).
+    # False-alarm rate 1e-3 for the family of J K K + G K scalars (Bonferroni): z = ndtri(1 - 1e-3 / (2 m)).
+    m = J * K * K + G * K
+    z = ndtri(1 - 1e-3 / (2 * m))
+    for draws, truth in ((fit.confusion, conf), (fit.prevalence, prev)):
+        sd = draws.std(axis=0)
+        tol = z * sd * np.sqrt(1 + 1 / d["min_ess_bulk"])
+        assert np.all(np.abs(draws.mean(axis=0) - truth) < tol)
+
+
+def test_posterior_outputs(nuts_fit):
+    data, group, conf, prev, fit = nuts_fit
+    s = NUTS["n_chains"] * NUTS["n_samples"]
+    assert fit.confusion.shape == (s, J, K, K) and fit.prevalence.shape == (s, G, K)
+    np.testing.assert_allclose(fit.confusion.sum(-1), 1.0, atol=1e-12)
+    assert set(fit.diagnostics) >= {"max_rhat", "min_ess_bulk", "frac_max_treedepth", "n_divergent"}
+    assert fit.classes == data.classes and fit.settings["path"] == "sparse"
+    probs = fit.clean_label_probability(data, max_draws=50)
+    assert probs.shape == (N, K)
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
+    idata = fit.to_arviz()
+    post = idata["posterior"]
+    assert post["confusion"].dims == ("chain", "draw", "annotator", "true_class", "label_class")
+    assert post["prevalence"].dims == ("chain", "draw", "group", "true_class")
+    assert list(post["confusion"].coords["true_class"].values) == list(data.classes)
+    assert idata["log_likelihood"]["labels"].shape == (2, 200, N)
+    # The log-likelihood summed over items is the model's likelihood at that draw (patterns route, MAP-EM's helper).
+    ll = fit.log_likelihood()
+    assert np.all(np.isfinite(ll)) and ll.shape == (2, 200, N)
+
+
+def _objective(data, group, prior, n_groups):
+    """Log posterior of (C, pi) in simplex coordinates (log-likelihood + Dirichlet log kernels), as a function of
+    softmax logits; the likelihood from class_log_joint on responses (not the EM code)."""
+    item, ann, lab = data.responses
+    table = sparse_table(item, ann, lab, group, data.gold)
+    pc = prior.pseudo_counts(data.n_classes)
+    k, j = data.n_classes, data.n_annotators
+
+    @jax.jit
+    def f(x):
+        lc = jax.nn.log_softmax(x[: j * k * k].reshape(j, k, k), axis=-1)
+        lp = jax.nn.log_softmax(x[j * k * k:].reshape(n_groups, k), axis=-1)
+        ll = jnp.sum(jax.nn.logsumexp(class_log_joint(table, lc, lp), axis=-1))
+        return -(ll + jnp.sum(pc * lc) + (prior.prevalence - 1) * jnp.sum(lp))
+
+    return f, jax.jit(jax.grad(f))
+
+
+def test_map_equals_direct_optimum_and_paths_agree():
+    data, group, _, _ = simulate(300, 3, 3, 2, seed=5, gold_frac=0.1, missing=0.1)
+    prior = MulticlassPrior()
+    # EM converges linearly: a tight tolerance, so that its remaining distance to the mode is below the checks'.
+    fit = fit_map_multiclass(data, groups=group, tol=1e-12, max_iter=20000)
+    sparse = fit_map_multiclass(data, groups=group, path="sparse", tol=1e-12, max_iter=20000)
+    assert fit.path == "patterns" and sparse.path == "sparse" and fit.converged
+    np.testing.assert_allclose(sparse.confusion, fit.confusion, atol=1e-7)
+    with x64():
+        f, g = _objective(data, group, prior, 2)
+        # Independent route: L-BFGS on softmax logits from a flat start (60% on the diagonal, uniform prevalence).
+        x0 = np.concatenate([np.tile(np.log(np.where(np.eye(3, dtype=bool), 0.6, 0.2)), (3, 1, 1)).ravel(),
+                             np.zeros(6)])
+        res = optimize.minimize(lambda x: float(f(x)), x0, jac=lambda x: np.asarray(g(x)), method="L-BFGS-B",
+                                options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 5000})
+        at_map = float(f(np.concatenate([np.log(fit.confusion).ravel(), np.log(fit.prevalence).ravel()])))
+    assert abs(-at_map - fit.log_posterior) < 1e-8  # the fit reports its own objective
+    assert at_map <= res.fun + 1e-9  # EM's point is at least as good as the optimiser's
+    conf = np.exp(res.x[:27].reshape(3, 3, 3))
+    conf /= conf.sum(-1, keepdims=True)
+    np.testing.assert_allclose(fit.confusion, conf, atol=1e-4)
+
+
+def test_k2_map_equals_binary_em():
+    """K = 2, flat prior: the MAP is the maximum-likelihood estimate, equal to the binary grouped EM's."""
+    data, group, _, _ = simulate(500, 3, 2, 3, seed=2)
+    fit = fit_map_multiclass(data, groups=group, prior=MulticlassPrior(diagonal=1, off_diagonal=1, prevalence=1),
+                             tol=1e-12, max_iter=20000)
+    item, ann, lab = data.responses
+    labels = np.full((500, 3), -1)
+    labels[item, ann] = lab
+    binary = fit_em(AnnotationSet.from_wide(labels), model="grouped", groups=group, tol=1e-12, max_iter=20000)
+    np.testing.assert_allclose(fit.confusion[:, 0, 1], binary.point["fpr"], atol=1e-7)
+    np.testing.assert_allclose(fit.confusion[:, 1, 1], binary.point["tpr"], atol=1e-7)
+    np.testing.assert_allclose(fit.prevalence[:, 1], binary.point["prevalence"], atol=1e-7)
+    assert abs(fit.log_likelihood - binary.loglik) < 1e-6
+
+
+def test_relabelling_classes_permutes_the_map():
+    data, group, _, _ = simulate(300, 3, 4, 2, seed=9, gold_frac=0.05)
+    sigma = np.array([3, 1, 0, 2])
+    item, ann, lab = data.responses
+    gold_p = np.where(data.gold >= 0, sigma[np.maximum(data.gold, 0)], -1)
+    permuted = data._replace(responses=(item, ann, sigma[lab]), gold=gold_p)
+    a = fit_map_multiclass(data, groups=group)
+    b = fit_map_multiclass(permuted, groups=group)
+    np.testing.assert_allclose(b.confusion[:, sigma[:, None], sigma[None, :]], a.confusion, atol=1e-8)
+    np.testing.assert_allclose(b.prevalence[:, sigma], a.prevalence, atol=1e-8)
+    assert abs(a.log_posterior - b.log_posterior) < 1e-7
+    pa, pb = a.clean_label_probability(data), b.clean_label_probability(permuted)
+    np.testing.assert_allclose(pb[:, sigma], pa, atol=1e-8)
+    assert np.all(pa[data.gold >= 0].max(axis=1) == 1.0)  # gold items are one-hot
+
+
+def test_errors():
+    data, group, conf, _ = simulate(60, 3, 3, 2, seed=1)
+    with pytest.raises(ValueError, match="`model` must be one of"):
+        fit_map_multiclass(data, model="platt")
+    with pytest.raises(ValueError, match="use fit_nuts_multiclass"):
+        fit_map_multiclass(data, model="pooled")
+    with pytest.raises(ValueError, match="has no \\['n_classes'"):
+        fit_map_multiclass(object.__new__(type("X", (), {"responses": None, "n_items": 1, "n_annotators": 1})))
+    item, ann, lab = data.responses
+    with pytest.raises(ValueError, match="labels must lie in 0..2; got \\[3\\]"):
+        fit_map_multiclass(data._replace(responses=(item, ann, np.where(np.arange(lab.size) == 4, 3, lab))))
+    with pytest.raises(ValueError, match="`groups` must be an int array of shape \\(60,\\)"):
+        fit_map_multiclass(data, groups=group[:10])
+    with pytest.raises(ValueError, match="`groups` must be >= 0"):
+        fit_map_multiclass(data, groups=group - 1)
+    with pytest.raises(ValueError, match="gold labels must be -1"):
+        fit_map_multiclass(data._replace(gold=np.full(60, 5)))
+    with pytest.raises(ValueError, match="concentrations >= 1"):
+        fit_map_multiclass(data, prior=MulticlassPrior(diagonal=0.5))
+    with pytest.raises(ValueError, match="`prior` must be None or a MulticlassPrior"):
+        fit_map_multiclass(data, prior={"diagonal": 2})
+    repeated = data._replace(responses=(np.r_[item, 0], np.r_[ann, 0], np.r_[lab, 0]))
+    with pytest.raises(ValueError, match="path='patterns' needs one response per"):
+        fit_map_multiclass(repeated, groups=group, path="patterns")
+    assert fit_map_multiclass(repeated, groups=group).path == "sparse"  # auto falls back to responses
+    with pytest.raises(ValueError, match="`path` must be one of"):
+        fit_map_multiclass(data, path="dense")
+    with pytest.raises(ValueError, match="not diagonally dominant"):
+        fit_nuts_multiclass(data, groups=group, init=conf[:, ::-1])  # rows reversed: labels switched
+    with pytest.raises(ValueError, match="`init` must be a confusion array of shape \\(3, 3, 3\\)"):
+        fit_nuts_multiclass(data, groups=group, init=np.ones((2, 3, 3)))
+    with pytest.raises(ValueError, match="`target_accept` must lie strictly between 0 and 1"):
+        fit_nuts_multiclass(data, groups=group, target_accept=1.0)
+
+
+@pytest.mark.filterwarnings("ignore::noisycal_bayes.warnings.ConvergenceWarning")  # weakly identified: slow EM
+def test_map_warns_when_no_labelling_is_diagonally_dominant():
+    """A crowd that names class 0 most often for true classes 0 and 1: no relabelling makes the average confusion
+    diagonally dominant (two rows peak in one column), and the fit says so."""
+    rng = np.random.default_rng(4)
+    m = np.array([[0.8, 0.1, 0.1], [0.55, 0.35, 0.1], [0.05, 0.05, 0.9]])
+    n = 3000
+    y = rng.integers(0, 3, n)
+    item, ann = np.repeat(np.arange(n), 3), np.tile(np.arange(3), n)
+    lab = (rng.random(item.size)[:, None] > np.cumsum(m[y[item]], axis=1)).sum(axis=1)
+    data = Crowd((item, ann, lab), n, 3, 3, None, None, ("a", "b", "c"))
+    with pytest.warns(IdentifiabilityWarning, match="not diagonally dominant"):
+        fit = fit_map_multiclass(data, model="dawid_skene")
+    assert any("diagonally dominant" in w for w in fit.warnings)

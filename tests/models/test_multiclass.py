@@ -1,0 +1,209 @@
+"""K-class channel models (noisycal_bayes/models/multiclass.py): independent routes to the likelihood agree,
+K = 2 equals the binary model, relabelling permutes, gold labels are observed latent labels."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer.util import log_density
+
+from noisycal_bayes.core import x64
+from noisycal_bayes.models import Prior, grouped_dawid_skene
+from noisycal_bayes.models.multiclass import (MulticlassPrior, PatternTable, SparseTable, class_log_joint,
+                                              compress_multiclass, dawid_skene_multiclass, diagonally_dominant,
+                                              grouped_multiclass, multiclass_loglik_rows, pooled_multiclass,
+                                              population_confusion, sparse_table)
+
+
+# One compiled program per function (eager JAX would compile every small operation separately).
+_loglik = jax.jit(multiclass_loglik_rows)
+_joint = jax.jit(class_log_joint)
+
+
+def _density(model, table, static, sites):
+    return float(jax.jit(lambda t, s: log_density(model, (t,), static, s)[0])(table, sites))
+
+
+def _simulate(rng, n, n_ann, k, n_groups, *, missing=0.2, gold=0.1):
+    """Responses of a random diagonal-heavy crowd, some missing, some gold items; NumPy only."""
+    alpha = 1.0 + 6.0 * np.eye(k)
+    conf = np.stack([[rng.dirichlet(alpha[y]) for y in range(k)] for _ in range(n_ann)])
+    prev = rng.dirichlet(np.full(k, 2.0), size=n_groups)
+    group = rng.integers(0, n_groups, n)
+    y = np.array([rng.choice(k, p=prev[g]) for g in group])
+    item, ann, lab = [], [], []
+    for i in range(n):
+        for j in range(n_ann):
+            if rng.random() >= missing:
+                item.append(i), ann.append(j), lab.append(rng.choice(k, p=conf[j, y[i]]))
+    gold_arr = np.where(rng.random(n) < gold, y, -1)
+    return np.array(item), np.array(ann), np.array(lab), group, gold_arr, conf, prev
+
+
+def _loop_loglik(item, ann, lab, group, gold, conf, prev):
+    """log P(A_i) (log P(Y = gold, A_i) for gold items) item by item, with plain Python sums."""
+    n, k = group.size, conf.shape[-1]
+    out = np.empty(n)
+    for i in range(n):
+        terms = []
+        for y in range(k):
+            if gold[i] >= 0 and y != gold[i]:
+                continue
+            t = np.log(prev[group[i], y])
+            for r in np.flatnonzero(item == i):
+                t += np.log(conf[ann[r], y, lab[r]])
+            terms.append(t)
+        m = max(terms)
+        out[i] = m + np.log(sum(np.exp(t - m) for t in terms))
+    return out
+
+
+@pytest.fixture(scope="module")
+def crowd():
+    rng = np.random.default_rng(18)
+    return _simulate(rng, 120, 3, 4, 3)
+
+
+def test_compressed_equals_sparse_equals_loop(crowd):
+    item, ann, lab, group, gold, conf, prev = crowd
+    n, k = group.size, conf.shape[-1]
+    loop = _loop_loglik(item, ann, lab, group, gold, conf, prev)
+    table, inverse = compress_multiclass(item, ann, lab, group, gold, n_items=n, n_annotators=3, n_classes=k,
+                                         pad_to=128)
+    assert table.counts.sum() == n and table.patterns.shape[0] == 128
+    with x64():
+        lc, lp = jnp.log(conf), jnp.log(prev)
+        sparse = np.asarray(_loglik(sparse_table(item, ann, lab, group, gold), lc, lp))
+        rows = np.asarray(_loglik(PatternTable(*map(jnp.asarray, table)), lc, lp))
+    np.testing.assert_allclose(sparse, loop, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(rows[inverse], loop, rtol=0, atol=1e-10)
+    # Weighted by counts, the compressed total is the sum over items (padding rows count 0).
+    used = table.counts > 0
+    assert abs(np.sum(table.counts[used] * rows[used]) - loop.sum()) < 1e-9
+
+
+def test_sparse_table_sorts_unsorted_responses(crowd):
+    item, ann, lab, group, gold, conf, prev = crowd
+    perm = np.random.default_rng(1).permutation(item.size)
+    with x64():
+        a = _loglik(sparse_table(item, ann, lab, group, gold), jnp.log(conf), jnp.log(prev))
+        b = _loglik(sparse_table(item[perm], ann[perm], lab[perm], group, gold), jnp.log(conf),
+                                   jnp.log(prev))
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-12)
+
+
+def test_gold_items_are_observed_labels(crowd):
+    """Summing P(Y = y, A) over the K possible gold labels gives P(A): gold fixes the latent label, nothing more."""
+    item, ann, lab, group, _, conf, prev = crowd
+    n, k = group.size, conf.shape[-1]
+    none = np.full(n, -1)
+    with x64():
+        lc, lp = jnp.log(conf), jnp.log(prev)
+        free = np.asarray(_loglik(sparse_table(item, ann, lab, group, none), lc, lp))
+        per_class = np.stack([np.asarray(_loglik(sparse_table(item, ann, lab, group, np.full(n, y)),
+                                                                lc, lp)) for y in range(k)])
+        joint = np.asarray(_joint(sparse_table(item, ann, lab, group, none), lc, lp))
+    np.testing.assert_allclose(np.logaddexp.reduce(per_class, axis=0), free, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(per_class.T, joint, rtol=0, atol=1e-10)
+    assert not np.allclose(per_class[0], free)  # a gold label changes the likelihood
+
+
+def test_relabelling_classes_permutes():
+    """Relabel with sigma (labels, gold, and C[j, sigma y, sigma a] = C[j, y, a]): every item's likelihood is unchanged."""
+    rng = np.random.default_rng(3)
+    item, ann, lab, group, gold, conf, prev = _simulate(rng, 80, 3, 4, 2)
+    sigma = np.array([2, 0, 3, 1])
+    conf_p = np.empty_like(conf)
+    conf_p[:, sigma[:, None], sigma[None, :]] = conf
+    prev_p = np.empty_like(prev)
+    prev_p[:, sigma] = prev
+    gold_p = np.where(gold >= 0, sigma[np.maximum(gold, 0)], -1)
+    with x64():
+        a = _loglik(sparse_table(item, ann, lab, group, gold), jnp.log(conf), jnp.log(prev))
+        b = _loglik(sparse_table(item, ann, sigma[lab], group, gold_p), jnp.log(conf_p), jnp.log(prev_p))
+        ja = _joint(sparse_table(item, ann, lab, group, gold), jnp.log(conf), jnp.log(prev))
+        jb = _joint(sparse_table(item, ann, sigma[lab], group, gold_p), jnp.log(conf_p), jnp.log(prev_p))
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(jb)[:, sigma], np.asarray(ja), rtol=0, atol=1e-12)
+
+
+def test_k2_log_density_equals_binary_model():
+    """K = 2 with flat priors: the multiclass and the binary grouped model have the same log density.
+
+    Flat priors make both prior densities 1 (Beta(1, 1) on fpr, u, prevalence; Dirichlet(1, 1) on each row and
+    each prevalence), so the log densities are the two log-likelihoods at C[j] = [[1 - fpr, fpr], [1 - tpr, tpr]],
+    prevalence [1 - pi, pi].
+    """
+    rng = np.random.default_rng(5)
+    n, n_ann, n_groups = 150, 3, 2
+    fpr, tpr = np.array([0.1, 0.25, 0.2]), np.array([0.85, 0.7, 0.9])
+    pi = np.array([0.3, 0.7])
+    group = rng.integers(0, n_groups, n)
+    y = rng.random(n) < pi[group]
+    labels = (rng.random((n, n_ann)) < np.where(y[:, None], tpr, fpr)).astype(np.int32)
+    labels[rng.random((n, n_ann)) < 0.15] = -1
+    ii, jj = np.nonzero(labels >= 0)
+    conf = np.stack([[[1 - f, f], [1 - t, t]] for f, t in zip(fpr, tpr)])
+    prev = np.stack([1 - pi, pi], axis=1)
+    flat_binary = Prior(fpr=(1, 1), u=(1, 1), prevalence=(1, 1)).params()
+    flat_multi = MulticlassPrior(diagonal=1, off_diagonal=1, prevalence=1).params()
+    with x64():
+        binary = jax.jit(lambda lab, grp, s: log_density(grouped_dawid_skene, (lab, grp, None), dict(
+            n_annotators=n_ann, n_groups=n_groups, prior=flat_binary), s)[0])(
+            jnp.asarray(labels), jnp.asarray(group),
+            {"fpr": jnp.asarray(fpr), "u": jnp.asarray((tpr - fpr) / (1 - fpr)), "prevalence": jnp.asarray(pi)})
+        for table in (sparse_table(ii, jj, labels[ii, jj], group),
+                      compress_multiclass(ii, jj, labels[ii, jj], group, None, n_items=n, n_annotators=n_ann,
+                                          n_classes=2)[0]):
+            multi = _density(grouped_multiclass, type(table)(*map(jnp.asarray, table)),
+                             dict(n_annotators=n_ann, n_classes=2, n_groups=n_groups, prior=flat_multi),
+                             {"confusion": jnp.asarray(conf), "prevalence": jnp.asarray(prev)})
+            assert abs(multi - float(binary)) < 1e-10
+
+
+def test_dawid_skene_ignores_groups_and_pooled_confusion_is_softmax(crowd):
+    item, ann, lab, group, gold, conf, prev = crowd
+    k = conf.shape[-1]
+    table = sparse_table(item, ann, lab, group, gold)
+    one = sparse_table(item, ann, lab, np.zeros_like(group), gold)
+    prior = MulticlassPrior().params()
+    with x64():
+        a = _density(dawid_skene_multiclass, table, dict(n_annotators=3, n_classes=k, prior=prior),
+                     {"confusion": jnp.asarray(conf), "prevalence": jnp.asarray(prev[0])})
+        b = _density(grouped_multiclass, one, dict(n_annotators=3, n_classes=k, n_groups=1, prior=prior),
+                     {"confusion": jnp.asarray(conf), "prevalence": jnp.asarray(prev[:1])})
+        assert abs(a - b) < 1e-10
+        rng = np.random.default_rng(0)
+        mu, z = rng.normal(-2, 1, (k, k - 1)), rng.normal(size=(3, k, k - 1))
+        from numpyro.handlers import substitute, trace
+
+        def pooled_trace(t, sites):
+            tr = trace(substitute(pooled_multiclass, sites)).get_trace(t, n_annotators=3, n_classes=k,
+                                                                       n_groups=prev.shape[0], prior=prior)
+            return tr["confusion"]["value"], tr["responses"]["fn"].log_factor
+
+        c, factor = jax.jit(pooled_trace)(table, {"mu": mu, "sigma": 0.7, "z": z, "prevalence": prev})
+        c = np.asarray(c)
+        pop = np.asarray(jax.jit(population_confusion)(jnp.asarray(mu)))
+        total = float(jnp.sum(_loglik(table, jnp.log(jnp.asarray(c)), jnp.log(jnp.asarray(prev)))))
+        assert abs(float(factor) - total) < 1e-9
+    # Row y of C_j: log(C[j, y, a] / C[j, y, y]) equals mu + sigma z at the off-diagonal positions.
+    off = ~np.eye(k, dtype=bool)
+    log_odds = np.log(c) - np.log(np.diagonal(c, axis1=1, axis2=2))[..., None]
+    np.testing.assert_allclose(log_odds[:, off].reshape(3, k, k - 1), mu + 0.7 * z, atol=1e-12)
+    np.testing.assert_allclose(np.diagonal(pop), 1 / (1 + np.exp(mu).sum(-1)), atol=1e-12)
+    np.testing.assert_allclose(c.sum(-1), 1.0, atol=1e-12)
+
+
+def test_diagonally_dominant_and_prior_errors():
+    c = np.array([[[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.1, 0.8]]] * 2)
+    assert diagonally_dominant(c)
+    swapped = c[:, [1, 0, 2]]  # rows 0 and 1 exchanged: class labels switched
+    assert not diagonally_dominant(swapped)
+    assert diagonally_dominant(np.stack([c, swapped])).tolist() == [True, False]
+    with pytest.raises(ValueError, match="`diagonal` must be a finite number > 0"):
+        MulticlassPrior(diagonal=0)
+    with pytest.raises(ValueError, match="`population_loc` must be finite"):
+        MulticlassPrior(population_loc=float("inf"))
+    with pytest.raises(ValueError, match="one prevalence"):
+        log_density(dawid_skene_multiclass, (SparseTable(*[jnp.zeros(1, jnp.int32)] * 5),),
+                    dict(n_annotators=1, n_classes=2, n_groups=2, prior=MulticlassPrior().params()), {})
