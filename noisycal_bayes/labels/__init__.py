@@ -7,13 +7,17 @@ Built on the Bayesian layer: every function takes a channel fit (``fit_em``, ``f
   ``P(majority wrong)`` with intervals over the posterior draws.
 - :func:`label_issues`: items ranked by ``P(majority wrong)``.
 - :func:`corrected_accuracy`: accuracy / error rate of a thresholded classifier on the clean labels.
+- :func:`multiclass_label_issues`, :func:`corrected_accuracy_multiclass`: the same for K classes, from the
+  clean-label posterior ``P(Y_i = k | data)``.
 - :func:`compare_models`: posterior probability that each classifier is the most accurate / best
   calibrated.
 """
 from .accuracy import CorrectedAccuracy, corrected_accuracy
 from .compare import ModelComparison, compare_models, comparison_groups, joint_prediction_groups
 from .issues import annotation_posteriors, default_issue_fit, item_posteriors, label_issues
+from .multiclass import MulticlassAccuracy, corrected_accuracy_multiclass, multiclass_label_issues
 
-__all__ = ["CorrectedAccuracy", "ModelComparison", "annotation_posteriors", "compare_models", "comparison_groups",
+__all__ = ["CorrectedAccuracy", "ModelComparison", "MulticlassAccuracy", "corrected_accuracy_multiclass",
+           "multiclass_label_issues", "annotation_posteriors", "compare_models", "comparison_groups",
            "corrected_accuracy",
            "default_issue_fit", "item_posteriors", "joint_prediction_groups", "label_issues"]

@@ -1,0 +1,311 @@
+"""Tests for noisycal_bayes/propagate/multiclass.py (posterior top-label and class-wise NC-ECE).
+
+Independent routes: the binary posterior_nc_ece on the same data and channel draws (K = 2), the reference
+point estimators (one confusion = the draws' common value), hand-written top-label ECE loops (identity
+confusion), a simulation of the corrected targets' unbiasedness, and the class-relabelling invariance.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+from noisycal_bayes import Binning, Channel, simulate_annotations
+from noisycal_bayes.propagate import posterior_nc_ece
+from noisycal_bayes.propagate.multiclass import (MC_TARGETS, posterior_classwise_nc_ece,
+                                                 posterior_top_label_nc_ece)
+from noisycal_bayes.reference.multiclass import (classwise_nc_ece, corrected_targets, naive_multiclass_ece,
+                                                 top_label_nc_ece)
+from noisycal_bayes.warnings import DataWarning, IdentifiabilityWarning
+
+from ._fakes import FPR, TPR, channel_draws, fake_nuts, histogram_fit
+
+
+# ----------------------------------------------------------------------------- helpers
+def sim_multiclass(n, k, j, *, seed, acc=0.75, curve=1.0):
+    """Probabilities, true labels, dense labels, confusion (J, K, K) and responses of a K-class crowd."""
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((n, k))
+    logits[np.arange(n), rng.integers(0, k, n)] += 2.0
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    q = np.exp(curve * np.log(p))
+    q /= q.sum(axis=1, keepdims=True)
+    y = (rng.random((n, 1)) > np.cumsum(q, axis=1)).sum(axis=1)
+    conf = np.empty((j, k, k))
+    for a in range(j):
+        for c in range(k):
+            conf[a, c] = np.insert(rng.dirichlet(np.ones(k - 1)) * (1 - acc), c, acc)
+    cdf = np.cumsum(conf[np.arange(j)[None, :], y[:, None]], axis=2)
+    labels = (rng.random((n, j))[:, :, None] > cdf).sum(axis=2)
+    resp = (np.repeat(np.arange(n), j), np.tile(np.arange(j), n), labels.reshape(-1))
+    return p, y, labels, conf, resp
+
+
+def dirichlet_draws(conf, n_draws, rng, concentration=300.0):
+    """Draws around ``conf`` (J, K, K): each row Dirichlet(concentration * row), shape (n_draws, J, K, K)."""
+    j, k, _ = conf.shape
+    out = np.empty((n_draws, j, k, k))
+    for a in range(j):
+        for y in range(k):
+            out[:, a, y] = rng.dirichlet(concentration * conf[a, y], size=n_draws)
+    return out
+
+
+def binary_confusion(fpr, tpr):
+    """(..., J) fpr / tpr -> (..., J, 2, 2) confusion: C[y=0] = (1 - fpr, fpr), C[y=1] = (1 - tpr, tpr)."""
+    fpr, tpr = np.asarray(fpr, float), np.asarray(tpr, float)
+    return np.stack([np.stack([1 - fpr, fpr], -1), np.stack([1 - tpr, tpr], -1)], -2)
+
+
+@pytest.fixture(scope="module")
+def binary_case():
+    sim = simulate_annotations(800, fpr=FPR, tpr=TPR, curve="overconfident", missing=0.2, seed=3)
+    em = histogram_fit(sim.data)
+    rng = np.random.default_rng(0)
+    f, t = channel_draws(rng, FPR, TPR, 2, 30)
+    post = fake_nuts(em, {"fpr": f, "tpr": t, "prevalence": np.broadcast_to(em.point["prevalence"],
+                                                                           (2, 30, em.groups.n_groups))})
+    d = sim.data
+    ii, jj = np.nonzero(d.labels >= 0)
+    resp = (ii, jj, d.labels[ii, jj])
+    probs = np.c_[1 - d.scores, d.scores]
+    conf = binary_confusion(f.reshape(-1, 3), t.reshape(-1, 3))
+    return sim, post, probs, resp, conf
+
+
+@pytest.fixture(scope="module")
+def mc3():
+    return sim_multiclass(600, 3, 3, seed=5, curve=0.6)
+
+
+# ----------------------------------------------------------------------------- K = 2 equals binary
+@pytest.mark.parametrize("weights", ["iv", "equal"])
+@pytest.mark.parametrize("bootstrap", [False, True])
+def test_k2_classwise_class1_equals_binary_posterior_nc_ece(binary_case, weights, bootstrap):
+    # Same data, same channel draws, same weights rule: class 1's class-wise NC-ECE is the binary plug-in
+    # NC-ECE of p[:, 1]. The definitions match exactly (IV: binary mu = mean equally weighted corrected label,
+    # here the prevalence=None route), so the draws agree to rounding (1e-10). With the bootstrap they agree
+    # too because both draw the (60, n) exponential item weights in one block from the same seed.
+    sim, post, probs, resp, conf = binary_case
+    b = posterior_nc_ece(sim.data, post, bins=Binning.equal_width(15), weights=weights, bootstrap=bootstrap)
+    m = posterior_classwise_nc_ece(probs, resp, conf, bins=15, weights=weights, bootstrap=bootstrap)
+    np.testing.assert_allclose(m.per_class[1].draws, b.draws, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(m.per_class[1].debiased_draws, b.debiased_draws, rtol=0, atol=1e-10)
+    assert m.per_class[1].value == pytest.approx(b.value, abs=1e-10)
+    assert (m.per_class[1].lower, m.per_class[1].upper) == pytest.approx((b.lower, b.upper), abs=1e-10)
+    # Class 0 (bins on 1 - z, mirrored equal-width edges) gives the same residual masses with flipped sign.
+    np.testing.assert_allclose(m.per_class[0].draws, b.draws, rtol=0, atol=1e-10)
+
+
+def test_k2_top_label_is_the_folded_binary_table(binary_case):
+    # Top-label with K = 2 and 10 equal-width bins: confidence bin b (b >= 5) holds items with z in bin b
+    # (predicted 1) and with z in the mirrored bin 9 - b (predicted 0, residual sign flipped), so the signed
+    # residual mass is D[b] - D[9 - b] with D the binary per-bin (corrected frequency - score) sums.
+    sim, post, probs, resp, conf = binary_case
+    ch = Channel(FPR, TPR)
+    b = posterior_nc_ece(sim.data, ch, bins=Binning.equal_width(10), bootstrap=False, n_draws=1)
+    d = (b.table["residual"] * b.table["count"]).fillna(0.0).to_numpy()
+    folded = sum(abs(d[k] - d[9 - k]) for k in range(5, 10)) / sim.data.n_items
+    m = posterior_top_label_nc_ece(probs, resp, binary_confusion(FPR, TPR), bins=10, bootstrap=False, n_draws=1)
+    assert m.value == pytest.approx(folded, abs=1e-12)
+    assert m.draws[0] == pytest.approx(folded, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- point value and references
+def test_point_confusion_draws_equal_reference_point_estimators(mc3):
+    p, y, labels, conf, resp = mc3
+    for weights in ("iv", "equal"):
+        top = posterior_top_label_nc_ece(p, resp, conf, weights=weights, bootstrap=False, n_draws=2)
+        ref = top_label_nc_ece(p, resp, conf, weights=weights)
+        np.testing.assert_allclose(top.draws, ref.value, rtol=1e-12)
+        assert top.value == pytest.approx(ref.value, rel=1e-12)
+        cw = posterior_classwise_nc_ece(p, resp, conf, weights=weights, bootstrap=False, n_draws=2)
+        ref = classwise_nc_ece(p, resp, conf, weights=weights)
+        assert cw.value == pytest.approx(ref.value, rel=1e-12)
+        np.testing.assert_allclose([r.value for r in cw.per_class], ref.per_class, rtol=1e-12)
+        assert cw.fit_method == "point" and cw.target == MC_TARGETS["no_bootstrap"]
+
+
+def test_value_is_at_the_posterior_mean_confusion(mc3):
+    p, y, labels, conf, resp = mc3
+    rng = np.random.default_rng(1)
+    draws = dirichlet_draws(conf, 20, rng)
+    res = posterior_top_label_nc_ece(p, resp, draws, n_draws=20)
+    assert res.value == pytest.approx(top_label_nc_ece(p, resp, draws.mean(axis=0)).value, rel=1e-12)
+    assert res.fit_method == "draws" and res.target == MC_TARGETS["top_label"] and res.n_draws == 20
+    assert "confusion posterior draws" in res.uncertainty and "Bayesian bootstrap" in res.uncertainty
+    # Explicit prevalence per draw: the same as a fixed prevalence when all rows are equal.
+    pr = np.full((20, 3), 1 / 3)
+    a = posterior_top_label_nc_ece(p, resp, draws, pr, bootstrap=False)
+    b = posterior_top_label_nc_ece(p, resp, draws, pr[0], bootstrap=False)
+    np.testing.assert_allclose(a.draws, b.draws, rtol=1e-12)
+
+
+def test_identity_confusion_gives_plain_top_label_ece():
+    # One annotator, identity confusion: the corrected target is the annotator's one-hot label, so the NC-ECE is
+    # the plain top-label ECE against it, computed here by a hand-written loop over bins.
+    p, y, labels, conf, resp = sim_multiclass(400, 4, 1, seed=2)
+    res = posterior_top_label_nc_ece(p, resp, np.eye(4)[None], bins=8, bootstrap=False, n_draws=1)
+    conf_ = p.max(axis=1)
+    hit = (p.argmax(axis=1) == labels[:, 0]).astype(float)
+    b = np.minimum((conf_ * 8).astype(int), 7)
+    loop = sum(abs(np.sum(hit[b == k] - conf_[b == k])) for k in range(8)) / 400
+    assert res.value == pytest.approx(loop, abs=1e-12)
+    assert res.draws[0] == pytest.approx(loop, abs=1e-12)
+
+
+def test_identity_confusion_with_several_annotators_is_the_vote_distribution_smece(mc3):
+    # Identity confusion: every corrected vector is a one-hot label; equal weights average them into the vote
+    # distribution, so the NC-ECE is the SMECE against it (the naive "vote_distribution" row).
+    p, y, labels, conf, resp = mc3
+    ident = np.broadcast_to(np.eye(3), (3, 3, 3))
+    naive = naive_multiclass_ece(p, resp).set_index("target")
+    top = posterior_top_label_nc_ece(p, resp, ident, weights="equal", bootstrap=False, n_draws=1)
+    cw = posterior_classwise_nc_ece(p, resp, ident, weights="equal", bootstrap=False, n_draws=1)
+    assert top.value == pytest.approx(naive.loc["vote_distribution", "top_label_ece"], abs=1e-12)
+    assert cw.value == pytest.approx(naive.loc["vote_distribution", "classwise_ece"], abs=1e-12)
+
+
+def test_corrected_targets_are_unbiased_by_simulation():
+    # E[t_i | Y_i] = e_{Y_i}: over R relabellings of fixed clean labels, the mean of sum_i (t_{i, yhat_i} -
+    # 1[Y_i = yhat_i]) is 0. z = 4.4 (two-sided false-alarm rate 1e-5 per coordinate, 3 coordinates + the
+    # top-label sum) with the Monte Carlo standard error sd / sqrt(R).
+    rng = np.random.default_rng(11)
+    p, y, labels, conf, resp = sim_multiclass(300, 3, 3, seed=4)
+    w = np.ones((3, 3))
+    yhat = p.argmax(axis=1)
+    R = 300
+    diffs, cls = np.empty(R), np.empty((R, 3))
+    cdf = np.cumsum(conf[np.arange(3)[None, :], y[:, None]], axis=2)
+    for r in range(R):
+        lab = (rng.random((300, 3))[:, :, None] > cdf).sum(axis=2)
+        t = corrected_targets((resp[0], resp[1], lab.reshape(-1)), 300, conf, weights=w)
+        diffs[r] = np.sum(t[np.arange(300), yhat] - (y == yhat))
+        cls[r] = (t - np.eye(3)[y]).sum(axis=0)
+    z = 4.4
+    assert abs(diffs.mean()) < z * diffs.std(ddof=1) / np.sqrt(R)
+    assert np.all(np.abs(cls.mean(axis=0)) < z * cls.std(axis=0, ddof=1) / np.sqrt(R))
+    # Negative control: the uncorrected one-hot labels are biased, and the same test must reject them.
+    raw = np.array([np.sum(((rng.random((300, 3))[:, :, None] > cdf).sum(axis=2) == yhat[:, None]).mean(axis=1)
+                           - (y == yhat)) for _ in range(50)])
+    assert abs(raw.mean()) > z * raw.std(ddof=1) / np.sqrt(50)
+
+
+def test_relabelling_classes_changes_nothing(mc3):
+    p, y, labels, conf, resp = mc3
+    perm = np.array([2, 0, 1])  # new class c is old class perm[c]
+    inv = np.argsort(perm)
+    p2 = p[:, perm]
+    resp2 = (resp[0], resp[1], inv[resp[2]])
+    conf2 = conf[:, perm][:, :, perm]
+    rng = np.random.default_rng(3)
+    draws = dirichlet_draws(conf, 15, rng)
+    draws2 = draws[:, :, perm][:, :, :, perm]
+    a = posterior_top_label_nc_ece(p, resp, draws, seed=4)
+    b = posterior_top_label_nc_ece(p2, resp2, draws2, seed=4)
+    np.testing.assert_allclose(a.draws, b.draws, rtol=1e-10)
+    assert (a.value, a.lower, a.upper) == pytest.approx((b.value, b.lower, b.upper), rel=1e-10)
+    ca = posterior_classwise_nc_ece(p, resp, draws, seed=4)
+    cb = posterior_classwise_nc_ece(p2, resp2, draws2, seed=4)
+    np.testing.assert_allclose(ca.draws, cb.draws, rtol=1e-10)
+    for c in range(3):
+        np.testing.assert_allclose(cb.per_class[c].draws, ca.per_class[perm[c]].draws, rtol=1e-10)
+
+
+# ----------------------------------------------------------------------------- near-singular confusion
+def test_near_singular_confusion_is_left_out_not_exploding(mc3):
+    p, y, labels, conf, resp = mc3
+    bad = conf.copy()
+    bad[2] = np.full((3, 3), 0.332) + np.eye(3) * 0.004  # eigenvalues 1 and 0.004: condition number 250
+    with pytest.warns(IdentifiabilityWarning, match=r"annotators \[2\]"):
+        res = posterior_top_label_nc_ece(p, resp, bad, bootstrap=False, n_draws=1)
+    keep = resp[1] != 2
+    without = top_label_nc_ece(p, tuple(r[keep] for r in resp), conf[:2])
+    assert res.value == pytest.approx(without.value, abs=1e-12) and res.value < 1
+    # Negative control: forced into use (equal weights, no condition clipping), the near-singular matrix inflates
+    # the estimate.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forced = posterior_top_label_nc_ece(p, resp, bad, bootstrap=False, n_draws=1, usable=np.ones(3, bool),
+                                            weights="equal", max_condition=1e6)
+    assert forced.value > 3 * res.value
+
+
+def test_items_without_usable_response_are_left_out_with_a_warning(mc3):
+    p, y, labels, conf, resp = mc3
+    bad = conf.copy()
+    bad[2] = np.full((3, 3), 1 / 3)  # exactly singular
+    keep = ~((resp[1] != 2) & (resp[0] < 50))  # items 0..49 labelled by annotator 2 only
+    r2 = tuple(r[keep] for r in resp)
+    with pytest.warns(DataWarning, match="50 items"), pytest.warns(IdentifiabilityWarning, match=r"\[2\]"):
+        res = posterior_classwise_nc_ece(p, r2, bad, bootstrap=False, n_draws=1)
+    assert res.n_items == 550 and np.isfinite(res.value)
+
+
+def test_draws_with_a_near_singular_used_confusion_warn(mc3):
+    p, y, labels, conf, resp = mc3
+    draws = np.repeat(conf[None], 40, axis=0)
+    draws[0, 1] = np.full((3, 3), 1 / 3)  # one exactly singular draw (of 40): the annotator stays usable
+    with pytest.warns(IdentifiabilityWarning, match="in 1 of 40 draws"):
+        res = posterior_top_label_nc_ece(p, resp, draws, bootstrap=False)
+    # the singular draw is regularised (singular values clipped): finite; every other draw is untouched
+    assert np.isfinite(res.draws).all()
+    np.testing.assert_allclose(res.draws[1:], top_label_nc_ece(p, resp, conf).value, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("change, match", [
+    (dict(probs=np.full((600, 3), 0.3)), "must sum to 1"),
+    (dict(probs=np.ones(600)), "shape"),
+    (dict(confusion_draws=np.ones((3, 3, 2))), "must have shape"),
+    (dict(confusion_draws=np.full((3, 3, 3), 0.5)), "rows of `confusion_draws` must sum to 1"),
+    (dict(prevalence=np.ones(4) / 4), "prevalence"),
+    (dict(weights="gap"), "weights"),
+    (dict(weights=np.ones(2)), "explicit `weights`"),
+    (dict(interval="hpd"), "interval"),
+    (dict(level=1.5), "level"),
+    (dict(usable=np.ones(2, bool)), "usable"),
+    (dict(n_draws=0), "n_draws"),
+])
+def test_bad_inputs_raise(mc3, change, match):
+    p, y, labels, conf, resp = mc3
+    kw = dict(probs=p, responses=resp, confusion_draws=conf)
+    kw.update(change)
+    args = [kw.pop("probs"), kw.pop("responses"), kw.pop("confusion_draws")]
+    with pytest.raises(ValueError, match=match):
+        posterior_top_label_nc_ece(*args, **kw)
+
+
+def test_bad_labels_raise(mc3):
+    p, y, labels, conf, resp = mc3
+    with pytest.raises(ValueError, match=r"class indices in 0..2"):
+        posterior_classwise_nc_ece(p, (resp[0], resp[1], resp[2] + 1), conf)
+    with pytest.raises(ValueError, match="response items must lie"):
+        posterior_classwise_nc_ece(p[:10], resp, conf)
+    with pytest.raises(ValueError, match="no annotator has a usable"), pytest.warns(IdentifiabilityWarning):
+        posterior_classwise_nc_ece(p, resp, np.full((3, 3, 3), 1 / 3))
+
+
+# ----------------------------------------------------------------------------- coverage
+def _coverage_rows(n_sets, k, j, n_items, n_boot, seed0):
+    """Cover flags of the reported 90% intervals over simulated data sets (EM-bootstrap draws, as the script)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "coverage_multiclass.py"
+    spec = importlib.util.spec_from_file_location("coverage_multiclass", path)
+    cm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cm)
+    targets = cm.population_target(k, "overconfident", size=500_000)
+    rows = [cm.run_one(seed0 + r, k, j, "overconfident", n_items, n_boot, targets) for r in range(n_sets)]
+    return rows
+
+
+@pytest.mark.slow
+def test_coverage_of_the_90_percent_interval_small_simulation():
+    # 40 data sets (K = 3, 3 annotators, 1500 items; confusion draws from Bayesian-bootstrap EM refits, never from
+    # the true labels). Under correct coverage the number covered is Binomial(40, 0.9); accept >= 30 (P(X < 30)
+    # = 0.006 for p = 0.9). The class-wise mean is tested the same way.
+    rows = _coverage_rows(40, 3, 3, 1500, 100, seed0=777)
+    assert sum(r["top_label"]["covered"] for r in rows) >= 30
+    assert sum(r["classwise"]["covered"] for r in rows) >= 30

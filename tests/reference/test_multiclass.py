@@ -1,0 +1,248 @@
+"""Tests for noisycal_bayes/reference/multiclass.py (K-class NC-ECE point estimators, item bootstrap, naive ECEs).
+
+Independent routes: the binary reference nc_ece / bootstrap_nc_ece on the same data (K = 2), hand-written ECE
+loops, the contract formulas (corrected_vectors: E[T[A] | Y] = e_Y exactly), class relabelling. The EM that
+the bootstrap refits is replaced by a stand-in estimator (a known confusion), as the contract asks.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+from noisycal_bayes import Binning, Channel, simulate_annotations
+from noisycal_bayes.reference import bootstrap_nc_ece, nc_ece
+from noisycal_bayes.reference.multiclass import (annotator_weights, bootstrap_classwise_nc_ece,
+                                                 bootstrap_multiclass_nc_ece, bootstrap_top_label_nc_ece,
+                                                 classwise_ece, classwise_nc_ece, corrected_targets,
+                                                 corrected_vectors, naive_multiclass_ece, top_label_ece,
+                                                 top_label_nc_ece)
+from noisycal_bayes.warnings import IdentifiabilityWarning
+
+
+def simulate(n, k, j, *, seed, acc=0.75):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((n, k))
+    logits[np.arange(n), rng.integers(0, k, n)] += 2.0
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    q = p**0.6 / (p**0.6).sum(axis=1, keepdims=True)
+    y = (rng.random((n, 1)) > np.cumsum(q, axis=1)).sum(axis=1)
+    conf = np.empty((j, k, k))
+    for a in range(j):
+        for c in range(k):
+            conf[a, c] = np.insert(rng.dirichlet(np.ones(k - 1)) * (1 - acc), c, acc)
+    cdf = np.cumsum(conf[np.arange(j)[None, :], y[:, None]], axis=2)
+    labels = (rng.random((n, j))[:, :, None] > cdf).sum(axis=2)
+    return p, y, labels, conf, (np.repeat(np.arange(n), j), np.tile(np.arange(j), n), labels.reshape(-1))
+
+
+def binary_confusion(fpr, tpr):
+    fpr, tpr = np.asarray(fpr, float), np.asarray(tpr, float)
+    return np.stack([np.stack([1 - fpr, fpr], -1), np.stack([1 - tpr, tpr], -1)], -2)
+
+
+@pytest.fixture(scope="module")
+def binary():
+    sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident", missing=0.2,
+                               seed=3)
+    d = sim.data
+    ii, jj = np.nonzero(d.labels >= 0)
+    return sim, np.c_[1 - d.scores, d.scores], (ii, jj, d.labels[ii, jj])
+
+
+@pytest.fixture(scope="module")
+def mc():
+    return simulate(500, 3, 3, seed=8)
+
+
+# ----------------------------------------------------------------------------- formulas
+def test_corrected_vectors_are_exactly_unbiased(mc):
+    # E[T[j, A_j, :] | Y = y] = sum_a C[j, y, a] T[j, a, :] = (C_j C_j^{-1})[y] = e_y.
+    conf = mc[3]
+    t = corrected_vectors(conf)
+    np.testing.assert_allclose(np.einsum("jya,jak->jyk", conf, t), np.broadcast_to(np.eye(3), (3, 3, 3)), atol=1e-12)
+
+
+def test_k2_iv_weights_are_the_binary_inverse_variances():
+    # Binary sigma_j^2 = [mu tpr (1 - tpr) + (1 - mu) fpr (1 - fpr)] / gap^2 (paper §4.4); both coordinates.
+    fpr, tpr, mu = np.array([0.1, 0.3]), np.array([0.8, 0.7]), 0.35
+    w = annotator_weights(binary_confusion(fpr, tpr), np.array([1 - mu, mu]), rule="iv")
+    sigma2 = (mu * tpr * (1 - tpr) + (1 - mu) * fpr * (1 - fpr)) / (tpr - fpr) ** 2
+    np.testing.assert_allclose(w, np.c_[1 / sigma2, 1 / sigma2], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- K = 2 equals binary
+@pytest.mark.slow  # compiles the binary JAX bin_table (~5 s); the non-slow K = 2 checks are the IV-weight identity
+@pytest.mark.parametrize("weights", ["iv", "equal"])  # above and tests/propagate/test_multiclass.py (vs posterior_nc_ece)
+def test_k2_classwise_equals_binary_nc_ece(binary, weights):
+    # Class 1's class-wise NC-ECE is the paper's NC-ECE of p[:, 1] (same channel, weights, 15 equal-width bins;
+    # IV with the prevalence estimated as binary mu): equal to rounding. Class 0 mirrors it.
+    sim, probs, resp = binary
+    ref = nc_ece(sim.data, sim.channel, bins=Binning.equal_width(15), weights=weights).value
+    res = classwise_nc_ece(probs, resp, binary_confusion(sim.channel.fpr, sim.channel.tpr), weights=weights)
+    assert res.per_class[1] == pytest.approx(ref, abs=1e-12)
+    assert res.per_class[0] == pytest.approx(ref, abs=1e-12)
+
+
+@pytest.mark.slow  # compiles the binary bootstrap's JAX code (~5 s)
+def test_k2_bootstrap_replicates_equal_binary_bootstrap(binary):
+    # Same seed -> same resampled items (rng.integers(0, n, n) per replicate), same known channel, same weights:
+    # the class-1 replicates equal the binary bootstrap_nc_ece's to rounding.
+    sim, probs, resp = binary
+    conf = binary_confusion(sim.channel.fpr, sim.channel.tpr)
+    b = bootstrap_nc_ece(sim.data, estimator=lambda d: sim.channel, n_boot=25, bins=Binning.equal_width(15), seed=5)
+    m = bootstrap_multiclass_nc_ece(probs, resp, estimator=lambda r, n, p: (conf, None), n_boot=25, seed=5)
+    np.testing.assert_allclose(m.classwise.per_class_replicates[:, 1], b.replicates, atol=1e-10)
+    assert m.classwise.per_class["value"][1] == pytest.approx(b.value, abs=1e-12)
+    assert tuple(m.classwise.per_class.loc[1, ["lower", "upper"]]) == pytest.approx(b.interval, abs=1e-10)
+
+
+# ----------------------------------------------------------------------------- identities and naive ECEs
+def test_identity_confusion_is_the_plain_top_label_ece_and_matches_naive(mc):
+    p, y, labels, conf, resp = mc
+    one = tuple(r[resp[1] == 0] for r in resp)
+    res = top_label_nc_ece(p, one, np.eye(3)[None], bins=10)
+    conf_, yhat = p.max(axis=1), p.argmax(axis=1)
+    hit = (yhat == labels[:, 0]).astype(float)
+    b = np.minimum((conf_ * 10).astype(int), 9)
+    loop = sum(abs(np.sum(hit[b == k] - conf_[b == k])) for k in range(10)) / 500
+    assert res.value == pytest.approx(loop, abs=1e-12)
+    naive = naive_multiclass_ece(p, resp, bins=10).set_index("target")
+    assert naive.loc["annotator 0", "top_label_ece"] == pytest.approx(loop, abs=1e-12)
+
+
+def test_naive_majority_vote_row(mc):
+    p, y, labels, conf, resp = mc
+    maj = np.array([np.bincount(r, minlength=3).argmax() for r in labels])
+    onehot = np.eye(3)[maj]
+    naive = naive_multiclass_ece(p, resp).set_index("target")
+    assert naive.loc["majority_vote", "top_label_ece"] == pytest.approx(top_label_ece(p, onehot).value, abs=1e-12)
+    assert naive.loc["majority_vote", "classwise_ece"] == pytest.approx(classwise_ece(p, onehot).value, abs=1e-12)
+    assert list(naive.index) == ["majority_vote", "annotator 0", "annotator 1", "annotator 2", "vote_distribution"]
+    # NC-ECE is much closer to the oracle (true-label) ECE than the naive ones (noise 25% per annotator).
+    oracle = top_label_ece(p, np.eye(3)[y]).value
+    nc = top_label_nc_ece(p, resp, conf).value
+    assert abs(nc - oracle) < min(abs(naive["top_label_ece"] - oracle))
+
+
+def test_corrected_targets_handle_repeats_and_items_without_usable_response(mc):
+    p, y, labels, conf, resp = mc
+    w = np.ones((3, 3))
+    t = corrected_targets(resp, 500, conf, weights=w)
+    # a repeated response counts twice: doubling every response leaves the (weighted mean) targets unchanged
+    rep = tuple(np.concatenate([r, r]) for r in resp)
+    np.testing.assert_allclose(corrected_targets(rep, 500, conf, weights=w), t, atol=1e-12)
+    # an item with no response of positive weight gets NaN
+    t2 = corrected_targets(tuple(r[2:] for r in resp), 501, conf, weights=w)
+    assert np.isnan(t2[500]).all() and np.isfinite(t2[:500]).all()
+
+
+def test_near_singular_confusion_warns_and_is_left_out(mc):
+    p, y, labels, conf, resp = mc
+    bad = conf.copy()
+    bad[0] = np.full((3, 3), 0.332) + 0.004 * np.eye(3)  # condition number 250
+    with pytest.warns(IdentifiabilityWarning, match=r"annotators \[0\]"):
+        res = classwise_nc_ece(p, resp, bad)
+    keep = resp[1] != 0
+    ref = classwise_nc_ece(p, (resp[0][keep], resp[1][keep] - 1, resp[2][keep]), conf[1:])
+    assert res.value == pytest.approx(ref.value, abs=1e-12) and not res.usable[0]
+
+
+# ----------------------------------------------------------------------------- bootstrap
+def test_bootstrap_warm_start_relabelling_and_failures(mc):
+    p, y, labels, conf, resp = mc
+    seen = []
+
+    def est(r, n, probs, init=None):
+        seen.append(init is None)
+        return conf, None
+
+    res = bootstrap_multiclass_nc_ece(p, resp, estimator=est, n_boot=10, seed=1)
+    assert seen[0] and not any(seen[1:])  # the full sample without init, every replicate warm-started
+    assert res.top_label.kind == "top_label" and res.classwise.per_class.shape == (3, 5)
+    assert res.top_label.replicates.size == 10 and res.top_label.lower <= res.top_label.upper
+    # relabelling the classes: identical top-label replicates, permuted class-wise ones
+    perm = np.array([2, 0, 1])
+    inv = np.argsort(perm)
+    conf2 = conf[:, perm][:, :, perm]
+    res2 = bootstrap_multiclass_nc_ece(p[:, perm], (resp[0], resp[1], inv[resp[2]]),
+                                       estimator=lambda r, n, q: (conf2, None), n_boot=10, seed=1)
+    np.testing.assert_allclose(res2.top_label.replicates, res.top_label.replicates, rtol=1e-10)
+    np.testing.assert_allclose(res2.classwise.per_class_replicates, res.classwise.per_class_replicates[:, perm],
+                               rtol=1e-10)
+    # the single-kind wrappers give the same as the combined call
+    one = bootstrap_top_label_nc_ece(p, resp, estimator=lambda r, n, q: (conf, None), n_boot=10, seed=1)
+    np.testing.assert_allclose(one.replicates, res.top_label.replicates)
+    cw = bootstrap_classwise_nc_ece(p, resp, estimator=lambda r, n, q: (conf, None), n_boot=10, seed=1,
+                                    method="basic")
+    assert cw.method == "basic" and cw.interval[0] >= 0
+
+    calls = []
+
+    def flaky(r, n, probs):
+        calls.append(1)
+        if len(calls) % 2 == 0:
+            raise ValueError("not identified")
+        return conf, None
+
+    with pytest.warns(IdentifiabilityWarning, match="5 of 10 bootstrap replicates failed"):
+        out = bootstrap_multiclass_nc_ece(p, resp, estimator=flaky, n_boot=10)
+    assert out.top_label.n_failed == 5 and "ValueError: not identified" in out.top_label.failure_reasons
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(), "pass `estimator`"),
+    (dict(estimator=3), "must be callable"),
+    (dict(estimator=lambda r, n, p: np.eye(3)), "must return"),
+    (dict(estimator=lambda r, n, p: (np.eye(3), None)), "must have shape"),
+    (dict(estimator=lambda r, n, p: np.linalg.solve(np.zeros((2, 2)), np.ones(2))), "Singular matrix"),
+    (dict(estimator=lambda r, n, p: None, n_boot=0), "n_boot"),
+    (dict(estimator=lambda r, n, p: None, method="bca"), "method"),
+])
+def test_bootstrap_errors(mc, kwargs, match):
+    p, y, labels, conf, resp = mc
+    with pytest.raises(ValueError, match=match):
+        bootstrap_multiclass_nc_ece(p, resp, **kwargs)
+
+
+def test_all_replicates_failing_raises(mc):
+    p, y, labels, conf, resp = mc
+    calls = []
+
+    def fails_after_first(r, n, probs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise np.linalg.LinAlgError("singular")
+        return conf, None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="all 4 bootstrap replicates failed"):
+            bootstrap_multiclass_nc_ece(p, resp, estimator=fails_after_first, n_boot=4)
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(probs=np.full((500, 3), 0.5)), "sum to 1"),
+    (dict(probs=-np.ones((500, 3))), "finite probabilities"),
+    (dict(confusion=np.ones((3, 3, 3))), "rows of `confusion` must sum to 1"),
+    (dict(confusion=np.ones((2, 3, 3)) / 3), "must have shape"),
+    (dict(prevalence=np.ones(2) / 2), "prevalence"),
+    (dict(weights="squared_gap"), "weights"),
+    (dict(bins="ten"), "bins"),
+])
+def test_point_estimator_errors(mc, change, match):
+    p, y, labels, conf, resp = mc
+    kw = dict(probs=p, responses=resp, confusion=conf)
+    kw.update(change)
+    with pytest.raises(ValueError, match=match):
+        top_label_nc_ece(kw.pop("probs"), kw.pop("responses"), kw.pop("confusion"), **kw)
+
+
+def test_point_estimator_label_errors(mc):
+    p, y, labels, conf, resp = mc
+    with pytest.raises(ValueError, match=r"got \[3\] at responses"):
+        classwise_nc_ece(p, (resp[0], resp[1], np.where(resp[2] == 2, 3, resp[2])), conf)
+    with pytest.raises(ValueError, match="integer indices"):
+        classwise_nc_ece(p, (resp[0] + 0.5, resp[1], resp[2]), conf)
+    with pytest.raises(ValueError, match="tuple of three arrays"):
+        classwise_nc_ece(p, 5, conf)
