@@ -68,8 +68,18 @@ def _jsonable(x):
     return x
 
 
+#: Every public map class by name, for :func:`map_from_dict` (filled by ``_Map.__init_subclass__``, so maps defined
+#: in other modules of this package, e.g. the multiclass ones, are found too).
+_MAPS: dict = {}
+
+
 class _Map(ParamsMixin):
     """Shared plumbing: scikit-learn's parameter protocol (:class:`ParamsMixin`), fitted checks, JSON round trip."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.__name__.startswith("_"):
+            _MAPS[cls.__name__] = cls
 
     _fitted_names: tuple = ()
     # Fitted attributes restored as float arrays by from_dict (other lists become tuples).
@@ -297,11 +307,8 @@ class ProjectedHistogram(_Map):
         return {"bins": b}
 
 
-_MAPS = {c.__name__: c for c in (TemperatureScaling, PlattScaling, ProjectedHistogram)}
-
-
 def map_from_dict(d: dict):
-    """Rebuild any map saved with ``to_dict()`` (dispatches on ``d["class"]``).
+    """Rebuild any map saved with ``to_dict()`` (dispatches on ``d["class"]``; binary and multiclass maps).
 
     Examples
     --------
