@@ -1,4 +1,4 @@
-"""noisycal_bayes: calibration of a binary classifier judged and fixed with noisy multi-annotator labels.
+"""noisycal_bayes: calibration of a classifier (binary or K classes) judged and fixed with noisy multi-annotator labels.
 
 Notation (Hanada & Futami): ``a_j`` -> ``fpr``, ``a_j + delta_j`` -> ``tpr``, ``delta_j`` -> ``gap``,
 ``pi_g`` -> ``prevalence``.
@@ -56,6 +56,18 @@ _LAZY = {
     "inference": "noisycal_bayes.inference",
     "models": "noisycal_bayes.models",
     "recalibration": "noisycal_bayes.recalibration",
+    # K classes (issue 18)
+    "MulticlassAnnotationSet": "noisycal_bayes.data",
+    "load_multiclass": "noisycal_bayes.data",
+    "simulate_multiclass": "noisycal_bayes.simulate",
+    "fit_em_multiclass": "noisycal_bayes.inference",
+    "fit_nuts_multiclass": "noisycal_bayes.inference",
+    "top_label_nc_ece": "noisycal_bayes.reference.multiclass",
+    "classwise_nc_ece": "noisycal_bayes.reference.multiclass",
+    "posterior_top_label_nc_ece": "noisycal_bayes.propagate.multiclass",
+    "posterior_classwise_nc_ece": "noisycal_bayes.propagate.multiclass",
+    "evaluate_multiclass": "noisycal_bayes.evaluation",
+    "MulticlassEvaluation": "noisycal_bayes.evaluation",
 }
 
 

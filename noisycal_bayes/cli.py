@@ -4,6 +4,8 @@
     noisycal-bayes evaluate ANNOTATIONS.csv --scores SCORES.csv [--bins 10] [--groups 5]
                             [--method nuts|em] [--seed 0] [--out DIR] [--json FILE]
                             [--gold COLUMN | --gold-file GOLD.csv] [--repeated keep|first|error]
+    noisycal-bayes evaluate LABELS.csv --scores PROBS.csv ...    (K > 2 classes: detected from the labels;
+                            PROBS.csv has `item` and one column per class; see docs/multiclass.md)
     noisycal-bayes recalibrate ANNOTATIONS.csv --scores SCORES.csv --map temperature|platt|histogram
                             --save MAP.json
     noisycal-bayes apply MAP.json SCORES.csv [--out FILE]
@@ -15,7 +17,10 @@ the whole command line can be driven from Python (and from tests).
 
 The command line parses and prints; the library computes. ``evaluate`` and ``demo`` call
 :func:`noisycal_bayes.evaluate` and print ``Evaluation.summary()`` (``--json``: ``Evaluation.to_json()``,
-``--out``: ``Evaluation.write_report``); ``recalibrate`` calls :func:`noisycal_bayes.fit_em` and the maps of
+``--out``: ``Evaluation.write_report``). Labels with classes other than 0 and 1
+(:func:`noisycal_bayes.data.is_multiclass_labels`) are read by :func:`noisycal_bayes.data.load_multiclass` and
+evaluated by :func:`noisycal_bayes.evaluate_multiclass` (``MulticlassEvaluation``: same three outputs);
+``recalibrate`` calls :func:`noisycal_bayes.fit_em` and the maps of
 :mod:`noisycal_bayes.recalibration`. The channel engines (``em``, ``nuts``) are
 :data:`noisycal_bayes.evaluation.ENGINES`, re-exported here as :data:`ENGINES`.
 """
@@ -146,7 +151,16 @@ def _check_out_dir(path) -> Path:
     return path
 
 
+#: Defaults of ``--bins`` and ``--groups`` for binary data (K classes: 15 bins and 2 confidence quantiles).
+BINARY_BINS, BINARY_GROUPS = 10, 5
+MULTICLASS_BINS = 15
+
+
 def _options(args, method: str) -> Options:
+    if args.bins is None:
+        args.bins = BINARY_BINS
+    if args.groups is None:
+        args.groups = BINARY_GROUPS
     if args.bins < 1:
         raise CommandError(f"--bins must be at least 1; got {args.bins}.")
     if args.groups < 1:
@@ -197,11 +211,80 @@ def _data_line(data) -> str:
     return text + "."
 
 
+def _is_multiclass(args) -> bool:
+    """Whether the labels file holds K-class labels (some label other than 0 and 1)."""
+    from .data import is_multiclass_labels
+
+    try:
+        return is_multiclass_labels(args.annotations)
+    except ValueError:  # a file the K-class reader cannot parse (custom columns...): the binary loader explains
+        return False
+
+
+#: Data options of ``evaluate`` the K-class loader does not take: (attribute, default, flag).
+_BINARY_DATA_OPTIONS = (("layout", "auto", "--layout"), ("item_col", "item", "--item-col"),
+                        ("annotator_col", "annotator", "--annotator-col"), ("label_col", "label", "--label-col"),
+                        ("score_col", "score", "--score-col"), ("gold_file", None, "--gold-file"))
+
+
+def _cmd_evaluate_multiclass(args, json_path, out_dir) -> int:
+    """``evaluate`` for K-class labels: :func:`load_multiclass` -> :func:`evaluate_multiclass`."""
+    from .data import load_multiclass
+    from .evaluation import evaluate_multiclass
+    from .report import atomic_write_text
+
+    given = [flag for attr, default, flag in _BINARY_DATA_OPTIONS if getattr(args, attr) != default]
+    if given:
+        raise CommandError(f"{', '.join(given)}: not available for K-class labels (files with columns item, annotator, "
+                           "label or item + one column per annotator; gold labels in a column named by --gold).")
+    if args.scores is None:
+        raise CommandError(f"{args.annotations}: K-class labels need --scores PROBS.csv with an `item` column and one "
+                           "probability column per class, named as the class appears in the labels file.")
+    method = "em" if args.method in (None, "auto") else args.method
+    bins = MULTICLASS_BINS if args.bins is None else args.bins
+    if bins < 1:
+        raise CommandError(f"--bins must be at least 1; got {bins}.")
+    if args.groups is not None and args.groups < 1:
+        raise CommandError(f"--groups must be at least 1; got {args.groups}.")
+    if not 0 < args.level < 1:
+        raise CommandError(f"--level must lie strictly between 0 and 1; got {args.level}.")
+    if args.n_boot < 0:
+        raise CommandError(f"--n-boot must be 0 or more; got {args.n_boot}.")
+    if method == "nuts":
+        _bayes_api()
+    for flag, value in (("--chains", args.chains), ("--warmup", args.warmup), ("--draws", args.draws)):
+        if value < 1:
+            raise CommandError(f"{flag} must be at least 1; got {value}.")
+    notes: list = []
+    with collect_warnings(notes):
+        annotators = None if args.annotators is None else [a.strip() for a in args.annotators.split(",") if a.strip()]
+        data = load_multiclass(args.annotations, args.scores, repeated=args.repeated, gold=args.gold,
+                               annotators=annotators)
+    print(_data_line(data)[:-1] + f"; {data.n_classes} classes.", flush=True)
+    ev = evaluate_multiclass(data, method=method, bins=bins, groups=args.groups, weights=args.weights,
+                             level=args.level, seed=args.seed, n_boot=args.n_boot, n_chains=args.chains,
+                             n_warmup=args.warmup, n_draws=args.draws, checks=not args.no_checks,
+                             progress_bar=sys.stderr.isatty())
+    if notes:
+        ev = replace(ev, warnings=tuple(n for n in notes if n not in ev.warnings) + tuple(ev.warnings))
+    print(ev.summary(title=f"noisycal-bayes evaluate {args.annotations} ({data.n_classes} classes)"))
+    if out_dir is not None:
+        ev.write_report(out_dir, source=str(args.annotations))
+        print(f"\nReport written to {out_dir}/ (report.html, summary.md, results.json, top_label_reliability.png, "
+              "confusion_matrices.png).")
+    if json_path is not None:
+        atomic_write_text(json_path, ev.to_json())
+        print(f"Results written to {json_path}.")
+    return EXIT_OK
+
+
 def _cmd_evaluate(args) -> int:
     from .report import atomic_write_text
 
     json_path = None if args.json is None else _check_out_file(args.json)
     out_dir = None if args.out is None else _check_out_dir(args.out)
+    if _is_multiclass(args):
+        return _cmd_evaluate_multiclass(args, json_path, out_dir)
     opts = _options(args, _default_method(args.method))
     notes: list = []
     data = _load(args, notes)
@@ -335,7 +418,7 @@ def _add_data_args(p):
     p.add_argument("annotations", metavar="ANNOTATIONS.csv",
                    help="labels: long format (item, annotator, label) or wide (item + one column per annotator)")
     p.add_argument("--scores", metavar="SCORES.csv", help="scores: columns item, score (or a 'score' column in "
-                   "ANNOTATIONS.csv)")
+                   "ANNOTATIONS.csv); K classes: item + one probability column per class")
     p.add_argument("--layout", choices=("auto", "long", "wide"), default="auto", help="file layout (default: auto)")
     p.add_argument("--item-col", default="item", help="item column name (default: item)")
     p.add_argument("--annotator-col", default="annotator", help="annotator column name (long format)")
@@ -345,7 +428,8 @@ def _add_data_args(p):
                    help="wide format: the columns holding annotators' labels (default: all but item, score and the --gold column)")
     gold = p.add_mutually_exclusive_group()
     gold.add_argument("--gold", metavar="COLUMN",
-                      help="a column of ANNOTATIONS.csv with known clean labels (0 or 1; empty where unknown)")
+                      help="a column of ANNOTATIONS.csv with known clean labels (0 or 1, K classes: class names; "
+                           "empty where unknown)")
     gold.add_argument("--gold-file", metavar="GOLD.csv",
                       help="known clean labels in a separate file with columns item, gold (empty gold: unknown)")
     p.add_argument("--repeated", choices=("keep", "first", "error"), default="keep",
@@ -354,13 +438,16 @@ def _add_data_args(p):
 
 
 def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
-    p.add_argument("--bins", type=int, default=10, help="equal-width evaluation bins (default: 10)")
-    p.add_argument("--groups", type=int, default=5, help="equal-mass score groups identifying the channels (default: 5)")
+    p.add_argument("--bins", type=int, default=None,
+                   help="equal-width evaluation bins (default: 10; K-class labels: 15 equal-width confidence bins)")
+    p.add_argument("--groups", type=int, default=None,
+                   help="equal-mass score groups identifying the channels (default: 5; K-class labels: confidence "
+                        "quantiles per predicted class, default 2)")
     p.add_argument("--method", choices=methods, default=default_method,
                    help="channel engine: nuts (Bayesian) or em (reference EM + bootstrap); auto = nuts when "
-                        "available, else em")
+                        "available, else em (K-class labels: auto = em)")
     p.add_argument("--weights", choices=("iv", "equal", "gap", "squared_gap"), default="iv",
-                   help="annotator weights (default: iv, inverse variance)")
+                   help="annotator weights (default: iv, inverse variance; K-class labels: iv or equal)")
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
     p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates for EM intervals (0: none; default 200)")
     p.add_argument("--chains", type=int, default=4, help="NUTS chains (default: 4)")
@@ -385,7 +472,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit_args(p)
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("evaluate", help="NC-ECE with interval, channels and naive metrics for your CSV files")
+    p = sub.add_parser("evaluate", help="NC-ECE with interval, channels and naive metrics for your CSV files",
+                       description="NC-ECE with interval, channels and naive metrics. Labels with classes other than "
+                       "0 and 1 (K classes) are detected from ANNOTATIONS.csv: then --scores is a probabilities file "
+                       "(item + one column per class, named as the classes appear in the labels), the headline is "
+                       "the top-label NC-ECE, --bins defaults to 15 and --groups counts confidence quantiles per "
+                       "predicted class (docs/multiclass.md).")
     _add_data_args(p)
     _add_fit_args(p)
     p.add_argument("--out", metavar="DIR", help="also write a report folder (report.html, figures, summary.md, results.json)")

@@ -1,4 +1,5 @@
-"""The whole calibration job in one call: :func:`evaluate` -> :class:`Evaluation`.
+"""The whole calibration job in one call: :func:`evaluate` -> :class:`Evaluation` (K classes:
+:class:`MulticlassEvaluation`, see :mod:`noisycal_bayes.evaluation.multiclass`).
 
 ``evaluate(data)`` estimates the annotators' channels, the noise-corrected ECE (NC-ECE) with an interval
 for a named target, and the naive metrics (ECE against votes, SMECE against vote fractions); with
@@ -29,21 +30,35 @@ from .engines import ENGINES, METHODS, EngineResult, Settings, collect_warnings
 from .engines import _settings, assemble, run_checks
 from .recalibration import MAPS, _map_classes, compare_recalibration, describe_map
 from .result import Evaluation, NCECESummary, RecalibrationRow
+from .multiclass import MULTICLASS_METHODS, ClasswiseSummary, MulticlassEvaluation, evaluate_multiclass
 
-__all__ = ["ENGINES", "MAPS", "METHODS", "EngineResult", "Evaluation", "NCECESummary", "RecalibrationRow",
-           "Settings", "collect_warnings", "compare_recalibration", "describe_map", "evaluate"]
+__all__ = ["ENGINES", "MAPS", "METHODS", "MULTICLASS_METHODS", "ClasswiseSummary", "EngineResult", "Evaluation",
+           "MulticlassEvaluation", "NCECESummary", "RecalibrationRow", "Settings", "collect_warnings",
+           "compare_recalibration", "describe_map", "evaluate", "evaluate_multiclass"]
+
+#: Options of :func:`evaluate` passed on to :func:`evaluate_multiclass` for K-class data (its defaults otherwise).
+_MULTICLASS_OPTIONS = ("method", "bins", "weights", "level", "seed", "n_boot", "n_chains", "n_warmup", "n_draws",
+                       "clean_labels", "checks", "progress_bar")
 
 
 def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUPS, weights: str = "iv",
              level: float = 0.9, seed: int = 0, n_boot: int = 200, n_starts: int = 10, n_chains: int = 4,
              n_warmup: int = 1000, n_draws: int = 1000, clean_labels=None, recalibration: bool = False,
-             progress_bar: bool = False, checks: bool = True) -> Evaluation:
+             progress_bar: bool = False, checks: bool = True):
     """Channels with intervals, NC-ECE with an interval for a named target, and the naive metrics.
+
+    K classes: when ``data`` is a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, this returns
+    ``evaluate_multiclass(data, ...)`` (a :class:`MulticlassEvaluation`: top-label NC-ECE as the headline,
+    class-wise NC-ECE, confusion matrices) with ``method``, ``bins``, ``weights``, ``level``, ``seed``,
+    ``n_boot``, ``n_chains``, ``n_warmup``, ``n_draws``, ``clean_labels``, ``checks`` and ``progress_bar`` passed
+    on as given; ``groups``, ``n_starts`` and ``recalibration`` are binary options (a non-default value is an
+    error). Binary data is unchanged by this.
 
     Parameters
     ----------
-    data : AnnotationSet with scores
-        Labels of shape (n_items, n_annotators) and the classifier's scores of shape (n_items,).
+    data : AnnotationSet with scores, or MulticlassAnnotationSet with probs
+        Labels of shape (n_items, n_annotators) and the classifier's scores of shape (n_items,); or K-class
+        labels with class probabilities (n_items, K).
     method : {"nuts", "em"}, default "nuts"
         ``"nuts"``: ``fit_nuts`` and the posterior of the calibration error. ``"em"``: ``fit_em`` and a
         Bayesian bootstrap around it (``bootstrap_em``, ``n_boot`` replicates), propagated the same way.
@@ -78,7 +93,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
 
     Returns
     -------
-    Evaluation
+    Evaluation (MulticlassEvaluation for K-class data)
         ``.summary()``, ``.to_json()``, ``.write_report(dir)``; ``.nc_ece.value`` is the paper's NC-ECE at
         the point channel, ``.nc_ece.debiased`` the bias-corrected estimate the interval is built around.
 
@@ -106,7 +121,19 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
     (True, 'no interval: --n-boot 0.')
     """
     from .._validation import check_binary_labels
-    from ..data import Binning
+    from ..data import Binning, MulticlassAnnotationSet
+
+    if isinstance(data, MulticlassAnnotationSet):
+        binary_only = {"groups": groups is not DEFAULT_GROUPS, "n_starts": n_starts != 10,
+                       "recalibration": bool(recalibration)}
+        given = [k for k, v in binary_only.items() if v]
+        if given:
+            raise ValueError(f"evaluate: {given} apply to binary data only; for K-class data call "
+                             "evaluate_multiclass(data, groups=<confidence quantiles>, ...) directly.")
+        kw = dict(method=method, bins=bins, weights=weights, level=level, seed=seed, n_boot=n_boot,
+                  n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, clean_labels=clean_labels, checks=checks,
+                  progress_bar=progress_bar)
+        return evaluate_multiclass(data, **{k: kw[k] for k in _MULTICLASS_OPTIONS})
     from ..reference.baselines import naive_calibration
     from ..propagate import usable_annotators_of
     from ..reference.calibration import nc_ece

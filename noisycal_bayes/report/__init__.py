@@ -438,6 +438,11 @@ _CAPTIONS = {
                            "(docs/model_checks.md).",
     "checks.png": "Standardized residuals of the channel model's predictive check per (score group, response "
                   "pattern) cell: large values show where the data disagree with the model (docs/model_checks.md).",
+    "top_label_reliability.png": "K classes: corrected accuracy of the predicted class per confidence bin (with its "
+                                 "interval), beside the accuracy against the majority vote and the vote distribution; "
+                                 "the diagonal is perfect top-label calibration.",
+    "confusion_matrices.png": "K classes: each annotator's estimated confusion matrix, P(label | clean class); a "
+                              "strong diagonal is a reliable annotator.",
     "nc_ece.png": "Distribution of the calibration error (bootstrap replicates or posterior draws) with the "
                   "estimate and its interval.",
 }
@@ -668,3 +673,11 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
         return written
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# K classes (issue 18): the renderers of MulticlassEvaluation, built on the helpers above.
+from .multiclass import (format_multiclass_summary, multiclass_html, multiclass_report_page,  # noqa: E402
+                         multiclass_to_dict, summary_markdown_multiclass, write_multiclass_report)
+
+__all__ += ["format_multiclass_summary", "multiclass_html", "multiclass_report_page", "multiclass_to_dict",
+            "summary_markdown_multiclass", "write_multiclass_report"]

@@ -1,0 +1,621 @@
+"""The K-class calibration job in one call: :func:`evaluate_multiclass` -> :class:`MulticlassEvaluation`.
+
+``evaluate_multiclass(data)`` estimates every annotator's K x K confusion matrix, the top-label NC-ECE (the
+headline) and the class-wise NC-ECE with intervals, the corrected top-label reliability table, and the naive
+ECEs against the majority vote, each annotator and the vote distribution (DESIGN §8). ``noisycal_bayes.evaluate``
+dispatches here when its data is a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, and so does the
+command line when the labels file has more than two classes.
+
+Two routes, the same numbers:
+
+=========  =============================================================  ===================================
+method     confusion matrices                                             intervals
+=========  =============================================================  ===================================
+``em``     ``fit_em_multiclass`` (MLE, grouped model)                     item bootstrap with the EM refitted
+                                                                          per replicate
+                                                                          (``bootstrap_multiclass_nc_ece``)
+``nuts``   ``fit_nuts_multiclass`` (posterior; point = posterior mean)    ``posterior_top_label_nc_ece`` /
+                                                                          ``posterior_classwise_nc_ece``
+=========  =============================================================  ===================================
+
+On both routes ``nc_ece.value`` is the top-label NC-ECE at the point confusion matrices
+(:func:`~noisycal_bayes.reference.multiclass.top_label_nc_ece`), and confusion intervals are equal-tailed
+quantiles of the draws (posterior draws or bootstrap refits).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import one_line as _one_line
+from .engines import _nc_ece_summary, collect_warnings
+from .result import NCECESummary
+
+__all__ = ["MULTICLASS_METHODS", "ClasswiseSummary", "MulticlassEvaluation", "evaluate_multiclass"]
+
+#: Channel engines of :func:`evaluate_multiclass`.
+MULTICLASS_METHODS = ("em", "nuts")
+#: Weight rules of the K-class corrected targets.
+_WEIGHTS = ("iv", "equal")
+#: Random EM starts of the full-sample fit and of every bootstrap refit (besides the majority-vote start): one
+#: number for both, so that the compiled EM is reused by the refits.
+N_STARTS = 1
+#: Posterior draws used by the predictive check (199: with alpha = 0.05 a check warns at most 5% under the model).
+N_CHECK_REPLICATES = 199
+#: The check runs only when the (group x observed-annotators) families have at most this many patterns K^m in all.
+MAX_CHECK_CELLS = 200_000
+#: p-value below which a check warns.
+CHECK_ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The validated options of one :func:`evaluate_multiclass` call."""
+
+    method: str
+    bins: int
+    n_quantiles: int
+    weights: str
+    level: float
+    seed: int
+    n_boot: int
+    n_chains: int
+    n_warmup: int
+    n_draws: int
+    progress_bar: bool
+    checks: bool
+
+
+@dataclass(frozen=True)
+class ClasswiseSummary:
+    """Class-wise NC-ECE: the mean over classes with its interval, and each class's.
+
+    Attributes
+    ----------
+    value : float
+        Mean over classes of the class-wise NC-ECE at the point confusion matrices.
+    lower, upper : float or None
+        The interval to read (``[0, upper_bound]`` when the one-sided reading applies); None without one.
+    upper_bound : float or None
+        One-sided ``level`` upper bound.
+    level : float
+    target : str
+    interval_method : str
+    per_class : DataFrame
+        ``class, value, lower, upper`` (one row per class, in class index order; bounds NaN without interval).
+    """
+
+    value: float
+    lower: float | None
+    upper: float | None
+    upper_bound: float | None
+    level: float
+    target: str
+    interval_method: str
+    per_class: pd.DataFrame = field(repr=False)
+
+    @property
+    def interval(self) -> tuple:
+        return (self.lower, self.upper)
+
+
+@dataclass(frozen=True)
+class MulticlassEvaluation:
+    """What one K-class calibration evaluation found, and how (returned by :func:`evaluate_multiclass`).
+
+    Attributes
+    ----------
+    method : {"em", "nuts"}
+    method_detail : str
+        One line saying how the confusion matrices and the intervals were obtained.
+    n_items, n_annotators, n_classes : int
+    classes : tuple
+        Class names; index ``k`` <-> ``classes[k]``.
+    annotator_ids : tuple
+    confusion : ndarray of shape (n_annotators, K, K)
+        Point estimate (EM, or posterior mean): ``confusion[j, y, a] = P(A_j = a | Y = y)``.
+    confusion_lower, confusion_upper : ndarray of shape (n_annotators, K, K) or None
+        Equal-tailed ``level`` quantiles of the draws (posterior draws or bootstrap refits); None without draws.
+    prevalence : ndarray of shape (n_groups, K)
+        Clean-class frequencies per score group (EM estimate or posterior mean).
+    nc_ece : NCECESummary
+        Top-label NC-ECE (the headline): ``value``, ``lower``, ``upper``, ``upper_bound``, ``level``, ``target``...
+    classwise_nc_ece : ClasswiseSummary
+    reliability : DataFrame
+        Per confidence bin: ``bin, lower, upper, count, mean_confidence, corrected_accuracy, residual,
+        band_lower, band_upper`` (band NaN without draws).
+    naive : DataFrame
+        ``target, top_label_ece, classwise_ece, n_items``: majority vote, each annotator, vote distribution (and
+        ``clean labels (oracle)`` when ``clean_labels`` were given).
+    naive_curves : dict
+        ``{name: accuracy per confidence bin}`` for the reliability figure (majority vote, vote distribution,
+        oracle).
+    usable : ndarray of shape (n_annotators,), bool
+        Annotators whose confusion matrix is invertible enough to correct their labels (others weigh 0).
+    warnings : tuple of str
+    diagnostics : dict
+        NUTS: ``max_rhat, min_ess_bulk, n_divergent, frac_max_treedepth``...; EM: ``converged, n_iter,
+        log_likelihood`` and the bootstrap's ``n_failed``.
+    checks : tuple of dict
+        ``{name, status ("pass" | "warn" | "not_testable"), statistic, p_value, detail}``.
+    draws : ndarray or None
+        Top-label NC-ECE draws (bootstrap replicates or posterior draws).
+    level, bins, weights, seed, n_groups : the settings used
+    fit : MulticlassEMFit or MulticlassPosterior
+    data : MulticlassAnnotationSet
+    clean_labels : ndarray of shape (n_items,) or None
+    """
+
+    method: str
+    method_detail: str
+    n_items: int
+    n_annotators: int
+    n_classes: int
+    classes: tuple
+    annotator_ids: tuple
+    confusion: np.ndarray
+    confusion_lower: np.ndarray | None
+    confusion_upper: np.ndarray | None
+    prevalence: np.ndarray
+    nc_ece: NCECESummary
+    classwise_nc_ece: ClasswiseSummary
+    reliability: pd.DataFrame = field(repr=False)
+    naive: pd.DataFrame = field(repr=False)
+    naive_curves: dict = field(default_factory=dict, repr=False)
+    usable: np.ndarray = field(default=None, repr=False)
+    warnings: tuple = ()
+    diagnostics: dict = field(default_factory=dict)
+    checks: tuple = ()
+    draws: np.ndarray | None = field(default=None, repr=False)
+    level: float = 0.9
+    bins: int = 15
+    weights: str = "iv"
+    seed: int = 0
+    n_groups: int = 1
+    fit: object = field(default=None, repr=False, compare=False)
+    data: object = field(default=None, repr=False, compare=False)
+    clean_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def warned_checks(self) -> list:
+        """Names of the checks that warned."""
+        return [c["name"] for c in self.checks if c.get("status") == "warn"]
+
+    def summary(self, *, title: str | None = None) -> str:
+        """The plain-text summary the command line prints."""
+        from ..report.multiclass import format_multiclass_summary
+
+        return format_multiclass_summary(self, title=title)
+
+    def to_dict(self) -> dict:
+        """The JSON object (strict JSON types; NaN as None); keys in ``docs/cli.md`` and ``docs/multiclass.md``."""
+        from ..report.multiclass import multiclass_to_dict
+
+        return multiclass_to_dict(self)
+
+    def to_json(self) -> str:
+        """The JSON text ``noisycal-bayes evaluate --json`` writes for K-class data."""
+        from ..report import json_text
+
+        return json_text(self.to_dict())
+
+    def write_report(self, out_dir, *, title: str = "Calibration report (K classes)", source: str | None = None):
+        """Write the report folder (``report.html``, ``summary.md``, ``results.json``,
+        ``top_label_reliability.png``, ``confusion_matrices.png``); returns the paths
+        (:func:`noisycal_bayes.report.write_multiclass_report`)."""
+        from ..report.multiclass import write_multiclass_report
+
+        return write_multiclass_report(out_dir, self, title=title, source=source)
+
+    def _repr_html_(self) -> str:
+        from ..report.multiclass import multiclass_html
+
+        return multiclass_html(self)
+
+
+# ============================================================================================ validation
+def _settings(data, **kw) -> _Settings:
+    from .._validation import check_level, check_positive_int
+    from ..data import MulticlassAnnotationSet
+
+    if not isinstance(data, MulticlassAnnotationSet):
+        raise ValueError(f"evaluate_multiclass: `data` must be a MulticlassAnnotationSet; got {type(data).__name__}.")
+    if kw["method"] not in MULTICLASS_METHODS:
+        raise ValueError(f"evaluate_multiclass: unknown method {kw['method']!r}; choose from {list(MULTICLASS_METHODS)}.")
+    if kw["weights"] not in _WEIGHTS:
+        raise ValueError(f"evaluate_multiclass: `weights` must be one of {list(_WEIGHTS)} for K classes; got "
+                         f"{kw['weights']!r}.")
+    groups = kw.pop("groups")
+    if groups is None:
+        kw["n_quantiles"] = 2
+    elif isinstance(groups, (int, np.integer)) and not isinstance(groups, bool) and groups >= 1:
+        kw["n_quantiles"] = int(groups)
+    else:
+        raise ValueError(f"evaluate_multiclass: `groups` must be None (2 confidence quantiles per predicted class) or "
+                         f"a positive int (that many quantiles); got {groups!r}.")
+    for name in ("bins", "n_chains", "n_draws"):
+        kw[name] = check_positive_int(kw[name], name=name)
+    for name in ("n_boot", "n_warmup", "seed"):
+        kw[name] = check_positive_int(kw[name], name=name, minimum=0)
+    kw["level"] = check_level(kw["level"])
+    return _Settings(**kw)
+
+
+def _check_clean_labels(clean_labels, data):
+    if clean_labels is None:
+        return None
+    y = np.asarray(clean_labels)
+    if y.shape != (data.n_items,):
+        raise ValueError(f"`clean_labels` must have shape ({data.n_items},), one class index per item; got {y.shape}.")
+    if not np.issubdtype(y.dtype, np.integer):
+        if not (np.issubdtype(y.dtype, np.floating) and np.all(np.isfinite(y)) and np.all(y == np.round(y))):
+            raise ValueError("`clean_labels` must be class indices 0..K-1 (integers); map class names with "
+                             "`data.classes` first.")
+    y = y.astype(np.int64)
+    bad = np.flatnonzero((y < 0) | (y >= data.n_classes))
+    if bad.size:
+        raise ValueError(f"`clean_labels` must be class indices in 0..{data.n_classes - 1}; got {y[bad[:5]].tolist()} "
+                         f"at items {bad[:5].tolist()}.")
+    return y
+
+
+# ============================================================================================ engines
+class _Replicate:
+    """The duck-typed data ``fit_em_multiclass`` reads, for one bootstrap replicate."""
+
+    def __init__(self, responses, n_items, n_annotators, n_classes, probs):
+        self.responses, self.n_items, self.n_annotators = responses, n_items, n_annotators
+        self.n_classes, self.probs, self.gold, self.classes = n_classes, probs, None, tuple(range(n_classes))
+
+
+def _intervals(draws: np.ndarray, level: float):
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return lo, hi
+
+
+def _engine_em(data, s: _Settings, groups):
+    """EM on the full sample; item bootstrap with the EM refitted per replicate for the intervals."""
+    from ..core.confusion import score_groups
+    from ..inference import fit_em_multiclass
+    from ..propagate.multiclass import posterior_top_label_nc_ece
+    from ..reference.multiclass import bootstrap_multiclass_nc_ece, classwise_nc_ece, top_label_nc_ece
+
+    fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS, seed=s.seed)
+    probs, resp = data.probs, data.responses
+    usable = np.asarray(fit.usable_annotators(), dtype=bool)
+    top = top_label_nc_ece(probs, resp, fit.confusion, bins=s.bins, weights=s.weights)
+    cw = classwise_nc_ece(probs, resp, fit.confusion, bins=s.bins, weights=s.weights)
+    detail = f"EM (grouped model, {fit.n_groups} score groups, {N_STARTS + 1} starts)"
+    out = dict(fit=fit, confusion=np.asarray(fit.confusion), prevalence=np.asarray(fit.prevalence), usable=usable,
+               top=top, cw=cw, lower=None, upper=None, top_iv=None, cw_iv=None, band=None, draws=None, notes=[],
+               diagnostics={"converged": bool(fit.converged), "n_iter": int(fit.n_iter),
+                            "log_likelihood": float(fit.log_likelihood)})
+    if s.n_boot == 0:
+        out["notes"].append("no interval: n_boot = 0 (--n-boot 0).")
+        out["detail"] = detail
+        return out
+    refits = []
+    first = [True]
+
+    def estimator(r, n, p):
+        if first[0]:  # the bootstrap's full-sample call: the fit above (no second full fit)
+            first[0] = False
+            return np.asarray(fit.confusion), None
+        rep = _Replicate(r, n, data.n_annotators, data.n_classes, p)
+        # Replicates start from the majority vote plus one random start (fit_em_multiclass takes no warm start, and
+        # n_starts=0 fails in its start stacking); its groups are the same recipe (predicted class x confidence
+        # quantile) applied to the replicate's items.
+        f = fit_em_multiclass(rep, model="grouped", groups=score_groups(p, n_quantiles=s.n_quantiles),
+                              n_starts=N_STARTS, seed=s.seed)
+        refits.append(np.asarray(f.confusion))
+        return np.asarray(f.confusion), None
+
+    boot = bootstrap_multiclass_nc_ece(probs, resp, estimator=estimator, n_boot=s.n_boot, level=s.level, bins=s.bins,
+                                       weights=s.weights, seed=s.seed, progress_bar=s.progress_bar)
+    reps = np.stack(refits) if refits else None
+    out.update(top_iv=boot.top_label, cw_iv=boot.classwise, draws=np.asarray(boot.top_label.replicates))
+    out["diagnostics"]["n_boot_failed"] = int(boot.top_label.n_failed)
+    if reps is not None and reps.shape[0] >= 2:
+        out["lower"], out["upper"] = _intervals(reps, s.level)
+        # Per-bin bands: the refitted confusions propagated with a Bayesian bootstrap of the items (as the binary
+        # EM route propagates its bootstrap replicates).
+        band = posterior_top_label_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
+                                          seed=s.seed, usable=usable)
+        out["band"] = band.table
+    out["detail"] = (f"{detail}; {100 * s.level:.0f}% intervals from {s.n_boot} item-bootstrap replicates with the EM "
+                     "refitted on each")
+    return out
+
+
+def _engine_nuts(data, s: _Settings, groups):
+    """NUTS posterior of the confusion matrices, propagated to both NC-ECEs."""
+    from ..inference import fit_nuts_multiclass
+    from ..propagate.multiclass import posterior_classwise_nc_ece, posterior_top_label_nc_ece
+    from ..propagate.nc_ece import USABLE_LEVEL
+    from ..reference.multiclass import classwise_nc_ece, top_label_nc_ece, usable_from_draws
+
+    post = fit_nuts_multiclass(data, model="grouped", groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
+                               n_samples=s.n_draws, seed=s.seed, progress_bar=s.progress_bar)
+    draws = np.asarray(post.confusion)
+    usable = usable_from_draws(draws, level=USABLE_LEVEL)
+    probs, resp = data.probs, data.responses
+    point = draws.mean(axis=0)
+    top_pt = top_label_nc_ece(probs, resp, point, bins=s.bins, weights=s.weights)
+    cw_pt = classwise_nc_ece(probs, resp, point, bins=s.bins, weights=s.weights)
+    top = posterior_top_label_nc_ece(probs, resp, draws, bins=s.bins, weights=s.weights, level=s.level, seed=s.seed,
+                                     usable=usable)
+    cw = posterior_classwise_nc_ece(probs, resp, draws, bins=s.bins, weights=s.weights, level=s.level, seed=s.seed,
+                                    usable=usable)
+    lower, upper = _intervals(draws, s.level)
+    d = post.diagnostics
+    detail = (f"NUTS (grouped model, {int(np.asarray(post.prevalence).shape[1])} score groups, {post.n_chains} chains "
+              f"x {post.n_draws} draws); {100 * s.level:.0f}% posterior intervals")
+    return dict(fit=post, confusion=point, prevalence=np.asarray(post.prevalence).mean(axis=0), usable=usable,
+                top=top_pt, cw=cw_pt, lower=lower, upper=upper, top_iv=top, cw_iv=cw, band=top.table,
+                draws=np.asarray(top.debiased_draws if top.interval_method == "debiased" else top.draws), notes=[],
+                detail=detail, diagnostics={k: d.get(k) for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
+                                                                  "n_divergent", "frac_max_treedepth")})
+
+
+# ============================================================================================ pieces
+def _top_summary(res, s: _Settings):
+    """NCECESummary of the top-label NC-ECE and its notes."""
+    value = float(res["top"].value)
+    iv = res["top_iv"]
+    if iv is None:
+        return NCECESummary(value, None, None, None, None, s.level, "none: no interval", "none"), []
+    if s.method == "em":
+        how = (f"{iv.method} interval over {s.n_boot - iv.n_failed} item-bootstrap replicates, confusion matrices "
+               "refitted by EM on each")
+        return NCECESummary(value, None, float(iv.lower), float(iv.upper), float(iv.upper_bound), s.level, iv.target,
+                            how, "two_sided", None, "bootstrap replicates"), []
+    how = f"{iv.interval_method} equal-tailed interval; varying: {iv.uncertainty}"
+    summary, notes = _nc_ece_summary(value, iv, s, None, how)
+    return summary, notes
+
+
+def _classwise_summary(res, s: _Settings, classes) -> ClasswiseSummary:
+    cw, iv = res["cw"], res["cw_iv"]
+    per = pd.DataFrame({"class": list(classes), "value": np.asarray(cw.per_class, dtype=np.float64),
+                        "lower": np.nan, "upper": np.nan})
+    if iv is None:
+        return ClasswiseSummary(float(cw.value), None, None, None, s.level, "none: no interval", "none", per)
+    if s.method == "em":
+        t = iv.per_class
+        per["lower"], per["upper"] = t["lower"].to_numpy(), t["upper"].to_numpy()
+        return ClasswiseSummary(float(cw.value), float(iv.lower), float(iv.upper), float(iv.upper_bound), s.level,
+                                iv.target, f"{iv.method} item-bootstrap interval (EM refitted)", per)
+    t = iv.per_class_table
+    one = t["interval_to_read"].to_numpy() == "upper_one_sided"
+    per["lower"] = np.where(one, 0.0, t["lower"].to_numpy())
+    per["upper"] = np.where(one, t["upper_one_sided"].to_numpy(), t["upper"].to_numpy())
+    lo, hi = iv.reported_interval
+    return ClasswiseSummary(float(cw.value), float(lo), float(hi), float(iv.upper_one_sided), s.level, iv.target,
+                            f"{iv.interval_method} equal-tailed interval; varying: {iv.uncertainty}", per)
+
+
+def _reliability(res) -> pd.DataFrame:
+    t = res["top"].table
+    table = pd.DataFrame({"bin": t["bin"].to_numpy(), "lower": t["lower"].to_numpy(), "upper": t["upper"].to_numpy(),
+                          "count": t["count"].to_numpy(), "mean_confidence": t["mean_score"].to_numpy(),
+                          "corrected_accuracy": t["corrected_frequency"].to_numpy(),
+                          "residual": t["residual"].to_numpy(), "band_lower": np.nan, "band_upper": np.nan})
+    band = res["band"]
+    if band is not None and len(band) == len(table):
+        table["band_lower"] = band["frequency_lower"].to_numpy()
+        table["band_upper"] = band["frequency_upper"].to_numpy()
+    return table
+
+
+def _naive(data, s: _Settings, clean_labels):
+    """Naive ECE table and per-bin accuracies of the naive targets (for the figure)."""
+    from ..core.confusion import top_label_ece
+    from ..reference.multiclass import naive_multiclass_ece
+
+    probs, k = data.probs, data.n_classes
+    table = naive_multiclass_ece(probs, data.responses, bins=s.bins, annotator_ids=list(data.annotator_ids))
+    votes = np.asarray(data.vote_distribution(), dtype=np.float64)
+    labelled = votes.sum(axis=1) > 0
+    eye = np.eye(k)
+    mv = np.where(labelled[:, None], eye[np.argmax(votes, axis=1)], np.nan)  # ties to the lowest class index
+    curves = {"majority vote": top_label_ece(probs, mv, bins=s.bins).table.mean_target,
+              "vote distribution": top_label_ece(probs, np.where(labelled[:, None], votes, np.nan),
+                                                 bins=s.bins).table.mean_target}
+    if clean_labels is not None:
+        from ..core.confusion import classwise_ece
+
+        oracle = eye[clean_labels]
+        table = pd.concat([table, pd.DataFrame([{
+            "target": "clean labels (oracle)", "top_label_ece": top_label_ece(probs, oracle, bins=s.bins).value,
+            "classwise_ece": classwise_ece(probs, oracle, bins=s.bins).value, "n_items": int(data.n_items)}])],
+            ignore_index=True)
+        curves["clean labels (oracle)"] = top_label_ece(probs, oracle, bins=s.bins).table.mean_target
+    return table, {name: np.asarray(v, dtype=np.float64) for name, v in curves.items()}
+
+
+def _check_row(status, detail, statistic=None, p_value=None, name="posterior_predictive_patterns"):
+    return {"name": name, "status": status, "statistic": statistic, "p_value": p_value, "detail": detail}
+
+
+def run_multiclass_checks(data, res, s: _Settings) -> tuple:
+    """Predictive check of the K-class channel model on (score group x observed annotators x response pattern)
+    counts; one row ``{name, status, statistic, p_value, detail}``.
+
+    NUTS: a posterior predictive check with the chi-square discrepancy ``sum (O - E_theta)^2 / E_theta`` over the
+    cells of each (group, set of annotators who labelled) family, computed for the observed counts and for counts
+    replicated from ``theta`` over :data:`N_CHECK_REPLICATES` posterior draws; the p-value is the share of draws
+    whose replicated discrepancy is at least the observed one (Gelman, Meng & Stern 1996; conservative: it warns at
+    most at rate ``CHECK_ALPHA`` under the model). EM: ``not_testable``: a calibrated parametric bootstrap needs
+    an EM refit per replicate, which this version does not run.
+    """
+    if s.method == "em":
+        return (_check_row("not_testable", "the EM route has no calibrated K-class check yet: a parametric bootstrap "
+                           "of the (group x response pattern) counts needs an EM refit per replicate, which this "
+                           "version does not run (use method='nuts' for a posterior predictive check)."),)
+    item, ann, lab = (np.asarray(x, dtype=np.int64) for x in data.responses)
+    J, K = data.n_annotators, data.n_classes
+    key = item * J + ann
+    if np.unique(key).size != key.size:
+        return (_check_row("not_testable", "repeated labels: the check's response patterns hold one label per "
+                           "(item, annotator)."),)
+    fit = res["fit"]
+    groups = np.asarray(fit.groups, dtype=np.int64)
+    gold = getattr(data, "gold", None)
+    if gold is not None and (np.asarray(gold) >= 0).any():
+        return (_check_row("not_testable", "gold labels: the check compares annotator label patterns of items "
+                           "whose clean label is unknown; gold items enter the model differently."),)
+    dense = np.full((data.n_items, J), -1, dtype=np.int64)
+    dense[item, ann] = lab
+    mask = dense >= 0
+    mask_code = mask @ (1 << np.arange(J))
+    fam_key = groups * (1 << J) + mask_code
+    fams, fam_of = np.unique(fam_key, return_inverse=True)
+    sizes = [K ** int(mask[np.flatnonzero(fam_of == f)[0]].sum()) for f in range(fams.size)]
+    n_cells = int(sum(sizes))
+    n_params = int(np.asarray(fit.prevalence).shape[1] * (K - 1) + J * K * (K - 1))
+    n_free = int(sum(sz - 1 for sz in sizes))
+    if n_cells > MAX_CHECK_CELLS:
+        return (_check_row("not_testable", f"{n_cells} (group x pattern) cells exceed {MAX_CHECK_CELLS}: too many "
+                           "annotators per item for a pattern check."),)
+    if n_free <= n_params:
+        return (_check_row("not_testable", f"{n_free} free cell probabilities for {n_params} parameters: the design "
+                           "fits any counts exactly, so nothing can be tested."),)
+    conf = np.asarray(fit.confusion)
+    prev = np.asarray(fit.prevalence)
+    S = conf.shape[0]
+    rng = np.random.default_rng(s.seed)
+    pick = rng.choice(S, size=min(N_CHECK_REPLICATES, S), replace=S < N_CHECK_REPLICATES)
+    t_obs = np.zeros(pick.size)
+    t_rep = np.zeros(pick.size)
+    for f in range(fams.size):
+        rows = np.flatnonzero(fam_of == f)
+        g = int(groups[rows[0]])
+        js = np.flatnonzero(mask[rows[0]])
+        m = js.size
+        # Pattern code of each item: its labels of the observed annotators as a base-K number.
+        code = dense[np.ix_(rows, js)] @ (K ** np.arange(m))
+        obs = np.bincount(code, minlength=K ** m).astype(np.float64)
+        for r, sidx in enumerate(pick):
+            # P(pattern | Y = y) for every pattern: outer product over the family's annotators, then mix over y.
+            lik = np.ones((K, 1))
+            for j in js[::-1]:
+                lik = (lik[:, :, None] * conf[sidx, j][:, None, :]).reshape(K, -1)
+            prob = prev[sidx, g] @ lik
+            prob = prob / prob.sum()
+            e = rows.size * prob
+            ok = e > 0
+            rep = rng.multinomial(rows.size, prob)
+            t_obs[r] += np.sum((obs[ok] - e[ok]) ** 2 / e[ok])
+            t_rep[r] += np.sum((rep[ok] - e[ok]) ** 2 / e[ok])
+    p = float(np.mean(t_rep >= t_obs))
+    status = "warn" if p < CHECK_ALPHA else "pass"
+    detail = (f"posterior predictive chi-square over {n_cells} (group x annotators x pattern) cells, "
+              f"{pick.size} posterior draws; mean observed discrepancy {t_obs.mean():.1f} vs replicated "
+              f"{t_rep.mean():.1f}; warns below p = {CHECK_ALPHA}")
+    return (_check_row(status, detail, float(t_obs.mean()), p),)
+
+
+# ============================================================================================ the call
+def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None, weights: str = "iv",
+                        level: float = 0.9, seed: int = 0, n_boot: int = 200, n_chains: int = 2, n_warmup: int = 500,
+                        n_draws: int = 500, clean_labels=None, checks: bool = True,
+                        progress_bar: bool = False) -> MulticlassEvaluation:
+    """K x K confusion matrices with intervals, top-label and class-wise NC-ECE with intervals, naive ECEs.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet with probs
+        Labels (item, annotator, class index) and the classifier's class probabilities of shape (n_items, K).
+    method : {"em", "nuts"}, default "em"
+        ``"em"``: :func:`~noisycal_bayes.inference.fit_em_multiclass` and an item bootstrap with the EM refitted
+        per replicate (``n_boot`` replicates). ``"nuts"``: :func:`~noisycal_bayes.inference.fit_nuts_multiclass`
+        and the posterior of both NC-ECEs (:mod:`noisycal_bayes.propagate.multiclass`).
+    bins : int, default 15
+        Equal-width bins on the confidence (top-label) and on each class's probability (class-wise).
+    groups : None or int, default None
+        Score groups of the grouped model: predicted class x ``groups`` confidence quantiles
+        (:func:`~noisycal_bayes.core.score_groups`); None means 2.
+    weights : {"iv", "equal"}, default "iv"
+        Per-coordinate annotator weights of the corrected targets.
+    level : float, default 0.9
+        Level of every interval.
+    seed : int, default 0
+        Seeds EM starts, bootstrap resampling, chains and the predictive check.
+    n_boot : int, default 200
+        Bootstrap replicates (EM route); 0 gives no interval (said in ``warnings``).
+    n_chains, n_warmup, n_draws : int, default 2, 500, 500
+        NUTS settings.
+    clean_labels : int array of shape (n_items,), optional
+        True class indices (simulations): adds the oracle ECEs to the naive table.
+    checks : bool, default True
+        Run the predictive check of the channel model (:func:`run_multiclass_checks`).
+    progress_bar : bool, default False
+
+    Returns
+    -------
+    MulticlassEvaluation
+        ``.summary()``, ``.to_json()``, ``.write_report(dir)``.
+
+    Raises
+    ------
+    ValueError
+        Data that is not a MulticlassAnnotationSet or has no probs; unknown method or weights; bad counts, level,
+        groups or ``clean_labels``; a design that cannot identify K x K confusion matrices
+        (:func:`~noisycal_bayes.data.check_multiclass_design`: one annotator, no item labelled twice, ...).
+
+    Notes
+    -----
+    The corrected clean-label vector of a response ``a`` of annotator ``j`` is ``C_j^{-T} e_a`` (row ``a`` of
+    ``C_j^{-1}``), unbiased for the one-hot clean label; top-label NC-ECE bins the confidence ``max_k p_ik`` and
+    compares it with the predicted class's coordinate of the combined corrected vector (DESIGN §8). Warnings
+    raised while fitting are recorded in ``warnings`` rather than emitted.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.data import MulticlassAnnotationSet
+    >>> from noisycal_bayes.simulate import simulate_multiclass
+    >>> sim = simulate_multiclass(300, 3, 3, seed=1)
+    >>> data = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=3, probs=sim.probs)
+    >>> ev = evaluate_multiclass(data, n_boot=0, checks=False)
+    >>> ev.n_classes, ev.nc_ece.lower is None
+    (3, True)
+    """
+    from ..core.confusion import score_groups
+    from ..data import check_multiclass_design
+
+    s = _settings(data, method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
+                  n_boot=n_boot, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws,
+                  progress_bar=bool(progress_bar), checks=bool(checks))
+    data.require_probs()
+    clean_labels = _check_clean_labels(clean_labels, data)
+    group_of = score_groups(data.probs, n_quantiles=s.n_quantiles)
+    n_nonempty = int(np.unique(group_of).size)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        problems = check_multiclass_design(data, "grouped", n_groups=n_nonempty, func="evaluate_multiclass")
+    if problems:
+        raise ValueError(" ".join(problems))
+    del record
+    caught: list = []
+    with collect_warnings(caught):
+        res = (_engine_em if s.method == "em" else _engine_nuts)(data, s, group_of)
+        naive, curves = _naive(data, s, clean_labels)
+        top, notes = _top_summary(res, s)
+        cw = _classwise_summary(res, s, data.classes)
+        try:
+            rows = run_multiclass_checks(data, res, s) if s.checks else ()
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            rows = (_check_row("not_testable", f"the check could not run: {_one_line(exc)}"),)
+    fit = res["fit"]
+    return MulticlassEvaluation(
+        method=s.method, method_detail=res["detail"], n_items=int(data.n_items), n_annotators=int(data.n_annotators),
+        n_classes=int(data.n_classes), classes=tuple(data.classes), annotator_ids=tuple(data.annotator_ids),
+        confusion=np.asarray(res["confusion"]), confusion_lower=res["lower"], confusion_upper=res["upper"],
+        prevalence=np.asarray(res["prevalence"]), nc_ece=top, classwise_nc_ece=cw, reliability=_reliability(res),
+        naive=naive, naive_curves=curves, usable=np.asarray(res["usable"], dtype=bool),
+        warnings=tuple(caught + list(res["notes"]) + notes), diagnostics=res["diagnostics"], checks=tuple(rows),
+        draws=res["draws"], level=s.level, bins=s.bins, weights=s.weights, seed=s.seed,
+        n_groups=int(np.asarray(fit.prevalence).shape[-2]), fit=fit, data=data, clean_labels=clean_labels)

@@ -1,0 +1,138 @@
+"""evaluate_multiclass / evaluate(MulticlassAnnotationSet): K = 2 equals the binary reference, relabelling the
+classes permutes the results and changes nothing else, independent routes agree, bad input is refused."""
+import numpy as np
+import pytest
+
+from noisycal_bayes import evaluate, simulate_annotations
+from noisycal_bayes.core.confusion import top_label_ece
+from noisycal_bayes.data import Binning, Channel, MulticlassAnnotationSet
+from noisycal_bayes.evaluation import MulticlassEvaluation, evaluate_multiclass
+from noisycal_bayes.reference.calibration import nc_ece
+from noisycal_bayes.reference.multiclass import classwise_nc_ece, top_label_nc_ece
+from noisycal_bayes.simulate import simulate_multiclass
+
+NAMES = ("bird", "cat", "dog")
+N_BOOT = 20
+
+
+def _data(sim, classes=None, perm=None):
+    """A MulticlassAnnotationSet of a simulation; ``perm`` relabels class k as perm[k] (probs columns moved along)."""
+    k = sim.probs.shape[1]
+    label, probs, names = np.asarray(sim.label), np.asarray(sim.probs), classes
+    if perm is not None:
+        perm = np.asarray(perm)
+        label = perm[label]
+        probs = np.empty_like(probs)
+        probs[:, perm] = sim.probs
+        names = [None] * k
+        for old, new in enumerate(perm):
+            names[new] = classes[old]
+    return MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, label, n_classes=k, probs=probs,
+                                                  classes=None if names is None else tuple(names))
+
+
+@pytest.fixture(scope="module")
+def k3():
+    sim = simulate_multiclass(240, 3, 3, accuracy=0.8, seed=4)
+    data = _data(sim, NAMES)
+    return sim, data, evaluate_multiclass(data, n_boot=N_BOOT, clean_labels=sim.y)
+
+
+def test_headline_is_the_reference_top_label_nc_ece_at_the_point_confusion(k3):
+    sim, data, ev = k3
+    assert isinstance(ev, MulticlassEvaluation) and ev.n_classes == 3 and ev.classes == NAMES
+    # Independent route: the reference functions at the evaluation's point confusion matrices.
+    ref = top_label_nc_ece(data.probs, data.responses, ev.confusion, bins=15)
+    cw = classwise_nc_ece(data.probs, data.responses, ev.confusion, bins=15)
+    assert ev.nc_ece.value == pytest.approx(ref.value, abs=1e-12)
+    assert ev.classwise_nc_ece.value == pytest.approx(cw.value, abs=1e-12)
+    np.testing.assert_allclose(ev.classwise_nc_ece.per_class["value"], cw.per_class, atol=1e-12)
+    assert list(ev.classwise_nc_ece.per_class["class"]) == list(NAMES)
+    assert ev.nc_ece.lower <= ev.nc_ece.upper and ev.nc_ece.level == 0.9
+    assert ev.classwise_nc_ece.lower <= ev.classwise_nc_ece.upper
+    assert ev.confusion.shape == (3, 3, 3) and np.allclose(ev.confusion.sum(axis=-1), 1)
+    assert np.all(ev.confusion_lower <= ev.confusion_upper)
+    # Reliability table: counts add up to the items; the corrected accuracies reproduce the headline.
+    t = ev.reliability
+    assert int(t["count"].sum()) == data.n_items
+    ok = t["count"].to_numpy() > 0
+    recon = np.sum(t["count"].to_numpy()[ok] * np.abs(t["corrected_accuracy"] - t["mean_confidence"]).to_numpy()[ok])
+    assert recon / data.n_items == pytest.approx(ev.nc_ece.value, abs=1e-12)
+    assert np.isfinite(t.loc[ok, "band_lower"]).all()
+    # Naive majority-vote ECE from the core function with one-hot majority labels (ties to the lowest index).
+    mv = np.eye(3)[data.majority_vote()]
+    naive = dict(zip(ev.naive["target"], ev.naive["top_label_ece"]))
+    assert naive["majority_vote"] == pytest.approx(top_label_ece(data.probs, mv, bins=15).value, abs=1e-12)
+    assert naive["clean labels (oracle)"] == pytest.approx(
+        top_label_ece(data.probs, np.eye(3)[sim.y], bins=15).value, abs=1e-12)
+    assert [c["name"] for c in ev.checks] == ["posterior_predictive_patterns"]
+    assert ev.checks[0]["status"] == "not_testable" and "EM" in ev.checks[0]["detail"]
+
+
+def test_relabelling_the_classes_permutes_the_results_and_changes_nothing_else(k3):
+    sim, data, ev = k3
+    perm = [2, 0, 1]
+    ev2 = evaluate_multiclass(_data(sim, NAMES, perm), n_boot=N_BOOT, clean_labels=np.asarray(perm)[sim.y])
+    # EM stops at parameter changes <= 1e-8; the NC-ECE moves by at most a small multiple of that: 1e-6.
+    assert ev2.nc_ece.value == pytest.approx(ev.nc_ece.value, abs=1e-6)
+    assert ev2.classwise_nc_ece.value == pytest.approx(ev.classwise_nc_ece.value, abs=1e-6)
+    # Same resampled items per replicate (same seed), same refits up to the tolerance: same interval.
+    assert ev2.nc_ece.lower == pytest.approx(ev.nc_ece.lower, abs=1e-6)
+    assert ev2.nc_ece.upper == pytest.approx(ev.nc_ece.upper, abs=1e-6)
+    by_name = dict(zip(ev.classwise_nc_ece.per_class["class"], ev.classwise_nc_ece.per_class["value"]))
+    by_name2 = dict(zip(ev2.classwise_nc_ece.per_class["class"], ev2.classwise_nc_ece.per_class["value"]))
+    assert by_name2 == pytest.approx(by_name, abs=1e-6)
+    p = np.asarray(perm)
+    np.testing.assert_allclose(ev2.confusion[:, p][:, :, p], ev.confusion, atol=1e-6)
+    np.testing.assert_allclose(ev2.reliability["corrected_accuracy"], ev.reliability["corrected_accuracy"], atol=1e-6)
+    # Naive ECEs do not depend on the labelling, except the majority vote through its ties (broken toward the lowest
+    # class index, a documented convention): compare it on the runs where it cannot matter.
+    naive = dict(zip(ev.naive["target"], ev.naive["top_label_ece"]))
+    naive2 = dict(zip(ev2.naive["target"], ev2.naive["top_label_ece"]))
+    if data.n_ties:
+        naive.pop("majority_vote"), naive2.pop("majority_vote")
+    assert naive2 == pytest.approx(naive, abs=1e-12)
+
+
+def test_k2_class_1_equals_the_binary_nc_ece_and_evaluate_dispatches():
+    """For K = 2 the class-wise entry of class 1 is the binary NC-ECE of the scores p_i1 with the same channel
+    (fpr = C[:, 0, 1], tpr = C[:, 1, 1]), the same equal-width bins and IV weights. (The top-label NC-ECE bins the
+    confidence max(p, 1 - p) instead, so it is not the binary number.)"""
+    sim = simulate_multiclass(300, 3, 2, accuracy=0.85, seed=7)
+    data = _data(sim)
+    ev = evaluate(data, method="em", bins=15, n_boot=0, checks=False)
+    assert isinstance(ev, MulticlassEvaluation) and ev.nc_ece.lower is None
+    assert any("no interval" in w for w in ev.warnings)
+    c = ev.confusion
+    binary = nc_ece(data.to_binary(), Channel(fpr=c[:, 0, 1], tpr=c[:, 1, 1]), bins=Binning.equal_width(15),
+                    weights="iv")
+    assert ev.classwise_nc_ece.per_class["value"].iloc[1] == pytest.approx(binary.value, abs=1e-10)
+    assert ev.nc_ece.value == pytest.approx(evaluate_multiclass(data, n_boot=0, checks=False).nc_ece.value, abs=0)
+
+
+def test_bad_input_is_refused_before_fitting(k3):
+    sim, data, _ = k3
+    binary = simulate_annotations(20, fpr=[0.1, 0.2], tpr=[0.9, 0.8], seed=0).data
+    with pytest.raises(ValueError, match="must be a MulticlassAnnotationSet"):
+        evaluate_multiclass(binary)
+    with pytest.raises(ValueError, match="`weights` must be one of"):
+        evaluate_multiclass(data, weights="gap")
+    with pytest.raises(ValueError, match="unknown method"):
+        evaluate_multiclass(data, method="vi")
+    with pytest.raises(ValueError, match="`groups` must be None"):
+        evaluate_multiclass(data, groups=0)
+    with pytest.raises(ValueError, match="class indices in 0..2"):
+        evaluate_multiclass(data, clean_labels=np.full(data.n_items, 3))
+    with pytest.raises(ValueError, match="apply to binary data only"):
+        evaluate(data, recalibration=True)
+    no_probs = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=3)
+    with pytest.raises(ValueError, match="probs"):
+        evaluate_multiclass(no_probs)
+    one = MulticlassAnnotationSet.from_responses([0, 1, 2], [0, 0, 0], [0, 1, 2], probs=np.full((3, 3), 1 / 3))
+    with pytest.raises(ValueError, match="single annotator"):
+        evaluate_multiclass(one)
+    # Each item labelled by one annotator only: K x K channels are not identified (check_multiclass_design).
+    lone = MulticlassAnnotationSet.from_responses(np.arange(6), np.arange(6) % 3, np.arange(6) % 3,
+                                                  probs=np.eye(3)[np.arange(6) % 3] * 0.7 + 0.1)
+    with pytest.raises(ValueError, match="two or more annotators"):
+        evaluate_multiclass(lone)
