@@ -894,7 +894,7 @@ absent, the notebook falls back to simulated data (`simulate_multiclass`, with k
 N_ITEMS = 1500 if SMALL else None           # small mode: a random subsample; full mode: all 50,000 items
 METHOD = "em" if SMALL else "nuts"          # EM + refitting item bootstrap (fast) or NUTS + propagation
 N_BOOT = 10 if SMALL else 200               # bootstrap replicates (EM route)
-N_CHAINS, N_WARMUP, N_DRAWS = 2, 500, 500   # NUTS route
+N_CHAINS, N_WARMUP, N_DRAWS = 2, 1000, 1000  # NUTS route (full mode only)
 BINS = 15                                   # equal-width confidence bins, as the reference figure 0.093 uses
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 # The shared data folder sits beside the main checkout (../shared) or beside the worktrees folder (../../shared).
