@@ -1040,9 +1040,13 @@ against the majority vote and the vote distribution, and against `y_ref` (evalua
 from noisycal_bayes.plotting import plot_top_label_reliability
 
 rel = ev.reliability
-curves = {name: v for name, v in ev.naive_curves.items()} | {"y_ref (evaluation only)": ref_top.table.mean_target}
-plot_top_label_reliability(rel["mean_confidence"], rel["corrected_accuracy"], rel["band_lower"], rel["band_upper"],
-                           rel["count"], naive=curves, level=ev.level, title=f"Top-label reliability, {source}")
+fig = plot_top_label_reliability(rel["mean_confidence"], rel["corrected_accuracy"], rel["band_lower"],
+                                 rel["band_upper"], rel["count"], naive=ev.naive_curves, level=ev.level,
+                                 title=f"Top-label reliability, {source}")
+ax = fig.axes[0]   # the reference curve drawn separately: it is not a naive estimate
+ax.plot(rel["mean_confidence"], ref_top.table.mean_target, "k^:", ms=4, label="against y_ref (evaluation only)")
+ax.legend(fontsize=8, loc="upper left")
+fig
 '''),
     md("""
 ## Corrected temperature scaling: fit on one half, judge on the other
