@@ -1049,6 +1049,22 @@ ax.legend(fontsize=8, loc="upper left")
 fig
 '''),
     md("""
+Where the two ECEs differ, bin by bin: each bin's term `(n_b / n) |accuracy - confidence|`, and how often the
+annotators' labels differ from `y_ref` in that bin (evaluation only). If the noise depended on the class only,
+that share would be about the same in every bin.
+"""),
+    code('''
+b = np.minimum((probs.max(axis=1) * BINS).astype(int), BINS - 1)   # the equal-width confidence bins
+by_bin = pd.DataFrame({"items": rel["count"].to_numpy(), "mean confidence": rel["mean_confidence"].to_numpy(),
+                       "corrected accuracy": rel["corrected_accuracy"].to_numpy(),
+                       "accuracy vs y_ref (evaluation only)": ref_top.table.mean_target})
+for name, acc_col in [("NC-ECE term", "corrected accuracy"), ("y_ref ECE term", "accuracy vs y_ref (evaluation only)")]:
+    by_bin[name] = by_bin["items"] / data.n_items * (by_bin[acc_col] - by_bin["mean confidence"]).abs()
+differs = pd.Series((data.labels != y_ref[:, None]).mean(axis=1)).groupby(b).mean()
+by_bin["labels differing from y_ref (evaluation only)"] = differs.reindex(range(BINS)).to_numpy()
+by_bin[by_bin["items"] > 0].round(4)
+'''),
+    md("""
 ## Corrected temperature scaling: fit on one half, judge on the other
 
 One temperature `T` with `q = softmax(log p / T)`, fitted by the corrected cross-entropy: the one-hot label
