@@ -1137,10 +1137,10 @@ clean = np.asarray(ev.fit.clean_label_probability(data))
 issues = multiclass_label_issues(data, clean)
 pos = pd.Index(data.item_ids).get_indexer(issues["item"])
 names = np.array(CLASSES)
-shown = issues.assign(**{a: [CLASSES[v] if v >= 0 else "" for v in data.labels[pos, j]]
+shown = issues.assign(**{str(a): [CLASSES[v] if v >= 0 else "" for v in data.labels[pos, j]]
                          for j, a in enumerate(data.annotator_ids)},
                       model=names[yhat[pos]], **{"y_ref (evaluation only)": names[y_ref[pos]]})
-cols = ["rank", "item", *data.annotator_ids, "majority_label", "p_majority_wrong", "likely_class", "p_likely_class",
+cols = ["rank", "item", *map(str, data.annotator_ids), "majority_label", "p_majority_wrong", "likely_class", "p_likely_class",
         "model", "y_ref (evaluation only)"]
 for n_top in (20, 100, 500):
     top_pos = pos[:n_top]
