@@ -1159,36 +1159,36 @@ print(f"corrected top-1 accuracy {acc.accuracy:.3f} [{acc.lower:.3f}, {acc.upper
     md("""
 ## Answer, and what to watch out for
 
-**Answer** (full mode, all 50,000 images; NUTS, 2 chains × 1000 draws; max R-hat 1.011, one confusion entry just above 1.01; min bulk ESS
-1826; no divergences). The model is over-confident, and the noisy labels alone say so. Top-label NC-ECE 0.081, 90%
-interval [0.078, 0.085]; the ECE against `y_ref` is 0.093; the naive ECEs are 0.146 (majority vote),
-0.215–0.221 (each annotator) and 0.218 (vote distribution). Class-wise: NC-ECE 0.0166 [0.0159, 0.0172] against
-0.0189 for `y_ref` and 0.030–0.045 naive, and every class's NC-ECE lies within about 0.004 of its `y_ref`
-value (cat and dog have the largest class-wise error by both measures). The fitted confusion matrices are within 0.044 of those counted
-against `y_ref` in every cell. Corrected temperature scaling fitted on one half (T = 1.85, 90% interval
-[1.79, 1.91]) lowers the held-out top-label ECE against `y_ref` from 0.092 to 0.034 (majority-vote fit
-0.056, vote-distribution fit 0.133) and the held-out NC-ECE from 0.081 to 0.037. Of the 500 images ranked most
-likely to carry a wrong majority label, all disagree with `y_ref`, and the model's likely class equals
-`y_ref` for 91% of them. Corrected top-1 accuracy 0.856 against 0.858 for `y_ref`.
+**Answer** (full mode, all 50,000 images; NUTS, 2 chains × 1000 draws; max R-hat 1.011, one confusion entry just
+above 1.01; min bulk ESS 1826; no divergences). The model is over-confident, and the noisy labels alone say so.
+Top-label NC-ECE 0.081, 90% interval [0.078, 0.085]; the ECE against `y_ref` is 0.093; the naive ECEs are 0.146
+(majority vote), 0.215–0.221 (each annotator) and 0.218 (vote distribution). Class-wise: NC-ECE 0.0166 [0.0159,
+0.0172] against 0.0189 for `y_ref` and 0.030–0.045 naive, and every class's NC-ECE lies within about 0.004 of
+its `y_ref` value (cat and dog have the largest class-wise error by both measures). The fitted confusion
+matrices are within 0.044 of those counted against `y_ref` in every cell. Corrected temperature scaling fitted
+on one half (T = 1.85, 90% interval [1.79, 1.91]) lowers the held-out top-label ECE against `y_ref` from 0.092
+to 0.034 (majority-vote fit 0.056, vote-distribution fit 0.133) and the held-out NC-ECE from 0.081 to 0.037. Of
+the 500 images ranked most likely to carry a wrong majority label, all disagree with `y_ref`, and the model's
+likely class equals `y_ref` for 91% of them. Corrected top-1 accuracy 0.856 against 0.858 for `y_ref`.
 
 **The NC-ECE is closer to the reference ECE than any naive ECE, but not equal to it: its interval excludes
-0.093.** The per-bin table shows where: every bin with more than 100 images agrees within 0.02 except the top bin (confidence above 0.93, 83% of
-the images), where the corrected accuracy is 0.945 against 0.929 for `y_ref` (terms 0.042 and 0.055). There the
-annotators' labels differ from `y_ref` about 16% of the time, against 23–29% in lower bins: the noise depends
-on the image (confident images are easier for people too), not only on its class, which the model assumes,
-and its predictive check rejects the model (posterior predictive p < 0.01). A confusion matrix averaged over all images makes
-the annotators look worse than they are on the easy images, so the correction over-corrects there and the
-NC-ECE comes out low. `y_ref` itself has errors, which push its ECE up; this notebook cannot separate the two
-effects, and nothing here was tuned to `y_ref`.
+0.093.** The per-bin table shows where: every bin with more than 100 images agrees within 0.02 except the top
+bin (confidence above 0.93, 83% of the images), where the corrected accuracy is 0.945 against 0.929 for `y_ref`
+(terms 0.042 and 0.055). There the annotators' labels differ from `y_ref` about 16% of the time, against 23–29%
+in lower bins: the noise depends on the image (confident images are easier for people too), not only on its
+class, which the model assumes, and its predictive check rejects the model (posterior predictive p < 0.01). A
+confusion matrix averaged over all images makes the annotators look worse than they are on the easy images, so
+the correction over-corrects there and the NC-ECE comes out low. `y_ref` itself has errors, which push its ECE
+up; this notebook cannot separate the two effects, and nothing here was tuned to `y_ref`.
 
 **Watch out.**
 - The model assumes each annotator's errors depend on the clean class only and that annotators err
   independently given the class; read every interval as conditional on that model (the check above warns).
 - The grouped model's posterior over an image's clean class leans on its score group's prevalence, so label
   issues agree with the classifier more often than the labels alone would.
-- The confusion intervals and the corrected temperature interval carry the fitted half's sampling and the
-  confusion uncertainty; the corrected accuracy interval here does not include the confusion uncertainty
-  (it uses the posterior-mean clean-label probabilities).
+- The corrected temperature interval carries the confusion uncertainty and the sampling of the fitting half;
+  the corrected accuracy interval here does not include the confusion uncertainty (it uses the
+  posterior-mean clean-label probabilities).
 - Small mode (1,500 images, EM with 10 bootstrap replicates) is for testing the code; its numbers move.
 - CIFAR-10N's three label slots are treated as three annotators; each slot mixes many workers.
 """),
