@@ -49,12 +49,13 @@ _MU_CLIP = 1e-4
 _VARIANCE_FLOOR = 1e-8
 
 
-# ============================================================================ TEMPORARY: core.confusion stand-in
-# TEMPORARY: replaced by core.confusion at integration. The formulas below carry the contract's names and
-# signatures (briefs/MULTICLASS_CONTRACT.md, part B) because core/confusion.py (helper mcem) does not exist in
-# this tree yet. At integration delete this block and import them from ..core.confusion instead.
+from ..core.confusion import confusion_condition, corrected_vectors, usable_confusions  # noqa: E402
+
+# ============================================================================ K-class ECE helpers (draw-batched)
+# Draw-batched forms of core.confusion's annotator_weights / corrected_targets / top_label_ece / classwise_ece
+# (leading draw axes, DataFrame tables); the same formulas, to be merged into core.confusion.
 class TopLabelECE(NamedTuple):
-    """TEMPORARY stand-in of ``core.confusion.TopLabelECE``: value, per-bin table, edges."""
+    """Draw-batched companion of ``core.confusion.TopLabelECE``: value, per-bin table, edges."""
 
     value: float
     table: pd.DataFrame
@@ -62,59 +63,31 @@ class TopLabelECE(NamedTuple):
 
 
 class ClasswiseECE(NamedTuple):
-    """TEMPORARY stand-in of ``core.confusion.ClasswiseECE``: mean over classes and per class (K,)."""
+    """Draw-batched companion of ``core.confusion.ClasswiseECE``: mean over classes and per class (K,)."""
 
     value: float
     per_class: np.ndarray
 
 
-def _corrected_vectors(confusion):
-    """TEMPORARY (core.confusion.corrected_vectors): ``T[..., j, a, :] = row a of inv(C_j)``, shape (..., J, K, K).
 
-    Exactly singular matrices give NaN rows (callers never use them: they are not usable)."""
-    c = np.asarray(confusion, dtype=np.float64)
-    try:
-        return np.linalg.inv(c)
-    except np.linalg.LinAlgError:
-        flat = c.reshape((-1,) + c.shape[-2:])
-        out = np.full_like(flat, np.nan)
-        for i, m in enumerate(flat):
-            try:
-                out[i] = np.linalg.inv(m)
-            except np.linalg.LinAlgError:
-                pass
-        return out.reshape(c.shape)
-
-
-def _confusion_condition(confusion):
-    """TEMPORARY (core.confusion.confusion_condition): 2-norm condition numbers, shape (..., J) (inf if singular)."""
-    c = np.asarray(confusion, dtype=np.float64)
-    s = np.linalg.svd(c, compute_uv=False)
-    with np.errstate(divide="ignore"):
-        return np.where(s[..., -1] > 0, s[..., 0] / np.where(s[..., -1] > 0, s[..., -1], 1.0), np.inf)
-
-
-def _usable_confusions(confusion, *, max_condition=MAX_CONDITION):
-    """TEMPORARY (core.confusion.usable_confusions): ``condition <= max_condition``, bool (..., J)."""
-    return _confusion_condition(confusion) <= max_condition
 
 
 def _annotator_weights(confusion, prevalence_overall, *, rule="iv", usable=None):
-    """TEMPORARY (core.confusion.annotator_weights): per-annotator per-coordinate weights, shape (..., J, K).
+    """Draw-batched (as core.confusion.annotator_weights): per-annotator per-coordinate weights, shape (..., J, K).
 
     ``iv``: ``1 / max(E_Y[Var(T[j, A_j, k] | Y)], 1e-8)`` with ``Y ~ prevalence`` (clipped to >= 1e-4 and
     renormalised); ``E_Y[Var | Y] = sum_y pi_y sum_a C[y, a] T[a, k]^2 - pi_k`` since ``E[T_k | Y = y] = 1[y = k]``.
     Unusable annotators (default: :func:`_usable_confusions`) weigh 0. Broadcasts over leading draw axes.
     """
     c = np.asarray(confusion, dtype=np.float64)
-    use = _usable_confusions(c) if usable is None else np.asarray(usable, dtype=bool)
+    use = usable_confusions(c) if usable is None else np.asarray(usable, dtype=bool)
     if rule == "equal":
         w = np.ones(c.shape[:-1])
     elif rule == "iv":
         pi = np.clip(np.asarray(prevalence_overall, dtype=np.float64), _MU_CLIP, 1.0)
         pi = pi / pi.sum(axis=-1, keepdims=True)
         safe = np.where(use[..., None, None], c, np.eye(c.shape[-1]))
-        t = _corrected_vectors(safe)
+        t = corrected_vectors(safe)
         # second moment E_Y E[T_k^2 | Y] = sum_y pi_y sum_a C[y, a] T[a, k]^2
         m2 = np.einsum("...y,...jya,...jak->...jk", pi, safe, t**2)
         var = m2 - pi[..., None, :]
@@ -125,12 +98,12 @@ def _annotator_weights(confusion, prevalence_overall, *, rule="iv", usable=None)
 
 
 def _corrected_targets(responses, n_items, confusion, *, weights):
-    """TEMPORARY (core.confusion.corrected_targets): per item ``sum_r w[j_r, k] T[j_r, a_r, k] / sum_r w[j_r, k]``,
+    """Draw-batched (as core.confusion.corrected_targets): per item ``sum_r w[j_r, k] T[j_r, a_r, k] / sum_r w[j_r, k]``,
     shape (n_items, K); NaN rows for items without a response of positive weight."""
     item, ann, lab = (np.asarray(x) for x in responses)
     w = np.asarray(weights, dtype=np.float64)
     k = np.asarray(confusion).shape[-1]
-    t = _corrected_vectors(np.where((w > 0).any(axis=1)[:, None, None], confusion, np.eye(k)))
+    t = corrected_vectors(np.where((w > 0).any(axis=1)[:, None, None], confusion, np.eye(k)))
     wr = w[ann]
     num = np.where(wr > 0, wr * t[ann, lab, :], 0.0)
     out_num = np.zeros((n_items, k))
@@ -156,7 +129,7 @@ def _ece_table(edges, conf, target):
 
 
 def _top_label_ece(probs, targets, *, bins=15):
-    """TEMPORARY (core.confusion.top_label_ece): equal-width (or ``Binning``) bins on ``max_k p_ik``."""
+    """Draw-batched (as core.confusion.top_label_ece): equal-width (or ``Binning``) bins on ``max_k p_ik``."""
     p = np.asarray(probs, dtype=np.float64)
     conf = p.max(axis=1)
     yhat = p.argmax(axis=1)
@@ -166,7 +139,7 @@ def _top_label_ece(probs, targets, *, bins=15):
 
 
 def _classwise_ece(probs, targets, *, bins=15):
-    """TEMPORARY (core.confusion.classwise_ece): per class ``k`` bins on ``p_ik``; mean over classes."""
+    """Draw-batched (as core.confusion.classwise_ece): per class ``k`` bins on ``p_ik``; mean over classes."""
     p = np.asarray(probs, dtype=np.float64)
     t = np.asarray(targets, dtype=np.float64)
     b = as_binning(bins)
@@ -174,10 +147,9 @@ def _classwise_ece(probs, targets, *, bins=15):
     return ClasswiseECE(float(per.mean()), per)
 
 
-corrected_vectors, confusion_condition, usable_confusions = _corrected_vectors, _confusion_condition, _usable_confusions
 annotator_weights, corrected_targets = _annotator_weights, _corrected_targets
 top_label_ece, classwise_ece = _top_label_ece, _classwise_ece
-# ============================================================================ end TEMPORARY
+# ============================================================================ end of the draw-batched helpers
 
 
 # ----------------------------------------------------------------------------- validation (one helper per input)
