@@ -53,6 +53,21 @@ SECTIONS = [
      "Sufficient statistics from a Parquet data set on a local Dask cluster, checked against the in-memory path.",
      ["stage", "n_responses", "n_items", "seconds", "driver_base_mb", "driver_peak_mb", "n_partitions", "workers",
       "equal_to_in_memory", "equal_to_dask", "max_abs_param_diff", "max_abs_error_vs_truth"]),
+    ("bench_multiclass_em", "K classes: EM vs crowd-kit's DawidSkene (K = 10)",
+     "`fit_em_multiclass` (compressed (group x pattern) counts, 5 starts) against crowd-kit's multiclass "
+     "`DawidSkene` run to the same tolerance, on simulated data (K = 10, 3 annotators); errors are against the "
+     "simulated confusion matrices. Goals (issue 18): >= 20x faster than crowd-kit at 1e5 items with equal or lower "
+     "error; 1e6 items <= 2 s. The `cifar10n_*` rows fit the real CIFAR-10N labels (50,000 images, 3 annotators); "
+     "their clean-label accuracy is scored against the reference labels (evaluation only).",
+     ["stage", "n_items", "n_groups", "median_s", "first_call_s", "n_iter", "converged", "max_abs_err",
+      "mean_abs_err", "crowdkit_max_abs_err", "ratio_crowdkit_over_ours", "clean_label_accuracy_em",
+      "clean_label_accuracy_majority_vote"]),
+    ("bench_multiclass_nuts", "K classes: NUTS on the CIFAR-10N shape",
+     "`fit_nuts_multiclass(model=\"grouped\")` on CIFAR-10N (K = 10, 50,000 images x 3 annotators, 20 score groups: "
+     "predicted class x 2 confidence quantiles), 2 chains in parallel, 500 warm-up + 500 draws. Goal (issue 18): "
+     "<= 60 s including compilation on 2 cores, R-hat <= 1.01.",
+     ["stage", "path", "n_rows", "wall_s", "r_hat_max", "ess_bulk_min", "ess_tail_min", "n_divergent",
+      "frac_max_treedepth", "tree_depth_mean", "accuracy_posterior_vs_ref", "accuracy_majority_vs_ref"]),
 ]
 
 #: Lines of the log-log figure: (benchmark, stage, row filter, label, panel).
