@@ -19,6 +19,7 @@ at most half the items, else sparse.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ import numpy as np
 
 from .._validation import check_positive_int
 from ..core import x64
-from ..models.multiclass import (DEFAULT_MULTICLASS_PRIOR, MULTICLASS_MODELS, MulticlassPrior, PatternTable,
+from ..models.multiclass import (DEFAULT_MULTICLASS_PRIOR, MULTICLASS_MODELS, MulticlassPrior, MulticlassPriorParams,
+                                 PatternTable,
                                  SparseTable, class_log_joint, compress_multiclass, diagonally_dominant,
                                  multiclass_loglik_rows)
 from ..models.result import MAX_LOGLIK_VALUES, _arviz_major
@@ -41,6 +43,7 @@ __all__ = ["MulticlassMAPFit", "MulticlassPosterior", "fit_map_multiclass", "fit
 
 MULTICLASS_MODEL_NAMES = tuple(MULTICLASS_MODELS)
 PATHS = ("auto", "patterns", "sparse")
+PRECISIONS = ("auto", "float32", "float64")
 _REQUIRED = ("responses", "n_items", "n_annotators", "n_classes", "probs", "gold", "classes")
 # Starting values are kept this far inside the simplex: on its boundary the sampler's unconstrained
 # (stick-breaking) coordinates are infinite.
@@ -624,7 +627,8 @@ def _start_from_init(init, table, prior, sizes, func):
 def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: int = 2, n_warmup: int = 500,
                         n_samples: int = 500, seed: int = 0, init=None, prior=None, path: str = "auto",
                         target_accept: float = 0.8, max_tree_depth: int = 10, dense_mass: bool = False,
-                        chain_method: str | None = None, progress_bar: bool = False) -> MulticlassPosterior:
+                        chain_method: str | None = None, precision: str = "auto",
+                        progress_bar: bool = False) -> MulticlassPosterior:
     """Posterior draws of a K-class channel model by NumPyro's NUTS.
 
     Parameters
@@ -654,6 +658,11 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         matrix to be learnt in a normal warm-up.
     chain_method : {None, "parallel", "sequential", "vectorized"}
         None: parallel when JAX has two or more devices (:func:`~noisycal_bayes.inference.configure_jax`).
+    precision : {"auto", "float32", "float64"}, default "auto"
+        Floating-point type of the sampler. ``"auto"``: float32 on the compressed pattern path (a sum over a
+        few thousand rows with counts; measured ~2.7x faster per leapfrog step than float64 on CIFAR-10N's
+        4,053 rows), float64 on the sparse path (a sum over every item, which loses precision in float32 at
+        large n). The MAP-EM start is always computed in float64.
     progress_bar : bool, default False
 
     Returns
@@ -697,6 +706,8 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     if not 0 < target_accept < 1:
         raise ValueError(f"{func}: `target_accept` must lie strictly between 0 and 1; got {target_accept}.")
     chain_method = choose_chain_method(n_chains, chain_method)
+    if precision not in PRECISIONS:
+        raise ValueError(f"{func}: `precision` must be one of {list(PRECISIONS)}; got {precision!r}.")
     item, ann, lab, gold = _check_data(data, func)
     index, n_groups = _resolve_groups(data, model, groups, func)
     sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
@@ -720,20 +731,25 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     chunk = chunk_size(n_warmup, n_samples)
     width = parallel_width(n_chains) if chain_method == "parallel" else 1
     layout = {"sequential": None, "parallel": width}.get(chain_method, n_chains)
-    args = _table_args(table)
+    if precision == "auto":
+        precision = "float32" if used == "patterns" else "float64"
+    dtype = np.float64 if precision == "float64" else np.float32
+    # NumPy arrays of the sampler's float type in: no eager JAX conversion (each would compile a program).
+    args = tuple(a.astype(dtype) if a.dtype.kind == "f" else a for a in _table_args(table))
+    sites = {k_: np.asarray(v, dtype) for k_, v in sites.items()}
     static = dict(sizes) if model != "dawid_skene" else dict(sizes, n_groups=1)
     key = ("nuts-multiclass", model, type(table).__name__, tuple(sorted(static.items())),
            tuple(a.shape for a in args), layout, n_warmup, chunk, chain_method, target_accept, max_tree_depth,
-           bool(dense_mass), "float64")
+           bool(dense_mass), precision)
 
     def build():
         return NutsProgram(_bound(model, type(table), static), n_warmup=n_warmup, chunk=chunk,
                            chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
                            dense_mass=bool(dense_mass), width=width, key=key)
 
-    with x64():
+    with (x64() if precision == "float64" else contextlib.nullcontext()):
         program = get_program(key, build)
-        prior_params = prior.params()
+        prior_params = MulticlassPriorParams(*(dtype(v) for v in prior.params()))
         got, stats = program.run(chain_keys(seed, n_chains), sites, args + (prior_params,), n_draws=n_samples,
                                  progress_bar=progress_bar, desc=f"NUTS multiclass {model}")
     got = {k_: np.asarray(v, np.float64) for k_, v in got.items()}
@@ -779,7 +795,7 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         diagnostics_table=table_diag, start=start_fit,
         settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path=used,
                       chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
-                      dense_mass=bool(dense_mass), start="map-em" if init is None else "init",
+                      dense_mass=bool(dense_mass), precision=precision, start="map-em" if init is None else "init",
                       n_rows=int(np.count_nonzero(table.counts)) if used == "patterns" else int(data.n_items)),
         warnings=tuple(notes), annotator_ids=None if ids is None else tuple(ids), table=sparse, extra_draws=extra)
 

@@ -264,7 +264,10 @@ def multiclass_loglik_rows(table, log_confusion, log_prevalence):
 
 
 def _log(p):
-    return jnp.log(jnp.clip(p, _TINY, 1.0))
+    p = jnp.asarray(p)
+    # The floor in p's own type: 1e-300 would round to 0 in float32 (log 0 = -inf).
+    tiny = _TINY if p.dtype == jnp.float64 else float(jnp.finfo(p.dtype).tiny)
+    return jnp.log(jnp.clip(p, tiny, 1.0))
 
 
 def _add_likelihood(table, log_conf, log_prev, record_loglik):
