@@ -163,6 +163,8 @@ def multiclass_label_issues(data, clean_probs, *, level: float = 0.9, classes=No
 class MulticlassAccuracy:
     """Noise-corrected top-1 accuracy of a K-class classifier.
 
+    Attributes
+    ----------
     accuracy, error_rate : float
         ``(1/n) sum_i P(Y_i = yhat_i | data)`` (mean over draws) and one minus it.
     lower, upper : float
