@@ -590,7 +590,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     C0, p0 = _vote_start(x, group, G, conf_pc, prev_pc, compressed)
     Cr, pr = _random_starts(n_starts, J, K, G, seed)
     theta0 = np.concatenate([np.concatenate([C0.ravel(), p0.ravel()])[None],
-                             np.concatenate([Cr.reshape(n_starts, -1), pr.reshape(n_starts, -1)], axis=1)])
+                             np.concatenate([Cr.reshape(n_starts, J * K * K), pr.reshape(n_starts, G * K)], axis=1)])  # explicit sizes: n_starts may be 0
     shape_c = (J, K, K)
     with x64():
         if path == "patterns":
