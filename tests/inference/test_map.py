@@ -106,6 +106,7 @@ def test_bad_arguments():
         fit_map(SIM.data, n_starts=0)
 
 
+@pytest.mark.slow  # 8-64 s with a cold compilation cache (CI); make test-all runs it
 def test_pooled_map_is_a_stationary_point_of_the_potential_found_by_scipy_too():
     """pooling='partial': the Newton mode equals an independent L-BFGS minimisation (SciPy) of NumPyro's
     potential energy from another start (the annotators' z at 0), to the optimisers' tolerance."""

@@ -225,6 +225,7 @@ def test_compressed_counts_reproduce_the_labels():
     assert got == ref
 
 
+@pytest.mark.slow  # 8-64 s with a cold compilation cache (CI); make test-all runs it
 def test_vote_start_alone_equals_the_best_of_more_starts_on_an_easy_design():
     # n_starts=0 runs the majority-vote start only (documented); on well-separated channels every start reaches
     # the same optimum, so the two fits agree to the stopping tolerance.

@@ -51,6 +51,7 @@ def null_results():
     return out
 
 
+@pytest.mark.slow  # 8-64 s with a cold compilation cache (CI); make test-all runs it
 def test_false_alarm_rate(null_results):
     assert all(c.status != "not_testable" for c in null_results)
     limit = stats.binom.ppf(1 - FALSE_FAILURE, N_SETS, ALPHA)

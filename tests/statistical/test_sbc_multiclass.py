@@ -79,6 +79,7 @@ def _fit(data, group, prior, seed):
         return fit_nuts_multiclass(data, groups=group, prior=prior, seed=seed, **NUTS)
 
 
+@pytest.mark.slow  # 8-64 s with a cold compilation cache (CI); make test-all runs it
 def test_all_gold_posterior_matches_the_conjugate_posterior(all_gold):
     data, group = all_gold
     prior = MulticlassPrior()
@@ -88,6 +89,7 @@ def test_all_gold_posterior_matches_the_conjugate_posterior(all_gold):
     assert ok, f"NUTS means off the exact conjugate posterior: max |z| = {np.max(np.abs(z)):.2f}"
 
 
+@pytest.mark.slow  # 8-64 s with a cold compilation cache (CI); make test-all runs it
 def test_all_gold_negative_control_with_a_wrong_prior_fails(all_gold):
     data, group = all_gold
     fit = _fit(data, group, MulticlassPrior(diagonal=WRONG_DIAGONAL), 1)
