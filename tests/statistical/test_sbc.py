@@ -155,6 +155,7 @@ def _alt_check(ranks):
 def test_sbc_of_the_richer_channel_models(model):
     ranks = np.array([_alt_ranks(model, 5000 + r) for r in range(60)])
     p, ok = _alt_check(ranks)
+    print(f"SBC {model}: p = {np.round(p, 4)}, mean rank fractions = {np.round(ranks.mean(axis=0) / ALT_L, 3)}")
     assert ok, f"SBC ranks not uniform for {model}: p = {np.round(p, 4)}"
 
 
@@ -163,5 +164,7 @@ def test_sbc_of_the_richer_channel_models(model):
 def test_sbc_negative_control_of_the_richer_channel_models_fails(model):
     ranks = np.array([_alt_ranks(model, 7000 + r, shift=0.2) for r in range(30)])
     p, ok = _alt_check(ranks)
+    print(f"negative control {model}: p = {np.round(p, 4)}, mean rank fractions = "
+          f"{np.round(ranks.mean(axis=0) / ALT_L, 3)}")
     assert not ok, f"the shifted data passed SBC for {model} (p = {np.round(p, 4)}): the check has no power"
     assert ranks[:, :3].mean() < ALT_L / 3  # the fpr columns rank low
