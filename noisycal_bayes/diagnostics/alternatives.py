@@ -10,9 +10,9 @@ Three NumPyro models on the same compressed ``(score group, response pattern)`` 
 
 Each is fitted by NUTS (the package's compiled NUTS program, reused for every data set of the same design)
 or MAP (L-BFGS on NumPyro's potential in unconstrained space), compared by PSIS-LOO (Vehtari, Gelman and
-Gabry, *Statistics and Computing* 27, 2017; ArviZ ``az.loo``), and propagated into NC-ECE. How far NC-ECE moves between the models is the sensitivity
-result: a model the data prefer (higher ``elpd_loo``) whose NC-ECE differs says the shared-channel number
-rests on an assumption the data question.
+Gabry, *Statistics and Computing* 27, 2017; ArviZ ``az.loo``), and propagated into NC-ECE. How far NC-ECE
+moves between the models is the sensitivity result: a model the data prefer (higher ``elpd_loo``) whose
+NC-ECE differs says the shared-channel number rests on an assumption the data question.
 
 **LOO on compressed rows.** All items of a row ``r`` (same group and response pattern) have the same
 log-likelihood in every draw, hence the same PSIS importance ratios, so leaving out one of them gives the
