@@ -256,31 +256,22 @@ def _bound(model, static):
 
 
 def _nuts(model, data_args, prior, n_groups, n_annotators, n_chains, n_warmup, n_draws, seed, init=None):
-    """NUTS by the package's cached compiled program (:class:`noisycal_bayes.inference._sampler.NutsProgram`).
+    """NUTS by the package's cached compiled program (:func:`noisycal_bayes.inference.nuts.sample_model`).
 
     The padded table, the prior and the start are traced inputs, so a second data set with the same numbers
     of groups and annotators (a simulation study, SBC) reuses the compiled program instead of paying NumPyro's
     re-compilation on every ``MCMC.run``.
     """
-    from ..inference._sampler import NutsProgram, chain_keys, chunk_size, get_program
     from ..inference.mcmc import mcmc_diagnostics
+    from ..inference.nuts import sample_model
 
     static = {"n_annotators": int(n_annotators), "n_groups": int(n_groups)}
-    chunk = chunk_size(int(n_warmup), int(n_draws))
-    n_rows = int(data_args[0].shape[0])
-    key = ("nuts-alternative", model, tuple(sorted(static.items())), n_rows, int(n_warmup), chunk, "sequential",
-           _TARGET_ACCEPT, _MAX_TREE_DEPTH, False, "float64")
-
-    def build():
-        return NutsProgram(_bound(model, static), n_warmup=int(n_warmup), chunk=chunk, chain_method="sequential",
-                           target_accept=_TARGET_ACCEPT, max_tree_depth=_MAX_TREE_DEPTH, dense_mass=False, key=key)
-
-    program = get_program(key, build)
     sites = _default_sites(model, n_groups, n_annotators) if init is None else init
-    sites = {k: np.asarray(v, np.float64) for k, v in sites.items()}
     args = tuple(np.asarray(a) for a in data_args) + (prior.params(),)
-    got, stats = program.run(chain_keys(int(seed), int(n_chains)), sites, args, n_draws=int(n_draws))
-    samples = {k: np.asarray(v) for k, v in got.items()}
+    samples, stats = sample_model(_bound(model, static), args, {k: np.asarray(v, np.float64) for k, v in sites.items()},
+                                  name=("alternative", model, tuple(sorted(static.items()))), n_chains=n_chains,
+                                  n_warmup=n_warmup, n_draws=n_draws, seed=seed, target_accept=_TARGET_ACCEPT,
+                                  max_tree_depth=_MAX_TREE_DEPTH, dense_mass=False)
     # R-hat and bulk ESS of every scalar component (varying ones only: ArviZ returns NaN for a constant).
     table = mcmc_diagnostics(samples, {k: tuple(f"d{i}" for i in range(v.ndim - 2)) for k, v in samples.items()}, {})
     diag = {"rhat_max": float(np.nanmax(table["r_hat"])) if int(n_chains) > 1 else np.nan,
