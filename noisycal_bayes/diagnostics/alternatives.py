@@ -8,11 +8,11 @@ Three NumPyro models on the same compressed ``(score group, response pattern)`` 
 * ``"correlated"``: a latent item effect shared by the annotators (Qu, Tan and Kutner 1996;
   :mod:`noisycal_bayes.models.correlated`).
 
-Each is fitted by NUTS (``numpyro.infer.MCMC``, a small local run) or MAP (L-BFGS on NumPyro's potential in
-unconstrained space), compared by PSIS-LOO (Vehtari, Gelman and Gabry, *Statistics and Computing* 27, 2017;
-ArviZ ``az.loo``), and propagated into NC-ECE. How far NC-ECE moves between the models is the sensitivity
-result: a model the data prefer (higher ``elpd_loo``) whose NC-ECE differs says the shared-channel number
-rests on an assumption the data question.
+Each is fitted by NUTS (the package's compiled NUTS program, reused for every data set of the same design)
+or MAP (L-BFGS on NumPyro's potential in unconstrained space), compared by PSIS-LOO (Vehtari, Gelman and
+Gabry, *Statistics and Computing* 27, 2017; ArviZ ``az.loo``), and propagated into NC-ECE. How far NC-ECE
+moves between the models is the sensitivity result: a model the data prefer (higher ``elpd_loo``) whose
+NC-ECE differs says the shared-channel number rests on an assumption the data question.
 
 **LOO on compressed rows.** All items of a row ``r`` (same group and response pattern) have the same
 log-likelihood in every draw, hence the same PSIS importance ratios, so leaving out one of them gives the
@@ -90,15 +90,20 @@ def _model_fn(model):
 
 
 def _inputs(data, groups, func):
+    """Padded ``(group, pattern)`` table: ``(patterns, group, counts, keep, n_groups, item_group)``.
+
+    The table keeps its zero-count padding rows (:func:`noisycal_bayes.models.inputs.prepare_inputs`), so its
+    shape depends on the numbers of groups and annotators only and one compiled sampler serves every data set
+    of that design; ``keep`` marks the rows with items (the ones LOO and the outputs use).
+    """
     from ..models.inputs import prepare_inputs, resolve_assignment
 
     assignment = resolve_assignment(data, "grouped", groups, func)
     inp = prepare_inputs(data, "grouped", assignment)
-    keep = np.asarray(inp.counts) > 0  # padding rows carry no items
-    patterns = np.asarray(inp.patterns, np.int32)[keep]
-    group = np.asarray(inp.row_group, np.int32)[keep]
-    counts = np.asarray(inp.counts, np.float64)[keep]
-    return patterns, group, counts, int(inp.n_groups), np.asarray(assignment.index)
+    patterns = np.asarray(inp.patterns, np.int32)
+    group = np.asarray(inp.row_group, np.int32)
+    counts = np.asarray(inp.counts, np.float64)
+    return patterns, group, counts, counts > 0, int(inp.n_groups), np.asarray(assignment.index)
 
 
 def _channels(model, samples, n_groups):
@@ -122,8 +127,12 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     groups : Binning, default ``Binning.equal_mass(5)``
         Score groups (prevalence per group; channels per group for ``"score_dependent"``).
     method : {"nuts", "map"}, default "nuts"
-        ``"nuts"``: ``numpyro.infer.MCMC`` (sequential chains, float64). ``"map"``: the mode of the posterior
-        in NumPyro's unconstrained space, by L-BFGS from the prior median.
+        ``"nuts"``: NumPyro's NUTS kernel (sequential chains, float64, diagonal mass matrix, target acceptance
+        0.9) compiled once per model and design (numbers of score groups and annotators, warm-up length) and
+        reused: the data, the prior and the start are traced inputs, so the next data set of that design costs
+        sampling time only. Chains start at the shared-channel EM estimate, jittered by +-0.5 in unconstrained
+        coordinates per chain. ``"map"``: the mode of the posterior in NumPyro's unconstrained space, by
+        L-BFGS from the EM estimate.
     n_chains, n_warmup, n_draws : int
         NUTS settings.
     seed : int, default 0
@@ -157,15 +166,17 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     for name, v in (("n_chains", n_chains), ("n_warmup", n_warmup), ("n_draws", n_draws)):
         check_positive_int(v, name=name)
     prior = DEFAULT_PRIOR if prior is None else prior
-    patterns, group, counts, n_groups, index = _inputs(data, groups, func)
+    patterns, group, counts, keep, n_groups, index = _inputs(data, groups, func)
     fn = _model_fn(model)
     kw = dict(n_annotators=data.n_annotators, n_groups=n_groups, prior=prior)
     init = _init_values(data, groups, model, n_groups, seed)
     with x64():
-        args = (jax.numpy.asarray(patterns), jax.numpy.asarray(group), jax.numpy.asarray(counts))
         if method == "nuts":
-            samples, diag, shape = _nuts(fn, args, kw, n_chains, n_warmup, n_draws, seed, init)
-        else:
+            samples, diag, shape = _nuts(model, (patterns, group, counts), prior, n_groups, data.n_annotators,
+                                         n_chains, n_warmup, n_draws, seed, init)
+        # Outputs (and MAP) on the rows with items only: padding rows carry no likelihood.
+        args = (jax.numpy.asarray(patterns[keep]), jax.numpy.asarray(group[keep]), jax.numpy.asarray(counts[keep]))
+        if method == "map":
             samples, diag, shape = _map(fn, args, kw, seed, init)
         from numpyro.infer import Predictive
 
@@ -180,7 +191,7 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     fpr_g, tpr_g = _channels(model, flat, n_groups)
     ll = det["log_likelihood"].reshape(shape + (-1,))
     draws = {k: v.reshape(shape + v.shape[1:]) for k, v in flat.items()}
-    return AlternativeFit(model, method, draws, fpr_g, tpr_g, ll, counts, index, diag)
+    return AlternativeFit(model, method, draws, fpr_g, tpr_g, ll, counts[keep], index, diag)
 
 
 def _init_values(data, groups, model, n_groups, seed):
@@ -216,28 +227,55 @@ def _init_strategy(init):
     return init_to_uniform(radius=0.5) if init is None else init_to_value(values=init)
 
 
-def _nuts(fn, args, kw, n_chains, n_warmup, n_draws, seed, init=None):
-    import jax
-    from numpyro.infer import MCMC, NUTS
+#: NUTS settings of :func:`fit_alternative` (a diagonal mass matrix: the score-dependent model has 2 J (G + 1) + G
+#: + 2 parameters; a higher target acceptance than NumPyro's 0.8 because the hierarchical scales near 0 need
+#: small steps).
+_TARGET_ACCEPT, _MAX_TREE_DEPTH = 0.9, 10
 
-    mcmc = MCMC(NUTS(fn, target_accept_prob=0.9, init_strategy=_init_strategy(init)), num_warmup=int(n_warmup),
-                num_samples=int(n_draws),
-                num_chains=int(n_chains), chain_method="sequential", progress_bar=False)
-    mcmc.run(jax.random.PRNGKey(seed), *args, **kw)
-    samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    extra = mcmc.get_extra_fields(group_by_chain=True)
-    import arviz as az
 
-    rhat, ess = [], []
-    for k, v in samples.items():
-        v2 = v.reshape(v.shape[:2] + (-1,))
-        for c in range(v2.shape[2]):
-            if np.ptp(v2[:, :, c]) > 0:
-                if v2.shape[0] > 1:
-                    rhat.append(float(az.rhat(v2[:, :, c])))
-                ess.append(float(az.ess(v2[:, :, c], method="bulk")))
-    diag = {"rhat_max": max(rhat, default=np.nan), "ess_min": min(ess, default=np.nan),
-            "divergences": int(np.asarray(extra["diverging"]).sum())}
+def _default_sites(model, n_groups, n_annotators):
+    """A start inside the prior's bulk when the EM start is unavailable (the sampler jitters it per chain)."""
+    j = n_annotators
+    values = {"fpr": np.full(j, 0.15), "u": np.full(j, 0.6), "prevalence": np.full(n_groups, 0.5)}
+    if model == "score_dependent":
+        values.update(tau_fpr=0.1, tau_u=0.1, e_fpr=np.zeros((n_groups, j)), e_u=np.zeros((n_groups, j)))
+    elif model == "correlated":
+        values["dependence"] = 0.1
+    return values
+
+
+def _bound(model, static):
+    fn = _model_fn(model)
+
+    def bound(*args):
+        *data, prior = args
+        return fn(*data, prior=prior, **static)
+
+    bound.__name__ = f"{model}_alternative_bound"
+    return bound
+
+
+def _nuts(model, data_args, prior, n_groups, n_annotators, n_chains, n_warmup, n_draws, seed, init=None):
+    """NUTS by the package's cached compiled program (:func:`noisycal_bayes.inference.nuts.sample_model`).
+
+    The padded table, the prior and the start are traced inputs, so a second data set with the same numbers
+    of groups and annotators (a simulation study, SBC) reuses the compiled program instead of paying NumPyro's
+    re-compilation on every ``MCMC.run``.
+    """
+    from ..inference.mcmc import mcmc_diagnostics
+    from ..inference.nuts import sample_model
+
+    static = {"n_annotators": int(n_annotators), "n_groups": int(n_groups)}
+    sites = _default_sites(model, n_groups, n_annotators) if init is None else init
+    args = tuple(np.asarray(a) for a in data_args) + (prior.params(),)
+    samples, stats = sample_model(_bound(model, static), args, {k: np.asarray(v, np.float64) for k, v in sites.items()},
+                                  name=("alternative", model, tuple(sorted(static.items()))), n_chains=n_chains,
+                                  n_warmup=n_warmup, n_draws=n_draws, seed=seed, target_accept=_TARGET_ACCEPT,
+                                  max_tree_depth=_MAX_TREE_DEPTH, dense_mass=False)
+    # R-hat and bulk ESS of every scalar component (varying ones only: ArviZ returns NaN for a constant).
+    table = mcmc_diagnostics(samples, {k: tuple(f"d{i}" for i in range(v.ndim - 2)) for k, v in samples.items()}, {})
+    diag = {"rhat_max": float(np.nanmax(table["r_hat"])) if int(n_chains) > 1 else np.nan,
+            "ess_min": float(np.nanmin(table["ess_bulk"])), "divergences": int(stats["diverging"].sum())}
     return samples, diag, (int(n_chains), int(n_draws))
 
 

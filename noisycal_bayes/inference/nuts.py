@@ -252,6 +252,58 @@ def _sample(model, inputs, point, prior, opts, *, progress_bar):
     return {k: draws[k] for k in order if k in draws}, stats
 
 
+def sample_model(model_fn, args, start, *, name, n_chains: int, n_warmup: int, n_draws: int, seed: int,
+                 target_accept: float = 0.8, max_tree_depth: int = 10, dense_mass: bool = False):
+    """NUTS draws of any NumPyro model function by the cached compiled program ``fit_nuts`` uses.
+
+    For models outside :data:`~noisycal_bayes.inference.MODEL_NAMES` (the richer channel models of
+    :mod:`noisycal_bayes.diagnostics.alternatives`): the program is compiled once per ``name``, argument
+    shapes and settings and reused, with the data, the prior and the start as traced inputs.
+
+    Parameters
+    ----------
+    model_fn : callable
+        ``model_fn(*args)``: a NumPyro model with its static sizes bound (traced arrays only in ``args``).
+    args : tuple of arrays and pytrees of arrays
+        Data arguments, typically ending with ``Prior.params()``.
+    start : dict of name -> array
+        Constrained value of every sample site; each chain starts there, jittered by +-0.5 in unconstrained
+        coordinates.
+    name : hashable
+        Identifies ``model_fn`` and its static sizes in the program cache (two different functions must not
+        share a name).
+    n_chains, n_warmup, n_draws, seed : int
+        Sequential chains; ``seed`` gives one key per chain as in :func:`fit_nuts`.
+    target_accept, max_tree_depth, dense_mass
+        NUTS settings, as in :func:`fit_nuts`.
+
+    Returns
+    -------
+    draws : dict of name -> ndarray of shape (n_chains, n_draws, ...)
+        Constrained sample sites.
+    stats : dict of name -> ndarray of shape (n_chains, n_draws)
+        ``diverging``, ``n_steps``, ``acceptance_rate``, ``energy``, ``lp``, ``step_size``, ``tree_depth``.
+    """
+    n_chains = check_positive_int(n_chains, name="n_chains")
+    n_warmup = check_positive_int(n_warmup, name="n_warmup", minimum=0)
+    n_draws = check_positive_int(n_draws, name="n_draws")
+    chunk = chunk_size(n_warmup, n_draws)
+    # The saved program is specialised to the argument shapes and dtypes: they are part of the key.
+    shapes = tuple((np.shape(a), np.asarray(a).dtype.str) for a in jax.tree.leaves(args))
+    key = ("nuts-model", name, shapes, n_warmup, chunk, "sequential", float(target_accept), int(max_tree_depth),
+           bool(dense_mass), bool(jax.config.jax_enable_x64))
+
+    def build():
+        return NutsProgram(model_fn, n_warmup=n_warmup, chunk=chunk, chain_method="sequential",
+                           target_accept=float(target_accept), max_tree_depth=int(max_tree_depth),
+                           dense_mass=bool(dense_mass), key=key)
+
+    program = get_program(key, build)
+    sites, stats = program.run(chain_keys(check_positive_int(seed, name="seed", minimum=0), n_chains),
+                               {k: np.asarray(v) for k, v in start.items()}, args, n_draws=n_draws)
+    return {k: np.asarray(v) for k, v in sites.items()}, stats
+
+
 def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
     """``fit_nuts`` with partially pooled channels (``pooling="partial"``)."""
     func = "fit_nuts"
