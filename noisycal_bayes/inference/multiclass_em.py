@@ -52,6 +52,8 @@ MULTICLASS_EM_PATHS = ("auto", "patterns", "sparse")
 _TIE_RTOL = 1e-9
 # Starts are mixed with the uniform matrix by this much: EM from an exact zero cell stays at zero.
 _START_EPS = 1e-6
+# A warm start is mixed by this much only (off exact zeros, far below any tolerance).
+_WARM_EPS = 1e-13
 _RUNNING, _CONVERGED, _NONFINITE, _MAX_ITER, _BAD_START = 0, 1, 2, 3, 4
 
 
@@ -256,10 +258,10 @@ def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc, compressed=N
     return _rows(n_jya + conf_pc), _rows(prev + prev_pc)
 
 
-def _rows(x):
+def _rows(x, eps=_START_EPS):
     s = x.sum(axis=-1, keepdims=True)
     out = np.where(s > 1e-12, x / np.where(s > 1e-12, s, 1.0), 1.0 / x.shape[-1])
-    return (1 - _START_EPS) * out + _START_EPS / x.shape[-1]
+    return (1 - eps) * out + eps / x.shape[-1]
 
 
 def _random_starts(n_starts: int, J: int, K: int, G: int, seed: int):
@@ -280,7 +282,8 @@ def _warm_start(init, J: int, K: int, G: int, func: str):
 
     A prevalence of shape (K,) (or a fit with another number of groups: its item-weighted overall prevalence) is
     used for every group; ``None`` starts every group uniform. Rows are renormalised and mixed with the uniform
-    matrix by ``_START_EPS`` as every start is (EM never leaves an exact zero cell).
+    matrix by ``_WARM_EPS`` (EM never leaves an exact zero cell; the cold starts' ``_START_EPS`` would move a
+    converged fit by more than the tolerance, and the refit would crawl back at EM's linear rate).
     """
     if isinstance(init, MulticlassEMFit):
         conf, prev = init.confusion, init.prevalence
@@ -307,7 +310,7 @@ def _warm_start(init, J: int, K: int, G: int, func: str):
         if bad.any():
             raise ValueError(f"{func}: `init` {name} rows must be finite, >= 0 and sum to 1 (within 1e-6); rows "
                              f"{_preview([tuple(int(i) for i in r) for r in np.argwhere(bad)])} do not.")
-    return _rows(conf), _rows(prev)
+    return _rows(conf, _WARM_EPS), _rows(prev, _WARM_EPS)
 
 
 # ----------------------------------------------------------------------------------------------------- the loop
