@@ -202,7 +202,7 @@ def merge(paths, out):
         if any(part["config"].get(k) != parts[0]["config"].get(k) for k in keep):
             raise SystemExit(f"merge: {p} has another config than {paths[0]}")
     res = {"settings": [s for part in parts for s in part["settings"]],
-           "config": {**{k: parts[0]["config"].get(k) for k in keep}, "merged_from": [str(p) for p in paths]},
+           "config": {**{k: parts[0]["config"].get(k) for k in keep}, "merged_from": [Path(p).name for p in paths]},
            "seconds": round(sum(part["seconds"] for part in parts), 1)}
     res["settings"].sort(key=lambda s: (s["summary"]["K"], s["summary"]["curve"] != "overconfident", s["summary"]["J"]))
     Path(out).write_text(json.dumps(res, indent=1))
