@@ -25,6 +25,10 @@ Usage::
 
     python benchmarks/coverage_multiclass.py                 # the full study (26 min on 2 busy shared cores)
     python benchmarks/coverage_multiclass.py --reps 5 --n-items 1000 --out /tmp/x.json   # a quick look
+    # settings in separate processes, then one file and the docs table (docs/coverage.md, K-class section):
+    python benchmarks/coverage_multiclass.py --classes 10 --curves overconfident --reps-large 100 --out /tmp/a.json
+    python benchmarks/coverage_multiclass.py --merge /tmp/a.json /tmp/b.json --out benchmarks/results/coverage_multiclass.json
+    python benchmarks/coverage_multiclass.py --render benchmarks/results/coverage_multiclass.json
 
 Writes ``benchmarks/results/coverage_multiclass.json`` (every data set and the summary per setting).
 """
@@ -168,7 +172,8 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3):
         out[name] = {"value": res.value, "debiased": res.debiased, "lower": res.lower, "upper": res.upper,
                      "upper_one_sided": res.upper_one_sided, "interval_to_read": res.interval_to_read,
                      "covered": bool(lo <= truth <= hi), "covered_two_sided": bool(res.lower <= truth <= res.upper),
-                     "width": hi - lo, "error_debiased": res.debiased - truth, "error_value": res.value - truth}
+                     "width": hi - lo, "error_debiased": res.debiased - truth, "error_value": res.value - truth,
+                     "sd_debiased_draws": float(np.std(res.debiased_draws))}
     per_cov = [bool(r.reported_interval[0] <= t <= r.reported_interval[1]) for r, t in zip(cw.per_class, targets[2])]
     out["classwise_per_class_coverage"] = float(np.mean(per_cov))
     return out
@@ -189,6 +194,40 @@ def summarise(rows, targets):
     return s
 
 
+def merge(paths, out):
+    """One results file from several runs (settings in the order given; configs must agree but for reps)."""
+    parts = [json.loads(Path(p).read_text()) for p in paths]
+    keep = ("n_items", "n_boot", "em_tol", "bins", "level", "weights", "interval", "draws")
+    for p, part in zip(paths[1:], parts[1:]):
+        if any(part["config"].get(k) != parts[0]["config"].get(k) for k in keep):
+            raise SystemExit(f"merge: {p} has another config than {paths[0]}")
+    res = {"settings": [s for part in parts for s in part["settings"]],
+           "config": {**{k: parts[0]["config"].get(k) for k in keep}, "merged_from": [Path(p).name for p in paths]},
+           "seconds": round(sum(part["seconds"] for part in parts), 1)}
+    res["settings"].sort(key=lambda s: (s["summary"]["K"], s["summary"]["curve"] != "overconfident", s["summary"]["J"]))
+    Path(out).write_text(json.dumps(res, indent=1))
+    return res
+
+
+def render(path):
+    """The markdown table of docs/coverage.md's K-class section; low cells (below 0.90 - 2 se) in bold."""
+    res = json.loads(Path(path).read_text())
+    lines = ["| K | annotators | classifier | data sets | top-label | class-wise (mean over classes) | "
+             "class-wise, per class (pooled) |", "|---|---|---|---|---|---|---|"]
+    for st in res["settings"]:
+        s = st["summary"]
+        se = s["top_label"]["binomial_se"]
+
+        def cell(c):
+            return f"**{c:.2f}**" if c < LEVEL - 2 * se else f"{c:.2f}"
+        curve = "over-confident" if s["curve"] == "overconfident" else "under-confident"
+        lines.append(f"| {s['K']} | {s['J']} | {curve} | {s['n_datasets']} | {cell(s['top_label']['coverage'])} | "
+                     f"{cell(s['classwise']['coverage'])} | {s['classwise_per_class_coverage']:.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=100, help="data sets per setting with K < 10")
@@ -200,7 +239,13 @@ def main(argv=None):
     ap.add_argument("--curves", nargs="+", default=["overconfident", "underconfident"])
     ap.add_argument("--em-tol", type=float, default=1e-3, help="stopping tolerance of the bootstrap EM refits")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
+    ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
+    ap.add_argument("--render", help="print the docs table of this results file (no simulation)")
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
+    if args.render:
+        return render(args.render)
     t_start = time.time()
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
                                           "n_boot": args.n_boot, "em_tol": args.em_tol,

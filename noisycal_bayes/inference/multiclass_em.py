@@ -12,7 +12,7 @@ The iteration is that of the binary EM (:mod:`noisycal_bayes.inference.em`) with
 Rules (the binary rules of :mod:`noisycal_bayes.core.starts`, adapted to K classes):
 
 1. *Starts*: start 0 is the majority-vote start (the M-step at each item's vote distribution, gold items one-hot;
-   the standard Dawid-Skene initialisation, crowd-kit's too); then ``n_starts`` random diagonal-dominant starts
+   the standard Dawid-Skene initialisation, crowd-kit's too), or the warm start ``init`` when given; then ``n_starts`` random diagonal-dominant starts
    (``C_j[y, y] ~ U(0.5, 0.95)``, the rest of the row split by a flat Dirichlet; prevalence rows ~ Dirichlet(5)),
    reproducible from ``seed``.
 2. *Iteration*: ``theta = (confusion, prevalence)``, ``theta_t = EMstep(theta_{t-1})`` in float64; stop at the
@@ -45,13 +45,15 @@ from ..core.confusion import (MAX_CONDITION, multiclass_e_step, multiclass_m_ste
 from ..simulate.multiclass import MulticlassSimulation
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 
-__all__ = ["MULTICLASS_EM_PATHS", "MulticlassEMFit", "fit_em_multiclass"]
+__all__ = ["MULTICLASS_EM_PATHS", "MulticlassEMFit", "fit_em_multiclass", "multiclass_em_estimator"]
 
 #: Values of ``path``.
 MULTICLASS_EM_PATHS = ("auto", "patterns", "sparse")
 _TIE_RTOL = 1e-9
 # Starts are mixed with the uniform matrix by this much: EM from an exact zero cell stays at zero.
 _START_EPS = 1e-6
+# A warm start is mixed by this much only (off exact zeros, far below any tolerance).
+_WARM_EPS = 1e-13
 _RUNNING, _CONVERGED, _NONFINITE, _MAX_ITER, _BAD_START = 0, 1, 2, 3, 4
 
 
@@ -256,10 +258,10 @@ def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc, compressed=N
     return _rows(n_jya + conf_pc), _rows(prev + prev_pc)
 
 
-def _rows(x):
+def _rows(x, eps=_START_EPS):
     s = x.sum(axis=-1, keepdims=True)
     out = np.where(s > 1e-12, x / np.where(s > 1e-12, s, 1.0), 1.0 / x.shape[-1])
-    return (1 - _START_EPS) * out + _START_EPS / x.shape[-1]
+    return (1 - eps) * out + eps / x.shape[-1]
 
 
 def _random_starts(n_starts: int, J: int, K: int, G: int, seed: int):
@@ -273,6 +275,42 @@ def _random_starts(n_starts: int, J: int, K: int, G: int, seed: int):
         C[:, :, y, others] = (1 - d[:, :, y])[..., None] * off[:, :, y]
     prev = rng.dirichlet(5.0 * np.ones(K), size=(n_starts, G))
     return _rows(C), _rows(prev)
+
+
+def _warm_start(init, J: int, K: int, G: int, func: str):
+    """``(C (J, K, K), pi (G, K))`` from ``init``: a :class:`MulticlassEMFit` or ``(confusion, prevalence)``.
+
+    A prevalence of shape (K,) (or a fit with another number of groups: its item-weighted overall prevalence) is
+    used for every group; ``None`` starts every group uniform. Rows are renormalised and mixed with the uniform
+    matrix by ``_WARM_EPS`` (EM never leaves an exact zero cell; the cold starts' ``_START_EPS`` would move a
+    converged fit by more than the tolerance, and the refit would crawl back at EM's linear rate).
+    """
+    if isinstance(init, MulticlassEMFit):
+        conf, prev = init.confusion, init.prevalence
+        if prev.shape[0] != G:
+            w = np.bincount(init.groups, minlength=prev.shape[0]).astype(np.float64)
+            prev = w @ prev / max(w.sum(), 1.0)  # overall prevalence: groups weighted by their items
+    elif isinstance(init, tuple) and len(init) == 2:
+        conf, prev = init
+    else:
+        raise ValueError(f"{func}: `init` must be None, a MulticlassEMFit or a tuple (confusion (J, K, K), prevalence "
+                         f"(K,) or (G, K) or None); got {type(init).__name__}.")
+    conf = np.asarray(conf, dtype=np.float64)
+    if conf.shape != (J, K, K):
+        raise ValueError(f"{func}: `init` confusion must have shape ({J}, {K}, {K}); got {conf.shape}.")
+    prev = np.full(K, 1.0 / K) if prev is None else np.asarray(prev, dtype=np.float64)
+    if prev.shape == (K,):
+        prev = np.broadcast_to(prev, (G, K))
+    if prev.shape != (G, K):
+        raise ValueError(f"{func}: `init` prevalence must have shape ({K},) or ({G}, {K}) (one row per group); got "
+                         f"{prev.shape}.")
+    for name, arr in (("confusion", conf), ("prevalence", prev)):
+        rows = arr.sum(axis=-1)
+        bad = ~(np.all(np.isfinite(arr), axis=-1) & np.all(arr >= 0, axis=-1) & (np.abs(rows - 1) <= 1e-6))
+        if bad.any():
+            raise ValueError(f"{func}: `init` {name} rows must be finite, >= 0 and sum to 1 (within 1e-6); rows "
+                             f"{_preview([tuple(int(i) for i in r) for r in np.argwhere(bad)])} do not.")
+    return _rows(conf, _WARM_EPS), _rows(prev, _WARM_EPS)
 
 
 # ----------------------------------------------------------------------------------------------------- the loop
@@ -438,7 +476,7 @@ class MulticlassEMFit:
     objective : float
         Log-likelihood plus the Dirichlet log-kernels (equals ``log_likelihood`` without a prior).
     start_logliks : ndarray of shape (n_starts_total,)
-        Final objective of every start (NaN where non-finite); start 0 is the majority-vote start.
+        Final objective of every start (NaN where non-finite); start 0 is the majority-vote start (or ``init``).
     selected_start : int
     loglik_trace : ndarray
         Objective at the start and after each iteration of the selected start.
@@ -503,7 +541,8 @@ class MulticlassEMFit:
 
 # ----------------------------------------------------------------------------------------------------- the fit
 def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: int = 4, seed: int = 0,
-                      max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto") -> MulticlassEMFit:
+                      max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto",
+                      init=None) -> MulticlassEMFit:
     """Maximum-likelihood (or MAP) K x K confusion matrices and class prevalences by EM in JAX, all starts at once.
 
     Parameters
@@ -519,7 +558,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         :func:`~noisycal_bayes.core.score_groups` of ``data.probs`` (predicted class x 2 confidence quantiles), or
         one group without probs. Ignored by ``"dawid_skene"``.
     n_starts : int, default 4
-        Random diagonal-dominant starts, besides the majority-vote start (module rule 1); 0 runs the vote start only.
+        Random diagonal-dominant starts, besides the majority-vote start (module rule 1); 0 runs the vote start (or ``init``) only.
     seed : int, default 0
         Seed of the random starts.
     max_iter : int, default 1000
@@ -533,6 +572,12 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     path : {"auto", "patterns", "sparse"}, default "auto"
         ``"auto"``: sparse with gold labels, repeated labels, or more possible patterns ``(K + 1)^J`` than items;
         else patterns. Both give the same fit (to rounding) where both apply.
+    init : MulticlassEMFit or tuple, optional
+        A warm start that replaces the majority-vote start as start 0: a previous fit, or ``(confusion (J, K, K),
+        prevalence)`` with ``prevalence`` of shape (K,) (every group), (G, K) (one row per group) or None
+        (uniform). A fit with another number of groups gives its item-weighted overall prevalence to every group.
+        With ``n_starts=0`` the fit runs from ``init`` alone: the cheap refit of a bootstrap replicate at the
+        full-sample fit (:func:`multiclass_em_estimator`). The orientation and selection rules apply as usual.
 
     Returns
     -------
@@ -542,7 +587,8 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     ------
     ValueError
         Data of the wrong kind; fewer than two annotators or classes; labels, annotators or items out of range;
-        bad ``groups``, ``prior``, ``path`` or numeric settings; ``path="patterns"`` with repeats or gold labels.
+        bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on the simplex) or numeric settings;
+        ``path="patterns"`` with repeats or gold labels.
 
     Warns
     -----
@@ -587,7 +633,10 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                       "probabilities cannot pin 2 K (K - 1) + K - 1 parameters); the fit is one of many. Add "
                       "annotators, score groups or gold labels."))
     compressed = _compress(x, group, G) if path == "patterns" else None
-    C0, p0 = _vote_start(x, group, G, conf_pc, prev_pc, compressed)
+    if init is None:
+        C0, p0 = _vote_start(x, group, G, conf_pc, prev_pc, compressed)
+    else:
+        C0, p0 = _warm_start(init, J, K, G, func)
     Cr, pr = _random_starts(n_starts, J, K, G, seed)
     theta0 = np.concatenate([np.concatenate([C0.ravel(), p0.ravel()])[None],
                              np.concatenate([Cr.reshape(n_starts, J * K * K), pr.reshape(n_starts, G * K)], axis=1)])  # explicit sizes: n_starts may be 0
@@ -649,6 +698,84 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                            start_logliks=np.where(np.isfinite(obj), obj, np.nan), selected_start=int(s),
                            loglik_trace=trace[s, :it + 1], path_reason=path_reason, groups_reason=groups_reason,
                            label_permutation=perm, prior=prior_out, n_labels=n_labels)
+
+
+class _Refit(NamedTuple):
+    """The data of one bootstrap replicate, in the shape :func:`_as_arrays` reads."""
+
+    responses: tuple
+    n_items: int
+    n_annotators: int
+    n_classes: int
+    probs: np.ndarray
+    gold: np.ndarray | None
+
+
+def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_starts: int = 4, refit_starts: int = 0,
+                            seed: int = 0, max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto"):
+    """The ``estimator`` of :func:`~noisycal_bayes.reference.bootstrap_multiclass_nc_ece`: EM, warm-started refits.
+
+    Parameters
+    ----------
+    model : {"grouped", "dawid_skene"}, default "grouped"
+        As in :func:`fit_em_multiclass`; the grouped model's groups are
+        :func:`~noisycal_bayes.core.score_groups` ``(probs, n_quantiles=n_quantiles)`` of the items passed (the
+        replicate's items: the same recipe, predicted class x confidence quantile, on every replicate).
+    n_quantiles : int, default 2
+    n_starts : int, default 4
+        Random starts besides the majority-vote start for a call without ``init`` (the full-sample fit).
+    refit_starts : int, default 0
+        Random starts besides the warm start for a call with ``init`` (a replicate): 0 refits from the full-sample
+        fit alone, which is both faster and the mode that the replicate's likelihood surface has near the fit.
+    seed, max_iter, tol, prior, path
+        As in :func:`fit_em_multiclass`.
+
+    Returns
+    -------
+    callable
+        ``estimator(responses, n_items, probs, *, init=None, gold=None) -> (confusion (J, K, K), prevalence)``;
+        ``responses`` an ``(item, annotator, label)`` tuple, ``probs`` (n_items, K), ``init`` a
+        ``(confusion, prevalence)`` warm start (:func:`fit_em_multiclass`'s ``init``), ``gold`` (n_items,) observed
+        clean labels (-1 unknown) of the items passed. ``prevalence`` is (K,) for ``"dawid_skene"`` and (G, K) for
+        ``"grouped"``.
+
+    Raises
+    ------
+    ValueError
+        Bad ``model`` or ``n_quantiles``; when called, as :func:`fit_em_multiclass`.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_multiclass
+    >>> sim = simulate_multiclass(2000, 3, 3, accuracy=0.8, seed=0)
+    >>> est = multiclass_em_estimator(model="dawid_skene")
+    >>> resp = (sim.item, sim.annotator, sim.label)
+    >>> conf, prev = est(resp, 2000, sim.probs)
+    >>> conf2, _ = est(resp, 2000, sim.probs, init=(conf, prev))  # a warm refit on the same data
+    >>> bool(np.abs(conf2 - conf).max() < 1e-5), prev.shape
+    (True, (3,))
+    """
+    from ..core.confusion import score_groups
+
+    if model not in ("grouped", "dawid_skene"):
+        raise ValueError(f"multiclass_em_estimator: `model` must be 'grouped' or 'dawid_skene'; got {model!r}.")
+    n_quantiles = check_positive_int(n_quantiles, name="n_quantiles")
+    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
+    refit_starts = check_positive_int(refit_starts, name="refit_starts", minimum=0)
+
+    def estimator(responses, n_items, probs, *, init=None, gold=None):
+        item, ann, lab = (np.asarray(v) for v in responses)
+        probs = np.asarray(probs, dtype=np.float64)
+        K = probs.shape[1]
+        J = int(ann.max()) + 1 if init is None else int(np.shape(init[0])[0])
+        data = _Refit((item, ann, lab), int(n_items), J, K, probs, gold)
+        groups = score_groups(probs, n_quantiles=n_quantiles) if model == "grouped" else None
+        fit = fit_em_multiclass(data, model=model, groups=groups, n_starts=n_starts if init is None else refit_starts,
+                                seed=seed, max_iter=max_iter, tol=tol, prior=prior, path=path, init=init)
+        prev = fit.prevalence[0] if model == "dawid_skene" else fit.prevalence
+        return np.asarray(fit.confusion), np.asarray(prev)
+
+    return estimator
 
 
 def _log_joint_patterns(patterns, confusion):

@@ -671,29 +671,54 @@ class MulticlassBootstrap:
 
 
 def _check_mc_estimator(estimator):
+    """``(estimator, takes_init, takes_gold)``: which optional keywords the callable accepts."""
     if estimator is None:
         raise ValueError("bootstrap_multiclass_nc_ece: pass `estimator`, a callable (responses, n_items, probs) -> "
                          "(confusion (J, K, K), prevalence (K,) or None) that refits the confusion matrices on a "
-                         "replicate, e.g. a wrapper of the multiclass EM; there is no default in this layer.")
+                         "replicate, e.g. inference.multiclass_em_estimator(); there is no default in this layer.")
     if not callable(estimator):
         raise ValueError(f"`estimator` must be callable (responses, n_items, probs) -> (confusion, prevalence); got "
                          f"{type(estimator).__name__}.")
     try:
-        takes_init = "init" in inspect.signature(estimator).parameters
+        params = inspect.signature(estimator).parameters
     except (TypeError, ValueError):
-        takes_init = False
-    return estimator, takes_init
+        params = {}
+    var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return estimator, "init" in params or var_kw, "gold" in params or var_kw
 
 
-def _call_estimator(estimator, takes_init, resp_tuple, n, probs, init, j, k):
-    out = estimator(resp_tuple, n, probs, init=init) if takes_init else estimator(resp_tuple, n, probs)
+def _call_estimator(estimator, takes, resp_tuple, n, probs, init, gold, j, k):
+    """``(confusion, prevalence for the weights ((K,) or None), prevalence as returned (for the warm start))``."""
+    kw = {}
+    if takes[0] and init is not None:
+        kw["init"] = init
+    if takes[1] and gold is not None:
+        kw["gold"] = gold
+    out = estimator(resp_tuple, n, probs, **kw)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise ValueError(f"`estimator` must return (confusion, prevalence); got {type(out).__name__}.")
     conf = check_confusion(out[0], j, k, name="estimator(...)[0]")
-    prev = None if out[1] is None else np.asarray(out[1], dtype=np.float64)
-    if prev is not None and prev.shape != (k,):
-        prev = None  # grouped prevalences (G, K): the overall prevalence is estimated from the data instead
-    return conf, prev
+    raw = None if out[1] is None else np.asarray(out[1], dtype=np.float64)
+    # grouped prevalences (G, K): the overall prevalence is estimated from the data instead (kept for init)
+    prev = raw if raw is not None and raw.shape == (k,) else None
+    return conf, prev, raw
+
+
+def _check_gold(gold, n: int, k: int, func: str):
+    """Gold labels (n,) int, -1 = unknown; None when there are none."""
+    if gold is None:
+        return None
+    g = np.asarray(gold)
+    if g.shape != (n,) or not (np.issubdtype(g.dtype, np.integer) or (np.issubdtype(g.dtype, np.floating)
+                                                                      and np.all(g == np.round(g)))):
+        raise ValueError(f"{func}: `gold` must be an int array of shape ({n},) (-1 = unknown); got {g.dtype} "
+                         f"{g.shape}.")
+    g = g.astype(np.int64)
+    bad = (g < -1) | (g >= k)
+    if bad.any():
+        raise ValueError(f"{func}: `gold` must be -1 (unknown) or a class in 0..{k - 1}; got {_preview(g[bad])} at "
+                         f"items {_preview(np.flatnonzero(bad))}.")
+    return g if (g >= 0).any() else None
 
 
 def _resample(resp: MCResponses, rows: np.ndarray):
@@ -719,13 +744,14 @@ def _interval(reps, v, level, method):
 
 def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int = 200, level: float = 0.9,
                                 bins=15, weights="iv", method: str = "percentile", seed: int = 0,
-                                max_condition: float = MAX_CONDITION,
+                                max_condition: float = MAX_CONDITION, gold=None,
                                 progress_bar: bool = False) -> MulticlassBootstrap:
     """Item bootstrap of the top-label and class-wise NC-ECE, refitting the confusion matrices per replicate.
 
     Each replicate draws ``n_items`` items with replacement (``numpy.random.default_rng(seed)``) with all their
-    responses, calls ``estimator`` on it (warm-started at the full-sample fit when the callable takes an
-    ``init`` keyword: ``init=(confusion, prevalence)``), recomputes the usable annotators, the weights (IV from
+    responses and gold labels, calls ``estimator`` on it (warm-started at the full-sample fit when the callable
+    takes an ``init`` keyword: ``init=(confusion, prevalence)`` as the full-sample call returned them; the
+    replicate's gold labels as ``gold=`` when it takes that keyword), recomputes the usable annotators, the weights (IV from
     the replicate) and both NC-ECEs on the partition fixed from the full sample. Intervals as
     :func:`~noisycal_bayes.reference.bootstrap_nc_ece` (``"percentile"`` or ``"basic"``).
 
@@ -734,9 +760,10 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     probs : array of shape (n_items, n_classes)
     responses : as in :func:`top_label_nc_ece`
     estimator : callable
-        ``estimator(responses, n_items, probs[, init=...]) -> (confusion (J, K, K), prevalence (K,) or None)``;
-        ``responses`` is an ``(item, annotator, label)`` tuple. Required (this layer does not import the EM):
-        e.g. ``lambda r, n, p: fit(r, n, p)`` around the multiclass EM. A ``ValueError`` or ``LinAlgError`` it
+        ``estimator(responses, n_items, probs[, init=...][, gold=...]) -> (confusion (J, K, K), prevalence (K,)
+        or None)``; ``responses`` is an ``(item, annotator, label)`` tuple. Required (this layer does not import
+        the EM): :func:`~noisycal_bayes.inference.multiclass_em_estimator` (warm-started EM refits that use the
+        gold labels), or any wrapper of a fit. A ``ValueError`` or ``LinAlgError`` it
         raises marks the replicate failed. Grouped prevalences (G, K) are accepted and ignored (the overall
         prevalence is then estimated from the replicate).
     n_boot : int, default 200
@@ -746,6 +773,11 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     method : {"percentile", "basic"}
     seed : int, default 0
     max_condition : float, default 100
+    gold : int array of shape (n_items,), optional
+        Observed clean labels (-1 unknown), resampled with their items and passed to the estimator as ``gold=``
+        (an estimator without a ``gold`` keyword is refused when there are gold labels). Default: the ``gold`` of
+        a ``MulticlassAnnotationSet`` passed as ``responses``, else none. The NC-ECE itself uses the annotators'
+        labels only, as :func:`top_label_nc_ece` does.
     progress_bar : bool, default False
 
     Returns
@@ -756,7 +788,8 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     Raises
     ------
     ValueError
-        No ``estimator``; bad inputs; the estimator fails on the full sample; every replicate failed.
+        No ``estimator``; bad inputs (``gold`` of the wrong shape or outside -1..K-1; gold labels with an estimator
+        that takes no ``gold``); the estimator fails on the full sample; every replicate failed.
 
     Warns
     -----
@@ -776,17 +809,25 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     (True, 3)
     """
     func = "bootstrap_multiclass_nc_ece"
-    estimator, takes_init = _check_mc_estimator(estimator)
+    estimator, takes_init, takes_gold = _check_mc_estimator(estimator)
     p = check_probs(probs)
     n, k = p.shape
+    if gold is None and hasattr(responses, "responses") and not isinstance(responses, tuple):
+        gold = getattr(responses, "gold", None)
     resp = check_responses(responses, n, k, func=func)
+    gold = _check_gold(gold, n, k, func)
+    if gold is not None and not takes_gold:
+        raise ValueError(f"{func}: the data have {int((gold >= 0).sum())} gold labels but `estimator` takes no `gold` "
+                         "keyword, so its refits would ignore them; give it one (e.g. "
+                         "inference.multiclass_em_estimator()) or pass gold=np.full(n_items, -1) to leave them out.")
+    takes = (takes_init, takes_gold)
     n_boot = check_positive_int(n_boot, name="n_boot")
     level = check_level(level)
     if method not in ("percentile", "basic"):
         raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
     rule, label = check_mc_weights(weights, resp.n_annotators, k)
     j = resp.n_annotators
-    conf, prev = _call_estimator(estimator, takes_init, resp[:3], n, p, None, j, k)
+    conf, prev, raw_prev = _call_estimator(estimator, takes, resp[:3], n, p, None, gold, j, k)
     edges = {kind: bin_edges(p, bins, kind) for kind in ("top_label", "classwise")}
     full = {kind: point_nc_ece(p, resp[:3], conf, prevalence=prev, bins=bins, weights=weights, kind=kind, func=func,
                                edges=edges[kind], max_condition=max_condition)
@@ -804,7 +845,8 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
             try:
-                c_r, prev_r = _call_estimator(estimator, takes_init, rep, n, p[rows], (conf, prev), j, k)
+                c_r, prev_r, _ = _call_estimator(estimator, takes, rep, n, p[rows], (conf, raw_prev),
+                                                 None if gold is None else gold[rows], j, k)
                 vals = [point_nc_ece(p[rows], rep, c_r, prevalence=prev_r, bins=bins, weights=weights, kind=kind,
                                      func=func, edges=edges[kind], max_condition=max_condition)
                         for kind in ("top_label", "classwise")]

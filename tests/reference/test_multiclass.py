@@ -248,3 +248,60 @@ def test_point_estimator_label_errors(mc):
         classwise_nc_ece(p, (resp[0] + 0.5, resp[1], resp[2]), conf)
     with pytest.raises(ValueError, match="tuple of three arrays"):
         classwise_nc_ece(p, 5, conf)
+
+
+# ----------------------------------------------------------------------------- bootstrap: gold and warm start
+def test_bootstrap_resamples_gold_with_its_items(mc):
+    p, y, labels, conf, resp = mc
+    n = p.shape[0]
+    # gold = annotator 0's label on the first 200 items: in every replicate the gold passed must agree with
+    # annotator 0's label of the same (resampled) item, which checks that gold travels with its item.
+    gold = np.where(np.arange(n) < 200, labels[:, 0], -1)
+    seen = []
+
+    def est(r, n_items, probs, *, init=None, gold=None):
+        item, ann, lab = r
+        a0 = np.full(n_items, -1)
+        a0[item[ann == 0]] = lab[ann == 0]
+        known = gold >= 0
+        seen.append((init, int(known.sum()), bool(np.array_equal(gold[known], a0[known]))))
+        return conf, np.full((2, 3), 1 / 3)  # a grouped prevalence: ignored by the weights, handed back as init
+
+    res = bootstrap_multiclass_nc_ece(p, resp, estimator=est, n_boot=8, seed=2, gold=gold)
+    assert res.top_label.n_failed == 0 and len(seen) == 9
+    assert seen[0][0] is None and seen[0][1] == 200
+    assert all(ok for _, _, ok in seen)
+    # about 200 of the n resampled items are gold (binomial(n, 200 / n): sd ~ sqrt(200 * 0.6) = 11)
+    assert all(abs(c - 200) < 6 * 11 for _, c, _ in seen[1:])
+    assert all(i[1].shape == (2, 3) and np.array_equal(i[0], conf) for i, _, _ in seen[1:])  # warm start: the full fit
+    # The gold labels change nothing else: the NC-ECE uses the annotators' labels only.
+    plain = bootstrap_multiclass_nc_ece(p, resp, estimator=lambda r, n_items, probs, init=None: (conf, None),
+                                        n_boot=8, seed=2)
+    np.testing.assert_allclose(res.top_label.replicates, plain.top_label.replicates, rtol=1e-12)
+    # A MulticlassAnnotationSet-like object brings its own gold labels.
+    obj = type("Set", (), {"responses": resp, "n_annotators": 3, "gold": gold})()
+    seen.clear()
+    bootstrap_multiclass_nc_ece(p, obj, estimator=est, n_boot=2, seed=2)
+    assert seen[0][1] == 200
+
+
+@pytest.mark.parametrize("gold, est, match", [
+    (np.zeros(5, int), "kw", r"`gold` must be an int array of shape \(500,\)"),
+    (np.full(500, 0.5), "kw", r"`gold` must be an int array"),
+    (np.r_[[3, -2], np.zeros(498, int)], "kw", r"`gold` must be -1 \(unknown\) or a class in 0..2; got \[3, -2\] at "
+                                               r"items \[0, 1\]"),
+    (np.zeros(500, int), "plain", "500 gold labels but `estimator` takes no `gold` keyword"),
+])
+def test_bootstrap_gold_errors(mc, gold, est, match):
+    p, y, labels, conf, resp = mc
+    fn = (lambda r, n, q, gold=None: (conf, None)) if est == "kw" else (lambda r, n, q: (conf, None))
+    with pytest.raises(ValueError, match=match):
+        bootstrap_multiclass_nc_ece(p, resp, estimator=fn, n_boot=2, gold=gold)
+
+
+def test_bootstrap_without_gold_labels_accepts_any_estimator(mc):
+    # gold of all -1 means none: an estimator without the keyword is fine and never sees it.
+    p, y, labels, conf, resp = mc
+    res = bootstrap_multiclass_nc_ece(p, resp, estimator=lambda r, n, q: (conf, None), n_boot=3,
+                                      gold=np.full(500, -1))
+    assert res.top_label.replicates.size == 3
