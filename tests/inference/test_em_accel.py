@@ -1,0 +1,119 @@
+"""The accelerated sparse EM (SQUAREM, Varadhan & Roland 2008) and the sparse path's default start.
+
+The accelerated loop must stop at the plain loop's fixed point. Both apply one stopping rule (parameters and
+objective move by at most ``tol`` in one plain EM step), so each stops within ``tol r / (1 - r)`` of the fixed
+point, ``r`` the EM rate; at tol = 1e-10 and r <= 0.99 that is <= 1e-8, so both agree to 1e-6 with a wide margin.
+The plain loop is the reference EM (NumPy, an independent implementation of the same rules; nothing to compile) in
+the default run, and fit_em's own plain sparse loop in the slow run. Negative control: the same comparison against
+a fit stopped far too early (tol = 1e-3) fails, so the check can fail.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+from noisycal_bayes import fit_em
+from noisycal_bayes.simulate import simulate_crowd, simulate_annotations
+from noisycal_bayes.warnings import SmallGapWarning
+
+
+def _quiet(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SmallGapWarning)
+        return fit_em(CROWD.data, model="dawid_skene", path="sparse", **kw)
+
+
+CROWD = simulate_crowd(400, 40, labels_per_item=4, activity="heavy", spammers=0.05, adversaries=0.05, seed=3)
+
+
+def _close(a, b, atol):
+    for name in ("fpr", "tpr", "prevalence"):
+        np.testing.assert_allclose(np.asarray(a.point[name]), np.asarray(b.point[name]), atol=atol, rtol=0)
+
+
+#: One max_iter for every fit here: it is part of the compiled program's key, so the fits share two programs.
+MAX_ITER = 3000
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from noisycal_bayes.reference import fit_em as reference_fit_em
+
+    kw = dict(tol=1e-10, max_iter=MAX_ITER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SmallGapWarning)
+        plain = reference_fit_em(CROWD.data, model="dawid_skene", starts="vote", orientation="crowd", **kw)
+    return _quiet(accelerate=True, **kw), plain
+
+
+def test_accelerated_fit_is_the_plain_fixed_point(pair):
+    fast, plain = pair
+    assert fast.converged and plain.converged
+    assert fast.settings["accelerate"] and fast.details["orientation"] == "crowd"
+    _close(fast, plain, 1e-6)
+    assert fast.loglik == pytest.approx(plain.loglik, abs=1e-6)
+    # Fewer EM steps (three per cycle) than the plain loop.
+    assert 3 * fast.n_iter < plain.n_iter
+    # The safeguard: the objective never decreases from cycle to cycle (rounding: 1e-9 relative).
+    trace = fast.loglik_trace
+    assert trace.size == fast.n_iter + 1
+    assert np.all(np.diff(trace) >= -1e-9 * abs(trace[-1]))
+    # Negative control: a fit stopped at tol = 1e-3 (same compiled program) is not the fixed point to 1e-6.
+    early = _quiet(accelerate=True, tol=1e-3, max_iter=MAX_ITER)
+    with pytest.raises(AssertionError):
+        _close(early, plain, 1e-6)
+
+
+def test_sparse_path_default_is_the_vote_start(pair):
+    # (n_starts given: random starts on the sparse path too, tests/inference/test_crowd_em.py, sparse = patterns.)
+    fast = pair[0]
+    assert fast.settings["starts"] == "vote" and fast.details["start_logliks"].size == 1
+    from noisycal_bayes.inference.em import ACCELERATE_MIN_RESPONSES, resolve_accelerate
+
+    assert not resolve_accelerate("auto", fast.inputs)  # fewer responses than the threshold
+    assert CROWD.data.n_responses < ACCELERATE_MIN_RESPONSES
+
+
+@pytest.mark.slow
+def test_accelerated_fit_is_fit_ems_own_plain_fixed_point(pair):
+    plain = _quiet(accelerate=False, tol=1e-10, max_iter=MAX_ITER)
+    assert plain.converged and not plain.settings["accelerate"]
+    _close(pair[0], plain, 1e-6)
+    assert 3 * pair[0].n_iter < plain.n_iter
+
+
+def test_pattern_path_default_stays_random():
+    sim = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
+    fit = fit_em(sim.data, model="dawid_skene", max_iter=5)
+    assert fit.details["path"] == "patterns" and fit.settings["starts"] == "random"
+    assert fit.details["start_logliks"].size == 10
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"accelerate": "yes"}, "`accelerate` must be 'auto', True or False"),
+    ({"accelerate": 1}, "`accelerate` must be 'auto', True or False"),
+    ({"accelerate": True, "path": "patterns"}, "needs the sparse path"),
+])
+def test_bad_accelerate(kwargs, match):
+    sim = simulate_annotations(100, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
+    with pytest.raises(ValueError, match=match):
+        fit_em(sim.data, model="dawid_skene", **kwargs)
+
+
+@pytest.mark.slow
+def test_accelerated_map_with_gold_is_the_plain_fixed_point():
+    """MAP (Beta pseudo-counts) with gold labels on a tenth of the items, from the vote start."""
+    from noisycal_bayes import AnnotationSet
+    from noisycal_bayes.models import Prior
+
+    rng = np.random.default_rng(0)
+    gold = np.where(rng.random(CROWD.data.n_items) < 0.1, CROWD.clean_labels, -1)
+    item, ann, lab = (np.asarray(v) for v in CROWD.data.responses)
+    data = AnnotationSet.from_responses(item, ann, lab, gold=gold)
+    kw = dict(model="dawid_skene", prior=Prior(fpr=(2.0, 5.0), u=(1.0, 1.0), prevalence=(2.0, 2.0)), tol=1e-10,
+              max_iter=3000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SmallGapWarning)
+        fast, plain = fit_em(data, accelerate=True, **kw), fit_em(data, accelerate=False, **kw)
+    assert fast.converged and plain.converged and fast.details["path"] == "sparse"
+    _close(fast, plain, 1e-6)
