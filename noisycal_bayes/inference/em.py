@@ -253,7 +253,8 @@ def _item_posterior(inputs, fpr, tpr, prevalence):
     w1, w0 = np.log(t) - np.log(f), np.log1p(-t) - np.log1p(-f)
     if inputs.sparse:
         item, ann, lab, group, gold = _sparse_args(inputs)
-        x = np.bincount(item, weights=np.where(lab == 1, w1[ann], w0[ann]), minlength=inputs.n_items)
+        # One gather from the per-code table [w0_j, w1_j] (code 2 j + A) instead of two gathers and a select.
+        x = np.bincount(item, weights=np.stack([w0, w1], axis=1).reshape(-1)[2 * ann + lab], minlength=inputs.n_items)
     else:
         pat = np.asarray(inputs.patterns)
         group, gold = np.asarray(inputs.row_group), None
@@ -279,18 +280,25 @@ def soft_counts(inputs, fpr, tpr, prevalence):
     n = inputs.n_annotators
     if inputs.sparse:
         item, ann, lab, _, _ = _sparse_args(inputs)
-        w1, a = post[item], lab.astype(np.float64)
-        # Scores summed per (item, annotator) pair first (repeated labels of one pair share one Y_i).
-        key = item.astype(np.int64) * n + ann
-        first = np.r_[True, key[1:] != key[:-1]]  # responses are sorted by item, then annotator
-        pair = np.cumsum(first) - 1
-        u1 = np.bincount(pair, weights=a / t[ann] - (1 - a) / (1 - t[ann]))
-        u0 = np.bincount(pair, weights=a / f[ann] - (1 - a) / (1 - f[ann]))
-        v = (post * (1 - post))[item[first]]
-        return (np.bincount(ann, weights=(1 - w1) * a, minlength=n), np.bincount(ann, weights=1 - w1, minlength=n),
-                np.bincount(ann, weights=w1 * a, minlength=n), np.bincount(ann, weights=w1, minlength=n),
-                np.bincount(ann[first], weights=v * u0**2, minlength=n),
-                np.bincount(ann[first], weights=v * u1**2, minlength=n))
+        code = 2 * ann + lab  # one gather per per-annotator quantity (code 2 j + A)
+        w1 = post[item]
+        # n1_j = sum T, s1_j = sum T A; n0 and s0 from the label counts (no products with A over the responses).
+        n1 = np.bincount(ann, weights=w1, minlength=n)
+        s1 = np.bincount(ann[lab == 1], weights=w1[lab == 1], minlength=n)
+        n_lab, c1 = np.bincount(ann, minlength=n).astype(np.float64), np.bincount(ann, weights=lab, minlength=n)
+        # Complete-data scores per response: A / r - (1 - A) / (1 - r), from per-code tables.
+        u1 = np.stack([-1 / (1 - t), 1 / t], axis=1).reshape(-1)[code]
+        u0 = np.stack([-1 / (1 - f), 1 / f], axis=1).reshape(-1)[code]
+        # Scores summed per (item, annotator) pair first (repeated labels of one pair share one Y_i); responses
+        # are sorted by item, then annotator, so a pair's repeats are adjacent.
+        first = np.r_[True, (item[1:] != item[:-1]) | (ann[1:] != ann[:-1])]
+        if not first.all():
+            pair = np.cumsum(first) - 1
+            u1, u0 = np.bincount(pair, weights=u1), np.bincount(pair, weights=u0)
+            item, ann = item[first], ann[first]
+        v = (post * (1 - post))[item]
+        return (c1 - s1, n_lab - n1, s1, n1, np.bincount(ann, weights=v * u0**2, minlength=n),
+                np.bincount(ann, weights=v * u1**2, minlength=n))
     pat = np.asarray(inputs.patterns)
     c = np.asarray(inputs.counts, np.float64)
     obs, pos = (pat >= 0).astype(np.float64), (pat == 1).astype(np.float64)
