@@ -117,3 +117,32 @@ def test_accelerated_map_with_gold_is_the_plain_fixed_point():
         fast, plain = fit_em(data, accelerate=True, **kw), fit_em(data, accelerate=False, **kw)
     assert fast.converged and plain.converged and fast.details["path"] == "sparse"
     _close(fast, plain, 1e-6)
+
+
+def test_soft_counts_by_hand_with_repeated_labels():
+    """soft_counts on the sparse path (per-code gathers, label-count identities, pair sums when there are repeats)
+    against a loop over items and annotators written from its docstring. NumPy only: nothing to compile."""
+    from noisycal_bayes import AnnotationSet
+    from noisycal_bayes.inference.em import soft_counts
+    from noisycal_bayes.models.inputs import resolve_assignment, sparse_inputs
+
+    item = np.array([0, 0, 0, 1, 1, 2, 2, 2, 3])
+    ann = np.array([0, 0, 1, 0, 2, 1, 2, 2, 1])   # (0, 0) and (2, 2) are repeated pairs
+    lab = np.array([1, 1, 0, 0, 1, 1, 0, 1, 1])
+    data = AnnotationSet.from_responses(item, ann, lab)
+    inp = sparse_inputs(data, "dawid_skene", resolve_assignment(data, "dawid_skene", None, "test"))
+    f, t, p = np.array([0.1, 0.3, 0.2]), np.array([0.8, 0.7, 0.9]), np.array([0.4])
+    got = soft_counts(inp, f, t, p)
+    want = np.zeros((6, 3))
+    for i in range(4):
+        r = item == i
+        l1 = np.prod(np.where(lab[r] == 1, t[ann[r]], 1 - t[ann[r]]))
+        l0 = np.prod(np.where(lab[r] == 1, f[ann[r]], 1 - f[ann[r]]))
+        T = p[0] * l1 / (p[0] * l1 + (1 - p[0]) * l0)
+        for j in np.unique(ann[r]):
+            a = lab[r][ann[r] == j]
+            want[:4, j] += [(1 - T) * a.sum(), (1 - T) * a.size, T * a.sum(), T * a.size]
+            u0 = np.sum(a / f[j] - (1 - a) / (1 - f[j]))   # one score per (item, annotator) pair
+            u1 = np.sum(a / t[j] - (1 - a) / (1 - t[j]))
+            want[4:, j] += [T * (1 - T) * u0**2, T * (1 - T) * u1**2]
+    np.testing.assert_allclose(np.stack(got), want, rtol=1e-12, atol=1e-14)
