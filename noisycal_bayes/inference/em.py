@@ -20,8 +20,7 @@ import numpy as np
 
 from ..core import ds_loglik, x64
 from ..core.em import e_step, log_prior, m_step
-from ..core.sparse import (Responses, coded_e_step, coded_m_step, coded_responses, padded_codes, sparse_e_step,
-                           sparse_totals)
+from ..core.sparse import Responses, coded_e_step, coded_m_step, coded_responses, sparse_e_step, sparse_totals
 from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX_ITER as _MAX_ITER,
                            NONFINITE as _NONFINITE, RUNNING as _RUNNING, START_EPS, TIE_RTOL,
                            check_starts as _check_starts,
@@ -364,14 +363,6 @@ def resolve_accelerate(accelerate, inputs) -> bool:
     return bool(accelerate)
 
 
-def _sparse_padded(inputs):
-    """The (n_items, L) code layout of the sparse inputs (:func:`~noisycal_bayes.core.sparse.padded_codes`), or
-    None when it would exceed twice the responses."""
-    item, ann, lab, _, _ = _sparse_args(inputs)
-    n_codes = 2 * inputs.n_annotators
-    return padded_codes(item, 2 * ann + lab, inputs.n_items, n_codes)
-
-
 def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, starts=None, annotator_ids=None,
            orientation: str = "every", accelerate=False):
     """EM on prepared inputs (pattern or sparse, as ``inputs.sparse`` says). Returns a dict with the selected
@@ -399,8 +390,9 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
     with x64():
         if inputs.sparse:
             args = _sparse_args(inputs)
-            program = partial(_sparse_program(n_ann, n_groups, prior_counts, int(max_iter), accelerate=accelerated),
-                              padded=_sparse_padded(inputs))
+            # The segment layout (padded=None): measured as fast as the padded one for B = 1 and faster for B > 1,
+            # without building the (n_items, L) code matrix.
+            program = _sparse_program(n_ann, n_groups, prior_counts, int(max_iter), accelerate=accelerated)
         else:
             # NumPy arguments: converting them with jnp would compile small programs of its own in a new process.
             args = (np.asarray(inputs.patterns, dtype=np.int32), np.asarray(inputs.row_group, dtype=np.int32),
