@@ -472,8 +472,8 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         EM step, and a fallback to the two plain steps whenever the objective would decrease), sparse path only.
         ``"auto"``: on the sparse path with at least :data:`ACCELERATE_MIN_RESPONSES` responses. The stopping rule
         is the plain loop's, applied to the plain EM step that opens each cycle, so both stop at the same fixed
-        point (to the plain loop's own distance from it); ``n_iter`` and ``loglik_trace`` then count cycles (three
-        EM steps each). ``settings["accelerate"]`` records the choice.
+        point (to the plain loop's own distance from it); ``n_iter``, ``max_iter`` and ``loglik_trace`` then count
+        cycles (three EM steps each). ``settings["accelerate"]`` records the choice.
 
     Returns
     -------
