@@ -32,7 +32,8 @@ from ..models.result import FitResult, point_dict
 from ._saved import SavedProgram
 from ..data.binning import Binning
 
-__all__ = ["ACCELERATE_MIN_RESPONSES", "DEFAULT_N_STARTS", "TIE_RTOL", "em_starts", "fit_em", "resolve_accelerate", "run_em",
+__all__ = ["ACCELERATE_MIN_RESPONSES", "DEFAULT_N_STARTS", "TIE_RTOL", "em_starts", "fit_em", "resolve_accelerate", "resolve_starts",
+           "run_em",
            "start_point"]
 
 
@@ -349,6 +350,17 @@ DEFAULT_N_STARTS = 10
 ACCELERATE_MIN_RESPONSES = 100_000
 
 
+def resolve_starts(starts, n_starts, sparse: bool, func: str = "fit_em"):
+    """:func:`fit_em`'s starts: ``starts`` itself when given (``"vote"``, ``"random"`` or a tuple), else ``"vote"`` on
+    the sparse path without ``n_starts`` and ``"random"`` otherwise."""
+    if starts is None:
+        return "vote" if sparse and n_starts is None else "random"
+    if isinstance(starts, str) and starts not in ("vote", "random"):
+        raise ValueError(f"{func}: `starts` must be None, 'vote', 'random' or a tuple (fpr (S, J), tpr (S, J), "
+                         f"prevalence (S, G)); got {starts!r}.")
+    return starts
+
+
 def resolve_accelerate(accelerate, inputs) -> bool:
     """``accelerate`` (``"auto"``, True or False) for ``inputs``: whether the EM loop runs SQUAREM cycles."""
     if isinstance(accelerate, str):
@@ -523,11 +535,7 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     data, model, assignment, notes, inputs, settings = prepare_em(
         data, model=model, groups=groups, n_starts=DEFAULT_N_STARTS if n_starts is None else n_starts, seed=seed,
         max_iter=max_iter, tol=tol, min_gap=min_gap, starts=starts, func=func, orientation=orientation, path=path)
-    if starts is None:
-        starts = "vote" if inputs.sparse and n_starts is None else "random"
-    if isinstance(starts, str) and starts not in ("vote", "random"):
-        raise ValueError(f"{func}: `starts` must be None, 'vote', 'random' or a tuple (fpr (S, J), tpr (S, J), "
-                         f"prevalence (S, G)); got {starts!r}.")
+    starts = resolve_starts(starts, n_starts, inputs.sparse, func)
     accelerated = resolve_accelerate(accelerate, inputs)
     settings.update(starts=starts if isinstance(starts, str) else "given",
                     explicit_starts=not isinstance(starts, str), accelerate=accelerated)

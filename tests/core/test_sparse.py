@@ -88,7 +88,7 @@ def test_m_step_leaves_rates_without_data_at_one_half():
     assert float(tpr[1]) == 1.0 and float(fpr[0]) == pytest.approx(1.0)  # annotator 0: its only T<1 item says 1
 
 
-@pytest.mark.parametrize("B, layout", [(1, "segments"), (3, "padded")])
+@pytest.mark.parametrize("B, layout", [pytest.param(1, "segments", marks=pytest.mark.slow), (3, "padded")])
 def test_coded_steps_equal_the_batched_ones(B, layout):
     """coded_e_step / coded_m_step (response codes 2 j + A, one gather and one segment sum each; padded or segment
     layout; batch width 1 takes the 1-D gather, > 1 the flattened one) against batched_e_step / batched_m_step, with
@@ -100,6 +100,8 @@ def test_coded_steps_equal_the_batched_ones(B, layout):
     item, ann, lab = (np.asarray(v) for v in sim.data.responses)
     item, ann, lab = (np.concatenate([v[:1], v]) for v in (item, ann, np.concatenate([1 - lab[:1], lab[1:]])))
     r = Responses(item.astype(np.int32), ann.astype(np.int32), lab.astype(np.int32))
+    # (The default run keeps the padded, batch-3 case; the segment layout with the 1-D gather is also what every
+    # sparse fit_em runs, compared with the reference EM in tests/inference/test_em_accel.py.)
     rng = np.random.default_rng(2)
     group = rng.integers(0, 2, sim.data.n_items).astype(np.int32)
     gold = np.where(rng.random(sim.data.n_items) < 0.1, sim.clean_labels, -1).astype(np.int32)
