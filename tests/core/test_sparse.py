@@ -86,3 +86,70 @@ def test_m_step_leaves_rates_without_data_at_one_half():
         fpr, tpr, prev = sparse_m_step(r, jnp.zeros(2, jnp.int32), 1, 2, jnp.array([0.5, 1.0]))
     assert np.isfinite(np.asarray(fpr)).all() and float(fpr[1]) == 0.5
     assert float(tpr[1]) == 1.0 and float(fpr[0]) == pytest.approx(1.0)  # annotator 0: its only T<1 item says 1
+
+
+@pytest.mark.parametrize("B, layout", [pytest.param(1, "segments", marks=pytest.mark.slow), (3, "padded")])
+def test_coded_steps_equal_the_batched_ones(B, layout):
+    """coded_e_step / coded_m_step (response codes 2 j + A, one gather and one segment sum each; padded or segment
+    layout; batch width 1 takes the 1-D gather, > 1 the flattened one) against batched_e_step / batched_m_step, with
+    item weights, gold labels, a prior and a repeated response. Same sums in another order: 1e-12."""
+    from noisycal_bayes.core.sparse import (batched_e_step, batched_m_step, coded_e_step, coded_m_step,
+                                            coded_responses, padded_codes, sparse_totals)
+
+    sim = simulate_annotations(300, fpr=[0.1, 0.25, 0.05], tpr=[0.9, 0.7, 0.8], missing=0.3, seed=4)
+    item, ann, lab = (np.asarray(v) for v in sim.data.responses)
+    item, ann, lab = (np.concatenate([v[:1], v]) for v in (item, ann, np.concatenate([1 - lab[:1], lab[1:]])))
+    r = Responses(item.astype(np.int32), ann.astype(np.int32), lab.astype(np.int32))
+    # (The default run keeps the padded, batch-3 case; the segment layout with the 1-D gather is also what every
+    # sparse fit_em runs, compared with the reference EM in tests/inference/test_em_accel.py.)
+    rng = np.random.default_rng(2)
+    group = rng.integers(0, 2, sim.data.n_items).astype(np.int32)
+    gold = np.where(rng.random(sim.data.n_items) < 0.1, sim.clean_labels, -1).astype(np.int32)
+    w = rng.exponential(size=(sim.data.n_items, B))
+    f, t, p = rng.uniform(0.05, 0.4, (3, B)), rng.uniform(0.6, 0.95, (3, B)), rng.uniform(0.2, 0.8, (2, B))
+    prior = ((1.5, 2.0), (2.0, 1.5), (1.0, 1.0))
+    padded = padded_codes(item, 2 * ann + lab, sim.data.n_items, 6) if layout == "padded" else None
+    assert layout == "segments" or padded is not None
+    import jax
+
+    @jax.jit
+    def both(f, t, p, w, padded):  # one compiled program per case (eager dispatch compiles every primitive)
+        tot = sparse_totals(r, group, 2, 3, w)
+        coded = coded_responses(r, padded)
+        ll, post = batched_e_step(r, group, tot, f, t, p, gold=gold)
+        ll_c, post_c = coded_e_step(coded, group, tot, f, t, p, gold=gold)
+        return (ll, post, ll_c, post_c, batched_m_step(r, group, tot, 3, post, prior),
+                coded_m_step(coded, group, tot, 3, post, prior))
+
+    with x64():
+        ll, post, ll_c, post_c, m_b, m_c = both(f, t, p, w, padded)
+    np.testing.assert_allclose(ll_c, ll, rtol=1e-12)
+    np.testing.assert_allclose(post_c, post, atol=1e-12)
+    for got, want in zip(m_c, m_b):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_materialise_keeps_values_and_gradients():
+    """materialise (a scatter that stops XLA fusing a table's logarithms into its gathers) is the identity, also
+    for the gradient that NUTS takes through code_sums."""
+    import jax
+
+    from noisycal_bayes.core.sparse import code_sums, materialise
+
+    x = np.linspace(-2.0, 2.0, 12).reshape(4, 3)
+    code, item = jnp.array([0, 3, 1, 3, 2]), jnp.array([0, 0, 1, 2, 2])
+
+    def total(tab):
+        return jnp.sum(code_sums(jnp.sin(tab), code, item, 3) ** 2)
+
+    def plain(tab):
+        return jnp.sum(jax.ops.segment_sum(jnp.sin(tab)[code], item, num_segments=3) ** 2)
+
+    @jax.jit
+    def both(x, tab):  # one compiled program (eager dispatch compiles every primitive)
+        return materialise(x), jax.grad(total)(tab), jax.grad(plain)(tab)
+
+    with x64():
+        same, g_total, g_plain = both(jnp.asarray(x), jnp.array([0.3, -0.2, 0.5, 1.1]))
+    np.testing.assert_array_equal(same, x)
+    np.testing.assert_allclose(g_total, g_plain, rtol=1e-14)

@@ -141,7 +141,7 @@ def test_all_starts_failing_is_reported():
     ({"tol": 0.0}, "tol"),
     ({"n_starts": 0}, "n_starts"),
     ({"starts": (np.full((2, 3), -0.1), np.zeros((2, 3)), np.zeros((2, 5)))}, r"must lie in \[0, 1\]"),
-    ({"starts": "median"}, "'vote' or a tuple"),
+    ({"starts": "median"}, "'vote', 'random' or a tuple"),
     ({"orientation": "some"}, "`orientation` must be one of"),
     ({"path": "dense"}, "`path` must be one of"),
 ])
