@@ -222,10 +222,9 @@ def test_other_likelihood_layouts_give_the_same_posterior(fit, kwargs):
         assert np.all(np.abs(a.mean((0, 1)) - b.mean((0, 1))) < 4.4 * se)
 
 
-def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
-    # With a compilation cache directory, the sampler's two programs are exported there; a rebuilt program
-    # (as in a new process) loads them instead of rewriting them and gives the same draws. A cache where the
-    # folder cannot be made only warns.
+def _cached_fits(tmp_path, *, degraded):
+    """Fits with a compilation cache in tmp_path: saved and reused; with degraded=True also a partly saved cache
+    and a blocked folder."""
     from noisycal_bayes.inference._sampler import _PROGRAMS, clear_programs
 
     old = jax.config.jax_compilation_cache_dir
@@ -248,6 +247,8 @@ def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
             again = fit_nuts(SIM.data, **kw)
             assert [p.stat().st_mtime_ns for p in saved] == stamps  # loaded, not rewritten
             np.testing.assert_array_equal(again.draws["fpr"], first.draws["fpr"])
+            if not degraded:
+                return
             # `init` saved without `advance` (another process still writing it; an interrupted run): advance
             # is traced in a process that never traced init, which NumPyro's shared closure must not notice.
             (advance,) = [prog._advance.path for prog in _PROGRAMS.values()]
@@ -264,6 +265,18 @@ def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
     finally:
         jax.config.update("jax_compilation_cache_dir", old)
         clear_programs()
+
+
+def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
+    # With a compilation cache directory, the sampler's two programs are exported there; a rebuilt program
+    # (as in a new process) loads them instead of rewriting them and gives the same draws.
+    _cached_fits(tmp_path, degraded=False)
+
+
+@pytest.mark.slow  # two more cold compilations (~15 s CPU); make test-all runs it
+def test_sampler_survives_a_partly_saved_cache_and_a_blocked_folder(tmp_path):
+    # A cache holding one of the two programs is completed; a cache where the folder cannot be made only warns.
+    _cached_fits(tmp_path, degraded=True)
 
 
 # ------------------------------------------------------------------ partially pooled channels (pooling="partial")
