@@ -441,16 +441,17 @@ def log_ratio_scaling(confusion_counts, prevalence_counts, prior=DEFAULT_MULTICL
 
 
 def log_ratio_coordinates(scaling: LogRatioScaling, confusion, prevalence):
-    """``(u (J, K, K-1), v (G, K-1))``: the sampler's coordinates of a point (inverse of the model's map)."""
+    """``(u (..., J, K, K-1), v (..., G, K-1))``: the sampler's coordinates of points (inverse of
+    :func:`log_ratio_point`; ``confusion`` (..., J, K, K), ``prevalence`` (..., G, K), leading batch dimensions
+    allowed)."""
     s = jax.tree.map(np.asarray, scaling)
-    conf = np.asarray(confusion, np.float64)
-    k = conf.shape[-1]
-    log_c = np.log(conf)
-    eta = (log_c - np.diagonal(log_c, axis1=-2, axis2=-1)[..., None])[:, ~np.eye(k, dtype=bool)]
-    u = (eta.reshape(conf.shape[0], k, k - 1) - s.conf_loc) / s.conf_scale
-    log_p = np.log(np.asarray(prevalence, np.float64).reshape(-1, k))
-    free = np.argsort(s.prev_index, axis=-1)
-    xi = np.take_along_axis(log_p, free[:, : k - 1], axis=-1) - np.take_along_axis(log_p, free[:, k - 1:], axis=-1)
+    log_c = np.log(np.asarray(confusion, np.float64))
+    k = log_c.shape[-1]
+    eta = (log_c - np.diagonal(log_c, axis1=-2, axis2=-1)[..., None])[..., ~np.eye(k, dtype=bool)]
+    u = (eta.reshape(log_c.shape[:-1] + (k - 1,)) - s.conf_loc) / s.conf_scale
+    log_p = np.log(np.asarray(prevalence, np.float64))
+    free = np.broadcast_to(np.argsort(s.prev_index, axis=-1), log_p.shape)
+    xi = np.take_along_axis(log_p, free[..., : k - 1], axis=-1) - np.take_along_axis(log_p, free[..., k - 1:], axis=-1)
     return u, (xi - s.prev_loc) / s.prev_scale
 
 
