@@ -40,6 +40,12 @@ relabelled modes are separated by regions of negligible posterior mass, so chain
 dominant mode stay there, whereas a hard constraint on the average of J matrices would couple every
 annotator's rows and put a boundary inside the sampler's space (NUTS degrades at such walls).
 
+**Sampler coordinates.** :func:`grouped_multiclass_log_ratio` is :func:`grouped_multiclass` written in scaled
+additive log-ratio coordinates (each row's log-odds against a reference entry, ``loc + scale * u``, with the
+Dirichlet densities carried over by their Jacobians): the same prior and posterior on ``C`` and ``pi``, in
+coordinates where the posterior is close to standard normal (:func:`log_ratio_scaling`). ``fit_nuts_multiclass``
+samples it by default.
+
 **Two input forms** (:class:`PatternTable`, :class:`SparseTable`): compressed ``(group, gold, response
 pattern)`` rows with counts, patterns in ``{-1, 0, ..., K-1}^J`` (at most ``G (K+1)^J (K+1)`` distinct rows,
 so a gradient costs ``O(n_rows J K)`` whatever the number of items; zero-count padding rows drop out); or the
