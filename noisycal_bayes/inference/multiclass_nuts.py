@@ -397,8 +397,9 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
     return _map_fit(data, table, used, index, model, prior, sizes, max_iter=max_iter, tol=float(tol), func=func)
 
 
-def _map_fit(data, table, used, index, model, prior, sizes, *, max_iter, tol, func, stacklevel=3):
-    conf, prev, ll, lp, it, ok = _map_em(table, prior, max_iter=max_iter, tol=tol, **sizes)
+def _map_fit(data, table, used, index, model, prior, sizes, *, max_iter, tol, func, stacklevel=3, engine="jax"):
+    em = _np_map_em if engine == "numpy" else _map_em
+    conf, prev, ll, lp, it, ok = em(table, prior, max_iter=max_iter, tol=tol, **sizes)
     notes = []
     if not ok:
         notes.append(f"{func}: EM stopped after {max_iter} iterations with probabilities still moving by more than "
@@ -567,6 +568,46 @@ def _per_item_loglik(args, log_conf, log_prev):
     return jax.lax.map(lambda theta: multiclass_loglik_rows(table, *theta), (log_conf, log_prev))
 
 
+def _responses_of(table):
+    """``(row, annotator, label)`` of every response (rows of a PatternTable or items of a SparseTable)."""
+    if isinstance(table, PatternTable):
+        pat = np.asarray(table.patterns)
+        n_rows, n_ann = pat.shape
+        row, ann, lab = np.repeat(np.arange(n_rows), n_ann), np.tile(np.arange(n_ann), n_rows), pat.reshape(-1)
+        keep = lab >= 0
+        return row[keep], ann[keep], lab[keep]
+    return tuple(np.asarray(a) for a in (table.item, table.annotator, table.label))
+
+
+def _np_posterior(table, responses, log_c, log_p):
+    """``(P(Y = y | A_row) (n_rows, K), log P(A_row) (n_rows,))`` in NumPy float64; gold rows one-hot."""
+    row, ann, lab = responses
+    group = np.asarray(table.group if isinstance(table, PatternTable) else table.item_group)
+    gold = np.asarray(table.gold)
+    k = log_c.shape[-1]
+    per = log_c[ann, :, lab]                                               # (n_responses, K)
+    ll = log_p[group] + np.stack([np.bincount(row, per[:, y], minlength=group.shape[0]) for y in range(k)], 1)
+    ll = np.where((gold[:, None] < 0) | (gold[:, None] == np.arange(k)), ll, -np.inf)
+    top = ll.max(axis=1, keepdims=True)
+    post = np.exp(ll - top)                                                # shift by the row maximum before exp
+    total = post.sum(axis=1, keepdims=True)
+    return post / total, (top + np.log(total))[:, 0]
+
+
+def _np_counts(table, responses, post, n_annotators, n_groups):
+    """Expected counts ``(confusion [j, y, a] (J, K, K), prevalence (G, K))`` from a row posterior (times row counts)."""
+    row, ann, lab = responses
+    k = post.shape[1]
+    if isinstance(table, PatternTable):
+        post, group = np.asarray(table.counts, np.float64)[:, None] * post, np.asarray(table.group)
+    else:
+        group = np.asarray(table.item_group)
+    cell = ann * k + lab
+    conf = np.stack([np.bincount(cell, post[row, y], minlength=n_annotators * k) for y in range(k)], 1)
+    prev = np.stack([np.bincount(group, post[:, y], minlength=n_groups) for y in range(k)], 1)
+    return conf.reshape(n_annotators, k, k).transpose(0, 2, 1), prev          # [j, a, y] -> [j, y, a]
+
+
 def _expected_counts(table, confusion, prevalence, n_groups):
     """One E-step in NumPy (float64): ``(confusion counts (J, K, K) [j, y, a], prevalence counts (G, K))``.
 
@@ -575,34 +616,50 @@ def _expected_counts(table, confusion, prevalence, n_groups):
     """
     log_c = np.log(np.clip(np.asarray(confusion, np.float64), 1e-300, 1.0))
     log_p = np.log(np.clip(np.asarray(prevalence, np.float64), 1e-300, 1.0)).reshape(n_groups, -1)
-    n_ann, k = log_c.shape[0], log_c.shape[-1]
-    if isinstance(table, PatternTable):
-        pat, group, gold = (np.asarray(a) for a in (table.patterns, table.group, table.gold))
-        weight = np.asarray(table.counts, np.float64)
-        ll = log_p[group].copy()
-        for j in range(n_ann):
-            a = pat[:, j]
-            ll += np.where((a >= 0)[:, None], log_c[j].T[np.maximum(a, 0)], 0.0)
-        resp_row = np.repeat(np.arange(pat.shape[0]), n_ann)
-        resp_ann = np.tile(np.arange(n_ann), pat.shape[0])
-        resp_lab = pat.reshape(-1)
-        keep = resp_lab >= 0
-        resp_row, resp_ann, resp_lab = resp_row[keep], resp_ann[keep], resp_lab[keep]
-    else:
-        resp_row, resp_ann, resp_lab = (np.asarray(a) for a in (table.item, table.annotator, table.label))
-        group, gold = np.asarray(table.item_group), np.asarray(table.gold)
-        weight = np.ones(group.shape[0])
-        per = log_c[resp_ann, :, resp_lab]
-        ll = log_p[group] + np.stack([np.bincount(resp_row, per[:, y], minlength=group.shape[0]) for y in range(k)], 1)
-    ll = np.where((gold[:, None] < 0) | (gold[:, None] == np.arange(k)), ll, -np.inf)
-    ll -= ll.max(axis=1, keepdims=True)  # shift by the row maximum before exp (softmax)
-    post = np.exp(ll)
-    post = weight[:, None] * post / post.sum(axis=1, keepdims=True)
-    cell = resp_ann * k + resp_lab
-    conf = np.stack([np.bincount(cell, post[resp_row, y], minlength=n_ann * k) for y in range(k)], 1)
-    conf = conf.reshape(n_ann, k, k).transpose(0, 2, 1)                    # [j, a, y] -> [j, y, a]
-    prev = np.stack([np.bincount(group, post[:, y], minlength=n_groups) for y in range(k)], 1)
-    return conf, prev
+    responses = _responses_of(table)
+    post, _ = _np_posterior(table, responses, log_c, log_p)
+    return _np_counts(table, responses, post, log_c.shape[0], n_groups)
+
+
+def _np_map_em(table, prior, *, n_annotators, n_classes, n_groups, max_iter, tol):
+    """:func:`_map_em` in NumPy, for a compressed table (a few thousand rows: an iteration costs ~1 ms, less
+    than compiling the JAX loop). Same start (vote shares), updates, stopping rule and outputs."""
+    k = n_classes
+    responses = _responses_of(table)
+    conf_pc, prev_pc = prior.pseudo_counts(k), prior.prevalence - 1.0
+    row, ann, lab = responses
+    n_rows = np.asarray(table.gold).shape[0]
+    votes = np.stack([np.bincount(row, lab == y, minlength=n_rows) for y in range(k)], 1).astype(np.float64)
+    tot = votes.sum(1, keepdims=True)
+    post = np.where(tot > 0, votes / np.where(tot > 0, tot, 1.0), 1.0 / k)
+    gold = np.asarray(table.gold)
+    post = np.where(gold[:, None] >= 0, np.eye(k)[np.maximum(gold, 0)], post)
+
+    def m_step(post):
+        n_conf, n_prev = _np_counts(table, responses, post, n_annotators, n_groups)
+        counts, m = n_conf + conf_pc, n_prev + prev_pc
+        t, tg = counts.sum(-1, keepdims=True), m.sum(-1, keepdims=True)
+        # Rows or groups without data (and zero pseudo-counts): uniform instead of 0 / 0, as the JAX M-step.
+        return (np.where(t > 0, counts / np.where(t > 0, t, 1.0), 1.0 / k),
+                np.where(tg > 0, m / np.where(tg > 0, tg, 1.0), 1.0 / k))
+
+    def logs(conf, prev):
+        return np.log(np.clip(conf, 1e-300, 1.0)), np.log(np.clip(prev, 1e-300, 1.0))
+
+    conf, prev = m_step(post)
+    it, change = 0, np.inf
+    while it < max_iter and change > tol:
+        new_conf, new_prev = m_step(_np_posterior(table, responses, *logs(conf, prev))[0])
+        change = max(np.abs(new_conf - conf).max(), np.abs(new_prev - prev).max())
+        conf, prev, it = new_conf, new_prev, it + 1
+    log_c, log_p = logs(conf, prev)
+    rows = _np_posterior(table, responses, log_c, log_p)[1]
+    weight = np.asarray(table.counts, np.float64)
+    ll = float(np.sum(np.where(weight > 0, weight * rows, 0.0)))
+    # 0 * log 0 = 0: a zero pseudo-count contributes nothing even where the estimate is 0.
+    lp = ll + float(np.sum(np.where(conf_pc > 0, conf_pc * log_c, 0.0))) + float(
+        np.sum(np.where(prev_pc > 0, prev_pc * log_p, 0.0)))
+    return conf, prev, ll, lp, it, bool(change <= tol)
 
 
 def _bound_log_ratio(table_type, static: dict):
@@ -783,8 +840,10 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         map_prior = prior if min(prior.diagonal, prior.off_diagonal, prior.prevalence) >= 1 else DEFAULT_MULTICLASS_PRIOR
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            # Compressed rows: EM in NumPy (no JAX loop to compile for a start; same iterations as fit_map_multiclass).
             start_fit = _map_fit(data, table, used, index, "dawid_skene" if model == "dawid_skene" else "grouped",
-                                 map_prior, sizes, max_iter=5000, tol=1e-6, func=func)
+                                 map_prior, sizes, max_iter=5000, tol=1e-6, func=func,
+                                 engine="numpy" if used == "patterns" else "jax")
         conf0, prev0 = start_fit.confusion, start_fit.prevalence
     else:
         conf0, prev0 = _start_from_init(init, table, prior, sizes, func)

@@ -16,7 +16,7 @@ from scipy.special import ndtri
 from noisycal_bayes.core import x64
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_em, fit_map_multiclass, fit_nuts_multiclass
-from noisycal_bayes.inference.multiclass_nuts import _expected_counts
+from noisycal_bayes.inference.multiclass_nuts import _expected_counts, _map_em, _np_map_em
 from noisycal_bayes.models.multiclass import MulticlassPrior, class_log_joint, compress_multiclass, sparse_table
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
 
@@ -333,3 +333,21 @@ def test_log_ratio_and_simplex_samplers_agree():
 
     assert max_z(a, b) < bound
     assert max_z(c, b) > bound
+
+
+def test_numpy_em_start_equals_the_jax_em():
+    """fit_nuts_multiclass starts from EM run in NumPy on compressed rows (no JAX loop to compile): the same
+    iterations as fit_map_multiclass's compiled loop, so the same mode, objective and iteration count (gold items,
+    missing responses, an empty group, padding rows)."""
+    data, group, _, _ = simulate(150, 3, 3, 3, seed=8, gold_frac=0.1, missing=0.2)
+    group = np.where(group == 1, 2, group)  # group 1 empty: its prevalence is the prior's mode
+    item, ann, lab = data.responses
+    table, _ = compress_multiclass(item, ann, lab, group, data.gold, n_items=150, n_annotators=3, n_classes=3,
+                                   pad_to=128)
+    sizes = dict(n_annotators=3, n_classes=3, n_groups=3, max_iter=2000, tol=1e-9)
+    prior = MulticlassPrior(diagonal=3.0, prevalence=2.0)
+    a, b = _np_map_em(table, prior, **sizes), _map_em(table, prior, **sizes)
+    np.testing.assert_allclose(a[0], b[0], atol=1e-12)
+    np.testing.assert_allclose(a[1], b[1], atol=1e-12)
+    assert abs(a[2] - b[2]) < 1e-9 and abs(a[3] - b[3]) < 1e-9 and a[4:] == b[4:] and a[5]
+    np.testing.assert_allclose(a[1][1], 1 / 3, atol=1e-12)
