@@ -3,7 +3,7 @@ annotators in <= 60 s wall including compilation on 2 cores, R-hat <= 1.01).
 
 Usage::
 
-    python benchmarks/bench_multiclass_nuts.py [--n-warmup 300] [--n-samples 1000] [--chains 2]
+    python benchmarks/bench_multiclass_nuts.py [--n-warmup 300] [--n-samples 1500] [--chains 2]
                                                [--paths auto] [--compare simplex] [--out FILE]
 
 Data: ``../shared/data/cifar10n_10class.csv`` (CIFAR-10N, Wei et al. ICLR 2022): labels ``ann1..ann3`` (10 classes),
@@ -209,7 +209,7 @@ def main(argv=None):
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n-warmup", type=int, default=300)
-    p.add_argument("--n-samples", type=int, default=1000)
+    p.add_argument("--n-samples", type=int, default=1500)
     p.add_argument("--chains", type=int, default=2)
     p.add_argument("--paths", nargs="+", default=["auto"], choices=["auto", "patterns", "sparse"])
     p.add_argument("--compare", default=None, choices=["simplex"],
