@@ -30,10 +30,10 @@ import numpy as np
 
 from .._validation import check_positive_int
 from ..core import x64
-from ..models.multiclass import (DEFAULT_MULTICLASS_PRIOR, MULTICLASS_MODELS, MulticlassPrior, MulticlassPriorParams,
-                                 PatternTable,
-                                 SparseTable, class_log_joint, compress_multiclass, diagonally_dominant,
-                                 multiclass_loglik_rows)
+from ..models.multiclass import (DEFAULT_MULTICLASS_PRIOR, MULTICLASS_MODELS, LogRatioScaling, MulticlassPrior,
+                                 MulticlassPriorParams, PatternTable, SparseTable, class_log_joint, compress_multiclass,
+                                 diagonally_dominant, grouped_multiclass_log_ratio,
+                                 log_ratio_point, log_ratio_scaling, multiclass_loglik_rows)
 from ..models.result import MAX_LOGLIK_VALUES, _arviz_major
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
@@ -44,6 +44,7 @@ __all__ = ["MulticlassMAPFit", "MulticlassPosterior", "fit_map_multiclass", "fit
 MULTICLASS_MODEL_NAMES = tuple(MULTICLASS_MODELS)
 PATHS = ("auto", "patterns", "sparse")
 PRECISIONS = ("auto", "float32", "float64")
+PARAMETRISATIONS = ("log_ratio", "simplex")
 _REQUIRED = ("responses", "n_items", "n_annotators", "n_classes", "probs", "gold", "classes")
 # Starting values are kept this far inside the simplex: on its boundary the sampler's unconstrained
 # (stick-breaking) coordinates are infinite.
@@ -396,8 +397,9 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
     return _map_fit(data, table, used, index, model, prior, sizes, max_iter=max_iter, tol=float(tol), func=func)
 
 
-def _map_fit(data, table, used, index, model, prior, sizes, *, max_iter, tol, func, stacklevel=3):
-    conf, prev, ll, lp, it, ok = _map_em(table, prior, max_iter=max_iter, tol=tol, **sizes)
+def _map_fit(data, table, used, index, model, prior, sizes, *, max_iter, tol, func, stacklevel=3, engine="jax"):
+    em = _np_map_em if engine == "numpy" else _map_em
+    conf, prev, ll, lp, it, ok = em(table, prior, max_iter=max_iter, tol=tol, **sizes)
     notes = []
     if not ok:
         notes.append(f"{func}: EM stopped after {max_iter} iterations with probabilities still moving by more than "
@@ -566,6 +568,110 @@ def _per_item_loglik(args, log_conf, log_prev):
     return jax.lax.map(lambda theta: multiclass_loglik_rows(table, *theta), (log_conf, log_prev))
 
 
+def _responses_of(table):
+    """``(row, annotator, label)`` of every response (rows of a PatternTable or items of a SparseTable)."""
+    if isinstance(table, PatternTable):
+        pat = np.asarray(table.patterns)
+        n_rows, n_ann = pat.shape
+        row, ann, lab = np.repeat(np.arange(n_rows), n_ann), np.tile(np.arange(n_ann), n_rows), pat.reshape(-1)
+        keep = lab >= 0
+        return row[keep], ann[keep], lab[keep]
+    return tuple(np.asarray(a) for a in (table.item, table.annotator, table.label))
+
+
+def _np_posterior(table, responses, log_c, log_p):
+    """``(P(Y = y | A_row) (n_rows, K), log P(A_row) (n_rows,))`` in NumPy float64; gold rows one-hot."""
+    row, ann, lab = responses
+    group = np.asarray(table.group if isinstance(table, PatternTable) else table.item_group)
+    gold = np.asarray(table.gold)
+    k = log_c.shape[-1]
+    per = log_c[ann, :, lab]                                               # (n_responses, K)
+    ll = log_p[group] + np.stack([np.bincount(row, per[:, y], minlength=group.shape[0]) for y in range(k)], 1)
+    ll = np.where((gold[:, None] < 0) | (gold[:, None] == np.arange(k)), ll, -np.inf)
+    top = ll.max(axis=1, keepdims=True)
+    post = np.exp(ll - top)                                                # shift by the row maximum before exp
+    total = post.sum(axis=1, keepdims=True)
+    return post / total, (top + np.log(total))[:, 0]
+
+
+def _np_counts(table, responses, post, n_annotators, n_groups):
+    """Expected counts ``(confusion [j, y, a] (J, K, K), prevalence (G, K))`` from a row posterior (times row counts)."""
+    row, ann, lab = responses
+    k = post.shape[1]
+    if isinstance(table, PatternTable):
+        post, group = np.asarray(table.counts, np.float64)[:, None] * post, np.asarray(table.group)
+    else:
+        group = np.asarray(table.item_group)
+    cell = ann * k + lab
+    conf = np.stack([np.bincount(cell, post[row, y], minlength=n_annotators * k) for y in range(k)], 1)
+    prev = np.stack([np.bincount(group, post[:, y], minlength=n_groups) for y in range(k)], 1)
+    return conf.reshape(n_annotators, k, k).transpose(0, 2, 1), prev          # [j, a, y] -> [j, y, a]
+
+
+def _expected_counts(table, confusion, prevalence, n_groups):
+    """One E-step in NumPy (float64): ``(confusion counts (J, K, K) [j, y, a], prevalence counts (G, K))``.
+
+    ``P(Y = y | A_row)`` at the point, weighted by the row counts (patterns) and summed per (annotator, class,
+    label) and per (group, class); gold rows are one-hot. NumPy: no JAX program to compile for one pass.
+    """
+    log_c = np.log(np.clip(np.asarray(confusion, np.float64), 1e-300, 1.0))
+    log_p = np.log(np.clip(np.asarray(prevalence, np.float64), 1e-300, 1.0)).reshape(n_groups, -1)
+    responses = _responses_of(table)
+    post, _ = _np_posterior(table, responses, log_c, log_p)
+    return _np_counts(table, responses, post, log_c.shape[0], n_groups)
+
+
+def _np_map_em(table, prior, *, n_annotators, n_classes, n_groups, max_iter, tol):
+    """:func:`_map_em` in NumPy, for a compressed table (a few thousand rows: an iteration costs ~1 ms, less
+    than compiling the JAX loop). Same start (vote shares), updates, stopping rule and outputs."""
+    k = n_classes
+    responses = _responses_of(table)
+    conf_pc, prev_pc = prior.pseudo_counts(k), prior.prevalence - 1.0
+    row, ann, lab = responses
+    n_rows = np.asarray(table.gold).shape[0]
+    votes = np.stack([np.bincount(row, lab == y, minlength=n_rows) for y in range(k)], 1).astype(np.float64)
+    tot = votes.sum(1, keepdims=True)
+    post = np.where(tot > 0, votes / np.where(tot > 0, tot, 1.0), 1.0 / k)
+    gold = np.asarray(table.gold)
+    post = np.where(gold[:, None] >= 0, np.eye(k)[np.maximum(gold, 0)], post)
+
+    def m_step(post):
+        n_conf, n_prev = _np_counts(table, responses, post, n_annotators, n_groups)
+        counts, m = n_conf + conf_pc, n_prev + prev_pc
+        t, tg = counts.sum(-1, keepdims=True), m.sum(-1, keepdims=True)
+        # Rows or groups without data (and zero pseudo-counts): uniform instead of 0 / 0, as the JAX M-step.
+        return (np.where(t > 0, counts / np.where(t > 0, t, 1.0), 1.0 / k),
+                np.where(tg > 0, m / np.where(tg > 0, tg, 1.0), 1.0 / k))
+
+    def logs(conf, prev):
+        return np.log(np.clip(conf, 1e-300, 1.0)), np.log(np.clip(prev, 1e-300, 1.0))
+
+    conf, prev = m_step(post)
+    it, change = 0, np.inf
+    while it < max_iter and change > tol:
+        new_conf, new_prev = m_step(_np_posterior(table, responses, *logs(conf, prev))[0])
+        change = max(np.abs(new_conf - conf).max(), np.abs(new_prev - prev).max())
+        conf, prev, it = new_conf, new_prev, it + 1
+    log_c, log_p = logs(conf, prev)
+    rows = _np_posterior(table, responses, log_c, log_p)[1]
+    weight = np.asarray(table.counts, np.float64)
+    ll = float(np.sum(np.where(weight > 0, weight * rows, 0.0)))
+    # 0 * log 0 = 0: a zero pseudo-count contributes nothing even where the estimate is 0.
+    lp = ll + float(np.sum(np.where(conf_pc > 0, conf_pc * log_c, 0.0))) + float(
+        np.sum(np.where(prev_pc > 0, prev_pc * log_p, 0.0)))
+    return conf, prev, ll, lp, it, bool(change <= tol)
+
+
+def _bound_log_ratio(table_type, static: dict):
+    """The log-ratio model with sizes bound; positional args = the table's arrays, the scaling, the prior."""
+    def bound(*args):
+        *arrays, scaling, prior = args
+        return grouped_multiclass_log_ratio(table_type(*arrays), scaling, prior=prior, **static)
+
+    bound.__name__ = "grouped_multiclass_log_ratio_bound"
+    return bound
+
+
 def _bound(model: str, table_type, static: dict):
     """The model function with sizes bound; positional args = the table's arrays, then the prior params."""
     fn = MULTICLASS_MODELS[model]
@@ -628,7 +734,7 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
                         n_samples: int = 500, seed: int = 0, init=None, prior=None, path: str = "auto",
                         target_accept: float = 0.8, max_tree_depth: int = 10, dense_mass: bool = False,
                         chain_method: str | None = None, precision: str = "auto",
-                        progress_bar: bool = False) -> MulticlassPosterior:
+                        parametrisation: str = "log_ratio", progress_bar: bool = False) -> MulticlassPosterior:
     """Posterior draws of a K-class channel model by NumPyro's NUTS.
 
     Parameters
@@ -646,8 +752,9 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     seed : int, default 0
         One JAX key per chain through ``numpy.random.SeedSequence(seed)``.
     init : None, ndarray of shape (J, K, K), or a fit with ``confusion`` (and ``prevalence`` (G, K))
-        Where the chains start (e.g. an EM fit). None: :func:`fit_map_multiclass` of the grouped model
-        (marginal model: of itself). It must be diagonally dominant on average (orientation).
+        Where the chains start (e.g. an EM fit). None: the MAP-EM fit of :func:`fit_map_multiclass` for the
+        grouped model (marginal model: of itself), to ``tol=1e-6``; on compressed rows its iterations run in
+        NumPy (the same updates; no JAX loop to compile). It must be diagonally dominant on average (orientation).
     prior : MulticlassPrior or None
     path : {"auto", "patterns", "sparse"}
         Likelihood on compressed pattern counts or on responses (module docstring).
@@ -663,6 +770,19 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         few thousand rows with counts; measured ~2.7x faster per leapfrog step than float64 on CIFAR-10N's
         4,053 rows), float64 on the sparse path (a sum over every item, which loses precision in float32 at
         large n). The MAP-EM start is always computed in float64.
+    parametrisation : {"log_ratio", "simplex"}, default "log_ratio"
+        Coordinates of the sampler for the ``"grouped"`` and ``"dawid_skene"`` models (the model, its prior and
+        posterior are the same either way). ``"log_ratio"``: each confusion row's log-odds against its diagonal
+        and each group's log-odds against its largest class, shifted and scaled so that the conjugate
+        Dirichlet posterior given the start's expected counts is standard normal
+        (:func:`~noisycal_bayes.models.multiclass.grouped_multiclass_log_ratio`). Measured on CIFAR-10N
+        (K = 10, 3 annotators, 20 groups, float32): a gradient of the log density costs 0.49 ms CPU against
+        1.7 ms in stick-breaking coordinates, whose transforms and Dirichlet terms cost three times the
+        likelihood on 4,053 compressed rows; the chains need no long warm-up (they start within half a
+        posterior standard deviation of the bulk, on a near-unit scale). ``"simplex"``: NumPyro's
+        stick-breaking coordinates of the Dirichlet sites
+        (:func:`~noisycal_bayes.models.multiclass.grouped_multiclass`), the earlier default. The pooled
+        model has its own log-odds coordinates and ignores this.
     progress_bar : bool, default False
 
     Returns
@@ -686,7 +806,10 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     Notes
     -----
     The orientation constraint and the models are documented in :mod:`noisycal_bayes.models.multiclass`.
-    Chains start at the MAP-EM point plus uniform jitter of +-0.5 in unconstrained coordinates.
+    ``"simplex"`` and the pooled model: chains start at the MAP-EM point plus uniform jitter of +-0.5 in
+    unconstrained coordinates. ``"log_ratio"``: at the mean of the Dirichlet approximation given the expected
+    counts at the MAP-EM point (u = 0) plus the same jitter, i.e. +-0.5 approximate posterior standard
+    deviations.
 
     Examples
     --------
@@ -708,6 +831,9 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     chain_method = choose_chain_method(n_chains, chain_method)
     if precision not in PRECISIONS:
         raise ValueError(f"{func}: `precision` must be one of {list(PRECISIONS)}; got {precision!r}.")
+    if parametrisation not in PARAMETRISATIONS:
+        raise ValueError(f"{func}: `parametrisation` must be one of {list(PARAMETRISATIONS)}; got "
+                         f"{parametrisation!r}.")
     item, ann, lab, gold = _check_data(data, func)
     index, n_groups = _resolve_groups(data, model, groups, func)
     sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
@@ -719,14 +845,22 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         map_prior = prior if min(prior.diagonal, prior.off_diagonal, prior.prevalence) >= 1 else DEFAULT_MULTICLASS_PRIOR
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            # Compressed rows: EM in NumPy (no JAX loop to compile for a start; same iterations as fit_map_multiclass).
             start_fit = _map_fit(data, table, used, index, "dawid_skene" if model == "dawid_skene" else "grouped",
-                                 map_prior, sizes, max_iter=5000, tol=1e-6, func=func)
+                                 map_prior, sizes, max_iter=5000, tol=1e-6, func=func,
+                                 engine="numpy" if used == "patterns" else "jax")
         conf0, prev0 = start_fit.confusion, start_fit.prevalence
     else:
         conf0, prev0 = _start_from_init(init, table, prior, sizes, func)
     if not diagonally_dominant(conf0[None])[0]:
         raise ValueError(_NOT_DOMINANT.format(func=func))
-    sites = _start_sites(model, conf0, prev0, n_groups)
+    log_ratio = parametrisation == "log_ratio" and model != "pooled"
+    scaling = None
+    if log_ratio:
+        scaling = log_ratio_scaling(*_expected_counts(table, conf0, prev0, n_groups), prior)
+        sites = {"confusion_u": np.zeros(scaling.conf_scale.shape), "prevalence_u": np.zeros(scaling.prev_scale.shape)}
+    else:
+        sites = _start_sites(model, conf0, prev0, n_groups)
 
     chunk = chunk_size(n_warmup, n_samples)
     width = parallel_width(n_chains) if chain_method == "parallel" else 1
@@ -736,14 +870,17 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     dtype = np.float64 if precision == "float64" else np.float32
     # NumPy arrays of the sampler's float type in: no eager JAX conversion (each would compile a program).
     args = tuple(a.astype(dtype) if a.dtype.kind == "f" else a for a in _table_args(table))
+    if log_ratio:
+        args += (LogRatioScaling(*(np.asarray(a, dtype) if a.dtype.kind == "f" else a for a in scaling)),)
     sites = {k_: np.asarray(v, dtype) for k_, v in sites.items()}
     static = dict(sizes) if model != "dawid_skene" else dict(sizes, n_groups=1)
-    key = ("nuts-multiclass", model, type(table).__name__, tuple(sorted(static.items())),
-           tuple(a.shape for a in args), layout, n_warmup, chunk, chain_method, target_accept, max_tree_depth,
-           bool(dense_mass), precision)
+    key = ("nuts-multiclass", "grouped-log-ratio" if log_ratio else model, type(table).__name__,
+           tuple(sorted(static.items())), tuple(np.shape(a) for a in args[:len(table)]), layout, n_warmup, chunk,
+           chain_method, target_accept, max_tree_depth, bool(dense_mass), precision)
+    model_fn = _bound_log_ratio(type(table), static) if log_ratio else _bound(model, type(table), static)
 
     def build():
-        return NutsProgram(_bound(model, type(table), static), n_warmup=n_warmup, chunk=chunk,
+        return NutsProgram(model_fn, n_warmup=n_warmup, chunk=chunk,
                            chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
                            dense_mass=bool(dense_mass), width=width, key=key)
 
@@ -760,6 +897,10 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         conf = _softmax(eta)
         pop = _softmax(np.asarray(_insert_zero(got["mu"])))
         extra["sigma"] = got["sigma"].reshape(-1)
+    elif log_ratio:
+        # Back to the simplex in float64 (the same map as the model's, on the float32 draws).
+        log_c, log_p = log_ratio_point(jax.tree.map(np.asarray, scaling), got["confusion_u"], got["prevalence_u"])
+        conf, got["prevalence"] = np.exp(log_c), np.exp(log_p)
     else:
         conf = got["confusion"]
     prev = got["prevalence"].reshape(n_chains, n_samples, -1, k)
@@ -796,6 +937,7 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path=used,
                       chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
                       dense_mass=bool(dense_mass), precision=precision, start="map-em" if init is None else "init",
+                      parametrisation="log_ratio" if log_ratio else ("log_odds" if model == "pooled" else "simplex"),
                       n_rows=int(np.count_nonzero(table.counts)) if used == "patterns" else int(data.n_items)),
         warnings=tuple(notes), annotator_ids=None if ids is None else tuple(ids), table=sparse, extra_draws=extra)
 

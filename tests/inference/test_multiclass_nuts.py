@@ -16,7 +16,8 @@ from scipy.special import ndtri
 from noisycal_bayes.core import x64
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_em, fit_map_multiclass, fit_nuts_multiclass
-from noisycal_bayes.models.multiclass import MulticlassPrior, class_log_joint, sparse_table
+from noisycal_bayes.inference.multiclass_nuts import _expected_counts, _map_em, _np_map_em
+from noisycal_bayes.models.multiclass import MulticlassPrior, class_log_joint, compress_multiclass, sparse_table
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
 
 
@@ -235,6 +236,8 @@ def test_errors():
         fit_nuts_multiclass(data, groups=group, target_accept=1.0)
     with pytest.raises(ValueError, match="`precision` must be one of"):
         fit_nuts_multiclass(data, groups=group, precision="float16")
+    with pytest.raises(ValueError, match="`parametrisation` must be one of \\['log_ratio', 'simplex'\\]; got 'stick'"):
+        fit_nuts_multiclass(data, groups=group, parametrisation="stick")
 
 
 def test_bad_precision_raises_before_any_sampling():
@@ -281,3 +284,70 @@ def test_map_warns_when_no_labelling_is_diagonally_dominant():
     with pytest.warns(IdentifiabilityWarning, match="not diagonally dominant"):
         fit = fit_map_multiclass(data, model="dawid_skene")
     assert any("diagonally dominant" in w for w in fit.warnings)
+
+
+def test_expected_counts_patterns_equal_responses():
+    """The E-step that sets the log-ratio scaling: compressed rows and responses give the same counts; the totals
+    are the number of responses per annotator and the number of items; a gold item's counts sit on its class."""
+    data, group, conf, prev = simulate(200, 3, 4, 2, seed=4, gold_frac=0.1, missing=0.2)
+    item, ann, lab = data.responses
+    patterns, _ = compress_multiclass(item, ann, lab, group, data.gold, n_items=200, n_annotators=3, n_classes=4,
+                                      pad_to=256)
+    a = _expected_counts(patterns, conf, prev, 2)
+    b = _expected_counts(sparse_table(item, ann, lab, group, data.gold), conf, prev, 2)
+    np.testing.assert_allclose(a[0], b[0], atol=1e-10)
+    np.testing.assert_allclose(a[1], b[1], atol=1e-10)
+    np.testing.assert_allclose(a[0].sum(axis=(1, 2)), np.bincount(ann, minlength=3), atol=1e-10)
+    assert abs(a[1].sum() - 200) < 1e-10
+    one = np.flatnonzero(data.gold >= 0)[:1]
+    keep = np.isin(item, one)
+    c, p = _expected_counts(sparse_table(item[keep] * 0, ann[keep], lab[keep], np.zeros(1, int), data.gold[one]),
+                            conf, prev[:1], 1)  # that item alone (item index 0)
+    assert p[0, data.gold[one[0]]] == 1.0 and p.sum() == 1.0
+
+
+@pytest.mark.slow  # two K-class NUTS programs; make test-all
+def test_log_ratio_and_simplex_samplers_agree():
+    """Both parametrisations sample one posterior: every posterior mean of a confusion entry and prevalence agrees
+    within z = ndtri(1 - 1e-3 / (2 m)) standard errors of the difference (se^2 = var_a / ess_a + var_b / ess_b,
+    bulk ESS; Bonferroni over the m scalars: family-wise false-alarm rate 1e-3). Negative control: a fit of a
+    different model (diagonal pseudo-count 40 instead of 2) fails the same check."""
+    data, group, _, _ = simulate(N, J, K, G, seed=5)
+    kw = dict(groups=group, n_chains=2, n_warmup=300, n_samples=500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = fit_nuts_multiclass(data, seed=1, parametrisation="log_ratio", **kw)
+        b = fit_nuts_multiclass(data, seed=2, parametrisation="simplex", **kw)
+        c = fit_nuts_multiclass(data, seed=3, parametrisation="log_ratio", prior=MulticlassPrior(diagonal=40.0), **kw)
+    assert a.settings["parametrisation"] == "log_ratio" and b.settings["parametrisation"] == "simplex"
+    m = J * K * K + G * K
+    bound = ndtri(1 - 1e-3 / (2 * m))
+
+    def max_z(f, g):
+        z = []
+        for name in ("confusion", "prevalence"):
+            x, y = getattr(f, name), getattr(g, name)
+            ess = min(f.diagnostics["min_ess_bulk"], g.diagnostics["min_ess_bulk"])  # conservative: the smallest ESS
+            z.append(np.abs(x.mean(0) - y.mean(0)) / np.sqrt((x.var(0) + y.var(0)) / ess))
+        return max(float(np.max(t)) for t in z)
+
+    assert max_z(a, b) < bound
+    assert max_z(c, b) > bound
+
+
+def test_numpy_em_start_equals_the_jax_em():
+    """fit_nuts_multiclass starts from EM run in NumPy on compressed rows (no JAX loop to compile): the same
+    iterations as fit_map_multiclass's compiled loop, so the same mode, objective and iteration count (gold items,
+    missing responses, an empty group, padding rows)."""
+    data, group, _, _ = simulate(150, 3, 3, 3, seed=8, gold_frac=0.1, missing=0.2)
+    group = np.where(group == 1, 2, group)  # group 1 empty: its prevalence is the prior's mode
+    item, ann, lab = data.responses
+    table, _ = compress_multiclass(item, ann, lab, group, data.gold, n_items=150, n_annotators=3, n_classes=3,
+                                   pad_to=128)
+    sizes = dict(n_annotators=3, n_classes=3, n_groups=3, max_iter=2000, tol=1e-9)
+    prior = MulticlassPrior(diagonal=3.0, prevalence=2.0)
+    a, b = _np_map_em(table, prior, **sizes), _map_em(table, prior, **sizes)
+    np.testing.assert_allclose(a[0], b[0], atol=1e-12)
+    np.testing.assert_allclose(a[1], b[1], atol=1e-12)
+    assert abs(a[2] - b[2]) < 1e-9 and abs(a[3] - b[3]) < 1e-9 and a[4:] == b[4:] and a[5]
+    np.testing.assert_allclose(a[1][1], 1 / 3, atol=1e-12)
