@@ -281,8 +281,7 @@ def _intervals(draws: np.ndarray, level: float):
 
 def _engine_em(data, s: _Settings, groups):
     """EM on the full sample; item bootstrap with the EM refitted per replicate for the intervals."""
-    from ..core.confusion import score_groups
-    from ..inference import fit_em_multiclass
+    from ..inference import fit_em_multiclass, multiclass_em_estimator
     from ..propagate.multiclass import posterior_top_label_nc_ece
     from ..reference.multiclass import bootstrap_multiclass_nc_ece, classwise_nc_ece, top_label_nc_ece
 
@@ -301,31 +300,22 @@ def _engine_em(data, s: _Settings, groups):
         out["detail"] = detail
         return out
     refits = []
-    first = [True]
+    # Replicates are refitted from the full-sample fit (warm start), with their items' gold labels; their groups are
+    # the same recipe (predicted class x confidence quantile) applied to the replicate's items.
+    refit = multiclass_em_estimator(model="grouped", n_quantiles=s.n_quantiles, n_starts=N_STARTS, seed=s.seed)
 
-    def estimator(r, n, p):
-        if first[0]:  # the bootstrap's full-sample call: the fit above (no second full fit)
-            first[0] = False
-            return np.asarray(fit.confusion), None
-        rep = _Replicate(r, n, data.n_annotators, data.n_classes, p)
-        # Replicates start from the majority vote plus one random start (fit_em_multiclass takes no warm start, and
-        # n_starts=0 fails in its start stacking); its groups are the same recipe (predicted class x confidence
-        # quantile) applied to the replicate's items.
-        f = fit_em_multiclass(rep, model="grouped", groups=score_groups(p, n_quantiles=s.n_quantiles),
-                              n_starts=N_STARTS, seed=s.seed)
-        refits.append(np.asarray(f.confusion))
-        return np.asarray(f.confusion), None
+    def estimator(r, n, p, *, init=None, gold=None):
+        if init is None:  # the bootstrap's full-sample call: the fit above (no second full fit)
+            return np.asarray(fit.confusion), np.asarray(fit.prevalence)
+        conf, prev = refit(r, n, p, init=init, gold=gold)
+        refits.append(np.asarray(conf))
+        return conf, prev
 
     boot = bootstrap_multiclass_nc_ece(probs, resp, estimator=estimator, n_boot=s.n_boot, level=s.level, bins=s.bins,
-                                       weights=s.weights, seed=s.seed, progress_bar=s.progress_bar)
+                                       weights=s.weights, seed=s.seed, progress_bar=s.progress_bar, gold=data.gold)
     reps = np.stack(refits) if refits else None
     out.update(top_iv=boot.top_label, cw_iv=boot.classwise, draws=np.asarray(boot.top_label.replicates))
     out["diagnostics"]["n_boot_failed"] = int(boot.top_label.n_failed)
-    n_gold = 0 if data.gold is None else int((np.asarray(data.gold) >= 0).sum())
-    if n_gold:
-        # The bootstrap hands the estimator responses and probabilities only, not which items were drawn.
-        out["notes"].append(f"the bootstrap refits do not use the {n_gold} gold labels (the full-sample fit does): "
-                            "the intervals are somewhat wider than the data allow.")
     if reps is not None and reps.shape[0] >= 2:
         out["lower"], out["upper"] = _intervals(reps, s.level)
         # Per-bin bands: the refitted confusions propagated with a Bayesian bootstrap of the items (as the binary

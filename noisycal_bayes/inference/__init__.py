@@ -11,12 +11,12 @@ from .cache import clear_cache
 from .em import em_starts, fit_em
 from .map import fit_map
 from .mcmc import check_mcmc, mcmc_diagnostics
-from .multiclass_em import MulticlassEMFit, fit_em_multiclass
+from .multiclass_em import MulticlassEMFit, fit_em_multiclass, multiclass_em_estimator
 from .multiclass_nuts import MulticlassMAPFit, MulticlassPosterior, fit_map_multiclass, fit_nuts_multiclass
-from .nuts import enable_compilation_cache, fit_nuts
+from .nuts import enable_compilation_cache, fit_nuts, sample_model
 from .setup import configure_jax
 
 __all__ = ["FitResult", "GroupAssignment", "MODEL_NAMES", "ModelInputs", "bootstrap_em", "check_mcmc", "clear_cache",
            "clear_sampler_cache", "configure_jax", "em_starts", "enable_compilation_cache", "fit_em", "fit_map",
            "fit_em_multiclass", "fit_nuts", "mcmc_diagnostics", "MulticlassEMFit"]
-__all__ += ["MulticlassMAPFit", "MulticlassPosterior", "fit_map_multiclass", "fit_nuts_multiclass"]
+__all__ += ["multiclass_em_estimator", "sample_model", "MulticlassMAPFit", "MulticlassPosterior", "fit_map_multiclass", "fit_nuts_multiclass"]

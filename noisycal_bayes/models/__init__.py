@@ -20,8 +20,8 @@ from .curves import histogram_dawid_skene, monotone_dawid_skene, platt_dawid_ske
 from .dawid_skene import dawid_skene, grouped_dawid_skene, oriented_channels, responses
 from .pooled import POOLED_KINDS, POPULATION_SITES, pooled_channels, pooled_model
 from .priors import DEFAULT_PRIOR, Prior, PriorParams
-from .multiclass import (MULTICLASS_MODELS, MulticlassPrior, dawid_skene_multiclass, grouped_multiclass,
-                         pooled_multiclass)
+from .multiclass import (MULTICLASS_MODELS, LogRatioScaling, MulticlassPrior, dawid_skene_multiclass,
+                         grouped_multiclass, grouped_multiclass_log_ratio, log_ratio_scaling, pooled_multiclass)
 
 #: Model functions by the name used in ``model=``.
 MODELS = {
@@ -36,4 +36,4 @@ __all__ = ["DEFAULT_PRIOR", "MODELS", "POOLED_KINDS", "POPULATION_SITES", "Prior
            "grouped_dawid_skene", "histogram_dawid_skene", "monotone_dawid_skene", "oriented_channels",
            "platt_dawid_skene", "pooled_channels", "pooled_model", "responses"]
 __all__ += ["MULTICLASS_MODELS", "MulticlassPrior", "dawid_skene_multiclass", "grouped_multiclass",
-            "pooled_multiclass"]
+            "pooled_multiclass", "LogRatioScaling", "grouped_multiclass_log_ratio", "log_ratio_scaling"]
