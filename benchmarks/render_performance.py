@@ -64,10 +64,14 @@ SECTIONS = [
       "clean_label_accuracy_majority_vote"]),
     ("bench_multiclass_nuts", "K classes: NUTS on the CIFAR-10N shape",
      "`fit_nuts_multiclass(model=\"grouped\")` on CIFAR-10N (K = 10, 50,000 images x 3 annotators, 20 score groups: "
-     "predicted class x 2 confidence quantiles), 2 chains in parallel, 500 warm-up + 500 draws. Goal (issue 18): "
-     "<= 60 s including compilation on 2 cores, R-hat <= 1.01.",
-     ["stage", "path", "n_rows", "wall_s", "r_hat_max", "ess_bulk_min", "ess_tail_min", "n_divergent",
-      "frac_max_treedepth", "tree_depth_mean", "accuracy_posterior_vs_ref", "accuracy_majority_vs_ref"]),
+     "predicted class x 2 confidence quantiles), 2 chains in parallel, 300 warm-up + 1,500 draws, in the log-ratio "
+     "coordinates (`parametrisation=\"log_ratio\"`, the default; `benchmarks/results/bench_multiclass_nuts_compare.json` "
+     "holds the side-by-side run against the stick-breaking coordinates). `cpu_s` is the process's CPU time; "
+     "`compile_init_s`, `warmup_s` and `sampling_s` split the wall time. Goal (issue 18): <= 60 s including "
+     "compilation on 2 cores, R-hat <= 1.01.",
+     ["stage", "parametrisation", "path", "n_rows", "wall_s", "cpu_s", "compile_init_s", "warmup_s", "sampling_s",
+      "r_hat_max", "ess_bulk_min", "ess_tail_min", "n_divergent", "frac_max_treedepth", "tree_depth_mean",
+      "accuracy_posterior_vs_ref", "accuracy_majority_vs_ref"]),
 ]
 
 #: Lines of the log-log figure: (benchmark, stage, row filter, label, panel).
@@ -202,20 +206,20 @@ def plot(results: dict) -> bool:
 #: Sections of ``bench_crowds.json`` in page order: (section, title, table columns).
 CROWD_SECTIONS = [
     ("gold", "crowd_gold: accuracy against gold and EM time",
-     ["data", "stage", "n_annotators", "n_responses", "settings", "accuracy", "first_call_s", "median_s", "n_iter",
+     ["data", "stage", "n_annotators", "n_responses", "settings", "starts", "accelerated", "accuracy", "first_call_s", "median_s", "n_iter",
       "accuracy_minus_crowdkit", "crowdkit_over_ours"]),
     ("rte", "Pooled NUTS on rte",
      ["stage", "settings", "wall_s", "cpu_s", "load_avg_1min", "r_hat_max", "ess_bulk_min", "ess_tail_min",
       "n_divergent", "n_max_depth", "tree_depth_mean", "leapfrog_per_draw", "step_size_mean", "accuracy"]),
     ("scale", "A simulated crowd at scale",
-     ["stage", "n_items", "n_annotators", "n_responses", "first_s", "first_call_s", "median_s",
-      "n_iter", "converged", "peak_above_input_gb", "accuracy", "source"]),
+     ["stage", "n_items", "n_annotators", "n_responses", "settings", "accelerated", "first_s", "first_call_s",
+      "median_s", "n_iter", "converged", "max_abs_diff_vs_accelerated", "peak_above_input_gb", "accuracy", "source"]),
     ("nuts_scale", "Pooled NUTS at 100,000 labels",
      ["n_items", "n_annotators", "n_responses", "wall_s", "cpu_s", "load_avg_1min", "r_hat_max", "ess_bulk_min",
       "n_divergent", "n_max_depth", "tree_depth_mean", "coverage_90_fpr_tpr"]),
     ("recovery", "Recovery: interval coverage and flags",
-     ["stage", "subset", "n_sims", "n_failed", "n_intervals", "coverage", "se", "n_true", "n_flagged", "recall",
-      "precision"]),
+     ["stage", "subset", "n_labels_from", "n_labels_to", "n_sims", "n_failed", "n_intervals", "coverage", "se",
+      "se_binomial", "z_vs_nominal", "n_true", "n_flagged", "recall", "precision"]),
 ]
 
 
