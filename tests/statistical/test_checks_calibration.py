@@ -79,6 +79,7 @@ def score_dependent(n, seed):
     return AnnotationSet.from_wide(labels, z)
 
 
+@pytest.mark.slow  # 7 s CPU cold; power is a study (docs/model_checks.md), as is the false-alarm rate; make test-all runs it
 def test_power_against_score_dependent_noise():
     warned = []
     for s in range(5):

@@ -82,6 +82,7 @@ def test_calibrated_model_reported_interval_covers_zero_and_the_two_sided_one_ca
     assert lo_q <= one_sided_reads <= hi_q
 
 
+@pytest.mark.slow  # 16 s CPU cold; the plug-in and reported intervals' coverage tests above stay in the default run; make test-all runs it
 def test_nuts_routes_cover_their_targets_and_channel_uncertainty_alone_does_not():
     """R short NUTS fits of the histogram model on the evaluation bins, propagated three ways.
 

@@ -134,6 +134,7 @@ def accuracy_runs():
     return np.array(rows)
 
 
+@pytest.mark.slow  # 15 s CPU cold (a study over simulated data sets); make test-all runs it
 def test_corrected_accuracy_is_unbiased_and_its_interval_covers(accuracy_runs):
     truth, est, lo, hi, maj, biased, moment, fixed_lo, fixed_hi = accuracy_runs.T
     r = truth.size

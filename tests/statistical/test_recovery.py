@@ -87,6 +87,7 @@ def test_grouped_interval_coverage_across_data_sets():
     assert np.all((covered >= lo_ok) & (covered <= hi_ok)), f"coverage counts {covered} of {r}, allowed [{lo_ok}, {hi_ok}]"
 
 
+@pytest.mark.slow  # 20 s CPU cold (a NUTS compile); Platt fits are checked cheaply in tests/models/test_curves.py and tests/inference/test_map.py; make test-all runs it
 def test_platt_recovery():
     # The "overconfident" curve is exactly sigmoid(0.5 logit z): slope 0.5, intercept 0.
     sim = simulate_annotations(1500, fpr=FPR, tpr=TPR, curve="overconfident", seed=3)
@@ -94,6 +95,7 @@ def test_platt_recovery():
     _assert_recovered(fit, {"fpr": FPR, "tpr": TPR, "slope": 0.5, "intercept": 0.0})
 
 
+@pytest.mark.slow  # 19 s CPU cold (a NUTS compile); the monotone MAP is checked against EM in tests/inference/test_map.py; make test-all runs it
 def test_monotone_recovery():
     data, g = _grouped_data(np.random.default_rng(4), 2000)
     fit = _fit(data, model="monotone", groups=g, n_chains=2, n_draws=200, seed=4)
