@@ -400,7 +400,10 @@ def test_nuts_divergences_give_a_warning_with_advice(tiny_bad_nuts):
     assert msgs[0] in fit.warnings  # and it stays on the result
 
 
-@pytest.mark.parametrize("design", ["two annotators, one score group", "one label per item"])
+# Each design compiles its own MAP program (~9 s CPU cold): the second runs in make test-all (the one-label-per-item
+# design stays in the default run through test_one_label_per_item_* above).
+@pytest.mark.parametrize("design", ["two annotators, one score group",
+                                    pytest.param("one label per item", marks=pytest.mark.slow)])
 def test_non_identified_designs_are_flagged_by_fit_map(sim3, design):
     """fit_map shares check_design with fit_em and fit_nuts: the same warning and identified=False."""
     from noisycal_bayes import fit_map
