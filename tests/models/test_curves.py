@@ -7,12 +7,13 @@ Each NumPyro log density is checked against an independent computation: the dens
 import jax.numpy as jnp
 import numpy as np
 from numpyro.handlers import seed, substitute, trace
-from numpyro.infer.util import log_density
 from scipy import stats
 
 from noisycal_bayes.core import clipped_logit, ds_loglik_rows, x64
 from noisycal_bayes.models import (Prior, grouped_dawid_skene, histogram_dawid_skene, monotone_dawid_skene,
                                    platt_dawid_skene)
+
+from ._jit import jit_log_density, jit_trace_values
 
 FPR = np.array([0.1, 0.25, 0.05])
 U = np.array([0.8, 0.5, 0.7])
@@ -34,8 +35,7 @@ def _data(n=300, seed=0, missing=0.3):
 
 def _lp(model, *args, params, **kw):
     with x64():
-        lp, _ = log_density(model, args, kw, {k: jnp.asarray(v) for k, v in params.items()})
-    return float(lp)
+        return jit_log_density(model, args, kw, params)
 
 
 def _channel_prior(prior):
@@ -65,7 +65,9 @@ def test_monotone_log_density_is_likelihood_plus_dirichlet_prior():
 
 
 def test_monotone_prevalences_are_ordered_in_prior_draws():
-    tr = trace(seed(monotone_dawid_skene, 3)).get_trace(None, np.arange(6, dtype=np.int32), n_annotators=2,
+    # Eager, and 3 annotators like the Platt prior draws below: the Beta draws of (fpr, u) then reuse one compiled
+    # Gamma sampler (its compilation, ~3 s CPU, dominates these tests).
+    tr = trace(seed(monotone_dawid_skene, 3)).get_trace(None, np.arange(6, dtype=np.int32), n_annotators=3,
                                                         n_groups=6, prior=Prior())
     prev = np.asarray(tr["prevalence"]["value"])
     assert prev.shape == (6,) and np.all(np.diff(prev) > 0) and 0 < prev[0] and prev[-1] < 1
@@ -98,15 +100,16 @@ def test_platt_per_item_loglik_matches_dense_rows():
     s = np.asarray(clipped_logit(z), dtype=np.float64)
     with x64():
         params = {"fpr": jnp.asarray(FPR), "u": jnp.asarray(U), "slope": jnp.asarray(1.3), "intercept": jnp.asarray(0.4)}
-        tr = trace(substitute(platt_dawid_skene, data=params)).get_trace(item, ann, lab, s, n_items=40, n_annotators=3,
-                                                                          record_loglik=True)
+        tr = jit_trace_values(lambda: trace(substitute(platt_dawid_skene, data=params)).get_trace(
+            item, ann, lab, s, n_items=40, n_annotators=3, record_loglik=True))
         dense = np.asarray(ds_loglik_rows(labels, None, FPR, TPR, 1 / (1 + np.exp(-(1.3 * s + 0.4)))))
-    np.testing.assert_allclose(np.asarray(tr["log_likelihood"]["value"]), dense, rtol=1e-12)
+    np.testing.assert_allclose(tr["log_likelihood"], dense, rtol=1e-12)
 
 
 def test_platt_prior_predictive_shapes_and_orientation():
     labels, z = _data(n=30, seed=5)
     item, ann, _ = _flat(labels)
+    # Eager on purpose (see test_monotone_prevalences_are_ordered_in_prior_draws).
     tr = trace(seed(platt_dawid_skene, 0)).get_trace(item, ann, None, np.asarray(clipped_logit(z)), n_items=30,
                                                      n_annotators=3)
     assert np.asarray(tr["y"]["value"]).shape == (30,)

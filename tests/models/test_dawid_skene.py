@@ -12,12 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from numpyro.handlers import seed, substitute, trace
-from numpyro.infer.util import log_density
 from scipy import stats
 
 from noisycal_bayes.core import x64
 from noisycal_bayes.data import compress_patterns, grid_patterns
 from noisycal_bayes.models import Prior, dawid_skene, grouped_dawid_skene
+
+from ._jit import jit_log_density, jit_trace_values
 
 FPR = np.array([0.1, 0.25, 0.05])
 U = np.array([0.8, 0.5, 0.7])
@@ -58,8 +59,7 @@ def _log_prior_scipy(prior, fpr, u, prev):
 
 def _log_density(model, *args, params, **kw):
     with x64():
-        lp, _ = log_density(model, args, kw, {k: jnp.asarray(v) for k, v in params.items()})
-    return float(lp)
+        return jit_log_density(model, args, kw, params)
 
 
 def test_grouped_log_density_equals_likelihood_by_hand_plus_scipy_prior():
@@ -113,11 +113,11 @@ def test_deterministic_sites_expose_tpr_gap_and_row_loglik():
     labels, group = _labels(n=50, seed=6)
     with x64():
         params = {"fpr": jnp.asarray(FPR), "u": jnp.asarray(U), "prevalence": jnp.asarray(PREV)}
-        tr = trace(substitute(grouped_dawid_skene, data=params)).get_trace(
-            labels, group, None, n_annotators=3, n_groups=3, prior=PRIOR, record_loglik=True)
-    np.testing.assert_allclose(tr["tpr"]["value"], TPR, rtol=1e-14)
-    np.testing.assert_allclose(tr["gap"]["value"], TPR - FPR, rtol=1e-14)
-    rows = np.asarray(tr["log_likelihood"]["value"])
+        tr = jit_trace_values(lambda: trace(substitute(grouped_dawid_skene, data=params)).get_trace(
+            labels, group, None, n_annotators=3, n_groups=3, prior=PRIOR, record_loglik=True))
+    np.testing.assert_allclose(tr["tpr"], TPR, rtol=1e-14)
+    np.testing.assert_allclose(tr["gap"], TPR - FPR, rtol=1e-14)
+    rows = tr["log_likelihood"]
     assert rows.shape == (50,)
     by_hand = [_loglik_by_hand(labels[i:i + 1], group[i:i + 1], FPR, TPR, PREV) for i in range(50)]
     np.testing.assert_allclose(rows, by_hand, rtol=1e-12)
@@ -136,9 +136,9 @@ def test_a_missing_response_drops_out():
 def test_prior_draws_are_oriented():
     # The parametrisation tpr = fpr + (1 - fpr) u puts every prior draw in the positive orientation.
     # 5000 annotators in one trace = 5000 independent prior draws of (fpr, u).
-    tr = trace(seed(grouped_dawid_skene, 0)).get_trace(None, np.zeros(2, np.int32), n_annotators=5000, n_groups=1,
-                                                       prior=Prior(fpr=(0.5, 0.5), u=(0.3, 0.3)))
-    gap, fpr, tpr = (np.asarray(tr[k]["value"]) for k in ("gap", "fpr", "tpr"))
+    tr = jit_trace_values(lambda: trace(seed(grouped_dawid_skene, 0)).get_trace(
+        None, np.zeros(2, np.int32), n_annotators=5000, n_groups=1, prior=Prior(fpr=(0.5, 0.5), u=(0.3, 0.3))))
+    gap, fpr, tpr = (tr[k] for k in ("gap", "fpr", "tpr"))
     assert (gap > 0).all() and (tpr <= 1).all()
     np.testing.assert_allclose(tpr, fpr + gap, rtol=1e-6)
 
@@ -150,9 +150,10 @@ def test_prior_predictive_labels_follow_the_channel():
     n = 20000
     params = {"fpr": jnp.asarray(FPR), "u": jnp.asarray(U), "prevalence": jnp.asarray(PREV)}
     model = substitute(grouped_dawid_skene, data=params)
-    tr = trace(seed(model, 1)).get_trace(None, np.full(n, 2, np.int32), n_annotators=3, n_groups=3, prior=PRIOR)
-    y = np.asarray(tr["y"]["value"]).astype(bool)
-    lab = np.asarray(tr["labels"]["value"])
+    tr = jit_trace_values(lambda: trace(seed(model, 1)).get_trace(None, np.full(n, 2, np.int32), n_annotators=3,
+                                                                  n_groups=3, prior=PRIOR))
+    y = tr["y"].astype(bool)
+    lab = tr["labels"]
     assert lab.shape == (n, 3)
     z = stats.norm.isf(1e-5 / 2)
     for rate, rows in ((FPR, ~y), (TPR, y)):
@@ -169,9 +170,9 @@ def test_pattern_probabilities_sum_to_one_under_the_model(j):
     full = np.array(list(itertools.product((0, 1), repeat=j)), np.int8)
     with x64():
         params = {"fpr": jnp.full(j, 0.2), "u": jnp.full(j, 0.6), "prevalence": jnp.array([0.3])}
-        tr = trace(substitute(grouped_dawid_skene, data=params)).get_trace(
-            full, np.zeros(len(full), np.int32), None, n_annotators=j, n_groups=1, record_loglik=True)
-    np.testing.assert_allclose(np.exp(np.asarray(tr["log_likelihood"]["value"])).sum(), 1.0, rtol=1e-12)
+        tr = jit_trace_values(lambda: trace(substitute(grouped_dawid_skene, data=params)).get_trace(
+            full, np.zeros(len(full), np.int32), None, n_annotators=j, n_groups=1, record_loglik=True))
+    np.testing.assert_allclose(np.exp(tr["log_likelihood"]).sum(), 1.0, rtol=1e-12)
 
 
 @pytest.mark.parametrize("model,n_groups", [(grouped_dawid_skene, 3), (dawid_skene, 1)])
@@ -197,10 +198,10 @@ def test_grid_row_loglik_matches_the_rows_layout_row_by_row():
     for layout in (False, True):
         with x64():
             params = {"fpr": jnp.asarray(FPR), "u": jnp.asarray(U), "prevalence": jnp.asarray(PREV)}
-            tr = trace(substitute(seed(grouped_dawid_skene, 0), params)).get_trace(
+            tr = jit_trace_values(lambda: trace(substitute(seed(grouped_dawid_skene, 0), params)).get_trace(
                 grid.patterns, grid.group, grid.counts, n_annotators=3, n_groups=3, prior=PRIOR, grid=layout,
-                record_loglik=True)
-        sites[layout] = np.asarray(tr["log_likelihood"]["value"])
+                record_loglik=True))
+        sites[layout] = tr["log_likelihood"]
     # Different but equivalent formulas (log_add vs logaddexp): equal to rounding, ~1e-16 absolute on values of order 1.
     np.testing.assert_allclose(sites[True], sites[False], rtol=1e-12, atol=1e-13)
 

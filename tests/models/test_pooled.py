@@ -18,6 +18,8 @@ from noisycal_bayes.inference._common import (flag_annotators, pooled_derived, p
 from noisycal_bayes.models import POOLED_KINDS, Prior, pooled_model
 from noisycal_bayes.models.inputs import resolve_assignment
 
+from ._jit import jit_trace_values
+
 N_ITEMS, N_ANN = 12, 5
 
 
@@ -82,12 +84,12 @@ def test_likelihood_equals_numpy_loop(kind):
         prob_item = np.atleast_1d(v["prevalence"])[group]
     expected = _numpy_loglik(item, ann, lab, fpr, tpr, prob_item, gold)
     with x64():
-        tr = trace(substitute(pooled_model, v)).get_trace(
+        tr = jit_trace_values(lambda: trace(substitute(pooled_model, v)).get_trace(
             item, ann, lab, group, gold, logit_score, kind=kind, n_items=N_ITEMS, n_annotators=N_ANN,
-            n_groups=n_groups, prior=Prior(), record_loglik=True)
-        got = np.asarray(tr["log_likelihood"]["value"])
-        np.testing.assert_allclose(np.asarray(tr["fpr"]["value"]), fpr, rtol=1e-12)
-        np.testing.assert_allclose(np.asarray(tr["gap"]["value"]), tpr - fpr, rtol=1e-12, atol=1e-15)
+            n_groups=n_groups, prior=Prior(), record_loglik=True))
+        got = tr["log_likelihood"]
+        np.testing.assert_allclose(tr["fpr"], fpr, rtol=1e-12)
+        np.testing.assert_allclose(tr["gap"], tpr - fpr, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(got, expected, rtol=1e-10)
 
 
@@ -102,18 +104,27 @@ def test_label_exchange_flips_mean_gap_only():
              sigma_fpr=v["sigma_tpr"], sigma_tpr=v["sigma_fpr"], prevalence=1 - v["prevalence"])
     args = (item, ann, lab, np.zeros(N_ITEMS, np.int32), np.full(N_ITEMS, -1, np.int32), np.zeros(N_ITEMS))
     kw = dict(kind="dawid_skene", n_items=N_ITEMS, n_annotators=N_ANN, prior=Prior(), record_loglik=True)
-    with x64():
-        a = np.asarray(trace(substitute(pooled_model, v)).get_trace(*args, **kw)["log_likelihood"]["value"])
-        b = np.asarray(trace(substitute(pooled_model, w)).get_trace(*args, **kw)["log_likelihood"]["value"])
-        # The prior puts no mass on the mirror: HalfNormal support is mean_gap > 0.
+    def values():
+        """Both log-likelihoods and the prior's support check in one compiled program (eager: one per primitive)."""
+        a = trace(substitute(pooled_model, v)).get_trace(*args, **kw)["log_likelihood"]["value"]
+        b = trace(substitute(pooled_model, w)).get_trace(*args, **kw)["log_likelihood"]["value"]
         prior_tr = trace(seed(pooled_model, 0)).get_trace(item, ann, None, *args[3:], **dict(kw, record_loglik=False))
-        assert not bool(prior_tr["mean_gap"]["fn"].support(-1.0))
+        return a, b, prior_tr["mean_gap"]["fn"].support(-1.0)
+
+    with x64():
+        import jax
+
+        a, b, mirror_in_support = (np.asarray(x) for x in jax.jit(values)())
+    # The prior puts no mass on the mirror: HalfNormal support is mean_gap > 0.
+    assert not bool(mirror_in_support)
     np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["grouped", "platt"])
 def test_prior_predictive_shapes(kind):
     item, ann, _ = _responses()
+    # Eager on purpose: both kinds share the compiled Beta/Normal samplers of one shape; under jax.jit each
+    # kind would compile its own program including the (costly) Gamma rejection sampler.
     with x64():
         tr = trace(seed(pooled_model, 0)).get_trace(item, ann, None, np.zeros(N_ITEMS, np.int32), None,
                                                     np.zeros(N_ITEMS), kind=kind, n_items=N_ITEMS,
