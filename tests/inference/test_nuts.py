@@ -172,6 +172,7 @@ def test_clean_label_probability_per_item(fit):
     np.testing.assert_allclose(p[c, d], like1 / (like0 + like1), rtol=1e-10)
 
 
+@pytest.mark.slow  # 17 s wall (a second interpreter that compiles two samplers); make test-all runs it
 def test_parallel_chains_in_rounds_equal_sequential_chains():
     # A script (or the command line) can give JAX several CPU devices before JAX starts; fit_nuts then runs
     # one chain per device, in rounds (3 chains on 2 devices: 2, then 1 padded with a copy that is dropped).

@@ -50,6 +50,7 @@ def _with_and_without_small_loops(code):
     return plain, small
 
 
+@pytest.mark.slow  # 9 s wall (two more interpreters); make test-all runs it
 def test_small_loops_give_the_same_em_estimate():
     # A scheduling option only: EM's while loop, hoisted or not, gives bit-identical estimates.
     code = _SAME_CODE + "f = fit_em(sim.data, n_starts=3); print(repr(float(np.sum(f.channel.fpr) + f.loglik)))"

@@ -30,6 +30,7 @@ def test_same_seed_gives_identical_results_in_one_process(tmp_path):
     assert a["cli_exit"] == 0
 
 
+@pytest.mark.slow  # 16 s wall (a second interpreter); the in-process check stays in the default run; make test-all runs it
 def test_same_seed_gives_identical_results_in_another_process(tmp_path):
     """A fresh interpreter with another hash seed (so set/dict iteration orders of strings differ)."""
     (tmp_path / "here").mkdir(), (tmp_path / "there").mkdir()
@@ -46,6 +47,7 @@ def test_same_seed_gives_identical_results_in_another_process(tmp_path):
     assert there == json.loads(json.dumps(here))
 
 
+@pytest.mark.slow  # 7 s CPU; make test-all runs it
 def test_different_seeds_give_different_draws_but_the_same_estimates(tmp_path):
     from noisycal_bayes.inference import em_starts, fit_em
     from noisycal_bayes.propagate import posterior_nc_ece

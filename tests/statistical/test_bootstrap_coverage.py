@@ -23,7 +23,8 @@ from noisycal_bayes.inference import fit_em
 from noisycal_bayes.inference.bootstrap import _bootstrap, bootstrap_em
 from noisycal_bayes.data import Binning
 
-pytestmark = pytest.mark.statistical
+# A coverage study (15 s CPU cold, with its negative control): make test-all runs it.
+pytestmark = [pytest.mark.statistical, pytest.mark.slow]
 
 LEVEL = 0.9
 ALPHA = 1e-3

@@ -134,6 +134,7 @@ def _check(results):
     assert not calibrated(_sharpen(p, 3.0), event), bin_tail_probabilities(_sharpen(p, 3.0), event)
 
 
+@pytest.mark.slow  # 26 s (a calibration study over simulated comparisons); tests/labels/test_compare.py checks the comparison itself; make test-all runs it
 def test_p_model_a_beats_b_is_calibrated_small():
     # 50 data sets (about 12 s on an idle core): the not-slow version. Bins (count, mean p, frequency, tail):
     # (16, 0.62, 0.47, 0.47), (19, 0.87, 0.87, 1.0), (15, 0.98, 0.90, 0.43).

@@ -71,6 +71,7 @@ def test_grouped_recovery():
     _assert_recovered(fit, {"fpr": FPR, "tpr": TPR, "prevalence": PREV})
 
 
+@pytest.mark.slow  # 9 s CPU (a coverage study; docs/coverage.md has the full one); make test-all runs it
 def test_grouped_interval_coverage_across_data_sets():
     r, n = 40, 600
     rng = np.random.default_rng(2)
