@@ -75,6 +75,7 @@ def _platt_negative_log_posterior(theta, labels, s, prior):
     return -(lik + lp)
 
 
+@pytest.mark.slow  # 9.5 s CPU cold (the Platt MAP program); make test-all runs it
 def test_platt_map_equals_an_independent_scipy_optimisation():
     prior = Prior(fpr=(2.0, 5.0), u=(2.0, 1.5))
     mode = fit_map(SIM.data, model="platt", prior=prior, n_starts=2)
