@@ -109,12 +109,16 @@ def _python_blocks(path: Path) -> list[str]:
 
 @pytest.mark.notebooks
 def test_user_guide_examples_run(kernel):
-    """Every ```python block of docs/user_guide.md runs as written, top to bottom, in one fresh namespace.
+    """Every ```python block of docs/user_guide.md runs, top to bottom, in one fresh namespace, with the README
+    test's small sizes (tests/test_readme.py ``shrink``: fewer NUTS draws and bootstrap replicates; the calls and
+    their other arguments as written).
 
     Run in the shared kernel (working directory notebooks/, where the examples write nothing) so that the
     guide's NUTS fit reuses the compiled program of the notebooks' fits of the same shapes.
     """
-    blocks = _python_blocks(REPO / "docs" / "user_guide.md")
+    from tests.test_readme import shrink
+
+    blocks = [shrink(b)[0] for b in _python_blocks(REPO / "docs" / "user_guide.md")]
     assert len(blocks) >= 6
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")]
                                   + [nbformat.v4.new_code_cell(b) for b in blocks])
