@@ -22,16 +22,15 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/noisycal-bayes demo
 
-# Tests and the package's doctests (loadgroup: tests marked xdist_group(name) share one worker, and with it one
-# compilation of their expensive session fixture; the rest are distributed as usual) (every module under noisycal_bayes/ is imported: none runs anything at import).
+# Tests and the package's doctests (every module under noisycal_bayes/ is imported: none runs anything at import).
 TEST_PATHS := --doctest-modules tests noisycal_bayes
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow" --durations=15 $(TEST_PATHS)
+	$(PY) -m pytest -q -n 2 -m "not slow" --durations=15 $(TEST_PATHS)
 
 # Everything, including the tests marked slow (NUTS through the CLI, layout variants, heavy SBC).
 test-all: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup $(TEST_PATHS)
+	$(PY) -m pytest -q -n 2 $(TEST_PATHS)
 
 # ArviZ 1.x (xarray DataTree) needs Python >= 3.12: run a smoke subset there as well (DESIGN §7).
 smoke-py312:

@@ -179,6 +179,7 @@ def test_fit_em_from_stats_equals_fit_from_annotations(data):
             np.testing.assert_array_equal(fit.groups.used, ref.groups.used)
 
 
+@pytest.mark.slow  # 13-25 s cold (a NUTS compile and three propagation routes); make test-all runs it
 def test_fit_nuts_from_stats_gives_identical_draws(data):
     from noisycal_bayes import fit_nuts
 

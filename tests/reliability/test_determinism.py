@@ -80,7 +80,6 @@ def test_different_seeds_give_different_draws_but_the_same_estimates(tmp_path):
     assert (results[0]["lower"], results[0]["upper"]) != (results[1]["lower"], results[1]["upper"])
 
 
-@pytest.mark.xdist_group("tiny_bad_nuts")  # one worker compiles the session fixture once (make test: --dist loadgroup)
 def test_nuts_draws_depend_only_on_the_seed(tiny_bad_nuts):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -102,7 +101,6 @@ def _same_state(s, t) -> bool:
     return (n1[0] == n2[0] and np.array_equal(n1[1], n2[1]) and n1[2:] == n2[2:] and py1 == py2 and x1 == x2)
 
 
-@pytest.mark.xdist_group("tiny_bad_nuts")  # one worker compiles the session fixture once (make test: --dist loadgroup)
 def test_global_random_state_is_neither_read_nor_changed(tmp_path, tiny_bad_nuts):
     """Seed the global generators, run everything, check they did not move; reseed differently, same results."""
     from noisycal_bayes import nc_ece

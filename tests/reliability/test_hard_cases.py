@@ -388,7 +388,6 @@ def test_two_annotators_without_groups_warn_and_are_flagged(which, sim3):
 
 
 # ---------------------------------------------------------------------------------------------- NUTS divergences
-@pytest.mark.xdist_group("tiny_bad_nuts")  # one worker compiles the session fixture once (make test: --dist loadgroup)
 def test_nuts_divergences_give_a_warning_with_advice(tiny_bad_nuts):
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")

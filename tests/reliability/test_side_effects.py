@@ -131,7 +131,6 @@ def test_fits_and_downstream_functions_leave_their_inputs_alone(sim):
     assert_unchanged(fit.point, point, "fit.point", caller_owned=False)
 
 
-@pytest.mark.xdist_group("tiny_bad_nuts")  # one worker compiles the session fixture once (make test: --dist loadgroup)
 def test_posterior_draws_are_not_modified_downstream(tiny_bad_nuts):
     from noisycal_bayes.labels import item_posteriors
     from noisycal_bayes.propagate import posterior_nc_ece
@@ -246,7 +245,6 @@ def no_network(monkeypatch):
     return attempts
 
 
-@pytest.mark.xdist_group("tiny_bad_nuts")  # one worker compiles the session fixture once (make test: --dist loadgroup)
 def test_no_network_access_during_fits_and_the_command_line(sim, tmp_path, no_network, tiny_bad_nuts):
     from noisycal_bayes.inference import fit_em
     from noisycal_bayes.propagate import posterior_nc_ece
