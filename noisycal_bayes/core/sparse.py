@@ -164,6 +164,20 @@ def sparse_totals(responses: Responses, item_group, n_groups: int, n_annotators:
     return SparseTotals(w, c1, n_lab, n_g)
 
 
+def _item_terms(x, gold):
+    """Per-item log(1 + e^x) and posterior sigmoid(x) from the log-odds ``x`` (n_items, S).
+
+    Gold items (``gold`` (n_items,) in {-1, 0, 1}, or None) have a known label: the term is x (label 1) or 0
+    (label 0), the posterior 1 or 0."""
+    h = jax.nn.softplus(x)
+    post = jax.nn.sigmoid(x)
+    if gold is not None:
+        g = gold[:, None]
+        h = jnp.where(g == 1, x, jnp.where(g == 0, 0.0, h))
+        post = jnp.where(g == 1, 1.0, jnp.where(g == 0, 0.0, post))
+    return h, post
+
+
 def batched_e_step(responses: Responses, item_group, totals: SparseTotals, fpr, tpr, prevalence, gold=None):
     """``(loglik (B,), T (n_items, B))`` for a batch of parameters ``fpr, tpr`` (J, B), ``prevalence`` (G, B).
 
@@ -182,12 +196,7 @@ def batched_e_step(responses: Responses, item_group, totals: SparseTotals, fpr, 
     # Responses are sorted by item (Responses' contract): the sorted scatter is the cheaper one.
     x = (jax.ops.segment_sum(ratio, item, num_segments=item_group.shape[0], indices_are_sorted=True)
          + (jnp.log(p) - jnp.log1p(-p))[item_group])
-    h = jax.nn.softplus(x)
-    post = jax.nn.sigmoid(x)
-    if gold is not None:
-        g = gold[:, None]
-        h = jnp.where(g == 1, x, jnp.where(g == 0, 0.0, h))
-        post = jnp.where(g == 1, 1.0, jnp.where(g == 0, 0.0, post))
+    h, post = _item_terms(x, gold)
     c0 = totals.n_labels - totals.c1
     loglik = (jnp.sum(totals.item_weight * (jnp.log1p(-p)[item_group] + h), axis=0)
               + jnp.sum(totals.c1 * log_f + c0 * log_1f, axis=0))
@@ -292,12 +301,7 @@ def coded_e_step(coded: CodedResponses, item_group, totals: SparseTotals, fpr, t
         x = jax.ops.segment_sum(_take_rows(table, coded.code), coded.item, num_segments=n_items,
                                 indices_are_sorted=True)
     x = x + _take_rows(logit_p, item_group)
-    h = jax.nn.softplus(x)
-    post = jax.nn.sigmoid(x)
-    if gold is not None:
-        g = gold[:, None]
-        h = jnp.where(g == 1, x, jnp.where(g == 0, 0.0, h))
-        post = jnp.where(g == 1, 1.0, jnp.where(g == 0, 0.0, post))
+    h, post = _item_terms(x, gold)
     c0 = totals.n_labels - totals.c1
     # sum_i w_i log(1 - pi_{g_i}) = sum_g (weighted items in g) log(1 - pi_g): no per-item gather needed.
     loglik = (jnp.sum(totals.item_weight * h, axis=0) + jnp.sum(totals.n_group * jnp.log1p(-p), axis=0)
