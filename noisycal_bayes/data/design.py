@@ -25,6 +25,13 @@ from ..warnings import IdentifiabilityWarning
 MIN_PREVALENCE_SPREAD = 0.05
 
 
+#: Why no channel is identified when no item has two labels (see :func:`co_labelling_problem`).
+NO_CO_LABELLING = (
+    "no item was labelled by two or more annotators: with one label per item the data fix only each annotator's "
+    "positive rate per score group (fpr_j + gap_j pi_g), and any affine change of the prevalences (pi -> c + d pi, "
+    "gap -> gap / d, fpr -> fpr - c gap / d) fits equally well. Have some items labelled by several annotators.")
+
+
 def co_labelling_problem(observed) -> str:
     """Why no channel is identified because no item has two labels, or ``''``.
 
@@ -45,10 +52,14 @@ def co_labelling_problem(observed) -> str:
             if (seen & obs[:, col]).any():
                 return ""
             seen |= obs[:, col]
-    return ("no item was labelled by two or more annotators: with one label per item the data fix only each "
-            "annotator's positive rate per score group (fpr_j + gap_j pi_g), and any affine change of the prevalences "
-            "(pi -> c + d pi, gap -> gap / d, fpr -> fpr - c gap / d) fits equally well. Have some items labelled by "
-            "several annotators.")
+    return NO_CO_LABELLING
+
+
+def _co_labelled(data) -> bool:
+    """Whether some item of ``data`` has labels of two different annotators, read from the sparse responses."""
+    item, ann, _ = (np.asarray(a) for a in data.responses)
+    # Sorted by item, then annotator: a co-labelled item has two neighbouring responses of different annotators.
+    return bool(np.any((item[1:] == item[:-1]) & (ann[1:] != ann[:-1])))
 
 
 def design_problems(observed, model: str, n_groups: int | None = None) -> list:
@@ -69,9 +80,14 @@ def design_problems(observed, model: str, n_groups: int | None = None) -> list:
         - no item with two labels: see :func:`co_labelling_problem`.
     """
     observed = np.asarray(observed)
+    return _problems(observed.shape[1], not co_labelling_problem(observed), model, n_groups)
+
+
+def _problems(n_annotators: int, co_labelled: bool, model: str, n_groups: int | None) -> list:
+    """:func:`design_problems` from what its rules read: the number of annotators and whether an item is co-labelled."""
     problems = []
     single_group = model in ("dawid_skene", "platt") or n_groups == 1
-    if observed.shape[1] == 2 and single_group and model != "platt":
+    if n_annotators == 2 and single_group and model != "platt":
         where = ("without score groups" if model == "dawid_skene" else
                  "whose items all fall in one score group")
         problems.append(
@@ -79,9 +95,8 @@ def design_problems(observed, model: str, n_groups: int | None = None) -> list:
             "a continuum of channels (paper §D.1). Treat this fit as a labelled control only; use score groups with "
             "different prevalences or add a third annotator.")
     # Platt: a logistic curve is not closed under affine maps, so one label per item still pins its channel.
-    co = co_labelling_problem(observed) if model != "platt" else ""
-    if co:
-        problems.append(co)
+    if model != "platt" and not co_labelled:
+        problems.append(NO_CO_LABELLING)
     return problems
 
 
@@ -117,7 +132,8 @@ def check_design(data, model: str, *, n_groups: int | None = None, func: str = "
         A single annotator.
     """
     require_two_annotators(data, func)
-    notes = [f"{func}: {msg}" for msg in design_problems(data.observed, model, n_groups)]
+    # From the sparse responses: no dense items x annotators mask, whatever the size of the crowd.
+    notes = [f"{func}: {msg}" for msg in _problems(data.n_annotators, _co_labelled(data), model, n_groups)]
     for msg in notes:
         warnings.warn(msg, IdentifiabilityWarning, stacklevel=stacklevel)
     return notes

@@ -20,6 +20,9 @@ from ..propagate.draws import extract_draws
 
 #: Cap on (draws x rows) posterior values held at once for per-item (Platt) models: 1e7 float64 = 80 MB.
 MAX_VALUES = 10_000_000
+#: Above this many (item, annotator) cells the posteriors come from the sparse responses, one row per item, instead
+#: of the compressed dense patterns (5e7 int8 cells = 50 MB); repeated labels always take that route.
+MAX_DENSE_CELLS = 50_000_000
 
 
 def check_data(data, func: str) -> AnnotationSet:
@@ -82,8 +85,12 @@ def _same_items(data: AnnotationSet, fit) -> bool:
     if inputs.compressed or inputs.patterns is not None:
         rebuilt = np.asarray(inputs.patterns)[np.asarray(inputs.inverse)]
         return bool(np.array_equal(rebuilt, data.labels))
-    lab = data.labels[np.asarray(inputs.item), np.asarray(inputs.annotator)]
-    return bool(np.array_equal(lab, np.asarray(inputs.label)) and inputs.label.size == int(data.observed.sum()))
+    # Response triples (repeats included), compared in one canonical order: by item, then annotator, then label.
+    mine = np.c_[np.asarray(inputs.item), np.asarray(inputs.annotator), np.asarray(inputs.label)].astype(np.int64)
+    theirs = np.c_[tuple(np.asarray(a, np.int64) for a in data.responses)]
+    if mine.shape != theirs.shape:
+        return False
+    return bool(np.array_equal(mine[np.lexsort(mine.T[::-1])], theirs[np.lexsort(theirs.T[::-1])]))
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,48 @@ class Rows:
             return np.asarray(out)[:, :n_rows]
 
 
+@dataclass(frozen=True)
+class ItemRows:
+    """One row per item, from the sparse responses (repeated labels, or crowds above :data:`MAX_DENSE_CELLS`).
+
+    ``P(Y_i = 1 | A_i, theta_s) = sigmoid(prior log-odds_i + sum_{r: i_r = i} [log P(A_r | Y = 1) - log P(A_r | Y = 0)])``:
+    the segment sum over item ``i``'s responses (each a conditionally independent label given the clean label, repeats
+    included) of the annotator's log-likelihood ratio, read from a (draws, annotators, 2) table; no dense matrix.
+    """
+
+    model: str
+    item: np.ndarray        # (n_responses,) int
+    annotator: np.ndarray   # (n_responses,) int
+    label: np.ndarray       # (n_responses,) int
+    group: np.ndarray | None  # (n_items,) score group of each item, None for Platt
+    counts: np.ndarray      # (n_items,) ones
+    inverse: np.ndarray     # (n_items,) arange
+    n_groups: int
+    logit_score: np.ndarray | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return self.inverse.size
+
+    def positive(self, params: dict) -> np.ndarray:
+        """``P(Y = 1 | item, theta_s)`` for a batch of parameters (leading axis S), shape (S, n_items)."""
+        fpr = np.clip(np.asarray(params["fpr"], np.float64), 1e-12, 1 - 1e-12)
+        tpr = np.clip(np.asarray(params["tpr"], np.float64), 1e-12, 1 - 1e-12)
+        # Log-likelihood ratio of a label 0 / 1 per draw and annotator: (S, J, 2).
+        llr = np.stack([np.log1p(-tpr) - np.log1p(-fpr), np.log(tpr) - np.log(fpr)], axis=-1)
+        s, n = fpr.shape[0], self.n_rows
+        if self.model == "platt":
+            prior = (np.asarray(params["slope"], np.float64)[:, None] * self.logit_score[None, :]
+                     + np.asarray(params["intercept"], np.float64)[:, None])
+        else:
+            pi = np.clip(np.asarray(params["prevalence"], np.float64).reshape(s, -1), 1e-12, 1 - 1e-12)
+            prior = (np.log(pi) - np.log1p(-pi))[:, self.group]
+        flat = (np.arange(s)[:, None] * n + self.item[None, :]).ravel()
+        sums = np.bincount(flat, weights=llr[:, self.annotator, self.label].ravel(), minlength=s * n).reshape(s, n)
+        # sigmoid via log-odds: exp(-logaddexp(0, -x)) is stable at both ends.
+        return np.exp(-np.logaddexp(0.0, -(prior + sums)))
+
+
 def padded_rows(n_rows: int) -> int:
     """Row-table size used by compiled kernels: the next power of two (at least 8)."""
     return max(8, 1 << int(np.ceil(np.log2(max(n_rows, 1)))))
@@ -146,6 +195,8 @@ def check_annotators(data: AnnotationSet, fit, func: str) -> None:
 def build_rows(data: AnnotationSet, fit, func: str) -> Rows:
     """The rows of ``data`` under the fit's model (validated against the fit)."""
     check_annotators(data, fit, func)
+    if data.has_repeats or data.n_items * data.n_annotators > MAX_DENSE_CELLS:
+        return _item_rows(data, fit, func)
     if fit.model == "platt":
         z = data.require_scores()
         n = data.n_items
@@ -156,6 +207,17 @@ def build_rows(data: AnnotationSet, fit, func: str) -> Rows:
     n_groups = int(fit.groups.n_groups)
     pc = compress_patterns(data.labels, group, n_groups)
     return Rows(fit.model, pc.patterns, pc.group, np.asarray(pc.counts), np.asarray(pc.inverse), n_groups)
+
+
+def _item_rows(data: AnnotationSet, fit, func: str) -> ItemRows:
+    item, ann, lab = (np.asarray(a, np.int64) for a in data.responses)
+    n = data.n_items
+    if fit.model == "platt":
+        with x64():
+            lz = np.asarray(clipped_logit(jnp.asarray(data.require_scores())))
+        return ItemRows("platt", item, ann, lab, None, np.ones(n), np.arange(n), 1, lz)
+    return ItemRows(fit.model, item, ann, lab, np.asarray(_item_groups(data, fit, func), np.int64), np.ones(n),
+                    np.arange(n), int(fit.groups.n_groups))
 
 
 @dataclass(frozen=True)
@@ -192,8 +254,9 @@ def row_posteriors(data: AnnotationSet, fit, *, n_draws: int | None = 1000,
         n_draws = check_positive_int(n_draws, name="n_draws")
     rows = build_rows(data, fit, func)
     n_fit = 0 if fit.draws is None else int(np.prod(fit.draws["fpr"].shape[:2]))
-    if fit.model == "platt" and n_draws is not None and n_fit:
-        n_draws = max(1, min(n_draws, MAX_VALUES // rows.n_rows))
+    if (fit.model == "platt" or isinstance(rows, ItemRows)) and n_draws is not None and n_fit:
+        width = max(rows.n_rows, rows.item.size) if isinstance(rows, ItemRows) else rows.n_rows
+        n_draws = max(1, min(n_draws, MAX_VALUES // width))
     params, n_s = parameter_draws(fit, n_draws)
     if fit.model != "platt":
         n_prev = np.asarray(params["prevalence"]).reshape(n_s, -1).shape[1]

@@ -147,6 +147,12 @@ class Replicates:
     """
 
     def __init__(self, fit, rows: Rows, yhat: np.ndarray, *, weights, n_draws, ece=None):
+        if not isinstance(rows, Rows):
+            # The replicates refit and correct labels on (group, pattern) rows; sparse responses have none.
+            raise ValueError("the corrected-accuracy / model-comparison replicates run on response patterns, and this "
+                             "data set has repeated labels or too many (item, annotator) cells for patterns (one row per item). "
+                             "Build the set with repeated='first' (command line: --repeated first), or use "
+                             "label_issues / annotation_posteriors, which work from the responses.")
         self.fit, self.rows, self.weights = fit, rows, weights
         self.yhat = np.asarray(yhat, dtype=np.int64)
         self.source = parameter_source(fit)

@@ -175,9 +175,9 @@ class CorrectedAccuracy:
 def naive_accuracies(data, yhat: np.ndarray) -> tuple:
     """Accuracy against the majority vote (ties -> 1) and the mean over annotators of accuracy against each."""
     maj = data.majority_vote(ties="positive")
-    obs = data.observed
-    agree = (data.labels == yhat[:, None]) & obs
-    per_ann = agree.sum(axis=0) / obs.sum(axis=0)
+    item, ann, lab = (np.asarray(a) for a in data.responses)  # every response, repeats included
+    per_ann = (np.bincount(ann, weights=lab == yhat[item], minlength=data.n_annotators)
+               / np.bincount(ann, minlength=data.n_annotators))
     return float(np.mean(maj == yhat)), float(np.mean(per_ann))
 
 

@@ -70,8 +70,9 @@ def _item_frame(data, rp: RowPosteriors, level: float, ties: str) -> pd.DataFram
     p = rp.item_mean()
     lo, hi = _interval(rp, level)
     maj = data.majority_vote(ties=ties).astype(np.int64)
-    n_lab = data.observed.sum(axis=1)
-    n_pos = (data.labels == 1).sum(axis=1)
+    # From the sparse responses (repeats count as labels, as in the vote): no dense items x annotators matrix.
+    n_lab = data.labels_per_item()
+    n_pos = np.rint(data.vote_fraction() * n_lab)
     # P(Y != maj): 1 - p for a positive majority, p for a negative one; its interval flips the same way.
     wrong = np.where(maj == 1, 1 - p, p)
     wlo = np.where(maj == 1, 1 - hi, lo)
@@ -177,8 +178,8 @@ def annotation_posteriors(data, fit, *, level: float = 0.9, n_draws: int | None 
     rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
     p = rp.item_mean()
     lo, hi = _interval(rp, level)
-    ii, jj = np.nonzero(data.observed)
-    lab = data.labels[ii, jj].astype(np.int64)
+    ii, jj, lab = (np.asarray(a) for a in data.responses)  # one row per response, repeats included
+    lab = lab.astype(np.int64)
     pos = lab == 1
     out = pd.DataFrame({
         "item": data.item_ids[ii], "annotator": data.annotator_ids[jj], "label": lab,

@@ -14,10 +14,10 @@ import pandas as pd
 
 from .._validation import _preview, check_em_settings
 from ..core.starts import all_failed_message, check_orientation, small_gap_message
-from ..data.design import check_design, check_prevalence_spread, design_problems, require_two_annotators
+from ..data.design import check_design, check_prevalence_spread, require_two_annotators
 from ..data.outofcore import SufficientStats
 from .inputs import check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
-from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
+from ..warnings import ConvergenceWarning, SmallGapWarning
 from .result import FitResult, channel_from, point_dict
 
 
@@ -84,24 +84,6 @@ def _repeated_responses(data) -> int:
     return int(np.count_nonzero((item[1:] == item[:-1]) & (ann[1:] == ann[:-1])))
 
 
-def _check_design_sparse(data, model: str, n_groups: int, func: str) -> list:
-    """:func:`~noisycal_bayes.data.design.check_design` from the responses, without the dense ``observed`` mask.
-
-    The design rules read only the number of annotators and whether some item has labels of two different
-    annotators; a one-row mask with the same answers (two marks when co-labelled) gives the same messages.
-    """
-    require_two_annotators(data, func)
-    item, ann, _ = (np.asarray(a) for a in data.responses)
-    # Sorted by item, then annotator: a co-labelled item has two neighbouring responses of different annotators.
-    co = bool(np.any((item[1:] == item[:-1]) & (ann[1:] != ann[:-1])))
-    mask = np.zeros((1, data.n_annotators), dtype=bool)
-    mask[0, :1 + co] = True
-    notes = [f"{func}: {msg}" for msg in design_problems(mask, model, n_groups)]
-    for msg in notes:
-        warnings.warn(msg, IdentifiabilityWarning, stacklevel=5)
-    return notes
-
-
 def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_gap, starts, func: str = "fit_em",
                orientation: str = "every", path: str = "patterns"):
     """Validate an EM call and prepare what its iterations run on (the same for both EMs).
@@ -133,10 +115,7 @@ def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_g
     settings = dict(n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,
                     explicit_starts=starts is not None, orientation=orientation, path=path, path_reason=reason)
     assignment = resolve_assignment(data, model, groups, func)
-    if path == "sparse":
-        notes = _check_design_sparse(data, model, assignment.n_groups, func)
-    else:
-        notes = check_design(data, model, n_groups=assignment.n_groups, func=func, stacklevel=4)
+    notes = check_design(data, model, n_groups=assignment.n_groups, func=func, stacklevel=4)
     inputs = sparse_inputs(data, model, assignment) if path == "sparse" else prepare_inputs(data, model, assignment)
     return data, model, assignment, notes, inputs, settings
 

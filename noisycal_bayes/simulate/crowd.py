@@ -27,8 +27,7 @@ class CrowdSimulation:
     Attributes
     ----------
     data : AnnotationSet
-        The labels (the first label of each (item, annotator) pair; repeats are in ``responses``) and the
-        scores when a curve was given.
+        Every response, repeats included, held as sparse triples, and the scores when a curve was given.
     responses : DataFrame with columns ``item, annotator, label``
         Every response, repeats included (sorted by item, then annotator).
     fpr, tpr : ndarray of shape (n_annotators,)
@@ -90,8 +89,8 @@ def simulate_crowd(n_items: int, n_annotators: int, *, labels_per_item: int = 5,
         ``tpr`` exchanged: gap < 0).
     repeat_rate : float in [0, 1], default 0
         Probability that a response is given a second time by the same annotator (a new, conditionally
-        independent label). Repeats appear in ``responses`` only: ``data`` keeps the first label of each
-        pair until ``AnnotationSet`` holds repeated labels.
+        independent label). Repeats are in ``data`` and ``responses`` alike (``AnnotationSet`` keeps repeated
+        labels; ``data.summary()`` counts them).
     fpr_range, tpr_range : (low, high)
         Honest annotators' ``fpr ~ U(fpr_range)``, ``tpr ~ U(tpr_range)``.
     prevalence : float, default 0.5
@@ -187,9 +186,7 @@ def simulate_crowd(n_items: int, n_annotators: int, *, labels_per_item: int = 5,
     label = (rng.random(item.size) < np.where(y[item] == 1, tpr[ann], fpr[ann])).astype(np.int8)
     responses = pd.DataFrame({"item": item, "annotator": ann, "label": label})
 
-    # The first label of each (item, annotator) pair as the wide matrix (-1 = not labelled).
-    first = ~pd.Series(item * n_annotators + ann).duplicated().to_numpy()
-    wide = np.full((n_items, n_annotators), -1, dtype=np.int8)
-    wide[item[first], ann[first]] = label[first]
-    data = AnnotationSet.from_wide(wide, z)
+    # Straight from the triples (sorted by item, then annotator): no dense items x annotators matrix, so a crowd of
+    # a million items and ten thousand annotators costs memory in proportion to its responses.
+    data = AnnotationSet.from_responses(item, ann, label, n_items=n_items, n_annotators=n_annotators, scores=z)
     return CrowdSimulation(data, responses, fpr, tpr, kind.astype(str), y, p)

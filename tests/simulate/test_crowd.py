@@ -13,12 +13,15 @@ def test_design_and_truth():
     assert (sim.kind == "spammer").sum() == 5 and (sim.kind == "adversary").sum() == 2
     np.testing.assert_allclose(sim.gap[sim.kind == "spammer"], 0.0)
     assert np.all(sim.gap[sim.kind == "adversary"] < 0) and np.all(sim.gap[sim.kind == "honest"] > 0)
-    # Every item has 4 distinct annotators in `data`; repeats (about 5% of 12,000 responses: sd ~24) only in
-    # `responses`.
-    assert np.all((data.labels >= 0).sum(1) == 4)
+    # Every item has 4 distinct annotators; repeats (about 5% of 12,000 responses: sd ~24) are kept, in `data` as in
+    # `responses`, and `data` holds exactly the responses.
+    assert np.all(resp.drop_duplicates(["item", "annotator"]).groupby("item").size().to_numpy() == 4)
     n_rep = len(resp) - 12000
     assert abs(n_rep - 600) < 4 * np.sqrt(12000 * 0.05 * 0.95)
     assert resp.duplicated(["item", "annotator"]).sum() == n_rep
+    item, ann, lab = data.responses
+    np.testing.assert_array_equal(np.c_[item, ann, lab], resp[["item", "annotator", "label"]].to_numpy())
+    assert data.summary()["repeated_responses"] == n_rep
     # Heavy-tailed activity: the busiest annotator labels far more than the average (uniform: ~240 each).
     counts = np.bincount(resp["annotator"], minlength=50)
     assert counts.max() > 3 * counts.mean()
