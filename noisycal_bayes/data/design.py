@@ -56,7 +56,10 @@ def co_labelling_problem(observed) -> str:
 
 
 def _co_labelled(data) -> bool:
-    """Whether some item of ``data`` has labels of two different annotators, read from the sparse responses."""
+    """Whether some item of ``data`` has labels of two different annotators, read from the sparse responses (an
+    out-of-core ``SufficientStats`` has none: its pattern-level ``observed`` stand-in is read instead)."""
+    if not hasattr(data, "responses"):
+        return not co_labelling_problem(data.observed)
     item, ann, _ = (np.asarray(a) for a in data.responses)
     # Sorted by item, then annotator: a co-labelled item has two neighbouring responses of different annotators.
     return bool(np.any((item[1:] == item[:-1]) & (ann[1:] != ann[:-1])))

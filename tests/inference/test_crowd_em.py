@@ -282,9 +282,8 @@ def test_annotator_intervals_one_sided_jeffreys_and_gap_clipped():
 
 @pytest.mark.parametrize("case", ["co_labelled", "one_label_per_item", "two_annotators"])
 def test_sparse_design_check_equals_dense_check(case):
-    """The sparse path's design check (no dense observed mask) gives check_design's messages."""
-    from noisycal_bayes.data.design import check_design
-    from noisycal_bayes.models.em_result import _check_design_sparse
+    """check_design reads the sparse responses (no dense observed mask) and gives the dense mask's messages."""
+    from noisycal_bayes.data.design import check_design, design_problems
 
     if case == "co_labelled":
         item, ann = [0, 0, 1, 2], [0, 1, 2, 0]
@@ -295,7 +294,7 @@ def test_sparse_design_check_equals_dense_check(case):
     data = AnnotationSet.from_responses(np.array(item), np.array(ann), np.array([1, 0, 1, 0]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dense = check_design(data, "dawid_skene", n_groups=1, func="fit_em")
-        sparse = _check_design_sparse(data, "dawid_skene", 1, "fit_em")
+        sparse = check_design(data, "dawid_skene", n_groups=1, func="fit_em")
+    dense = [f"fit_em: {m}" for m in design_problems(data.observed, "dawid_skene", 1)]
     assert sparse == dense
     assert bool(dense) == (case != "co_labelled")
