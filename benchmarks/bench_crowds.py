@@ -1,4 +1,4 @@
-"""Real and simulated crowds, the goals of issue 16 side by side in one run (replaces bench_crowd_em.py,
+"""Real and simulated crowds, the goals of issue 16 side by side in one run (replaces the former bench_crowd_em.py,
 bench_crowds_nuts.py and crowd_flags_study.py).
 
 Usage (crowd-kit is a comparison only, never a dependency)::

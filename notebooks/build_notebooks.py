@@ -710,8 +710,8 @@ flagged.round(3).sort_values(["data", "flag", "n_labels"], ascending=[True, True
 Ours: the posterior mode `P(Y_i = 1 | labels) > 0.5` of the EM fit. Majority vote: ties go to the positive
 class. crowd-kit's `DawidSkene` is **not** a dependency of this package: when it is installed the notebook
 runs it here, converged (`n_iter=1000, tol=1e-10`; its defaults stop after 5–6 iterations); otherwise it reads
-crowd-kit's accuracy and times from `benchmarks/results/bench_crowd_em.json` (`benchmarks/bench_crowd_em.py`,
-same data, same gold).
+crowd-kit's accuracy and times from `benchmarks/results/bench_crowds.json` (`benchmarks/bench_crowds.py`, section
+`gold`: same data, same gold).
 """),
     code('''
 import json
@@ -720,10 +720,10 @@ try:
     from crowdkit.aggregation import DawidSkene
 except ImportError:
     DawidSkene = None
-bench = json.loads((REPO / "benchmarks" / "results" / "bench_crowd_em.json").read_text())
-bench_rows = {(r["data"], r["stage"]): r for r in bench["rows"]}
+bench = json.loads((REPO / "benchmarks" / "results" / "bench_crowds.json").read_text())
+bench_rows = {(r["data"], r["stage"]): r for r in bench["rows"] if r["section"] == "gold" and "data" in r}
 print("crowd-kit:", "run here" if DawidSkene else
-      f"not installed: numbers read from benchmarks/results/bench_crowd_em.json (run {bench['machine']['started_utc']}, "
+      f"not installed: numbers read from benchmarks/results/bench_crowds.json (run {bench['machine']['started_utc']}, "
       f"crowd-kit {bench['machine'].get('crowd_kit')})")
 
 rows = []

@@ -53,7 +53,7 @@ def test_crowd_gold_fits_and_beats_majority_vote(crowd_gold, name):
     assert fit.channel.orientation == "crowd" and fit.annotators.shape[0] == data.n_annotators
     acc = np.mean((fit.clean_label_probability() > 0.5) == gold)
     mv = np.mean(data.majority_vote() == gold)
-    # Measured (benchmarks/results/bench_crowd_em.json): EM 0.898 / 0.9275 / 0.9416 against majority vote
+    # Measured (benchmarks/results/bench_crowds.json, section gold): EM 0.898 / 0.9275 / 0.9416 against majority vote
     # 0.759 / 0.875 / 0.933; crowd-kit's converged Dawid-Skene 0.889 / 0.9275 / 0.9416.
     assert acc > mv
     assert acc >= {"bluebirds": 0.889, "rte": 0.9275, "temp": 0.9416}[name] - 0.005
