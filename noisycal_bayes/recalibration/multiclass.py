@@ -44,6 +44,7 @@ from .._validation import _preview, check_bounds, check_choice, check_level
 from ..data import Binning, as_binning, bin_index
 from ..propagate.draws import output_index
 from ..warnings import BoundaryWarning, ConvergenceWarning, DataWarning
+from ._newton import newton_temperatures
 from ._params import ParamsMixin
 from .maps import NotFittedError, _jsonable, _Map
 
@@ -65,7 +66,6 @@ VECTOR_L2 = 1e-3
 PROBS_SUM_TOL = 1e-3
 LOGIT_CLIP = 1e-6
 _INPUTS = ("probs", "logits")
-_NEWTON_STEPS = 100
 # Floats per chunk of (draws x items x classes) arrays: bounds the memory of the vectorised refits.
 _CHUNK_FLOATS = 4_000_000
 
@@ -802,8 +802,6 @@ def _temperatures(z, s, c, g, bounds, x0=0.0):
     ``z`` (n, K); ``s, c, g`` (n_draws, n): target row sums, ``sum_k t_ik z_ik`` and item weights (0 for items
     without a target); ``x0`` the starting ``log beta``. Returns ``(T, at_T_min, at_T_max)``, each (n_draws,).
     """
-    t_min, t_max = bounds
-    x_lo, x_hi = np.log(1.0 / t_max), np.log(1.0 / t_min)
     # softmax(beta z) = softmax(beta (z - max_k z)) for beta > 0: exp of non-positive numbers never overflows.
     zmax = z.max(axis=1)
     zc = z - zmax[:, None]
@@ -819,32 +817,7 @@ def _temperatures(z, s, c, g, bounds, x0=0.0):
         # Derivative with respect to log(beta): beta * sum_i g_i s_i Var(z_i) (only steers the Newton step).
         return gr, beta * np.sum(g[rows] * s[rows] * v, axis=1)
 
-    n_s = s.shape[0]
-    every = np.arange(n_s)
-    g_lo, _ = grad_hess(np.full(n_s, x_lo), every)
-    g_hi, _ = grad_hess(np.full(n_s, x_hi), every)
-    lo, hi = np.full(n_s, x_lo), np.full(n_s, x_hi)
-    x = np.full(n_s, np.clip(x0, x_lo, x_hi))
-    # Draws whose optimum is on the boundary need no iterations.
-    active = np.flatnonzero((g_lo < 0) & (g_hi > 0))
-    for _ in range(_NEWTON_STEPS):
-        if active.size == 0:
-            break
-        xa = x[active]
-        gr, h = grad_hess(xa, active)
-        hi[active] = np.where(gr > 0, xa, hi[active])
-        lo[active] = np.where(gr > 0, lo[active], xa)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = xa - gr / h
-        inside = np.isfinite(step) & (step > lo[active]) & (step < hi[active])
-        new = np.where(inside, step, 0.5 * (lo[active] + hi[active]))
-        x[active] = new
-        # Converged to a relative precision of 1e-10 in T.
-        active = active[np.abs(new - xa) >= 1e-10]
-    at_tmax = g_lo >= 0
-    at_tmin = g_hi <= 0
-    x = np.where(at_tmax, x_lo, np.where(at_tmin, x_hi, x))
-    return np.exp(-x), at_tmin, at_tmax
+    return newton_temperatures(grad_hess, s.shape[0], bounds, x0)
 
 
 class PosteriorMulticlassTemperature(_PosteriorMulticlassMap):

@@ -30,13 +30,13 @@ from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
 from ..propagate.draws import check_fit, extract_draws, output_index
 from ..warnings import BoundaryWarning
+from ._newton import newton_temperatures
 from ._params import ParamsMixin
 from .maps import NotFittedError
 
 #: Default temperature box ``[T_min, T_max]`` (the same as the point map's).
 TEMPERATURE_BOUNDS = (0.05, 20.0)
 # Newton iterations on log(1/T) (bisection fallback halves the bracket each time: 2^-100 of it at worst).
-_NEWTON_STEPS = 100
 
 
 def _sigmoid(x):
@@ -271,9 +271,6 @@ def _temperatures(logits, targets, item_weights, bounds):
     increasing in ``beta = 1/T``; Newton steps that leave the current bracket are replaced by bisection.
     Returns ``(T (n_draws,), at_T_min (n_draws,), at_T_max (n_draws,))``.
     """
-    t_min, t_max = bounds
-    b_lo, b_hi = np.log(1.0 / t_max), np.log(1.0 / t_min)
-
     def grad_hess(x, rows):
         beta = np.exp(x)[:, None]
         lg = logits if logits.shape[0] == 1 else logits[rows]
@@ -284,34 +281,7 @@ def _temperatures(logits, targets, item_weights, bounds):
         h = np.exp(x) * np.sum(w * lg**2 * sig * (1 - sig), axis=1)
         return g, h
 
-    s = targets.shape[0]
-    every = np.arange(s)
-    g_lo, _ = grad_hess(np.full(s, b_lo), every)
-    g_hi, _ = grad_hess(np.full(s, b_hi), every)
-    lo, hi = np.full(s, b_lo), np.full(s, b_hi)
-    x = np.zeros(s)
-    # Draws whose optimum is on the boundary need no iterations.
-    active = np.flatnonzero((g_lo < 0) & (g_hi > 0))
-    for _ in range(_NEWTON_STEPS):
-        if active.size == 0:
-            break
-        xa = x[active]
-        g, h = grad_hess(xa, active)
-        hi[active] = np.where(g > 0, xa, hi[active])
-        lo[active] = np.where(g > 0, lo[active], xa)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = xa - g / h
-        inside = np.isfinite(step) & (step > lo[active]) & (step < hi[active])
-        new = np.where(inside, step, 0.5 * (lo[active] + hi[active]))
-        x[active] = new
-        # Converged to a relative precision of 1e-10 in T (rounding jitter is ~1e-15).
-        active = active[np.abs(new - xa) >= 1e-10]
-    # Derivative already >= 0 at the smallest beta: the optimum is beta_min (T = T_max); <= 0 at the largest:
-    # beta_max (T = T_min).
-    at_tmax = g_lo >= 0
-    at_tmin = g_hi <= 0
-    x = np.where(at_tmax, b_lo, np.where(at_tmin, b_hi, x))
-    return np.exp(-x), at_tmin, at_tmax
+    return newton_temperatures(grad_hess, targets.shape[0], bounds)
 
 
 class PosteriorTemperature(_PosteriorMap):
