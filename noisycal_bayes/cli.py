@@ -35,7 +35,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .data import Binning
-from .evaluation import ENGINES, MAPS, EngineResult, _map_classes, collect_warnings, describe_map, evaluate
+from .evaluation import (ENGINES, MAPS, EngineResult, Settings, _map_classes, collect_warnings, describe_map,
+                         evaluate)
 from ._validation import one_line as _one_line
 
 __all__ = ["ENGINES", "EngineResult", "Options", "build_parser", "main"]
@@ -60,21 +61,25 @@ class _ArgumentParser(argparse.ArgumentParser):
 # ============================================================================================ options
 @dataclass(frozen=True)
 class Options:
-    """Settings of one evaluation as the command line parsed them (see :func:`noisycal_bayes.evaluate`)."""
+    """Settings of one evaluation as the command line parsed them (see :func:`noisycal_bayes.evaluate`).
+
+    The defaults are :func:`~noisycal_bayes.evaluate`'s (its ``Settings``), except the method (EM: quick, no
+    Bayesian layer needed) and ``groups``, here a count of equal-mass score groups.
+    """
 
     method: str = "em"
-    bins: int = 10
+    bins: int = Settings.bins
     groups: int = 5
-    weights: str = "iv"
-    level: float = 0.9
-    seed: int = 0
-    n_boot: int = 200
-    n_starts: int = 10
-    n_chains: int = 4
-    n_warmup: int = 1000
-    n_draws: int = 1000
-    progress: bool = False
-    checks: bool = True
+    weights: str = Settings.weights
+    level: float = Settings.level
+    seed: int = Settings.seed
+    n_boot: int = Settings.n_boot
+    n_starts: int = Settings.n_starts
+    n_chains: int = Settings.n_chains
+    n_warmup: int = Settings.n_warmup
+    n_draws: int = Settings.n_draws
+    progress: bool = Settings.progress_bar
+    checks: bool = Settings.checks
 
     def evaluate_kwargs(self) -> dict:
         """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
@@ -117,7 +122,7 @@ def evaluate_data(data, opts: Options, *, clean_labels=None, notes=()):
 
 def compare_recalibration(data, opts: Options, *, clean_labels=None, maps=("temperature", "platt", "histogram")):
     """Deprecated: use ``noisycal_bayes.evaluate(data, recalibration=True)`` (``Evaluation.recalibration``)."""
-    from .evaluation import Settings, compare_recalibration as compare
+    from .evaluation import compare_recalibration as compare
 
     warnings.warn("noisycal_bayes.cli.compare_recalibration is deprecated; use noisycal_bayes.evaluate(data, "
                   "recalibration=True).", DeprecationWarning, stacklevel=2)
