@@ -218,8 +218,9 @@ CROWD_SECTIONS = [
      ["n_items", "n_annotators", "n_responses", "wall_s", "cpu_s", "load_avg_1min", "r_hat_max", "ess_bulk_min",
       "n_divergent", "n_max_depth", "tree_depth_mean", "coverage_90_fpr_tpr"]),
     ("recovery", "Recovery: interval coverage and flags",
-     ["stage", "subset", "n_labels_from", "n_labels_to", "n_sims", "n_failed", "n_intervals", "coverage", "se",
-      "se_binomial", "z_vs_nominal", "n_true", "n_flagged", "recall", "precision"]),
+     ["stage", "subset", "intervals", "n_labels_from", "n_labels_to", "min_labels", "n_sims", "n_failed",
+      "n_intervals", "coverage", "se", "se_binomial", "z_vs_nominal", "coverage_honest", "coverage_spammer",
+      "coverage_adversary", "n_true", "n_flagged", "recall", "precision"]),
 ]
 
 
