@@ -175,6 +175,8 @@ def test_map_equals_direct_optimum_and_paths_agree():
     np.testing.assert_allclose(fit.confusion, conf, atol=1e-4)
 
 
+@pytest.mark.slow  # fit_map_multiclass is fit_em_multiclass(prior=...) (checked by default below), whose K = 2 fit
+# equals the binary EM's in tests/inference/test_multiclass_em.py; this end-to-end route runs in make test-all
 def test_k2_map_equals_binary_em():
     """K = 2, flat prior: the MAP is the maximum-likelihood estimate, equal to the binary grouped EM's."""
     data, group, _, _ = simulate(500, 3, 2, 3, seed=2)
@@ -362,7 +364,8 @@ def test_numpy_em_start_equals_fit_map_and_fit_em():
     c = fit_em_multiclass(data, groups=group, prior=(prior.pseudo_counts(3) + 1, prior.prevalence), n_starts=0,
                           max_iter=20000, tol=1e-12)
     np.testing.assert_array_equal(c.confusion, b.confusion)
-    assert b.path == "sparse" and fit_map_multiclass(data, groups=group, prior=prior, path="patterns").path == "sparse"
+    assert b.path == "sparse" and fit_map_multiclass(data, groups=group, prior=prior, path="patterns", max_iter=20000,
+                                                                     tol=1e-12).path == "sparse"
     # Negative control: another prior moves the mode by far more than the tolerance.
     d = fit_map_multiclass(data, groups=group, prior=MulticlassPrior(diagonal=30.0), max_iter=20000, tol=1e-12)
     assert np.abs(d.confusion - b.confusion).max() > 1e-3
