@@ -151,17 +151,13 @@ def score_groups(probs, *, n_quantiles: int = 2) -> np.ndarray:
     conf = np.take_along_axis(p, yhat[:, None], axis=1)[:, 0]
     sub = np.zeros(p.shape[0], dtype=np.int64)
     if q > 1:
-        # One sort by (class, confidence) on the float key 2 yhat + conf (conf in (0, 1]: classes never mix; 4x
-        # faster than lexsort); each class is then a contiguous run of its confidences.
-        order = np.argsort(2.0 * yhat + conf)
-        cs, ys = conf[order], yhat[order]
-        bounds = np.searchsorted(ys, np.arange(p.shape[1] + 1))
-        for k in range(p.shape[1]):
-            lo, hi = bounds[k], bounds[k + 1]
-            if hi > lo:
-                run = cs[lo:hi]
-                edges = np.quantile(run, np.arange(1, q) / q)
-                sub[order[lo:hi]] = np.minimum(np.searchsorted(edges, run, side="right"), q - 1)
+        # Per predicted class, its items' confidences: np.quantile selects order statistics by partitioning (O(m)),
+        # so no sort of all the items is needed (a sort by (class, confidence) took 3x as long at 1e6 items).
+        for k in np.flatnonzero(np.bincount(yhat, minlength=p.shape[1])):
+            idx = np.flatnonzero(yhat == k)
+            run = conf[idx]
+            edges = np.quantile(run, np.arange(1, q) / q)
+            sub[idx] = np.minimum(np.searchsorted(edges, run, side="right"), q - 1)
     return (yhat * q + sub).astype(np.int32)
 
 
@@ -546,8 +542,15 @@ def multiclass_e_step(patterns, counts, confusion, prevalence):
     allowed), ``confusion`` (J, K, K), ``prevalence`` (G, K). Dense: the pattern terms are computed once per
     pattern and broadcast over the groups.
     """
-    lp = _log_clip(prevalence)[:, None, :] + multiclass_pattern_loglik(patterns, confusion)[None, :, :]
-    return _e_from_logs(lp, counts)
+    xp = _xp(patterns, counts, confusion, prevalence)
+    pll = multiclass_pattern_loglik(patterns, confusion)                # (P, K)
+    m = xp.max(pll, axis=-1, keepdims=True)
+    # Exponentiated once per pattern, shifted by the row maximum (values in (0, 1], the largest 1); the groups
+    # multiply them by their prevalence: G P K products instead of G P K exponentials. The row sum is at least
+    # the clipped prevalence 1e-12 of the maximising class, so its log is finite.
+    joint = xp.clip(xp.asarray(prevalence), _EPS, 1.0)[:, None, :] * xp.exp(pll - m)[None, :, :]   # (G, P, K)
+    s = xp.sum(joint, axis=-1, keepdims=True)
+    return xp.sum(counts * (m[None, :, 0] + xp.log(s[..., 0]))), joint / s
 
 
 def multiclass_m_step(patterns, counts, posterior, conf_pc=None, prev_pc=None):
