@@ -1,8 +1,8 @@
 """K-class channel models fitted by MAP-EM and by NUTS (issue 18 item 2; models in :mod:`noisycal_bayes.models.multiclass`).
 
 ``fit_map_multiclass`` finds the posterior mode of the Dawid-Skene / grouped K-class model by EM with the
-Dirichlet prior's pseudo-counts (closed-form M-step; the E-step is the softmax of the same per-row class log
-joint the NumPyro models use). ``fit_nuts_multiclass`` samples the posterior with the project's compiled
+Dirichlet prior's pseudo-counts: :func:`~noisycal_bayes.inference.fit_em_multiclass` with ``prior=`` the model
+prior's concentrations, from the majority-vote start. ``fit_nuts_multiclass`` samples the posterior with the project's compiled
 NUTS driver (:mod:`noisycal_bayes.inference._sampler`), started at that mode, and returns a
 :class:`MulticlassPosterior` with diagnostics (R-hat, bulk ESS, tree depth, divergences) and an ArviZ
 conversion.
@@ -38,6 +38,7 @@ from ..models.result import MAX_LOGLIK_VALUES, _arviz_major
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .mcmc import check_mcmc, mcmc_diagnostics
+from .multiclass_em import fit_em_multiclass
 
 __all__ = ["MulticlassMAPFit", "MulticlassPosterior", "fit_map_multiclass", "fit_nuts_multiclass"]
 
@@ -134,13 +135,8 @@ def _has_repeats(item, ann, n_ann) -> bool:
 def _build_tables(item, ann, lab, gold, index, *, n_groups, n_items, n_annotators, n_classes, path, func):
     """``(table for the likelihood, sparse table, path used)``."""
     sparse = SparseTable(*_sorted_responses(item, ann, lab), index, gold)
-    if path not in PATHS:
-        raise ValueError(f"{func}: `path` must be one of {list(PATHS)}; got {path!r}.")
-    fits_key = n_groups * float(n_classes + 1) ** (n_annotators + 1) < 2.0 ** 62
-    feasible = (fits_key and n_annotators <= _MAX_PATTERN_ANNOTATORS and not _has_repeats(item, ann, n_annotators))
-    if path == "patterns" and not feasible:
-        raise ValueError(f"{func}: path='patterns' needs one response per (item, annotator) pair and at most "
-                         f"{_MAX_PATTERN_ANNOTATORS} annotators; use path='sparse' (or 'auto').")
+    feasible = _patterns_feasible(item, ann, path=path, func=func, n_groups=n_groups, n_annotators=n_annotators,
+                                  n_classes=n_classes)
     if path == "sparse" or (path == "auto" and not feasible):
         return sparse, sparse, "sparse"
     table, _ = compress_multiclass(item, ann, lab, index, gold, n_items=n_items, n_annotators=n_annotators,
@@ -153,6 +149,19 @@ def _build_tables(item, ann, lab, gold, index, *, n_groups, n_items, n_annotator
     table, _ = compress_multiclass(item, ann, lab, index, gold, n_items=n_items, n_annotators=n_annotators,
                                    n_classes=n_classes, pad_to=size)
     return table, sparse, "patterns"
+
+
+def _patterns_feasible(item, ann, *, path, func, n_groups, n_annotators, n_classes) -> bool:
+    """Whether the responses fit the pattern path; ValueError for an unknown ``path`` or ``"patterns"`` when they
+    do not."""
+    if path not in PATHS:
+        raise ValueError(f"{func}: `path` must be one of {list(PATHS)}; got {path!r}.")
+    fits_key = n_groups * float(n_classes + 1) ** (n_annotators + 1) < 2.0 ** 62
+    feasible = (fits_key and n_annotators <= _MAX_PATTERN_ANNOTATORS and not _has_repeats(item, ann, n_annotators))
+    if path == "patterns" and not feasible:
+        raise ValueError(f"{func}: path='patterns' needs one response per (item, annotator) pair and at most "
+                         f"{_MAX_PATTERN_ANNOTATORS} annotators; use path='sparse' (or 'auto').")
+    return feasible
 
 
 def _sorted_responses(item, ann, lab):
@@ -186,7 +195,9 @@ class MulticlassMAPFit:
         ``log p(A | theta) + log p(theta)`` in simplex coordinates (up to the Dirichlet normalisers).
     n_iter : int
     converged : bool
+        The EM stopping rule was met within ``max_iter``.
     path : {"patterns", "sparse"}
+        The path the EM ran on (:func:`~noisycal_bayes.inference.fit_em_multiclass`'s ``path``).
     model : str
     classes : tuple
     warnings : tuple of str
@@ -214,107 +225,13 @@ class MulticlassMAPFit:
             return np.asarray(jax.nn.softmax(lj, axis=-1))
 
 
-def _m_step(table, post, n_annotators, n_classes, n_groups, conf_pc, prev_pc):
-    """Closed-form M-step with Dirichlet pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (scalar), both >= 0.
-
-    Rows or groups without data (and zero pseudo-counts) get the uniform distribution instead of 0 / 0.
-    """
-    k = n_classes
-    if isinstance(table, PatternTable):
-        w = table.counts[:, None] * post
-        onehot = jax.nn.one_hot(table.patterns, k, dtype=post.dtype).reshape(w.shape[0], n_annotators * k)
-        n_ay = onehot.T @ w                                            # (J K, K): [j K + a, y]
-        group = table.group
-    else:
-        w = post
-        cell = table.annotator * k + table.label
-        n_ay = jax.ops.segment_sum(post[table.item], cell, num_segments=n_annotators * k)
-        group = table.item_group
-    counts = jnp.swapaxes(n_ay.reshape(n_annotators, k, k), 1, 2) + conf_pc   # (J, y, a)
-    tot = counts.sum(-1, keepdims=True)
-    confusion = jnp.where(tot > 0, counts / jnp.where(tot > 0, tot, 1.0), 1.0 / k)
-    m = jax.ops.segment_sum(w, group, num_segments=n_groups) + prev_pc
-    tot_g = m.sum(-1, keepdims=True)
-    prevalence = jnp.where(tot_g > 0, m / jnp.where(tot_g > 0, tot_g, 1.0), 1.0 / k)
-    return confusion, prevalence
-
-
-def _log_posterior(table, confusion, prevalence, conf_pc, prev_pc):
-    """``(log-likelihood, log-likelihood + Dirichlet log kernels)`` in simplex coordinates."""
-    log_c = jnp.log(jnp.clip(confusion, 1e-300, 1.0))
-    log_p = jnp.log(jnp.clip(prevalence, 1e-300, 1.0))
-    rows = multiclass_loglik_rows(table, log_c, log_p)
-    ll = jnp.sum(jnp.where(table.counts > 0, table.counts * rows, 0.0)) if isinstance(table, PatternTable) else jnp.sum(rows)
+def _log_kernels(confusion, prevalence, conf_pc, prev_pc) -> float:
+    """``sum (alpha - 1) log C + sum (beta - 1) log pi``: the Dirichlet log kernels in simplex coordinates."""
+    log_c = np.log(np.clip(np.asarray(confusion, np.float64), 1e-300, 1.0))
+    log_p = np.log(np.clip(np.asarray(prevalence, np.float64), 1e-300, 1.0))
     # 0 * log 0 = 0: a zero pseudo-count contributes nothing even where the estimate is 0.
-    lp = ll + jnp.sum(jnp.where(conf_pc > 0, conf_pc * log_c, 0.0)) + jnp.sum(jnp.where(prev_pc > 0, prev_pc * log_p, 0.0))
-    return ll, lp
-
-
-def _vote_posterior(table, n_classes):
-    """Starting E-step: the share of each class among a row's responses (uniform without responses); gold one-hot."""
-    k = n_classes
-    if isinstance(table, PatternTable):
-        votes = jax.nn.one_hot(table.patterns, k).sum(axis=1)
-        gold = table.gold
-    else:
-        votes = jax.ops.segment_sum(jax.nn.one_hot(table.label, k), table.item,
-                                    num_segments=table.item_group.shape[0], indices_are_sorted=True)
-        gold = table.gold
-    tot = votes.sum(-1, keepdims=True)
-    post = jnp.where(tot > 0, votes / jnp.where(tot > 0, tot, 1.0), 1.0 / k)
-    return jnp.where(gold[:, None] >= 0, jax.nn.one_hot(gold, k), post)
-
-
-def _em_run(table, conf_pc, prev_pc, *, n_annotators, n_classes, n_groups, max_iter, tol, start=None):
-    """MAP-EM in one compiled loop until no parameter moves by more than ``tol`` in an iteration.
-
-    Returns ``(confusion, prevalence, log_likelihood, log_posterior, n_iter, converged)``.
-    """
-    def m_step(post):
-        return _m_step(table, post, n_annotators, n_classes, n_groups, conf_pc, prev_pc)
-
-    def e_step(conf, prev):
-        lj = class_log_joint(table, jnp.log(jnp.clip(conf, 1e-300, 1.0)), jnp.log(jnp.clip(prev, 1e-300, 1.0)))
-        return jax.nn.softmax(lj, axis=-1)
-
-    if start is None:
-        conf, prev = m_step(_vote_posterior(table, n_classes))
-    else:
-        conf, prev = start
-
-    def cond(state):
-        _, _, change, it = state
-        return (it < max_iter) & (change > tol)
-
-    def body(state):
-        conf, prev, _, it = state
-        new_conf, new_prev = m_step(e_step(conf, prev))
-        change = jnp.maximum(jnp.max(jnp.abs(new_conf - conf)), jnp.max(jnp.abs(new_prev - prev)))
-        return new_conf, new_prev, change, it + 1
-
-    conf, prev, change, it = jax.lax.while_loop(cond, body, (conf, prev, jnp.inf, 0))
-    ll, lp = _log_posterior(table, conf, prev, conf_pc, prev_pc)
-    return conf, prev, ll, lp, it, change <= tol
-
-
-_EM_PROGRAMS: dict = {}
-
-
-def _map_em(table, prior, *, n_annotators, n_classes, n_groups, max_iter, tol, start=None):
-    key = (type(table).__name__, tuple(np.shape(a) for a in table), n_annotators, n_classes, n_groups, max_iter,
-           start is None)
-    fn = _EM_PROGRAMS.get(key)
-    if fn is None:
-        def run(tab, conf_pc, prev_pc, tol_, st):
-            return _em_run(tab, conf_pc, prev_pc, n_annotators=n_annotators, n_classes=n_classes, n_groups=n_groups,
-                           max_iter=max_iter, tol=tol_, start=st)
-
-        fn = _EM_PROGRAMS[key] = jax.jit(run)
-    with x64():
-        out = fn(type(table)(*_table_args(table)), np.asarray(prior.pseudo_counts(n_classes)),
-                 np.float64(prior.prevalence - 1.0), np.float64(tol), start)
-        conf, prev, ll, lp, it, ok = (np.asarray(v) for v in out)
-    return conf, prev, float(ll), float(lp), int(it), bool(ok)
+    return float(np.sum(np.where(conf_pc > 0, conf_pc * log_c, 0.0)) + np.sum(np.where(prev_pc > 0, prev_pc * log_p,
+                                                                                      0.0)))
 
 
 def _orientation_note(confusion, func: str, what: str) -> str | None:
@@ -348,9 +265,13 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
         None: :class:`~noisycal_bayes.models.multiclass.MulticlassPrior` defaults. Its concentrations must be
         >= 1 (an interior mode, closed-form M-step).
     path : {"auto", "patterns", "sparse"}
+        Compressed (group x pattern) counts or responses (:func:`~noisycal_bayes.inference.fit_em_multiclass`;
+        ``"auto"`` chooses as it does). ``"patterns"`` with gold labels runs on responses, where gold items enter
+        as observed clean labels. The same mode either way, to rounding.
     max_iter : int, default 5000
     tol : float, default 1e-8
-        Converged when no probability changes by more than ``tol`` in an iteration.
+        Converged when no probability changes by more than ``tol`` in an iteration and the log posterior by at
+        most ``tol (1 + |objective|)`` (fit_em_multiclass's rule 2).
 
     Returns
     -------
@@ -359,7 +280,8 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
     Raises
     ------
     ValueError
-        Bad data, model, groups, path or prior (a concentration below 1), or model="pooled".
+        Bad data, model, groups, path or prior (a concentration below 1), or model="pooled"; fewer than two
+        annotators, or an annotator without labels (fit_em_multiclass's checks).
 
     Warns
     -----
@@ -367,16 +289,20 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
         ``max_iter`` reached.
     IdentifiabilityWarning
         The mode's average confusion is not diagonally dominant (orientation, see
-        :mod:`noisycal_bayes.models.multiclass`).
+        :mod:`noisycal_bayes.models.multiclass`); two annotators and one group (not identified).
+    SmallGapWarning
+        Annotators with a near-singular fitted confusion matrix.
 
     Notes
     -----
     Maximises ``log p(A | C, pi) + sum (alpha - 1) log C + (beta - 1) log pi`` over the simplices; EM
     (Dawid & Skene 1979) with the Dirichlet pseudo-counts added to the expected counts in the M-step:
     ``C[j, y, a] = (sum_r [j_r = j, a_r = a] T_{i_r y} + alpha_{ya} - 1) / (row total)``,
-    ``pi[g, y] = (sum_{i in g} T_iy + beta - 1) / (group total)``. The iterations start from the vote
-    share of each item (majority-vote-like, which leads to the diagonal-dominant mode). K = 2 gives the binary
-    Dawid-Skene EM.
+    ``pi[g, y] = (sum_{i in g} T_iy + beta - 1) / (group total)``. This is
+    ``fit_em_multiclass(data, model=model, groups=groups, prior=(alpha, beta), n_starts=0)``: the iterations start
+    from the vote share of each item (majority-vote-like, which leads to the diagonal-dominant mode), and a mode
+    whose crowd-average confusion is not diagonally dominant is relabelled when a relabelling makes it so
+    (fit_em_multiclass's rule 3). K = 2 gives the binary Dawid-Skene EM.
     """
     func = "fit_map_multiclass"
     model = _check_model(model, func)
@@ -392,26 +318,50 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
     item, ann, lab, gold = _check_data(data, func)
     index, n_groups = _resolve_groups(data, model, groups, func)
     sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
-    table, _, used = _build_tables(item, ann, lab, gold, index, n_items=int(data.n_items), path=path,
-                                   func=func, **sizes)
-    return _map_fit(data, table, used, index, model, prior, sizes, max_iter=max_iter, tol=float(tol), func=func)
+    _patterns_feasible(item, ann, path=path, func=func, **sizes)
+    return _map_fit(data, None, path, index, model, prior, sizes, max_iter=max_iter, tol=float(tol), func=func)
 
 
 def _map_fit(data, table, used, index, model, prior, sizes, *, max_iter, tol, func, stacklevel=3, engine="jax"):
-    em = _np_map_em if engine == "numpy" else _map_em
-    conf, prev, ll, lp, it, ok = em(table, prior, max_iter=max_iter, tol=tol, **sizes)
-    notes = []
-    if not ok:
-        notes.append(f"{func}: EM stopped after {max_iter} iterations with probabilities still moving by more than "
-                     f"{tol}; raise `max_iter`.")
-        warnings.warn(notes[-1], ConvergenceWarning, stacklevel=stacklevel)
+    """The MAP-EM fit as a :class:`MulticlassMAPFit`.
+
+    ``engine="jax"``: :func:`~noisycal_bayes.inference.fit_em_multiclass` with the prior's concentrations, from the
+    vote start alone (``n_starts=0``); ``used`` is the path asked for (``"auto"``, ``"patterns"`` or ``"sparse"``;
+    ``"patterns"`` runs on responses when there are gold labels, which fit_em_multiclass's pattern counts do not
+    hold) and ``table`` is not read. ``engine="numpy"``: :func:`_np_map_em` on the compressed ``table`` (the NUTS
+    start: the same iterations with no JAX loop to compile).
+    """
+    k = sizes["n_classes"]
+    conf_pc, prev_pc = np.asarray(prior.pseudo_counts(k), np.float64), prior.prevalence - 1.0
+    if engine == "numpy":
+        conf, prev, ll, _, it, ok = _np_map_em(table, prior, max_iter=max_iter, tol=tol, **sizes)
+        notes = [] if ok else [(ConvergenceWarning, f"{func}: EM stopped after {max_iter} iterations with "
+                                                    f"probabilities still moving by more than {tol}; raise `max_iter`.")]
+    else:
+        gold = getattr(data, "gold", None)
+        has_gold = gold is not None and bool(np.any(np.asarray(gold) >= 0))
+        path = "sparse" if used == "patterns" and has_gold else used
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                fit = fit_em_multiclass(data, model=model, groups=index if model == "grouped" else None, n_starts=0,
+                                        max_iter=max_iter, tol=tol, prior=(conf_pc + 1.0, prior.prevalence),
+                                        path=path)
+            except ValueError as exc:  # its data checks, in this function's name
+                raise ValueError(str(exc).replace("fit_em_multiclass:", f"{func}:", 1)) from None
+        notes = [(w.category, str(w.message).replace("fit_em_multiclass:", f"{func}:", 1)) for w in caught]
+        conf, prev, ll, it, used = fit.confusion, fit.prevalence, fit.log_likelihood, fit.n_iter, fit.path
+        ok = not any(issubclass(cls, ConvergenceWarning) for cls, _ in notes)
     orient = _orientation_note(conf[None], func, "mode")
     if orient:
-        notes.append(orient)
-        warnings.warn(orient, IdentifiabilityWarning, stacklevel=stacklevel)
+        notes.append((IdentifiabilityWarning, orient))
+    for cls, text in notes:
+        warnings.warn(text, cls, stacklevel=stacklevel)
     return MulticlassMAPFit(confusion=conf, prevalence=prev, groups=index, n_groups=sizes["n_groups"],
-                            log_likelihood=ll, log_posterior=lp, n_iter=it, converged=ok, path=used, model=model,
-                            classes=tuple(data.classes), warnings=tuple(notes))
+                            log_likelihood=float(ll), log_posterior=float(ll) + _log_kernels(conf, prev, conf_pc,
+                                                                                              prev_pc),
+                            n_iter=int(it), converged=bool(ok), path=used, model=model,
+                            classes=tuple(data.classes), warnings=tuple(text for _, text in notes))
 
 
 # ------------------------------------------------------------------------------------------------ NUTS
@@ -622,8 +572,11 @@ def _expected_counts(table, confusion, prevalence, n_groups):
 
 
 def _np_map_em(table, prior, *, n_annotators, n_classes, n_groups, max_iter, tol):
-    """:func:`_map_em` in NumPy, for a compressed table (a few thousand rows: an iteration costs ~1 ms, less
-    than compiling the JAX loop). Same start (vote shares), updates, stopping rule and outputs."""
+    """MAP-EM in NumPy on a compressed table, the start of :func:`fit_nuts_multiclass` (a few thousand rows: an
+    iteration costs ~1 ms, and a first :func:`~noisycal_bayes.inference.fit_em_multiclass` call compiles for ~5 s).
+    The updates of fit_em_multiclass (vote-share start, M-step with the prior's pseudo-counts); it stops when no
+    probability moves by more than ``tol``. Returns ``(confusion, prevalence, log_likelihood, log_posterior, n_iter,
+    converged)``."""
     k = n_classes
     responses = _responses_of(table)
     conf_pc, prev_pc = prior.pseudo_counts(k), prior.prevalence - 1.0
@@ -652,14 +605,10 @@ def _np_map_em(table, prior, *, n_annotators, n_classes, n_groups, max_iter, tol
         new_conf, new_prev = m_step(_np_posterior(table, responses, *logs(conf, prev))[0])
         change = max(np.abs(new_conf - conf).max(), np.abs(new_prev - prev).max())
         conf, prev, it = new_conf, new_prev, it + 1
-    log_c, log_p = logs(conf, prev)
-    rows = _np_posterior(table, responses, log_c, log_p)[1]
+    rows = _np_posterior(table, responses, *logs(conf, prev))[1]
     weight = np.asarray(table.counts, np.float64)
     ll = float(np.sum(np.where(weight > 0, weight * rows, 0.0)))
-    # 0 * log 0 = 0: a zero pseudo-count contributes nothing even where the estimate is 0.
-    lp = ll + float(np.sum(np.where(conf_pc > 0, conf_pc * log_c, 0.0))) + float(
-        np.sum(np.where(prev_pc > 0, prev_pc * log_p, 0.0)))
-    return conf, prev, ll, lp, it, bool(change <= tol)
+    return conf, prev, ll, ll + _log_kernels(conf, prev, conf_pc, prev_pc), it, bool(change <= tol)
 
 
 def _bound_log_ratio(table_type, static: dict):
@@ -721,13 +670,11 @@ def _start_from_init(init, table, prior, sizes, func):
     prev = getattr(init, "prevalence", None)
     if prev is not None and np.shape(prev) == (g, k):
         return conf, np.asarray(prev, np.float64)
-    # Prevalence from one E-step at the given channels.
-    with x64():
-        args = type(table)(*_table_args(table))
-        post = jax.nn.softmax(class_log_joint(args, jnp.log(jnp.clip(jnp.asarray(conf), 1e-300, 1)),
-                                              jnp.log(jnp.full((g, k), 1.0 / k))), axis=-1)
-        _, prev = _m_step(args, post, j, k, g, np.asarray(prior.pseudo_counts(k)), prior.prevalence - 1.0)
-    return conf, np.asarray(prev)
+    # Prevalence from one E-step at the given channels (uniform prevalence), plus the prior's pseudo-counts.
+    _, m = _expected_counts(table, conf, np.full((g, k), 1.0 / k), g)
+    m = m + (prior.prevalence - 1.0)
+    tot = m.sum(-1, keepdims=True)
+    return conf, np.where(tot > 0, m / np.where(tot > 0, tot, 1.0), 1.0 / k)  # an empty group: uniform
 
 
 def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: int = 2, n_warmup: int = 500,

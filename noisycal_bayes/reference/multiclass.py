@@ -34,6 +34,10 @@ import pandas as pd
 
 from .._progress import progress
 from .._validation import _preview, check_level, check_positive_int
+# annotator_weights batches over leading draw axes (propagate/multiclass.py imports it from here); top_label_ece
+# and classwise_ece take an int or a Binning.
+from ..core.confusion import (annotator_weights, classwise_ece, confusion_condition, corrected_targets, top_label_ece,
+                              usable_confusions)
 from ..data import as_binning, bin_index
 from ..data.responses import Responses
 from ..warnings import DataWarning, IdentifiabilityWarning
@@ -44,112 +48,6 @@ PROBS_ROW_TOL = 1e-4
 MAX_CONDITION = 100.0
 #: Named weight rules of the multiclass corrected targets.
 MC_WEIGHT_RULES = ("iv", "equal")
-_MU_CLIP = 1e-4
-# A zero noise variance (a perfect annotator) would give an infinite weight; the floor keeps weights finite.
-_VARIANCE_FLOOR = 1e-8
-
-
-from ..core.confusion import confusion_condition, corrected_vectors, usable_confusions  # noqa: E402
-
-# ============================================================================ K-class ECE helpers (draw-batched)
-# Draw-batched forms of core.confusion's annotator_weights / corrected_targets / top_label_ece / classwise_ece
-# (leading draw axes, DataFrame tables); the same formulas, to be merged into core.confusion.
-class TopLabelECE(NamedTuple):
-    """Draw-batched companion of ``core.confusion.TopLabelECE``: value, per-bin table, edges."""
-
-    value: float
-    table: pd.DataFrame
-    edges: np.ndarray
-
-
-class ClasswiseECE(NamedTuple):
-    """Draw-batched companion of ``core.confusion.ClasswiseECE``: mean over classes and per class (K,)."""
-
-    value: float
-    per_class: np.ndarray
-
-
-
-
-
-def _annotator_weights(confusion, prevalence_overall, *, rule="iv", usable=None):
-    """Draw-batched (as core.confusion.annotator_weights): per-annotator per-coordinate weights, shape (..., J, K).
-
-    ``iv``: ``1 / max(E_Y[Var(T[j, A_j, k] | Y)], 1e-8)`` with ``Y ~ prevalence`` (clipped to >= 1e-4 and
-    renormalised); ``E_Y[Var | Y] = sum_y pi_y sum_a C[y, a] T[a, k]^2 - pi_k`` since ``E[T_k | Y = y] = 1[y = k]``.
-    Unusable annotators (default: :func:`_usable_confusions`) weigh 0. Broadcasts over leading draw axes.
-    """
-    c = np.asarray(confusion, dtype=np.float64)
-    use = usable_confusions(c) if usable is None else np.asarray(usable, dtype=bool)
-    if rule == "equal":
-        w = np.ones(c.shape[:-1])
-    elif rule == "iv":
-        pi = np.clip(np.asarray(prevalence_overall, dtype=np.float64), _MU_CLIP, 1.0)
-        pi = pi / pi.sum(axis=-1, keepdims=True)
-        safe = np.where(use[..., None, None], c, np.eye(c.shape[-1]))
-        t = corrected_vectors(safe)
-        # second moment E_Y E[T_k^2 | Y] = sum_y pi_y sum_a C[y, a] T[a, k]^2
-        m2 = np.einsum("...y,...jya,...jak->...jk", pi, safe, t**2)
-        var = m2 - pi[..., None, :]
-        w = 1.0 / np.maximum(var, _VARIANCE_FLOOR)
-    else:
-        raise ValueError(f"`rule` must be one of {MC_WEIGHT_RULES}; got {rule!r}.")
-    return np.where(use[..., None], w, 0.0)
-
-
-def _corrected_targets(responses, n_items, confusion, *, weights):
-    """Draw-batched (as core.confusion.corrected_targets): per item ``sum_r w[j_r, k] T[j_r, a_r, k] / sum_r w[j_r, k]``,
-    shape (n_items, K); NaN rows for items without a response of positive weight."""
-    item, ann, lab = (np.asarray(x) for x in responses)
-    w = np.asarray(weights, dtype=np.float64)
-    k = np.asarray(confusion).shape[-1]
-    t = corrected_vectors(np.where((w > 0).any(axis=1)[:, None, None], confusion, np.eye(k)))
-    wr = w[ann]
-    num = np.where(wr > 0, wr * t[ann, lab, :], 0.0)
-    out_num = np.zeros((n_items, k))
-    out_den = np.zeros((n_items, k))
-    np.add.at(out_num, item, num)
-    np.add.at(out_den, item, wr)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(out_den > 0, out_num / np.where(out_den > 0, out_den, 1.0), np.nan)
-
-
-def _ece_table(edges, conf, target):
-    """Per-bin table and ``sum_b (n_b / n) |mean_b (target - conf)|``."""
-    n_bins = edges.size - 1
-    b = bin_index(conf, edges)
-    count = np.bincount(b, minlength=n_bins).astype(np.float64)
-    s = np.bincount(b, weights=conf, minlength=n_bins)
-    f = np.bincount(b, weights=target, minlength=n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        table = pd.DataFrame({"bin": np.arange(n_bins), "lower": edges[:-1], "upper": edges[1:],
-                              "count": count.astype(np.int64), "mean_confidence": s / count, "frequency": f / count,
-                              "residual": (f - s) / count})
-    return float(np.abs(f - s).sum() / conf.size), table
-
-
-def _top_label_ece(probs, targets, *, bins=15):
-    """Draw-batched (as core.confusion.top_label_ece): equal-width (or ``Binning``) bins on ``max_k p_ik``."""
-    p = np.asarray(probs, dtype=np.float64)
-    conf = p.max(axis=1)
-    yhat = p.argmax(axis=1)
-    edges = as_binning(bins).edges_for(conf)
-    value, table = _ece_table(edges, conf, np.asarray(targets, dtype=np.float64)[np.arange(p.shape[0]), yhat])
-    return TopLabelECE(value, table, edges)
-
-
-def _classwise_ece(probs, targets, *, bins=15):
-    """Draw-batched (as core.confusion.classwise_ece): per class ``k`` bins on ``p_ik``; mean over classes."""
-    p = np.asarray(probs, dtype=np.float64)
-    t = np.asarray(targets, dtype=np.float64)
-    b = as_binning(bins)
-    per = np.array([_ece_table(b.edges_for(p[:, k]), p[:, k], t[:, k])[0] for k in range(p.shape[1])])
-    return ClasswiseECE(float(per.mean()), per)
-
-
-annotator_weights, corrected_targets = _annotator_weights, _corrected_targets
-top_label_ece, classwise_ece = _top_label_ece, _classwise_ece
-# ============================================================================ end of the draw-batched helpers
 
 
 # ----------------------------------------------------------------------------- validation (one helper per input)

@@ -16,7 +16,8 @@ from scipy.special import ndtri
 from noisycal_bayes.core import x64
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_em, fit_map_multiclass, fit_nuts_multiclass
-from noisycal_bayes.inference.multiclass_nuts import _expected_counts, _map_em, _np_map_em
+from noisycal_bayes.inference import fit_em_multiclass
+from noisycal_bayes.inference.multiclass_nuts import _expected_counts, _np_map_em
 from noisycal_bayes.models.multiclass import MulticlassPrior, class_log_joint, compress_multiclass, sparse_table
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
 
@@ -152,9 +153,13 @@ def test_map_equals_direct_optimum_and_paths_agree():
     prior = MulticlassPrior()
     # EM converges linearly: a tight tolerance, so that its remaining distance to the mode is below the checks'.
     fit = fit_map_multiclass(data, groups=group, tol=1e-12, max_iter=20000)
-    sparse = fit_map_multiclass(data, groups=group, path="sparse", tol=1e-12, max_iter=20000)
-    assert fit.path == "patterns" and sparse.path == "sparse" and fit.converged
-    np.testing.assert_allclose(sparse.confusion, fit.confusion, atol=1e-7)
+    assert fit.path == "sparse" and fit.converged  # gold labels enter on the responses
+    # Without the gold labels both paths apply and give one mode.
+    nogold = data._replace(gold=None)
+    patterns = fit_map_multiclass(nogold, groups=group, path="patterns", tol=1e-12, max_iter=20000)
+    sparse = fit_map_multiclass(nogold, groups=group, path="sparse", tol=1e-12, max_iter=20000)
+    assert patterns.path == "patterns" and sparse.path == "sparse"
+    np.testing.assert_allclose(sparse.confusion, patterns.confusion, atol=1e-7)
     with x64():
         f, g = _objective(data, group, prior, 2)
         # Independent route: L-BFGS on softmax logits from a flat start (60% on the diagonal, uniform prevalence).
@@ -170,6 +175,8 @@ def test_map_equals_direct_optimum_and_paths_agree():
     np.testing.assert_allclose(fit.confusion, conf, atol=1e-4)
 
 
+@pytest.mark.slow  # fit_map_multiclass is fit_em_multiclass(prior=...) (checked by default below), whose K = 2 fit
+# equals the binary EM's in tests/inference/test_multiclass_em.py; this end-to-end route runs in make test-all
 def test_k2_map_equals_binary_em():
     """K = 2, flat prior: the MAP is the maximum-likelihood estimate, equal to the binary grouped EM's."""
     data, group, _, _ = simulate(500, 3, 2, 3, seed=2)
@@ -335,19 +342,30 @@ def test_log_ratio_and_simplex_samplers_agree():
     assert max_z(c, b) > bound
 
 
-def test_numpy_em_start_equals_the_jax_em():
-    """fit_nuts_multiclass starts from EM run in NumPy on compressed rows (no JAX loop to compile): the same
-    iterations as fit_map_multiclass's compiled loop, so the same mode, objective and iteration count (gold items,
-    missing responses, an empty group, padding rows)."""
+def test_numpy_em_start_equals_fit_map_and_fit_em():
+    """fit_nuts_multiclass starts from EM run in NumPy on compressed rows (no JAX loop to compile);
+    fit_map_multiclass is fit_em_multiclass with the prior's concentrations on the responses. Same updates, so the
+    same mode, log-likelihood and log posterior (gold items, missing responses, an empty group, padding rows).
+    Both run to tol 1e-12; EM converges linearly at rate r < 1, so each lies within 1e-12 / (1 - r) of the mode:
+    1e-9 allows r up to 0.999."""
     data, group, _, _ = simulate(150, 3, 3, 3, seed=8, gold_frac=0.1, missing=0.2)
     group = np.where(group == 1, 2, group)  # group 1 empty: its prevalence is the prior's mode
     item, ann, lab = data.responses
     table, _ = compress_multiclass(item, ann, lab, group, data.gold, n_items=150, n_annotators=3, n_classes=3,
                                    pad_to=128)
-    sizes = dict(n_annotators=3, n_classes=3, n_groups=3, max_iter=2000, tol=1e-9)
     prior = MulticlassPrior(diagonal=3.0, prevalence=2.0)
-    a, b = _np_map_em(table, prior, **sizes), _map_em(table, prior, **sizes)
-    np.testing.assert_allclose(a[0], b[0], atol=1e-12)
-    np.testing.assert_allclose(a[1], b[1], atol=1e-12)
-    assert abs(a[2] - b[2]) < 1e-9 and abs(a[3] - b[3]) < 1e-9 and a[4:] == b[4:] and a[5]
+    a = _np_map_em(table, prior, n_annotators=3, n_classes=3, n_groups=3, max_iter=20000, tol=1e-12)
+    b = fit_map_multiclass(data, groups=group, prior=prior, max_iter=20000, tol=1e-12)
+    np.testing.assert_allclose(a[0], b.confusion, atol=1e-9)
+    np.testing.assert_allclose(a[1], b.prevalence, atol=1e-9)
+    assert abs(a[2] - b.log_likelihood) < 1e-8 and abs(a[3] - b.log_posterior) < 1e-8 and a[5] and b.converged
     np.testing.assert_allclose(a[1][1], 1 / 3, atol=1e-12)
+    # The MAP fit is fit_em_multiclass(prior=...) from the vote start; path="patterns" with gold runs on responses.
+    c = fit_em_multiclass(data, groups=group, prior=(prior.pseudo_counts(3) + 1, prior.prevalence), n_starts=0,
+                          max_iter=20000, tol=1e-12)
+    np.testing.assert_array_equal(c.confusion, b.confusion)
+    assert b.path == "sparse" and fit_map_multiclass(data, groups=group, prior=prior, path="patterns", max_iter=20000,
+                                                                     tol=1e-12).path == "sparse"
+    # Negative control: another prior moves the mode by far more than the tolerance.
+    d = fit_map_multiclass(data, groups=group, prior=MulticlassPrior(diagonal=30.0), max_iter=20000, tol=1e-12)
+    assert np.abs(d.confusion - b.confusion).max() > 1e-3

@@ -11,11 +11,11 @@ import pytest
 
 from noisycal_bayes import Binning, simulate_annotations
 from noisycal_bayes.reference import bootstrap_nc_ece, nc_ece
+from noisycal_bayes.core.confusion import corrected_vectors
 from noisycal_bayes.reference.multiclass import (annotator_weights, bootstrap_classwise_nc_ece,
                                                  bootstrap_multiclass_nc_ece, bootstrap_top_label_nc_ece,
                                                  classwise_ece, classwise_nc_ece, corrected_targets,
-                                                 corrected_vectors, naive_multiclass_ece, top_label_ece,
-                                                 top_label_nc_ece)
+                                                 naive_multiclass_ece, top_label_ece, top_label_nc_ece)
 from noisycal_bayes.warnings import IdentifiabilityWarning
 
 
@@ -68,7 +68,13 @@ def test_k2_iv_weights_are_the_binary_inverse_variances():
     fpr, tpr, mu = np.array([0.1, 0.3]), np.array([0.8, 0.7]), 0.35
     w = annotator_weights(binary_confusion(fpr, tpr), np.array([1 - mu, mu]), rule="iv")
     sigma2 = (mu * tpr * (1 - tpr) + (1 - mu) * fpr * (1 - fpr)) / (tpr - fpr) ** 2
-    np.testing.assert_allclose(w, np.c_[1 / sigma2, 1 / sigma2], rtol=1e-12)
+    iv = (1 / sigma2) / np.sum(1 / sigma2)  # each column normalised over the annotators
+    np.testing.assert_allclose(w, np.c_[iv, iv], rtol=1e-12)
+    # Leading draw axes: a batch of draws gives each draw's weights.
+    conf = np.stack([binary_confusion(fpr, tpr), binary_confusion(fpr[::-1], tpr[::-1])])
+    wb = annotator_weights(conf, np.array([[1 - mu, mu], [1 - mu, mu]]), rule="iv")
+    np.testing.assert_allclose(wb[0], w, rtol=1e-12)
+    np.testing.assert_allclose(wb[1], w[::-1], rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- K = 2 equals binary
