@@ -20,12 +20,18 @@ difference: the debiased draws are *centred* on the debiased estimate (shifted b
 0; ``_centred``) before the interval is read from them. The binary route's simulated draws sit above its estimate
 by a sum of per-bin offsets; over 15 bins that is small against the spread, but the class-wise mean sums
 ``K x bins`` of them (at K = 10 the offset was half the half-width and its 90% interval covered 0.75-0.85,
-missing low), while the estimate itself is close to unbiased. Target: the population binned ECE on the fixed
-partition (channel draws + bootstrap), or none without the bootstrap.
+missing low), while the estimate itself is close to unbiased. A second difference, with confusion *draws*
+(``bias_correct=True``, ``_bias_corrected``): each bin's debiasing is centred on ``2 e_b(C_bar) - mean_s e_sb``
+(the residual at the draws' mean confusion, minus the draws' own offset from it: the bootstrap bias correction)
+instead of ``mean_s e_sb``. The corrected targets are non-linear in the confusion matrix (its inverse), and the
+draws' mean carries that bias twice (the fit, then the draws around it); uncorrected, the debiased estimate was
+biased low by about half the draws' sd for under-confident classifiers (K = 3 and 10, EM-bootstrap draws;
+docs/coverage.md). With a point confusion there is nothing to correct. Target: the population binned ECE on the
+fixed partition (channel draws + bootstrap), or none without the bootstrap.
 
 For K = 2 the class-wise entry of class 1 is the binary plug-in NC-ECE of the scores ``p_i1`` with the same
-channel draws, weights and item weights: the draws and the debiased estimate agree with
-:func:`~noisycal_bayes.propagate.posterior_nc_ece` to rounding, the debiased interval up to the centring
+channel draws, weights and item weights: the draws agree with :func:`~noisycal_bayes.propagate.posterior_nc_ece`
+to rounding, and with ``bias_correct=False`` the debiased estimate too, the debiased interval up to the centring
 (tests/propagate/test_multiclass.py).
 
 *Vectorised.* Items are compressed to distinct response patterns (multisets of (annotator, label) among the
