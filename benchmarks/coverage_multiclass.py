@@ -287,6 +287,8 @@ def main(argv=None):
     ap.add_argument("--annotators", type=int, nargs="+", default=[3, 5])
     ap.add_argument("--curves", nargs="+", default=["overconfident", "underconfident"])
     ap.add_argument("--em-tol", type=float, default=1e-3, help="stopping tolerance of the bootstrap EM refits")
+    ap.add_argument("--seed-offset", type=int, default=0,
+                    help="added to every data set's seed (fresh data sets for a replication; 0 = the study's)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
     ap.add_argument("--previous", help="with --merge: an earlier results file whose summaries are kept for before/after")
@@ -298,7 +300,7 @@ def main(argv=None):
         return render(args.render)
     t_start = time.time()
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
-                                          "n_boot": args.n_boot, "em_tol": args.em_tol,
+                                          "n_boot": args.n_boot, "em_tol": args.em_tol, "seed_offset": args.seed_offset,
                                           "bins": BINS, "level": LEVEL, "weights": "iv", "interval": "debiased",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
     for k in args.classes:
@@ -306,7 +308,8 @@ def main(argv=None):
             targets = population_target(k, curve)
             for j in args.annotators:
                 t0 = time.time()
-                rows = [run_one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000), k, j, curve,
+                rows = [run_one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000) + args.seed_offset,
+                                k, j, curve,
                                 args.n_items, args.n_boot, targets, args.em_tol)
                         for r in range(args.reps if k < 10 else args.reps_large)]
                 summ = summarise(rows, targets)
