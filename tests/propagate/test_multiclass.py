@@ -314,30 +314,6 @@ def test_bad_inputs_raise(mc3, change, match):
         posterior_top_label_nc_ece(*args, **kw)
 
 
-def test_item_weights_are_the_bootstrap_weights(mc3):
-    # The default bootstrap draws the (n_draws, n) Exp(1) weights in one block from default_rng(seed) (30 draws
-    # fit in one chunk): passing the same block (in any scale: rows are rescaled) reproduces it exactly.
-    p, y, labels, conf, resp = mc3
-    draws = dirichlet_draws(conf, 30, np.random.default_rng(2))
-    g = np.random.default_rng(7).standard_exponential((30, p.shape[0]))
-    a = posterior_classwise_nc_ece(p, resp, draws, seed=7)
-    b = posterior_classwise_nc_ece(p, resp, draws, seed=0, item_weights=3.0 * g)
-    np.testing.assert_allclose(b.draws, a.draws, rtol=1e-12)
-    assert (b.debiased, b.lower, b.upper) == pytest.approx((a.debiased, a.lower, a.upper), rel=1e-12)
-    assert "joint" in b.uncertainty and "joint" not in a.uncertainty
-
-
-@pytest.mark.parametrize("kw, match", [
-    (dict(item_weights=np.ones((29, 600))), r"shape \(n_draws, n_items\) = \(30, 600\)"),
-    (dict(item_weights=-np.ones((30, 600))), "not finite and non-negative"),
-    (dict(item_weights=np.ones((30, 600)), bootstrap=False), "need bootstrap=True"),
-])
-def test_bad_item_weights_raise(mc3, kw, match):
-    p, y, labels, conf, resp = mc3
-    with pytest.raises(ValueError, match=match):
-        posterior_top_label_nc_ece(p, resp, dirichlet_draws(conf, 30, np.random.default_rng(2)), **kw)
-
-
 def test_bad_labels_raise(mc3):
     p, y, labels, conf, resp = mc3
     with pytest.raises(ValueError, match=r"class indices in 0..2"):
