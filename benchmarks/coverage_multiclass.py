@@ -155,7 +155,7 @@ def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.0
     return conf, prev
 
 
-def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, joint=False):
+def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3):
     rng = np.random.default_rng(seed)
     p, y, labels, conf_true = simulate(rng, n_items, k, j, curve)
     fit_c, fit_p = em_multiclass(labels, k, np.ones((1, n_items)))
@@ -166,10 +166,8 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, joint=Fals
     out = {"seed": seed, "max_abs_confusion_error": float(np.abs(fit_c[0] - conf_true).max())}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # joint: the items' bootstrap reuses each EM refit's item weights (item_weights=)
-        iw = g if joint else None
-        top = posterior_top_label_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed, item_weights=iw)
-        cw = posterior_classwise_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed, item_weights=iw)
+        top = posterior_top_label_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed)
+        cw = posterior_classwise_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed)
     for name, res, truth in (("top_label", top, targets[0]), ("classwise", cw, targets[1])):
         lo, hi = res.reported_interval
         out[name] = {"value": res.value, "debiased": res.debiased, "lower": res.lower, "upper": res.upper,
@@ -289,8 +287,6 @@ def main(argv=None):
     ap.add_argument("--annotators", type=int, nargs="+", default=[3, 5])
     ap.add_argument("--curves", nargs="+", default=["overconfident", "underconfident"])
     ap.add_argument("--em-tol", type=float, default=1e-3, help="stopping tolerance of the bootstrap EM refits")
-    ap.add_argument("--joint", action="store_true",
-                    help="joint bootstrap: the items' bootstrap reuses each EM refit's weights (item_weights=)")
     ap.add_argument("--seed-offset", type=int, default=0,
                     help="added to every data set's seed (fresh data sets for a replication; 0 = the study's)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
@@ -305,7 +301,6 @@ def main(argv=None):
     t_start = time.time()
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
                                           "n_boot": args.n_boot, "em_tol": args.em_tol, "seed_offset": args.seed_offset,
-                                          "joint": args.joint,
                                           "bins": BINS, "level": LEVEL, "weights": "iv", "interval": "debiased",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
     for k in args.classes:
@@ -315,7 +310,7 @@ def main(argv=None):
                 t0 = time.time()
                 rows = [run_one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000) + args.seed_offset,
                                 k, j, curve,
-                                args.n_items, args.n_boot, targets, args.em_tol, args.joint)
+                                args.n_items, args.n_boot, targets, args.em_tol)
                         for r in range(args.reps if k < 10 else args.reps_large)]
                 summ = summarise(rows, targets)
                 summ.update(K=k, J=j, curve=curve, seconds=round(time.time() - t0, 1))

@@ -227,11 +227,8 @@ def _per_pattern(mat, per_draw):
     return np.asarray(out).reshape(-1, c, k).transpose(1, 0, 2)
 
 
-def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng, max_condition, item_weights=None):
-    """Per output draw (rows of ``conf`` (n_out, J, K, K)): count, score sum, target sum per segment.
-
-    ``item_weights`` (n_out, n_kept_items): the bootstrap's item weights per output draw (a joint bootstrap with
-    the confusion draws), in place of fresh ``n Dirichlet(1, ..., 1)`` weights."""
+def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng, max_condition):
+    """Per output draw (rows of ``conf`` (n_out, J, K, K)): count, score sum, target sum per segment."""
     n_out = conf.shape[0]
     out = [np.empty((n_out, des.m)) for _ in range(3)]
     eye = np.eye(des.k)
@@ -244,7 +241,7 @@ def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng, max_condition,
         cc = _clip_condition(cc, max_condition)
         t = corrected_vectors(cc)  # (c, J, K, K): row a of inv(C_j)
         if bootstrap:
-            g = rng.standard_exponential((c, des.n)) if item_weights is None else item_weights[a:b].copy()
+            g = rng.standard_exponential((c, des.n))
             g *= des.n / g.sum(axis=1, keepdims=True)
             atom_w, count, score, pat_w = np.split(np.asarray(des.sums_t @ g.T).T, des.splits, axis=1)
         else:
@@ -313,42 +310,21 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
     return p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_posterior
 
 
-def _check_item_weights(item_weights, n_draws: int, n_items: int, bootstrap, func: str) -> np.ndarray:
-    """``item_weights`` as a float array (n_draws, n_items): finite, >= 0, every row with a positive sum."""
-    if not bootstrap:
-        raise ValueError(f"{func}: `item_weights` are the items' bootstrap weights; they need bootstrap=True.")
-    w = np.asarray(item_weights, dtype=np.float64)
-    if w.shape != (n_draws, n_items):
-        raise ValueError(f"{func}: `item_weights` must have shape (n_draws, n_items) = ({n_draws}, {n_items}), one row "
-                         f"per confusion draw; got {w.shape}.")
-    bad = ~np.isfinite(w).all(axis=1) | (w < 0).any(axis=1) | ~(w.sum(axis=1) > 0)
-    if bad.any():
-        raise ValueError(f"{func}: `item_weights` rows {_preview(np.flatnonzero(bad))} are not finite and non-negative "
-                         "with a positive sum.")
-    return w
-
-
 def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, weights, level, seed, interval,
-         bootstrap, n_draws, usable, max_condition, bias_correct=True, item_weights=None):
+         bootstrap, n_draws, usable, max_condition, bias_correct=True):
     p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_post = _prepare(
         func, probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
         interval=interval, n_draws=n_draws, usable=usable, max_condition=max_condition, kind=kind)
     rng = np.random.default_rng(seed)
     prev_out = prev[idx] if prev is not None and prev.ndim == 2 else (None if prev is None else
                                                                       np.broadcast_to(prev, (idx.size, des.k)))
-    iw = None if item_weights is None else _check_item_weights(item_weights, conf.shape[0], p.shape[0], bootstrap,
-                                                               func)[idx][:, des.has]
-    if iw is not None and not (iw.sum(axis=1) > 0).all():
-        raise ValueError(f"{func}: `item_weights` rows {_preview(np.flatnonzero(~(iw.sum(axis=1) > 0)))} put no "
-                         "weight on the items used (those with a usable response).")
-    count, score, freq = _sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng, max_condition, iw)
+    count, score, freq = _sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng, max_condition)
     # The point value: the same sums at the posterior-mean confusion (and prevalence), without the bootstrap.
     prev_pt = None if prev is None else (prev.mean(axis=0) if prev.ndim == 2 else prev)[None]
     c0, s0, f0 = _sums(des, conf.mean(axis=0)[None], prev_pt, rule, usable, False, None, max_condition)
     parts = ["confusion posterior draws" if is_post else "confusion fixed at the point estimate"]
     if bootstrap:
-        parts.append("Bayesian bootstrap of the evaluated items" + ("" if item_weights is None else
-                                                                    " (joint: the confusion draws' item weights)"))
+        parts.append("Bayesian bootstrap of the evaluated items")
     meta = dict(target=MC_TARGETS[kind] if bootstrap else MC_TARGETS["no_bootstrap"], uncertainty=" + ".join(parts),
                 label=label, fit_method="draws" if is_post else "point", n_items=des.n, edges=edges, level=level,
                 bias_correct=bool(bias_correct) and is_post)
@@ -458,12 +434,6 @@ _PARAMS_DOC = """
         the non-linear inverse of an estimated confusion matrix puts into the debiased estimate. False: the
         binary route's centre ``mean_s e_sb`` (for K = 2 then equal to
         :func:`~noisycal_bayes.propagate.posterior_nc_ece` up to the centring of the interval's draws).
-    item_weights : array of shape (n_draws, n_items), optional
-        For confusion draws that are Bayesian-bootstrap refits (e.g. EM on items reweighted by ``Exp(1)``
-        weights): each draw's item weights. The items' bootstrap then reuses them (a joint bootstrap of the fit and
-        the evaluation), which keeps the covariance between the confusion's error and the evaluation sample's
-        (negative in simulation, so independent weights over-state the spread; docs/coverage.md). Rows are
-        rescaled to sum to the number of items used. Needs ``bootstrap=True``.
 
     Raises
     ------
@@ -484,7 +454,7 @@ _PARAMS_DOC = """
 def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=None, *, bins=15, weights="iv",
                                level: float = 0.9, seed: int = 0, interval: str = "debiased", bootstrap: bool = True,
                                n_draws=None, usable=None, max_condition: float = MAX_CONDITION,
-                               bias_correct: bool = True, item_weights=None) -> PosteriorNCECE:
+                               bias_correct: bool = True) -> PosteriorNCECE:
     """Posterior of the top-label NC-ECE (the K-class headline), with an interval for a stated target.
     {params}
     Returns
@@ -518,15 +488,14 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
     count, score, freq, point, des, meta = _run(func, "top_label", probs, responses, confusion_draws, prevalence,
                                                 bins=bins, weights=weights, level=level, seed=seed, interval=interval,
                                                 bootstrap=bootstrap, n_draws=n_draws, usable=usable,
-                                                max_condition=max_condition, bias_correct=bias_correct,
-                                                item_weights=item_weights)
+                                                max_condition=max_condition, bias_correct=bias_correct)
     return _result(count, score, freq, point, meta["edges"][0], meta, interval, bootstrap, seed, meta["level"])
 
 
 def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=None, *, bins=15, weights="iv",
                                level: float = 0.9, seed: int = 0, interval: str = "debiased", bootstrap: bool = True,
                                n_draws=None, usable=None, max_condition: float = MAX_CONDITION,
-                               bias_correct: bool = True, item_weights=None) -> PosteriorClasswiseNCECE:
+                               bias_correct: bool = True) -> PosteriorClasswiseNCECE:
     """Posterior of the class-wise NC-ECE: the mean over classes and each class, with intervals.
     {params}
     Returns
@@ -555,8 +524,7 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
     count, score, freq, point, des, meta = _run(func, "classwise", probs, responses, confusion_draws, prevalence,
                                                 bins=bins, weights=weights, level=level, seed=seed, interval=interval,
                                                 bootstrap=bootstrap, n_draws=n_draws, usable=usable,
-                                                max_condition=max_condition, bias_correct=bias_correct,
-                                                item_weights=item_weights)
+                                                max_condition=max_condition, bias_correct=bias_correct)
     level = meta["level"]
     off = des.entries.offset
     per = tuple(_result(count[:, a:b], score[:, a:b], freq[:, a:b], tuple(x[a:b] for x in point), meta["edges"][c],
