@@ -269,9 +269,18 @@ def render(path):
             se = f"{np.sqrt(LEVEL * (1 - LEVEL) / m):.3f} / {se}"
         lines.append(f"| {s['K']} | {s['J']} | {curve} | {count} | {se} | " + " | ".join(cov) + " |")
         d = _diagnostics(st["rows"])
-        diag.append(f"| {s['K']} | {s['J']} | {curve} | " + " | ".join(
-            f"{d[k + '_diag']['bias']:+.4f} ± {d[k + '_diag']['bias_se']:.4f} | {d[k + '_diag']['z_sd']:.2f}"
-            for k in ("top_label", "classwise")) + " |")
+
+        def fmt(x, k):
+            x = x[k + "_diag"]
+            return f"{x['bias']:+.4f} ± {x['bias_se']:.4f}", f"{x['z_sd']:.2f}"
+        cells = []
+        for k in ("top_label", "classwise"):
+            b, z = fmt(d, k)
+            if p and k + "_diag" in p:
+                b0, z0 = fmt(p, k)
+                b, z = f"{b0} → {b}", f"{z0} → {z}"
+            cells += [b, z]
+        diag.append(f"| {s['K']} | {s['J']} | {curve} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n\n" + "\n".join(diag)
     print(text)
     return text
