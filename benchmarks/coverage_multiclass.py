@@ -12,8 +12,8 @@ every item). Per data set:
   Bayesian-bootstrap reweightings of the items (``Exp(1)`` weights; Newton & Raftery's weighted-likelihood
   bootstrap, warm-started at the fit): the multiclass analogue of the binary CLI's EM route (``fit_em`` ->
   ``bootstrap_em`` -> ``posterior_nc_ece``), see docs/coverage.md.
-* ``posterior_top_label_nc_ece`` / ``posterior_classwise_nc_ece`` (plug-in, Bayesian bootstrap of the items,
-  debiased interval, 15 equal-width bins, IV weights, prevalence estimated from the data).
+* ``posterior_top_label_nc_ece`` / ``posterior_classwise_nc_ece`` (plug-in, bias-corrected bin centres, Bayesian
+  bootstrap of the items, debiased interval, 15 equal-width bins, IV weights, prevalence estimated from the data).
 
 Target (``MC_TARGETS``): the population binned ECE on the fixed partition, computed for each (K, curve) from
 2,000,000 fresh classifier outputs with ``E[1[Y = k] | p] = q_k(p)`` in place of the labels (Monte Carlo error
@@ -259,7 +259,8 @@ def render(path):
         n = s["n_datasets"]
         p = prev.get((s["K"], s["J"], s["curve"]))
         curve = "over-confident" if s["curve"] == "overconfident" else "under-confident"
-        cov = [cell(s[k]["coverage"], n) for k in ("top_label", "classwise")] + [f"{s['classwise_per_class_coverage']:.2f}"]
+        cov = [cell(s[k]["coverage"], n) for k in ("top_label", "classwise")]
+        cov.append(f"{s['classwise_per_class_coverage']:.2f}")
         count, se = f"{n}", f"{np.sqrt(LEVEL * (1 - LEVEL) / n):.3f}"
         if p:
             m = p["n_datasets"]
@@ -300,7 +301,7 @@ def main(argv=None):
                     help="added to every data set's seed (fresh data sets for a replication; 0 = the study's)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
-    ap.add_argument("--previous", help="with --merge: an earlier results file whose summaries are kept for before/after")
+    ap.add_argument("--previous", help="with --merge: an earlier results file whose summaries are kept (before/after)")
     ap.add_argument("--render", help="print the docs table of this results file (no simulation)")
     args = ap.parse_args(argv)
     if args.merge:

@@ -160,7 +160,8 @@ def test_bias_correction_centres_bins_on_2_point_minus_mean_of_draws(mc3):
     # centre c_b = 2 e0_b - mean_s e_sb (bias_correct=True) or mean_s e_sb (False); sd_b the draws' sd.
     p, y, labels, conf, resp = mc3
     draws = dirichlet_draws(conf, 8, np.random.default_rng(3), concentration=40.0)
-    for post, ref_fn in ((posterior_top_label_nc_ece, top_label_nc_ece), (posterior_classwise_nc_ece, classwise_nc_ece)):
+    for post, ref_fn in ((posterior_top_label_nc_ece, top_label_nc_ece),
+                         (posterior_classwise_nc_ece, classwise_nc_ece)):
         e = np.array([_residual_masses(ref_fn(p, resp, c)) for c in draws])
         e0 = _residual_masses(ref_fn(p, resp, draws.mean(axis=0)))
         k = 1 if ref_fn is top_label_nc_ece else 3  # the class-wise mean divides by K n
