@@ -12,8 +12,8 @@ every item). Per data set:
   Bayesian-bootstrap reweightings of the items (``Exp(1)`` weights; Newton & Raftery's weighted-likelihood
   bootstrap, warm-started at the fit): the multiclass analogue of the binary CLI's EM route (``fit_em`` ->
   ``bootstrap_em`` -> ``posterior_nc_ece``), see docs/coverage.md.
-* ``posterior_top_label_nc_ece`` / ``posterior_classwise_nc_ece`` (plug-in, Bayesian bootstrap of the items,
-  debiased interval, 15 equal-width bins, IV weights, prevalence estimated from the data).
+* ``posterior_top_label_nc_ece`` / ``posterior_classwise_nc_ece`` (plug-in, bias-corrected bin centres, Bayesian
+  bootstrap of the items, debiased interval, 15 equal-width bins, IV weights, prevalence estimated from the data).
 
 Target (``MC_TARGETS``): the population binned ECE on the fixed partition, computed for each (K, curve) from
 2,000,000 fresh classifier outputs with ``E[1[Y = k] | p] = q_k(p)`` in place of the labels (Monte Carlo error
@@ -28,6 +28,7 @@ Usage::
     # settings in separate processes, then one file and the docs table (docs/coverage.md, K-class section):
     python benchmarks/coverage_multiclass.py --classes 10 --curves overconfident --reps-large 100 --out /tmp/a.json
     python benchmarks/coverage_multiclass.py --merge /tmp/a.json /tmp/b.json --out benchmarks/results/coverage_multiclass.json
+    # ... --previous OLD.json keeps OLD's per-setting summaries for the before -> after table
     python benchmarks/coverage_multiclass.py --render benchmarks/results/coverage_multiclass.json
 
 Writes ``benchmarks/results/coverage_multiclass.json`` (every data set and the summary per setting).
@@ -194,8 +195,12 @@ def summarise(rows, targets):
     return s
 
 
-def merge(paths, out):
-    """One results file from several runs (settings in the order given; configs must agree but for reps)."""
+def merge(paths, out, previous=None):
+    """One results file from several runs (settings in the order given; configs must agree but for reps).
+
+    ``previous``: an earlier results file whose per-setting summaries are kept (``previous_summaries``, with its
+    ``config``) so the docs table can show before / after.
+    """
     parts = [json.loads(Path(p).read_text()) for p in paths]
     keep = ("n_items", "n_boot", "em_tol", "bins", "level", "weights", "interval", "draws")
     for p, part in zip(paths[1:], parts[1:]):
@@ -204,26 +209,80 @@ def merge(paths, out):
     res = {"settings": [s for part in parts for s in part["settings"]],
            "config": {**{k: parts[0]["config"].get(k) for k in keep}, "merged_from": [Path(p).name for p in paths]},
            "seconds": round(sum(part["seconds"] for part in parts), 1)}
-    res["settings"].sort(key=lambda s: (s["summary"]["K"], s["summary"]["curve"] != "overconfident", s["summary"]["J"]))
+    res["settings"].sort(key=_order)
+    if previous:
+        prev = json.loads(Path(previous).read_text())
+        res["previous_summaries"] = [{**st["summary"], **_diagnostics(st["rows"])} for st in prev["settings"]]
+        res["previous_config"] = prev["config"]
     Path(out).write_text(json.dumps(res, indent=1))
     return res
 
 
+def _order(s):
+    s = s.get("summary", s)
+    return s["K"], s["curve"] != "overconfident", s["J"]
+
+
+def _diagnostics(rows):
+    """Per kind: bias of the debiased estimate +- its se, and the sd of the standardised error (estimate -
+    target) / sd of the interval's draws (1 when the draws describe the estimator's spread)."""
+    out = {}
+    for name in ("top_label", "classwise"):
+        err = np.array([r[name]["error_debiased"] for r in rows])
+        z = err / np.array([r[name]["sd_debiased_draws"] for r in rows])
+        out[f"{name}_diag"] = {"bias": float(err.mean()), "bias_se": float(err.std(ddof=1) / np.sqrt(err.size)),
+                               "z_mean": float(z.mean()), "z_sd": float(z.std(ddof=1))}
+    return out
+
+
 def render(path):
-    """The markdown table of docs/coverage.md's K-class section; low cells (below 0.90 - 2 se) in bold."""
+    """The markdown table of docs/coverage.md's K-class section; low cells (below 0.90 - 2 se) in bold.
+
+    With ``previous_summaries`` in the file (``--merge ... --previous``), each coverage cell reads
+    ``before -> after`` and the data-set counts ``before / after``; a second table gives the diagnostics
+    (bias of the debiased estimate +- se, sd of the standardised error) of the new run.
+    """
     res = json.loads(Path(path).read_text())
-    lines = ["| K | annotators | classifier | data sets | top-label | class-wise (mean over classes) | "
-             "class-wise, per class (pooled) |", "|---|---|---|---|---|---|---|"]
+    prev = {(s["K"], s["J"], s["curve"]): s for s in res.get("previous_summaries", [])}
+
+    def cell(c, n):
+        se = np.sqrt(LEVEL * (1 - LEVEL) / n)
+        return f"**{c:.2f}**" if c < LEVEL - 2 * se else f"{c:.2f}"
+
+    head = "| K | annotators | classifier | data sets | binomial se | top-label | class-wise (mean over classes) | " \
+           "class-wise, per class (pooled) |"
+    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    diag = ["| K | annotators | classifier | top-label bias | top-label z sd | class-wise bias | class-wise z sd |",
+            "|---|---|---|---|---|---|---|"]
     for st in res["settings"]:
         s = st["summary"]
-        se = s["top_label"]["binomial_se"]
-
-        def cell(c):
-            return f"**{c:.2f}**" if c < LEVEL - 2 * se else f"{c:.2f}"
+        n = s["n_datasets"]
+        p = prev.get((s["K"], s["J"], s["curve"]))
         curve = "over-confident" if s["curve"] == "overconfident" else "under-confident"
-        lines.append(f"| {s['K']} | {s['J']} | {curve} | {s['n_datasets']} | {cell(s['top_label']['coverage'])} | "
-                     f"{cell(s['classwise']['coverage'])} | {s['classwise_per_class_coverage']:.2f} |")
-    text = "\n".join(lines)
+        cov = [cell(s[k]["coverage"], n) for k in ("top_label", "classwise")]
+        cov.append(f"{s['classwise_per_class_coverage']:.2f}")
+        count, se = f"{n}", f"{np.sqrt(LEVEL * (1 - LEVEL) / n):.3f}"
+        if p:
+            m = p["n_datasets"]
+            cov = [f"{cell(p[k]['coverage'], m)} → {c}" for k, c in zip(("top_label", "classwise"), cov)] + \
+                  [f"{p['classwise_per_class_coverage']:.2f} → {cov[2]}"]
+            count = f"{m} / {n}"
+            se = f"{np.sqrt(LEVEL * (1 - LEVEL) / m):.3f} / {se}"
+        lines.append(f"| {s['K']} | {s['J']} | {curve} | {count} | {se} | " + " | ".join(cov) + " |")
+        d = _diagnostics(st["rows"])
+
+        def fmt(x, k):
+            x = x[k + "_diag"]
+            return f"{x['bias']:+.4f} ± {x['bias_se']:.4f}", f"{x['z_sd']:.2f}"
+        cells = []
+        for k in ("top_label", "classwise"):
+            b, z = fmt(d, k)
+            if p and k + "_diag" in p:
+                b0, z0 = fmt(p, k)
+                b, z = f"{b0} → {b}", f"{z0} → {z}"
+            cells += [b, z]
+        diag.append(f"| {s['K']} | {s['J']} | {curve} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n\n" + "\n".join(diag)
     print(text)
     return text
 
@@ -238,17 +297,20 @@ def main(argv=None):
     ap.add_argument("--annotators", type=int, nargs="+", default=[3, 5])
     ap.add_argument("--curves", nargs="+", default=["overconfident", "underconfident"])
     ap.add_argument("--em-tol", type=float, default=1e-3, help="stopping tolerance of the bootstrap EM refits")
+    ap.add_argument("--seed-offset", type=int, default=0,
+                    help="added to every data set's seed (fresh data sets for a replication; 0 = the study's)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
+    ap.add_argument("--previous", help="with --merge: an earlier results file whose summaries are kept (before/after)")
     ap.add_argument("--render", help="print the docs table of this results file (no simulation)")
     args = ap.parse_args(argv)
     if args.merge:
-        return merge(args.merge, args.out)
+        return merge(args.merge, args.out, args.previous)
     if args.render:
         return render(args.render)
     t_start = time.time()
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
-                                          "n_boot": args.n_boot, "em_tol": args.em_tol,
+                                          "n_boot": args.n_boot, "em_tol": args.em_tol, "seed_offset": args.seed_offset,
                                           "bins": BINS, "level": LEVEL, "weights": "iv", "interval": "debiased",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
     for k in args.classes:
@@ -256,7 +318,8 @@ def main(argv=None):
             targets = population_target(k, curve)
             for j in args.annotators:
                 t0 = time.time()
-                rows = [run_one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000), k, j, curve,
+                rows = [run_one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000) + args.seed_offset,
+                                k, j, curve,
                                 args.n_items, args.n_boot, targets, args.em_tol)
                         for r in range(args.reps if k < 10 else args.reps_large)]
                 summ = summarise(rows, targets)

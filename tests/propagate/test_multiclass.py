@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from noisycal_bayes import Binning, Channel, simulate_annotations
-from noisycal_bayes.propagate import posterior_nc_ece
+from noisycal_bayes.propagate import debias_abs, posterior_nc_ece
 from noisycal_bayes.propagate.multiclass import (MC_TARGETS, posterior_classwise_nc_ece,
                                                  posterior_top_label_nc_ece)
 from noisycal_bayes.reference.multiclass import (classwise_nc_ece, corrected_targets, naive_multiclass_ece,
@@ -87,8 +87,10 @@ def test_k2_classwise_class1_equals_binary_posterior_nc_ece(binary_case, weights
     # here the prevalence=None route), so the draws agree to rounding (1e-10). With the bootstrap they agree
     # too because both draw the (60, n) exponential item weights in one block from the same seed.
     sim, post, probs, resp, conf = binary_case
+    # bias_correct=False: the binary route's bin centres (the K-class default corrects them, tested below).
     b = posterior_nc_ece(sim.data, post, bins=Binning.equal_width(15), weights=weights, bootstrap=bootstrap)
-    m = posterior_classwise_nc_ece(probs, resp, conf, bins=15, weights=weights, bootstrap=bootstrap)
+    m = posterior_classwise_nc_ece(probs, resp, conf, bins=15, weights=weights, bootstrap=bootstrap,
+                                   bias_correct=False)
     np.testing.assert_allclose(m.per_class[1].draws, b.draws, rtol=0, atol=1e-10)
     assert m.per_class[1].value == pytest.approx(b.value, abs=1e-10)
     assert m.per_class[1].debiased == pytest.approx(b.debiased, abs=1e-10)
@@ -144,6 +146,38 @@ def test_value_is_at_the_posterior_mean_confusion(mc3):
     a = posterior_top_label_nc_ece(p, resp, draws, pr, bootstrap=False)
     b = posterior_top_label_nc_ece(p, resp, draws, pr[0], bootstrap=False)
     np.testing.assert_allclose(a.draws, b.draws, rtol=1e-12)
+
+
+def _residual_masses(ref):
+    """Per-bin residual mass ``count * residual / n`` of a reference point estimate (0 in empty bins)."""
+    t = ref.table
+    return np.nan_to_num(t["count"].to_numpy() * t["residual"].to_numpy()) / ref.n_items
+
+
+def test_bias_correction_centres_bins_on_2_point_minus_mean_of_draws(mc3):
+    # Independent route: without the bootstrap, draw s's bin residual masses are the reference point estimator's
+    # at C_s, and e0 those at the mean confusion. The debiased estimate is sum_b debias_abs(|c_b|, sd_b) with the
+    # centre c_b = 2 e0_b - mean_s e_sb (bias_correct=True) or mean_s e_sb (False); sd_b the draws' sd.
+    p, y, labels, conf, resp = mc3
+    draws = dirichlet_draws(conf, 8, np.random.default_rng(3), concentration=40.0)
+    for post, ref_fn in ((posterior_top_label_nc_ece, top_label_nc_ece),
+                         (posterior_classwise_nc_ece, classwise_nc_ece)):
+        e = np.array([_residual_masses(ref_fn(p, resp, c)) for c in draws])
+        e0 = _residual_masses(ref_fn(p, resp, draws.mean(axis=0)))
+        k = 1 if ref_fn is top_label_nc_ece else 3  # the class-wise mean divides by K n
+        e, e0, sd = e / k, e0 / k, (e / k).std(axis=0)
+        on = post(p, resp, draws, bootstrap=False)
+        off = post(p, resp, draws, bootstrap=False, bias_correct=False)
+        assert on.debiased == pytest.approx(debias_abs(np.abs(2 * e0 - e.mean(axis=0)), sd).sum(), rel=1e-9)
+        assert off.debiased == pytest.approx(debias_abs(np.abs(e.mean(axis=0)), sd).sum(), rel=1e-9)
+        assert on.debiased != pytest.approx(off.debiased, rel=1e-3)  # the correction is not empty here
+        # The correction moves bin centres only: value and the raw draws are unchanged.
+        np.testing.assert_array_equal(on.draws, off.draws)
+        assert on.value == off.value
+    # A point confusion has no draws to correct from: identical results.
+    a = posterior_top_label_nc_ece(p, resp, conf, n_draws=30)
+    b = posterior_top_label_nc_ece(p, resp, conf, n_draws=30, bias_correct=False)
+    assert (a.debiased, a.lower, a.upper) == (b.debiased, b.lower, b.upper)
 
 
 def test_identity_confusion_gives_plain_top_label_ece():
