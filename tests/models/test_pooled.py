@@ -318,3 +318,79 @@ def test_pooled_map_fit_uses_gold_in_loglik_and_clean_labels():
         warnings.simplefilter("ignore")
         fit = fit_map(data, model="dawid_skene", pooling="partial")
     _check_gold_values(fit, data, gold)
+
+
+def test_preconditioned_sites_give_the_same_model():
+    """``precond`` is an affine change of the sampler's unconstrained coordinates u = shift + scale v: at any v the
+    preconditioned potential equals the plain one at u minus sum(log scale) (the constant log-Jacobian), and the
+    deterministic rates equal the plain model's; precondition_start / unprecondition_draws invert each other.
+    Checked at three random points for the kinds with every kind of site (real, positive, unit interval, Platt's
+    line, and monotone's unpreconditioned increments). Negative control: the same comparison against a model with
+    another prior is not a constant shift."""
+    import jax
+    from numpyro.infer.util import potential_energy, unconstrain_fn
+
+    from noisycal_bayes.models.pooled import precondition_start, unprecondition_draws
+
+    rng = np.random.default_rng(7)
+    item, ann, lab = _responses()
+    n_groups = 3
+    group = rng.integers(0, n_groups, N_ITEMS).astype(np.int32)
+    gold = np.full(N_ITEMS, -1, np.int32)
+    gold[4] = 1
+    logit_score = rng.normal(size=N_ITEMS)
+    c = rng.uniform(0, 1, (2, N_ANN))
+    checks = {}
+    for kind in ("dawid_skene", "grouped", "platt", "monotone"):
+        g = np.zeros(N_ITEMS, np.int32) if kind == "dawid_skene" else group
+        start = _values(rng, kind, n_groups)
+        precond = {k: (rng.normal(size=np.shape(v)) * 0.3, rng.uniform(0.05, 2.0, np.shape(v)))
+                   for k, v in start.items() if k != "increments"}
+        base = (item, ann, lab, g, gold, logit_score, None, None, c)
+        kw = dict(kind=kind, n_items=N_ITEMS, n_annotators=N_ANN, n_groups=n_groups)
+        checks[kind] = (base, kw, start, precond)
+
+    def plain(base, kw, prior):
+        return lambda *a: pooled_model(*base, prior=prior, **kw)
+
+    def pre(base, kw, precond):
+        return lambda *a: pooled_model(*base, precond, prior=Prior(), **kw)
+
+    def values(points):
+        out = {}
+        for kind, (base, kw, start, precond) in checks.items():
+            for p, v in enumerate(points[kind]):
+                u = {k: (precond[k[:-4]][0] + precond[k[:-4]][1] * x if k.endswith("_pre") else x) for k, x in v.items()}
+                u = {k[:-4] if k.endswith("_pre") else k: x for k, x in u.items()}
+                out[kind, p, "pre"] = potential_energy(pre(base, kw, precond), (), {}, v)
+                out[kind, p, "plain"] = potential_energy(plain(base, kw, Prior()), (), {}, u)
+                out[kind, p, "other"] = potential_energy(plain(base, kw, Prior(population_spread=0.3)), (), {}, u)
+                t_pre = trace(substitute(pre(base, kw, precond), data=v)).get_trace()
+                t_plain = trace(substitute(plain(base, kw, Prior()), data=u)).get_trace()
+                for site in ("fpr", "tpr", "prevalence"):
+                    if site in t_plain:
+                        out[kind, p, site] = (t_pre[site]["value"], t_plain[site]["value"])
+        return out
+
+    with x64():
+        points = {}
+        for kind, (base, kw, start, precond) in checks.items():
+            v0 = precondition_start(start, precond)
+            # Three points in the preconditioned unconstrained space (v real for "_pre" sites), around the start.
+            z0 = jax.jit(lambda s: unconstrain_fn(pre(base, kw, precond), (), {}, s))(v0)
+            points[kind] = [{k: np.asarray(x) + rng.normal(size=np.shape(x)) for k, x in z0.items()} for _ in range(3)]
+            back = unprecondition_draws({k: np.asarray(x) for k, x in v0.items()}, precond)
+            for k, x in start.items():
+                np.testing.assert_allclose(back[k], x, rtol=1e-12, atol=1e-14)
+        got = jax.tree.map(np.asarray, jax.jit(values)(points))
+    for kind, (_, _, _, precond) in checks.items():
+        log_jac = sum(np.sum(np.log(s)) for _, s in precond.values())
+        diffs = [float(got[kind, p, "pre"] - got[kind, p, "plain"]) for p in range(3)]
+        np.testing.assert_allclose(diffs, -log_jac, rtol=1e-10, atol=1e-9)
+        others = [float(got[kind, p, "pre"] - got[kind, p, "other"]) for p in range(3)]
+        assert np.ptp(others) > 1e-3, kind  # another prior: not a constant shift (negative control)
+        for p in range(3):
+            for site in ("fpr", "tpr", "prevalence"):
+                if (kind, p, site) in got:
+                    a, b = got[kind, p, site]
+                    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
