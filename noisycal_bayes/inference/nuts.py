@@ -115,7 +115,9 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
         adversaries (gap < 0) are estimated, not rejected; for crowds of many sparse annotators. The
         likelihood is then evaluated from ``data.responses`` by segment sums (no items x annotators
         array), gold labels (``data.gold``) enter as observed clean labels, and the chains start from a
-        bounded sparse-EM estimate. ``details["population"]`` holds the population's median fpr / tpr
+        bounded sparse-EM estimate, each site sampled in coordinates shifted to that start and scaled by a
+        normal approximation of its posterior sd (:func:`noisycal_bayes.models.pooled.posterior_scales`; the
+        same model, a 3x cheaper warm-up). ``details["population"]`` holds the population's median fpr / tpr
         with 90% intervals and the range of the middle 90% of its annotators;
         ``details["population_draws"]`` the draws of ``mu_fpr``, ``mean_gap``, ``sigma_fpr``,
         ``sigma_tpr``, ``median_fpr``, ``median_tpr``.
