@@ -322,8 +322,9 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar, prec
     width = parallel_width(opts["n_chains"]) if chain_method == "parallel" else 1
     layout = {"sequential": None, "parallel": width}.get(chain_method, opts["n_chains"])
     # The number of responses is part of the key: the saved program is specialised to the argument shapes.
-    key = ("nuts-pooled", precond is not None, tuple(sorted(static.items())), int(args[0].shape[0]), layout, n_warmup, chunk,
-           chain_method, opts["target_accept"], opts["max_tree_depth"], opts["dense_mass"], opts["precision"])
+    key = ("nuts-pooled", precond is not None, tuple(sorted(static.items())), int(args[0].shape[0]), layout,
+           n_warmup, chunk, chain_method, opts["target_accept"], opts["max_tree_depth"], opts["dense_mass"],
+           opts["precision"])
 
     def build():
         return NutsProgram(pooled_bound(static), n_warmup=n_warmup, chunk=chunk, chain_method=chain_method,

@@ -143,8 +143,8 @@ def _prevalence(kind: str, n_groups: int, prior: Prior, logit_score, precond=Non
 
 
 def pooled_model(item, annotator, label=None, item_group=None, gold=None, logit_score=None, padded=None,
-                 code_counts=None, centering=None, precond=None, *, kind: str, n_items: int, n_annotators: int, n_groups: int = 1,
-                 prior: Prior = DEFAULT_PRIOR, record_loglik: bool = False):
+                 code_counts=None, centering=None, precond=None, *, kind: str, n_items: int, n_annotators: int,
+                 n_groups: int = 1, prior: Prior = DEFAULT_PRIOR, record_loglik: bool = False):
     """Partially pooled channels with the prevalence structure ``kind`` (module docstring).
 
     Parameters

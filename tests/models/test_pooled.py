@@ -339,7 +339,9 @@ def test_preconditioned_sites_give_the_same_model(kind):
     rng = np.random.default_rng(7)
     item, ann, lab = _responses()
     n_groups = 3
-    group = np.zeros(N_ITEMS, np.int32) if kind == "dawid_skene" else rng.integers(0, n_groups, N_ITEMS).astype(np.int32)
+    group = rng.integers(0, n_groups, N_ITEMS).astype(np.int32)
+    if kind == "dawid_skene":
+        group[:] = 0
     gold = np.full(N_ITEMS, -1, np.int32)
     gold[4] = 1
     base = (item, ann, lab, group, gold, rng.normal(size=N_ITEMS), None, None, rng.uniform(0, 1, (2, N_ANN)))
