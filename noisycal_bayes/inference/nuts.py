@@ -40,6 +40,7 @@ from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inp
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
 from .map import pooled_data_inputs
+from ..models.pooled import posterior_scales, precondition_start, unprecondition_draws
 from ..models.result import FitResult, channel_from, point_dict
 from ..data.binning import Binning
 
@@ -114,7 +115,9 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
         adversaries (gap < 0) are estimated, not rejected; for crowds of many sparse annotators. The
         likelihood is then evaluated from ``data.responses`` by segment sums (no items x annotators
         array), gold labels (``data.gold``) enter as observed clean labels, and the chains start from a
-        bounded sparse-EM estimate. ``details["population"]`` holds the population's median fpr / tpr
+        bounded sparse-EM estimate, each site sampled in coordinates shifted to that start and scaled by a
+        normal approximation of its posterior sd (:func:`noisycal_bayes.models.pooled.posterior_scales`; the
+        same model, a 3x cheaper warm-up). ``details["population"]`` holds the population's median fpr / tpr
         with 90% intervals and the range of the middle 90% of its annotators;
         ``details["population_draws"]`` the draws of ``mu_fpr``, ``mean_gap``, ``sigma_fpr``,
         ``sigma_tpr``, ``median_fpr``, ``median_tpr``.
@@ -304,20 +307,24 @@ def sample_model(model_fn, args, start, *, name, n_chains: int, n_warmup: int, n
     return {k: np.asarray(v) for k, v in sites.items()}, stats
 
 
-def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
+def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar, precondition: bool = True):
     """``fit_nuts`` with partially pooled channels (``pooling="partial"``)."""
     func = "fit_nuts"
     # Partial centring per annotator from the start's soft counts (_common.partial_centering): same model.
     args, static = pooled_data_inputs(data, model, assignment, func, centered=True)
     start = pooled_start(args, static)
+    # Sites sampled in coordinates scaled by their approximate posterior sd (models.pooled.posterior_scales): the
+    # same model, and a warm-up whose first windows (identity mass matrix) are no longer 10x slower than sampling.
+    precond = _pooled_precond(args, static, start, prior) if precondition else None
     use_x64 = opts["precision"] == "float64"
     n_warmup, chain_method = opts["n_warmup"], opts["chain_method"]
     chunk = chunk_size(n_warmup, opts["n_draws"])
     width = parallel_width(opts["n_chains"]) if chain_method == "parallel" else 1
     layout = {"sequential": None, "parallel": width}.get(chain_method, opts["n_chains"])
     # The number of responses is part of the key: the saved program is specialised to the argument shapes.
-    key = ("nuts-pooled", tuple(sorted(static.items())), int(args[0].shape[0]), layout, n_warmup, chunk,
-           chain_method, opts["target_accept"], opts["max_tree_depth"], opts["dense_mass"], opts["precision"])
+    key = ("nuts-pooled", precond is not None, tuple(sorted(static.items())), int(args[0].shape[0]), layout,
+           n_warmup, chunk, chain_method, opts["target_accept"], opts["max_tree_depth"], opts["dense_mass"],
+           opts["precision"])
 
     def build():
         return NutsProgram(pooled_bound(static), n_warmup=n_warmup, chunk=chunk, chain_method=chain_method,
@@ -328,11 +335,16 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
     with (x64() if use_x64 else _null()):
         program = get_program(key, build)
         run_args = tuple(np.asarray(a, dtype=dtype) if a.dtype.kind == "f" else a for a in args)
+        if precond is not None:
+            run_args += (jax.tree.map(lambda x: np.asarray(x, dtype=dtype), precond),)
         prior_params = jax.tree.map(lambda x: np.asarray(x, dtype=dtype), prior.params())
-        sites = {k: np.asarray(v, dtype=dtype) for k, v in start.items()}
+        sites = start if precond is None else precondition_start(start, precond)
+        sites = {k: np.asarray(v, dtype=dtype) for k, v in sites.items()}
         got, stats = program.run(chain_keys(opts["seed"], opts["n_chains"]), sites, run_args + (prior_params,),
                                  n_draws=opts["n_draws"], progress_bar=progress_bar, desc=f"NUTS pooled {model}")
-    draws, population = pooled_derived({k: np.asarray(v) for k, v in got.items()}, args[ARG_CENTERING])
+    got = {k: np.asarray(v) for k, v in got.items()}
+    draws, population = pooled_derived(got if precond is None else unprecondition_draws(got, precond),
+                                       args[ARG_CENTERING])
     start_draws, _ = pooled_derived(start, args[ARG_CENTERING])
     point = point_dict(model, start_draws["fpr"], start_draws["tpr"], start_draws.get("prevalence"),
                        slope=start.get("slope"), intercept=start.get("intercept"))
@@ -361,6 +373,20 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar):
     channel = channel_or_none(draws["fpr"].mean(axis=(0, 1)), draws["tpr"].mean(axis=(0, 1)), ids)
     return dataclasses.replace(result, channel=channel, diagnostics=table, warnings=tuple(notes), converged=converged,
                                details=dict(result.details, flagged=flag_annotators(draws["gap"], ids)))
+
+
+def _pooled_precond(args, static, start, prior) -> dict:
+    """``precond`` of the pooled sampler (:func:`~noisycal_bayes.models.pooled.posterior_scales`) from the
+    start's EM: soft counts per annotator and class, and the items' posteriors."""
+    from ._common import _start_em
+
+    _, _, _, post = _start_em(args, static)
+    item, annotator = args[0], args[1]
+    n_ann = static["n_annotators"]
+    n1 = np.bincount(annotator, weights=post[item], minlength=n_ann)
+    n0 = np.bincount(annotator, minlength=n_ann) - n1
+    return posterior_scales(start, args[ARG_CENTERING], n0=n0, n1=n1, item_posterior=post, item_group=args[3],
+                            n_groups=static["n_groups"], kind=static["kind"], prior=prior, logit_score=args[5])
 
 
 class _null:

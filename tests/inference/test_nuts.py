@@ -429,3 +429,49 @@ def test_pooled_recovers_a_sparse_crowd_with_spammers_and_adversaries():
     assert ids[2] in fit.details["flagged"]["adversarial"]
     assert {ids[0], ids[1]} & set(fit.details["flagged"]["uninformative"])
     assert np.all(fit.draws["gap"].mean(axis=(0, 1))[:2] < 0.5)
+
+
+@pytest.mark.slow  # three pooled NUTS fits; make test-all
+def test_preconditioned_and_plain_pooled_samplers_agree():
+    """The preconditioned pooled sampler (fit_nuts' default; models.pooled.posterior_scales) and the plain one
+    sample one posterior: every posterior mean of fpr, tpr, prevalence and the population sites agrees within
+    z = ndtri(1 - 1e-3 / (2 m)) standard errors of the difference (se^2 = var_a / ess_a + var_b / ess_b, the smaller
+    bulk ESS of the two fits; Bonferroni over the m scalars: family-wise false-alarm rate 1e-3). Negative control:
+    a fit of another model (population spread prior HalfNormal(0.1) instead of 1.5, which pools the annotators
+    hard) fails the same check."""
+    from scipy.special import ndtri
+
+    from noisycal_bayes.models import Prior
+    from noisycal_bayes.models.inputs import resolve_assignment
+
+    data, _, _, _ = _sparse_crowd(300, 12, 3, seed=5, spammers=1, adversaries=1)
+    assignment = resolve_assignment(data, "dawid_skene", None, "test")
+
+    def run(seed, precondition, prior=None):
+        opts = nuts._check_settings("dawid_skene", n_chains=2, n_warmup=300, n_draws=500, seed=seed, target_accept=0.8,
+                                    max_tree_depth=10, dense_mass=False, chain_method=None, precision="float64",
+                                    compress=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return nuts._fit_nuts_pooled(data, "dawid_skene", assignment, prior or Prior(), opts, progress_bar=False,
+                                         precondition=precondition)
+
+    a, b = run(1, True), run(2, False)
+    c = run(3, True, Prior(population_spread=0.1))
+
+    def values(fit):
+        pop = fit.details["population_draws"]
+        return {**{k: fit.draws[k] for k in ("fpr", "tpr", "prevalence")},
+                **{k: pop[k] for k in ("mu_fpr", "mean_gap", "sigma_fpr", "sigma_tpr")}}
+
+    def max_z(f, g):
+        x, y = values(f), values(g)
+        ess = min(f.diagnostics["ess_bulk"].min(), g.diagnostics["ess_bulk"].min())  # conservative: the smallest ESS
+        z = [np.abs(x[k].mean((0, 1)) - y[k].mean((0, 1))) / np.sqrt((x[k].var((0, 1)) + y[k].var((0, 1))) / ess)
+             for k in x]
+        return max(float(np.max(t)) for t in z)
+
+    m = 2 * data.n_annotators + 1 + 4
+    bound = ndtri(1 - 1e-3 / (2 * m))
+    assert max_z(a, b) < bound
+    assert max_z(c, b) > bound

@@ -318,3 +318,71 @@ def test_pooled_map_fit_uses_gold_in_loglik_and_clean_labels():
         warnings.simplefilter("ignore")
         fit = fit_map(data, model="dawid_skene", pooling="partial")
     _check_gold_values(fit, data, gold)
+
+
+@pytest.mark.parametrize("kind", ["dawid_skene", pytest.param("platt", marks=pytest.mark.slow),
+                                  pytest.param("grouped", marks=pytest.mark.slow),
+                                  pytest.param("monotone", marks=pytest.mark.slow)])
+def test_preconditioned_sites_give_the_same_model(kind):
+    """``precond`` is an affine change of the sampler's unconstrained coordinates u = shift + scale v: at any v the
+    preconditioned potential equals the plain one at u minus sum(log scale) (the constant log-Jacobian), and the
+    model's deterministic sites equal unprecondition_draws of its draws; precondition_start / unprecondition_draws
+    invert each other.
+    Checked at three random points; "dawid_skene" covers every kind of support (real, positive, unit interval; in
+    make test), "platt" its line, "grouped" a prevalence per group, "monotone" its unpreconditioned increments.
+    Negative control: the same comparison with the scale left out of the map is not a constant shift."""
+    import jax
+    from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
+
+    from noisycal_bayes.models.pooled import precondition_start, unprecondition_draws
+
+    rng = np.random.default_rng(7)
+    item, ann, lab = _responses()
+    n_groups = 3
+    group = rng.integers(0, n_groups, N_ITEMS).astype(np.int32)
+    if kind == "dawid_skene":
+        group[:] = 0
+    gold = np.full(N_ITEMS, -1, np.int32)
+    gold[4] = 1
+    base = (item, ann, lab, group, gold, rng.normal(size=N_ITEMS), None, None, rng.uniform(0, 1, (2, N_ANN)))
+    kw = dict(kind=kind, n_items=N_ITEMS, n_annotators=N_ANN, n_groups=n_groups)
+    start = _values(rng, kind, n_groups)
+    precond = {k: (rng.normal(size=np.shape(v)) * 0.3, rng.uniform(0.05, 2.0, np.shape(v)))
+               for k, v in start.items() if k != "increments"}
+
+    def plain():
+        return pooled_model(*base, prior=Prior(), **kw)
+
+    def pre():
+        return pooled_model(*base, precond, prior=Prior(), **kw)
+
+    def values(v, u):
+        """Both potentials and the preconditioned model's sites (vmapped over the points: one small program)."""
+        return (potential_energy(pre, (), {}, v), potential_energy(plain, (), {}, u),
+                constrain_fn(pre, (), {}, v, return_deterministic=True))
+
+    v0 = precondition_start(start, precond)
+    back = unprecondition_draws({k: np.asarray(x) for k, x in v0.items()}, precond)
+    for k, x in start.items():
+        np.testing.assert_allclose(back[k], x, rtol=1e-12, atol=1e-14)
+    with x64():
+        # Three points in the preconditioned unconstrained space (v real for "_pre" sites), around the start, each
+        # twice: mapped to the plain coordinates u = shift + scale v, and (negative control) with the scale left out.
+        z0 = unconstrain_fn(pre, (), {}, v0)
+        v = {k: np.tile(np.asarray(x)[None] + rng.normal(size=(3,) + np.shape(x)), (2,) + (1,) * np.ndim(x))
+             for k, x in z0.items()}
+        u = {}
+        for k, x in v.items():
+            if k.endswith("_pre"):
+                shift, scale = precond[k[:-4]]
+                u[k[:-4]] = shift + np.concatenate([scale * x[:3], x[3:]])
+            else:
+                u[k] = x
+        pot_pre, pot_plain, sites = jax.tree.map(np.asarray, jax.jit(jax.vmap(values))(v, u))
+    log_jac = sum(np.sum(np.log(s)) for _, s in precond.values())
+    np.testing.assert_allclose(pot_pre[:3] - pot_plain[:3], -log_jac, rtol=1e-10, atol=1e-9)
+    assert np.ptp(pot_pre[3:] - pot_plain[3:]) > 1e-3  # the wrong map: not a constant shift (negative control)
+    # The model's x = T(shift + scale v) is what unprecondition_draws computes from the draws of v.
+    mapped = unprecondition_draws({k: x[:3] for k, x in sites.items() if k in v}, precond)
+    for k in start:
+        np.testing.assert_allclose(sites[k][:3], mapped[k], rtol=1e-12, atol=1e-15)
