@@ -18,7 +18,8 @@ Each of them also comes with partially pooled channels (``pooling="partial"`` in
 """
 from .curves import histogram_dawid_skene, monotone_dawid_skene, platt_dawid_skene
 from .dawid_skene import dawid_skene, grouped_dawid_skene, oriented_channels, responses
-from .pooled import POOLED_KINDS, POPULATION_SITES, pooled_channels, pooled_model
+from .pooled import (POOLED_KINDS, POPULATION_SITES, PRECOND_SUFFIX, pooled_channels, pooled_model, posterior_scales,
+                     precondition_start, unprecondition_draws)
 from .priors import DEFAULT_PRIOR, Prior, PriorParams
 from .multiclass import (MULTICLASS_MODELS, LogRatioScaling, MulticlassPrior, dawid_skene_multiclass,
                          grouped_multiclass, grouped_multiclass_log_ratio, log_ratio_scaling, pooled_multiclass)
@@ -37,3 +38,4 @@ __all__ = ["DEFAULT_PRIOR", "MODELS", "POOLED_KINDS", "POPULATION_SITES", "Prior
            "platt_dawid_skene", "pooled_channels", "pooled_model", "responses"]
 __all__ += ["MULTICLASS_MODELS", "MulticlassPrior", "dawid_skene_multiclass", "grouped_multiclass",
             "pooled_multiclass", "LogRatioScaling", "grouped_multiclass_log_ratio", "log_ratio_scaling"]
+__all__ += ["PRECOND_SUFFIX", "posterior_scales", "precondition_start", "unprecondition_draws"]
