@@ -12,6 +12,9 @@ Small and negative gaps (issue 16): every rule multiplies by the mask of
 Gap rule uses ``|delta_j|`` (an adversarial annotator's corrected label is unbiased and informative), and IV
 is ``delta_j^2 / [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)]``, which never divides by the gap.
 """
+from functools import partial
+
+import jax
 import jax.numpy as jnp
 
 from .._validation import WEIGHT_RULES  # the names live with the check that accepts them
@@ -32,6 +35,7 @@ def annotator_noise_variance(fpr, gap, mu):
     return (mu * tpr * (1 - tpr) + (1 - mu) * fpr * (1 - fpr)) / gap**2
 
 
+@jax.jit  # one fused program per shape on NumPy inputs (see core.channel); inlined when traced
 def iv_weights(fpr, gap, mu, usable=None):
     """Inverse-variance weights, shape (n_annotators,), summing to 1; 0 for unusable annotators.
 
@@ -46,6 +50,7 @@ def iv_weights(fpr, gap, mu, usable=None):
     return inv / jnp.sum(inv)
 
 
+@partial(jax.jit, static_argnames=("rule",))
 def rule_weights(rule: str, fpr, gap, mu=None, usable=None):
     """Weights of a named rule (``"iv"`` needs ``mu``), shape (n_annotators,), summing to 1.
 
@@ -94,6 +99,12 @@ def weights_for_labels(rule, labels, fpr, gap, counts=None, usable=None):
     if not isinstance(rule, str):
         w = jnp.asarray(rule)
         return w / jnp.sum(w)
+    return _rule_weights_for_labels(rule, labels, fpr, gap, counts, usable)
+
+
+@partial(jax.jit, static_argnames=("rule",))
+def _rule_weights_for_labels(rule: str, labels, fpr, gap, counts, usable):
+    """:func:`weights_for_labels` for a rule name, jitted (one fused program per shape and rule)."""
     mu = None
     if rule == "iv":
         use = usable_annotators(gap) if usable is None else jnp.asarray(usable)
