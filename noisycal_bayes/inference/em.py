@@ -416,7 +416,7 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
         out = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=min_gap,
                            max_iter=max_iter, annotator_ids=ids, orientation=orientation, n_labels=n_labels)
         if out["selected"] is not None:
-            f, t, p = (jnp.asarray(out[k]) for k in ("fpr", "tpr", "prevalence"))
+            f, t, p = (np.asarray(out[k], np.float64) for k in ("fpr", "tpr", "prevalence"))  # no eager jnp ops
             if prior_counts is None:
                 out["loglik"] = out["objective"]
             elif inputs.sparse:
