@@ -5,13 +5,13 @@ NC-ECE (paper §3): ``sum_k (n_k / n) |mean_{i in B_k} Rtilde_i|`` with correcte
 the item count, the per-annotator label sums and the score sum, so after one pass over the items
 any number of channel draws costs ``O(rows x J)``.
 """
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .likelihood import eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
 from .weights import rule_weights
 
 
@@ -150,10 +150,10 @@ def _resolve_weights(stats, fpr, gap, weights):
     return w / jnp.sum(w)
 
 
-@partial(jax.jit, static_argnames=("n_bins", "rule"))
+@eager_jit(static_argnames=("n_bins", "rule"))
 def _bin_table(arrays, fpr, gap, weights, *, n_bins: int, rule):
     """:func:`bin_table` on the arrays of a BinStats (``n_bins`` and a rule name static): one fused program per
-    shape on NumPy inputs instead of one small program per operation (inlined when traced)."""
+    shape on concrete inputs instead of one small program per operation."""
     stats = BinStats(*arrays, n_bins)
     w = _resolve_weights(stats, fpr, gap, rule if rule is not None else weights)
     row = _row_corrected_sums(stats, fpr, gap, w)
@@ -185,13 +185,13 @@ def nc_ece_from_stats(stats: BinStats, fpr, gap, weights="iv"):
                    rule=rule)
 
 
-@partial(jax.jit, static_argnames=("n_bins", "rule"))
+@eager_jit(static_argnames=("n_bins", "rule"))
 def _nc_ece(arrays, fpr, gap, weights, *, n_bins: int, rule):
     count, score_sum, corrected_sum, _ = _bin_table(arrays, fpr, gap, weights, n_bins=n_bins, rule=rule)
     return jnp.sum(jnp.abs(corrected_sum - score_sum)) / jnp.sum(count)
 
 
-@partial(jax.jit, static_argnames=("n_bins",))
+@eager_jit(static_argnames=("n_bins",))
 def binned_abs_residual(bin_idx, residual, n_bins: int, item_weights=None):
     """``sum_k |sum_{i in B_k} r_i| / sum_i 1`` — the common core of ECE, SMECE and NC-ECE."""
     w = jnp.ones_like(residual) if item_weights is None else item_weights
@@ -199,7 +199,7 @@ def binned_abs_residual(bin_idx, residual, n_bins: int, item_weights=None):
     return jnp.sum(jnp.abs(sums)) / jnp.sum(w)
 
 
-@partial(jax.jit, static_argnames=("n_bins",))
+@eager_jit(static_argnames=("n_bins",))
 def ece_from_labels(scores, labels, bin_idx, n_bins: int):
     """Binned ECE ``sum_k (n_k / n) |mean_{B_k} (y - z)|`` for 0/1 or soft labels (SMECE)."""
     return binned_abs_residual(bin_idx, labels - scores, n_bins)
