@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .likelihood import eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
+from .likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
 from .weights import rule_weights
 
 
@@ -150,7 +150,7 @@ def _resolve_weights(stats, fpr, gap, weights):
     return w / jnp.sum(w)
 
 
-@eager_jit(static_argnames=("n_bins", "rule"))
+@_eager_jit(static_argnames=("n_bins", "rule"))
 def _bin_table(arrays, fpr, gap, weights, *, n_bins: int, rule):
     """:func:`bin_table` on the arrays of a BinStats (``n_bins`` and a rule name static): one fused program per
     shape on concrete inputs instead of one small program per operation."""
@@ -185,13 +185,13 @@ def nc_ece_from_stats(stats: BinStats, fpr, gap, weights="iv"):
                    rule=rule)
 
 
-@eager_jit(static_argnames=("n_bins", "rule"))
+@_eager_jit(static_argnames=("n_bins", "rule"))
 def _nc_ece(arrays, fpr, gap, weights, *, n_bins: int, rule):
     count, score_sum, corrected_sum, _ = _bin_table(arrays, fpr, gap, weights, n_bins=n_bins, rule=rule)
     return jnp.sum(jnp.abs(corrected_sum - score_sum)) / jnp.sum(count)
 
 
-@eager_jit(static_argnames=("n_bins",))
+@_eager_jit(static_argnames=("n_bins",))
 def binned_abs_residual(bin_idx, residual, n_bins: int, item_weights=None):
     """``sum_k |sum_{i in B_k} r_i| / sum_i 1`` — the common core of ECE, SMECE and NC-ECE."""
     w = jnp.ones_like(residual) if item_weights is None else item_weights
@@ -199,7 +199,7 @@ def binned_abs_residual(bin_idx, residual, n_bins: int, item_weights=None):
     return jnp.sum(jnp.abs(sums)) / jnp.sum(w)
 
 
-@eager_jit(static_argnames=("n_bins",))
+@_eager_jit(static_argnames=("n_bins",))
 def ece_from_labels(scores, labels, bin_idx, n_bins: int):
     """Binned ECE ``sum_k (n_k / n) |mean_{B_k} (y - z)|`` for 0/1 or soft labels (SMECE)."""
     return binned_abs_residual(bin_idx, labels - scores, n_bins)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 # gradients; clipping costs nothing measurable in the likelihood.
 _EPS = 1e-12
 
-def eager_jit(fn=None, *, static_argnames=()):
+def _eager_jit(fn=None, *, static_argnames=()):
     """``fn`` compiled with ``jax.jit`` when called on concrete inputs (NumPy or JAX arrays), and ``fn`` itself
     when any input is a tracer (inside ``jit``, ``grad``, ``vmap``).
 
@@ -23,7 +23,7 @@ def eager_jit(fn=None, *, static_argnames=()):
     the compiled programs there, and their numbers, are unchanged.
     """
     if fn is None:
-        return partial(eager_jit, static_argnames=static_argnames)
+        return partial(_eager_jit, static_argnames=static_argnames)
     jitted = jax.jit(fn, static_argnames=static_argnames)
 
     @wraps(fn)
@@ -39,7 +39,7 @@ def _log(p):
     return jnp.log(jnp.clip(p, _EPS, 1.0))
 
 
-@eager_jit
+@_eager_jit
 def pattern_loglik(patterns, fpr, tpr):
     """``(l0, l1)``: log-probability of each response pattern given Y = 0 and Y = 1, each (n_rows,).
 
@@ -56,14 +56,14 @@ def pattern_loglik(patterns, fpr, tpr):
     return both[..., 0], both[..., 1]
 
 
-@eager_jit
+@_eager_jit
 def response_loglik(label, fpr, tpr):
     """``(l0, l1)`` of single responses ``label`` (0/1), each with its own rates (same shape as ``label``)."""
     pos = label == 1
     return jnp.where(pos, _log(fpr), _log(1 - fpr)), jnp.where(pos, _log(tpr), _log(1 - tpr))
 
 
-@eager_jit
+@_eager_jit
 def ds_loglik_rows(patterns, group, fpr, tpr, prevalence):
     """Marginal log-likelihood of each row (pattern or item), shape (n_rows,).
 
@@ -95,7 +95,7 @@ def log_add(a, b):
     return m + jnp.log(jnp.exp(a - m) + jnp.exp(b - m))
 
 
-@eager_jit
+@_eager_jit
 def grid_loglik(patterns, fpr, tpr, prevalence):
     """Marginal log-likelihood of every pattern in every group, shape (n_groups, n_patterns).
 
@@ -117,13 +117,13 @@ def grid_loglik(patterns, fpr, tpr, prevalence):
                    _log(prevalence)[..., :, None] + l1[..., None, :])
 
 
-@eager_jit
+@_eager_jit
 def ds_loglik(patterns, group, counts, fpr, tpr, prevalence):
     """Total log-likelihood ``sum_rows counts * log P(row)`` (a scalar)."""
     return jnp.sum(counts * ds_loglik_rows(patterns, group, fpr, tpr, prevalence))
 
 
-@eager_jit
+@_eager_jit
 def posterior_positive(patterns, group, fpr, tpr, prevalence):
     """E-step: ``P(Y = 1 | A, g)`` per row, shape (n_rows,)."""
     l0, l1 = pattern_loglik(patterns, fpr, tpr)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .._validation import WEIGHT_RULES  # the names live with the check that accepts them
 from .channel import item_corrected_label, usable_annotators
-from .likelihood import eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
+from .likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
 
 MU_CLIP = 1e-4
 # A zero variance (a perfect annotator) would give an infinite weight; the floor keeps weights finite.
@@ -33,7 +33,7 @@ def annotator_noise_variance(fpr, gap, mu):
     return (mu * tpr * (1 - tpr) + (1 - mu) * fpr * (1 - fpr)) / gap**2
 
 
-@eager_jit
+@_eager_jit
 def iv_weights(fpr, gap, mu, usable=None):
     """Inverse-variance weights, shape (n_annotators,), summing to 1; 0 for unusable annotators.
 
@@ -48,7 +48,7 @@ def iv_weights(fpr, gap, mu, usable=None):
     return inv / jnp.sum(inv)
 
 
-@eager_jit(static_argnames=("rule",))
+@_eager_jit(static_argnames=("rule",))
 def rule_weights(rule: str, fpr, gap, mu=None, usable=None):
     """Weights of a named rule (``"iv"`` needs ``mu``), shape (n_annotators,), summing to 1.
 
@@ -100,7 +100,7 @@ def weights_for_labels(rule, labels, fpr, gap, counts=None, usable=None):
     return _rule_weights_for_labels(rule, labels, fpr, gap, counts, usable)
 
 
-@eager_jit(static_argnames=("rule",))
+@_eager_jit(static_argnames=("rule",))
 def _rule_weights_for_labels(rule: str, labels, fpr, gap, counts, usable):
     """:func:`weights_for_labels` for a rule name, jitted (one fused program per shape and rule)."""
     mu = None
