@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
 from .weights import rule_weights
 
 
@@ -149,6 +150,17 @@ def _resolve_weights(stats, fpr, gap, weights):
     return w / jnp.sum(w)
 
 
+@_eager_jit(static_argnames=("n_bins", "rule"))
+def _bin_table(arrays, fpr, gap, weights, *, n_bins: int, rule):
+    """:func:`bin_table` on the arrays of a BinStats (``n_bins`` and a rule name static): one fused program per
+    shape on concrete inputs instead of one small program per operation."""
+    stats = BinStats(*arrays, n_bins)
+    w = _resolve_weights(stats, fpr, gap, rule if rule is not None else weights)
+    row = _row_corrected_sums(stats, fpr, gap, w)
+    seg = lambda x: jax.ops.segment_sum(x, stats.bin, num_segments=n_bins)  # noqa: E731
+    return seg(stats.count), seg(stats.score_sum), seg(row), w
+
+
 def bin_table(stats: BinStats, fpr, gap, weights="iv"):
     """Per-bin count, score sum, corrected-label sum and the weights used.
 
@@ -157,10 +169,9 @@ def bin_table(stats: BinStats, fpr, gap, weights="iv"):
     count, score_sum, corrected_sum : arrays of shape (n_bins,)
     weights : array of shape (n_annotators,)
     """
-    w = _resolve_weights(stats, fpr, gap, weights)
-    row = _row_corrected_sums(stats, fpr, gap, w)
-    seg = lambda x: jax.ops.segment_sum(x, stats.bin, num_segments=stats.n_bins)  # noqa: E731
-    return seg(stats.count), seg(stats.score_sum), seg(row), w
+    rule = weights if isinstance(weights, str) else None
+    return _bin_table(tuple(stats[:5]), fpr, gap, None if rule is not None else weights, n_bins=int(stats.n_bins),
+                      rule=rule)
 
 
 def nc_ece_from_stats(stats: BinStats, fpr, gap, weights="iv"):
@@ -169,10 +180,18 @@ def nc_ece_from_stats(stats: BinStats, fpr, gap, weights="iv"):
     ``weights`` is a rule name (``"iv"``, ``"equal"``, ``"gap"``, ``"squared_gap"``) or an array of
     shape (n_annotators,). With ``fpr = 0, gap = 1`` this is the plain binned ECE.
     """
-    count, score_sum, corrected_sum, _ = bin_table(stats, fpr, gap, weights)
+    rule = weights if isinstance(weights, str) else None
+    return _nc_ece(tuple(stats[:5]), fpr, gap, None if rule is not None else weights, n_bins=int(stats.n_bins),
+                   rule=rule)
+
+
+@_eager_jit(static_argnames=("n_bins", "rule"))
+def _nc_ece(arrays, fpr, gap, weights, *, n_bins: int, rule):
+    count, score_sum, corrected_sum, _ = _bin_table(arrays, fpr, gap, weights, n_bins=n_bins, rule=rule)
     return jnp.sum(jnp.abs(corrected_sum - score_sum)) / jnp.sum(count)
 
 
+@_eager_jit(static_argnames=("n_bins",))
 def binned_abs_residual(bin_idx, residual, n_bins: int, item_weights=None):
     """``sum_k |sum_{i in B_k} r_i| / sum_i 1`` — the common core of ECE, SMECE and NC-ECE."""
     w = jnp.ones_like(residual) if item_weights is None else item_weights
@@ -180,6 +199,7 @@ def binned_abs_residual(bin_idx, residual, n_bins: int, item_weights=None):
     return jnp.sum(jnp.abs(sums)) / jnp.sum(w)
 
 
+@_eager_jit(static_argnames=("n_bins",))
 def ece_from_labels(scores, labels, bin_idx, n_bins: int):
     """Binned ECE ``sum_k (n_k / n) |mean_{B_k} (y - z)|`` for 0/1 or soft labels (SMECE)."""
     return binned_abs_residual(bin_idx, labels - scores, n_bins)

@@ -13,7 +13,10 @@ label is set to 0 instead of being divided by a gap near zero.
 """
 import jax.numpy as jnp
 
+from .likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
 
+
+@_eager_jit
 def usable_annotators(gap, gap_lower=None, gap_upper=None):
     """Which annotators' labels may be corrected: the gap is known to be away from 0.
 
@@ -43,6 +46,7 @@ def usable_annotators(gap, gap_lower=None, gap_upper=None):
     return (jnp.asarray(gap_lower) > 0) | (jnp.asarray(gap_upper) < 0)
 
 
+@_eager_jit
 def inverse_gap(gap, usable=None):
     """``1 / gap_j`` where the annotator is usable, else 0 (never a division by a gap near zero)."""
     usable = usable_annotators(gap) if usable is None else jnp.asarray(usable)
@@ -50,6 +54,7 @@ def inverse_gap(gap, usable=None):
     return jnp.where(usable, 1.0 / jnp.where(usable, gap, 1.0), 0.0)
 
 
+@_eager_jit
 def corrected_labels(labels, fpr, gap, usable=None):
     """Corrected labels ``Ytilde_ij = (A_ij - fpr_j) / gap_j``; 0 where missing or the annotator is unusable.
 
@@ -68,6 +73,7 @@ def corrected_labels(labels, fpr, gap, usable=None):
     return jnp.where(obs, (labels - fpr) * inverse_gap(gap, usable), 0.0)
 
 
+@_eager_jit
 def combine_item_weights(observed, weights):
     """Per-item weights ``w_j 1[j obs] / sum_k w_k 1[k obs]``, shape (n_items, n_annotators).
 
@@ -79,12 +85,14 @@ def combine_item_weights(observed, weights):
     return w / jnp.sum(w, axis=-1, keepdims=True)
 
 
+@_eager_jit
 def item_corrected_label(labels, fpr, gap, weights, usable=None):
     """Combined corrected label per item ``sum_j W_ij Ytilde_ij``, shape (n_items,)."""
     W = combine_item_weights(labels >= 0, weights)
     return jnp.sum(W * corrected_labels(labels, fpr, gap, usable), axis=-1)
 
 
+@_eager_jit
 def mean_corrected_label(labels, fpr, gap, usable=None):
     """The equally weighted mean corrected label over usable annotators (the IV rule's estimate of ``mu``)."""
     usable = usable_annotators(gap) if usable is None else jnp.asarray(usable)

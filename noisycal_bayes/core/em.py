@@ -12,9 +12,10 @@ then ``e_step`` does the row work once per iteration rather than twice.
 import jax
 import jax.numpy as jnp
 
-from .likelihood import _row_logs, pattern_loglik, posterior_positive
+from .likelihood import _row_logs, _eager_jit, pattern_loglik, posterior_positive
 
 
+@_eager_jit  # one fused program per shape when called eagerly (core.likelihood._eager_jit)
 def e_step(patterns, group, counts, fpr, tpr, prevalence):
     """``(loglik, T)``: total log-likelihood ``sum_r c_r log P(row_r)`` (scalar) and ``T_r = P(Y = 1 | row_r)``
     (n_rows,), from one evaluation of the pattern terms.
@@ -33,6 +34,7 @@ def e_step(patterns, group, counts, fpr, tpr, prevalence):
     return loglik, jnp.where(d >= 0, 1.0, e) / (1.0 + e)
 
 
+@_eager_jit(static_argnames=("n_groups", "prior"))
 def m_step(patterns, group, counts, n_groups: int, posterior, prior=None):
     """M-step: ``(fpr, tpr, prevalence)`` from ``T = posterior`` (n_rows,), with the module's formulas.
 
@@ -52,6 +54,7 @@ def m_step(patterns, group, counts, n_groups: int, posterior, prior=None):
     return fpr, tpr, prevalence
 
 
+@_eager_jit(static_argnames=("n_groups", "prior"))
 def em_step(patterns, group, counts, n_groups: int, fpr, tpr, prevalence, prior=None):
     """Return updated ``(fpr, tpr, prevalence)``: :func:`m_step` of the E-step ``T`` at the given parameters."""
     t = posterior_positive(patterns, group, fpr, tpr, prevalence)

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from .._validation import WEIGHT_RULES  # the names live with the check that accepts them
 from .channel import item_corrected_label, usable_annotators
+from .likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
 
 MU_CLIP = 1e-4
 # A zero variance (a perfect annotator) would give an infinite weight; the floor keeps weights finite.
@@ -32,6 +33,7 @@ def annotator_noise_variance(fpr, gap, mu):
     return (mu * tpr * (1 - tpr) + (1 - mu) * fpr * (1 - fpr)) / gap**2
 
 
+@_eager_jit
 def iv_weights(fpr, gap, mu, usable=None):
     """Inverse-variance weights, shape (n_annotators,), summing to 1; 0 for unusable annotators.
 
@@ -46,6 +48,7 @@ def iv_weights(fpr, gap, mu, usable=None):
     return inv / jnp.sum(inv)
 
 
+@_eager_jit(static_argnames=("rule",))
 def rule_weights(rule: str, fpr, gap, mu=None, usable=None):
     """Weights of a named rule (``"iv"`` needs ``mu``), shape (n_annotators,), summing to 1.
 
@@ -94,6 +97,12 @@ def weights_for_labels(rule, labels, fpr, gap, counts=None, usable=None):
     if not isinstance(rule, str):
         w = jnp.asarray(rule)
         return w / jnp.sum(w)
+    return _rule_weights_for_labels(rule, labels, fpr, gap, counts, usable)
+
+
+@_eager_jit(static_argnames=("rule",))
+def _rule_weights_for_labels(rule: str, labels, fpr, gap, counts, usable):
+    """:func:`weights_for_labels` for a rule name, jitted (one fused program per shape and rule)."""
     mu = None
     if rule == "iv":
         use = usable_annotators(gap) if usable is None else jnp.asarray(usable)

@@ -58,6 +58,21 @@ def _em_program(n_rows: int, n_starts: int, *, n_annotators: int, n_groups: int,
 _EM_PROGRAMS: dict = {}
 
 
+def _start_bucket(n_starts: int) -> int:
+    """The number of starts the pattern-path EM program runs for ``n_starts`` starts: 1, 2, 4, 10 (the default
+    ``n_starts``), then powers of 2, so that a handful of compiled programs serve every ``n_starts``."""
+    for size in (1, 2, 4, DEFAULT_N_STARTS):
+        if n_starts <= size:
+            return size
+    return 1 << (int(n_starts) - 1).bit_length()
+
+
+def _pad_starts(theta0):
+    """``theta0`` (S, K) with copies of its first row appended up to :func:`_start_bucket` ``(S)`` rows."""
+    extra = _start_bucket(theta0.shape[0]) - theta0.shape[0]
+    return np.concatenate([theta0, np.repeat(theta0[:1], extra, axis=0)]) if extra else theta0
+
+
 def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
     """EM from every start (rows of ``theta0``) with one ``lax.while_loop`` each, batched by ``vmap``.
 
@@ -409,14 +424,18 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
             # NumPy arguments: converting them with jnp would compile small programs of its own in a new process.
             args = (np.asarray(inputs.patterns, dtype=np.int32), np.asarray(inputs.row_group, dtype=np.int32),
                     np.asarray(inputs.counts, dtype=np.float64))
+            # The starts padded to a few sizes (copies of start 0, dropped below): one compiled program serves
+            # every n_starts of a bucket (each start's loop is its own under vmap, so the kept ones are unchanged).
+            theta0 = _pad_starts(theta0)
             program = _em_program(args[0].shape[0], theta0.shape[0], n_annotators=n_ann, n_groups=n_groups,
                                   prior=prior_counts, max_iter=int(max_iter))
-        theta, obj, n_iter, status, trace = (np.asarray(v) for v in program(
+        n_kept = fpr0.shape[0]
+        theta, obj, n_iter, status, trace = (np.asarray(v)[:n_kept] for v in program(
             np.asarray(theta0, dtype=np.float64), *args, np.float64(tol)))
         out = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=min_gap,
                            max_iter=max_iter, annotator_ids=ids, orientation=orientation, n_labels=n_labels)
         if out["selected"] is not None:
-            f, t, p = (jnp.asarray(out[k]) for k in ("fpr", "tpr", "prevalence"))
+            f, t, p = (np.asarray(out[k], np.float64) for k in ("fpr", "tpr", "prevalence"))  # no eager jnp ops
             if prior_counts is None:
                 out["loglik"] = out["objective"]
             elif inputs.sparse:

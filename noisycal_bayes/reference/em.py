@@ -105,7 +105,7 @@ def _check_prior(prior):
 def _run_start(theta0, arrays, n_annotators, n_groups, prior, max_iter, tol):
     """Iterate EM from ``theta0``. Returns ``(theta, objective, n_iter, trace, status)`` (NumPy)."""
     trace_size = 1 << int(max_iter).bit_length()  # the next power of 2 above max_iter
-    theta, obj, it, trace, converged, bad = _iterate(jnp.asarray(theta0), *arrays, tol, max_iter, n_annotators,
+    theta, obj, it, trace, converged, bad = _iterate(np.asarray(theta0, np.float64), *arrays, tol, max_iter, n_annotators,
                                                      n_groups, prior, trace_size)
     it = int(it)
     status = (BAD_START if it == 0 else NONFINITE) if bool(bad) else (CONVERGED if bool(converged) else MAX_ITER)
@@ -125,8 +125,9 @@ def _resolve_model(model, groups, data):
 def _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter, tol):
     """Every start in turn; returns stacked ``(theta, objective, n_iter, status, trace)``."""
     n_ann, n_groups = inputs.n_annotators, inputs.n_groups
-    arrays = (jnp.asarray(inputs.patterns, dtype=jnp.int32), jnp.asarray(inputs.row_group, dtype=jnp.int32),
-              jnp.asarray(inputs.counts, dtype=jnp.float64))
+    # NumPy arrays (converted in NumPy): a jnp conversion of dtype compiles a small program of its own per shape.
+    arrays = (np.asarray(inputs.patterns, dtype=np.int32), np.asarray(inputs.row_group, dtype=np.int32),
+              np.asarray(inputs.counts, dtype=np.float64))
     runs = [_run_start(np.concatenate([f, t, p]), arrays, n_ann, n_groups, prior_counts, max_iter, tol)
             for f, t, p in zip(fpr0, tpr0, prev0)]
     theta, obj, n_iter, trace, status = (np.array(v) for v in zip(*runs))

@@ -3,7 +3,7 @@ import jax
 import numpy as np
 import pytest
 
-from noisycal_bayes.core import (bin_stats, bin_table, binned_abs_residual, ece_from_labels, nc_ece_from_stats,
+from noisycal_bayes.core import (bin_stats, bin_table, binned_abs_residual, ece_from_labels, nc_ece_from_stats, pad_bin_stats,
                                  x64)
 from noisycal_bayes.data import bin_index
 
@@ -187,3 +187,28 @@ def test_vmap_over_bootstrap_item_weights():
             resid = ((labels - fpr) / gap).mean(1) - z  # no missing: equal weights are the plain mean
             sums = np.bincount(idx, weights=w * resid, minlength=N_BINS)
             np.testing.assert_allclose(got, np.abs(sums).sum() / w.sum(), rtol=1e-12)
+
+
+def test_nc_ece_on_numpy_inputs_is_one_program_per_padded_shape():
+    """Called on NumPy statistics, NC-ECE runs one jitted program (not one compile per operation): a second data set
+    padded to the same number of rows reuses it, and its value is that of the same computation traced inside an
+    outer jit (to rounding: 1e-12)."""
+    from noisycal_bayes.core.calibration import _nc_ece
+
+    rng = np.random.default_rng(3)
+    values = []
+    for n in (300, 500):
+        labels = rng.integers(-1, 2, size=(n, 3))
+        labels[:, 0] = rng.integers(0, 2, size=n)  # every item labelled at least once
+        scores = rng.uniform(size=n)
+        stats = pad_bin_stats(bin_stats(labels, scores, bin_index(scores, EDGES), N_BINS), 64)
+        fpr, gap = np.array([0.1, 0.2, 0.15]), np.array([0.7, 0.6, 0.5])
+        with x64():
+            eager = float(nc_ece_from_stats(stats, fpr, gap))
+            traced = float(jax.jit(lambda f, g: nc_ece_from_stats(stats, f, g))(fpr, gap))
+        values.append(eager)
+        np.testing.assert_allclose(eager, traced, rtol=1e-12)
+        if n == 300:
+            compiled = _nc_ece.jitted._cache_size()
+    assert _nc_ece.jitted._cache_size() == compiled
+    assert values[0] != values[1]

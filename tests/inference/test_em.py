@@ -199,3 +199,33 @@ def test_em_program_is_saved_in_the_compilation_cache_and_reused(tmp_path):
         jax.config.update("jax_compilation_cache_dir", old)
         em_module._EM_PROGRAMS.clear()
         em_module._EM_PROGRAMS.update(saved_programs)
+
+
+def test_starts_padded_to_a_bucket_give_the_unpadded_results_and_share_one_program():
+    """The pattern-path EM runs n_starts padded to a few sizes (copies of start 0, dropped after): the kept starts'
+    results equal those of the unpadded program to 1e-12 (every start's loop is its own under vmap), and fits
+    with 3 and 4 starts use one compiled program."""
+    from functools import partial
+
+    import jax
+
+    from noisycal_bayes.core import x64
+    from noisycal_bayes.inference import em as em_mod
+    from noisycal_bayes.models.inputs import prepare_inputs, resolve_assignment
+
+    inputs = prepare_inputs(SIM.data, "dawid_skene", resolve_assignment(SIM.data, "dawid_skene", None, "t"))
+    args = (np.asarray(inputs.patterns, np.int32), np.asarray(inputs.row_group, np.int32),
+            np.asarray(inputs.counts, np.float64))
+    theta0 = np.concatenate(em_starts(3, 1, 3, 1), axis=1)
+    assert em_mod._pad_starts(theta0).shape[0] == 4
+    with x64():
+        padded = em_mod._em_program(args[0].shape[0], 4, n_annotators=3, n_groups=1, prior=None, max_iter=1000)(
+            em_mod._pad_starts(theta0), *args, np.float64(1e-8))
+        plain = jax.jit(partial(em_mod._run_all, n_annotators=3, n_groups=1, prior=None, max_iter=1000))(
+            theta0, *args, np.float64(1e-8))
+    for a, b in zip(padded, plain):  # theta, objective, n_iter, status, trace (NaN after the last iteration)
+        np.testing.assert_allclose(np.asarray(a)[:3], np.asarray(b), rtol=1e-12, atol=0)
+    fits = [fit_em(SIM.data, model="dawid_skene", n_starts=s, seed=s) for s in (3, 4)]
+    assert [len(f.details["start_logliks"]) for f in fits] == [3, 4]
+    keys = [k for k in em_mod._EM_PROGRAMS if k[1] == args[0].shape[0] and k[3:5] == (3, 1) and k[5:] == (None, 1000)]
+    assert sorted(k[2] for k in keys if k[2] in (3, 4)) == [4]  # one program for 3 and 4 starts
