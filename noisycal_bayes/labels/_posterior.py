@@ -119,8 +119,11 @@ class Rows:
             f64 = lambda a: jnp.asarray(a, dtype=jnp.float64)  # noqa: E731
             if self.model == "platt":
                 # The prior log-odds a * logit(z) + b enter additively: no clipping of m(z) is needed.
-                prior_logit = (f64(params["slope"])[:, None] * f64(self.logit_score)[None, :]
-                               + f64(params["intercept"])[:, None])
+                # In NumPy: one rounded product and one rounded sum per entry, the numbers the op-by-op JAX
+                # multiply and add gave, without compiling two programs per data shape.
+                n64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+                prior_logit = f64(n64(params["slope"])[:, None] * n64(self.logit_score)[None, :]
+                                  + n64(params["intercept"])[:, None])
                 out = posterior_positive_draws(jnp.asarray(self.patterns, dtype=jnp.int32), None, f64(params["fpr"]),
                                                f64(params["tpr"]), prior_logit=prior_logit)
                 return np.asarray(out)
