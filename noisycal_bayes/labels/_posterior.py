@@ -134,10 +134,13 @@ class Rows:
             size = padded_rows(n_rows)
             pat = np.concatenate([self.patterns, -np.ones((size - n_rows, j), dtype=self.patterns.dtype)])
             grp = np.concatenate([self.group, np.zeros(size - n_rows, dtype=self.group.dtype)])
+            # The draws too, to a power of two (padding draws repeat the last one; vmap computes each draw on its own).
+            n_pad = (1 << (s - 1).bit_length()) - s
+            pad = lambda a: np.concatenate([a, np.repeat(a[-1:], n_pad, axis=0)])  # noqa: E731
             out = posterior_positive_draws(jnp.asarray(pat, dtype=jnp.int32), jnp.asarray(grp, dtype=jnp.int32),
-                                           f64(params["fpr"]), f64(params["tpr"]),
-                                           f64(np.asarray(params["prevalence"]).reshape(s, -1)))
-            return np.asarray(out)[:, :n_rows]
+                                           f64(pad(np.asarray(params["fpr"]))), f64(pad(np.asarray(params["tpr"]))),
+                                           f64(pad(np.asarray(params["prevalence"]).reshape(s, -1))))
+            return np.asarray(out)[:s, :n_rows]
 
 
 @dataclass(frozen=True)
