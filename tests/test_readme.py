@@ -37,11 +37,13 @@ from scipy import stats
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: Small sizes per function name (the name the README calls, whatever module it comes from).
 SMALL = {
-    "fit_nuts": {"n_chains": 2, "n_warmup": 150, "n_draws": 150},
-    "evaluate": {"n_chains": 2, "n_warmup": 150, "n_draws": 150, "n_boot": 30},
+    "fit_nuts": {"n_chains": 2, "n_warmup": 200, "n_draws": 150},
+    "evaluate": {"n_chains": 2, "n_warmup": 200, "n_draws": 150, "n_boot": 30},
     "bootstrap_em": {"n_boot": 30},
 }
-CAPS = {"n_chains": 2, "n_warmup": 150, "n_draws": 150, "n_boot": 30}
+# 200 warm-up steps and 150 draws (chunks of 50) with the README's 3 annotators and 5 groups: the compiled NUTS
+# program of tests/inference/test_nuts.py's and tests/test_evaluate.py's fits (one compilation for all three).
+CAPS = {"n_chains": 2, "n_warmup": 200, "n_draws": 150, "n_boot": 30}
 Z = stats.norm.isf(1e-3 / 2)
 SD_PER_WIDTH = 1 / (2 * stats.norm.isf(0.05))  # 90% intervals
 
@@ -85,7 +87,7 @@ def test_shrink_sets_and_adds_the_small_sizes():
     tree = ast.parse(new)
     kws = [{k.arg: k.value.value for k in c.keywords if isinstance(k.value, ast.Constant)}
            for c in ast.walk(tree) if isinstance(c, ast.Call)]
-    assert {"groups": 5, "n_draws": 150, "n_chains": 2, "n_warmup": 150} in kws
+    assert {"groups": 5, "n_draws": 150, "n_chains": 2, "n_warmup": 200} in kws
     assert {"method": "em", **SMALL["evaluate"]} in kws
     assert {"n_boot": 30} in kws
     assert calls == ["fit_nuts", "evaluate"]

@@ -93,7 +93,13 @@ def _program(model: str, static: dict):
         # Per-item scale keeps the gradient tolerance meaningful for any number of items.
         return -log_posterior(model_fn, args, prior_params, sites) / scale
 
-    prog = {"model_fn": model_fn, "objective": objective, "cache": {}}
+    # Start points to unconstrained coordinates and back, compiled: run op by op, the model and its transforms
+    # compiled one small program per operation (data shapes of grid tables are fixed by the numbers of annotators and
+    # groups, so one program serves every data set of a design).
+    unconstrain = jax.jit(lambda a, pp, sites: unconstrain_fn(model_fn, a + (pp,), {}, sites))
+    constrain = jax.jit(lambda a, pp, z: constrain_fn(model_fn, a + (pp,), {}, z))
+    prog = {"model_fn": model_fn, "objective": objective, "cache": {}, "unconstrain": unconstrain,
+            "constrain": constrain}
     _PROGRAMS[key] = prog
     return prog
 
@@ -115,8 +121,7 @@ def map_fit(data, inputs, assignment, model, prior, *, n_starts, seed, init, max
     with x64():
         args = tuple(jnp.asarray(a) for a in inputs.model_args())
         prior_params = jax.tree.map(jnp.asarray, prior.params())
-        z = [unconstrain_fn(model_fn, args + (prior_params,), {}, sample_sites(model, p, inputs.n_groups))
-             for p in starts]
+        z = [prog["unconstrain"](args, prior_params, sample_sites(model, p, inputs.n_groups)) for p in starts]
         flat = [ravel_pytree(zz)[0] for zz in z]
         unravel = ravel_pytree(z[0])[1]
         key = (flat[0].shape, tuple(a.shape for a in args))
@@ -140,7 +145,7 @@ def map_fit(data, inputs, assignment, model, prior, *, n_starts, seed, init, max
         ties = np.flatnonzero(obj >= top - 1e-9 * (1.0 + abs(top)))
         good = ties[success[ties]]
         best = int(good[0] if good.size else ties[0])
-        sites = constrain_fn(model_fn, args + (prior_params,), {}, unravel(jnp.asarray(x[best])))
+        sites = prog["constrain"](args, prior_params, unravel(jnp.asarray(x[best])))
         sites = {k: np.asarray(v) for k, v in sites.items()}
         vals = with_derived(model, sites)
         loglik = None

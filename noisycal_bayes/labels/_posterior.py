@@ -119,8 +119,11 @@ class Rows:
             f64 = lambda a: jnp.asarray(a, dtype=jnp.float64)  # noqa: E731
             if self.model == "platt":
                 # The prior log-odds a * logit(z) + b enter additively: no clipping of m(z) is needed.
-                prior_logit = (f64(params["slope"])[:, None] * f64(self.logit_score)[None, :]
-                               + f64(params["intercept"])[:, None])
+                # In NumPy: one rounded product and one rounded sum per entry, the numbers the op-by-op JAX
+                # multiply and add gave, without compiling two programs per data shape.
+                n64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+                prior_logit = f64(n64(params["slope"])[:, None] * n64(self.logit_score)[None, :]
+                                  + n64(params["intercept"])[:, None])
                 out = posterior_positive_draws(jnp.asarray(self.patterns, dtype=jnp.int32), None, f64(params["fpr"]),
                                                f64(params["tpr"]), prior_logit=prior_logit)
                 return np.asarray(out)
@@ -131,10 +134,13 @@ class Rows:
             size = padded_rows(n_rows)
             pat = np.concatenate([self.patterns, -np.ones((size - n_rows, j), dtype=self.patterns.dtype)])
             grp = np.concatenate([self.group, np.zeros(size - n_rows, dtype=self.group.dtype)])
+            # The draws too, to a power of two (padding draws repeat the last one; vmap computes each draw on its own).
+            n_pad = (1 << (s - 1).bit_length()) - s
+            pad = lambda a: np.concatenate([a, np.repeat(a[-1:], n_pad, axis=0)])  # noqa: E731
             out = posterior_positive_draws(jnp.asarray(pat, dtype=jnp.int32), jnp.asarray(grp, dtype=jnp.int32),
-                                           f64(params["fpr"]), f64(params["tpr"]),
-                                           f64(np.asarray(params["prevalence"]).reshape(s, -1)))
-            return np.asarray(out)[:, :n_rows]
+                                           f64(pad(np.asarray(params["fpr"]))), f64(pad(np.asarray(params["tpr"]))),
+                                           f64(pad(np.asarray(params["prevalence"]).reshape(s, -1))))
+            return np.asarray(out)[:s, :n_rows]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import expit, logit
 
+from ..core.likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
 from .dawid_skene import oriented_channels
 from .priors import DEFAULT_PRIOR, Prior
 from .score_noise import rows_factor
@@ -49,6 +50,7 @@ def hermite_nodes(n_nodes: int = N_NODES):
     return x, w / w.sum()
 
 
+@_eager_jit
 def correlated_rows_loglik(patterns, group, fpr, tpr, prevalence, s, nodes, weights):
     """Marginal log-likelihood of each row under the random-effects model, shape (n_rows,).
 

@@ -219,13 +219,14 @@ def plugin_sums(cells: Cells, n_bins, fpr, gap, rule, *, bootstrap: bool, rng):
             stats = (row_sum(cells.count), np.stack([row_sum(cells.count * pos[:, k]) for k in range(j)], axis=1),
                      row_sum(cells.score_sum))
             fn = _plugin_fn(n_bins, rule_key, False)
-            # One vmapped call over many draws (arrays are (n_out, n_bins)); chunk to bound memory.
+            # One vmapped call over many draws (arrays are (n_out, n_bins)); chunk to bound memory. The draws are
+            # padded to a power of two (the block size when there are more): one compiled program serves every
+            # number of draws in a bucket, instead of one per n_out (each draw is computed on its own by vmap).
             step = _draws_per_call(size * (j + 2), 4096)
-            for a in range(0, n_out, step):
-                b = min(a + step, n_out)
-                res = fn(row_bin, row_mask, *stats, fpr[a:b], gap[a:b], w_explicit)
-                for o, v in zip(out, res):
-                    o[a:b] = np.asarray(v)
+            block = min(step, _pow2(n_out))
+            for a in range(0, n_out, block):
+                _call_block(fn, (row_bin, row_mask), stats, fpr, gap, w_explicit, out, a, min(a + block, n_out),
+                            block)
             return tuple(out)
         fn = _plugin_fn(n_bins, rule_key, True)
         if cells.inverse is None or n * n_out > _ITEM_BOOTSTRAP_ENTRIES:
@@ -421,11 +422,18 @@ def latent_freq(draws, fit, rng, *, atoms=None, labels=None, bin_idx=None, n_bin
             B[np.arange(atom_row.size), atom_bin] = 1.0
             patterns = np.asarray(fit.inputs.patterns, dtype=np.int32)
             group = np.asarray(fit.inputs.row_group, dtype=np.int32)
-            step = 1024
-            for a in range(0, n_out, step):
-                b = min(a + step, n_out)
-                p = np.asarray(posterior_positive_draws(patterns, group, draws.fpr[a:b], tpr[a:b],
-                                                         draws.prevalence[a:b]))
+            # Rows and draws padded to powers of two so that one compiled program serves many data sets and
+            # draw counts: padding rows are all-missing (group 0), padding draws repeat the last; both dropped.
+            n_rows, j = patterns.shape
+            size = _pow2(n_rows)
+            patterns = np.concatenate([patterns, np.full((size - n_rows, j), -1, np.int32)])
+            group = np.concatenate([group, np.zeros(size - n_rows, np.int32)])
+            block = min(1024, _pow2(n_out))
+            for a in range(0, n_out, block):
+                b = min(a + block, n_out)
+                pad = lambda x: np.concatenate([x[a:b], np.repeat(x[-1:], block - (b - a), axis=0)])  # noqa: E731
+                p = np.asarray(posterior_positive_draws(patterns, group, pad(draws.fpr), pad(tpr),
+                                                         pad(draws.prevalence)))[: b - a, :n_rows]
                 p = np.clip(p[:, atom_row], 0.0, 1.0)
                 y = rng.binomial(atom_count[None, :], p)
                 freq[a:b] = y @ B

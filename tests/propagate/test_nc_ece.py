@@ -43,6 +43,41 @@ def test_plugin_draws_equal_reference_per_channel_draw(sim, post):
     assert res.n_draws == 60 and res.fit_method == "nuts"
 
 
+def test_plugin_draws_padded_to_a_power_of_two_are_the_unpadded_ones_with_one_program(sim):
+    # plugin_sums pads the draws to a power of two (repeating the last): 5 and 7 draws share the program of 8, and
+    # the real draws' sums are those of the compiled function called on the unpadded draws (exactness to 1e-12).
+    from noisycal_bayes.propagate._sums import _plugin_fn, _row_keys
+
+    z = sim.data.scores
+    idx = np.minimum((z * 10).astype(int), 9)
+    cells = item_cells(sim.data.labels, z, idx, 10)
+    rng = np.random.default_rng(5)
+    fpr = np.clip(np.asarray(FPR) + 0.02 * rng.standard_normal((7, 3)), 0.01, 0.5)
+    gap = np.clip(np.asarray(TPR) - np.asarray(FPR) + 0.02 * rng.standard_normal((7, 3)), 0.1, 0.9)
+    fn = _plugin_fn(10, "iv", False)
+    with x64():
+        seven = plugin_sums(cells, 10, fpr, gap, "iv", bootstrap=False, rng=None)
+        compiled = fn._cache_size()
+        five = plugin_sums(cells, 10, fpr[:5], gap[:5], "iv", bootstrap=False, rng=None)
+        assert fn._cache_size() == compiled
+        # The same call by hand, unpadded: (bin, missingness) rows and their sums as plugin_sums builds them.
+        uniq, cell_row = _row_keys(np.asarray(cells.bin), cells.patterns >= 0, 10)
+        size = max(8, 1 << (uniq.shape[0] - 1).bit_length())
+        row_bin = np.zeros(size, np.int32)
+        row_bin[:uniq.shape[0]] = uniq[:, 0]
+        row_mask = np.ones((size, 3), bool)
+        row_mask[:uniq.shape[0]] = uniq[:, 1:].astype(bool)
+        rs = lambda w: np.bincount(cell_row, weights=w, minlength=size)  # noqa: E731
+        pos = (cells.patterns == 1).astype(float)
+        stats = (rs(cells.count), np.stack([rs(cells.count * pos[:, k]) for k in range(3)], axis=1),
+                 rs(cells.score_sum))
+        direct = [np.asarray(v) for v in fn(row_bin, row_mask, *stats, fpr[:5], gap[:5], np.zeros(3))]
+    for got, seven_got, want in zip(five, seven, direct):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(seven_got[:5], want, rtol=1e-12, atol=1e-12)
+    assert not np.allclose(seven[2][5], seven[2][0])  # the draws differ: a test that could fail
+
+
 def test_identity_channel_gives_plain_ece():
     sim = simulate_annotations(500, fpr=[0.0, 0.0], tpr=[1.0, 1.0], seed=1)
     ident = Channel([0.0, 0.0], [1.0, 1.0])
