@@ -101,6 +101,12 @@ def _corrected_rows(rows: Rows, fpr, tpr, weights) -> np.ndarray:
     size = padded_rows(n_rows)
     pat = np.concatenate([rows.patterns, np.zeros((size - n_rows, j), dtype=rows.patterns.dtype)])
     cnt = np.concatenate([rows.counts, np.zeros(size - n_rows)])
+    # The parameter sets too, to a power of two (padding sets repeat the last; vmap computes each set on its own),
+    # so that one compiled program serves every number of replicates in a bucket.
+    fpr, tpr = np.atleast_2d(np.asarray(fpr, np.float64)), np.atleast_2d(np.asarray(tpr, np.float64))
+    s = fpr.shape[0]
+    n_pad = (1 << (s - 1).bit_length()) - s
+    fpr, tpr = (np.concatenate([a, np.repeat(a[-1:], n_pad, axis=0)]) for a in (fpr, tpr))
     with x64():
         f, t = jnp.asarray(fpr, dtype=jnp.float64), jnp.asarray(tpr, dtype=jnp.float64)
         pat = jnp.asarray(pat, dtype=jnp.int32)
@@ -108,7 +114,7 @@ def _corrected_rows(rows: Rows, fpr, tpr, weights) -> np.ndarray:
             out = _corrected_rule(pat, jnp.asarray(cnt, dtype=jnp.float64), f, t, rule=weights)
         else:
             out = _corrected_explicit(pat, f, t, jnp.asarray(weights, dtype=jnp.float64))
-        return np.asarray(out)[:, :n_rows]
+        return np.asarray(out)[:s, :n_rows]
 
 
 @partial(jax.jit, static_argnames="rule")
