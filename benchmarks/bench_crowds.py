@@ -4,6 +4,8 @@ bench_crowds_nuts.py and crowd_flags_study.py).
 Usage (crowd-kit is a comparison only, never a dependency)::
 
     PYTHONPATH=$PWD:/tmp/ckx python benchmarks/bench_crowds.py [--quick] [--only gold rte scale nuts_scale recovery]
+    python benchmarks/bench_crowds.py --only recovery_nuts --n-sims 80 [--max-minutes 40] \
+        --out benchmarks/results/bench_crowds_recovery_nuts.json     (not in the default run: ~20 s per crowd)
 
 Sections (rows of ``benchmarks/results/bench_crowds.json``; ``goals`` lists every goal with its measured value and
 pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.py``):
@@ -59,6 +61,23 @@ pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.p
     behave differently (few labels: the discrete Jeffreys interval over-covers; many labels: the interval, which
     leaves out the covariance with the other annotators' channels, under-covers). The flags' precision and
     recall ("adversarial" for adversaries, "uninformative" for spammers).
+``recovery_nuts``
+    The same crowds (same call, seeds ``0..n_sims-1``), each fitted by the pooled (hierarchical) NUTS model,
+    ``fit_nuts(data, model="dawid_skene", pooling="partial", seed=s)`` with the sampler settings of ``rte``: the
+    equal-tailed 90% intervals of every annotator's fpr and tpr (5% and 95% quantiles of ``fit.draws``), which carry
+    the population prior, its uncertainty and the exact likelihood (no soft counts). The fit's annotators are
+    matched to the simulation's by id (``fit.annotator_ids``; ``simulate_crowd``'s ids are its annotator indices,
+    checked). Flags by the library's rule for NUTS fits (``fit.details["flagged"]``,
+    ``inference._common.flag_annotators``: the gap's 90% interval contains 0 -> "uninformative", lies below 0 ->
+    "adversarial"). Beside it, in the same run and on the same crowds, the EM route of ``recovery`` (``route`` =
+    ``"em"``). Rows per route: ``coverage_90`` (clustered se as in ``recovery``), ``coverage_by_labels`` in the
+    fixed bins 1-16, 17-47, 48-128, 129+ labels (the EM route's quartile edges on 80 crowds; clustered se of a
+    ratio estimator, ``se``, and the binomial one), ``coverage_active`` (>= 50 labels), ``coverage_by_kind`` (also
+    by fpr / tpr) and the flags' precision / recall; ``diagnostics`` over the NUTS fits (first and median wall,
+    largest R-hat, the fraction of fits with R-hat > 1.01, smallest bulk ESS, divergences, transitions at the
+    maximum tree depth) and one ``fit`` row per crowd. Goals: the ``recovery`` goals for the NUTS intervals, and
+    no fit with R-hat > 1.01. ``--max-minutes`` stops starting new crowds after that time (the crowds done are
+    the sample).
 
 The machine is shared (2 cores; load average at start and end in the JSON): times measured under load are upper
 bounds of what an idle machine gives.
@@ -474,6 +493,156 @@ def section_recovery(n_sims):
     return rows, goals
 
 
+#: Fixed label-count bins of the recovery rows (the quartile edges of the EM route on its 80 crowds: 1-16, 17-47,
+#: 48-128, 129+), so that both routes and every run are split the same way.
+LABEL_BINS = (1, 17, 48, 129)
+#: The annotator kinds of ``simulate_crowd`` and the flag that should find each.
+KIND_FLAGS = (("adversary", "adversarial"), ("spammer", "uninformative"))
+
+
+def _ratio_se(hits, sizes):
+    """Clustered standard error of a pooled proportion ``sum hits / sum sizes`` over independent crowds (ratio
+    estimator; crowds of unequal size in a subset, e.g. the annotators of one label bin)."""
+    hits, sizes = np.asarray(hits, np.float64), np.asarray(sizes, np.float64)
+    keep = sizes > 0
+    if keep.sum() < 2:
+        return float("nan")
+    hits, sizes = hits[keep], sizes[keep]
+    c = hits.sum() / sizes.sum()
+    # Linearisation: var(sum h / sum n) ~ sum (h_k - c n_k)^2 / (K (K - 1) nbar^2).
+    return float(np.sqrt(np.sum((hits - c * sizes) ** 2) / (len(sizes) * (len(sizes) - 1))) / sizes.mean())
+
+
+def _recovery_rows(route, label, crowds, *, n_sims, extra=None):
+    """Coverage rows (overall, by label bin, active annotators, by kind) and flag rows of one route.
+
+    ``crowds``: one dict per crowd with ``cover`` (bool, (2 n_annotators,): fpr intervals then tpr intervals),
+    ``n_labels`` (n_annotators,), ``kind`` (n_annotators,) and ``flag`` (n_annotators,), in the simulation's
+    annotator order. Returns (rows, summary) with summary = {"coverage", "se", "active", "se_active"}.
+    """
+    sec = "recovery_nuts"
+    per_set = np.array([c["cover"].mean() for c in crowds])
+    cover = np.concatenate([c["cover"] for c in crowds])
+    n = cover.size
+    # Clustered standard error: intervals of one crowd share its posterior; crowds are independent and of equal
+    # size (2 x 100 intervals), so the se of the mean coverage is the spread of the per-crowd means / sqrt(crowds).
+    se = float(per_set.std(ddof=1) / np.sqrt(per_set.size)) if per_set.size > 1 else float("nan")
+    rows = [{"section": sec, "route": route, "stage": "coverage_90", "intervals": label, "n_sims": n_sims,
+             "n_crowds": len(crowds), "n_intervals": n, "coverage": float(cover.mean()), "se": se,
+             "se_binomial": float(np.sqrt(0.9 * 0.1 / n)), "z_vs_nominal": float((cover.mean() - 0.9) / se),
+             **(extra or {})}]
+    edges = list(LABEL_BINS) + [np.inf]
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        hits, sizes = [], []
+        for c in crowds:
+            inside = np.tile((c["n_labels"] >= lo) & (c["n_labels"] < hi), 2)
+            hits.append(c["cover"][inside].sum())
+            sizes.append(inside.sum())
+        m = int(np.sum(sizes))
+        rows.append({"section": sec, "route": route, "stage": "coverage_by_labels", "intervals": label,
+                     "n_labels_from": int(lo), "n_labels_to": None if hi == np.inf else int(hi - 1),
+                     "n_intervals": m, "coverage": float(np.sum(hits) / max(m, 1)), "se": _ratio_se(hits, sizes),
+                     "se_binomial": float(np.sqrt(0.09 / max(m, 1)))})
+    hits = [c["cover"][np.tile(c["n_labels"] >= ACTIVE_LABELS, 2)].sum() for c in crowds]
+    sizes = [2 * int(np.sum(c["n_labels"] >= ACTIVE_LABELS)) for c in crowds]
+    c_act, se_act = float(np.sum(hits) / np.sum(sizes)), _ratio_se(hits, sizes)
+    rows.append({"section": sec, "route": route, "stage": "coverage_active", "intervals": label,
+                 "min_labels": ACTIVE_LABELS, "n_intervals": int(np.sum(sizes)), "coverage": c_act, "se": se_act})
+    kind_of = np.concatenate([np.tile(c["kind"], 2) for c in crowds])
+    rate_of = np.concatenate([np.repeat(["fpr", "tpr"], c["kind"].size) for c in crowds])
+    rows.append({"section": sec, "route": route, "stage": "coverage_by_kind", "intervals": label,
+                 "coverage": float(cover.mean()),
+                 **{f"coverage_{k}": float(cover[kind_of == k].mean()) for k in ("honest", "spammer", "adversary")},
+                 **{f"n_{k}": int(np.sum(kind_of == k)) for k in ("honest", "spammer", "adversary")},
+                 **{f"coverage_{r}": float(cover[rate_of == r].mean()) for r in ("fpr", "tpr")}})
+    kinds = np.concatenate([c["kind"] for c in crowds])
+    flags = np.concatenate([c["flag"] for c in crowds])
+    for kind, flag in KIND_FLAGS:
+        tp = int(np.sum((kinds == kind) & (flags == flag)))
+        n_true, n_flag = int(np.sum(kinds == kind)), int(np.sum(flags == flag))
+        rows.append({"section": sec, "route": route, "stage": f"flag_{flag}", "intervals": label, "subset": kind,
+                     "n_true": n_true, "n_flagged": n_flag, "recall": tp / max(n_true, 1),
+                     "precision": tp / max(n_flag, 1)})
+    return rows, {"coverage": float(cover.mean()), "se": se, "n": n, "active": c_act, "se_active": se_act,
+                  "n_active": int(np.sum(sizes))}
+
+
+def section_recovery_nuts(n_sims, settings, max_minutes=None):
+    """The pooled NUTS posterior on section_recovery's crowds (same simulation call and seeds), with the EM route's
+    Jeffreys intervals on the same crowds beside it (module docstring)."""
+    from noisycal_bayes import fit_em
+    from noisycal_bayes.simulate import simulate_crowd
+
+    t0 = time.perf_counter()
+    nuts, em, fits = [], [], []
+    for s in range(n_sims):
+        if max_minutes is not None and s >= 2 and time.perf_counter() - t0 > 60 * max_minutes:
+            break  # time budget spent: the crowds measured so far are the sample (seeds 0..s-1)
+        sim = simulate_crowd(2000, 100, labels_per_item=6, activity="heavy", spammers=0.05, adversaries=0.02, seed=s)
+        sim_ids = np.asarray(sim.data.annotator_ids)
+        # The simulation's arrays (fpr, tpr, kind) are indexed by the integer annotator it drew; the AnnotationSet
+        # keeps those integers as ids: check it, then map every fit's annotators to the truth by id.
+        assert np.array_equal(sim_ids, np.arange(sim.fpr.size)), "simulate_crowd's annotator ids are not 0..n-1"
+        n_labels = np.bincount(sim.responses["annotator"].to_numpy(), minlength=sim.fpr.size)
+        w = _quiet()
+        t = time.perf_counter()
+        fit = fit_em(sim.data, model="dawid_skene", starts="vote", max_iter=5000)
+        em_wall = time.perf_counter() - t
+        w.__exit__(None, None, None)
+        tab = fit.annotators
+        if tab is not None:
+            j = np.asarray(tab["annotator"].to_numpy(), dtype=np.int64)
+            assert np.array_equal(tab["n_labels"].to_numpy(), n_labels[j]), "EM table's annotators not matched by id"
+            em.append({"cover": np.concatenate([((tab[f"{k}_lower"] <= truth[j]) & (truth[j] <= tab[f"{k}_upper"]))
+                                                .to_numpy() for k, truth in (("fpr", sim.fpr), ("tpr", sim.tpr))]),
+                       "n_labels": n_labels[j], "kind": sim.kind[j], "flag": tab["flag"].to_numpy().astype(str)})
+        fit, row = run_nuts(sim.data, s, settings)
+        j = np.asarray(fit.annotator_ids, dtype=np.int64)  # the fit's annotator order, as simulation indices
+        lo, hi = (np.quantile(fit.draws[k].reshape(-1, j.size), [0.05, 0.95], axis=0) for k in ("fpr", "tpr"))
+        flag = np.full(j.size, "ok", dtype=object)
+        pos = {a: i for i, a in enumerate(fit.annotator_ids)}
+        for name in ("uninformative", "adversarial"):  # the library's rule for NUTS fits (flag_annotators)
+            flag[[pos[a] for a in fit.details["flagged"][name]]] = name
+        nuts.append({"cover": np.concatenate([(lo[0] <= sim.fpr[j]) & (sim.fpr[j] <= lo[1]),
+                                              (hi[0] <= sim.tpr[j]) & (sim.tpr[j] <= hi[1])]),
+                     "n_labels": n_labels[j], "kind": sim.kind[j], "flag": flag.astype(str)})
+        fits.append({"section": "recovery_nuts", "stage": "fit", "seed": s, **row, "em_wall_s": em_wall,
+                     "em_failed": tab is None, "coverage_nuts": float(nuts[-1]["cover"].mean()),
+                     "coverage_em": float(em[-1]["cover"].mean()) if tab is not None else None})
+        print({k: fits[-1][k] for k in ("seed", "wall_s", "r_hat_max", "ess_bulk_min", "n_divergent", "n_max_depth",
+                                        "coverage_nuts", "coverage_em")}, flush=True)
+    walls = np.array([f["wall_s"] for f in fits])
+    r_hat = np.array([f["r_hat_max"] for f in fits])
+    diag = {"section": "recovery_nuts", "route": "nuts", "stage": "diagnostics", "settings": str(settings),
+            "n_fits": len(fits), "wall_first_s": float(walls[0]),
+            "wall_median_s": float(np.median(walls[1:] if walls.size > 1 else walls)),
+            "wall_max_s": float(walls.max()), "cpu_median_s": float(np.median([f["cpu_s"] for f in fits])),
+            "r_hat_max": float(r_hat.max()), "frac_r_hat_above_1_01": float(np.mean(r_hat > 1.01)),
+            "ess_bulk_min": float(min(f["ess_bulk_min"] for f in fits)),
+            "n_divergent": int(sum(f["n_divergent"] for f in fits)),
+            "n_fits_divergent": int(sum(f["n_divergent"] > 0 for f in fits)),
+            "n_max_depth": int(sum(f["n_max_depth"] for f in fits)),
+            "em_failed": int(sum(f["em_failed"] for f in fits)), "max_minutes": max_minutes}
+    rows_n, sn = _recovery_rows("nuts", "pooled NUTS equal-tailed 90% (draws' 5% and 95% quantiles)", nuts,
+                                n_sims=len(fits))
+    rows_e, se_ = _recovery_rows("em", "EM Jeffreys 90% (fit.annotators)", em, n_sims=len(fits),
+                                 extra={"n_failed": len(fits) - len(em)})
+    rows = rows_n + rows_e + [diag] + fits
+    n, k = sn["n"], len(fits)
+    goals = [_goal("recovery_nuts", f"annotators with >= {ACTIVE_LABELS} labels: 90% interval coverage within 2.58 se "
+                                    f"of 0.90 ({sn['n_active']} intervals) (pooled NUTS)",
+                   abs(sn["active"] - 0.9), 2.58 * sn["se_active"], "<="),
+             _goal("recovery_nuts", f"90% intervals of fpr and tpr: coverage >= 0.90 - 2.58 se ({n} intervals, "
+                                    f"{k} crowds, clustered se) (pooled NUTS)", sn["coverage"], 0.9 - 2.58 * sn["se"],
+                   ">="),
+             _goal("recovery_nuts", f"90% intervals of fpr and tpr: coverage <= 0.90 + 2.58 se ({n} intervals, "
+                                    f"{k} crowds, clustered se) (pooled NUTS)", sn["coverage"], 0.9 + 2.58 * sn["se"],
+                   "<="),
+             _goal("recovery_nuts", f"pooled NUTS fits with max R-hat > 1.01 ({k} fits): fraction",
+                   diag["frac_r_hat_above_1_01"], 0.0, "<=")]
+    return rows, goals
+
+
 def combine(paths, out=None):
     """One results file from several runs (e.g. a run of the sections left after an interrupted one): rows
     concatenated in order; ``settings["runs"]`` keeps each run's sections, machine (load) and settings."""
@@ -501,6 +670,8 @@ def main(argv=None):
     ap.add_argument("--only", nargs="+", default=["gold", "rte", "scale", "nuts_scale", "recovery"])
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--n-sims", type=int, default=20)
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="recovery_nuts: start no new crowd after this many minutes (the crowds done are the sample)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--combine", nargs="+", metavar="JSON",
                     help="write the rows of these result files (runs of different sections) as one results file, "
@@ -527,6 +698,8 @@ def main(argv=None):
             r, g = section_scale(args.quick)
         elif name == "nuts_scale":
             r, g = section_nuts_scale(args.quick, settings)
+        elif name == "recovery_nuts":
+            r, g = section_recovery_nuts(2 if args.quick else args.n_sims, settings, args.max_minutes)
         else:
             r, g = section_recovery(2 if args.quick else args.n_sims)
         print(f"-- {name}: {time.perf_counter() - t:.0f} s", flush=True)
@@ -534,7 +707,7 @@ def main(argv=None):
         goals += g
         # Written after every section, so that a long run keeps what it has measured.
         write_json("bench_crowds", info, {"quick": args.quick, "only": args.only, "reps": args.reps,
-                                          "n_sims": args.n_sims, "nuts": settings, "spark_crowd": SPARK_CROWD},
+                                          "n_sims": args.n_sims, "max_minutes": args.max_minutes, "nuts": settings, "spark_crowd": SPARK_CROWD},
                    rows + goals, args.out)
     print_table(goals, ["section", "goal", "measured", "target", "pass"])
 
