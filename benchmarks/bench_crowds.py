@@ -5,7 +5,8 @@ Usage (crowd-kit is a comparison only, never a dependency)::
 
     PYTHONPATH=$PWD:/tmp/ckx python benchmarks/bench_crowds.py [--quick] [--only gold rte scale nuts_scale recovery]
     python benchmarks/bench_crowds.py --only recovery_nuts --n-sims 80 [--max-minutes 40] \
-        --out benchmarks/results/bench_crowds_recovery_nuts.json     (not in the default run: ~20 s per crowd)
+        --out /tmp/recovery_nuts.json     (not in the default run: ~20 s per crowd; its rows are then merged into
+        benchmarks/results/bench_crowds.json, replacing the section's earlier rows)
 
 Sections (rows of ``benchmarks/results/bench_crowds.json``; ``goals`` lists every goal with its measured value and
 pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.py``):

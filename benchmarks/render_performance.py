@@ -228,6 +228,10 @@ CROWD_SECTIONS = [
      ["stage", "subset", "intervals", "n_labels_from", "n_labels_to", "min_labels", "n_sims", "n_failed",
       "n_intervals", "coverage", "se", "se_binomial", "z_vs_nominal", "coverage_honest", "coverage_spammer",
       "coverage_adversary", "n_true", "n_flagged", "recall", "precision"]),
+    ("recovery_nuts", "Recovery with the pooled NUTS posterior (EM beside it on the same crowds)",
+     ["route", "stage", "subset", "n_labels_from", "n_labels_to", "min_labels", "n_intervals", "coverage", "se",
+      "z_vs_nominal", "coverage_honest", "coverage_spammer", "coverage_adversary", "n_true", "n_flagged", "recall",
+      "precision", "n_fits", "wall_median_s", "r_hat_max", "ess_bulk_min", "n_divergent", "n_max_depth"]),
 ]
 
 
@@ -255,7 +259,8 @@ def crowd_lines(payload) -> list[str]:
                   f"{'yes' if g['pass'] else '**no**'} |" for g in goals]
         lines.append("")
     for section, title, cols in CROWD_SECTIONS:
-        got = [r for r in rows if r.get("section") == section and r.get("stage") != "goal"]
+        # Per-fit rows ("fit") stay in the JSON; the page shows the summaries.
+        got = [r for r in rows if r.get("section") == section and r.get("stage") not in ("goal", "fit")]
         if got:
             lines += [f"### {title}", ""] + table(got, cols) + [""]
     if spark:
