@@ -63,7 +63,7 @@ from ..reference.multiclass import annotator_weights  # draw-batched (leading dr
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .draws import output_index
 from .nc_ece import INTERVAL_METHODS, USABLE_LEVEL
-from .result import PosteriorNCECE, _bin_table, _summarise
+from .result import PosteriorNCECE, _bin_table, _summarise, debias_abs
 
 __all__ = ["MC_TARGETS", "PosteriorClasswiseNCECE", "posterior_classwise_nc_ece", "posterior_top_label_nc_ece"]
 
@@ -407,9 +407,28 @@ def _summary(count, score, freq, point, interval, correct, calibrate, level):
     """ECE draws, centred debiased draws, debiased estimate, p value (bias-corrected bin centres) and the
     two-sided interval's level (calibrated with ``calibrate`` and ``interval="debiased"``, else ``level``)."""
     ece = np.abs((freq - score) / count.sum(axis=1, keepdims=True)).sum(axis=1)
-    _, debiased, estimate, p_value = _summarise(count, score, _bias_corrected(count, score, freq, point, correct))
-    two = _calibrated_level(debiased, estimate, level) if calibrate and interval == "debiased" else level
+    corrected = _bias_corrected(count, score, freq, point, correct)
+    _, debiased, estimate, p_value = _summarise(count, score, corrected)
+    two = level
+    if calibrate and interval == "debiased":
+        if _CALIBRATION_CENTRE == "debiased":
+            two = _calibrated_level(debiased, estimate, level)
+        else:
+            two = _calibrated_level(*_draws_at(count, score, corrected, _CALIBRATION_CENTRE), level)
     return ece, _centred(debiased, estimate, interval), estimate, p_value, two
+
+
+_CALIBRATION_CENTRE = "debiased"
+
+
+def _draws_at(count, score, freq, centre):
+    """Simulated debiased draws made at bins between the debiased and the raw |bin means|, and their sum."""
+    e = (freq - score) / count.sum(axis=1, keepdims=True)
+    e_bar = e.mean(axis=0)
+    sd = e.std(axis=0)
+    m = debias_abs(np.abs(e_bar), sd)
+    c = (m + np.abs(e_bar)) / 2 if centre == "midway" else np.abs(e_bar)
+    return debias_abs(np.abs(np.sign(e_bar) * c + (e - e_bar)), sd).sum(axis=1), float(c.sum())
 
 
 def _result(count, score, freq, point, edges, meta, interval, bootstrap, seed, level) -> PosteriorNCECE:
