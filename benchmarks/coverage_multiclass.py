@@ -13,7 +13,8 @@ every item). Per data set:
   bootstrap, warm-started at the fit): the multiclass analogue of the binary CLI's EM route (``fit_em`` ->
   ``bootstrap_em`` -> ``posterior_nc_ece``), see docs/coverage.md.
 * ``posterior_top_label_nc_ece`` / ``posterior_classwise_nc_ece`` (plug-in, bias-corrected bin centres, Bayesian
-  bootstrap of the items, debiased interval, 15 equal-width bins, IV weights, prevalence estimated from the data).
+  bootstrap of the items, debiased interval at the calibrated level, 15 equal-width bins, IV weights, prevalence
+  estimated from the data).
 
 Target (``MC_TARGETS``): the population binned ECE on the fixed partition, computed for each (K, curve) from
 2,000,000 fresh classifier outputs with ``E[1[Y = k] | p] = q_k(p)`` in place of the labels (Monte Carlo error
@@ -30,6 +31,8 @@ Usage::
     python benchmarks/coverage_multiclass.py --merge /tmp/a.json /tmp/b.json --out benchmarks/results/coverage_multiclass.json
     # ... --previous OLD.json keeps OLD's per-setting summaries for the before -> after table
     python benchmarks/coverage_multiclass.py --render benchmarks/results/coverage_multiclass.json
+    # --cache DIR keeps each data set's EM draws (about 40 kB at K = 10): a rerun after a change of the interval
+    # then costs the propagation only (the same numbers as without the cache: the draws are saved as computed)
 
 Writes ``benchmarks/results/coverage_multiclass.json`` (every data set and the summary per setting).
 """
