@@ -475,12 +475,6 @@ _PARAMS_DOC = """
         the non-linear inverse of an estimated confusion matrix puts into the debiased estimate. False: the
         binary route's centre ``mean_s e_sb`` (for K = 2 then equal to
         :func:`~noisycal_bayes.propagate.posterior_nc_ece` up to the centring of the interval's draws).
-    calibrate : bool, default True
-        ``interval="debiased"`` only: read the two-sided interval at the nominal level whose coverage, estimated
-        by the simulated draws made at the debiased bins, is ``level`` (prepivoting, Beran 1987; at least
-        ``level``, so the interval only widens; module docstring). The one-sided bound stays at ``level``.
-        False: the interval at ``level`` (as before; with ``bias_correct=False`` the K = 2 binary-compatible
-        setting).
 
     Raises
     ------
@@ -501,7 +495,7 @@ _PARAMS_DOC = """
 def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=None, *, bins=15, weights="iv",
                                level: float = 0.9, seed: int = 0, interval: str = "debiased", bootstrap: bool = True,
                                n_draws=None, usable=None, max_condition: float = MAX_CONDITION,
-                               bias_correct: bool = True, calibrate: bool = True) -> PosteriorNCECE:
+                               bias_correct: bool = True) -> PosteriorNCECE:
     """Posterior of the top-label NC-ECE (the K-class headline), with an interval for a stated target.
     {params}
     Returns
@@ -536,7 +530,7 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                                 bins=bins, weights=weights, level=level, seed=seed, interval=interval,
                                                 bootstrap=bootstrap, n_draws=n_draws, usable=usable,
                                                 max_condition=max_condition, bias_correct=bias_correct,
-                                                calibrate=calibrate)
+                                                calibrate=False)
     return _result(count, score, freq, point, meta["edges"][0], meta, interval, bootstrap, seed, meta["level"])
 
 
@@ -576,8 +570,10 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                                 calibrate=calibrate)
     level = meta["level"]
     off = des.entries.offset
+    # Per class (15 bins): the nominal level; only the mean over classes (K x bins terms) is calibrated.
     per = tuple(_result(count[:, a:b], score[:, a:b], freq[:, a:b], tuple(x[a:b] for x in point), meta["edges"][c],
-                        meta, interval, bootstrap, seed, level) for c, (a, b) in enumerate(zip(off[:-1], off[1:])))
+                        {**meta, "calibrate": False}, interval, bootstrap, seed, level)
+                for c, (a, b) in enumerate(zip(off[:-1], off[1:])))
     # The mean over classes: every class block holds every item once, so the concatenated blocks give
     # sum_{k,b} |F - S| / (K n) = the mean of the per-class ECEs, draw by draw (correlation kept).
     ece, debiased, estimate, p_value, two = _summary(count, score, freq, point, interval, meta["bias_correct"],
@@ -599,5 +595,15 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
         n_items=meta["n_items"], seed=seed)
 
 
+_CALIBRATE_DOC = """    calibrate : bool, default True
+        (Class-wise only; ``interval="debiased"``.) Read the two-sided interval of the *mean over classes* at the
+        nominal level whose coverage, estimated by its simulated draws made at the debiased bins, is ``level``
+        (prepivoting, Beran 1987; at least ``level``, so the interval only widens; module docstring). The
+        per-class intervals (15 bins each), the one-sided bound and the top-label interval stay at ``level``.
+        False: the mean's interval at ``level`` (as before; with ``bias_correct=False`` the K = 2
+        binary-compatible setting).
+"""
+
 posterior_top_label_nc_ece.__doc__ = posterior_top_label_nc_ece.__doc__.replace("{params}", _PARAMS_DOC)
-posterior_classwise_nc_ece.__doc__ = posterior_classwise_nc_ece.__doc__.replace("{params}", _PARAMS_DOC)
+posterior_classwise_nc_ece.__doc__ = posterior_classwise_nc_ece.__doc__.replace(
+    "{params}", _PARAMS_DOC.replace("\n    Raises\n", _CALIBRATE_DOC + "\n    Raises\n"))
