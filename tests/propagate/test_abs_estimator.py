@@ -1,5 +1,5 @@
-"""Tests of the calibrated (prepivoted) level of the K-class debiased interval (propagate/multiclass.py,
-``_calibrated_level``, option ``calibrate``).
+"""Tests of the calibrated (prepivoted) level of the class-wise mean's debiased interval (propagate/multiclass.py,
+``_calibrated_level``, option ``calibrate`` of ``posterior_classwise_nc_ece``).
 
 Independent routes: a hand-written loop over draws and levels for the estimated coverage; the interval of
 ``calibrate=False`` (nested in the calibrated one, same estimate and draws); the idealised model of
@@ -59,13 +59,13 @@ def mc_case():
     return p, resp, dirichlet_draws(conf, 40, np.random.default_rng(4), concentration=60.0)
 
 
-@pytest.mark.parametrize("post", [posterior_top_label_nc_ece, posterior_classwise_nc_ece])
-def test_calibrate_widens_the_two_sided_interval_only(mc_case, post):
-    # Same estimate, draws and one-sided bound; the calibrated two-sided interval contains the nominal one and
-    # is read from the same centred draws at a level of _calibrated_level's grid.
+def test_calibrate_widens_the_classwise_mean_interval_only(mc_case):
+    # Same estimate, draws and one-sided bound; the calibrated two-sided interval of the mean over classes
+    # contains the nominal one and is read from the same centred draws at a level of _calibrated_level's grid.
+    # The per-class intervals (15 bins) are nominal either way.
     p, resp, draws = mc_case
-    on = post(p, resp, draws, seed=3)
-    off = post(p, resp, draws, seed=3, calibrate=False)
+    on = posterior_classwise_nc_ece(p, resp, draws, seed=3)
+    off = posterior_classwise_nc_ece(p, resp, draws, seed=3, calibrate=False)
     assert (on.debiased, on.value, on.upper_one_sided) == (off.debiased, off.value, off.upper_one_sided)
     np.testing.assert_array_equal(on.debiased_draws, off.debiased_draws)
     assert on.lower <= off.lower and on.upper >= off.upper
@@ -73,10 +73,21 @@ def test_calibrate_widens_the_two_sided_interval_only(mc_case, post):
     lows, highs = np.quantile(on.debiased_draws, (1 - a) / 2), np.quantile(on.debiased_draws, (1 + a) / 2)
     assert (np.isclose(lows, on.lower, rtol=0, atol=1e-15) & np.isclose(highs, on.upper, rtol=0, atol=1e-15)).any()
     assert (off.lower, off.upper) == (lows[0], highs[0])
+    for a_, b_ in zip(on.per_class, off.per_class):
+        assert (a_.lower, a_.upper) == (b_.lower, b_.upper)
     # interval="posterior" is never calibrated.
-    q = post(p, resp, draws, seed=3, interval="posterior")
-    r = post(p, resp, draws, seed=3, interval="posterior", calibrate=False)
+    q = posterior_classwise_nc_ece(p, resp, draws, seed=3, interval="posterior")
+    r = posterior_classwise_nc_ece(p, resp, draws, seed=3, interval="posterior", calibrate=False)
     assert (q.lower, q.upper) == (r.lower, r.upper)
+
+
+def test_top_label_interval_is_nominal(mc_case):
+    # 15 bins: no calibration (the quantiles of its own centred draws at the nominal level).
+    p, resp, draws = mc_case
+    res = posterior_top_label_nc_ece(p, resp, draws, seed=3)
+    assert (res.lower, res.upper) == tuple(np.quantile(res.debiased_draws, [0.05, 0.95]))
+    with pytest.raises(TypeError, match="calibrate"):
+        posterior_top_label_nc_ece(p, resp, draws, calibrate=True)
 
 
 def _idealised_coverage(u, *, reps, n_sim, seed, calibrate, level=0.9):

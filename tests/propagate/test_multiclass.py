@@ -88,7 +88,8 @@ def test_k2_classwise_class1_equals_binary_posterior_nc_ece(binary_case, weights
     # too because both draw the (60, n) exponential item weights in one block from the same seed.
     sim, post, probs, resp, conf = binary_case
     # bias_correct=False: the binary route's bin centres (the K-class default corrects them, tested below);
-    # calibrate=False: the interval at the nominal level (the K-class default calibrates it, test_abs_estimator.py).
+    # calibrate=False: the mean over classes at the nominal level (per class it is nominal anyway;
+    # test_abs_estimator.py).
     b = posterior_nc_ece(sim.data, post, bins=Binning.equal_width(15), weights=weights, bootstrap=bootstrap)
     m = posterior_classwise_nc_ece(probs, resp, conf, bins=15, weights=weights, bootstrap=bootstrap,
                                    bias_correct=False, calibrate=False)
