@@ -21,21 +21,21 @@ difference: the debiased draws are *centred* on the debiased estimate (shifted b
 by a sum of per-bin offsets; over 15 bins that is small against the spread, but the class-wise mean sums
 ``K x bins`` of them (at K = 10 the offset was half the half-width and its 90% interval covered 0.75-0.85,
 missing low), while the estimate itself is close to unbiased. A second difference, with confusion *draws*
-(``bias_correct=True``, ``_bias_corrected``): each bin's debiasing is centred on ``2 e_b(C_bar) - mean_s e_sb``
-(the residual at the draws' mean confusion, minus the draws' own offset from it: the bootstrap bias correction)
-instead of ``mean_s e_sb``. The corrected targets are non-linear in the confusion matrix (its inverse), and the
-draws' mean carries that bias twice (the fit, then the draws around it); uncorrected, the debiased estimate was
-biased low by about half the draws' sd for under-confident classifiers (K = 3 and 10, EM-bootstrap draws;
-docs/coverage.md). With a point confusion there is nothing to correct. A third difference, for the class-wise mean
-over classes only (``calibrate=True``, ``_calibrated_level``): its two-sided debiased interval is read at a
-*calibrated* nominal level (prepivoting, Beran 1987; Loh 1987). The simulated draws are made at the debiased bins, so they are replicates of the
-estimator in a world whose true value is the estimate; the level is raised (never lowered) until the centred
-interval of those replicates covers that value with frequency ``level``. Cause: the per-bin debiasing inverts
-the folded-normal mean, a concave map, so a sum of many bins is biased (low where bins lie 1-2 sd from 0, high
-near 0) and its draws are slightly narrow; with 150 class-wise bins (K = 10) the centred interval covered 0.86-0.88
-in an idealised model with normal bin residuals (docs/coverage.md), 0.94-0.96 calibrated. The one-sided bound, the
-top-label and the per-class intervals (15 bins each: 0.89-0.91 nominal in that model) are not calibrated. Target: the population binned ECE on the fixed partition (channel draws + bootstrap), or none without
-the bootstrap.
+(``bias_correct=True``, ``_bias_corrected``): each bin's debiasing is centred on ``2 e_b(C_bar) - mean_s e_sb`` (the
+residual at the draws' mean confusion, minus the draws' own offset from it: the bootstrap bias correction) instead
+of ``mean_s e_sb``. The corrected targets are non-linear in the confusion matrix (its inverse), and the draws' mean
+carries that bias twice (the fit, then the draws around it); uncorrected, the debiased estimate was biased low by
+about half the draws' sd for under-confident classifiers (K = 3 and 10, EM-bootstrap draws; docs/coverage.md). With
+a point confusion there is nothing to correct. A third difference, for the class-wise mean over classes only
+(``calibrate=True``, ``_calibrated_level``): its two-sided debiased interval is read at a *calibrated* nominal level
+(prepivoting, Beran 1987; Loh 1987). The simulated draws are made at the debiased bins, so they are replicates of
+the estimator in a world whose true value is the estimate; the level is raised (never lowered) until the centred
+interval of those replicates covers that value with frequency ``level``. Cause: the per-bin debiasing inverts the
+folded-normal mean, a concave map, so a sum of many bins is biased (low where bins lie 1-2 sd from 0, high near 0)
+and its draws are slightly narrow; with 150 class-wise bins (K = 10) the centred interval covered 0.86-0.88 in an
+idealised model with normal bin residuals (docs/coverage.md), 0.94-0.96 calibrated. The one-sided bound, the
+top-label and the per-class intervals (15 bins each: 0.89-0.91 nominal in that model) are not calibrated. Target:
+the population binned ECE on the fixed partition (channel draws + bootstrap), or none without the bootstrap.
 
 For K = 2 the class-wise entry of class 1 is the binary plug-in NC-ECE of the scores ``p_i1`` with the same
 channel draws, weights and item weights: the draws agree with :func:`~noisycal_bayes.propagate.posterior_nc_ece`
