@@ -87,10 +87,12 @@ def test_k2_classwise_class1_equals_binary_posterior_nc_ece(binary_case, weights
     # here the prevalence=None route), so the draws agree to rounding (1e-10). With the bootstrap they agree
     # too because both draw the (60, n) exponential item weights in one block from the same seed.
     sim, post, probs, resp, conf = binary_case
-    # bias_correct=False: the binary route's bin centres (the K-class default corrects them, tested below).
+    # bias_correct=False: the binary route's bin centres (the K-class default corrects them, tested below);
+    # calibrate=False: the mean over classes at the nominal level (per class it is nominal anyway;
+    # test_abs_estimator.py).
     b = posterior_nc_ece(sim.data, post, bins=Binning.equal_width(15), weights=weights, bootstrap=bootstrap)
     m = posterior_classwise_nc_ece(probs, resp, conf, bins=15, weights=weights, bootstrap=bootstrap,
-                                   bias_correct=False)
+                                   bias_correct=False, calibrate=False)
     np.testing.assert_allclose(m.per_class[1].draws, b.draws, rtol=0, atol=1e-10)
     assert m.per_class[1].value == pytest.approx(b.value, abs=1e-10)
     assert m.per_class[1].debiased == pytest.approx(b.debiased, abs=1e-10)
