@@ -158,17 +158,19 @@ def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.0
     return conf, prev
 
 
-def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None):
+def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True):
     rng = np.random.default_rng(seed)
     p, y, labels, conf_true = simulate(rng, n_items, k, j, curve)
+    # The refits' item weights come next from the same generator (the EM draws nothing), so a cached run
+    # reproduces them exactly.
+    g = rng.standard_exponential((n_boot, n_items))
+    g *= n_items / g.sum(axis=1, keepdims=True)
     # The EM refits do not depend on the interval's estimator: cached per (seed, setting) to rerun only the latter.
     path = None if cache is None else Path(cache) / f"draws_{seed}_{k}_{j}_{curve}_{n_items}_{n_boot}_{em_tol:g}.npz"
     if path is not None and path.exists():
         fit_c, draws = np.load(path)["fit"], np.load(path)["draws"]
     else:
         fit_c, fit_p = em_multiclass(labels, k, np.ones((1, n_items)))
-        g = rng.standard_exponential((n_boot, n_items))
-        g *= n_items / g.sum(axis=1, keepdims=True)
         draws, _ = em_multiclass(labels, k, g, init=(fit_c[0], fit_p[0]), tol=em_tol)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -178,7 +180,9 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         top = posterior_top_label_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed)
-        cw = posterior_classwise_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed)
+        # Joint draws for the class-wise NC-ECE: draw s sums the items with the weights g_s of its own refit.
+        cw = posterior_classwise_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed,
+                                        item_weights=g if joint else None)
     for name, res, truth in (("top_label", top, targets[0]), ("classwise", cw, targets[1])):
         lo, hi = res.reported_interval
         out[name] = {"value": res.value, "debiased": res.debiased, "lower": res.lower, "upper": res.upper,
@@ -213,7 +217,7 @@ def merge(paths, out, previous=None):
     ``config``) so the docs table can show before / after.
     """
     parts = [json.loads(Path(p).read_text()) for p in paths]
-    keep = ("n_items", "n_boot", "em_tol", "bins", "level", "weights", "interval", "draws")
+    keep = ("n_items", "n_boot", "em_tol", "bins", "level", "weights", "interval", "draws", "classwise_item_weights")
     for p, part in zip(paths[1:], parts[1:]):
         if any(part["config"].get(k) != parts[0]["config"].get(k) for k in keep):
             raise SystemExit(f"merge: {p} has another config than {paths[0]}")
@@ -310,6 +314,8 @@ def main(argv=None):
     ap.add_argument("--em-tol", type=float, default=1e-3, help="stopping tolerance of the bootstrap EM refits")
     ap.add_argument("--seed-offset", type=int, default=0,
                     help="added to every data set's seed (fresh data sets for a replication; 0 = the study's)")
+    ap.add_argument("--independent", action="store_true",
+                    help="class-wise: fresh item weights per draw (the route before joint draws; top-label always)")
     ap.add_argument("--cache", help="directory caching each data set's EM draws (reruns then skip the EM refits)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
@@ -324,6 +330,7 @@ def main(argv=None):
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
                                           "n_boot": args.n_boot, "em_tol": args.em_tol, "seed_offset": args.seed_offset,
                                           "bins": BINS, "level": LEVEL, "weights": "iv", "interval": "debiased",
+                                          "classwise_item_weights": "independent" if args.independent else "joint",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
     for k in args.classes:
         for curve in args.curves:
@@ -332,7 +339,8 @@ def main(argv=None):
                 t0 = time.time()
                 rows = [run_one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000) + args.seed_offset,
                                 k, j, curve,
-                                args.n_items, args.n_boot, targets, args.em_tol, args.cache)
+                                args.n_items, args.n_boot, targets, args.em_tol, args.cache,
+                                not args.independent)
                         for r in range(args.reps if k < 10 else args.reps_large)]
                 summ = summarise(rows, targets)
                 summ.update(K=k, J=j, curve=curve, seconds=round(time.time() - t0, 1))

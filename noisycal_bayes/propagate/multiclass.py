@@ -235,8 +235,12 @@ def _per_pattern(mat, per_draw):
     return np.asarray(out).reshape(-1, c, k).transpose(1, 0, 2)
 
 
-def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng, max_condition):
-    """Per output draw (rows of ``conf`` (n_out, J, K, K)): count, score sum, target sum per segment."""
+def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng, max_condition, draw_weights=None):
+    """Per output draw (rows of ``conf`` (n_out, J, K, K)): count, score sum, target sum per segment.
+
+    ``draw_weights`` (n_out, n_kept_items), optional: the items' bootstrap weights of each draw (joint draws),
+    used in place of fresh Bayesian-bootstrap weights.
+    """
     n_out = conf.shape[0]
     out = [np.empty((n_out, des.m)) for _ in range(3)]
     eye = np.eye(des.k)
@@ -249,8 +253,11 @@ def _sums(des: _Design, conf, prev, rule, usable, bootstrap, rng, max_condition)
         cc = _clip_condition(cc, max_condition)
         t = corrected_vectors(cc)  # (c, J, K, K): row a of inv(C_j)
         if bootstrap:
-            g = rng.standard_exponential((c, des.n))
-            g *= des.n / g.sum(axis=1, keepdims=True)
+            if draw_weights is not None:
+                g = draw_weights[a:b]  # joint draws: the weights that produced these confusion draws
+            else:
+                g = rng.standard_exponential((c, des.n))
+                g *= des.n / g.sum(axis=1, keepdims=True)
             atom_w, count, score, pat_w = np.split(np.asarray(des.sums_t @ g.T).T, des.splits, axis=1)
         else:
             atom_w = np.broadcast_to(des.atom_count, (c, des.atom_count.size))
@@ -318,21 +325,51 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
     return p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_posterior
 
 
+def _check_draw_weights(item_weights, n_source: int, n_items: int, bootstrap: bool, func: str):
+    """The items' bootstrap weights of each confusion draw, float64 (n_source, n_items), or None."""
+    if item_weights is None:
+        return None
+    w = np.array(item_weights, dtype=np.float64)
+    if not bootstrap:
+        raise ValueError(f"{func}: `item_weights` are the items' bootstrap weights of each confusion draw; they need "
+                         "bootstrap=True.")
+    if n_source < 2:
+        raise ValueError(f"{func}: `item_weights` need confusion draws (one per row), not a point estimate.")
+    if w.shape != (n_source, n_items):
+        raise ValueError(f"{func}: `item_weights` must have shape (n_draws, n_items) = ({n_source}, {n_items}), one "
+                         f"row per confusion draw; got {w.shape}.")
+    bad = ~np.isfinite(w).all(axis=1) | (w < 0).any(axis=1) | ~(w.sum(axis=1) > 0)
+    if bad.any():
+        raise ValueError(f"{func}: `item_weights` rows must be finite, non-negative and not all zero; rows "
+                         f"{_preview(np.flatnonzero(bad))} are not.")
+    return w
+
+
 def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, weights, level, seed, interval,
-         bootstrap, n_draws, usable, max_condition, bias_correct=True, calibrate=True):
+         bootstrap, n_draws, usable, max_condition, bias_correct=True, calibrate=True, item_weights=None):
     p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_post = _prepare(
         func, probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
         interval=interval, n_draws=n_draws, usable=usable, max_condition=max_condition, kind=kind)
+    joint = _check_draw_weights(item_weights, conf.shape[0], p.shape[0], bool(bootstrap), func)
+    if joint is not None:
+        # Kept items only (those with a usable response), each row rescaled to mean 1 as the bootstrap's weights.
+        joint = joint[idx][:, des.has]
+        tot = joint.sum(axis=1, keepdims=True)
+        if not (tot > 0).all():
+            raise ValueError(f"{func}: some rows of `item_weights` put no weight on the items that have a usable "
+                             "response.")
+        joint = joint * (des.n / tot)
     rng = np.random.default_rng(seed)
     prev_out = prev[idx] if prev is not None and prev.ndim == 2 else (None if prev is None else
                                                                       np.broadcast_to(prev, (idx.size, des.k)))
-    count, score, freq = _sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng, max_condition)
+    count, score, freq = _sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng, max_condition, joint)
     # The point value: the same sums at the posterior-mean confusion (and prevalence), without the bootstrap.
     prev_pt = None if prev is None else (prev.mean(axis=0) if prev.ndim == 2 else prev)[None]
     c0, s0, f0 = _sums(des, conf.mean(axis=0)[None], prev_pt, rule, usable, False, None, max_condition)
     parts = ["confusion posterior draws" if is_post else "confusion fixed at the point estimate"]
     if bootstrap:
-        parts.append("Bayesian bootstrap of the evaluated items")
+        parts.append("Bayesian bootstrap of the evaluated items" + ("" if joint is None else
+                                                                   " (each draw's own item weights: joint draws)"))
     meta = dict(target=MC_TARGETS[kind] if bootstrap else MC_TARGETS["no_bootstrap"], uncertainty=" + ".join(parts),
                 label=label, fit_method="draws" if is_post else "point", n_items=des.n, edges=edges, level=level,
                 bias_correct=bool(bias_correct) and is_post, calibrate=bool(calibrate))
@@ -480,8 +517,9 @@ _PARAMS_DOC = """
     ------
     ValueError
         Bad ``probs`` (shape, range, rows not summing to 1), responses (labels outside ``0..K-1``, items out of
-        range), confusion draws (shape, rows not summing to 1), prevalence, weights, level, interval, n_draws or
-        usable; no usable annotator.
+        range), confusion draws (shape, rows not summing to 1), prevalence, weights, level, interval, n_draws,
+        or usable (class-wise also item_weights: shape, negative or non-finite rows, without bootstrap or
+        confusion draws); no usable annotator.
 
     Warns
     -----
@@ -537,7 +575,8 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
 def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=None, *, bins=15, weights="iv",
                                level: float = 0.9, seed: int = 0, interval: str = "debiased", bootstrap: bool = True,
                                n_draws=None, usable=None, max_condition: float = MAX_CONDITION,
-                               bias_correct: bool = True, calibrate: bool = True) -> PosteriorClasswiseNCECE:
+                               bias_correct: bool = True, calibrate: bool = True,
+                               item_weights=None) -> PosteriorClasswiseNCECE:
     """Posterior of the class-wise NC-ECE: the mean over classes and each class, with intervals.
     {params}
     Returns
@@ -567,7 +606,7 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                                 bins=bins, weights=weights, level=level, seed=seed, interval=interval,
                                                 bootstrap=bootstrap, n_draws=n_draws, usable=usable,
                                                 max_condition=max_condition, bias_correct=bias_correct,
-                                                calibrate=calibrate)
+                                                calibrate=calibrate, item_weights=item_weights)
     level = meta["level"]
     off = des.entries.offset
     # Per class (15 bins): the nominal level; only the mean over classes (K x bins terms) is calibrated.
@@ -602,6 +641,14 @@ _CALIBRATE_DOC = """    calibrate : bool, default True
         per-class intervals (15 bins each), the one-sided bound and the top-label interval stay at ``level``.
         False: the mean's interval at ``level`` (as before; with ``bias_correct=False`` the K = 2
         binary-compatible setting).
+    item_weights : array of shape (n_draws, n_items), optional
+        *Joint draws*: the item weights from which each confusion draw was refitted (a weighted-likelihood
+        bootstrap: EM refits on Bayesian-bootstrap weights, row ``s`` for ``confusion_draws[s]``). Draw ``s``
+        then sums the items with the same weights (rescaled to mean 1 over the items with a usable response)
+        instead of fresh ones, so the draws keep the correlation between the fit's error and the items'
+        sampling error (negative: an unusual sample moves the fit so as to partly cancel it). Default None:
+        independent Bayesian-bootstrap weights (NUTS draws, or refits whose weights are unknown). Needs
+        ``bootstrap=True`` and confusion draws.
 """
 
 posterior_top_label_nc_ece.__doc__ = posterior_top_label_nc_ece.__doc__.replace("{params}", _PARAMS_DOC)

@@ -294,6 +294,67 @@ def test_draws_with_a_near_singular_used_confusion_warn(mc3):
     np.testing.assert_allclose(res.draws[1:], top_label_nc_ece(p, resp, conf).value, rtol=1e-12)
 
 
+# ----------------------------------------------------------------------------- joint draws (item_weights)
+@pytest.fixture(scope="module")
+def tiny_joint():
+    """A small K = 3 crowd, 5 confusion draws and integer item weights (multinomial resampling counts)."""
+    p, y, labels, conf, resp = sim_multiclass(90, 3, 3, seed=21, curve=0.6)
+    rng = np.random.default_rng(8)
+    draws = dirichlet_draws(conf, 5, rng)
+    counts = rng.multinomial(90, np.full(90, 1 / 90), size=5).astype(float)
+    return p, labels, resp, draws, counts
+
+
+def test_joint_draws_equal_the_point_estimator_on_the_resampled_items(tiny_joint):
+    # Independent route: draw s with item weights w_s (integers) is the reference point estimator at confusion
+    # draws[s] on the data set in which item i appears w_si times (with all its labels). Both the bin sums and the
+    # IV prevalence (the weighted mean corrected vector) are weighted sums over items, and the ECE is a ratio,
+    # so the rescaling of the weights to mean 1 changes nothing: equal to rounding.
+    p, labels, resp, draws, counts = tiny_joint
+    res = posterior_classwise_nc_ece(p, resp, draws, item_weights=counts, bias_correct=False, calibrate=False)
+    j = labels.shape[1]
+    for s in range(draws.shape[0]):
+        rows = np.repeat(np.arange(p.shape[0]), counts[s].astype(int))
+        n = rows.size
+        dup = (np.repeat(np.arange(n), j), np.tile(np.arange(j), n), labels[rows].reshape(-1))
+        ref = classwise_nc_ece(p[rows], dup, draws[s])
+        assert res.draws[s] == pytest.approx(ref.value, abs=1e-12)
+        np.testing.assert_allclose([r.draws[s] for r in res.per_class], ref.per_class, rtol=0, atol=1e-12)
+
+
+def test_joint_draws_follow_their_weights_not_the_seed(tiny_joint):
+    p, labels, resp, draws, counts = tiny_joint
+    a = posterior_classwise_nc_ece(p, resp, draws, item_weights=counts, seed=0)
+    b = posterior_classwise_nc_ece(p, resp, draws, item_weights=3.0 * counts, seed=1)  # scale-free, seed unused
+    np.testing.assert_allclose(a.draws, b.draws, rtol=1e-12)
+    perm = np.array([3, 0, 4, 1, 2])
+    c = posterior_classwise_nc_ece(p, resp, draws[perm], item_weights=counts[perm])  # pairs kept: draws permuted
+    np.testing.assert_allclose(c.draws, a.draws[perm], rtol=1e-12)
+    # Negative controls: the weights moved to other draws, or fresh weights, give other draws.
+    d = posterior_classwise_nc_ece(p, resp, draws, item_weights=counts[perm])
+    e = posterior_classwise_nc_ece(p, resp, draws, seed=0)
+    assert np.abs(d.draws - a.draws).max() > 1e-4 and np.abs(e.draws - a.draws).max() > 1e-4
+    # Unit weights: no resampling of the items, so the draws are those without the bootstrap.
+    f = posterior_classwise_nc_ece(p, resp, draws, item_weights=np.ones_like(counts))
+    g = posterior_classwise_nc_ece(p, resp, draws, bootstrap=False)
+    np.testing.assert_allclose(f.draws, g.draws, rtol=1e-12)
+    assert "joint draws" in a.uncertainty and "joint draws" not in e.uncertainty
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(item_weights=np.ones((5, 89))), r"must have shape \(n_draws, n_items\) = \(5, 90\)"),
+    (dict(item_weights=np.r_[-np.ones((1, 90)), np.ones((4, 90))]), r"rows \[0\] are not"),
+    (dict(item_weights=np.r_[np.zeros((1, 90)), np.ones((4, 90))]), "not all zero"),
+    (dict(item_weights=np.ones((5, 90)), bootstrap=False), "need bootstrap=True"),
+])
+def test_bad_item_weights_raise(tiny_joint, change, match):
+    p, labels, resp, draws, counts = tiny_joint
+    with pytest.raises(ValueError, match=match):
+        posterior_classwise_nc_ece(p, resp, draws, **change)
+    with pytest.raises(ValueError, match="not a point estimate"):
+        posterior_classwise_nc_ece(p, resp, draws[0], item_weights=np.ones((1, 90)))
+
+
 # ----------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("change, match", [
     (dict(probs=np.full((600, 3), 0.3)), "must sum to 1"),
