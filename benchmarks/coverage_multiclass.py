@@ -13,8 +13,10 @@ every item). Per data set:
   bootstrap, warm-started at the fit): the multiclass analogue of the binary CLI's EM route (``fit_em`` ->
   ``bootstrap_em`` -> ``posterior_nc_ece``), see docs/coverage.md.
 * ``posterior_top_label_nc_ece`` / ``posterior_classwise_nc_ece`` (plug-in, bias-corrected bin centres, Bayesian
-  bootstrap of the items, debiased interval at the calibrated level, 15 equal-width bins, IV weights, prevalence
-  estimated from the data).
+  bootstrap of the items, debiased interval at the calibrated level for the class-wise mean, 15 equal-width bins,
+  IV weights, prevalence estimated from the data). Class-wise: *joint draws* (``item_weights=g``, draw ``s``
+  sums the items with the weights ``g_s`` of its own EM refit; ``--independent`` for fresh weights, the route
+  before); top-label: fresh item weights (its joint draws were too narrow at K = 10, docs/coverage.md).
 
 Target (``MC_TARGETS``): the population binned ECE on the fixed partition, computed for each (K, curve) from
 2,000,000 fresh classifier outputs with ``E[1[Y = k] | p] = q_k(p)`` in place of the labels (Monte Carlo error
