@@ -43,9 +43,10 @@ of its own refit instead of fresh ones. The fit's error and the items' sampling 
 (an unusual sample moves the fit so as to partly cancel it: -0.4 to -0.6 across data sets), and independent
 weights add the two spreads as if they were not; the joint draws keep the correlation. On the coverage study's
 EM-refit draws (docs/coverage.md, K-class section) the calibrated class-wise mean covers 0.89-0.96 in every cell
-with joint draws against 0.90-0.98 with independent ones. The top-label interval keeps independent weights: its
-joint draws were too narrow at K = 10 (0.80-0.89). NUTS draws have no item weights and keep the independent
-bootstrap.
+with joint draws against 0.90-0.98 with independent ones. The 15-bin summaries keep independent weights: the
+per-class intervals of the same call (a second pass with fresh weights) and the top-label interval, whose joint
+draws were too narrow (per class 0.85-0.90 pooled, top-label 0.80-0.89 at K = 10). NUTS draws have no item
+weights and keep the independent bootstrap.
 
 For K = 2 the class-wise entry of class 1 is the binary plug-in NC-ECE of the scores ``p_i1`` with the same
 channel draws, weights and item weights: the draws agree with :func:`~noisycal_bayes.propagate.posterior_nc_ece`
@@ -619,9 +620,18 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                                 calibrate=calibrate, item_weights=item_weights)
     level = meta["level"]
     off = des.entries.offset
+    pc_count, pc_score, pc_freq, pc_meta = count, score, freq, meta
+    if item_weights is not None:
+        # Per class (15 bins, like the top-label) fresh item weights: their joint draws were too narrow (pooled
+        # per-class coverage 0.85-0.90 against 0.89-0.95 on the study, docs/coverage.md); the same seed gives
+        # the draws of the call without item_weights.
+        pc_count, pc_score, pc_freq, _, _, pc_meta = _run(
+            func, "classwise", probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
+            seed=seed, interval=interval, bootstrap=bootstrap, n_draws=n_draws, usable=usable,
+            max_condition=max_condition, bias_correct=bias_correct, calibrate=calibrate)
     # Per class (15 bins): the nominal level; only the mean over classes (K x bins terms) is calibrated.
-    per = tuple(_result(count[:, a:b], score[:, a:b], freq[:, a:b], tuple(x[a:b] for x in point), meta["edges"][c],
-                        {**meta, "calibrate": False}, interval, bootstrap, seed, level)
+    per = tuple(_result(pc_count[:, a:b], pc_score[:, a:b], pc_freq[:, a:b], tuple(x[a:b] for x in point),
+                        meta["edges"][c], {**pc_meta, "calibrate": False}, interval, bootstrap, seed, level)
                 for c, (a, b) in enumerate(zip(off[:-1], off[1:])))
     # The mean over classes: every class block holds every item once, so the concatenated blocks give
     # sum_{k,b} |F - S| / (K n) = the mean of the per-class ECEs, draw by draw (correlation kept).
@@ -656,9 +666,10 @@ _CALIBRATE_DOC = """    calibrate : bool, default True
         bootstrap: EM refits on Bayesian-bootstrap weights, row ``s`` for ``confusion_draws[s]``). Draw ``s``
         then sums the items with the same weights (rescaled to mean 1 over the items with a usable response)
         instead of fresh ones, so the draws keep the correlation between the fit's error and the items'
-        sampling error (negative: an unusual sample moves the fit so as to partly cancel it). Default None:
-        independent Bayesian-bootstrap weights (NUTS draws, or refits whose weights are unknown). Needs
-        ``bootstrap=True`` and confusion draws.
+        sampling error (negative: an unusual sample moves the fit so as to partly cancel it). They enter the
+        *mean over classes* only; ``per_class`` keeps fresh weights (``seed``; their joint draws were too narrow).
+        Default None: independent Bayesian-bootstrap weights (NUTS draws, or refits whose weights are unknown).
+        Needs ``bootstrap=True`` and confusion draws.
 """
 
 posterior_top_label_nc_ece.__doc__ = posterior_top_label_nc_ece.__doc__.replace("{params}", _PARAMS_DOC)
