@@ -410,7 +410,8 @@ def _coverage_rows(n_sets, k, j, n_items, n_boot, seed0):
 def test_coverage_of_the_90_percent_interval_small_simulation():
     # 40 data sets (K = 3, 3 annotators, 1500 items; confusion draws from Bayesian-bootstrap EM refits, never from
     # the true labels). Under correct coverage the number covered is Binomial(40, 0.9); accept >= 30 (P(X < 30)
-    # = 0.006 for p = 0.9). The class-wise mean is tested the same way.
+    # = 0.006 for p = 0.9). The class-wise mean is tested the same way (joint draws: the script passes each refit's
+    # item weights, item_weights=g).
     rows = _coverage_rows(40, 3, 3, 1500, 100, seed0=777)
     assert sum(r["top_label"]["covered"] for r in rows) >= 30
     assert sum(r["classwise"]["covered"] for r in rows) >= 30
