@@ -33,6 +33,7 @@ Usage::
     python benchmarks/coverage_multiclass.py --merge /tmp/a.json /tmp/b.json --out benchmarks/results/coverage_multiclass.json
     # ... --previous OLD.json keeps OLD's per-setting summaries for the before -> after table
     python benchmarks/coverage_multiclass.py --render benchmarks/results/coverage_multiclass.json
+    # --sweep: the variants table (joint draws at three levels; --independent for fresh item weights)
     # --cache DIR keeps each data set's EM draws (about 40 kB at K = 10): a rerun after a change of the interval
     # then costs the propagation only (the same numbers as without the cache: the draws are saved as computed)
 
@@ -160,7 +161,8 @@ def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.0
     return conf, prev
 
 
-def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True):
+def _data(seed, k, j, curve, n_items, n_boot, em_tol=1e-3, cache=None):
+    """One data set: probabilities, responses, refit weights ``g`` (n_boot, n_items), EM fit and refits."""
     rng = np.random.default_rng(seed)
     p, y, labels, conf_true = simulate(rng, n_items, k, j, curve)
     # The refits' item weights come next from the same generator (the EM draws nothing), so a cached run
@@ -178,6 +180,11 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None
             path.parent.mkdir(parents=True, exist_ok=True)
             np.savez(path, fit=fit_c, draws=draws)
     resp = (np.repeat(np.arange(n_items), j), np.tile(np.arange(j), n_items), labels.reshape(-1))
+    return p, resp, g, fit_c, draws, conf_true
+
+
+def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True):
+    p, resp, g, fit_c, draws, conf_true = _data(seed, k, j, curve, n_items, n_boot, em_tol, cache)
     out = {"seed": seed, "max_abs_confusion_error": float(np.abs(fit_c[0] - conf_true).max())}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -194,6 +201,60 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None
                      "sd_debiased_draws": float(np.std(res.debiased_draws))}
     per_cov = [bool(r.reported_interval[0] <= t <= r.reported_interval[1]) for r, t in zip(cw.per_class, targets[2])]
     out["classwise_per_class_coverage"] = float(np.mean(per_cov))
+    return out
+
+
+def _level_two_sided(draws, estimate, level=LEVEL, grid=401, lowest=0.5):
+    """The calibrated level of ``propagate.multiclass._calibrated_level``, searched on [``lowest``, 1] instead
+    of [``level``, 1] (allowed below ``level``)."""
+    dev = draws - draws.mean()
+    a = np.linspace(lowest, 1.0, grid)
+    shifted = dev[:, None] + (draws.mean() - estimate)
+    cover = ((shifted + np.quantile(dev, (1 - a) / 2)[None] <= 0) &
+             (shifted + np.quantile(dev, (1 + a) / 2)[None] >= 0)).mean(axis=0)
+    ok = np.flatnonzero(cover >= level - 1e-12)
+    return float(a[ok[0]]) if ok.size else 1.0
+
+
+def sweep_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True):
+    """Joint (or independent) draws for both kinds, read at three levels from one pass: nominal, calibrated
+    (``_calibrated_level``, at least ``level``) and calibrated two-sided (:func:`_level_two_sided`). Per kind:
+    error of the debiased estimate, sd of the centred draws, and per level the level, cover flag and width."""
+    import noisycal_bayes.propagate.multiclass as pm
+    from noisycal_bayes.propagate.result import _summarise
+
+    p, resp, g, fit_c, draws, conf_true = _data(seed, k, j, curve, n_items, n_boot, em_tol, cache)
+    row = {"seed": seed}
+    for kind, truth in (("top_label", targets[0]), ("classwise", targets[1])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            count, score, freq, point, _, meta = pm._run(
+                "sweep", kind, p, resp, draws, None, bins=BINS, weights="iv", level=LEVEL, seed=seed,
+                interval="debiased", bootstrap=True, n_draws=None, usable=None, max_condition=pm.MAX_CONDITION,
+                item_weights=g if joint else None)
+        _, centred, est, p_value, _ = pm._summary(count, score, freq, point, "debiased", meta["bias_correct"], False,
+                                                  LEVEL)
+        raw = _summarise(count, score, pm._bias_corrected(count, score, freq, point, meta["bias_correct"]))[1]
+        d = {"err": est - truth, "sd": float(centred.std())}
+        for name, a in (("nominal", LEVEL), ("calibrated", pm._calibrated_level(raw, est, LEVEL)),
+                        ("two_sided", _level_two_sided(raw, est))):
+            lo, hi, one = pm._quantiles(centred, LEVEL, a)
+            if p_value > 1 - LEVEL:  # the one-sided reading, as interval_to_read
+                lo, hi = 0.0, one
+            d[name] = {"level": a, "covered": bool(lo <= truth <= hi), "width": float(hi - lo)}
+        row[kind] = d
+    return row
+
+
+def sweep_summary(rows):
+    """Coverage per kind and level, z sd and the mean calibrated level (the variants table of docs/coverage.md)."""
+    out = {}
+    for kind in ("top_label", "classwise"):
+        z = np.array([r[kind]["err"] / r[kind]["sd"] for r in rows])
+        out[kind] = {v: float(np.mean([r[kind][v]["covered"] for r in rows]))
+                     for v in ("nominal", "calibrated", "two_sided")}
+        out[kind].update(z_sd=float(z.std(ddof=1)), mean_level=float(np.mean([r[kind]["calibrated"]["level"]
+                                                                             for r in rows])))
     return out
 
 
@@ -318,6 +379,9 @@ def main(argv=None):
                     help="added to every data set's seed (fresh data sets for a replication; 0 = the study's)")
     ap.add_argument("--independent", action="store_true",
                     help="class-wise: fresh item weights per draw (the route before joint draws; top-label always)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="instead of the study: both kinds with joint draws (or --independent) at the nominal, "
+                         "calibrated and two-sided calibrated levels (the variants table of docs/coverage.md)")
     ap.add_argument("--cache", help="directory caching each data set's EM draws (reruns then skip the EM refits)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
@@ -339,11 +403,21 @@ def main(argv=None):
             targets = population_target(k, curve)
             for j in args.annotators:
                 t0 = time.time()
-                rows = [run_one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000) + args.seed_offset,
-                                k, j, curve,
-                                args.n_items, args.n_boot, targets, args.em_tol, args.cache,
-                                not args.independent)
+                one = sweep_one if args.sweep else run_one
+                rows = [one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000) + args.seed_offset,
+                            k, j, curve, args.n_items, args.n_boot, targets, args.em_tol, args.cache,
+                            not args.independent)
                         for r in range(args.reps if k < 10 else args.reps_large)]
+                if args.sweep:
+                    summ = sweep_summary(rows)
+                    summ.update(K=k, J=j, curve=curve, seconds=round(time.time() - t0, 1))
+                    results["settings"].append({"summary": summ, "rows": rows})
+                    print(f"K={k:2d} J={j} {curve:15s} " + "  ".join(
+                        f"{kind}: " + " ".join(f"{v} {summ[kind][v]:.2f}" for v in ("nominal", "calibrated",
+                                                                                    "two_sided", "z_sd"))
+                        + f" level {summ[kind]['mean_level']:.3f}" for kind in ("top_label", "classwise"))
+                        + f"  [{summ['seconds']} s]", flush=True)
+                    continue
                 summ = summarise(rows, targets)
                 summ.update(K=k, J=j, curve=curve, seconds=round(time.time() - t0, 1))
                 results["settings"].append({"summary": summ, "rows": rows})
