@@ -268,6 +268,7 @@ def _cached_fits(tmp_path, *, degraded):
         clear_programs()
 
 
+@pytest.mark.slow  # two cold compilations into a fresh cache by design (~14 s CPU); make test-all runs it
 def test_sampler_is_saved_in_the_compilation_cache_and_reused(tmp_path):
     # With a compilation cache directory, the sampler's two programs are exported there; a rebuilt program
     # (as in a new process) loads them instead of rewriting them and gives the same draws.
