@@ -25,7 +25,7 @@ from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX
                            NONFINITE as _NONFINITE, RUNNING as _RUNNING, START_EPS, TIE_RTOL,
                            check_starts as _check_starts,
                            em_starts, select_start)
-from ..models.em_result import em_result, prepare_em
+from ..models.em_result import CavityPairs, em_result, prepare_em
 from ..models.inputs import prepare_inputs, resolve_assignment
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult, point_dict
@@ -259,9 +259,10 @@ def _sparse_args(inputs):
             np.asarray(inputs.label, np.int32), np.asarray(inputs.row_group, np.int32), gold)
 
 
-def _item_posterior(inputs, fpr, tpr, prevalence):
-    """``T_i = P(Y_i = 1 | A_i)`` per item (sparse) or per row (patterns), in NumPy (float64, no compilation):
-    ``sigmoid(logit pi_g + sum_r [A log(tpr/fpr) + (1 - A) log((1 - tpr)/(1 - fpr))])``, gold items their label."""
+def _log_odds(inputs, fpr, tpr, prevalence):
+    """``(x, w0, w1, gold)``: each item's (sparse) or row's (patterns) posterior log-odds of ``Y = 1`` without its
+    gold label, ``logit pi_g + sum_r [A w1_j + (1 - A) w0_j]`` with ``w1 = log(tpr/fpr)``, ``w0 = log((1 - tpr)/(1 -
+    fpr))``; ``gold`` is None on the pattern path. NumPy, float64."""
     f = np.clip(np.asarray(fpr, np.float64), 1e-12, 1 - 1e-12)
     t = np.clip(np.asarray(tpr, np.float64), 1e-12, 1 - 1e-12)
     p = np.clip(np.atleast_1d(np.asarray(prevalence, np.float64)), 1e-12, 1 - 1e-12)
@@ -274,13 +275,55 @@ def _item_posterior(inputs, fpr, tpr, prevalence):
         pat = np.asarray(inputs.patterns)
         group, gold = np.asarray(inputs.row_group), None
         x = (pat == 1) @ w1 + (pat == 0) @ w0
-    x = x + (np.log(p) - np.log1p(-p))[group]
-    post = 0.5 * (1.0 + np.tanh(0.5 * x))  # sigmoid without overflow
+    return x + (np.log(p) - np.log1p(-p))[group], w0, w1, gold
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # sigmoid without overflow
+
+
+def _item_posterior(inputs, fpr, tpr, prevalence):
+    """``T_i = P(Y_i = 1 | A_i)`` per item (sparse) or per row (patterns), in NumPy (float64, no compilation):
+    ``sigmoid(logit pi_g + sum_r [A log(tpr/fpr) + (1 - A) log((1 - tpr)/(1 - fpr))])``, gold items their label."""
+    x, _, _, gold = _log_odds(inputs, fpr, tpr, prevalence)
+    post = _sigmoid(x)
     return post if gold is None else np.where(gold >= 0, gold, post)
 
 
+def cavity_pairs(inputs, fpr, tpr, prevalence) -> CavityPairs:
+    """Each (item, annotator) pair's labels and the item's clean-label probability given the OTHER annotators.
+
+    For the pair of item ``i`` and annotator ``j``: ``k1``, ``k0`` = the numbers of labels 1 and 0 that ``j`` gave
+    ``i`` (more than one with repeated labels), ``q = P(Y_i = 1 | labels of i by annotators other than j)`` at the
+    estimate (the item's log-odds minus ``j``'s own log-likelihood ratios; the gold label where known) and the
+    pair's weight (1, or the row count on the pattern path). Annotator ``j``'s likelihood given the others'
+    channels is then ``prod_pairs [q tpr^k1 (1 - tpr)^k0 + (1 - q) fpr^k1 (1 - fpr)^k0]^weight``, which
+    :func:`~noisycal_bayes.models.em_result.annotator_table` evaluates on a grid for annotators with few labels.
+    NumPy, float64.
+    """
+    x, w0, w1, gold = _log_odds(inputs, fpr, tpr, prevalence)
+    if inputs.sparse:
+        item, ann, lab, _, gold = _sparse_args(inputs)
+        lr = np.stack([w0, w1], axis=1).reshape(-1)[2 * ann + lab]
+        # Responses are sorted by item, then annotator: a pair's repeated labels are adjacent.
+        first = np.r_[True, (item[1:] != item[:-1]) | (ann[1:] != ann[:-1])]
+        pair = np.cumsum(first) - 1
+        own, k1 = np.bincount(pair, weights=lr), np.bincount(pair, weights=lab)
+        k = np.bincount(pair).astype(np.float64)
+        i_pair = item[first]
+        q = np.where(gold[i_pair] >= 0, gold[i_pair], _sigmoid(x[i_pair] - own))
+        return CavityPairs(ann[first], k1, k - k1, q, np.ones_like(q))
+    pat = np.asarray(inputs.patterns)
+    c = np.asarray(inputs.counts, np.float64)
+    row, col = np.nonzero((pat >= 0) & (c[:, None] > 0))
+    one = (pat[row, col] == 1).astype(np.float64)
+    q = _sigmoid(x[row] - np.where(one > 0, w1[col], w0[col]))
+    return CavityPairs(col, one, 1.0 - one, q, c[row])
+
+
 def soft_counts(inputs, fpr, tpr, prevalence):
-    """E-step soft counts at an estimate, ``(s0, n0, s1, n1, m0, m1)`` each of shape (n_annotators,) (float64).
+    """E-step soft counts at an estimate, ``(s0, n0, s1, n1, m0, m1)`` each of shape (n_annotators,) (float64),
+    followed by the annotators' :func:`cavity_pairs`.
 
     ``n1_j = sum_r T_{i_r}`` over annotator ``j``'s responses (``T_i = P(Y_i = 1 | A_i)``, the gold label where
     known), ``s1_j = sum_r T_{i_r} A_r``; ``n0``, ``s0`` the same with ``1 - T``. ``m1_j`` is the missing
@@ -313,7 +356,7 @@ def soft_counts(inputs, fpr, tpr, prevalence):
             item, ann = item[first], ann[first]
         v = (post * (1 - post))[item]
         return (c1 - s1, n_lab - n1, s1, n1, np.bincount(ann, weights=v * u0**2, minlength=n),
-                np.bincount(ann, weights=v * u1**2, minlength=n))
+                np.bincount(ann, weights=v * u1**2, minlength=n), cavity_pairs(inputs, fpr, tpr, prevalence))
     pat = np.asarray(inputs.patterns)
     c = np.asarray(inputs.counts, np.float64)
     obs, pos = (pat >= 0).astype(np.float64), (pat == 1).astype(np.float64)
@@ -321,7 +364,8 @@ def soft_counts(inputs, fpr, tpr, prevalence):
     cv = c * post * (1 - post)
     u1 = np.where(pos > 0, 1 / t, -1 / (1 - t)) * obs
     u0 = np.where(pos > 0, 1 / f, -1 / (1 - f)) * obs
-    return w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs, cv @ u0**2, cv @ u1**2
+    return (w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs, cv @ u0**2, cv @ u1**2,
+            cavity_pairs(inputs, fpr, tpr, prevalence))
 
 
 def vote_start(inputs):

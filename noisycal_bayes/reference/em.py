@@ -28,7 +28,7 @@ from ..core.starts import (BAD_START, CONVERGED, MAX_ITER, NONFINITE, TIE_RTOL, 
                            select_start)
 from ..data import SufficientStats
 from ..data.design import MIN_PREVALENCE_SPREAD
-from ..models.em_result import em_result, prepare_em
+from ..models.em_result import CavityPairs, em_result, prepare_em
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
 from ..data.binning import Binning
@@ -172,7 +172,18 @@ def _soft_counts(selection, inputs):
         with np.errstate(divide="ignore", invalid="ignore"):
             out[4] += np.where(o, c[r] * post[r] * (1 - post[r]) * np.where(p1, 1 / f, -1 / (1 - f)) ** 2, 0.0)
             out[5] += np.where(o, c[r] * post[r] * (1 - post[r]) * np.where(p1, 1 / t, -1 / (1 - t)) ** 2, 0.0)
-    return tuple(out)
+    # Cavity pairs (models.em_result.CavityPairs): per observed cell, the row's log-odds without the cell's own
+    # log-likelihood ratio, cell by cell.
+    cells = [[], [], [], [], []]
+    with np.errstate(divide="ignore"):
+        for r in range(pat.shape[0]):
+            for j in np.flatnonzero(obs[r]) if c[r] > 0 else ():
+                own = np.log(t[j] / f[j]) if pos[r, j] else np.log((1 - t[j]) / (1 - f[j]))
+                for lst, v in zip(cells, (j, float(pos[r, j]), float(not pos[r, j]),
+                                          1.0 / (1.0 + np.exp(own - d[r])), c[r])):
+                    lst.append(v)
+    pairs = CavityPairs(np.asarray(cells[0], np.int64), *(np.asarray(v, np.float64) for v in cells[1:]))
+    return (*out, pairs)
 
 
 def _loglik(selection, arrays, n_annotators, prior_counts) -> float:

@@ -280,6 +280,45 @@ def test_annotator_intervals_one_sided_jeffreys_and_gap_clipped():
     assert table["gap_upper"][1] == 1.0 and table["gap_lower"][1] < 1.0
 
 
+def test_conditional_intervals_with_known_labels_are_the_jeffreys_posterior():
+    """With every cavity probability 0 or 1 (the clean labels known, e.g. gold), an annotator's conditional
+    posterior is the product of Jeffreys posteriors Beta(x + 1/2, n - x + 1/2) of fpr and tpr. The grid's
+    quantiles must match the Beta quantiles to well within one grid cell (64 cells in arcsin(sqrt p): at most
+    pi / 128 = 0.025 wide in p), and the gap's those of tpr - fpr under independent Betas (Monte Carlo, 400,000
+    draws: se of a 5% / 95% quantile below 1e-3). Negative control: the same labels with uninformative cavities
+    (q = 1/2, the clean labels unknown) give wider intervals."""
+    from noisycal_bayes.models.em_result import CavityPairs, annotator_table, conditional_intervals
+
+    rng = np.random.default_rng(7)
+    # Annotator 0: 3 of 12 negatives labelled 1, 9 of 10 positives; annotator 1: 0 of 4 negatives, 2 of 3 positives.
+    y = [np.r_[np.zeros(12), np.ones(10)], np.r_[np.zeros(4), np.ones(3)]]
+    a = [np.r_[np.ones(3), np.zeros(9), np.ones(9), 0], np.r_[np.zeros(4), 1, 1, 0]]
+    ann = np.concatenate([np.full(len(v), j) for j, v in enumerate(y)])
+    lab, q = np.concatenate(a), np.concatenate(y)
+    pairs = CavityPairs(ann, lab, 1 - lab, q, np.ones_like(q))
+    got = conditional_intervals(pairs, np.array([True, True]), 0.9)
+    for j, (x0, n0, x1, n1) in enumerate([(3, 12, 9, 10), (0, 4, 2, 3)]):
+        f, t = stats.beta(x0 + 0.5, n0 - x0 + 0.5), stats.beta(x1 + 0.5, n1 - x1 + 0.5)
+        np.testing.assert_allclose([got["fpr_lower"][j], got["fpr_upper"][j]], f.ppf([0.05, 0.95]), atol=0.004)
+        np.testing.assert_allclose([got["tpr_lower"][j], got["tpr_upper"][j]], t.ppf([0.05, 0.95]), atol=0.004)
+        gap = t.rvs(400_000, random_state=rng) - f.rvs(400_000, random_state=rng)
+        np.testing.assert_allclose([got["gap_lower"][j], got["gap_upper"][j]], np.quantile(gap, [0.05, 0.95]),
+                                   atol=0.025)
+    # The one-sided convention, as in the Beta route: annotator 1 gave no label 1 on a negative item (x = 0), so its
+    # fpr's lower limit is 0; annotator 0 did (x = 3), so its is not. (q is exactly 0 or 1 here: log q = -inf must
+    # not turn the rule's sum into NaN.)
+    assert got["fpr_lower"][1] == 0.0 and got["fpr_lower"][0] > 0.0
+    assert got["tpr_upper"][0] < 1.0 and got["tpr_lower"][1] > 0.0
+    vague = conditional_intervals(pairs._replace(q=np.full_like(q, 0.5)), np.array([True, True]), 0.9)
+    assert np.all(vague["tpr_upper"] - vague["tpr_lower"] > got["tpr_upper"] - got["tpr_lower"])
+    # Through annotator_table: annotators under GRID_LABELS labels take these limits, the flag follows the gap's.
+    n = np.array([22.0, 7.0])
+    counts = (np.array([3.0, 0.0]), np.array([12.0, 4.0]), np.array([9.0, 2.0]), np.array([10.0, 3.0]))
+    table = annotator_table(["a", "b"], counts[0] / counts[1], counts[2] / counts[3], (*counts, 0 * n, 0 * n, pairs), n)
+    np.testing.assert_array_equal(table["fpr_upper"], got["fpr_upper"])
+    assert table.attrs["conditional"].tolist() == [True, True]
+
+
 @pytest.mark.parametrize("case", ["co_labelled", "one_label_per_item", "two_annotators"])
 def test_sparse_design_check_equals_dense_check(case):
     """check_design reads the sparse responses (no dense observed mask) and gives the dense mask's messages."""

@@ -138,7 +138,7 @@ def test_soft_counts_by_hand_with_repeated_labels():
     inp = sparse_inputs(data, "dawid_skene", resolve_assignment(data, "dawid_skene", None, "test"))
     f, t, p = np.array([0.1, 0.3, 0.2]), np.array([0.8, 0.7, 0.9]), np.array([0.4])
     got = soft_counts(inp, f, t, p)
-    want = np.zeros((6, 3))
+    want, pairs = np.zeros((6, 3)), []
     for i in range(4):
         r = item == i
         l1 = np.prod(np.where(lab[r] == 1, t[ann[r]], 1 - t[ann[r]]))
@@ -150,4 +150,10 @@ def test_soft_counts_by_hand_with_repeated_labels():
             u0 = np.sum(a / f[j] - (1 - a) / (1 - f[j]))   # one score per (item, annotator) pair
             u1 = np.sum(a / t[j] - (1 - a) / (1 - t[j]))
             want[4:, j] += [T * (1 - T) * u0**2, T * (1 - T) * u1**2]
-    np.testing.assert_allclose(np.stack(got), want, rtol=1e-12, atol=1e-14)
+            # The cavity: P(Y_i = 1) from the other annotators' labels of item i only (all of j's repeats removed).
+            o = r & (ann != j)
+            c1 = np.prod(np.where(lab[o] == 1, t[ann[o]], 1 - t[ann[o]]))
+            c0 = np.prod(np.where(lab[o] == 1, f[ann[o]], 1 - f[ann[o]]))
+            pairs.append((j, a.sum(), a.size - a.sum(), p[0] * c1 / (p[0] * c1 + (1 - p[0]) * c0), 1.0))
+    np.testing.assert_allclose(np.stack(got[:6]), want, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.stack(got[6], axis=1), np.array(pairs, float), rtol=1e-12, atol=1e-14)
