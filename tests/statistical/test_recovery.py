@@ -176,8 +176,9 @@ def test_crowd_em_intervals_off_the_boundary_cover_at_the_nominal_rate():
     avoids. The rest cover 0.902 (40 crowds, benchmark study). Tolerance: the intervals of one crowd share its
     clean-label posterior, so the se of the mean coverage is the clustered one, sd of the per-crowd coverages /
     sqrt(R); two-sided false-alarm 1e-3: |mean - 0.90| <= 3.29 se. Negative control: the 80% intervals from the
-    same counts, checked against 0.90, must fail. And the missing-information scaling (Louis 1982) matters: without
-    it (soft counts taken as complete data) coverage drops, per crowd, by more than 3.29 paired standard errors.
+    same counts, checked against 0.90, must fail. And the correction for the unknown clean labels matters (the
+    exact conditional posterior below 50 labels, Louis' (1982) missing-information scaling above): without it (soft
+    counts taken as complete data) coverage drops, per crowd, by more than 3.29 paired standard errors.
     """
     from noisycal_bayes import fit_em
     from noisycal_bayes.inference.em import soft_counts
@@ -207,4 +208,4 @@ def test_crowd_em_intervals_off_the_boundary_cover_at_the_nominal_rate():
         mean, se = values.mean(), values.std(ddof=1) / np.sqrt(r)
         assert (abs(mean - 0.9) <= z * se) == ok, f"coverage {mean:.4f}, clustered se {se:.4f}, control={not ok}"
     drop = np.array(per) - np.array(per_naive)
-    assert drop.mean() > z * drop.std(ddof=1) / np.sqrt(r), f"Louis scaling: coverage change {drop.mean():.4f}"
+    assert drop.mean() > z * drop.std(ddof=1) / np.sqrt(r), f"label correction: coverage change {drop.mean():.4f}"
