@@ -1,7 +1,8 @@
 """How often each worker's 90% fpr / tpr intervals (``fit_em(...).annotators``) hold its rates measured against gold,
 on the three gold-labelled crowds in ``/work/shared/data/crowd_gold/`` (bluebirds: Welinder et al. 2010; rte,
 temp: Snow et al. 2008; sources in that folder's README). Gold is known for every item there, so each worker's
-gold-measured rate is its exact error rate on the items it labelled. Writes ``benchmarks/results/crowd_gold_intervals.json`` and prints the table of docs/crowds.md.
+gold-measured rate is its exact error rate on the items it labelled. Writes
+``benchmarks/results/crowd_gold_intervals.json`` and prints the table of docs/crowds.md.
 
     python benchmarks/crowd_gold_intervals.py [--data DIR] [--out JSON]
 """
