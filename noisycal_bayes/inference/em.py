@@ -25,7 +25,7 @@ from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX
                            NONFINITE as _NONFINITE, RUNNING as _RUNNING, START_EPS, TIE_RTOL,
                            check_starts as _check_starts,
                            em_starts, select_start)
-from ..models.em_result import CavityPairs, em_result, prepare_em
+from ..models.em_result import GRID_LABELS, CavityPairs, em_result, prepare_em
 from ..models.inputs import prepare_inputs, resolve_assignment
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult, point_dict
@@ -290,7 +290,7 @@ def _item_posterior(inputs, fpr, tpr, prevalence):
     return post if gold is None else np.where(gold >= 0, gold, post)
 
 
-def cavity_pairs(inputs, fpr, tpr, prevalence) -> CavityPairs:
+def cavity_pairs(inputs, fpr, tpr, prevalence, annotators=None) -> CavityPairs:
     """Each (item, annotator) pair's labels and the item's clean-label probability given the OTHER annotators.
 
     For the pair of item ``i`` and annotator ``j``: ``k1``, ``k0`` = the numbers of labels 1 and 0 that ``j`` gave
@@ -299,11 +299,18 @@ def cavity_pairs(inputs, fpr, tpr, prevalence) -> CavityPairs:
     pair's weight (1, or the row count on the pattern path). Annotator ``j``'s likelihood given the others'
     channels is then ``prod_pairs [q tpr^k1 (1 - tpr)^k0 + (1 - q) fpr^k1 (1 - fpr)^k0]^weight``, which
     :func:`~noisycal_bayes.models.em_result.annotator_table` evaluates on a grid for annotators with few labels.
-    NumPy, float64.
+    ``annotators`` (bool, shape (J,)), optional: only the pairs of these annotators (the others' pairs would be
+    unused; on a large crowd they are most of the responses). NumPy, float64.
     """
     x, w0, w1, gold = _log_odds(inputs, fpr, tpr, prevalence)
     if inputs.sparse:
         item, ann, lab, _, gold = _sparse_args(inputs)
+        if annotators is not None:
+            keep = np.asarray(annotators, bool)[ann]
+            item, ann, lab = item[keep], ann[keep], lab[keep]
+        if item.size == 0:
+            empty = np.zeros(0)
+            return CavityPairs(np.zeros(0, np.int32), empty, empty, empty, empty)
         lr = np.stack([w0, w1], axis=1).reshape(-1)[2 * ann + lab]
         # Responses are sorted by item, then annotator: a pair's repeated labels are adjacent.
         first = np.r_[True, (item[1:] != item[:-1]) | (ann[1:] != ann[:-1])]
@@ -315,7 +322,10 @@ def cavity_pairs(inputs, fpr, tpr, prevalence) -> CavityPairs:
         return CavityPairs(ann[first], k1, k - k1, q, np.ones_like(q))
     pat = np.asarray(inputs.patterns)
     c = np.asarray(inputs.counts, np.float64)
-    row, col = np.nonzero((pat >= 0) & (c[:, None] > 0))
+    cells = (pat >= 0) & (c[:, None] > 0)
+    if annotators is not None:
+        cells &= np.asarray(annotators, bool)[None, :]
+    row, col = np.nonzero(cells)
     one = (pat[row, col] == 1).astype(np.float64)
     q = _sigmoid(x[row] - np.where(one > 0, w1[col], w0[col]))
     return CavityPairs(col, one, 1.0 - one, q, c[row])
@@ -356,7 +366,8 @@ def soft_counts(inputs, fpr, tpr, prevalence):
             item, ann = item[first], ann[first]
         v = (post * (1 - post))[item]
         return (c1 - s1, n_lab - n1, s1, n1, np.bincount(ann, weights=v * u0**2, minlength=n),
-                np.bincount(ann, weights=v * u1**2, minlength=n), cavity_pairs(inputs, fpr, tpr, prevalence))
+                np.bincount(ann, weights=v * u1**2, minlength=n),
+                cavity_pairs(inputs, fpr, tpr, prevalence, annotators=n_lab < GRID_LABELS))
     pat = np.asarray(inputs.patterns)
     c = np.asarray(inputs.counts, np.float64)
     obs, pos = (pat >= 0).astype(np.float64), (pat == 1).astype(np.float64)
@@ -365,7 +376,7 @@ def soft_counts(inputs, fpr, tpr, prevalence):
     u1 = np.where(pos > 0, 1 / t, -1 / (1 - t)) * obs
     u0 = np.where(pos > 0, 1 / f, -1 / (1 - f)) * obs
     return (w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs, cv @ u0**2, cv @ u1**2,
-            cavity_pairs(inputs, fpr, tpr, prevalence))
+            cavity_pairs(inputs, fpr, tpr, prevalence, annotators=c @ obs < GRID_LABELS))
 
 
 def vote_start(inputs):

@@ -172,8 +172,23 @@ def conditional_intervals(pairs: CavityPairs, chosen, level: float):
             continue
         # log rate^k1 (1 - rate)^k0 per pair and grid point; then the 2-D mixture over the pair's unknown Y.
         lp = pairs.k1[idx, None] * lr + pairs.k0[idx, None] * l1r
-        term = np.logaddexp((lq[idx, None] + lp)[:, None, :], (l1q[idx, None] + lp)[:, :, None])
-        ll = np.tensordot(pairs.weight[idx], term, axes=1)
+        wj, qj = pairs.weight[idx], pairs.q[idx]
+        # Pairs whose clean label the others settle (q within 1e-8 of 0 or 1) separate: their term is the tpr's
+        # (or fpr's) factor alone, up to log(1 + 1e-8 max b/a) < 1e-4 on this grid (rates >= sin^2(pi/256)).
+        # Only the rest need the 2-D mixture, the expensive part.
+        pos, neg = qj >= 1 - 1e-8, qj <= 1e-8
+        mixed = ~(pos | neg)
+        ll = (wj[neg] @ lp[neg])[:, None] + (wj[pos] @ lp[pos])[None, :]
+        if mixed.any():
+            lpm = lp[mixed]
+            if lpm.min() > -600:
+                # Linear space (one add and one log per cell, about 3x faster than logaddexp): rate^k1 (1 -
+                # rate)^k0 >= e^-600 here, far from underflow.
+                e = np.exp(lpm)
+                term = np.log((qj[mixed, None] * e)[:, None, :] + ((1 - qj[mixed])[:, None] * e)[:, :, None])
+            else:
+                term = np.logaddexp((lq[idx][mixed, None] + lpm)[:, None, :], (l1q[idx][mixed, None] + lpm)[:, :, None])
+            ll = ll + np.tensordot(wj[mixed], term, axes=1)
         mass = np.exp(ll - ll.max())
         mass /= mass.sum()
         for name, marg in (("fpr", mass.sum(1)), ("tpr", mass.sum(0))):

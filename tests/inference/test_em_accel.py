@@ -157,3 +157,10 @@ def test_soft_counts_by_hand_with_repeated_labels():
             pairs.append((j, a.sum(), a.size - a.sum(), p[0] * c1 / (p[0] * c1 + (1 - p[0]) * c0), 1.0))
     np.testing.assert_allclose(np.stack(got[:6]), want, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(np.stack(got[6], axis=1), np.array(pairs, float), rtol=1e-12, atol=1e-14)
+    # Only some annotators' pairs (soft_counts keeps those under GRID_LABELS): the same rows, the others dropped.
+    from noisycal_bayes.inference.em import cavity_pairs
+
+    some = cavity_pairs(inp, f, t, p, annotators=np.array([True, False, True]))
+    want_some = np.array([r for r in pairs if r[0] != 1], float)
+    np.testing.assert_allclose(np.stack(some, axis=1), want_some, rtol=1e-12, atol=1e-14)
+    assert cavity_pairs(inp, f, t, p, annotators=np.zeros(3, bool)).q.size == 0
