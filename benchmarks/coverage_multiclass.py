@@ -183,6 +183,15 @@ def _data(seed, k, j, curve, n_items, n_boot, em_tol=1e-3, cache=None):
     return p, resp, g, fit_c, draws, conf_true
 
 
+def data_seed(k, j, curve, r, offset=0):
+    """Seed of data set ``r`` of a setting. Data sets 0-99 keep the first study's seeds ``1000 K + 100 J + r`` (+50,000
+    under-confident); every further block of 100 adds 1,000,000 (data sets 100-199 are the earlier fresh
+    replication's ``--seed-offset 1000000``). No two settings share a seed: a shared seed would give two settings
+    the same classifier outputs and clean labels (``simulate`` draws them first), so their coverages would be
+    correlated."""
+    return 1000 * k + 100 * j + r % 100 + 1_000_000 * (r // 100) + (0 if curve == "overconfident" else 50_000) + offset
+
+
 def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True):
     p, resp, g, fit_c, draws, conf_true = _data(seed, k, j, curve, n_items, n_boot, em_tol, cache)
     out = {"seed": seed, "max_abs_confusion_error": float(np.abs(fit_c[0] - conf_true).max())}
@@ -201,6 +210,31 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None
                      "sd_debiased_draws": float(np.std(res.debiased_draws))}
     per_cov = [bool(r.reported_interval[0] <= t <= r.reported_interval[1]) for r, t in zip(cw.per_class, targets[2])]
     out["classwise_per_class_coverage"] = float(np.mean(per_cov))
+    return out
+
+
+def run_cli_em(seed, k, j, curve, n_items, n_boot, targets, *_):
+    """The command line's default route, measured as a user gets it: ``evaluate_multiclass(method="em")`` (grouped
+    EM, ``n_boot`` item-bootstrap replicates with the EM refitted on each, the intervals it reports) on the same
+    data set as :func:`run_one` (same seed, so the same classifier outputs, clean and noisy labels)."""
+    from noisycal_bayes import MulticlassAnnotationSet
+    from noisycal_bayes.evaluation.multiclass import evaluate_multiclass
+
+    rng = np.random.default_rng(seed)
+    p, y, labels, conf_true = simulate(rng, n_items, k, j, curve)
+    data = MulticlassAnnotationSet.from_responses(np.repeat(np.arange(n_items), j), np.tile(np.arange(j), n_items),
+                                                  labels.reshape(-1), probs=p, n_classes=k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = evaluate_multiclass(data, n_boot=n_boot, seed=seed, checks=False)
+    out = {"seed": seed, "max_abs_confusion_error": float(np.abs(ev.confusion - conf_true).max())}
+    for name, res, truth in (("top_label", ev.nc_ece, targets[0]), ("classwise", ev.classwise_nc_ece, targets[1])):
+        out[name] = {"value": res.value, "lower": res.lower, "upper": res.upper, "upper_bound": res.upper_bound,
+                     "covered": bool(res.lower <= truth <= res.upper), "width": res.upper - res.lower,
+                     "error_value": res.value - truth, "interval_method": res.interval_method}
+    pc = ev.classwise_nc_ece.per_class
+    out["classwise_per_class_coverage"] = float(np.mean((pc["lower"].to_numpy() <= targets[2])
+                                                        & (targets[2] <= pc["upper"].to_numpy())))
     return out
 
 
@@ -263,12 +297,14 @@ def summarise(rows, targets):
     for name in ("top_label", "classwise"):
         cov = np.array([r[name]["covered"] for r in rows])
         s[name] = {"coverage": float(cov.mean()), "binomial_se": float(np.sqrt(0.9 * 0.1 / len(rows))),
-                   "coverage_two_sided": float(np.mean([r[name]["covered_two_sided"] for r in rows])),
                    "mean_width": float(np.mean([r[name]["width"] for r in rows])),
-                   "bias_debiased": float(np.mean([r[name]["error_debiased"] for r in rows])),
-                   "bias_value": float(np.mean([r[name]["error_value"] for r in rows])),
-                   "rmse_debiased": float(np.sqrt(np.mean([r[name]["error_debiased"] ** 2 for r in rows]))),
-                   "share_one_sided": float(np.mean([r[name]["interval_to_read"] != "two_sided" for r in rows]))}
+                   "bias_value": float(np.mean([r[name]["error_value"] for r in rows]))}
+        if "error_debiased" in rows[0][name]:  # the propagation route (run_one); the CLI route has no debiased value
+            s[name].update(
+                coverage_two_sided=float(np.mean([r[name]["covered_two_sided"] for r in rows])),
+                bias_debiased=float(np.mean([r[name]["error_debiased"] for r in rows])),
+                rmse_debiased=float(np.sqrt(np.mean([r[name]["error_debiased"] ** 2 for r in rows]))),
+                share_one_sided=float(np.mean([r[name]["interval_to_read"] != "two_sided" for r in rows])))
     s["classwise_per_class_coverage"] = float(np.mean([r["classwise_per_class_coverage"] for r in rows]))
     return s
 
@@ -369,6 +405,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=100, help="data sets per setting with K < 10")
     ap.add_argument("--reps-large", type=int, default=40, help="data sets per setting with K >= 10 (slower)")
+    ap.add_argument("--first-rep", type=int, default=0,
+                    help="first data set index (with --reps / --reps-large as the end): extend a study in blocks")
     ap.add_argument("--n-items", type=int, default=2000)
     ap.add_argument("--n-boot", type=int, default=100)
     ap.add_argument("--classes", type=int, nargs="+", default=[3, 10])
@@ -382,6 +420,9 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true",
                     help="instead of the study: both kinds with joint draws (or --independent) at the nominal, "
                          "calibrated and two-sided calibrated levels (the variants table of docs/coverage.md)")
+    ap.add_argument("--route", choices=["propagation", "cli-em"], default="propagation",
+                    help="propagation: the propagation functions fed with EM refits (the study); cli-em: "
+                         "evaluate_multiclass(method='em') as the command line runs it (--n-boot replicates)")
     ap.add_argument("--cache", help="directory caching each data set's EM draws (reruns then skip the EM refits)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
@@ -395,6 +436,7 @@ def main(argv=None):
     t_start = time.time()
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
                                           "n_boot": args.n_boot, "em_tol": args.em_tol, "seed_offset": args.seed_offset,
+                                          "first_rep": args.first_rep, "route": args.route,
                                           "bins": BINS, "level": LEVEL, "weights": "iv", "interval": "debiased",
                                           "classwise_item_weights": "independent" if args.independent else "joint",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
@@ -403,11 +445,10 @@ def main(argv=None):
             targets = population_target(k, curve)
             for j in args.annotators:
                 t0 = time.time()
-                one = sweep_one if args.sweep else run_one
-                rows = [one(1000 * k + 100 * j + r + (0 if curve == "overconfident" else 50_000) + args.seed_offset,
-                            k, j, curve, args.n_items, args.n_boot, targets, args.em_tol, args.cache,
-                            not args.independent)
-                        for r in range(args.reps if k < 10 else args.reps_large)]
+                one = sweep_one if args.sweep else (run_cli_em if args.route == "cli-em" else run_one)
+                rows = [one(data_seed(k, j, curve, r, args.seed_offset), k, j, curve, args.n_items, args.n_boot,
+                            targets, args.em_tol, args.cache, not args.independent)
+                        for r in range(args.first_rep, args.reps if k < 10 else args.reps_large)]
                 if args.sweep:
                     summ = sweep_summary(rows)
                     summ.update(K=k, J=j, curve=curve, seconds=round(time.time() - t0, 1))
@@ -422,9 +463,9 @@ def main(argv=None):
                 summ.update(K=k, J=j, curve=curve, seconds=round(time.time() - t0, 1))
                 results["settings"].append({"summary": summ, "rows": rows})
                 print(f"K={k:2d} J={j} {curve:15s} top-label {summ['top_label']['coverage']:.2f} "
-                      f"(two-sided {summ['top_label']['coverage_two_sided']:.2f}, width "
+                      f"(two-sided {summ['top_label'].get('coverage_two_sided', float('nan')):.2f}, width "
                       f"{summ['top_label']['mean_width']:.4f}, truth {targets[0]:.4f})  class-wise "
-                      f"{summ['classwise']['coverage']:.2f} (two-sided {summ['classwise']['coverage_two_sided']:.2f},"
+                      f"{summ['classwise']['coverage']:.2f} (two-sided {summ['classwise'].get('coverage_two_sided', float('nan')):.2f},"
                       f" truth {targets[1]:.4f})  per class {summ['classwise_per_class_coverage']:.2f}  "
                       f"[{summ['seconds']} s]", flush=True)
     results["seconds"] = round(time.time() - t_start, 1)

@@ -206,3 +206,38 @@ def test_check_cell_probabilities_are_the_model_s():
     counts = fam.counts(fam.dense)
     assert [m.tolist() for m in fam.members] == [[1], [0, 2]] and fam.n_cells == 9 + 27
     assert counts[0][2 + 3 * 2] == 1 and counts[1][0 + 3 * 1 + 9 * 2] == 1 and counts[1][1 + 3 * 1] == 1
+
+
+def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
+    """Independent route: the replicates' rows regenerated from the seed, the grouped EM refitted on each from the
+    full-sample fit, then the propagation functions (top-label: fresh item weights; class-wise: each refit's own item
+    multiplicities) give the EM route's intervals exactly."""
+    from noisycal_bayes.inference import multiclass_em_estimator
+    from noisycal_bayes.propagate import posterior_classwise_nc_ece, posterior_top_label_nc_ece
+    from noisycal_bayes.reference.multiclass import _resample, check_responses
+
+    sim, data, ev = k3
+    n, k = data.n_items, data.n_classes
+    resp = check_responses(data.responses, n, k)
+    refit = multiclass_em_estimator(model="grouped", n_quantiles=2, n_starts=1, seed=ev.seed)
+    init = (np.asarray(ev.fit.confusion), np.asarray(ev.fit.prevalence))
+    rng = np.random.default_rng(ev.seed)
+    reps, counts = [], []
+    for _ in range(N_BOOT):
+        rows = rng.integers(0, n, size=n)
+        rep = _resample(resp, rows)
+        assert np.unique(rep[1]).size == data.n_annotators  # no replicate skipped in this design
+        reps.append(np.asarray(refit(rep, n, data.probs[rows], init=init)[0]))
+        counts.append(np.bincount(rows, minlength=n))
+    reps = np.stack(reps)
+    np.testing.assert_allclose(ev.confusion_lower, np.quantile(reps, 0.05, axis=0), atol=1e-9)
+    usable = ev.usable
+    top = posterior_top_label_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed)
+    cw = posterior_classwise_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed,
+                                    item_weights=np.stack(counts))
+    assert (ev.nc_ece.lower, ev.nc_ece.upper) == pytest.approx(top.reported_interval, abs=1e-9)
+    assert ev.nc_ece.debiased == pytest.approx(top.debiased, abs=1e-9)
+    assert (ev.classwise_nc_ece.lower, ev.classwise_nc_ece.upper) == pytest.approx(cw.reported_interval, abs=1e-9)
+    # The joint draws differ from fresh item weights (a negative control: the multiplicities were used).
+    fresh = posterior_classwise_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed)
+    assert fresh.reported_interval != pytest.approx(cw.reported_interval, abs=1e-6)

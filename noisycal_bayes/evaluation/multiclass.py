@@ -13,7 +13,11 @@ method     confusion matrices                                             interv
 =========  =============================================================  ===================================
 ``em``     ``fit_em_multiclass`` (MLE, grouped model)                     item bootstrap with the EM refitted
                                                                           per replicate
-                                                                          (``bootstrap_multiclass_nc_ece``)
+                                                                          (``bootstrap_multiclass_nc_ece``),
+                                                                          the refits propagated by
+                                                                          ``posterior_top_label_nc_ece`` /
+                                                                          ``posterior_classwise_nc_ece``
+                                                                          (class-wise: joint draws)
 ``nuts``   ``fit_nuts_multiclass`` (posterior; point = posterior mean)    ``posterior_top_label_nc_ece`` /
                                                                           ``posterior_classwise_nc_ece``
 =========  =============================================================  ===================================
@@ -280,9 +284,9 @@ def _intervals(draws: np.ndarray, level: float):
 
 
 def _engine_em(data, s: _Settings, groups):
-    """EM on the full sample; item bootstrap with the EM refitted per replicate for the intervals."""
+    """EM on the full sample; item bootstrap with the EM refitted per replicate, the refits propagated."""
     from ..inference import fit_em_multiclass, multiclass_em_estimator
-    from ..propagate.multiclass import posterior_top_label_nc_ece
+    from ..propagate.multiclass import posterior_classwise_nc_ece, posterior_top_label_nc_ece
     from ..reference.multiclass import bootstrap_multiclass_nc_ece, classwise_nc_ece, top_label_nc_ece
 
     fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS, seed=s.seed)
@@ -299,32 +303,51 @@ def _engine_em(data, s: _Settings, groups):
         out["notes"].append("no interval: n_boot = 0 (--n-boot 0).")
         out["detail"] = detail
         return out
-    refits = []
+    refits, counts = [], []
     # Replicates are refitted from the full-sample fit (warm start), with their items' gold labels; their groups are
     # the same recipe (predicted class x confidence quantile) applied to the replicate's items.
     refit = multiclass_em_estimator(model="grouped", n_quantiles=s.n_quantiles, n_starts=N_STARTS, seed=s.seed)
+    # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate (some
+    # skipped before the estimator is called); the same stream here, matched on the replicate's probabilities, gives
+    # each refit's item multiplicities for the class-wise joint draws.
+    n, probs64 = int(data.n_items), np.asarray(probs, dtype=np.float64)
+    rows_stream = np.random.default_rng(s.seed)
 
-    def estimator(r, n, p, *, init=None, gold=None):
+    def estimator(r, n_rep, p, *, init=None, gold=None):
         if init is None:  # the bootstrap's full-sample call: the fit above (no second full fit)
             return np.asarray(fit.confusion), np.asarray(fit.prevalence)
-        conf, prev = refit(r, n, p, init=init, gold=gold)
+        conf, prev = refit(r, n_rep, p, init=init, gold=gold)
+        for _ in range(s.n_boot):
+            rows = rows_stream.integers(0, n, size=n)
+            if np.array_equal(probs64[rows], p):
+                break
+        else:  # never: the stream is the bootstrap's own
+            raise RuntimeError("evaluate_multiclass: could not match a bootstrap replicate to its rows; please report.")
         refits.append(np.asarray(conf))
+        counts.append(np.bincount(rows, minlength=n).astype(np.float64))
         return conf, prev
 
     boot = bootstrap_multiclass_nc_ece(probs, resp, estimator=estimator, n_boot=s.n_boot, level=s.level, bins=s.bins,
                                        weights=s.weights, seed=s.seed, progress_bar=s.progress_bar, gold=data.gold)
-    reps = np.stack(refits) if refits else None
-    out.update(top_iv=boot.top_label, cw_iv=boot.classwise, draws=np.asarray(boot.top_label.replicates))
     out["diagnostics"]["n_boot_failed"] = int(boot.top_label.n_failed)
-    if reps is not None and reps.shape[0] >= 2:
-        out["lower"], out["upper"] = _intervals(reps, s.level)
-        # Per-bin bands: the refitted confusions propagated with a Bayesian bootstrap of the items (as the binary
-        # EM route propagates its bootstrap replicates).
-        band = posterior_top_label_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
-                                          seed=s.seed, usable=usable)
-        out["band"] = band.table
-    out["detail"] = (f"{detail}; {100 * s.level:.0f}% intervals from {s.n_boot} item-bootstrap replicates with the EM "
-                     "refitted on each")
+    if len(refits) < 2:
+        out["notes"].append(f"no interval: {len(refits)} of {s.n_boot} bootstrap refits succeeded.")
+        out["detail"] = detail
+        return out
+    reps = np.stack(refits)
+    out["lower"], out["upper"] = _intervals(reps, s.level)
+    # The intervals: the refitted confusions propagated as the binary EM route propagates its bootstrap replicates
+    # (debiased, bias-corrected bin centres). Top-label: a fresh Bayesian bootstrap of the items on top of each
+    # refit; class-wise: joint draws (each refit with its own replicate's item multiplicities), read at the
+    # calibrated level. Measured in benchmarks/coverage_multiclass.py --route cli-em (docs/coverage.md).
+    top_iv = posterior_top_label_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
+                                        seed=s.seed, usable=usable)
+    cw_iv = posterior_classwise_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
+                                       seed=s.seed, usable=usable, item_weights=np.stack(counts))
+    out.update(top_iv=top_iv, cw_iv=cw_iv, band=top_iv.table,
+               draws=np.asarray(top_iv.debiased_draws if top_iv.interval_method == "debiased" else top_iv.draws))
+    out["detail"] = (f"{detail}; {100 * s.level:.0f}% intervals: {reps.shape[0]} item-bootstrap replicates with the "
+                     "EM refitted on each, propagated to the NC-ECEs")
     return out
 
 
@@ -365,11 +388,6 @@ def _top_summary(res, s: _Settings):
     iv = res["top_iv"]
     if iv is None:
         return NCECESummary(value, None, None, None, None, s.level, "none: no interval", "none"), []
-    if s.method == "em":
-        how = (f"{iv.method} interval over {s.n_boot - iv.n_failed} item-bootstrap replicates, confusion matrices "
-               "refitted by EM on each")
-        return NCECESummary(value, None, float(iv.lower), float(iv.upper), float(iv.upper_bound), s.level, iv.target,
-                            how, "two_sided", None, "bootstrap replicates"), []
     how = f"{iv.interval_method} equal-tailed interval; varying: {iv.uncertainty}"
     summary, notes = _nc_ece_summary(value, iv, s, None, how)
     return summary, notes
@@ -381,11 +399,6 @@ def _classwise_summary(res, s: _Settings, classes) -> ClasswiseSummary:
                         "lower": np.nan, "upper": np.nan})
     if iv is None:
         return ClasswiseSummary(float(cw.value), None, None, None, s.level, "none: no interval", "none", per)
-    if s.method == "em":
-        t = iv.per_class
-        per["lower"], per["upper"] = t["lower"].to_numpy(), t["upper"].to_numpy()
-        return ClasswiseSummary(float(cw.value), float(iv.lower), float(iv.upper), float(iv.upper_bound), s.level,
-                                iv.target, f"{iv.method} item-bootstrap interval (EM refitted)", per)
     t = iv.per_class_table
     one = t["interval_to_read"].to_numpy() == "upper_one_sided"
     per["lower"] = np.where(one, 0.0, t["lower"].to_numpy())
