@@ -324,7 +324,8 @@ def _engine_em(data, s: _Settings, groups):
         else:  # never: the stream is the bootstrap's own
             raise RuntimeError("evaluate_multiclass: could not match a bootstrap replicate to its rows; please report.")
         refits.append(np.asarray(conf))
-        counts.append(np.bincount(rows, minlength=n).astype(np.float64))
+        mult = np.bincount(rows, minlength=n)
+        counts.append(mult.astype(np.uint16) if mult.max() <= np.iinfo(np.uint16).max else mult)  # small ints
         return conf, prev
 
     boot = bootstrap_multiclass_nc_ece(probs, resp, estimator=estimator, n_boot=s.n_boot, level=s.level, bins=s.bins,

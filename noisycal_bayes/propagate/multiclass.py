@@ -337,10 +337,13 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
 
 
 def _check_draw_weights(item_weights, n_source: int, n_items: int, bootstrap: bool, func: str):
-    """The items' bootstrap weights of each confusion draw, float64 (n_source, n_items), or None."""
+    """The items' bootstrap weights of each confusion draw (n_source, n_items), checked and not copied (any real
+    dtype: bootstrap multiplicities may come as small integers), or None."""
     if item_weights is None:
         return None
-    w = np.array(item_weights, dtype=np.float64)
+    w = np.asarray(item_weights)
+    if not (np.issubdtype(w.dtype, np.integer) or np.issubdtype(w.dtype, np.floating)):
+        raise ValueError(f"{func}: `item_weights` must be a numeric array; got dtype {w.dtype}.")
     if not bootstrap:
         raise ValueError(f"{func}: `item_weights` are the items' bootstrap weights of each confusion draw; they need "
                          "bootstrap=True.")
@@ -349,11 +352,30 @@ def _check_draw_weights(item_weights, n_source: int, n_items: int, bootstrap: bo
     if w.shape != (n_source, n_items):
         raise ValueError(f"{func}: `item_weights` must have shape (n_draws, n_items) = ({n_source}, {n_items}), one "
                          f"row per confusion draw; got {w.shape}.")
-    bad = ~np.isfinite(w).all(axis=1) | (w < 0).any(axis=1) | ~(w.sum(axis=1) > 0)
+    finite = np.isfinite(w).all(axis=1) if np.issubdtype(w.dtype, np.floating) else np.ones(n_source, bool)
+    bad = ~finite | (w < 0).any(axis=1) | ~(w.sum(axis=1, dtype=np.float64) > 0)
     if bad.any():
         raise ValueError(f"{func}: `item_weights` rows must be finite, non-negative and not all zero; rows "
                          f"{_preview(np.flatnonzero(bad))} are not.")
     return w
+
+
+class _DrawWeights:
+    """Rows ``idx`` of the draws' item weights, on the kept items only, each rescaled to mean 1 (as the bootstrap's
+    own weights); sliced per chunk of draws so that no float64 copy of the whole (draws, items) array is made."""
+
+    def __init__(self, w, idx, has, func: str):
+        self.w, self.idx, self.has = w, idx, has
+        n = int(has.sum())
+        tot = np.array([w[i][has].sum(dtype=np.float64) for i in idx])
+        if not (tot > 0).all():
+            raise ValueError(f"{func}: some rows of `item_weights` put no weight on the items that have a usable "
+                             "response.")
+        self.scale = n / tot
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        rows = self.idx[sl]
+        return self.w[rows][:, self.has].astype(np.float64) * self.scale[sl, None]
 
 
 def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, weights, level, seed, interval,
@@ -363,13 +385,7 @@ def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, wei
         interval=interval, n_draws=n_draws, usable=usable, max_condition=max_condition, kind=kind)
     joint = _check_draw_weights(item_weights, conf.shape[0], p.shape[0], bool(bootstrap), func)
     if joint is not None:
-        # Kept items only (those with a usable response), each row rescaled to mean 1 as the bootstrap's weights.
-        joint = joint[idx][:, des.has]
-        tot = joint.sum(axis=1, keepdims=True)
-        if not (tot > 0).all():
-            raise ValueError(f"{func}: some rows of `item_weights` put no weight on the items that have a usable "
-                             "response.")
-        joint = joint * (des.n / tot)
+        joint = _DrawWeights(joint, idx, des.has, func)
     rng = np.random.default_rng(seed)
     prev_out = prev[idx] if prev is not None and prev.ndim == 2 else (None if prev is None else
                                                                       np.broadcast_to(prev, (idx.size, des.k)))

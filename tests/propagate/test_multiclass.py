@@ -330,6 +330,9 @@ def test_joint_draws_follow_their_weights_not_the_seed(tiny_joint):
     a = posterior_classwise_nc_ece(p, resp, draws, item_weights=counts, seed=0)
     b = posterior_classwise_nc_ece(p, resp, draws, item_weights=3.0 * counts, seed=1)  # scale-free, seed unused
     np.testing.assert_allclose(a.draws, b.draws, rtol=1e-12)
+    # Integer multiplicities (as evaluate_multiclass passes them, uint16) are the same weights as their floats.
+    u = posterior_classwise_nc_ece(p, resp, draws, item_weights=counts.astype(np.uint16), seed=0)
+    np.testing.assert_allclose(u.draws, a.draws, rtol=1e-12)
     perm = np.array([3, 0, 4, 1, 2])
     c = posterior_classwise_nc_ece(p, resp, draws[perm], item_weights=counts[perm])  # pairs kept: draws permuted
     np.testing.assert_allclose(c.draws, a.draws[perm], rtol=1e-12)
