@@ -238,6 +238,31 @@ def run_cli_em(seed, k, j, curve, n_items, n_boot, targets, *_):
     return out
 
 
+def width_check(k, j, curve, first, last, n_items=2000):
+    """The items' bootstrap alone, at the TRUE confusion matrices (no EM), on data sets ``first..last-1``: the sd of
+    the top-label estimate over data sets against the mean sd of its draws (1 when the bootstrap has the right
+    width), with the noisy labels and with the clean labels as one perfect annotator. Printed; a check of the
+    width diagnostic, not of the interval (docs/coverage.md, K-class section)."""
+    target = population_target(k, curve)[0]
+    rows = []
+    for r in range(first, last):
+        seed = data_seed(k, j, curve, r)
+        p, y, labels, conf_true = simulate(np.random.default_rng(seed), n_items, k, j, curve)
+        resp = (np.repeat(np.arange(n_items), j), np.tile(np.arange(j), n_items), labels.reshape(-1))
+        clean = (np.arange(n_items), np.zeros(n_items, int), y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = posterior_top_label_nc_ece(p, resp, conf_true[None], bins=BINS, seed=seed)
+            b = posterior_top_label_nc_ece(p, clean, np.eye(k)[None, None], bins=BINS, seed=seed)
+        rows.append([a.debiased, np.std(a.debiased_draws), b.debiased, np.std(b.debiased_draws)])
+    x = np.array(rows)
+    text = (f"K={k} J={j} {curve} data sets {first}-{last - 1}: estimator sd / draws' mean sd, noisy labels at the "
+            f"true C {x[:, 0].std(ddof=1) / x[:, 1].mean():.2f} (bias {x[:, 0].mean() - target:+.4f}); clean labels "
+            f"{x[:, 2].std(ddof=1) / x[:, 3].mean():.2f}")
+    print(text, flush=True)
+    return text
+
+
 def _level_two_sided(draws, estimate, level=LEVEL, grid=401, lowest=0.5):
     """The calibrated level of ``propagate.multiclass._calibrated_level``, searched on [``lowest``, 1] instead
     of [``level``, 1] (allowed below ``level``)."""
@@ -444,12 +469,17 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
     ap.add_argument("--previous", help="with --merge: an earlier results file whose summaries are kept (before/after)")
+    ap.add_argument("--width-check", action="store_true",
+                    help="print width_check for each setting on data sets --first-rep..--reps (no EM, no file)")
     ap.add_argument("--render", help="print the docs table of this results file (no simulation)")
     args = ap.parse_args(argv)
     if args.merge:
         return merge(args.merge, args.out, args.previous)
     if args.render:
         return render(args.render)
+    if args.width_check:
+        return [width_check(k, j, c, args.first_rep, args.reps if k < 10 else args.reps_large, args.n_items)
+                for k in args.classes for c in args.curves for j in args.annotators]
     t_start = time.time()
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
                                           "n_boot": args.n_boot, "em_tol": args.em_tol, "seed_offset": args.seed_offset,
