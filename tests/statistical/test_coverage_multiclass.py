@@ -180,3 +180,19 @@ def test_joint_draws_are_narrower_than_independent_ones_at_k3():
 @pytest.mark.slow
 def test_negative_control_weights_of_other_refits_are_not_narrower():
     assert not _joint_sd_ratio(1) < np.log(0.9)
+
+
+def test_study_seeds_are_the_first_studys_and_never_shared_between_settings():
+    cm = _study()
+    settings = [(k, j, c) for k in (3, 10) for j in (3, 5) for c in ("overconfident", "underconfident")]
+    # Data sets 0-99 keep the first study's seeds (its cached EM draws and results stay valid) ...
+    for k, j, c in settings:
+        old = [1000 * k + 100 * j + r + (0 if c == "overconfident" else 50_000) for r in range(100)]
+        assert [cm.data_seed(k, j, c, r) for r in range(100)] == old
+    # ... data sets 100-199 are the earlier fresh replication (--seed-offset 1000000) ...
+    assert cm.data_seed(10, 5, "overconfident", 100) == 1_010_500
+    # ... and no seed is used twice across settings and data sets (the earlier formula reused them from r = 200).
+    seeds = [cm.data_seed(k, j, c, r) for k, j, c in settings for r in range(1000)]
+    assert len(set(seeds)) == len(seeds)
+    old_formula = [1000 * k + 100 * j + r for k, j, c in settings if c == "overconfident" for r in range(1000)]
+    assert len(set(old_formula)) < len(old_formula)  # negative control: the old seeds collide
