@@ -345,6 +345,10 @@ def _engine_em(data, s: _Settings, groups):
                                         seed=s.seed, usable=usable)
     cw_iv = posterior_classwise_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
                                        seed=s.seed, usable=usable, item_weights=np.stack(counts))
+    refits_text = f"the EM refitted on {reps.shape[0]} item-bootstrap replicates"
+    out.update(varying_top=f"{refits_text} + a fresh Bayesian bootstrap of the items on each",
+               varying_cw=f"{refits_text}, each with its replicate's items (joint draws; per class: fresh Bayesian "
+                          "bootstrap weights)")
     out.update(top_iv=top_iv, cw_iv=cw_iv, band=top_iv.table,
                draws=np.asarray(top_iv.debiased_draws if top_iv.interval_method == "debiased" else top_iv.draws))
     out["detail"] = (f"{detail}; {100 * s.level:.0f}% intervals: {reps.shape[0]} item-bootstrap replicates with the "
@@ -389,7 +393,7 @@ def _top_summary(res, s: _Settings):
     iv = res["top_iv"]
     if iv is None:
         return NCECESummary(value, None, None, None, None, s.level, "none: no interval", "none"), []
-    how = f"{iv.interval_method} equal-tailed interval; varying: {iv.uncertainty}"
+    how = f"{iv.interval_method} equal-tailed interval; varying: {res.get('varying_top', iv.uncertainty)}"
     summary, notes = _nc_ece_summary(value, iv, s, None, how)
     return summary, notes
 
@@ -406,7 +410,8 @@ def _classwise_summary(res, s: _Settings, classes) -> ClasswiseSummary:
     per["upper"] = np.where(one, t["upper_one_sided"].to_numpy(), t["upper"].to_numpy())
     lo, hi = iv.reported_interval
     return ClasswiseSummary(float(cw.value), float(lo), float(hi), float(iv.upper_one_sided), s.level, iv.target,
-                            f"{iv.interval_method} equal-tailed interval; varying: {iv.uncertainty}", per)
+                            f"{iv.interval_method} equal-tailed interval; varying: {res.get('varying_cw', iv.uncertainty)}",
+                            per)
 
 
 def _reliability(res) -> pd.DataFrame:
