@@ -117,14 +117,16 @@ def population_target(k, curve, bins=BINS, size=2_000_000, seed=12345):
     return top, float(cls.mean()), cls
 
 
-def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.01):
+def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.01, cell_prior=None):
     """Dawid-Skene EM with item weights, vectorised over replicates, on distinct response patterns.
 
     labels : (n, J) ints in 0..K-1 (every annotator labels every item); weights : (R, n) item weights.
     Items with the same labels share one row (their weights summed), so a replicate costs O(patterns x K x J)
     per iteration. Stops when no confusion entry moves by more than ``tol`` (well below the bootstrap spread
     of the entries, 2e-2 to 5e-2 here). Returns confusion (R, J, K, K) and prevalence (R, K). ``alpha``
-    pseudo-counts keep every cell positive (a zero cell would give log 0).
+    pseudo-counts keep every cell positive (a zero cell would give log 0). ``cell_prior`` (R, J, K, K), optional:
+    per-replicate pseudo-counts of the confusion cells in place of ``alpha`` (the posterior bootstrap's random
+    prior, ``--prior-boot``).
     """
     n, j = labels.shape
     pats, inv = np.unique(labels, axis=0, return_inverse=True)
@@ -152,7 +154,8 @@ def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.0
         new_prev /= new_prev.sum(axis=1, keepdims=True)
         # counts[r, a, y, l] = sum_p w_rp post_rpy 1[A_pa = l]: one matmul per annotator
         wp_t = wp.transpose(0, 2, 1).reshape(r * k, n_pat)
-        new_conf = np.stack([(wp_t @ blocks[a]).reshape(r, k, k) for a in range(j)], axis=1) + alpha
+        new_conf = np.stack([(wp_t @ blocks[a]).reshape(r, k, k) for a in range(j)], axis=1) + (
+            alpha if cell_prior is None else cell_prior)
         new_conf /= new_conf.sum(axis=3, keepdims=True)
         done = conf is not None and np.abs(new_conf - conf).max() < tol
         conf, prev = new_conf, new_prev
@@ -161,7 +164,7 @@ def em_multiclass(labels, k, weights, init=None, n_iter=300, tol=1e-3, alpha=0.0
     return conf, prev
 
 
-def _data(seed, k, j, curve, n_items, n_boot, em_tol=1e-3, cache=None):
+def _data(seed, k, j, curve, n_items, n_boot, em_tol=1e-3, cache=None, prior_boot=0.0):
     """One data set: probabilities, responses, refit weights ``g`` (n_boot, n_items), EM fit and refits."""
     rng = np.random.default_rng(seed)
     p, y, labels, conf_true = simulate(rng, n_items, k, j, curve)
@@ -170,12 +173,18 @@ def _data(seed, k, j, curve, n_items, n_boot, em_tol=1e-3, cache=None):
     g = rng.standard_exponential((n_boot, n_items))
     g *= n_items / g.sum(axis=1, keepdims=True)
     # The EM refits do not depend on the interval's estimator: cached per (seed, setting) to rerun only the latter.
-    path = None if cache is None else Path(cache) / f"draws_{seed}_{k}_{j}_{curve}_{n_items}_{n_boot}_{em_tol:g}.npz"
+    tag = "" if not prior_boot else f"_pb{prior_boot:g}"
+    path = None if cache is None else Path(cache) / f"draws_{seed}_{k}_{j}_{curve}_{n_items}_{n_boot}_{em_tol:g}{tag}.npz"
     if path is not None and path.exists():
         fit_c, draws = np.load(path)["fit"], np.load(path)["draws"]
     else:
         fit_c, fit_p = em_multiclass(labels, k, np.ones((1, n_items)))
-        draws, _ = em_multiclass(labels, k, g, init=(fit_c[0], fit_p[0]), tol=em_tol)
+        # --prior-boot a: the posterior bootstrap (Lyddon, Walker & Holmes 2018; Fong, Lyddon & Holmes 2019): each
+        # refit also weights the Dirichlet(a) rows' pseudo-counts at random (a Exp(1) per cell, from a generator of
+        # its own so that g is unchanged), so that a cell with no labels still varies across refits.
+        prior = None if not prior_boot else prior_boot * np.random.default_rng([seed, 1]).standard_exponential(
+            (n_boot, j, k, k))
+        draws, _ = em_multiclass(labels, k, g, init=(fit_c[0], fit_p[0]), tol=em_tol, cell_prior=prior)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             np.savez(path, fit=fit_c, draws=draws)
@@ -192,8 +201,8 @@ def data_seed(k, j, curve, r, offset=0):
     return 1000 * k + 100 * j + r % 100 + 1_000_000 * (r // 100) + (0 if curve == "overconfident" else 50_000) + offset
 
 
-def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True):
-    p, resp, g, fit_c, draws, conf_true = _data(seed, k, j, curve, n_items, n_boot, em_tol, cache)
+def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True, prior_boot=0.0):
+    p, resp, g, fit_c, draws, conf_true = _data(seed, k, j, curve, n_items, n_boot, em_tol, cache, prior_boot)
     out = {"seed": seed, "max_abs_confusion_error": float(np.abs(fit_c[0] - conf_true).max())}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -213,7 +222,7 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None
     return out
 
 
-def run_cli_em(seed, k, j, curve, n_items, n_boot, targets, *_):
+def run_cli_em(seed, k, j, curve, n_items, n_boot, targets, *_, **__):
     """The command line's default route, measured as a user gets it: ``evaluate_multiclass(method="em")`` (grouped
     EM, ``n_boot`` item-bootstrap replicates with the EM refitted on each, the intervals it reports) on the same
     data set as :func:`run_one` (same seed, so the same classifier outputs, clean and noisy labels)."""
@@ -263,13 +272,14 @@ def width_check(k, j, curve, first, last, n_items=2000):
     return text
 
 
-def entry_check(k, j, curve, first, last, n_items=2000, n_boot=100, em_tol=1e-3, cache=None):
+def entry_check(k, j, curve, first, last, n_items=2000, n_boot=100, em_tol=1e-3, cache=None, prior_boot=0.0):
     """Coverage of the TRUE confusion entries by the 90% equal-tailed intervals of the EM refits, by the entry's
     size: the bootstrap's known failure on sparse multinomial cells (a cell with few or no labels barely varies
     across resamples, and the MLE sits at the boundary 0). Printed, one line per size class."""
     true, hit = [], []
     for r in range(first, last):
-        _, _, _, _, draws, conf_true = _data(data_seed(k, j, curve, r), k, j, curve, n_items, n_boot, em_tol, cache)
+        _, _, _, _, draws, conf_true = _data(data_seed(k, j, curve, r), k, j, curve, n_items, n_boot, em_tol, cache,
+                                             prior_boot)
         lo, hi = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
         true.append(conf_true.ravel())
         hit.append(((lo <= conf_true) & (conf_true <= hi)).ravel())
@@ -295,14 +305,14 @@ def _level_two_sided(draws, estimate, level=LEVEL, grid=401, lowest=0.5):
     return float(a[ok[0]]) if ok.size else 1.0
 
 
-def sweep_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True):
+def sweep_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True, prior_boot=0.0):
     """Joint (or independent) draws for both kinds, read at three levels from one pass: nominal, calibrated
     (``_calibrated_level``, at least ``level``) and calibrated two-sided (:func:`_level_two_sided`). Per kind:
     error of the debiased estimate, sd of the centred draws, and per level the level, cover flag and width."""
     import noisycal_bayes.propagate.multiclass as pm
     from noisycal_bayes.propagate.result import _summarise
 
-    p, resp, g, fit_c, draws, conf_true = _data(seed, k, j, curve, n_items, n_boot, em_tol, cache)
+    p, resp, g, fit_c, draws, conf_true = _data(seed, k, j, curve, n_items, n_boot, em_tol, cache, prior_boot)
     row = {"seed": seed}
     for kind, truth in (("top_label", targets[0]), ("classwise", targets[1])):
         with warnings.catch_warnings():
@@ -485,6 +495,9 @@ def main(argv=None):
     ap.add_argument("--route", choices=["propagation", "cli-em"], default="propagation",
                     help="propagation: the propagation functions fed with EM refits (the study); cli-em: "
                          "evaluate_multiclass(method='em') as the command line runs it (--n-boot replicates)")
+    ap.add_argument("--prior-boot", type=float, default=0.0,
+                    help="refits with random Dirichlet pseudo-counts a*Exp(1) per confusion cell (posterior bootstrap; "
+                         "0 = the study's refits)")
     ap.add_argument("--cache", help="directory caching each data set's EM draws (reruns then skip the EM refits)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_multiclass.json"))
     ap.add_argument("--merge", nargs="+", help="merge these results files into --out (no simulation)")
@@ -501,7 +514,7 @@ def main(argv=None):
         return render(args.render)
     if args.entry_check:
         return [entry_check(k, j, c, args.first_rep, args.reps if k < 10 else args.reps_large, args.n_items,
-                            args.n_boot, args.em_tol, args.cache)
+                            args.n_boot, args.em_tol, args.cache, args.prior_boot)
                 for k in args.classes for c in args.curves for j in args.annotators]
     if args.width_check:
         return [width_check(k, j, c, args.first_rep, args.reps if k < 10 else args.reps_large, args.n_items)
@@ -510,6 +523,7 @@ def main(argv=None):
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
                                           "n_boot": args.n_boot, "em_tol": args.em_tol, "seed_offset": args.seed_offset,
                                           "first_rep": args.first_rep, "route": args.route,
+                                          "prior_boot": args.prior_boot,
                                           "bins": BINS, "level": LEVEL, "weights": "iv", "interval": "debiased",
                                           "classwise_item_weights": "independent" if args.independent else "joint",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
@@ -520,7 +534,7 @@ def main(argv=None):
                 t0 = time.time()
                 one = sweep_one if args.sweep else (run_cli_em if args.route == "cli-em" else run_one)
                 rows = [one(data_seed(k, j, curve, r, args.seed_offset), k, j, curve, args.n_items, args.n_boot,
-                            targets, args.em_tol, args.cache, not args.independent)
+                            targets, args.em_tol, args.cache, not args.independent, prior_boot=args.prior_boot)
                         for r in range(args.first_rep, args.reps if k < 10 else args.reps_large)]
                 if args.sweep:
                     summ = sweep_summary(rows)
