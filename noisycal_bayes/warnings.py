@@ -25,5 +25,9 @@ class BoundaryWarning(NoisyCalWarning):
     """A constrained fit ended on the boundary of its parameter box."""
 
 
+class PriorWarning(NoisyCalWarning):
+    """The prior's pseudo-counts are large against the data: posterior means are pulled towards the prior."""
+
+
 class GroupsMeaningWarning(NoisyCalWarning, FutureWarning):
     """An int passed as ``groups=`` now means equal-width groups (as for ``bins=``); in noisycal_bayes <= 0.1 it meant equal mass."""

@@ -7,6 +7,7 @@ from noisycal_bayes import evaluate, simulate_annotations
 from noisycal_bayes.core.confusion import top_label_ece
 from noisycal_bayes.data import Binning, Channel, MulticlassAnnotationSet
 from noisycal_bayes.evaluation import MulticlassEvaluation, evaluate_multiclass
+from noisycal_bayes.models.multiclass import MulticlassPrior
 from noisycal_bayes.reference.calibration import nc_ece
 from noisycal_bayes.reference.multiclass import classwise_nc_ece, top_label_nc_ece
 from noisycal_bayes.simulate import simulate_multiclass
@@ -121,6 +122,10 @@ def test_bad_input_is_refused_before_fitting(k3):
         evaluate_multiclass(data, method="vi")
     with pytest.raises(ValueError, match="`groups` must be None"):
         evaluate_multiclass(data, groups=0)
+    with pytest.raises(ValueError, match="`prior` is used by method='nuts' only"):
+        evaluate_multiclass(data, prior=MulticlassPrior())  # the EM route is maximum likelihood
+    with pytest.raises(ValueError, match="`prior` must be None or a MulticlassPrior; got float"):
+        evaluate_multiclass(data, method="nuts", prior=0.5)
     with pytest.raises(ValueError, match="class indices in 0..2"):
         evaluate_multiclass(data, clean_labels=np.full(data.n_items, 3))
     with pytest.raises(ValueError, match="apply to binary data only"):

@@ -73,6 +73,7 @@ class _Settings:
     n_draws: int
     progress_bar: bool
     checks: bool
+    prior: object = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,16 @@ def _settings(data, **kw) -> _Settings:
     for name in ("n_boot", "n_warmup", "seed"):
         kw[name] = check_positive_int(kw[name], name=name, minimum=0)
     kw["level"] = check_level(kw["level"])
+    if kw["prior"] is not None:
+        from ..models.multiclass import MulticlassPrior
+
+        if kw["method"] != "nuts":
+            raise ValueError("evaluate_multiclass: `prior` is used by method='nuts' only (the EM route fits the "
+                             "maximum-likelihood channels and refits them per bootstrap replicate); got "
+                             f"method={kw['method']!r} with a prior.")
+        if not isinstance(kw["prior"], MulticlassPrior):
+            raise ValueError(f"evaluate_multiclass: `prior` must be None or a MulticlassPrior; got "
+                             f"{type(kw['prior']).__name__}.")
     return _Settings(**kw)
 
 
@@ -364,7 +375,7 @@ def _engine_nuts(data, s: _Settings, groups):
     from ..reference.multiclass import classwise_nc_ece, top_label_nc_ece, usable_from_draws
 
     post = fit_nuts_multiclass(data, model="grouped", groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
-                               n_samples=s.n_draws, seed=s.seed, progress_bar=s.progress_bar)
+                               n_samples=s.n_draws, seed=s.seed, prior=s.prior, progress_bar=s.progress_bar)
     draws = np.asarray(post.confusion)
     usable = usable_from_draws(draws, level=USABLE_LEVEL)
     probs, resp = data.probs, data.responses
@@ -602,7 +613,7 @@ def run_multiclass_checks(data, res, s: _Settings) -> tuple:
 # ============================================================================================ the call
 def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None, weights: str = "iv",
                         level: float = 0.9, seed: int = 0, n_boot: int = 200, n_chains: int = 2, n_warmup: int = 500,
-                        n_draws: int = 500, clean_labels=None, checks: bool = True,
+                        n_draws: int = 500, prior=None, clean_labels=None, checks: bool = True,
                         progress_bar: bool = False) -> MulticlassEvaluation:
     """K x K confusion matrices with intervals, top-label and class-wise NC-ECE with intervals, naive ECEs.
 
@@ -629,6 +640,11 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         Bootstrap replicates (EM route); 0 gives no interval (said in ``warnings``).
     n_chains, n_warmup, n_draws : int, default 2, 500, 500
         NUTS settings.
+    prior : MulticlassPrior or None
+        NUTS route only: the model's prior (None: the default, Dirichlet rows with 2 on the diagonal and 1
+        elsewhere). With few labels per confusion row at large K the default's pseudo-counts pull the posterior
+        towards uniform rows and bias the NC-ECE; the fit says so (:class:`~noisycal_bayes.warnings.PriorWarning`)
+        and docs/multiclass.md gives the measured alternative ``MulticlassPrior(off_diagonal=1 / (K - 1))``.
     clean_labels : int array of shape (n_items,), optional
         True class indices (simulations): adds the oracle ECEs to the naive table.
     checks : bool, default True
@@ -669,7 +685,7 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
 
     s = _settings(data, method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
                   n_boot=n_boot, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws,
-                  progress_bar=bool(progress_bar), checks=bool(checks))
+                  progress_bar=bool(progress_bar), checks=bool(checks), prior=prior)
     data.require_probs()
     clean_labels = _check_clean_labels(clean_labels, data)
     group_of = score_groups(data.probs, n_quantiles=s.n_quantiles)

@@ -148,6 +148,31 @@ class MulticlassPrior:
         """``alpha - 1`` of the confusion rows, shape (K, K): what MAP-EM adds to the expected counts."""
         return self.off_diagonal - 1.0 + (self.diagonal - self.off_diagonal) * np.eye(n_classes)
 
+    def diagonal_pull(self, counts) -> np.ndarray:
+        """Shift of each confusion row's posterior-mean diagonal entry away from the counts' own proportion.
+
+        ``counts`` (J, K, K) are (expected) label counts ``N[j, y, a]`` of annotator ``j`` answering ``a`` on
+        items of class ``y``. Row ``y`` of ``C_j`` has the conjugate posterior ``Dirichlet(alpha_y + N[j, y])``,
+        whose mean diagonal entry is ``(N_yy + diagonal) / (n_y + A)`` with ``n_y = sum_a N[j, y, a]`` and
+        ``A = diagonal + (K - 1) off_diagonal``. Returned, shape (J, K): that mean minus ``N_yy / n_y`` (0 where
+        ``n_y = 0``). With the defaults and ``n_y = 200`` labels at K = 10 (A = 11) a diagonal of 0.75 is pulled
+        by ``(2 - 0.75 * 11) / 211 = -0.030``; at K = 2 (A = 3) by ``(2 - 0.75 * 3) / 203 = -0.001``.
+
+        Examples
+        --------
+        >>> counts = np.array([[[150.0, 50.0], [20.0, 180.0]]])
+        >>> MulticlassPrior().diagonal_pull(counts).round(5)
+        array([[-0.00123, -0.00345]])
+        """
+        counts = np.asarray(counts, dtype=np.float64)
+        k = counts.shape[-1]
+        n_row = counts.sum(axis=-1)
+        n_diag = np.diagonal(counts, axis1=-2, axis2=-1)
+        total = self.diagonal + (k - 1) * self.off_diagonal
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pull = (n_diag + self.diagonal) / (n_row + total) - n_diag / n_row
+        return np.where(n_row > 0, pull, 0.0)
+
     def sample(self, rng, n_annotators: int, n_classes: int, n_groups: int = 1):
         """``(confusion (J, K, K), prevalence (G, K))`` drawn with a NumPy ``Generator`` (non-pooled models)."""
         alpha = self.pseudo_counts(n_classes) + 1.0

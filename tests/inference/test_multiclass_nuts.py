@@ -17,9 +17,9 @@ from noisycal_bayes.core import x64
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_em, fit_map_multiclass, fit_nuts_multiclass
 from noisycal_bayes.inference import fit_em_multiclass
-from noisycal_bayes.inference.multiclass_nuts import _expected_counts, _np_map_em
+from noisycal_bayes.inference.multiclass_nuts import PRIOR_PULL_FLOOR, _expected_counts, _np_map_em, _prior_pull_note
 from noisycal_bayes.models.multiclass import MulticlassPrior, class_log_joint, compress_multiclass, sparse_table
-from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
+from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning, PriorWarning
 
 
 class Crowd(NamedTuple):
@@ -207,6 +207,62 @@ def test_relabelling_classes_permutes_the_map():
     pa, pb = a.clean_label_probability(data), b.clean_label_probability(permuted)
     np.testing.assert_allclose(pb[:, sigma], pa, atol=1e-8)
     assert np.all(pa[data.gold >= 0].max(axis=1) == 1.0)  # gold items are one-hot
+
+
+def test_diagonal_pull_is_the_shift_of_the_dirichlet_posterior_mean():
+    """Independent route: scipy's Dirichlet mean of ``alpha_y + N[j, y]`` minus the row's diagonal proportion."""
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 40, (2, 4, 4)).astype(float)
+    counts[1, 2] = 0.0  # a row without labels: no shift
+    prior = MulticlassPrior(diagonal=3.0, off_diagonal=0.5)
+    alpha = prior.pseudo_counts(4) + 1.0
+    want = np.zeros((2, 4))
+    for j in range(2):
+        for y in range(4):
+            if counts[j, y].sum() > 0:
+                want[j, y] = stats.dirichlet(alpha[y] + counts[j, y]).mean()[y] - counts[j, y, y] / counts[j, y].sum()
+    np.testing.assert_allclose(prior.diagonal_pull(counts), want, rtol=0, atol=1e-14)
+    assert prior.diagonal_pull(counts)[1, 2] == 0.0
+
+
+def _counts(n_ann, k, n_row, accuracy):
+    """Label counts (J, K, K): ``n_row`` labels per row, ``accuracy`` of them on the diagonal, the rest even."""
+    row = np.full((k, k), (1 - accuracy) / (k - 1)) + (accuracy - (1 - accuracy) / (k - 1)) * np.eye(k)
+    return np.broadcast_to(n_row * row, (n_ann, k, k)).copy()
+
+
+def test_prior_pull_warning_when_pseudo_counts_rival_the_labels():
+    """K = 10, 5 annotators, 200 labels per row (the study's small data sets): the default prior's 11 pseudo-counts
+    shift the mean diagonal by (2 - 0.75 * 11) / 211 = -0.030, about 7 of its standard errors: warned, with the
+    remedy. Not warned: 2,000 labels per row (-0.003, under the floor), the 1 / (K - 1) prior (-0.001), K = 3 with
+    133 labels per row (-0.007 but 0.6 standard errors), and K = 2 (the binary prior's 3 pseudo-counts)."""
+    note = _prior_pull_note(MulticlassPrior(), _counts(5, 10, 200, 0.75), "f")
+    assert "11 per confusion row" in note and "-0.030 on average" in note and "off_diagonal=0.111" in note
+    se = np.sqrt(50 * 200 * 0.75 * 0.25) / (50 * 200)
+    assert f"({abs(2 - 0.75 * 11) / 211 / se:.1f} standard errors" in note
+    assert _prior_pull_note(MulticlassPrior(), _counts(5, 10, 2000, 0.75), "f") == ""
+    assert _prior_pull_note(MulticlassPrior(off_diagonal=1 / 9), _counts(5, 10, 200, 0.75), "f") == ""
+    assert _prior_pull_note(MulticlassPrior(), _counts(3, 3, 133, 0.75), "f") == ""
+    assert _prior_pull_note(MulticlassPrior(), _counts(3, 2, 200, 0.8), "f") == ""
+    # The floor alone does not decide: a shift above it but within one standard error passes.
+    assert abs((2 - 0.75 * 4) / 137) > PRIOR_PULL_FLOOR
+    assert _prior_pull_note(MulticlassPrior(), np.zeros((2, 3, 3)), "f") == ""
+
+
+@pytest.mark.slow  # a K-class NUTS program (the shapes of the module's fixture: compiled once for both)
+def test_fit_warns_when_the_prior_pulls_the_diagonal():
+    """Through fit_nuts_multiclass: 12 pseudo-counts per row (K = 3) against ~130 labels warn (PriorWarning, also in
+    the fit's warnings); the default prior on the same data does not."""
+    data, group, _, _ = simulate(N, J, K, G, seed=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(PriorWarning, match="12 per confusion row"):
+            fit = fit_nuts_multiclass(data, groups=group, seed=3, prior=MulticlassPrior(off_diagonal=5.0), **NUTS)
+        assert any("12 per confusion row" in w for w in fit.warnings)
+        warnings.simplefilter("error", PriorWarning)
+        fit_nuts_multiclass(data, groups=group, seed=3, **NUTS)
 
 
 def test_errors():
