@@ -16,7 +16,9 @@ every item). Per data set:
   bootstrap of the items, debiased interval at the calibrated level for the class-wise mean, 15 equal-width bins,
   IV weights, prevalence estimated from the data). Class-wise: *joint draws* (``item_weights=g``, draw ``s``
   sums the items with the weights ``g_s`` of its own EM refit; ``--independent`` for fresh weights, the route
-  before); top-label: fresh item weights (its joint draws were too narrow at K = 10, docs/coverage.md).
+  before). Top-label: joint draws at the calibrated level too since 2026-12-02 (the shipped EM route; on the study
+  they were measured with ``--sweep``); the study's main results file holds the earlier top-label route (fresh
+  item weights, nominal level) for its data sets, docs/coverage.md.
 
 Target (``MC_TARGETS``): the population binned ECE on the fixed partition, computed for each (K, curve) from
 2,000,000 fresh classifier outputs with ``E[1[Y = k] | p] = q_k(p)`` in place of the labels (Monte Carlo error
@@ -206,7 +208,8 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None
     out = {"seed": seed, "max_abs_confusion_error": float(np.abs(fit_c[0] - conf_true).max())}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        top = posterior_top_label_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed)
+        top = posterior_top_label_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed,
+                                         item_weights=g if joint else None, calibrate=joint)
         # Joint draws for the class-wise NC-ECE: draw s sums the items with the weights g_s of its own refit.
         cw = posterior_classwise_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed,
                                         item_weights=g if joint else None)
@@ -373,7 +376,9 @@ def merge(paths, out, previous=None):
     parts = [json.loads(Path(p).read_text()) for p in paths]
     keep = ("n_items", "n_boot", "em_tol", "bins", "level", "weights", "interval", "draws", "classwise_item_weights")
     for p, part in zip(paths[1:], parts[1:]):
-        if any(part["config"].get(k) != parts[0]["config"].get(k) for k in keep):
+        # (A file without a config, such as the joined --sweep file of docs/coverage.md, is not compared.)
+        if "config" in part and "config" in parts[0] and any(part["config"].get(k) != parts[0]["config"].get(k)
+                                                              for k in keep):
             raise SystemExit(f"merge: {p} has another config than {paths[0]}")
     # The same setting in several files (blocks of data sets, --first-rep): rows concatenated, summary recomputed.
     by_key: dict = {}
@@ -387,14 +392,19 @@ def merge(paths, out, previous=None):
                     raise SystemExit(f"merge: setting {key} has data sets (seeds) in more than one file")
                 rows = old["rows"] + st["rows"]
                 o = old["summary"]
-                summ = summarise(rows, (o["target_top_label"], o["target_classwise"]))
-                summ.update(K=o["K"], J=o["J"], curve=o["curve"], seconds=round(o["seconds"] + st["summary"]["seconds"], 1))
+                if "nominal" in rows[0]["top_label"]:  # --sweep files: the variants' summary
+                    summ = sweep_summary(rows)
+                else:
+                    summ = summarise(rows, (o["target_top_label"], o["target_classwise"]))
+                summ.update(K=o["K"], J=o["J"], curve=o["curve"], n_datasets=len(rows),
+                            seconds=round(o.get("seconds", 0) + st["summary"].get("seconds", 0), 1))
                 by_key[key] = {"summary": summ, "rows": rows}
             else:
                 by_key[key] = st
     res = {"settings": [by_key[k] for k in sorted(by_key)],
-           "config": {**{k: parts[0]["config"].get(k) for k in keep}, "merged_from": [Path(p).name for p in paths]},
-           "seconds": round(sum(part["seconds"] for part in parts), 1)}
+           "config": {**{k: parts[0].get("config", {}).get(k) for k in keep},
+                      "merged_from": [Path(p).name for p in paths]},
+           "seconds": round(sum(part.get("seconds", 0) for part in parts), 1)}
     if previous:
         prev = json.loads(Path(previous).read_text())
         res["previous_summaries"] = [{**st["summary"], **_diagnostics(st["rows"])} for st in prev["settings"]]
@@ -488,7 +498,7 @@ def main(argv=None):
     ap.add_argument("--seed-offset", type=int, default=0,
                     help="added to every data set's seed (fresh data sets for a replication; 0 = the study's)")
     ap.add_argument("--independent", action="store_true",
-                    help="class-wise: fresh item weights per draw (the route before joint draws; top-label always)")
+                    help="fresh item weights per draw, nominal top-label level (the routes before joint draws)")
     ap.add_argument("--sweep", action="store_true",
                     help="instead of the study: both kinds with joint draws (or --independent) at the nominal, "
                          "calibrated and two-sided calibrated levels (the variants table of docs/coverage.md)")

@@ -215,8 +215,8 @@ def test_check_cell_probabilities_are_the_model_s():
 
 def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
     """Independent route: the replicates' rows regenerated from the seed, the grouped EM refitted on each from the
-    full-sample fit, then the propagation functions (top-label: fresh item weights; class-wise: each refit's own item
-    multiplicities) give the EM route's intervals exactly."""
+    full-sample fit, then the propagation functions (joint draws: each refit with its own item multiplicities, top-label
+    at the calibrated level) give the EM route's intervals exactly."""
     from noisycal_bayes.inference import multiclass_em_estimator
     from noisycal_bayes.propagate import posterior_classwise_nc_ece, posterior_top_label_nc_ece
     from noisycal_bayes.reference.multiclass import _resample, check_responses
@@ -237,7 +237,8 @@ def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
     reps = np.stack(reps)
     np.testing.assert_allclose(ev.confusion_lower, np.quantile(reps, 0.05, axis=0), atol=1e-9)
     usable = ev.usable
-    top = posterior_top_label_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed)
+    top = posterior_top_label_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed,
+                                     item_weights=np.stack(counts), calibrate=True)
     cw = posterior_classwise_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed,
                                     item_weights=np.stack(counts))
     assert (ev.nc_ece.lower, ev.nc_ece.upper) == pytest.approx(top.reported_interval, abs=1e-9)
@@ -246,3 +247,5 @@ def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
     # The joint draws differ from fresh item weights (a negative control: the multiplicities were used).
     fresh = posterior_classwise_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed)
     assert fresh.reported_interval != pytest.approx(cw.reported_interval, abs=1e-6)
+    fresh_top = posterior_top_label_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed)
+    assert fresh_top.reported_interval != pytest.approx(top.reported_interval, abs=1e-6)

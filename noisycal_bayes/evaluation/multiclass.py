@@ -349,15 +349,16 @@ def _engine_em(data, s: _Settings, groups):
     reps = np.stack(refits)
     out["lower"], out["upper"] = _intervals(reps, s.level)
     # The intervals: the refitted confusions propagated as the binary EM route propagates its bootstrap replicates
-    # (debiased, bias-corrected bin centres). Top-label: a fresh Bayesian bootstrap of the items on top of each
-    # refit; class-wise: joint draws (each refit with its own replicate's item multiplicities), read at the
-    # calibrated level. Measured in benchmarks/coverage_multiclass.py --route cli-em (docs/coverage.md).
+    # (debiased, bias-corrected bin centres), as joint draws (each refit with its own replicate's item
+    # multiplicities) read at the calibrated level, top-label and class-wise mean; per class: fresh Bayesian
+    # bootstrap weights. Measured in benchmarks/coverage_multiclass.py (--sweep, --route cli-em; docs/coverage.md).
+    mult = np.stack(counts)
     top_iv = posterior_top_label_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
-                                        seed=s.seed, usable=usable)
+                                        seed=s.seed, usable=usable, item_weights=mult, calibrate=True)
     cw_iv = posterior_classwise_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
-                                       seed=s.seed, usable=usable, item_weights=np.stack(counts))
+                                       seed=s.seed, usable=usable, item_weights=mult)
     refits_text = f"the EM refitted on {reps.shape[0]} item-bootstrap replicates"
-    out.update(varying_top=f"{refits_text} + a fresh Bayesian bootstrap of the items on each",
+    out.update(varying_top=f"{refits_text}, each with its replicate's items (joint draws)",
                varying_cw=f"{refits_text}, each with its replicate's items (joint draws; per class: fresh Bayesian "
                           "bootstrap weights)")
     out.update(top_iv=top_iv, cw_iv=cw_iv, band=top_iv.table,

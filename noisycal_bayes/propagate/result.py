@@ -137,20 +137,25 @@ class PosteriorNCECE:
 
 
 def _bin_table(edges, count_obs, score_sum_obs, count, score_sum, freq, level):
-    """Per-bin posterior summaries from per-draw sums (n_draws, n_bins)."""
+    """Per-bin posterior summaries from per-draw sums (n_draws, n_bins).
+
+    A draw whose item weights leave a bin empty (integer multiplicities: joint draws of bootstrap refits, where a
+    bin of a few items can be resampled away) says nothing about that bin: its summaries are over the other draws.
+    """
     q = [(1 - level) / 2, (1 + level) / 2]
     n_bins = edges.size - 1
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: bins without items
         frequency = freq / count
         residual = (freq - score_sum) / count
         empty = count_obs == 0
-        f_lo, f_hi = np.quantile(frequency, q, axis=0) if not empty.all() else (np.nan, np.nan)
-        r_lo, r_hi = np.quantile(residual, q, axis=0) if not empty.all() else (np.nan, np.nan)
+        f_lo, f_hi = np.nanquantile(frequency, q, axis=0) if not empty.all() else (np.nan, np.nan)
+        r_lo, r_hi = np.nanquantile(residual, q, axis=0) if not empty.all() else (np.nan, np.nan)
         table = pd.DataFrame({
             "bin": np.arange(n_bins), "lower": edges[:-1], "upper": edges[1:], "count": count_obs.astype(np.int64),
-            "mean_score": score_sum_obs / count_obs, "corrected_frequency": frequency.mean(axis=0),
+            "mean_score": score_sum_obs / count_obs, "corrected_frequency": np.nanmean(frequency, axis=0),
             "frequency_lower": f_lo, "frequency_upper": f_hi,
-            "residual": residual.mean(axis=0), "residual_lower": r_lo, "residual_upper": r_hi,
+            "residual": np.nanmean(residual, axis=0), "residual_lower": r_lo, "residual_upper": r_hi,
         })
     cols = [c for c in table.columns if c not in ("bin", "lower", "upper", "count")]
     table.loc[empty, cols] = np.nan

@@ -1,5 +1,5 @@
 """Tests of the calibrated (prepivoted) level of the class-wise mean's debiased interval (propagate/multiclass.py,
-``_calibrated_level``, option ``calibrate`` of ``posterior_classwise_nc_ece``).
+``_calibrated_level``, option ``calibrate`` of ``posterior_classwise_nc_ece`` and ``posterior_top_label_nc_ece``).
 
 Independent routes: a hand-written loop over draws and levels for the estimated coverage; the interval of
 ``calibrate=False`` (nested in the calibrated one, same estimate and draws); the idealised model of
@@ -81,13 +81,20 @@ def test_calibrate_widens_the_classwise_mean_interval_only(mc_case):
     assert (q.lower, q.upper) == (r.lower, r.upper)
 
 
-def test_top_label_interval_is_nominal(mc_case):
-    # 15 bins: no calibration (the quantiles of its own centred draws at the nominal level).
+def test_top_label_interval_is_nominal_unless_calibrated(mc_case):
+    # 15 bins: by default no calibration (the quantiles of its own centred draws at the nominal level).
     p, resp, draws = mc_case
     res = posterior_top_label_nc_ece(p, resp, draws, seed=3)
     assert (res.lower, res.upper) == tuple(np.quantile(res.debiased_draws, [0.05, 0.95]))
-    with pytest.raises(TypeError, match="calibrate"):
-        posterior_top_label_nc_ece(p, resp, draws, calibrate=True)
+    # calibrate=True (the EM route's joint draws): the same estimate, draws and one-sided bound; the two-sided
+    # interval read from the same centred draws at a level of _calibrated_level's grid, never narrower.
+    cal = posterior_top_label_nc_ece(p, resp, draws, seed=3, calibrate=True)
+    assert (cal.debiased, cal.value, cal.upper_one_sided) == (res.debiased, res.value, res.upper_one_sided)
+    np.testing.assert_array_equal(cal.debiased_draws, res.debiased_draws)
+    assert cal.lower <= res.lower and cal.upper >= res.upper
+    a = np.linspace(0.9, 1.0, 201)
+    lows, highs = np.quantile(cal.debiased_draws, (1 - a) / 2), np.quantile(cal.debiased_draws, (1 + a) / 2)
+    assert (np.isclose(lows, cal.lower, rtol=0, atol=1e-15) & np.isclose(highs, cal.upper, rtol=0, atol=1e-15)).any()
 
 
 def _idealised_coverage(u, *, reps, n_sim, seed, calibrate, level=0.9):

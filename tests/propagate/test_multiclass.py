@@ -325,6 +325,25 @@ def test_joint_draws_equal_the_point_estimator_on_the_resampled_items(tiny_joint
         np.testing.assert_allclose(r.draws, q.draws, rtol=1e-12)
 
 
+def test_top_label_joint_draws_equal_the_point_estimator_on_the_resampled_items(tiny_joint):
+    # As above for the top-label NC-ECE (the EM route's headline draws), with uint16 multiplicities as
+    # evaluate_multiclass passes them; the calibrated level only moves the interval, never the draws.
+    p, labels, resp, draws, counts = tiny_joint
+    res = posterior_top_label_nc_ece(p, resp, draws, item_weights=counts.astype(np.uint16), bias_correct=False,
+                                     calibrate=True)
+    j = labels.shape[1]
+    for s in range(draws.shape[0]):
+        rows = np.repeat(np.arange(p.shape[0]), counts[s].astype(int))
+        n = rows.size
+        dup = (np.repeat(np.arange(n), j), np.tile(np.arange(j), n), labels[rows].reshape(-1))
+        assert res.draws[s] == pytest.approx(top_label_nc_ece(p[rows], dup, draws[s]).value, abs=1e-12)
+    nominal = posterior_top_label_nc_ece(p, resp, draws, item_weights=counts, bias_correct=False)
+    np.testing.assert_allclose(nominal.draws, res.draws, rtol=1e-12)
+    assert nominal.lower >= res.lower and nominal.upper <= res.upper  # calibrated: at least the nominal level
+    fresh = posterior_top_label_nc_ece(p, resp, draws, bias_correct=False)  # negative control: the seed's weights
+    assert np.abs(fresh.draws - res.draws).max() > 1e-4
+
+
 def test_joint_draws_follow_their_weights_not_the_seed(tiny_joint):
     p, labels, resp, draws, counts = tiny_joint
     a = posterior_classwise_nc_ece(p, resp, draws, item_weights=counts, seed=0)
