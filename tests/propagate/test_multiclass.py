@@ -337,6 +337,13 @@ def test_top_label_joint_draws_equal_the_point_estimator_on_the_resampled_items(
         n = rows.size
         dup = (np.repeat(np.arange(n), j), np.tile(np.arange(j), n), labels[rows].reshape(-1))
         assert res.draws[s] == pytest.approx(top_label_nc_ece(p[rows], dup, draws[s]).value, abs=1e-12)
+    # Bin 5 holds one item, which some multiplicities leave out: its band is over the draws that keep it (finite),
+    # the bins without items stay empty.
+    t = res.table
+    assert t.loc[5, "count"] == 1 and (counts[:, np.flatnonzero(
+        np.searchsorted(np.arange(1, 15) / 15, p.max(axis=1), side="right") == 5)] == 0).any()
+    assert np.isfinite(t.loc[t["count"] > 0, ["frequency_lower", "frequency_upper"]].to_numpy()).all()
+    assert t.loc[t["count"] == 0, "frequency_lower"].isna().all()
     nominal = posterior_top_label_nc_ece(p, resp, draws, item_weights=counts, bias_correct=False)
     np.testing.assert_allclose(nominal.draws, res.draws, rtol=1e-12)
     assert nominal.lower >= res.lower and nominal.upper <= res.upper  # calibrated: at least the nominal level
