@@ -59,13 +59,9 @@ def mc_case():
     return p, resp, dirichlet_draws(conf, 40, np.random.default_rng(4), concentration=60.0)
 
 
-def test_calibrate_widens_the_classwise_mean_interval_only(mc_case):
-    # Same estimate, draws and one-sided bound; the calibrated two-sided interval of the mean over classes
-    # contains the nominal one and is read from the same centred draws at a level of _calibrated_level's grid.
-    # The per-class intervals (15 bins) are nominal either way.
-    p, resp, draws = mc_case
-    on = posterior_classwise_nc_ece(p, resp, draws, seed=3)
-    off = posterior_classwise_nc_ece(p, resp, draws, seed=3, calibrate=False)
+def _assert_calibrated_reading(on, off):
+    """``on`` (calibrated) and ``off`` (nominal, level 0.9) share estimate, draws and one-sided bound; ``on``'s
+    two-sided interval contains ``off``'s and is read from the same centred draws at a level of the grid."""
     assert (on.debiased, on.value, on.upper_one_sided) == (off.debiased, off.value, off.upper_one_sided)
     np.testing.assert_array_equal(on.debiased_draws, off.debiased_draws)
     assert on.lower <= off.lower and on.upper >= off.upper
@@ -73,6 +69,16 @@ def test_calibrate_widens_the_classwise_mean_interval_only(mc_case):
     lows, highs = np.quantile(on.debiased_draws, (1 - a) / 2), np.quantile(on.debiased_draws, (1 + a) / 2)
     assert (np.isclose(lows, on.lower, rtol=0, atol=1e-15) & np.isclose(highs, on.upper, rtol=0, atol=1e-15)).any()
     assert (off.lower, off.upper) == (lows[0], highs[0])
+
+
+def test_calibrate_widens_the_classwise_mean_interval_only(mc_case):
+    # Same estimate, draws and one-sided bound; the calibrated two-sided interval of the mean over classes
+    # contains the nominal one and is read from the same centred draws at a level of _calibrated_level's grid.
+    # The per-class intervals (15 bins) are nominal either way.
+    p, resp, draws = mc_case
+    on = posterior_classwise_nc_ece(p, resp, draws, seed=3)
+    off = posterior_classwise_nc_ece(p, resp, draws, seed=3, calibrate=False)
+    _assert_calibrated_reading(on, off)
     for a_, b_ in zip(on.per_class, off.per_class):
         assert (a_.lower, a_.upper) == (b_.lower, b_.upper)
     # interval="posterior" is never calibrated.
@@ -86,15 +92,8 @@ def test_top_label_interval_is_nominal_unless_calibrated(mc_case):
     p, resp, draws = mc_case
     res = posterior_top_label_nc_ece(p, resp, draws, seed=3)
     assert (res.lower, res.upper) == tuple(np.quantile(res.debiased_draws, [0.05, 0.95]))
-    # calibrate=True (the EM route's joint draws): the same estimate, draws and one-sided bound; the two-sided
-    # interval read from the same centred draws at a level of _calibrated_level's grid, never narrower.
-    cal = posterior_top_label_nc_ece(p, resp, draws, seed=3, calibrate=True)
-    assert (cal.debiased, cal.value, cal.upper_one_sided) == (res.debiased, res.value, res.upper_one_sided)
-    np.testing.assert_array_equal(cal.debiased_draws, res.debiased_draws)
-    assert cal.lower <= res.lower and cal.upper >= res.upper
-    a = np.linspace(0.9, 1.0, 201)
-    lows, highs = np.quantile(cal.debiased_draws, (1 - a) / 2), np.quantile(cal.debiased_draws, (1 + a) / 2)
-    assert (np.isclose(lows, cal.lower, rtol=0, atol=1e-15) & np.isclose(highs, cal.upper, rtol=0, atol=1e-15)).any()
+    # calibrate=True (the EM route's joint draws): read at a level of _calibrated_level's grid, never narrower.
+    _assert_calibrated_reading(posterior_top_label_nc_ece(p, resp, draws, seed=3, calibrate=True), res)
 
 
 def _idealised_coverage(u, *, reps, n_sim, seed, calibrate, level=0.9):
