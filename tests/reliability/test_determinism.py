@@ -80,6 +80,8 @@ def test_different_seeds_give_different_draws_but_the_same_estimates(tmp_path):
     assert (results[0]["lower"], results[0]["upper"]) != (results[1]["lower"], results[1]["upper"])
 
 
+@pytest.mark.slow  # three NUTS fits (12 s in a fresh-clone CI run); same seed, same draws stays in the default run
+# (test_global_random_state_is_neither_read_nor_changed compares two fits); make test-all adds another seed
 def test_nuts_draws_depend_only_on_the_seed(tiny_bad_nuts):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
