@@ -593,7 +593,8 @@ def _prior_pull_note(prior: MulticlassPrior, counts, func: str) -> str:
             f"{prior.off_diagonal:g} on each of the {k - 1} other classes) are large against the labels per row "
             f"(median {np.median(n_row[n_row > 0]):.0f}): they shift the posterior mean of the diagonal entries by "
             f"{mean_pull:+.3f} on average ({abs(mean_pull) / max(se, 1e-12):.1f} standard errors; worst row "
-            f"{pull.flat[np.argmax(np.abs(pull))]:+.3f}) towards 1/K, and the NC-ECE and the channels with them. "
+            f"{pull.flat[np.argmax(np.abs(pull))]:+.3f}) towards the prior's mean diagonal "
+            f"{prior.diagonal / total:.2f}, and the NC-ECE and the channels with them. "
             f"Use the EM route, more labels, or a prior with fewer off-diagonal pseudo-counts, e.g. "
             f"MulticlassPrior(off_diagonal={1 / max(k - 1, 1):.3g}) (1 / (K - 1): slower to sample, "
             f"docs/multiclass.md).")
