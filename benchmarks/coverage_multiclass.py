@@ -250,27 +250,37 @@ def run_cli_em(seed, k, j, curve, n_items, n_boot, targets, *_, **__):
     return out
 
 
-def width_check(k, j, curve, first, last, n_items=2000):
+def width_check(k, j, curve, first, last, n_items=2000, kind="top_label"):
     """The items' bootstrap alone, at the TRUE confusion matrices (no EM), on data sets ``first..last-1``: the sd of
-    the top-label estimate over data sets against the mean sd of its draws (1 when the bootstrap has the right
-    width), with the noisy labels and with the clean labels as one perfect annotator. Printed; a check of the
-    width diagnostic, not of the interval (docs/coverage.md, K-class section)."""
-    target = population_target(k, curve)[0]
+    the estimate over data sets against the mean sd of its draws (1 when the bootstrap has the right width), the
+    mean standardised error, and the coverage of the interval as shipped (class-wise: the mean over classes at its
+    calibrated level), with the noisy labels and with the clean labels as one perfect annotator. ``kind``:
+    ``"top_label"`` or ``"classwise"``. Printed; a check of the width diagnostic, not of the study's interval
+    (docs/coverage.md, K-class section)."""
+    func = posterior_top_label_nc_ece if kind == "top_label" else posterior_classwise_nc_ece
+    target = population_target(k, curve)[0 if kind == "top_label" else 1]
     rows = []
     for r in range(first, last):
         seed = data_seed(k, j, curve, r)
         p, y, labels, conf_true = simulate(np.random.default_rng(seed), n_items, k, j, curve)
         resp = (np.repeat(np.arange(n_items), j), np.tile(np.arange(j), n_items), labels.reshape(-1))
         clean = (np.arange(n_items), np.zeros(n_items, int), y)
+        row = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            a = posterior_top_label_nc_ece(p, resp, conf_true[None], bins=BINS, seed=seed)
-            b = posterior_top_label_nc_ece(p, clean, np.eye(k)[None, None], bins=BINS, seed=seed)
-        rows.append([a.debiased, np.std(a.debiased_draws), b.debiased, np.std(b.debiased_draws)])
-    x = np.array(rows)
-    text = (f"K={k} J={j} {curve} data sets {first}-{last - 1}: estimator sd / draws' mean sd, noisy labels at the "
-            f"true C {x[:, 0].std(ddof=1) / x[:, 1].mean():.2f} (bias {x[:, 0].mean() - target:+.4f}); clean labels "
-            f"{x[:, 2].std(ddof=1) / x[:, 3].mean():.2f}")
+            for res in (func(p, resp, conf_true[None], bins=BINS, seed=seed),
+                        func(p, clean, np.eye(k)[None, None], bins=BINS, seed=seed)):
+                lo, hi = res.reported_interval
+                row += [res.debiased, np.std(res.debiased_draws), lo <= target <= hi]
+        rows.append(row)
+    x = np.array(rows, dtype=float)
+    parts = []
+    for name, o in (("noisy labels at the true C", 0), ("clean labels", 3)):
+        z = (x[:, o] - target) / x[:, o + 1]
+        parts.append(f"{name} {x[:, o].std(ddof=1) / x[:, o + 1].mean():.2f} (bias {x[:, o].mean() - target:+.4f}, "
+                     f"z mean {z.mean():+.2f}, coverage {x[:, o + 2].mean():.3f})")
+    text = (f"{kind} K={k} J={j} {curve} data sets {first}-{last - 1}: estimator sd / draws' mean sd, "
+            + "; ".join(parts))
     print(text, flush=True)
     return text
 
@@ -375,11 +385,13 @@ def merge(paths, out, previous=None):
     """
     parts = [json.loads(Path(p).read_text()) for p in paths]
     keep = ("n_items", "n_boot", "em_tol", "bins", "level", "weights", "interval", "draws", "classwise_item_weights")
-    for p, part in zip(paths[1:], parts[1:]):
-        # (A file without a config, such as the joined --sweep file of docs/coverage.md, is not compared.)
-        if "config" in part and "config" in parts[0] and any(part["config"].get(k) != parts[0]["config"].get(k)
-                                                              for k in keep):
-            raise SystemExit(f"merge: {p} has another config than {paths[0]}")
+    # Each setting compared with the first file that states it (a file without a config, such as the first joined
+    # --sweep file, states none; a merged file keeps the values its parts stated).
+    config = {k: next((part["config"][k] for part in parts if part.get("config", {}).get(k) is not None), None)
+              for k in keep}
+    for p, part in zip(paths, parts):
+        if any(part.get("config", {}).get(k) not in (None, config[k]) for k in keep):
+            raise SystemExit(f"merge: {p} has another config than the files before it")
     # The same setting in several files (blocks of data sets, --first-rep): rows concatenated, summary recomputed.
     by_key: dict = {}
     for part in parts:
@@ -402,8 +414,7 @@ def merge(paths, out, previous=None):
             else:
                 by_key[key] = st
     res = {"settings": [by_key[k] for k in sorted(by_key)],
-           "config": {**{k: parts[0].get("config", {}).get(k) for k in keep},
-                      "merged_from": [Path(p).name for p in paths]},
+           "config": {**config, "merged_from": [Path(p).name for p in paths]},
            "seconds": round(sum(part.get("seconds", 0) for part in parts), 1)}
     if previous:
         prev = json.loads(Path(previous).read_text())
@@ -514,6 +525,8 @@ def main(argv=None):
     ap.add_argument("--previous", help="with --merge: an earlier results file whose summaries are kept (before/after)")
     ap.add_argument("--width-check", action="store_true",
                     help="print width_check for each setting on data sets --first-rep..--reps (no EM, no file)")
+    ap.add_argument("--width-kind", choices=["top_label", "classwise"], default="top_label",
+                    help="with --width-check: the top-label NC-ECE or the class-wise mean")
     ap.add_argument("--entry-check", action="store_true",
                     help="print entry_check (coverage of the true confusion entries by the refits) per setting")
     ap.add_argument("--render", help="print the docs table of this results file (no simulation)")
@@ -527,7 +540,8 @@ def main(argv=None):
                             args.n_boot, args.em_tol, args.cache, args.prior_boot)
                 for k in args.classes for c in args.curves for j in args.annotators]
     if args.width_check:
-        return [width_check(k, j, c, args.first_rep, args.reps if k < 10 else args.reps_large, args.n_items)
+        return [width_check(k, j, c, args.first_rep, args.reps if k < 10 else args.reps_large, args.n_items,
+                            args.width_kind)
                 for k in args.classes for c in args.curves for j in args.annotators]
     t_start = time.time()
     results = {"settings": [], "config": {"reps": args.reps, "reps_large": args.reps_large, "n_items": args.n_items,
