@@ -17,8 +17,9 @@ Two modes:
   draws reused.
 
 Measured (2026-12-02): the empirical-Bayes world narrows the class-wise over-coverage of the study (K = 10,
-3 annotators, over-confident: 0.96 -> 0.935 on data sets 0-199) but covers 0.78 in the idealised configuration
-with a quarter of the bins exactly 0 (the clamped world 0.875), so it is not used.
+3 annotators, over-confident: 0.96 -> 0.935 on data sets 0-199, 0.935 -> 0.925 on 500-699), but it covers 0.805
+in the idealised configuration with a quarter of the bins exactly 0 (the clamped world 0.877) and 0.870 against
+0.920 at K = 10, 3 annotators, under-confident, so it is not used (benchmarks/results/calibration_worlds.txt).
 """
 from __future__ import annotations
 

@@ -196,3 +196,43 @@ def test_study_seeds_are_the_first_studys_and_never_shared_between_settings():
     assert len(set(seeds)) == len(seeds)
     old_formula = [1000 * k + 100 * j + r for k, j, c in settings if c == "overconfident" for r in range(1000)]
     assert len(set(old_formula)) < len(old_formula)  # negative control: the old seeds collide
+
+
+def _sweep_file(path, seeds, config=None, k=10, covered=True):
+    """A --sweep results file with one setting (K = k, 3 annotators, over-confident) and the given data sets."""
+    import json
+
+    level = {"level": 0.9, "covered": covered, "width": 0.01}
+    kind = {"err": 0.001, "sd": 0.002, "nominal": level, "calibrated": level, "two_sided": level}
+    rows = [{"seed": s, "top_label": kind, "classwise": kind} for s in seeds]
+    summary = {"K": k, "J": 3, "curve": "overconfident", "n_datasets": len(rows)}
+    body = {"settings": [{"summary": summary, "rows": rows}]}
+    if config is not None:
+        body["config"] = config
+    path.write_text(json.dumps(body))
+    return path
+
+
+def test_merge_joins_blocks_keeps_stated_configs_and_refuses_conflicts(tmp_path):
+    import json
+
+    cm = _study()
+    cfg = {"n_items": 2000, "n_boot": 100, "em_tol": 1e-3, "bins": 15, "level": 0.9}
+    # A joined file from an earlier merge states no value (all None), the new block states its own.
+    old = _sweep_file(tmp_path / "old.json", range(5), config={k: None for k in cfg})
+    new = _sweep_file(tmp_path / "new.json", range(5, 8), config=cfg, covered=False)
+    out = tmp_path / "out.json"
+    res = cm.merge([old, new], out)
+    (st,) = res["settings"]
+    assert [r["seed"] for r in st["rows"]] == list(range(8))
+    assert st["summary"]["n_datasets"] == 8
+    assert st["summary"]["top_label"]["calibrated"] == pytest.approx(5 / 8)  # recomputed over both blocks
+    assert {k: res["config"][k] for k in cfg} == cfg
+    assert json.loads(out.read_text())["config"]["merged_from"] == ["old.json", "new.json"]
+    # Negative controls: another stated config, and a data set in two files.
+    other = _sweep_file(tmp_path / "other.json", range(8, 10), config={**cfg, "em_tol": 1e-6})
+    with pytest.raises(SystemExit, match="another config"):
+        cm.merge([old, new, other], tmp_path / "x.json")
+    twice = _sweep_file(tmp_path / "twice.json", range(7, 9), config=cfg)
+    with pytest.raises(SystemExit, match="more than one file"):
+        cm.merge([old, new, twice], tmp_path / "y.json")
