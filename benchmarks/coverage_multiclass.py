@@ -285,6 +285,38 @@ def width_check(k, j, curve, first, last, n_items=2000, kind="top_label"):
     return text
 
 
+def block_check(k, j, curve, first, last, n_items=2000, plain_seeds=False):
+    """The top-label interval with the CLEAN labels as one perfect annotator (no noise, no EM: the items'
+    Bayesian bootstrap alone, fresh weights, nominal level) on data sets ``first..last-1``: coverage per block of
+    100 data sets, overall, and the chi-square test of equal coverage across the blocks. ``plain_seeds``: seeds
+    ``7,000,000 + r`` instead of the study's (``data_seed``). Printed (docs/coverage.md, K-class section)."""
+    from scipy import stats
+
+    target = population_target(k, curve)[0]
+    hits = []
+    for r in range(first, last):
+        seed = 7_000_000 + r if plain_seeds else data_seed(k, j, curve, r)
+        p, y, _, _ = simulate(np.random.default_rng(seed), n_items, k, j, curve)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = posterior_top_label_nc_ece(p, (np.arange(n_items), np.zeros(n_items, int), y), np.eye(k)[None, None],
+                                             bins=BINS, seed=seed)
+        lo, hi = res.reported_interval
+        hits.append(lo <= target <= hi)
+    hits = np.array(hits)
+    blocks = [hits[a:a + 100] for a in range(0, hits.size, 100)]
+    covered = np.array([b.sum() for b in blocks])
+    sizes = np.array([b.size for b in blocks])
+    p_value = stats.chi2_contingency(np.c_[covered, sizes - covered])[1] if len(blocks) > 1 else float("nan")
+    cov = hits.mean()
+    seeds = "seeds 7000000+r" if plain_seeds else f"study seeds of J={j}"
+    per = " ".join(f"{c / n:.2f}" for c, n in zip(covered, sizes))
+    text = (f"top_label clean labels K={k} {curve} {seeds} data sets {first}-{last - 1}: coverage {cov:.4f} "
+            f"(se {np.sqrt(cov * (1 - cov) / hits.size):.4f}); per 100: {per}; equal across blocks: p = {p_value:.3f}")
+    print(text, flush=True)
+    return text
+
+
 def entry_check(k, j, curve, first, last, n_items=2000, n_boot=100, em_tol=1e-3, cache=None, prior_boot=0.0):
     """Coverage of the TRUE confusion entries by the 90% equal-tailed intervals of the EM refits, by the entry's
     size: the bootstrap's known failure on sparse multinomial cells (a cell with few or no labels barely varies
@@ -525,6 +557,9 @@ def main(argv=None):
     ap.add_argument("--previous", help="with --merge: an earlier results file whose summaries are kept (before/after)")
     ap.add_argument("--width-check", action="store_true",
                     help="print width_check for each setting on data sets --first-rep..--reps (no EM, no file)")
+    ap.add_argument("--block-check", action="store_true",
+                    help="print block_check (clean labels, top-label, coverage per 100 data sets) for each setting")
+    ap.add_argument("--plain-seeds", action="store_true", help="with --block-check: seeds 7,000,000 + r")
     ap.add_argument("--width-kind", choices=["top_label", "classwise"], default="top_label",
                     help="with --width-check: the top-label NC-ECE or the class-wise mean")
     ap.add_argument("--entry-check", action="store_true",
@@ -538,6 +573,10 @@ def main(argv=None):
     if args.entry_check:
         return [entry_check(k, j, c, args.first_rep, args.reps if k < 10 else args.reps_large, args.n_items,
                             args.n_boot, args.em_tol, args.cache, args.prior_boot)
+                for k in args.classes for c in args.curves for j in args.annotators]
+    if args.block_check:
+        return [block_check(k, j, c, args.first_rep, args.reps if k < 10 else args.reps_large, args.n_items,
+                            args.plain_seeds)
                 for k in args.classes for c in args.curves for j in args.annotators]
     if args.width_check:
         return [width_check(k, j, c, args.first_rep, args.reps if k < 10 else args.reps_large, args.n_items,
