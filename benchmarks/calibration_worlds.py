@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from noisycal_bayes.propagate.multiclass import _calibrated_level, _quantiles  # noqa: E402
-from noisycal_bayes.propagate.result import debias_abs  # noqa: E402
+from noisycal_bayes.propagate.result import _summarise, debias_abs  # noqa: E402
 
 LEVEL = 0.9
 GRID = np.linspace(0.0, 8.0, 161)  # theta = |mu| / sd
@@ -54,14 +54,10 @@ def npmle_posterior(t_abs, iters=300):
 
 
 def readings(e):
-    """Estimate, p value and the clamped world's draws (as ``propagate.result._summarise``) from bin draws
-    ``e`` (n_draws, n_bins)."""
-    ebar, sd = e.mean(axis=0), e.std(axis=0)
-    cen = e - ebar
-    p_value = float(np.mean(np.abs(cen).sum(axis=1) >= np.abs(ebar).sum()))
-    m = debias_abs(np.abs(ebar), sd)
-    clamped = debias_abs(np.abs(np.sign(ebar) * m + cen), sd).sum(axis=1)
-    return float(m.sum()), p_value, clamped
+    """Estimate, p value and the clamped world's draws from bin draws ``e`` (n_draws, n_bins): the shipped
+    computation, ``propagate.result._summarise`` with unit counts (so its residuals are ``e`` itself)."""
+    _, clamped, estimate, p_value = _summarise(np.ones((e.shape[0], 1)), np.zeros_like(e), e)
+    return estimate, p_value, clamped
 
 
 def eb_level(e, level=LEVEL, worlds=2000, seed=0, grid=201):
