@@ -208,11 +208,12 @@ def run_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None
     out = {"seed": seed, "max_abs_confusion_error": float(np.abs(fit_c[0] - conf_true).max())}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # As evaluate_multiclass(method="em"): the refits' bias correction centred on the full-data fit.
         top = posterior_top_label_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed,
-                                         item_weights=g if joint else None, calibrate=joint)
+                                         item_weights=g if joint else None, calibrate=joint, point_confusion=fit_c[0])
         # Joint draws for the class-wise NC-ECE: draw s sums the items with the weights g_s of its own refit.
         cw = posterior_classwise_nc_ece(p, resp, draws, bins=BINS, level=LEVEL, seed=seed,
-                                        item_weights=g if joint else None)
+                                        item_weights=g if joint else None, point_confusion=fit_c[0])
     for name, res, truth in (("top_label", top, targets[0]), ("classwise", cw, targets[1])):
         lo, hi = res.reported_interval
         out[name] = {"value": res.value, "debiased": res.debiased, "lower": res.lower, "upper": res.upper,
@@ -365,7 +366,7 @@ def sweep_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=No
             count, score, freq, point, _, meta = pm._run(
                 "sweep", kind, p, resp, draws, None, bins=BINS, weights="iv", level=LEVEL, seed=seed,
                 interval="debiased", bootstrap=True, n_draws=None, usable=None, max_condition=pm.MAX_CONDITION,
-                item_weights=g if joint else None)
+                item_weights=g if joint else None, point_confusion=fit_c[0])
         _, centred, est, p_value, _ = pm._summary(count, score, freq, point, "debiased", meta["bias_correct"], False,
                                                   LEVEL)
         raw = _summarise(count, score, pm._bias_corrected(count, score, freq, point, meta["bias_correct"]))[1]

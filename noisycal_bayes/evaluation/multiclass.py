@@ -353,10 +353,12 @@ def _engine_em(data, s: _Settings, groups):
     # multiplicities) read at the calibrated level, top-label and class-wise mean; per class: fresh Bayesian
     # bootstrap weights. Measured in benchmarks/coverage_multiclass.py (--sweep, --route cli-em; docs/coverage.md).
     mult = np.stack(counts)
+    # The refits scatter around the full-sample fit: the bias correction is centred there (point_confusion).
     top_iv = posterior_top_label_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
-                                        seed=s.seed, usable=usable, item_weights=mult, calibrate=True)
+                                        seed=s.seed, usable=usable, item_weights=mult, calibrate=True,
+                                        point_confusion=out["confusion"])
     cw_iv = posterior_classwise_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
-                                       seed=s.seed, usable=usable, item_weights=mult)
+                                       seed=s.seed, usable=usable, item_weights=mult, point_confusion=out["confusion"])
     refits_text = f"the EM refitted on {reps.shape[0]} item-bootstrap replicates"
     out.update(varying_top=f"{refits_text}, each with its replicate's items (joint draws)",
                varying_cw=f"{refits_text}, each with its replicate's items (joint draws; per class: fresh Bayesian "

@@ -21,12 +21,17 @@ difference: the debiased draws are *centred* on the debiased estimate (shifted b
 by a sum of per-bin offsets; over 15 bins that is small against the spread, but the class-wise mean sums
 ``K x bins`` of them (at K = 10 the offset was half the half-width and its 90% interval covered 0.75-0.85,
 missing low), while the estimate itself is close to unbiased. A second difference, with confusion *draws*
-(``bias_correct=True``, ``_bias_corrected``): each bin's debiasing is centred on ``2 e_b(C_bar) - mean_s e_sb`` (the
-residual at the draws' mean confusion, minus the draws' own offset from it: the bootstrap bias correction) instead
-of ``mean_s e_sb``. The corrected targets are non-linear in the confusion matrix (its inverse), and the draws' mean
-carries that bias twice (the fit, then the draws around it); uncorrected, the debiased estimate was biased low by
-about half the draws' sd for under-confident classifiers (K = 3 and 10, EM-bootstrap draws; docs/coverage.md). With
-a point confusion there is nothing to correct. A third difference, for the class-wise mean over classes (default)
+(``bias_correct=True``, ``_bias_corrected``): each bin's debiasing is centred on ``2 e_b(C_0) - mean_s e_sb`` (the
+residual at the fit ``C_0``, minus the draws' own offset from it: the bootstrap bias correction) instead of
+``mean_s e_sb``. ``C_0`` is the fit the draws scatter around, ``point_confusion=`` (the full-sample EM fit when the
+draws are its bootstrap refits, as in ``evaluate_multiclass(method="em")``), or by default the draws' mean
+``C_bar`` (posterior draws). The corrected targets are non-linear in the confusion matrix (its inverse), and the
+draws' mean carries that bias twice (the fit, then the draws around it); uncorrected, the debiased estimate was
+biased low by about half the draws' sd for under-confident classifiers (K = 3 and 10, EM-bootstrap draws;
+docs/coverage.md). Centred on ``C_bar`` instead of the EM fit, the refits' own offset from the fit enters the
+centre twice and the correction removes only the part of the bias that is not linear in it: with 3 annotators
+the debiased estimate kept a bias of -0.13 to +0.14 draws' sd (docs/coverage.md, K-class section, 2026-12-02,
+fourth session). With a point confusion there is nothing to correct. A third difference, for the class-wise mean over classes (default)
 and the top-label with joint draws (``calibrate=True``, ``_calibrated_level``; the EM route): the two-sided debiased interval is read at a *calibrated* nominal level
 (prepivoting, Beran 1987; Loh 1987). The simulated draws are made at the debiased bins, so they are replicates of
 the estimator in a world whose true value is the estimate; the level is raised (never lowered) until the centred
@@ -380,10 +385,12 @@ class _DrawWeights:
 
 
 def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, weights, level, seed, interval,
-         bootstrap, n_draws, usable, max_condition, bias_correct=True, calibrate=True, item_weights=None):
+         bootstrap, n_draws, usable, max_condition, bias_correct=True, calibrate=True, item_weights=None,
+         point_confusion=None):
     p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_post = _prepare(
         func, probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
         interval=interval, n_draws=n_draws, usable=usable, max_condition=max_condition, kind=kind)
+    centre = _check_point_confusion(point_confusion, conf, func)
     joint = _check_draw_weights(item_weights, conf.shape[0], p.shape[0], bool(bootstrap), func)
     if joint is not None:
         joint = _DrawWeights(joint, idx, des.has, func)
@@ -391,9 +398,10 @@ def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, wei
     prev_out = prev[idx] if prev is not None and prev.ndim == 2 else (None if prev is None else
                                                                       np.broadcast_to(prev, (idx.size, des.k)))
     count, score, freq = _sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng, max_condition, joint)
-    # The point value: the same sums at the posterior-mean confusion (and prevalence), without the bootstrap.
+    # The point value: the same sums at the fit the draws scatter around (``point_confusion``; default the draws'
+    # mean confusion) and the mean prevalence, without the bootstrap.
     prev_pt = None if prev is None else (prev.mean(axis=0) if prev.ndim == 2 else prev)[None]
-    c0, s0, f0 = _sums(des, conf.mean(axis=0)[None], prev_pt, rule, usable, False, None, max_condition)
+    c0, s0, f0 = _sums(des, centre[None], prev_pt, rule, usable, False, None, max_condition)
     parts = ["confusion posterior draws" if is_post else "confusion fixed at the point estimate"]
     if bootstrap:
         parts.append("Bayesian bootstrap of the evaluated items" + ("" if joint is None else
@@ -402,6 +410,21 @@ def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, wei
                 label=label, fit_method="draws" if is_post else "point", n_items=des.n, edges=edges, level=level,
                 bias_correct=bool(bias_correct) and is_post, calibrate=bool(calibrate))
     return count, score, freq, (c0[0], s0[0], f0[0]), des, meta
+
+
+def _check_point_confusion(point_confusion, conf, func: str) -> np.ndarray:
+    """The confusion at which the point value and the bias correction's centre are computed: ``point_confusion``
+    (validated, shape (J, K, K) like one draw) or, by default, the draws' mean."""
+    if point_confusion is None:
+        return conf.mean(axis=0)
+    if conf.shape[0] < 2:
+        raise ValueError(f"{func}: `point_confusion` is the fit that confusion *draws* scatter around; with a single "
+                         "confusion matrix per annotator (a point estimate) pass that alone.")
+    j, k = conf.shape[1], conf.shape[2]
+    try:
+        return check_confusion(point_confusion, j, k, name="point_confusion")
+    except ValueError as err:
+        raise ValueError(f"{func}: {err}") from None
 
 
 def _centred(debiased, estimate: float, interval: str):
@@ -455,13 +478,14 @@ def _calibrated_level(draws, estimate: float, level: float, grid: int = 201) -> 
 
 
 def _bias_corrected(count, score, freq, point, correct: bool):
-    """Per-draw target sums whose bin residuals average ``2 e_b(C_bar) - mean_s e_sb`` (``correct=True``).
+    """Per-draw target sums whose bin residuals average ``2 e_b(C_0) - mean_s e_sb`` (``correct=True``).
 
-    ``e_sb = (F_sb - S_sb) / N_s`` (draw ``s``, bin ``b``) and ``e_b(C_bar)`` the residual at the mean
-    confusion without the bootstrap (``point``). The corrected targets are non-linear in the confusion matrix
-    (its inverse), so a plug-in residual at an estimated confusion is biased; the draws around the estimate
-    repeat that bias once more, and their mean ``mean_s e_sb`` carries it twice. The bootstrap bias correction
-    ``e_b(C_bar) - (mean_s e_sb - e_b(C_bar))`` removes it to first order (Efron & Tibshirani 1993, ch. 10).
+    ``e_sb = (F_sb - S_sb) / N_s`` (draw ``s``, bin ``b``) and ``e_b(C_0)`` the residual at the fit ``C_0`` without
+    the bootstrap (``point``: at ``point_confusion``, or the draws' mean ``C_bar``). The corrected targets are
+    non-linear in the confusion matrix (its inverse), so a plug-in residual at an estimated confusion is biased;
+    the draws around the estimate repeat that bias once more, and their mean ``mean_s e_sb`` carries it twice. The
+    bootstrap bias correction ``e_b(C_0) - (mean_s e_sb - e_b(C_0))`` removes it to first order (Efron &
+    Tibshirani 1993, ch. 10), when ``C_0`` is the fit whose refits the draws are.
     Measured (benchmarks/coverage_multiclass.py, 77 data sets of K = 3, 3 annotators, under-confident): bias of
     the debiased top-label estimate -0.0039 +- 0.0011 -> -0.0008 +- 0.0011, class-wise -0.0033 +- 0.0008 ->
     -0.0011 +- 0.0007; with the true confusion matrices (no correction needed) +0.0004 and -0.0003.
@@ -540,6 +564,11 @@ _PARAMS_DOC = """
         the non-linear inverse of an estimated confusion matrix puts into the debiased estimate. False: the
         binary route's centre ``mean_s e_sb`` (for K = 2 then equal to
         :func:`~noisycal_bayes.propagate.posterior_nc_ece` up to the centring of the interval's draws).
+    point_confusion : array of shape (n_annotators, n_classes, n_classes), optional
+        With confusion draws that are refits around a fit (an EM bootstrap): that fit, ``C_hat``. The point
+        ``value`` is then computed at it and the bias correction is centred on ``2 e_b(C_hat) - mean_s e_sb``,
+        the bootstrap bias correction proper (module docstring). Default: the draws' mean ``C_bar`` (posterior
+        draws, which have no separate fit).
 
     Raises
     ------
@@ -562,14 +591,14 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                level: float = 0.9, seed: int = 0, interval: str = "debiased", bootstrap: bool = True,
                                n_draws=None, usable=None, max_condition: float = MAX_CONDITION,
                                bias_correct: bool = True, calibrate: bool = False,
-                               item_weights=None) -> PosteriorNCECE:
+                               item_weights=None, point_confusion=None) -> PosteriorNCECE:
     """Posterior of the top-label NC-ECE (the K-class headline), with an interval for a stated target.
     {params}
     Returns
     -------
     PosteriorNCECE
         As :func:`~noisycal_bayes.propagate.posterior_nc_ece`'s plug-in route: ``value`` (the top-label NC-ECE at
-        the posterior-mean confusion, :func:`top_label_nc_ece`), ``debiased``, ``lower``, ``upper``,
+        ``point_confusion``, default the posterior-mean confusion: :func:`top_label_nc_ece`), ``debiased``, ``lower``, ``upper``,
         ``upper_one_sided``, ``interval_to_read``, ``draws``, ``target``, ``method="plugin"``, ``uncertainty``,
         ``table`` (per confidence bin), ``edges``, ``weights_rule``, ``fit_method`` (``"draws"`` or ``"point"``).
 
@@ -597,7 +626,8 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                                 bins=bins, weights=weights, level=level, seed=seed, interval=interval,
                                                 bootstrap=bootstrap, n_draws=n_draws, usable=usable,
                                                 max_condition=max_condition, bias_correct=bias_correct,
-                                                calibrate=calibrate, item_weights=item_weights)
+                                                calibrate=calibrate, item_weights=item_weights,
+                                                point_confusion=point_confusion)
     return _result(count, score, freq, point, meta["edges"][0], meta, interval, bootstrap, seed, meta["level"])
 
 
@@ -605,13 +635,14 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                level: float = 0.9, seed: int = 0, interval: str = "debiased", bootstrap: bool = True,
                                n_draws=None, usable=None, max_condition: float = MAX_CONDITION,
                                bias_correct: bool = True, calibrate: bool = True,
-                               item_weights=None) -> PosteriorClasswiseNCECE:
+                               item_weights=None, point_confusion=None) -> PosteriorClasswiseNCECE:
     """Posterior of the class-wise NC-ECE: the mean over classes and each class, with intervals.
     {params}
     Returns
     -------
     PosteriorClasswiseNCECE
-        Mean over classes (``value`` = :func:`classwise_nc_ece` at the posterior-mean confusion, interval from
+        Mean over classes (``value`` = :func:`classwise_nc_ece` at ``point_confusion``, default the posterior-mean
+        confusion; interval from
         the draws of the mean) and ``per_class``: one :class:`PosteriorNCECE` per class from the same draws.
 
     Notes
@@ -635,7 +666,8 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                                 bins=bins, weights=weights, level=level, seed=seed, interval=interval,
                                                 bootstrap=bootstrap, n_draws=n_draws, usable=usable,
                                                 max_condition=max_condition, bias_correct=bias_correct,
-                                                calibrate=calibrate, item_weights=item_weights)
+                                                calibrate=calibrate, item_weights=item_weights,
+                                                point_confusion=point_confusion)
     level = meta["level"]
     off = des.entries.offset
     pc_count, pc_score, pc_freq, pc_meta = count, score, freq, meta
@@ -646,7 +678,8 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
         pc_count, pc_score, pc_freq, _, _, pc_meta = _run(
             func, "classwise", probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
             seed=seed, interval=interval, bootstrap=bootstrap, n_draws=n_draws, usable=usable,
-            max_condition=max_condition, bias_correct=bias_correct, calibrate=calibrate)
+            max_condition=max_condition, bias_correct=bias_correct, calibrate=calibrate,
+            point_confusion=point_confusion)
     # Per class (15 bins): the nominal level; only the mean over classes (K x bins terms) is calibrated.
     per = tuple(_result(pc_count[:, a:b], pc_score[:, a:b], pc_freq[:, a:b], tuple(x[a:b] for x in point),
                         meta["edges"][c], {**pc_meta, "calibrate": False}, interval, bootstrap, seed, level)

@@ -182,6 +182,48 @@ def test_bias_correction_centres_bins_on_2_point_minus_mean_of_draws(mc3):
     assert (a.debiased, a.lower, a.upper) == (b.debiased, b.lower, b.upper)
 
 
+
+def test_point_confusion_moves_the_value_and_the_bias_correction_centre(mc3):
+    # With refits scattered around a fit C_hat (an EM bootstrap), the value is the reference point estimator at
+    # C_hat and each bin's centre is 2 e_b(C_hat) - mean_s e_sb; the draws themselves do not change.
+    p, y, labels, conf, resp = mc3
+    draws = dirichlet_draws(conf, 8, np.random.default_rng(3), concentration=40.0)
+    c_hat = dirichlet_draws(conf, 1, np.random.default_rng(4), concentration=40.0)[0]  # not the draws' mean
+    for post, ref_fn in ((posterior_top_label_nc_ece, top_label_nc_ece),
+                         (posterior_classwise_nc_ece, classwise_nc_ece)):
+        e = np.array([_residual_masses(ref_fn(p, resp, c)) for c in draws])
+        e_hat = _residual_masses(ref_fn(p, resp, c_hat))
+        k = 1 if ref_fn is top_label_nc_ece else 3
+        e, e_hat, sd = e / k, e_hat / k, (e / k).std(axis=0)
+        at = post(p, resp, draws, bootstrap=False, point_confusion=c_hat)
+        default = post(p, resp, draws, bootstrap=False)
+        assert at.value == pytest.approx(ref_fn(p, resp, c_hat).value, rel=1e-12)
+        assert at.debiased == pytest.approx(debias_abs(np.abs(2 * e_hat - e.mean(axis=0)), sd).sum(), rel=1e-9)
+        np.testing.assert_array_equal(at.draws, default.draws)
+        # The draws' mean as the point: exactly the default.
+        mean = post(p, resp, draws, bootstrap=False, point_confusion=draws.mean(axis=0))
+        assert (mean.value, mean.debiased, mean.lower, mean.upper) == (default.value, default.debiased,
+                                                                       default.lower, default.upper)
+    # Per class too (the class-wise result's entries share the centre).
+    cw = posterior_classwise_nc_ece(p, resp, draws, bootstrap=False, point_confusion=c_hat)
+    np.testing.assert_allclose([r.value for r in cw.per_class], classwise_nc_ece(p, resp, c_hat).per_class,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("point, match", [
+    ("point estimate", "confusion \\*draws\\*"),
+    (np.full((3, 3, 3), 1 / 3)[:2], "point_confusion.*must have shape"),
+    (np.full((3, 3, 3), 0.5), "rows of `point_confusion` must sum to 1"),
+])
+def test_bad_point_confusion_raises(mc3, point, match):
+    p, y, labels, conf, resp = mc3
+    draws = dirichlet_draws(conf, 4, np.random.default_rng(3))
+    if isinstance(point, str):  # a point estimate as the draws: nothing scatters around a fit
+        draws, point = conf, conf
+    for post in (posterior_top_label_nc_ece, posterior_classwise_nc_ece):
+        with pytest.raises(ValueError, match=match):
+            post(p, resp, draws, point_confusion=point)
+
 def test_identity_confusion_gives_plain_top_label_ece():
     # One annotator, identity confusion: the corrected target is the annotator's one-hot label, so the NC-ECE is
     # the plain top-label ECE against it, computed here by a hand-written loop over bins.
