@@ -237,11 +237,16 @@ def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
     reps = np.stack(reps)
     np.testing.assert_allclose(ev.confusion_lower, np.quantile(reps, 0.05, axis=0), atol=1e-9)
     usable = ev.usable
+    # The refits' bias correction is centred on the full-sample fit they were refitted from (point_confusion).
     top = posterior_top_label_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed,
-                                     item_weights=np.stack(counts), calibrate=True)
+                                     item_weights=np.stack(counts), calibrate=True, point_confusion=init[0])
     cw = posterior_classwise_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed,
-                                    item_weights=np.stack(counts))
+                                    item_weights=np.stack(counts), point_confusion=init[0])
     assert (ev.nc_ece.lower, ev.nc_ece.upper) == pytest.approx(top.reported_interval, abs=1e-9)
+    assert ev.nc_ece.value == pytest.approx(top.value, abs=1e-12)  # the point estimate at the fit
+    centred_on_mean = posterior_top_label_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed,
+                                                 item_weights=np.stack(counts), calibrate=True)
+    assert centred_on_mean.debiased != pytest.approx(top.debiased, abs=1e-6)  # a negative control: the fit is used
     assert ev.nc_ece.debiased == pytest.approx(top.debiased, abs=1e-9)
     assert (ev.classwise_nc_ece.lower, ev.classwise_nc_ece.upper) == pytest.approx(cw.reported_interval, abs=1e-9)
     # The joint draws differ from fresh item weights (a negative control: the multiplicities were used).
