@@ -84,17 +84,20 @@ def test_negative_control_uncentred_interval_misses(monkeypatch):
 
 # ----------------------------------------------------------------------------- bias correction with confusion draws
 # The debiased estimate with confusion draws (the study's EM route: Bayesian-bootstrap refits of a Dawid-Skene EM
-# on the noisy labels) centres each bin on 2 e_b(C_bar) - mean_s e_sb (``bias_correct=True``, propagate/
-# multiclass.py ``_bias_corrected``). Without the correction the estimate was biased low for an under-confident
-# classifier (K = 3, 3 annotators: -0.0039 +- 0.0011 top-label, -0.0033 +- 0.0008 class-wise, 77 data sets), the
-# inverse of an estimated confusion matrix entering the bin means twice (the fit, then the draws around it).
+# on the noisy labels) centres each bin on 2 e_b(C_0) - mean_s e_sb (``bias_correct=True``, propagate/
+# multiclass.py ``_bias_corrected``), C_0 the full-sample fit the refits start from (``point_confusion``, as
+# evaluate_multiclass(method="em") passes it). Without the correction the estimate was biased low for an
+# under-confident classifier (K = 3, 3 annotators: -0.0039 +- 0.0011 top-label, -0.0033 +- 0.0008 class-wise, 77
+# data sets), the inverse of an estimated confusion matrix entering the bin means twice (the fit, then the draws
+# around it).
 #
 # Design: the study's setting K = 3, 3 annotators, under-confident, 2,000 items, 100 EM refits, its seeds
 # (``run_one``'s: 50,000 + 3,300 + r) for r < 80; target the population binned ECE (500,000 fresh outputs, Monte
 # Carlo error ~2e-4). Test: per kind (top-label, class-wise mean) the mean error over the 80 data sets, in units
 # of its standard error (sample sd / sqrt(80)), must satisfy |z| < 3 (false alarm 0.003 per kind for an
-# unbiased estimator). Measured on these data sets: z = -0.7 and -1.5. Negative control (must FAIL): the
-# uncorrected centre (``bias_correct=False``) on the same data sets, measured z = -3.6 and -4.2.
+# unbiased estimator). Measured on these data sets (2026-12-02): centred on the fit z = +1.0 and -0.6; on the
+# refits' mean C_bar (the default without point_confusion) -1.0 and -1.8. Negative control (must FAIL): the
+# uncorrected centre (``bias_correct=False``) on the same data sets, measured z = -3.8 and -4.6.
 N_BIAS_SETS = 80
 
 
