@@ -30,10 +30,11 @@ draws' mean carries that bias twice (the fit, then the draws around it); uncorre
 biased low by about half the draws' sd for under-confident classifiers (K = 3 and 10, EM-bootstrap draws;
 docs/coverage.md). Centred on ``C_bar`` instead of the EM fit, the refits' own offset from the fit enters the
 centre twice and the correction removes only the part of the bias that is not linear in it: with 3 annotators
-the debiased estimate kept a bias of -0.13 to +0.14 draws' sd (docs/coverage.md, K-class section, 2026-12-02,
-fourth session). With a point confusion there is nothing to correct. A third difference, for the class-wise mean over classes (default)
-and the top-label with joint draws (``calibrate=True``, ``_calibrated_level``; the EM route): the two-sided debiased interval is read at a *calibrated* nominal level
-(prepivoting, Beran 1987; Loh 1987). The simulated draws are made at the debiased bins, so they are replicates of
+the debiased estimate kept a bias of up to 0.20 (top-label) and 0.42 (class-wise mean) draws' sd, against 0.04
+and 0.19 centred on the fit (docs/coverage.md, K-class section, fourth session of 2026-12-02). With a point
+confusion there is nothing to correct. A third difference, for the class-wise mean over classes (default) and
+the top-label with joint draws (``calibrate=True``, ``_calibrated_level``; the EM route): the two-sided debiased
+interval is read at a *calibrated* nominal level (prepivoting, Beran 1987; Loh 1987). The simulated draws are made at the debiased bins, so they are replicates of
 the estimator in a world whose true value is the estimate; the level is raised (never lowered) until the centred
 interval of those replicates covers that value with frequency ``level``. Cause: the per-bin debiasing inverts the
 folded-normal mean, a concave map, so a sum of many bins is biased (low where bins lie 1-2 sd from 0, high near 0)
@@ -599,9 +600,9 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
     -------
     PosteriorNCECE
         As :func:`~noisycal_bayes.propagate.posterior_nc_ece`'s plug-in route: ``value`` (the top-label NC-ECE at
-        ``point_confusion``, default the posterior-mean confusion: :func:`top_label_nc_ece`), ``debiased``, ``lower``, ``upper``,
-        ``upper_one_sided``, ``interval_to_read``, ``draws``, ``target``, ``method="plugin"``, ``uncertainty``,
-        ``table`` (per confidence bin), ``edges``, ``weights_rule``, ``fit_method`` (``"draws"`` or ``"point"``).
+        ``point_confusion``, default the posterior-mean confusion: :func:`top_label_nc_ece`), ``debiased``,
+        ``lower``, ``upper``, ``upper_one_sided``, ``interval_to_read``, ``draws``, ``target``, ``method="plugin"``,
+        ``uncertainty``, ``table`` (per confidence bin), ``edges``, ``weights_rule``, ``fit_method`` (``"draws"`` or ``"point"``).
 
     Notes
     -----
