@@ -34,8 +34,8 @@ the debiased estimate kept a bias of up to 0.20 (top-label) and 0.42 (class-wise
 and 0.19 centred on the fit (docs/coverage.md, K-class section, fourth session of 2026-12-02). With a point
 confusion there is nothing to correct. A third difference, for the class-wise mean over classes (default) and
 the top-label with joint draws (``calibrate=True``, ``_calibrated_level``; the EM route): the two-sided debiased
-interval is read at a *calibrated* nominal level (prepivoting, Beran 1987; Loh 1987). The simulated draws are made at the debiased bins, so they are replicates of
-the estimator in a world whose true value is the estimate; the level is raised (never lowered) until the centred
+interval is read at a *calibrated* nominal level (prepivoting, Beran 1987; Loh 1987). The simulated draws are
+made at the debiased bins, so they are replicates of the estimator in a world whose true value is the estimate; the level is raised (never lowered) until the centred
 interval of those replicates covers that value with frequency ``level``. Cause: the per-bin debiasing inverts the
 folded-normal mean, a concave map, so a sum of many bins is biased (low where bins lie 1-2 sd from 0, high near 0)
 and its draws are slightly narrow; with 150 class-wise bins (K = 10) the centred interval covered 0.86-0.88 in an
@@ -602,7 +602,8 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
         As :func:`~noisycal_bayes.propagate.posterior_nc_ece`'s plug-in route: ``value`` (the top-label NC-ECE at
         ``point_confusion``, default the posterior-mean confusion: :func:`top_label_nc_ece`), ``debiased``,
         ``lower``, ``upper``, ``upper_one_sided``, ``interval_to_read``, ``draws``, ``target``, ``method="plugin"``,
-        ``uncertainty``, ``table`` (per confidence bin), ``edges``, ``weights_rule``, ``fit_method`` (``"draws"`` or ``"point"``).
+        ``uncertainty``, ``table`` (per confidence bin), ``edges``, ``weights_rule``, ``fit_method`` (``"draws"`` or
+        ``"point"``).
 
     Notes
     -----
