@@ -35,8 +35,9 @@ and 0.19 centred on the fit (docs/coverage.md, K-class section, fourth session o
 confusion there is nothing to correct. A third difference, for the class-wise mean over classes (default) and
 the top-label with joint draws (``calibrate=True``, ``_calibrated_level``; the EM route): the two-sided debiased
 interval is read at a *calibrated* nominal level (prepivoting, Beran 1987; Loh 1987). The simulated draws are
-made at the debiased bins, so they are replicates of the estimator in a world whose true value is the estimate; the level is raised (never lowered) until the centred
-interval of those replicates covers that value with frequency ``level``. Cause: the per-bin debiasing inverts the
+made at the debiased bins, so they are replicates of the estimator in a world whose true value is the estimate;
+the level is raised (never lowered) until the centred interval of those replicates covers that value with
+frequency ``level``. Cause: the per-bin debiasing inverts the
 folded-normal mean, a concave map, so a sum of many bins is biased (low where bins lie 1-2 sd from 0, high near 0)
 and its draws are slightly narrow; with 150 class-wise bins (K = 10) the centred interval covered 0.86-0.88 in an
 idealised model with normal bin residuals (docs/coverage.md), 0.94-0.96 calibrated. The one-sided bound and the
