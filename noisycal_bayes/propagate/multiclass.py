@@ -91,7 +91,7 @@ from ..reference.multiclass import annotator_weights  # draw-batched (leading dr
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .draws import output_index
 from .nc_ece import INTERVAL_METHODS, USABLE_LEVEL
-from .result import PosteriorNCECE, _bin_table, _summarise
+from .result import PosteriorNCECE, _bin_table, _summarise, draw_quantiles
 
 __all__ = ["MC_TARGETS", "PosteriorClasswiseNCECE", "posterior_classwise_nc_ece", "posterior_top_label_nc_ece"]
 
@@ -449,7 +449,7 @@ def _centred(debiased, estimate: float, interval: str):
 def _quantiles(source, level, two_sided_level=None):
     """Two-sided interval at ``two_sided_level`` (default ``level``) and the one-sided ``level`` bound."""
     a = level if two_sided_level is None else two_sided_level
-    return np.quantile(source, [(1 - a) / 2, (1 + a) / 2, level])
+    return draw_quantiles(source, [(1 - a) / 2, (1 + a) / 2, level])
 
 
 def _calibrated_level(draws, estimate: float, level: float, grid: int = 201) -> float:
@@ -471,8 +471,8 @@ def _calibrated_level(draws, estimate: float, level: float, grid: int = 201) -> 
     dev = draws - draws.mean()
     beta = draws.mean() - estimate
     a = np.linspace(level, 1.0, grid)
-    lo = np.quantile(dev, (1 - a) / 2)
-    hi = np.quantile(dev, (1 + a) / 2)
+    lo = draw_quantiles(dev, (1 - a) / 2)
+    hi = draw_quantiles(dev, (1 + a) / 2)
     shifted = dev[:, None] + beta  # (draws, grid): replicate error T_s - estimate
     cover = ((shifted + lo[None] <= 0) & (shifted + hi[None] >= 0)).mean(axis=0)
     # Coverage is non-decreasing in a (nested quantile intervals): the first grid point that reaches level.

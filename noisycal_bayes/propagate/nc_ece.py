@@ -78,7 +78,7 @@ from .._validation import check_choice, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..data.columns import response_columns
 from ..warnings import DataWarning
-from .result import PosteriorNCECE, _bin_table, _summarise, debias_abs  # noqa: F401 (debias_abs re-exported)
+from .result import PosteriorNCECE, _bin_table, _summarise, debias_abs, draw_quantiles  # noqa: F401 (debias_abs re-exported)
 from .draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
 from ._sums import (group_bin_counts, item_cells, latent_atoms, latent_freq, model_freq, plugin_sums,
                     stats_cells)
@@ -246,7 +246,7 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
         count, score_sum, freq, target, uncertainty = _latent_route(data, fit, ev, src, draws, rows, rng)
     ece, debiased, estimate, p_value = _summarise(np.asarray(count), np.asarray(score_sum), freq)
     source = debiased if interval == "debiased" else ece
-    lo, hi, one = np.quantile(source, [(1 - level) / 2, (1 + level) / 2, level])
+    lo, hi, one = draw_quantiles(source, [(1 - level) / 2, (1 + level) / 2, level])
     return PosteriorNCECE(
         value=_point_value(data, z, ev, fit, rule, cols), debiased=estimate, mean=float(ece.mean()),
         median=float(np.median(ece)), lower=float(lo), upper=float(hi), upper_one_sided=float(one),

@@ -136,6 +136,18 @@ class PosteriorNCECE:
         return self.debiased
 
 
+# Intervals read off B draws use the quantile rule p (B + 1) (Hyndman & Fan type 6, numpy's "weibull"): the
+# interval between the order statistics at p_lo (B + 1) and p_hi (B + 1) has expected content p_hi - p_lo when the
+# quantity and the draws are exchangeable. numpy's default (type 7, 1 + p (B - 1)) gives (B - 1) level / (B + 1):
+# 0.882 for a 90% interval from 100 draws (EM refits), 0.891 from 200, 0.898 from 1,000 (docs/coverage.md).
+QUANTILE_METHOD = "weibull"
+
+
+def draw_quantiles(draws, q, axis=None):
+    """Quantiles ``q`` of ``draws`` with the intervals' quantile rule (``QUANTILE_METHOD``)."""
+    return np.quantile(draws, q, axis=axis, method=QUANTILE_METHOD)
+
+
 def _bin_table(edges, count_obs, score_sum_obs, count, score_sum, freq, level):
     """Per-bin posterior summaries from per-draw sums (n_draws, n_bins).
 
