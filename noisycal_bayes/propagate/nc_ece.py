@@ -78,7 +78,8 @@ from .._validation import check_choice, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..data.columns import response_columns
 from ..warnings import DataWarning
-from .result import PosteriorNCECE, _bin_table, _summarise, debias_abs, draw_quantiles  # noqa: F401 (debias_abs re-exported)
+from .result import PosteriorNCECE, _bin_table, _summarise, draw_quantiles
+from .result import debias_abs  # noqa: F401 (re-exported)
 from .draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
 from ._sums import (group_bin_counts, item_cells, latent_atoms, latent_freq, model_freq, plugin_sums,
                     stats_cells)
