@@ -19,7 +19,7 @@ from .test_multiclass import dirichlet_draws, sim_multiclass
 def _loop_coverage(draws, estimate, a):
     """Estimated coverage at nominal level ``a`` by an explicit loop over the replicates ``T_s``."""
     dev = draws - draws.mean()
-    lo, hi = np.quantile(dev, [(1 - a) / 2, (1 + a) / 2])
+    lo, hi = np.quantile(dev, [(1 - a) / 2, (1 + a) / 2], method="weibull")  # the intervals' rule, p (B + 1)
     return np.mean([t + lo <= estimate <= t + hi for t in draws])
 
 
@@ -66,7 +66,8 @@ def _assert_calibrated_reading(on, off):
     np.testing.assert_array_equal(on.debiased_draws, off.debiased_draws)
     assert on.lower <= off.lower and on.upper >= off.upper
     a = np.linspace(0.9, 1.0, 201)
-    lows, highs = np.quantile(on.debiased_draws, (1 - a) / 2), np.quantile(on.debiased_draws, (1 + a) / 2)
+    lows, highs = (np.quantile(on.debiased_draws, (1 - a) / 2, method="weibull"),
+                   np.quantile(on.debiased_draws, (1 + a) / 2, method="weibull"))
     assert (np.isclose(lows, on.lower, rtol=0, atol=1e-15) & np.isclose(highs, on.upper, rtol=0, atol=1e-15)).any()
     assert (off.lower, off.upper) == (lows[0], highs[0])
 
@@ -91,7 +92,7 @@ def test_top_label_interval_is_nominal_unless_calibrated(mc_case):
     # 15 bins: by default no calibration (the quantiles of its own centred draws at the nominal level).
     p, resp, draws = mc_case
     res = posterior_top_label_nc_ece(p, resp, draws, seed=3)
-    assert (res.lower, res.upper) == tuple(np.quantile(res.debiased_draws, [0.05, 0.95]))
+    assert (res.lower, res.upper) == tuple(np.quantile(res.debiased_draws, [0.05, 0.95], method="weibull"))
     # calibrate=True (the EM route's joint draws): read at a level of _calibrated_level's grid, never narrower.
     _assert_calibrated_reading(posterior_top_label_nc_ece(p, resp, draws, seed=3, calibrate=True), res)
 
@@ -113,7 +114,7 @@ def _idealised_coverage(u, *, reps, n_sim, seed, calibrate, level=0.9):
     hit = 0
     for t, d in zip(est, sims):
         a = _calibrated_level(d, t, level) if calibrate else level
-        lo, hi = np.quantile(_centred(d, t, "debiased"), [(1 - a) / 2, (1 + a) / 2])
+        lo, hi = np.quantile(_centred(d, t, "debiased"), [(1 - a) / 2, (1 + a) / 2], method="weibull")
         hit += lo <= np.abs(u).sum() <= hi
     return hit / reps
 
