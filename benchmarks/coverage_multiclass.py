@@ -418,7 +418,7 @@ def merge(paths, out, previous=None):
     """
     parts = [json.loads(Path(p).read_text()) for p in paths]
     keep = ("n_items", "n_boot", "em_tol", "bins", "level", "weights", "interval", "draws", "classwise_item_weights",
-            "bias_correction_centre")
+            "bias_correction_centre", "quantile_rule")
     # Each setting compared with the first file that states it (a file without a config, such as the first joined
     # --sweep file, states none; a merged file keeps the values its parts stated).
     config = {k: next((part["config"][k] for part in parts if part.get("config", {}).get(k) is not None), None)
@@ -593,6 +593,8 @@ def main(argv=None):
                                           "classwise_item_weights": "independent" if args.independent else "joint",
                                           # since 2026-12-02 (4th session): point_confusion = the full-data EM fit
                                           "bias_correction_centre": "full-data EM fit",
+                                          "quantile_rule": "weibull: p (B + 1) (noisycal_bayes.propagate.result."
+                                                           "draw_quantiles)",
                                           "draws": "Bayesian-bootstrap EM refits (local NumPy Dawid-Skene EM)"}}
     for k in args.classes:
         for curve in args.curves:

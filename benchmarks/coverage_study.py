@@ -58,6 +58,7 @@ from noisycal_bayes.inference.bootstrap import bootstrap_em  # noqa: E402
 from noisycal_bayes.inference.em import fit_em  # noqa: E402
 from noisycal_bayes.inference.nuts import fit_nuts  # noqa: E402
 from noisycal_bayes.propagate import posterior_nc_ece  # noqa: E402
+from noisycal_bayes.propagate.result import draw_quantiles  # noqa: E402
 from noisycal_bayes.reference.em import fit_em as reference_em  # noqa: E402
 from noisycal_bayes.reference.variants import bootstrap_nc_ece  # noqa: E402
 from noisycal_bayes.simulate import CURVES, simulate_annotations  # noqa: E402
@@ -147,7 +148,8 @@ def _records(res, truth) -> dict:
     lv = res.level
     out = {}
     for kind, draws, point in (("debiased", res.debiased_draws, res.debiased), ("posterior", res.draws, res.median)):
-        lo, hi, one = np.quantile(draws, [(1 - lv) / 2, (1 + lv) / 2, lv])
+        # The library's quantile rule for intervals read off draws (p (B + 1); since 2026-12-02, fourth session).
+        lo, hi, one = draw_quantiles(draws, [(1 - lv) / 2, (1 + lv) / 2, lv])
         out[kind] = _score(point, lo, hi, one, res.interval_to_read, truth, res.calibration_p_value)
     return out
 
@@ -429,7 +431,8 @@ def merge_em_route(args) -> None:
                 add_em_route(record, data)
             seconds += time.time() - t_set
             done = max(done, reps[-1] + 1 if reps else done)
-            meta["em_route"] = dict(EM_ROUTE, reps=done, seconds=seconds)
+            # The groups as their constructor's text: a Binning is not JSON (the earlier run stored the count, 5).
+            meta["em_route"] = dict(EM_ROUTE, groups=repr(EM_ROUTE["groups"]), reps=done, seconds=seconds)
             out.write_text(json.dumps(saved, separators=(",", ":"), default=float))
             got = [r["methods"]["em_route/debiased"] for r in records if r["setting"] == name
                    and "em_route/debiased" in r["methods"]]

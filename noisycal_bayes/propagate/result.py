@@ -32,7 +32,8 @@ class PosteriorNCECE:
         Of the posterior draws ``draws`` (they sit above the target when bins are nearly calibrated).
     lower, upper : float
         Equal-tailed ``level`` interval: quantiles ``(1 - level)/2`` and ``(1 + level)/2`` of
-        ``debiased_draws`` (``interval_method="debiased"``) or of ``draws`` (``"posterior"``).
+        ``debiased_draws`` (``interval_method="debiased"``) or of ``draws`` (``"posterior"``), with the rule
+        ``p (B + 1)`` for ``B`` draws (:func:`draw_quantiles`).
     upper_one_sided : float
         One-sided ``level`` upper bound: the ``level`` quantile of the same draws; the interval to read is
         then ``[0, upper_one_sided]``.
@@ -161,8 +162,11 @@ def _bin_table(edges, count_obs, score_sum_obs, count, score_sum, freq, level):
         frequency = freq / count
         residual = (freq - score_sum) / count
         empty = count_obs == 0
-        f_lo, f_hi = np.nanquantile(frequency, q, axis=0) if not empty.all() else (np.nan, np.nan)
-        r_lo, r_hi = np.nanquantile(residual, q, axis=0) if not empty.all() else (np.nan, np.nan)
+        # The intervals' quantile rule (draw_quantiles), NaN-aware: a bin can be empty in some bootstrap draws.
+        f_lo, f_hi = (np.nanquantile(frequency, q, axis=0, method=QUANTILE_METHOD) if not empty.all()
+                      else (np.nan, np.nan))
+        r_lo, r_hi = (np.nanquantile(residual, q, axis=0, method=QUANTILE_METHOD) if not empty.all()
+                      else (np.nan, np.nan))
         table = pd.DataFrame({
             "bin": np.arange(n_bins), "lower": edges[:-1], "upper": edges[1:], "count": count_obs.astype(np.int64),
             "mean_score": score_sum_obs / count_obs, "corrected_frequency": np.nanmean(frequency, axis=0),
