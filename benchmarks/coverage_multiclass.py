@@ -38,6 +38,12 @@ Usage::
     # --sweep: the variants table (joint draws at three levels; --independent for fresh item weights)
     # --cache DIR keeps each data set's EM draws (about 40 kB at K = 10): a rerun after a change of the interval
     # then costs the propagation only (the same numbers as without the cache: the draws are saved as computed)
+    # a confirmatory replication on data sets no choice has seen (docs/coverage.md, fifth session of 2026-12-02;
+    # about 25 min on 2 cores per block, one process per annotator count):
+    python benchmarks/coverage_multiclass.py --sweep --classes 10 3 --annotators 3 --reps 300 --reps-large 300 \\
+        --seed-offset 10000000 --cache /tmp/fresh --out /tmp/fresh_3.json   # and --annotators 5; --seed-offset 20000000
+    python benchmarks/coverage_multiclass.py --merge /tmp/fresh_3.json /tmp/fresh_5.json ... \\
+        --out benchmarks/results/coverage_multiclass_fresh_replication.json
 
 Writes ``benchmarks/results/coverage_multiclass.json`` (every data set and the summary per setting).
 """
