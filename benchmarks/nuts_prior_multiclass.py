@@ -52,8 +52,10 @@ def one(r, k, j, curve, n_items, prior, targets):
            "mean_diagonal_shift": float(np.mean(np.diagonal(draws.mean(axis=0), axis1=-2, axis2=-1))
                                         - np.mean(np.diagonal(conf, axis1=-2, axis2=-1)))}
     for name, res, truth in (("top_label", top, targets[0]), ("classwise", cw, targets[1])):
+        lo, hi = res.reported_interval  # what a user reads (one-sided near 0)
         out[name] = {"target": truth, "debiased": res.debiased, "lower": res.lower, "upper": res.upper,
-                     "covered": bool(res.lower <= truth <= res.upper)}
+                     "covered": bool(res.lower <= truth <= res.upper), "covered_reported": bool(lo <= truth <= hi),
+                     "sd_debiased_draws": float(np.std(res.debiased_draws))}
     return out
 
 
