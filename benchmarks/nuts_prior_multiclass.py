@@ -9,6 +9,8 @@ confusion matrices, the largest R-hat and the wall time. Results go to ``--out``
 
     python benchmarks/nuts_prior_multiclass.py --off-diagonal 1 --reps 6          # the default prior
     python benchmarks/nuts_prior_multiclass.py --off-diagonal 0.1111111 --reps 18 # 1 / (K - 1)
+    # the NUTS route's coverage in every cell of the study (docs/coverage.md, K-class, fifth session):
+    python benchmarks/nuts_prior_multiclass.py --off-diagonal 1 --reps 100 --classes 3 --annotators 3 --curve overconfident
 """
 import argparse
 import json
