@@ -113,12 +113,13 @@ def study(k, j, curve, n, cache):
     import coverage_multiclass as cm
     import noisycal_bayes.propagate.multiclass as pm
     targets = cm.population_target(k, curve)
-    res = {}
-    for kind, truth in (("top_label", targets[0]), ("classwise", targets[1])):
-        rows = []
-        for r in range(n):
-            seed = cm.data_seed(k, j, curve, r)
-            p, resp, g, fit_c, draws, _ = cm._data(seed, k, j, curve, 2000, 100, 1e-3, cache)
+    kinds = (("top_label", targets[0]), ("classwise", targets[1]))
+    rows = {kind: [] for kind, _ in kinds}
+    for r in range(n):
+        seed = cm.data_seed(k, j, curve, r)
+        # One data set (and, without a cache, one set of EM refits) serves both kinds.
+        p, resp, g, fit_c, draws, _ = cm._data(seed, k, j, curve, 2000, 100, 1e-3, cache)
+        for kind, truth in kinds:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 count, score, freq, point, _, meta = pm._run(
@@ -126,10 +127,11 @@ def study(k, j, curve, n, cache):
                     seed=seed, interval="debiased", bootstrap=True, n_draws=None, usable=None,
                     max_condition=pm.MAX_CONDITION, item_weights=g, point_confusion=fit_c[0])
             e = (pm._bias_corrected(count, score, freq, point, True) - score) / count.sum(axis=1, keepdims=True)
-            sd = e.std(axis=0)
-            est = debias_abs(np.abs(e.mean(axis=0)), sd).sum()
-            rows.append(readings(est, e.mean(axis=0), e - e.mean(axis=0), sd, truth))
-        res[kind] = summarise(rows)
+            centre, sd = e.mean(axis=0), e.std(axis=0)
+            est = debias_abs(np.abs(centre), sd).sum()
+            rows[kind].append(readings(est, centre, e - centre, sd, truth))
+    res = {kind: summarise(rows[kind]) for kind, _ in kinds}
+    for kind, _ in kinds:
         print(k, j, curve, kind, {a: (round(b["coverage"], 3), round(b["z_sd"], 2)) for a, b in res[kind].items()},
               flush=True)
     return {f"K={k} J={j} {curve}": res}
