@@ -20,8 +20,16 @@ Three modes, each printing and writing ``benchmarks/results/debias_variance.json
 * ``--study K J CURVE N --cache DIR``: the same readings on the first ``N`` data sets of a setting of
   ``coverage_multiclass.py`` (joint EM-refit draws, bias correction centred on the fit, class-wise mean and
   top-label), with cached EM draws reused.
+* ``--smooth`` (alone: per-bin table and idealised model, about 3 minutes; with ``--study``: on the study's data
+  sets): would a per-bin debiasing with a *finite* slope make the interval nominal? ``SMOOTH_ESTIMATORS``: the
+  shipped moment-matched inverse and the one- and two-step bootstrap bias corrections of ``|x|``
+  (``max(0, 2 t - E|t + Z|)`` and its iterate; slopes 1-3 at most). Each is read as the library reads its own:
+  draws in its clamped world, centred, at the nominal and at the calibrated level
+  (``propagate.multiclass._calibrated_level``), and at the nominal level with the empirical-Bayes width (and bias)
+  of ``smooth_readings``.
 
-Measured (2026-12-02, fifth session): see ``benchmarks/results/debias_variance.json`` and docs/coverage.md.
+Measured (2026-12-02, fifth session; ``--smooth``: sixth session): see ``benchmarks/results/debias_variance.json``
+and docs/coverage.md.
 """
 from __future__ import annotations
 
@@ -38,6 +46,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from calibration_worlds import GRID, npmle_posterior  # noqa: E402
+from scipy.stats import norm  # noqa: E402
+
+from noisycal_bayes.propagate.multiclass import _calibrated_level  # noqa: E402
 from noisycal_bayes.propagate.result import debias_abs, draw_quantiles  # noqa: E402
 
 LEVEL = 0.9
@@ -80,6 +91,105 @@ def _flag(est, dev, truth):
     return {"covered": bool(est + lo <= truth <= est + hi), "sd": float(dev.std()), "err": float(est - truth)}
 
 
+def fold_mean(t):
+    """``E|t + Z|`` for ``Z ~ N(0, 1)``: the folded-normal mean."""
+    t = np.asarray(t, dtype=float)
+    return 2.0 * norm.pdf(t) + t * (2.0 * norm.cdf(t) - 1.0)
+
+
+def one_step(t):
+    """One bootstrap bias-correction step of ``|x|`` (sd 1): ``|x| - (E|t + Z| - t)`` at ``t = |x|``, floored at 0."""
+    return np.maximum(0.0, 2.0 * t - fold_mean(t))
+
+
+def two_step(t):
+    """The bias correction iterated once more, evaluated at the one-step estimate."""
+    g1 = one_step(t)
+    return np.maximum(0.0, t - (fold_mean(g1) - g1))
+
+
+# Per-bin debiasing of |x| / sd (sd 1): the shipped inverse (infinite slope at its threshold) and two smooth ones.
+SMOOTH_ESTIMATORS = {"moment_matched": lambda t: debias_abs(t, 1.0), "one_step": one_step, "two_step": two_step}
+
+
+def smooth_table():
+    """Per-bin bias ``E g(|mu + Z|) - mu`` and variance of each estimator on a grid of ``mu`` (quadrature)."""
+    mu = np.array([0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 6], dtype=float)
+    out = {"mu": mu.tolist()}
+    for name, g in SMOOTH_ESTIMATORS.items():
+        v = g(np.abs(mu[:, None] + _Z[None]))
+        mean = (v * _W).sum(axis=1)
+        var = (v ** 2 * _W).sum(axis=1) - mean ** 2
+        out[name] = {"bias": (mean - mu).round(4).tolist(), "v": var.round(4).tolist()}
+        print(name, "bias", out[name]["bias"], "v", out[name]["v"], flush=True)
+    return out
+
+
+def _grid_moments(g):
+    """Variance and bias of ``g(|theta + Z|)`` on the NPMLE grid ``GRID`` of ``theta = |mu| / sd``."""
+    v = g(np.abs(GRID[:, None] + _Z[None]))
+    mean = (v * _W).sum(axis=1)
+    return (v ** 2 * _W).sum(axis=1) - mean ** 2, mean - GRID
+
+
+GRID_MOMENTS = {name: _grid_moments(g) for name, g in SMOOTH_ESTIMATORS.items()}
+
+
+def smooth_readings(centre, dev_noise, sd, truth):
+    """Cover flags of each estimator's centred interval (its own clamped world): at the nominal level, at the
+    calibrated level (``propagate.multiclass._calibrated_level``), and at the nominal level with the draws' spread
+    rescaled to the empirical-Bayes variance ``sum_b sd_b^2 E[v(theta_b) | x_b]`` (NPMLE prior over the bins), alone
+    (``eb_width``) and with the estimate shifted by the empirical-Bayes bias ``sum_b sd_b E[bias(theta_b) | x_b]``
+    (``eb_width_bias``)."""
+    ok = sd > 0
+    x, c, s = centre[ok], dev_noise[:, ok], sd[ok]
+    post = npmle_posterior(np.abs(x) / s)
+    out = {}
+    for name, g in SMOOTH_ESTIMATORS.items():
+        m = g(np.abs(x) / s) * s
+        est = m.sum()
+        t = (g(np.abs(np.sign(x) * m + c) / s) * s).sum(axis=1)
+        centred = np.maximum(t - (t.mean() - est), 0.0)  # as propagate.multiclass._centred
+        for reading, a in (("nominal", LEVEL), ("calibrated", _calibrated_level(t, est, LEVEL))):
+            lo, hi = draw_quantiles(centred, [(1 - a) / 2, (1 + a) / 2])
+            out[f"{name}_{reading}"] = {"covered": bool(lo <= truth <= hi), "sd": float(centred.std()),
+                                        "err": float(est - truth)}
+        var_eb, bias_eb = GRID_MOMENTS[name]
+        dev = (t - t.mean()) * np.sqrt((s ** 2 * (post @ var_eb)).sum() / max(t.var(), 1e-300))
+        lo, hi = draw_quantiles(dev, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+        for reading, shift in (("eb_width", 0.0), ("eb_width_bias", (s * (post @ bias_eb)).sum())):
+            out[f"{name}_{reading}"] = {"covered": bool(est - shift + lo <= truth <= est - shift + hi),
+                                        "sd": float(dev.std()), "err": float(est - shift - truth)}
+    return out
+
+
+def _configs():
+    """Fixed true ``mu_b`` configurations of 150 bins (sd 1)."""
+    rng = np.random.default_rng(1)
+    configs = {}
+    for lo, hi in ((0.0, 3.0), (1.0, 3.0), (0.5, 2.0), (2.0, 4.0), (4.0, 6.0)):
+        configs[f"|mu|/sd uniform on [{lo:g}, {hi:g}]"] = rng.uniform(lo, hi, 150) * rng.choice([-1, 1], 150)
+    u = rng.uniform(0.0, 3.0, 150) * rng.choice([-1, 1], 150)
+    u[:38] = 0.0
+    configs["a quarter of the bins at 0, the rest uniform on [0, 3]"] = u
+    return configs
+
+
+def smooth_idealised(reps, seed=0):
+    out = {}
+    for label, u in _configs().items():
+        gen = np.random.default_rng(seed)
+        rows = []
+        for _ in range(reps):
+            x = u + gen.standard_normal(u.size)
+            draws = x + gen.standard_normal((100, u.size))
+            centre = draws.mean(axis=0)
+            rows.append(smooth_readings(centre, draws - centre, draws.std(axis=0), np.abs(u).sum()))
+        out[label] = summarise(rows)
+        print(label, {k: (round(v["coverage"], 3), round(v["z_mean"], 2)) for k, v in out[label].items()}, flush=True)
+    return out
+
+
 def summarise(rows):
     out = {}
     for name in rows[0]:
@@ -109,7 +219,7 @@ def idealised(reps, seed=0):
     return configs
 
 
-def study(k, j, curve, n, cache):
+def study(k, j, curve, n, cache, smooth=False):
     import coverage_multiclass as cm
     import noisycal_bayes.propagate.multiclass as pm
     targets = cm.population_target(k, curve)
@@ -129,12 +239,13 @@ def study(k, j, curve, n, cache):
             e = (pm._bias_corrected(count, score, freq, point, True) - score) / count.sum(axis=1, keepdims=True)
             centre, sd = e.mean(axis=0), e.std(axis=0)
             est = debias_abs(np.abs(centre), sd).sum()
-            rows[kind].append(readings(est, centre, e - centre, sd, truth))
+            rows[kind].append(smooth_readings(centre, e - centre, sd, truth) if smooth
+                              else readings(est, centre, e - centre, sd, truth))
     res = {kind: summarise(rows[kind]) for kind, _ in kinds}
     for kind, _ in kinds:
         print(k, j, curve, kind, {a: (round(b["coverage"], 3), round(b["z_sd"], 2)) for a, b in res[kind].items()},
               flush=True)
-    return {f"K={k} J={j} {curve}": res}
+    return {f"K={k} J={j} {curve}" + (f", first {n} data sets" if smooth else ""): res}
 
 
 def main(argv=None):
@@ -142,6 +253,7 @@ def main(argv=None):
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--idealised", action="store_true")
     ap.add_argument("--study", nargs=4, metavar=("K", "J", "CURVE", "N"))
+    ap.add_argument("--smooth", action="store_true")
     ap.add_argument("--cache", help="with --study: the EM-draws cache of coverage_multiclass.py")
     ap.add_argument("--reps", type=int, default=400)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "debias_variance.json"))
@@ -155,8 +267,11 @@ def main(argv=None):
         print(results["table"])
     if args.study:
         k, j, curve, n = int(args.study[0]), int(args.study[1]), args.study[2], int(args.study[3])
-        results.setdefault("study", {}).update(study(k, j, curve, n, args.cache))
-    if args.idealised or not (args.table or args.study):
+        key = "smooth_study" if args.smooth else "study"
+        results.setdefault(key, {}).update(study(k, j, curve, n, args.cache, smooth=args.smooth))
+    elif args.smooth:
+        results["smooth"] = {"table": smooth_table(), "reps": args.reps, "idealised": smooth_idealised(args.reps)}
+    if args.idealised or not (args.table or args.study or args.smooth):
         results["idealised"] = {"reps": args.reps, "configs": idealised(args.reps)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))

@@ -55,7 +55,9 @@ calibrated level with the bias correction centred on the EM fit and the ``p (B +
 (``draw_quantiles``): the class-wise mean covers 0.90-0.95, the top-label 0.88-0.93 (z sd 0.98-1.06); on 600
 fresh data sets per cell, not used for any choice, 0.90-0.94 and 0.87-0.91 (z sd 1.01-1.08); earlier,
 centred on the refits' mean, 0.91-0.97 for the top-label with fresh weights (z sd down to 0.78: too wide where the
-two errors cancel most). The per-class intervals (15 bins each) keep independent weights, in a second pass with
+two errors cancel most). A per-bin debiasing with a finite slope and empirical-Bayes widths were measured as
+alternatives and not adopted (docs/coverage.md, sixth session of 2026-12-02): the class-wise mean stays
+conservative at K = 10. The per-class intervals (15 bins each) keep independent weights, in a second pass with
 fresh weights: their joint draws were too narrow (pooled 0.85-0.90). NUTS draws have no item weights and keep
 the independent bootstrap.
 
