@@ -46,6 +46,9 @@ def test_k_class_files_give_the_documented_json(run, capsys):
     assert nc["level"] == 0.8 and nc["method"] == "em" and nc["lower"] <= nc["upper"]
     cw = payload["classwise_nc_ece"]
     assert [r["class"] for r in cw["per_class"]] == NAMES
+    assert cw["interval_to_read"] in ("two_sided", "upper_one_sided") and cw["lower"] <= cw["upper"]
+    if cw["interval_to_read"] == "two_sided":  # the interval is centred on the debiased estimate it reports
+        assert cw["lower"] <= cw["debiased"] <= cw["upper"]
     # The class-wise value is the mean over classes of its per-class entries.
     assert cw["value"] == pytest.approx(np.mean([r["value"] for r in cw["per_class"]]), abs=1e-12)
     conf = payload["confusion"]

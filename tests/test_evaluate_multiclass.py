@@ -1,5 +1,7 @@
 """evaluate_multiclass / evaluate(MulticlassAnnotationSet): K = 2 equals the binary reference, relabelling the
 classes permutes the results and changes nothing else, independent routes agree, bad input is refused."""
+import json
+
 import numpy as np
 import pytest
 
@@ -249,6 +251,17 @@ def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
     assert centred_on_mean.debiased != pytest.approx(top.debiased, abs=1e-6)  # a negative control: the fit is used
     assert ev.nc_ece.debiased == pytest.approx(top.debiased, abs=1e-9)
     assert (ev.classwise_nc_ece.lower, ev.classwise_nc_ece.upper) == pytest.approx(cw.reported_interval, abs=1e-9)
+    # The method line says at which level of the draws' quantiles the interval to read was read, when calibrated.
+    for summary, res in ((ev.nc_ece, top), (ev.classwise_nc_ece, cw)):
+        widened = res.interval_to_read == "two_sided" and res.two_sided_level > res.level
+        assert (f"{100 * res.two_sided_level:.1f}% quantiles (calibrated level)" in summary.interval_method) == widened
+    assert ev.classwise_nc_ece.debiased == pytest.approx(cw.debiased, abs=1e-9)  # the interval's centre
+    assert ev.classwise_nc_ece.interval_to_read == cw.interval_to_read
+    payload = json.loads(ev.to_json())["classwise_nc_ece"]
+    assert (payload["interval_method"], payload["interval_to_read"]) == (ev.classwise_nc_ece.interval_method,
+                                                                         cw.interval_to_read)
+    assert payload["debiased"] == pytest.approx(cw.debiased, abs=1e-9)
+    assert f"debiased estimate {cw.debiased:.3f}" in ev.summary()
     # The joint draws differ from fresh item weights (a negative control: the multiplicities were used).
     fresh = posterior_classwise_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed)
     assert fresh.reported_interval != pytest.approx(cw.reported_interval, abs=1e-6)

@@ -91,8 +91,13 @@ class ClasswiseSummary:
     level : float
     target : str
     interval_method : str
+        How the interval was made (with the calibrated level of the draws' quantiles when it widened it).
     per_class : DataFrame
         ``class, value, lower, upper`` (one row per class, in class index order; bounds NaN without interval).
+    debiased : float or None
+        The debiased estimate of the mean over classes, the centre of its interval; None without one.
+    interval_to_read : {"two_sided", "upper_one_sided"} or None
+        Which interval ``lower, upper`` is (``upper_one_sided``: ``[0, upper_bound]``); None without one.
     """
 
     value: float
@@ -103,6 +108,8 @@ class ClasswiseSummary:
     target: str
     interval_method: str
     per_class: pd.DataFrame = field(repr=False)
+    debiased: float | None = None
+    interval_to_read: str | None = None
 
     @property
     def interval(self) -> tuple:
@@ -407,7 +414,7 @@ def _top_summary(res, s: _Settings):
     iv = res["top_iv"]
     if iv is None:
         return NCECESummary(value, None, None, None, None, s.level, "none: no interval", "none"), []
-    how = f"{iv.interval_method} equal-tailed interval; varying: {res.get('varying_top', iv.uncertainty)}"
+    how = _interval_how(iv, res.get("varying_top", iv.uncertainty))
     summary, notes = _nc_ece_summary(value, iv, s, None, how)
     return summary, notes
 
@@ -424,8 +431,16 @@ def _classwise_summary(res, s: _Settings, classes) -> ClasswiseSummary:
     per["upper"] = np.where(one, t["upper_one_sided"].to_numpy(), t["upper"].to_numpy())
     lo, hi = iv.reported_interval
     return ClasswiseSummary(float(cw.value), float(lo), float(hi), float(iv.upper_one_sided), s.level, iv.target,
-                            f"{iv.interval_method} equal-tailed interval; varying: {res.get('varying_cw', iv.uncertainty)}",
-                            per)
+                            _interval_how(iv, res.get("varying_cw", iv.uncertainty)), per,
+                            debiased=float(iv.debiased), interval_to_read=iv.interval_to_read)
+
+
+def _interval_how(iv, varying: str) -> str:
+    """The interval's method line: how it was read (with the calibrated level when that widened the interval to
+    read) and what varied across draws."""
+    from ..propagate.result import _read_at
+
+    return f"{iv.interval_method} equal-tailed interval{_read_at(iv)}; varying: {varying}"
 
 
 def _reliability(res) -> pd.DataFrame:

@@ -124,7 +124,9 @@ class PosteriorClasswiseNCECE:
     ``upper_one_sided``, ``interval_to_read``, ``calibration_p_value`` from the draws of the mean, which keep
     the correlation across classes). ``per_class`` holds one ``PosteriorNCECE`` per class (its ``table`` the
     class's bins), ``per_class_table`` their scalars in one frame (``class, value, debiased, lower, upper,
-    upper_one_sided, interval_to_read``), ``edges`` one array per class.
+    upper_one_sided, interval_to_read``), ``edges`` one array per class. ``two_sided_level``: the level of the
+    draws' quantiles that give the mean's ``lower, upper`` (the calibrated level by default; ``level`` with
+    ``calibrate=False``).
     """
 
     value: float
@@ -137,6 +139,7 @@ class PosteriorClasswiseNCECE:
     interval_to_read: str
     calibration_p_value: float
     level: float
+    two_sided_level: float
     draws: np.ndarray = field(repr=False)
     debiased_draws: np.ndarray = field(repr=False)
     interval_method: str
@@ -528,7 +531,8 @@ def _result(count, score, freq, point, edges, meta, interval, bootstrap, seed, l
         value=float(np.abs(f0 - s0).sum() / c0.sum()), debiased=estimate, mean=float(ece.mean()),
         median=float(np.median(ece)), lower=float(lo), upper=float(hi), upper_one_sided=float(one),
         interval_to_read="two_sided" if p_value <= 1 - level else "upper_one_sided", calibration_p_value=p_value,
-        level=level, draws=ece, debiased_draws=debiased, interval_method=interval, target=meta["target"],
+        level=level, two_sided_level=float(two), draws=ece, debiased_draws=debiased, interval_method=interval,
+        target=meta["target"],
         method="plugin", uncertainty=meta["uncertainty"], table=table, edges=edges, weights_rule=meta["label"],
         fit_method=meta["fit_method"], model=None, bootstrap=bool(bootstrap), n_items=meta["n_items"], seed=seed)
 
@@ -707,7 +711,8 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
         value=float(np.abs(f0 - s0).sum() / c0.sum()), debiased=estimate, mean=float(ece.mean()),
         median=float(np.median(ece)), lower=float(lo), upper=float(hi), upper_one_sided=float(one),
         interval_to_read="two_sided" if p_value <= 1 - level else "upper_one_sided", calibration_p_value=p_value,
-        level=level, draws=ece, debiased_draws=debiased, interval_method=interval, target=meta["target"],
+        level=level, two_sided_level=float(two), draws=ece, debiased_draws=debiased, interval_method=interval,
+        target=meta["target"],
         method="plugin", uncertainty=meta["uncertainty"], per_class=per, per_class_table=table, edges=meta["edges"],
         weights_rule=meta["label"], fit_method=meta["fit_method"], model=None, bootstrap=bool(bootstrap),
         n_items=meta["n_items"], seed=seed)

@@ -31,9 +31,10 @@ class PosteriorNCECE:
     mean, median : float
         Of the posterior draws ``draws`` (they sit above the target when bins are nearly calibrated).
     lower, upper : float
-        Equal-tailed ``level`` interval: quantiles ``(1 - level)/2`` and ``(1 + level)/2`` of
-        ``debiased_draws`` (``interval_method="debiased"``) or of ``draws`` (``"posterior"``), with the rule
-        ``p (B + 1)`` for ``B`` draws (:func:`draw_quantiles`).
+        Equal-tailed interval: quantiles ``(1 - a)/2`` and ``(1 + a)/2`` of ``debiased_draws``
+        (``interval_method="debiased"``) or of ``draws`` (``"posterior"``), with the rule ``p (B + 1)`` for ``B``
+        draws (:func:`draw_quantiles`), at ``a = two_sided_level``: ``level``, or the calibrated level of the
+        K-class routes.
     upper_one_sided : float
         One-sided ``level`` upper bound: the ``level`` quantile of the same draws; the interval to read is
         then ``[0, upper_one_sided]``.
@@ -47,6 +48,11 @@ class PosteriorNCECE:
         gives for a perfectly calibrated model with this much noise) reaches the point value
         ``sum_k |mean_s e_sk|`` (``e_sk`` the signed residual mass of bin ``k`` in draw ``s``).
     level : float
+    two_sided_level : float
+        The nominal level of the draws' quantiles that give ``lower, upper``: ``level``, or (K-class routes with
+        ``calibrate=True``: the EM route's top-label and class-wise mean) the *calibrated* level, at least
+        ``level``, at which the interval's own simulated replicates cover with frequency ``level``
+        (:mod:`noisycal_bayes.propagate.multiclass`). How much the calibration widened the interval.
     draws : ndarray of shape (n_draws,)
         Posterior draws of the calibration error (``sum_k |e_sk|``).
     debiased_draws : ndarray of shape (n_draws,)
@@ -87,6 +93,7 @@ class PosteriorNCECE:
     interval_to_read: str
     calibration_p_value: float
     level: float
+    two_sided_level: float
     draws: np.ndarray = field(repr=False)
     debiased_draws: np.ndarray = field(repr=False)
     interval_method: str
@@ -127,7 +134,7 @@ class PosteriorNCECE:
         lo, hi = self.reported_interval
         kind = "two-sided" if self.interval_to_read == "two_sided" else "one-sided upper bound"
         return (f"NC-ECE {self.value:.4f} (paper, at the point channel); {self.method} debiased "
-                f"{self.debiased:.4f} ({100 * self.level:.0f}% {kind}: [{lo:.4f}, {hi:.4f}]); "
+                f"{self.debiased:.4f} ({100 * self.level:.0f}% {kind}{_read_at(self)}: [{lo:.4f}, {hi:.4f}]); "
                 f"target: {self.target.split(':')[0]}")
 
     def __float__(self) -> float:
@@ -135,6 +142,14 @@ class PosteriorNCECE:
         warnings.warn("float(PosteriorNCECE) is deprecated (it returns the debiased estimate); read `.value` (the "
                       "paper's NC-ECE) or `.debiased` instead.", DeprecationWarning, stacklevel=2)
         return self.debiased
+
+
+def _read_at(res) -> str:
+    """``", read at the draws' 95.5% quantiles"`` when the two-sided interval to read was read at a calibrated
+    level above ``level``; empty otherwise."""
+    if res.interval_to_read != "two_sided" or res.two_sided_level <= res.level:
+        return ""
+    return f", read at the draws' {100 * res.two_sided_level:.1f}% quantiles (calibrated level)"
 
 
 # Intervals read off B draws use the quantile rule p (B + 1) (Hyndman & Fan type 6, numpy's "weibull"): the

@@ -63,6 +63,17 @@ def _headline(ev):
     return f"Top-label NC-ECE = {_num(nc.value)}", rest
 
 
+def _classwise_line(ev) -> str:
+    """``"Class-wise NC-ECE (mean over classes) = 0.053 (...); debiased estimate 0.051; 90% interval [...] (...)."``"""
+    cw = ev.classwise_nc_ece
+    text = f"Class-wise NC-ECE (mean over classes) = {_num(cw.value)} (at {_point_name(ev)})"
+    if cw.debiased is not None:
+        text += f"; debiased estimate {_num(cw.debiased)}"
+    if cw.lower is not None:
+        text += f"; {_interval_note(cw)} ({cw.interval_method})"
+    return text + "."
+
+
 def _calibration_rows(ev):
     """One row per metric: the two NC-ECEs with intervals, then the naive ECEs."""
     nc, cw = ev.nc_ece, ev.classwise_nc_ece
@@ -140,7 +151,7 @@ def format_multiclass_summary(ev, *, title: str | None = None) -> str:
     out += ["", f"{lead} {rest}."]
     out += ["", "Calibration error (lower is better; naive metrics treat noisy labels as truth)",
             _text_table(*_calibration_rows(ev))]
-    out += ["", f"Class-wise NC-ECE per class (mean {_num(ev.classwise_nc_ece.value)})",
+    out += ["", _classwise_line(ev), "", f"Class-wise NC-ECE per class (mean {_num(ev.classwise_nc_ece.value)})",
             _text_table(*_per_class_rows(ev))]
     out += ["", f"Confusion matrices: P(label = k | clean class = k) per annotator ({ev.method_detail})",
             _text_table(*_diagonal_rows(ev))]
@@ -163,7 +174,7 @@ def summary_markdown_multiclass(ev, *, figures=(), title: str = "Calibration rep
     out += ["## Calibration error", "", _md_table(*_calibration_rows(ev)), "",
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the annotators' "
             "confusion matrices.", ""]
-    out += ["## Class-wise NC-ECE", "", _md_table(*_per_class_rows(ev)), ""]
+    out += ["## Class-wise NC-ECE", "", _classwise_line(ev), "", _md_table(*_per_class_rows(ev)), ""]
     out += ["## Confusion matrices", "", ev.method_detail + ".", "", _md_table(*_diagonal_rows(ev)), "",
             _diagnostic_text(ev), ""]
     check_lines = _check_lines(ev)
@@ -182,7 +193,7 @@ def multiclass_html(ev) -> str:
     lead, rest = _headline(ev)
     out = [f"<div><p><b>Calibration evaluation, K classes</b> ({esc(ev.method_detail)}): {esc(_data_text(ev))}</p>",
            f"<p><b>{esc(lead)}</b> {esc(rest)}.</p>", _html_table(*_calibration_rows(ev)),
-           _html_table(*_per_class_rows(ev)), _html_table(*_diagonal_rows(ev))]
+           f"<p>{esc(_classwise_line(ev))}</p>", _html_table(*_per_class_rows(ev)), _html_table(*_diagonal_rows(ev))]
     if ev.warnings:
         out.append("<p><b>Warnings</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in ev.warnings) + "</ul>")
     return "\n".join(out) + "</div>"
@@ -194,7 +205,7 @@ def multiclass_to_dict(ev) -> dict:
     Keys: ``schema_version``; ``kind`` ``"multiclass"``; ``n_items``, ``n_annotators``, ``n_classes``, ``classes``;
     ``nc_ece`` (top-label) {value, lower, upper, upper_bound, level, target, method, interval_method,
     interval_to_read, debiased}; ``classwise_nc_ece`` {value, lower, upper, upper_bound, level, target,
-    interval_method, per_class: [{class, value, lower, upper}]}; ``confusion`` (one object per annotator:
+    interval_method, interval_to_read, debiased, per_class: [{class, value, lower, upper}]}; ``confusion`` (one object per annotator:
     annotator, usable, matrix (K x K, rows = clean class), lower, upper (K x K or null)); ``prevalence`` (per
     score group, K each); ``naive`` {top_label: {target -> ECE}, classwise: {target -> ECE}} for
     ``majority_vote``, ``annotator <id>``, ``vote_distribution`` (and ``clean labels (oracle)``);
@@ -222,6 +233,7 @@ def multiclass_to_dict(ev) -> dict:
                    "interval_to_read": nc.interval_to_read, "debiased": nc.debiased},
         "classwise_nc_ece": {"value": cw.value, "lower": cw.lower, "upper": cw.upper, "upper_bound": cw.upper_bound,
                              "level": cw.level, "target": cw.target, "interval_method": cw.interval_method,
+                             "interval_to_read": cw.interval_to_read, "debiased": cw.debiased,
                              "per_class": per_class},
         "confusion": confusion,
         "prevalence": ev.prevalence,

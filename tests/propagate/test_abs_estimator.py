@@ -70,6 +70,15 @@ def _assert_calibrated_reading(on, off):
                    np.quantile(on.debiased_draws, (1 + a) / 2, method="weibull"))
     assert (np.isclose(lows, on.lower, rtol=0, atol=1e-15) & np.isclose(highs, on.upper, rtol=0, atol=1e-15)).any()
     assert (off.lower, off.upper) == (lows[0], highs[0])
+    # The level it was read at is reported: the grid level whose quantiles give the interval; nominal without.
+    assert off.two_sided_level == 0.9 and on.two_sided_level in a
+    a_on = on.two_sided_level
+    assert (on.lower, on.upper) == tuple(np.quantile(on.debiased_draws, [(1 - a_on) / 2, (1 + a_on) / 2],
+                                                     method="weibull"))
+    if hasattr(on, "summary"):  # top-label (PosteriorNCECE): the one-line summary says so when it widened
+        widened = on.interval_to_read == "two_sided" and a_on > 0.9
+        assert ("% quantiles (calibrated level)" in on.summary()) == widened
+        assert "calibrated level" not in off.summary()
 
 
 def test_calibrate_widens_the_classwise_mean_interval_only(mc_case):

@@ -96,6 +96,7 @@ def test_k2_classwise_class1_equals_binary_posterior_nc_ece(binary_case, weights
     np.testing.assert_allclose(m.per_class[1].draws, b.draws, rtol=0, atol=1e-10)
     assert m.per_class[1].value == pytest.approx(b.value, abs=1e-10)
     assert m.per_class[1].debiased == pytest.approx(b.debiased, abs=1e-10)
+    assert b.two_sided_level == b.level == m.two_sided_level == 0.9  # the binary route is never calibrated
     # The K-class interval centres the binary debiased draws on the debiased estimate (propagate.multiclass
     # ._centred): the binary draws shifted by (their mean - the estimate), clipped at 0.
     centred = np.maximum(b.debiased_draws - (b.debiased_draws.mean() - b.debiased), 0.0)
