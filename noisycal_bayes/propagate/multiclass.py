@@ -532,8 +532,8 @@ def _result(count, score, freq, point, edges, meta, interval, bootstrap, seed, l
         median=float(np.median(ece)), lower=float(lo), upper=float(hi), upper_one_sided=float(one),
         interval_to_read="two_sided" if p_value <= 1 - level else "upper_one_sided", calibration_p_value=p_value,
         level=level, two_sided_level=float(two), draws=ece, debiased_draws=debiased, interval_method=interval,
-        target=meta["target"],
-        method="plugin", uncertainty=meta["uncertainty"], table=table, edges=edges, weights_rule=meta["label"],
+        target=meta["target"], method="plugin", uncertainty=meta["uncertainty"], table=table, edges=edges,
+        weights_rule=meta["label"],
         fit_method=meta["fit_method"], model=None, bootstrap=bool(bootstrap), n_items=meta["n_items"], seed=seed)
 
 
@@ -712,8 +712,8 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
         median=float(np.median(ece)), lower=float(lo), upper=float(hi), upper_one_sided=float(one),
         interval_to_read="two_sided" if p_value <= 1 - level else "upper_one_sided", calibration_p_value=p_value,
         level=level, two_sided_level=float(two), draws=ece, debiased_draws=debiased, interval_method=interval,
-        target=meta["target"],
-        method="plugin", uncertainty=meta["uncertainty"], per_class=per, per_class_table=table, edges=meta["edges"],
+        target=meta["target"], method="plugin", uncertainty=meta["uncertainty"], per_class=per, per_class_table=table,
+        edges=meta["edges"],
         weights_rule=meta["label"], fit_method=meta["fit_method"], model=None, bootstrap=bool(bootstrap),
         n_items=meta["n_items"], seed=seed)
 

@@ -145,8 +145,8 @@ class PosteriorNCECE:
 
 
 def _read_at(res) -> str:
-    """``", read at the draws' 95.5% quantiles"`` when the two-sided interval to read was read at a calibrated
-    level above ``level``; empty otherwise."""
+    """``", read at the draws' 95.5% quantiles (calibrated level)"`` when the two-sided interval to read was read
+    at a calibrated level above ``level``; empty otherwise (one text for ``summary()`` and ``interval_method``)."""
     if res.interval_to_read != "two_sided" or res.two_sided_level <= res.level:
         return ""
     return f", read at the draws' {100 * res.two_sided_level:.1f}% quantiles (calibrated level)"
