@@ -1,0 +1,208 @@
+"""The project's real data sets as command-line input: every set of the shared data folder, ready for ``evaluate``.
+
+The shared data folder (``shared/data`` beside a checkout; its README gives each set's source and licence)
+holds CIFAR-10N (binary vehicle vs. animal and 10 classes; Wei et al., ICLR 2022, CC BY-NC 4.0; scores from
+cgnorthcutt/confidentlearning-reproduce, MIT), three gold-labelled binary crowds (``crowd_gold/``: bluebirds,
+Welinder et al., NIPS 2010; rte and temp, Snow et al., EMNLP 2008) and five public sparse crowds with gold,
+two to ten classes (``crowds/``: zencrowd_us, sp, cf, ms from orchidproject/active-crowd-toolkit, Apache-2.0;
+adult from ipeirotis/Get-Another-Label, Apache-2.0).
+
+:func:`shared_data_dir` is the one place that finds the folder: the environment variable
+``NOISYCAL_SHARED_DATA`` if set, else ``../shared/data`` relative to the checkout this package was imported
+from. :func:`write_real_set` writes one set (optionally its first ``n_items`` items) as the files a user
+hands to ``noisycal-bayes evaluate`` and returns the command's arguments.
+
+Crowds come without classifier scores. For them the scores are **synthetic, drawn from gold**: with ``y`` the
+item's gold class (its majority vote where the set has no gold for it, ties to the smallest class), the logits
+of class ``k`` are ``l_k = SEPARATION * 1[k = y] + eps_k`` with ``eps_k ~ N(0, 1)`` independent, and the
+probabilities are ``softmax(l)``; binary sets use ``score = p_1``. The draw is seeded by the set's name, so
+the files are the same on every machine. Such a classifier is over-confident at some scores and
+under-confident at others; its reference-label ECE against gold is known (``reference_ece`` in the spec the
+writer returns), which the matrix reports beside the interval.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: Environment variable naming the shared data folder (the folder holding ``cifar10n_vehicle.csv``).
+SHARED_DATA_ENV = "NOISYCAL_SHARED_DATA"
+#: Logit advantage of the gold class in the synthetic scores of the crowds (module docstring).
+SEPARATION = 2.0
+
+__all__ = ["REAL_SETS", "SEPARATION", "SHARED_DATA_ENV", "RealSet", "shared_data_dir", "write_real_set"]
+
+
+@dataclass(frozen=True)
+class RealSet:
+    """One real data set: its file (relative to the shared folder), layout and number of classes."""
+
+    name: str
+    path: str
+    layout: str  # "cifar_binary", "cifar_classes", or "crowd" (long item, annotator/worker, label, gold)
+    n_classes: int
+    annotator_col: str = "annotator"
+
+
+#: Every set of the shared data folder, in the order the matrix runs them.
+REAL_SETS = {s.name: s for s in (
+    RealSet("cifar10n_vehicle", "cifar10n_vehicle.csv", "cifar_binary", 2),
+    RealSet("cifar10n_10class", "cifar10n_10class.csv", "cifar_classes", 10),
+    RealSet("bluebirds", "crowd_gold/bluebirds.csv", "crowd", 2, "worker"),
+    RealSet("rte", "crowd_gold/rte.csv", "crowd", 2, "worker"),
+    RealSet("temp", "crowd_gold/temp.csv", "crowd", 2, "worker"),
+    RealSet("zencrowd_us", "crowds/zencrowd_us.csv", "crowd", 2),
+    RealSet("sp", "crowds/sp.csv", "crowd", 2),
+    RealSet("cf", "crowds/cf.csv", "crowd", 5),
+    RealSet("ms", "crowds/ms.csv", "crowd", 10),
+    RealSet("adult", "crowds/adult.csv", "crowd", 4),
+)}
+
+
+def shared_data_dir() -> Path | None:
+    """The shared data folder, or None when it cannot be found.
+
+    ``$NOISYCAL_SHARED_DATA`` when set (it must then be an existing folder), else ``../shared/data`` relative
+    to the checkout holding this package (an editable install of a clone with ``shared/`` beside it).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``NOISYCAL_SHARED_DATA`` is set but names no folder.
+    """
+    env = os.environ.get(SHARED_DATA_ENV)
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"the environment variable {SHARED_DATA_ENV} names {env!r}, which is not a "
+                                    "folder; point it at the shared data folder (the one holding "
+                                    "cifar10n_vehicle.csv) or unset it.")
+        return path
+    path = Path(__file__).resolve().parents[3] / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+def _synthetic_probs(classes: np.ndarray, n_classes: int, seed_name: str) -> np.ndarray:
+    """Synthetic class probabilities of the module docstring, (n, K), from classes (n,)."""
+    rng = np.random.default_rng(zlib.crc32(seed_name.encode()))
+    logits = rng.standard_normal((classes.size, n_classes))
+    logits[np.arange(classes.size), classes] += SEPARATION
+    logits -= logits.max(axis=1, keepdims=True)  # stable softmax
+    p = np.exp(logits)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def _crowd_classes(frame: pd.DataFrame, n_classes: int) -> pd.Series:
+    """Per item: the gold class, or the majority vote (ties to the smallest class) where gold is -1."""
+    gold = frame.groupby("item")["gold"].first()
+    counts = pd.crosstab(frame["item"], frame["label"]).reindex(columns=range(n_classes), fill_value=0)
+    vote = pd.Series(np.argmax(counts.to_numpy(), axis=1), index=counts.index)
+    return gold.where(gold >= 0, vote.reindex(gold.index)).astype(np.int64)
+
+
+def _top_label_ece(probs: np.ndarray, y: np.ndarray, n_bins: int) -> float:
+    conf, pred = probs.max(axis=1), probs.argmax(axis=1)
+    idx = np.minimum((conf * n_bins).astype(int), n_bins - 1)
+    resid = np.bincount(idx, weights=(pred == y) - conf, minlength=n_bins)
+    return float(np.abs(resid).sum() / y.size)
+
+
+def _binary_ece(score: np.ndarray, y: np.ndarray, n_bins: int) -> float:
+    idx = np.minimum((score * n_bins).astype(int), n_bins - 1)
+    return float(np.abs(np.bincount(idx, weights=y - score, minlength=n_bins)).sum() / y.size)
+
+
+def write_real_set(name: str, out_dir, *, n_items: int | None = None, root=None) -> dict:
+    """Write one real set as ``noisycal-bayes evaluate`` input; return its arguments and reference figures.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`REAL_SETS`.
+    out_dir : path-like
+        Folder for the written files (created).
+    n_items : int, optional
+        Keep the first ``n_items`` items (in the file's order of first appearance); default all.
+    root : path-like, optional
+        The shared data folder; default :func:`shared_data_dir`.
+
+    Returns
+    -------
+    dict
+        ``args`` (the CLI arguments after ``evaluate``, as strings), ``n_items``, ``n_classes``,
+        ``n_annotators``, ``n_labels``, ``reference_ece`` (binary: the 10-bin ECE of the scores against the
+        reference labels; K classes: the 15-bin top-label ECE; NaN where no item has gold), ``reference``
+        (what the reference labels are) and ``synthetic_scores`` (bool).
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not a known set.
+    FileNotFoundError
+        No shared data folder, or the set's file is missing from it.
+    """
+    if name not in REAL_SETS:
+        raise KeyError(f"unknown real set {name!r}; choose from {list(REAL_SETS)}.")
+    spec = REAL_SETS[name]
+    root = Path(root) if root is not None else shared_data_dir()
+    if root is None:
+        raise FileNotFoundError(f"no shared data folder: set {SHARED_DATA_ENV} or clone the project beside "
+                                "shared/ (../shared/data relative to the checkout).")
+    src = root / spec.path
+    if not src.is_file():
+        raise FileNotFoundError(f"{spec.path} is missing from the shared data folder {str(root)!r}.")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ann_path = out / f"{name}.csv"
+    frame = pd.read_csv(src)
+    if spec.layout in ("cifar_binary", "cifar_classes"):
+        if n_items is not None:
+            frame = frame.iloc[:n_items]
+        cols = ["ann1", "ann2", "ann3"]
+        n_lab = int(frame[cols].notna().to_numpy().sum())
+        info = dict(n_items=len(frame), n_classes=spec.n_classes, n_annotators=3, n_labels=n_lab,
+                    synthetic_scores=False, reference="original CIFAR-10 labels (y_ref)")
+        if spec.layout == "cifar_binary":
+            frame[["item", "score", *cols]].to_csv(ann_path, index=False)
+            info["reference_ece"] = _binary_ece(frame["score"].to_numpy(), frame["y_ref"].to_numpy(), 10)
+            info["args"] = [str(ann_path), "--annotators", ",".join(cols)]
+        else:
+            probs = frame[[f"p{k}" for k in range(10)]].to_numpy(np.float64)
+            frame[["item", *cols]].to_csv(ann_path, index=False)
+            score_path = out / f"{name}_probs.csv"
+            pd.DataFrame(probs, columns=[str(k) for k in range(10)]).assign(item=frame["item"].to_numpy())[
+                ["item", *map(str, range(10))]].to_csv(score_path, index=False)
+            info["reference_ece"] = _top_label_ece(probs, frame["y_ref"].to_numpy(), 15)
+            info["args"] = [str(ann_path), "--scores", str(score_path), "--annotators", ",".join(cols)]
+        return info
+    frame = frame.rename(columns={spec.annotator_col: "annotator"})
+    if n_items is not None:
+        keep = pd.unique(frame["item"])[:n_items]
+        frame = frame[frame["item"].isin(keep)]
+    k = spec.n_classes
+    classes = _crowd_classes(frame, k)
+    probs = _synthetic_probs(classes.to_numpy(), k, name)
+    frame[["item", "annotator", "label"]].to_csv(ann_path, index=False)
+    score_path = out / f"{name}_scores.csv"
+    if k == 2:
+        pd.DataFrame({"item": classes.index, "score": probs[:, 1]}).to_csv(score_path, index=False)
+    else:
+        pd.DataFrame(probs, columns=[str(c) for c in range(k)]).assign(item=classes.index)[
+            ["item", *map(str, range(k))]].to_csv(score_path, index=False)
+    gold = frame.groupby("item")["gold"].first().reindex(classes.index).to_numpy()
+    has = gold >= 0
+    if not has.any():
+        ref = float("nan")
+    elif k == 2:
+        ref = _binary_ece(probs[has, 1], gold[has], 10)
+    else:
+        ref = _top_label_ece(probs[has], gold[has], 15)
+    return dict(args=[str(ann_path), "--scores", str(score_path)], n_items=int(classes.size),
+                n_classes=k, n_annotators=int(frame["annotator"].nunique()), n_labels=int(len(frame)),
+                reference_ece=ref, synthetic_scores=True,
+                reference=f"gold labels ({int(has.sum())} of {int(classes.size)} items)")
