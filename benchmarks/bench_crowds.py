@@ -12,7 +12,7 @@ Sections (rows of ``benchmarks/results/bench_crowds.json``; ``goals`` lists ever
 pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.py``):
 
 ``gold``
-    ``/work/shared/data/crowd_gold/{bluebirds,rte,temp}.csv`` (bluebirds: Welinder et al. 2010; rte, temp: Snow
+    ``crowd_gold/{bluebirds,rte,temp}.csv`` of the shared data folder (bluebirds: Welinder et al. 2010; rte, temp: Snow
     et al. 2008). Clean-label accuracy against the gold column for ``ours_default`` = ``fit_em(data,
     model="dawid_skene")`` with every default (``path="auto"``: the sparse path here, whose default start is the
     vote start: one start from the items' vote fractions, the standard Dawid-Skene initialisation and crowd-kit's;
@@ -101,7 +101,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchutil import machine, median, print_table, write_json  # noqa: E402
 
-DATA = Path("/work/shared/data/crowd_gold")
+from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_path  # noqa: E402
+
+DATA = shared_data_path("crowd_gold")
 SETS = ("bluebirds", "rte", "temp")
 NUTS = dict(n_chains=4, n_warmup=300, n_draws=1000)
 SPARK_CROWD = {"labels": 10_000_000, "seconds": 111.0,
@@ -119,6 +121,8 @@ def _quiet():
 def load_gold(name):
     from noisycal_bayes import AnnotationSet
 
+    if DATA is None:
+        raise SystemExit(f"crowd_gold not found: {SHARED_DATA_HINT}.")
     df = pd.read_csv(DATA / f"{name}.csv")
     data = AnnotationSet.from_long(df.rename(columns={"worker": "annotator"})[["item", "annotator", "label"]])
     gold = df.groupby("item")["gold"].first().reindex(data.item_ids).to_numpy()

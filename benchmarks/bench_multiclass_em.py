@@ -39,7 +39,7 @@ labels per clean class), on the same seeds: the sampling-noise floor of the erro
 
 Timing: our medians are of ``--reps`` calls on seed 0; crowd-kit's median is over its one run per seed.
 
-CIFAR-10N (``--cifar``, default ``/work/shared/data/cifar10n_10class.csv``): the three labels ``ann1..ann3`` as three
+CIFAR-10N (``--cifar``, default the shared data folder's ``cifar10n_10class.csv``): the three labels ``ann1..ann3`` as three
 annotators and ``p0..p9`` as the classifier's probabilities, fitted once per model (compilation included and
 excluded); ``y_ref`` only for evaluation: accuracy of ``argmax clean_label_probability`` and of majority vote (ties to
 the lowest class index) against ``y_ref``, and the fitted diagonals.
@@ -62,6 +62,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchutil import machine, median, print_table, sizes_arg, timed, write_json  # noqa: E402
+
+from noisycal_bayes.experiments.real_data import shared_data_path  # noqa: E402
 
 N_STARTS = 4
 MAX_ITER = 1000
@@ -220,7 +222,7 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=5, help="simulations (truth and data) compared with crowd-kit")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--tol", type=float, default=1e-6)
-    ap.add_argument("--cifar", default="/work/shared/data/cifar10n_10class.csv")
+    ap.add_argument("--cifar", default=str(shared_data_path("cifar10n_10class.csv") or "cifar10n_10class.csv"))
     ap.add_argument("--no-cifar", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (1e4, large 1e5, no CIFAR) to a scratch file")

@@ -1,5 +1,5 @@
 """How often each worker's 90% fpr / tpr intervals (``fit_em(...).annotators``) hold its rates measured against gold,
-on the three gold-labelled crowds in ``/work/shared/data/crowd_gold/`` (bluebirds: Welinder et al. 2010; rte,
+on the three gold-labelled crowds in ``crowd_gold/`` of the shared data folder (bluebirds: Welinder et al. 2010; rte,
 temp: Snow et al. 2008; sources in that folder's README). Gold is known for every item there, so each worker's
 gold-measured rate is its exact error rate on the items it labelled. Writes
 ``benchmarks/results/crowd_gold_intervals.json`` and prints the table of docs/crowds.md.
@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from noisycal_bayes import AnnotationSet, fit_em
+from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,9 +46,12 @@ def held(name: str, folder: Path) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="/work/shared/data/crowd_gold")
+    ap.add_argument("--data", default=str(shared_data_path("crowd_gold") or ""),
+                    help="the crowd_gold folder (default: the shared data folder's)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "crowd_gold_intervals.json"))
     args = ap.parse_args()
+    if not args.data:
+        raise SystemExit(f"crowd_gold not found: {SHARED_DATA_HINT}, or pass --data.")
     rows = [held(n, Path(args.data)) for n in ("bluebirds", "rte", "temp")]
     Path(args.out).write_text(json.dumps({"rows": rows}, indent=1) + "\n")
     print(pd.DataFrame(rows).round(3).to_string(index=False))

@@ -1,6 +1,6 @@
 """Label errors, corrected accuracy and model comparison on CIFAR-10N "vehicle vs animal" (real data).
 
-Data: /work/shared/data/cifar10n_vehicle.csv (50,000 CIFAR-10 training images, three CIFAR-10N human labels
+Data: cifar10n_vehicle.csv of the shared data folder (50,000 CIFAR-10 training images, three CIFAR-10N human labels
 each, binarised). Labels: CIFAR-10N, Wei et al., "Learning with Noisy Labels Revisited: A Study Using
 Real-World Human Annotations", ICLR 2022 (UCSC-REAL/cifar-10-100n, CC BY-NC 4.0). Scores: cross-validated
 ResNet-50 probabilities published with confident learning (cgnorthcutt/confidentlearning-reproduce, MIT).
@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from noisycal_bayes import AnnotationSet, simulate_annotations
+from noisycal_bayes.experiments.real_data import shared_data_path
 from noisycal_bayes.data import Binning
 from noisycal_bayes.inference import fit_em, fit_map, fit_nuts
 from noisycal_bayes.labels import (annotation_posteriors, compare_models, corrected_accuracy, default_issue_fit,
@@ -45,7 +46,7 @@ from noisycal_bayes.reference.calibration import ece
 from noisycal_bayes.reference.confident_learning import confident_learning
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path("/work/shared/data/cifar10n_vehicle.csv")
+DATA = shared_data_path("cifar10n_vehicle.csv") or Path("cifar10n_vehicle.csv")
 RESULTS = ROOT / "benchmarks" / "results"
 FIGURES = ROOT / "docs" / "figures"
 ANNOTATORS = ["ann1", "ann2", "ann3"]
@@ -397,7 +398,7 @@ def main(argv=None):
     RESULTS.mkdir(parents=True, exist_ok=True)
     summary_path = RESULTS / "label_errors_cifar10n_summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    summary.update({"data": str(DATA), "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+    summary.update({"data": DATA.name, "started": time.strftime("%Y-%m-%d %H:%M:%S")})
     t0 = time.time()
 
     if "model_choice" in sections:

@@ -38,10 +38,11 @@ MAPS = ("temperature", "platt", "histogram")
 
 
 def cifar10n_path(path=None) -> Path:
-    """Location of ``cifar10n_vehicle.csv``: ``path`` if given, else the environment variable ``NOISYCAL_CIFAR10N``.
+    """Location of ``cifar10n_vehicle.csv``: ``path``, else ``$NOISYCAL_CIFAR10N``, else the shared data folder's copy.
 
-    The data set is not bundled with the package (50,000 rows; labels under CC BY-NC 4.0), so its location
-    is always the caller's.
+    The data set is not bundled with the package (50,000 rows; labels under CC BY-NC 4.0). Without ``path`` and
+    the environment variable, the shared data folder of a development checkout is tried
+    (:func:`noisycal_bayes.experiments.real_data.shared_data_dir`).
 
     Parameters
     ----------
@@ -55,7 +56,8 @@ def cifar10n_path(path=None) -> Path:
     Raises
     ------
     FileNotFoundError
-        Neither ``path`` nor ``NOISYCAL_CIFAR10N`` is given, or the file they name does not exist.
+        No ``path``, no ``NOISYCAL_CIFAR10N`` and no shared data folder holding the file, or the file named does
+        not exist.
 
     Examples
     --------
@@ -67,6 +69,10 @@ def cifar10n_path(path=None) -> Path:
     source = "the `path` argument"
     if path is None:
         path, source = os.environ.get(ENV_VAR), f"the environment variable {ENV_VAR}"
+        if not path:
+            from .real_data import shared_data_path
+
+            path, source = shared_data_path("cifar10n_vehicle.csv"), "the shared data folder"
         if not path:
             raise FileNotFoundError(f"no location for cifar10n_vehicle.csv: pass `path=` or set the environment "
                                     f"variable {ENV_VAR} to the file's location.")

@@ -35,7 +35,12 @@ SHARED_DATA_ENV = "NOISYCAL_SHARED_DATA"
 #: Logit advantage of the gold class in the synthetic scores of the crowds (module docstring).
 SEPARATION = 2.0
 
-__all__ = ["REAL_SETS", "SEPARATION", "SHARED_DATA_ENV", "RealSet", "shared_data_dir", "write_real_set"]
+#: What to do when the shared data folder is not found (for skip messages and errors).
+SHARED_DATA_HINT = (f"set the environment variable {SHARED_DATA_ENV} to the shared data folder, or clone the project "
+                    "beside shared/ (../shared/data relative to the checkout)")
+
+__all__ = ["REAL_SETS", "SEPARATION", "SHARED_DATA_ENV", "SHARED_DATA_HINT", "RealSet", "shared_data_dir",
+           "shared_data_path", "write_real_set"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,18 @@ def shared_data_dir() -> Path | None:
         return path
     path = Path(__file__).resolve().parents[3] / "shared" / "data"
     return path if path.is_dir() else None
+
+
+def shared_data_path(relpath: str) -> Path | None:
+    """A file of the shared data folder (say ``"crowd_gold/rte.csv"``), or None when the folder or the file is absent.
+
+    Tests and benchmarks that need shared data call this and skip, saying why (:data:`SHARED_DATA_HINT`), on None.
+    """
+    root = shared_data_dir()
+    if root is None:
+        return None
+    path = root / relpath
+    return path if path.exists() else None
 
 
 def _synthetic_probs(classes: np.ndarray, n_classes: int, seed_name: str) -> np.ndarray:
@@ -151,8 +168,7 @@ def write_real_set(name: str, out_dir, *, n_items: int | None = None, root=None)
     spec = REAL_SETS[name]
     root = Path(root) if root is not None else shared_data_dir()
     if root is None:
-        raise FileNotFoundError(f"no shared data folder: set {SHARED_DATA_ENV} or clone the project beside "
-                                "shared/ (../shared/data relative to the checkout).")
+        raise FileNotFoundError(f"no shared data folder: {SHARED_DATA_HINT}.")
     src = root / spec.path
     if not src.is_file():
         raise FileNotFoundError(f"{spec.path} is missing from the shared data folder {str(root)!r}.")

@@ -12,6 +12,7 @@ import pytest
 
 from noisycal_bayes import AnnotationSet
 from noisycal_bayes.data.loaders import demo_paths, load_annotations_csv, load_demo, load_scores_csv, read_table
+from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_path
 from noisycal_bayes.warnings import DataWarning
 
 REPO = Path(__file__).resolve().parents[2]
@@ -353,10 +354,10 @@ def test_gold_option_errors(tmp_path):
         load_annotations_csv(ann, gold="gold", gold_path=ann)
 
 
-CROWD_GOLD = Path("/work/shared/data/crowd_gold")
+CROWD_GOLD = shared_data_path("crowd_gold")
 
 
-@pytest.mark.skipif(not CROWD_GOLD.is_dir(), reason="shared crowd_gold data not present")
+@pytest.mark.skipif(CROWD_GOLD is None, reason=f"shared crowd_gold data not found: {SHARED_DATA_HINT}")
 @pytest.mark.parametrize("name", ["bluebirds", "rte", "temp"])
 def test_crowd_gold_sets_load_with_gold(name):
     # Welinder et al. 2010 (bluebirds) and Snow et al. 2008 (rte, temp), as assembled in shared/data/README.md.

@@ -18,11 +18,12 @@ from noisycal_bayes.experiments import (cifar10n_table, gaussian_recalibration, 
                                         summarise_toy, toy_ece)
 from noisycal_bayes.experiments._common import population_binned_ece
 from noisycal_bayes.experiments.cifar10n import ENV_VAR, cifar10n_path
+from noisycal_bayes.experiments.real_data import shared_data_path
 from noisycal_bayes.simulate import CURVES
 
 Z = 3.09  # one-sided normal quantile at 1e-3
-# The real data set is not bundled: NOISYCAL_CIFAR10N names it, else the development machine's copy.
-CIFAR10N = Path(os.environ.get(ENV_VAR) or "/work/shared/data/cifar10n_vehicle.csv")
+# The real data set is not bundled: NOISYCAL_CIFAR10N names it, else the shared data folder's copy.
+CIFAR10N = Path(os.environ.get(ENV_VAR) or shared_data_path("cifar10n_vehicle.csv") or "cifar10n_vehicle.csv")
 
 
 def test_population_binned_ece_reference_values():
@@ -76,6 +77,7 @@ def test_simulate_gaussian_curve_matches_labels():
 
 def test_cifar10n_path_names_argument_and_variable_when_missing(monkeypatch, tmp_path):
     monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setenv("NOISYCAL_SHARED_DATA", str(tmp_path))  # a shared folder without the file
     with pytest.raises(FileNotFoundError, match="pass `path=` or set the environment variable NOISYCAL_CIFAR10N"):
         cifar10n_path()
     missing = tmp_path / "absent.csv"

@@ -1,7 +1,7 @@
 """EM on crowds (issue 16): crowd orientation, per-annotator flags and intervals, the sparse path, gold labels,
 real crowds with gold, and low-noise designs through fit_em and bootstrap_em.
 
-Real data: /work/shared/data/crowd_gold (bluebirds: Welinder et al., NIPS 2010, welinder/cubam, BSD; rte and
+Real data: crowd_gold/ of the shared data folder (bluebirds: Welinder et al., NIPS 2010, welinder/cubam, BSD; rte and
 temp: Snow et al., EMNLP 2008).
 """
 from pathlib import Path
@@ -14,12 +14,13 @@ from scipy import stats
 
 from noisycal_bayes import AnnotationSet, fit_em
 from noisycal_bayes.data import Binning
+from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_path
 from noisycal_bayes.inference import bootstrap_em
 from noisycal_bayes.reference import fit_em as reference_fit_em
 from noisycal_bayes.simulate import simulate_annotations, simulate_crowd
 from noisycal_bayes.warnings import ConvergenceWarning, SmallGapWarning
 
-CROWD_GOLD = Path("/work/shared/data/crowd_gold")
+CROWD_GOLD = shared_data_path("crowd_gold")
 
 
 def _quiet(fn, *args, **kwargs):
@@ -31,8 +32,8 @@ def _quiet(fn, *args, **kwargs):
 # ------------------------------------------------------------------ real crowds with gold labels
 @pytest.fixture(scope="module")
 def crowd_gold():
-    if not CROWD_GOLD.exists():
-        pytest.skip("crowd_gold data not available")
+    if CROWD_GOLD is None:
+        pytest.skip(f"crowd_gold data not found: {SHARED_DATA_HINT}")
     out = {}
     for name in ("bluebirds", "rte", "temp"):
         df = pd.read_csv(CROWD_GOLD / f"{name}.csv")

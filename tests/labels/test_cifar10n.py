@@ -13,11 +13,12 @@ import pytest
 from scipy import stats
 
 from noisycal_bayes import AnnotationSet
+from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_path
 from noisycal_bayes.labels import corrected_accuracy, default_issue_fit, label_issues
 from noisycal_bayes.reference.confident_learning import confident_learning
 
-DATA = Path("/work/shared/data/cifar10n_vehicle.csv")
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason=f"real data file {DATA} is absent")
+DATA = shared_data_path("cifar10n_vehicle.csv")
+pytestmark = pytest.mark.skipif(DATA is None, reason=f"cifar10n_vehicle.csv not found: {SHARED_DATA_HINT}")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Real data: CIFAR-10N binary vehicle-vs-animal labels, channels fitted without the reference labels.
 
-Data: ``/work/shared/data/cifar10n_vehicle.csv`` (50,000 CIFAR-10 training images). Labels: CIFAR-10N,
+Data: ``cifar10n_vehicle.csv`` of the shared data folder (50,000 CIFAR-10 training images). Labels: CIFAR-10N,
 Wei et al., "Learning with Noisy Labels Revisited: A Study Using Real-World Human Annotations", ICLR
 2022 (repository UCSC-REAL/cifar-10-100n, licence CC BY-NC 4.0). Scores: cross-validated ResNet-50
 probabilities from confident learning, Northcutt et al. (repository cgnorthcutt/confidentlearning-
@@ -24,16 +24,17 @@ import pytest
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_nuts
 from noisycal_bayes.data import Binning
+from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_path
 
 pytestmark = pytest.mark.statistical
 
-PATH = os.environ.get("NOISYCAL_CIFAR10N", "/work/shared/data/cifar10n_vehicle.csv")
+PATH = os.environ.get("NOISYCAL_CIFAR10N") or str(shared_data_path("cifar10n_vehicle.csv") or "cifar10n_vehicle.csv")
 
 
 @pytest.fixture(scope="module")
 def cifar():
     if not os.path.exists(PATH):
-        pytest.skip(f"real-data test skipped: {PATH} is absent (set NOISYCAL_CIFAR10N to its location)")
+        pytest.skip(f"real-data test skipped: {PATH} is absent ({SHARED_DATA_HINT}, or NOISYCAL_CIFAR10N to the file)")
     df = pd.read_csv(PATH, usecols=["score", "y_ref", "ann1", "ann2", "ann3"])
     labels = df[["ann1", "ann2", "ann3"]].to_numpy()
     return AnnotationSet.from_wide(labels, df["score"].to_numpy()), df["y_ref"].to_numpy()
