@@ -505,8 +505,8 @@ def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``noisycal-bayes``."""
-    parser = _ArgumentParser(prog="noisycal-bayes", description="Calibration of a binary classifier judged and fixed "
-                             "with labels from several unreliable annotators.")
+    parser = _ArgumentParser(prog="noisycal-bayes", description="Calibration of a classifier (two or more classes) "
+                             "judged and fixed with labels from several unreliable annotators.")
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"noisycal-bayes {__version__}")
