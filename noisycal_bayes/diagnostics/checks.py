@@ -211,14 +211,30 @@ class ModelChecks:
 
 
 # ------------------------------------------------------------------ cells
+class _CellsUnavailable(ValueError):
+    """The (group, pattern) cell tables cannot be built for this design (the message says why); the checks then
+    compare responses instead (:func:`_response_checks`)."""
+
+
 def _strata(inputs):
-    """Observed (group, mask) strata and every cell of each: patterns, group, stratum, observed counts."""
+    """Observed (group, mask) strata and every cell of each: patterns, group, stratum, observed counts.
+
+    Raises :class:`_CellsUnavailable` for sparse inputs (no patterns), for more annotators than the cell keys
+    hold (``n_groups * 3^J`` must fit int64: :func:`~noisycal_bayes.data.compress.pattern_keys`; the stratum
+    keys ``n_groups * 2^J`` are smaller) and for more than :data:`MAX_CELLS` cells.
+    """
+    j = inputs.n_annotators
+    if getattr(inputs, "sparse", False) or inputs.patterns is None:
+        raise _CellsUnavailable(f"the fit used the sparse-response path ({j} annotators, items labelled by different "
+                                "subsets): nearly every item has its own response pattern")
+    if max(int(inputs.n_groups), 1) * 3 ** j >= 2 ** 63:
+        raise _CellsUnavailable(f"{j} annotators: the (score group, response pattern) cells cannot be keyed by 64-bit "
+                                "integers (at most 39 annotators with one group)")
     patterns = np.asarray(inputs.patterns, dtype=np.int8)
     group = np.asarray(inputs.row_group, dtype=np.int64)
     counts = np.asarray(inputs.counts, dtype=np.float64)
     keep = (counts > 0) & np.any(patterns >= 0, axis=1)  # rows without any response carry no information
     patterns, group, counts = patterns[keep], group[keep], counts[keep]
-    j = patterns.shape[1]
     mask = patterns >= 0
     mask_code = mask.astype(np.int64) @ (1 << np.arange(j - 1, -1, -1, dtype=np.int64))
     key = group * (1 << j) + mask_code
@@ -227,8 +243,8 @@ def _strata(inputs):
     n_obs = np.array([bin(int(m)).count("1") for m in s_mask], dtype=np.int64)
     n_cells = int(np.sum(2 ** n_obs))
     if n_cells > MAX_CELLS:
-        raise ValueError(f"model_checks: the observed strata have {n_cells} (group, pattern) cells (> {MAX_CELLS}); "
-                         "the cell-count checks are for a few annotators per item.")
+        raise _CellsUnavailable(f"the observed strata have {n_cells} (group, pattern) cells (> {MAX_CELLS}): too many "
+                                "annotators per item for cell counts")
     cell_pat, cell_group, cell_stratum = [], [], []
     for s, (g, m, k) in enumerate(zip(s_group, s_mask, n_obs)):
         cols = [c for c in range(j) if (int(m) >> (j - 1 - c)) & 1]
@@ -378,16 +394,18 @@ def _check_iv(data, fit, n_replicates, seed, alpha, min_expected):
         raise ValueError(f"model_checks: `data` must be the AnnotationSet (or SufficientStats) the model was fitted "
                          f"to; got {type(data).__name__}.")
     inp = fit.inputs
-    if getattr(inp, "sparse", False):
-        # Sparse crowds: nearly every item has its own response pattern, so the (group, pattern) tables these
-        # checks compare are all cells of count 1 or 0 and the per-pair tables mostly empty.
-        raise ValueError(f"model_checks: the fit used the sparse-response path ({inp.n_annotators} annotators, "
-                         "items labelled by different subsets); these checks compare (score group, response "
-                         "pattern) counts and need a design where patterns repeat (a few annotators who label "
-                         "most items). They are not available for sparse crowds yet.")
     if data.n_items != inp.n_items or data.n_annotators != inp.n_annotators:
         raise ValueError(f"model_checks: `data` has {data.n_items} items and {data.n_annotators} annotators, the fit "
                          f"{inp.n_items} and {inp.n_annotators}: pass the data the model was fitted to.")
+    if getattr(inp, "sparse", False):
+        # EM's sparse path keeps the responses themselves: the same triples as the fit's.
+        same = isinstance(data, AnnotationSet) and all(
+            np.array_equal(np.asarray(a), np.asarray(b))
+            for a, b in zip(data.responses, (inp.item, inp.annotator, inp.label)))
+        if not same:
+            raise ValueError("model_checks: the responses of `data` differ from those the model was fitted to: pass "
+                             "the data of the fit.")
+        return int(n_replicates), float(alpha), float(min_expected)
     # The same (group, pattern) counts as the fit's: the checks are about the data the estimate came from.
     mine = prepare_inputs(data, fit.model, fit.groups)
     if mine.counts.shape != inp.counts.shape or not np.array_equal(mine.counts, inp.counts):
@@ -577,19 +595,10 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
                  ("pairwise_agreement_by_group", diffs[1],
                   [f"{p} in group {g}" for g in range(n_groups) for p in labels_pair]),
                  ("annotator_agreement", diffs[2], [f"{i} with the others" for i in ids])]
-        for name, (d_obs, d_rep, m_obs, m_rep, n_co), lab in specs:
+        for name, diff, lab in specs:
             if name == "pairwise_agreement_by_group" and n_groups == 1:
                 continue
-            mz = _max_z(d_obs, d_rep, m_obs, m_rep, n_co)
-            if mz is None:
-                rows.append(dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan,
-                                 detail="no co-labelled items, or the replicates do not vary"))
-                continue
-            z_obs, z_rep, worst = mz
-            p = float((1 + np.sum(z_rep >= z_obs)) / (1 + z_rep.size))
-            rows.append(dict(name=name, status="warn" if p <= alpha else "pass", statistic=float(np.mean(z_obs)),
-                             p_value=p, detail=(f"largest |z| of {len(lab) - int(np.sum(np.isnan(d_obs[0])))} "
-                                                f"agreement rates (observed minus fitted): {lab[worst]}")))
+            rows.append(_agreement_row(name, diff, lab, alpha))
     if not reason:
         rows += _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, exp_rep, design, alpha,
                                    list(fit.annotator_ids) or list(range(j)))
@@ -615,6 +624,23 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
                        observed_discrepancy=observed_disc, method="posterior_predictive" if nuts else "bootstrap",
                        model=fit.model, n_replicates=n_replicates, n_failed=n_failed, alpha=alpha,
                        min_expected=min_expected, status=status, reason=reason, settings=settings)
+
+
+def _agreement_row(name, diff, labels, alpha):
+    """Table row of one agreement check: the largest ``|z|`` (:func:`_max_z`) against the replicates' maxima.
+
+    ``diff = (d_obs, d_rep, m_obs, m_rep, n)`` as :func:`_max_z` takes them; ``labels`` names each entry.
+    """
+    d_obs, d_rep, m_obs, m_rep, n_co = diff
+    mz = _max_z(d_obs, d_rep, m_obs, m_rep, n_co)
+    if mz is None:
+        return dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan,
+                    detail="no co-labelled items, or the replicates do not vary")
+    z_obs, z_rep, worst = mz
+    p = float((1 + np.sum(z_rep >= z_obs)) / (1 + z_rep.size))
+    return dict(name=name, status="warn" if p <= alpha else "pass", statistic=float(np.mean(z_obs)), p_value=p,
+                detail=(f"largest |z| of {len(labels) - int(np.sum(np.isnan(d_obs[0])))} "
+                        f"agreement rates (observed minus fitted): {labels[worst]}"))
 
 
 def _trend_z(d, m, n, c):
@@ -658,21 +684,7 @@ def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, 
         z_obs = _trend_z(per_group(np.broadcast_to(observed, exp_obs.shape), pos) - per_group(exp_obs, pos), m_obs,
                          n_gj, c)
         z_rep = _trend_z(per_group(reps, pos) - per_group(exp_rep, pos), m_rep, n_gj, c)
-        ok = np.all(np.isfinite(z_obs), axis=0)
-        if not np.any(ok):
-            rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
-                             detail="no annotator has responses in two score groups"))
-        else:
-            t_obs = np.abs(z_obs[:, ok]).max(axis=1)
-            t_rep = np.nan_to_num(np.abs(z_rep[:, ok])).max(axis=1)
-            p = float((1 + np.sum(t_rep >= t_obs)) / (1 + b))
-            worst = int(np.flatnonzero(ok)[np.argmax(np.abs(z_obs[:, ok]).mean(axis=0))])
-            zw = float(z_obs[:, worst].mean())
-            rows.append(dict(name="score_dependent_noise", status="warn" if p <= alpha else "pass",
-                             statistic=float(t_obs.mean()), p_value=p,
-                             detail=(f"largest |z| of the score trend in {int(ok.sum())} annotators' positive-response "
-                                     f"residuals over {n_groups} score groups: {ids[worst]} (z = {zw:+.2f}; > 0: "
-                                     "more positives than the shared channel predicts at high scores)")))
+        rows.append(_trend_row(z_obs, z_rep, n_groups, ids, alpha))
     # ---- annotator dependence: pooled excess agreement over pairs and score groups, one-sided.
     pairs, both, agree = design[0], design[1], design[2]
     if not pairs:
@@ -681,28 +693,57 @@ def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, 
         return rows
     n_gp = per_group(observed[None], both)[0]
 
-    def excess(counts, expected):
-        a = per_group(counts, agree)
-        e = per_group(expected, agree)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m = np.where(n_gp[None] > 0, e / n_gp[None], 0.0)
-        var = (n_gp[None] * m * (1 - m)).sum(axis=(1, 2))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (a - e).sum(axis=(1, 2)) / np.sqrt(var)
-
-    s_obs = excess(np.broadcast_to(observed, exp_obs.shape), exp_obs)
-    s_rep = excess(reps, exp_rep)
-    if not np.all(np.isfinite(s_obs)) or n_gp.sum() == 0:
-        rows.append(dict(name="annotator_dependence", status="not_testable", statistic=np.nan, p_value=np.nan,
-                         detail="no co-labelled items"))
-        return rows
-    p = float((1 + np.sum(np.nan_to_num(s_rep, nan=-np.inf) >= s_obs)) / (1 + b))
-    rows.append(dict(name="annotator_dependence", status="warn" if p <= alpha else "pass",
-                     statistic=float(s_obs.mean()), p_value=p,
-                     detail=(f"pooled excess agreement z over {len(pairs)} pairs x {n_groups} score groups "
-                             f"({int(n_gp.sum())} co-labelled pairs of responses), one-sided: errors that coincide "
-                             "more often than conditional independence allows raise it")))
+    s_obs = _excess_z(per_group(np.broadcast_to(observed, exp_obs.shape), agree), per_group(exp_obs, agree), n_gp)
+    s_rep = _excess_z(per_group(reps, agree), per_group(exp_rep, agree), n_gp)
+    rows.append(_dependence_row(s_obs, s_rep, float(n_gp.sum()), len(pairs), n_groups, alpha))
     return rows
+
+
+def _trend_row(z_obs, z_rep, n_groups, ids, alpha):
+    """Table row of ``score_dependent_noise`` from the trend contrasts (:func:`_trend_z`) of the observed data
+    ``z_obs`` (B or 1, J) and of the replicates ``z_rep`` (B, J)."""
+    ok = np.all(np.isfinite(z_obs), axis=0)
+    if not np.any(ok):
+        return dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
+                    detail="no annotator has responses in two score groups")
+    t_obs = np.abs(z_obs[:, ok]).max(axis=1)
+    t_rep = np.nan_to_num(np.abs(z_rep[:, ok])).max(axis=1)
+    p = float((1 + np.sum(t_rep >= t_obs)) / (1 + z_rep.shape[0]))
+    worst = int(np.flatnonzero(ok)[np.argmax(np.abs(z_obs[:, ok]).mean(axis=0))])
+    zw = float(z_obs[:, worst].mean())
+    return dict(name="score_dependent_noise", status="warn" if p <= alpha else "pass",
+                statistic=float(t_obs.mean()), p_value=p,
+                detail=(f"largest |z| of the score trend in {int(ok.sum())} annotators' positive-response "
+                        f"residuals over {n_groups} score groups: {ids[worst]} (z = {zw:+.2f}; > 0: "
+                        "more positives than the shared channel predicts at high scores)"))
+
+
+def _excess_z(a, e, n):
+    """Pooled excess agreement ``S = sum (a - e) / sqrt(sum n m (1 - m))``, ``m = e / n``, per data set.
+
+    ``a`` observed and ``e`` expected agreements of shape (B, ...cells), ``n`` co-labelled pairs of responses of
+    shape (...cells,) -> (B,); the cells are (score group, pair of annotators).
+    """
+    axes = tuple(range(1, a.ndim))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.where(n[None] > 0, e / n[None], 0.0)
+    var = (n[None] * m * (1 - m)).sum(axis=axes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (a - e).sum(axis=axes) / np.sqrt(var)
+
+
+def _dependence_row(s_obs, s_rep, n_co, n_pairs, n_groups, alpha):
+    """Table row of ``annotator_dependence`` from :func:`_excess_z` of the observed data and of each replicate,
+    one-sided; ``n_co`` co-labelled pairs of responses over ``n_pairs`` pairs of annotators."""
+    if not np.all(np.isfinite(s_obs)) or n_co == 0:
+        return dict(name="annotator_dependence", status="not_testable", statistic=np.nan, p_value=np.nan,
+                    detail="no co-labelled items")
+    p = float((1 + np.sum(np.nan_to_num(s_rep, nan=-np.inf) >= s_obs)) / (1 + s_rep.shape[0]))
+    return dict(name="annotator_dependence", status="warn" if p <= alpha else "pass",
+                statistic=float(s_obs.mean()), p_value=p,
+                detail=(f"pooled excess agreement z over {n_pairs} pairs x {n_groups} score groups "
+                        f"({int(n_co)} co-labelled pairs of responses), one-sided: errors that coincide "
+                        "more often than conditional independence allows raise it"))
 
 
 def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates, *, progress_bar=False):
@@ -774,6 +815,12 @@ def _agreement_table(fit, design, obs_stats, obs_n, fit_stats, diffs, n_groups):
         entries.append(("pair", ids[a], ids[b], -1, 0, p))
         entries += [("pair", ids[a], ids[b], g, 1, g * n_pairs + p) for g in range(n_groups)]
     entries += [("annotator", ids[k], "others", -1, 2, k) for k in range(j)]
+    return _agreement_rows(entries, obs_stats, obs_n, fit_stats, diffs)
+
+
+def _agreement_rows(entries, obs_stats, obs_n, fit_stats, diffs):
+    """The agreement table (see :class:`ModelChecks`) of ``entries`` ``(kind, annotator, other, group, which,
+    index)``: entry ``index`` of statistic ``which`` (0 pairs, 1 pairs per group, 2 annotators) of the arrays."""
     rows = []
     for kind, a, b, g, which, k in entries:
         obs, n = obs_stats[which][0].reshape(-1)[k], obs_n[which][0].reshape(-1)[k]
