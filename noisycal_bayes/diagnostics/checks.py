@@ -51,12 +51,27 @@ Targeted checks of the two assumptions behind every NC-ECE (DESIGN.md §2), cali
   and ``pi_g``; a common item difficulty adds agreement in every group that the shared channels can only
   partly absorb. What three annotators can and cannot reveal is in docs/model_checks.md.
 
+Response-level checks, for designs whose cells cannot be tabulated (EM's sparse path for crowds, more
+annotators than 64-bit cell keys hold, more than :data:`MAX_CELLS` cells): the same agreement and targeted
+statistics, computed from the responses ``(i, j, A)`` and the co-labelled pairs of responses (two annotators on
+one item) instead of cell counts. At a parameter value the model-implied agreement of annotators ``a, b`` on item
+``i`` is ``(1 - q_i) (f_a f_b + (1 - f_a)(1 - f_b)) + q_i (t_a t_b + (1 - t_a)(1 - t_b))`` with ``q_i = pi_{g_i}``
+(or the gold label, an observed latent label) and the expected positive responses are ``(1 - q_i) f_j + q_i t_j``.
+Pairs enter ``pairwise_agreement`` (``_by_group``) when they co-labelled at least :data:`MIN_PAIR_ITEMS` items
+(in the group); ``annotator_agreement``, ``score_dependent_noise`` and ``annotator_dependence`` use every
+response. The replicates are posterior predictive (NUTS fits, including partially pooled ones): at each draw new
+clean labels ``Y_i ~ Bernoulli(q_i)`` and new responses for the observed (item, annotator) slots, with realised
+discrepancies as above. ``posterior_predictive`` (the cell-count X^2) is ``not_testable`` there, and so is every
+check of an EM / MAP fit on such a design: its parametric bootstrap refits EM on the cell counts of each
+replicate.
+
 A design with no degrees of freedom (DESIGN.md §8: ``G (2^J - 1) <= G + 2J`` free cell probabilities, for
 example one group and three annotators) reproduces every cell exactly, whatever the data: every check is
 then ``not_testable``, never ``pass``.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -75,6 +90,13 @@ CHECKABLE_MODELS = ("dawid_skene", "grouped", "histogram")
 MAX_CELLS = 200_000
 # Bootstrap refits per batched EM call (a fixed size: one compiled program per design).
 _REFIT_CHUNK = 100
+#: Fewest co-labelled items of a pair of annotators (in a score group) entered in the response-level pairwise
+#: checks: rarer pairs add entries whose binomial z is all but discrete, and no power.
+MIN_PAIR_ITEMS = 10
+#: Largest number of co-labelled pairs of responses the response-level checks hold.
+MAX_RESPONSE_PAIRS = 2_000_000
+# Replicated responses (or pairs of them) held at once (draws x responses).
+_RESPONSE_CHUNK = 5_000_000
 #: Check names in the table, in order.
 CHECK_NAMES = ("posterior_predictive", "pairwise_agreement", "pairwise_agreement_by_group", "annotator_agreement",
                "score_dependent_noise", "annotator_dependence")
@@ -489,7 +511,11 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     n_replicates, alpha, min_expected = _check_iv(data, fit, n_replicates, seed, alpha, min_expected)
     inp = fit.inputs
     j, n_groups = inp.n_annotators, inp.n_groups
-    cell_pat, cell_group, cell_stratum, observed, n_stratum, n_obs = _strata(inp)
+    try:
+        cell_pat, cell_group, cell_stratum, observed, n_stratum, n_obs = _strata(inp)
+    except _CellsUnavailable as why:
+        return _response_checks(data, fit, str(why), n_replicates=n_replicates, seed=seed, alpha=alpha,
+                                min_expected=min_expected)
     n_strata = n_stratum.size
     n_params = n_groups + 2 * j
     design_df = int(np.sum(2 ** n_obs - 1)) - n_params
@@ -641,6 +667,186 @@ def _agreement_row(name, diff, labels, alpha):
     return dict(name=name, status="warn" if p <= alpha else "pass", statistic=float(np.mean(z_obs)), p_value=p,
                 detail=(f"largest |z| of {len(labels) - int(np.sum(np.isnan(d_obs[0])))} "
                         f"agreement rates (observed minus fitted): {labels[worst]}"))
+
+
+def _untestable(fit, reason, *, n_replicates, alpha, min_expected, settings, rows=None):
+    """A :class:`ModelChecks` whose table holds ``rows`` (default: every check ``not_testable`` with ``reason``),
+    without cell residuals."""
+    n_groups = fit.inputs.n_groups
+    names = [n for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
+    if rows is None:
+        rows = [dict(name=n, status="not_testable", statistic=np.nan, p_value=np.nan, detail=reason) for n in names]
+    table = pd.DataFrame(rows, columns=["name", "status", "statistic", "p_value", "detail"])
+    residuals = pd.DataFrame({c: pd.Series(dtype=t) for c, t in (
+        ("group", np.int64), ("pattern", object), ("stratum", np.int64), ("pooled_cell", np.int64),
+        ("observed", np.float64), ("expected", np.float64), ("pearson", np.float64), ("standardized", np.float64))})
+    statuses = table["status"]
+    status = ("not_testable" if (statuses == "not_testable").all() else
+              "warn" if (statuses == "warn").any() else "pass")
+    empty = np.zeros(0)
+    empty.setflags(write=False)
+    return ModelChecks(table=table, residuals=residuals, agreement=pd.DataFrame(
+        columns=["kind", "annotator", "other", "group", "n_items", "observed", "expected", "difference_sd", "z",
+                 "p_value"]), statistic=float("nan"), p_value=float("nan"), df=0, replicated=empty,
+        observed_discrepancy=empty, method="posterior_predictive" if fit.method == "nuts" else "bootstrap",
+        model=fit.model, n_replicates=n_replicates, n_failed=0, alpha=alpha, min_expected=min_expected,
+        status=status, reason=reason if status == "not_testable" else "", settings=settings)
+
+
+def _response_pairs(item, annotator):
+    """Co-labelled pairs of responses ``(r1, r2)``: two responses to one item by different annotators, with
+    ``annotator[r1] < annotator[r2]``; ``item`` sorted (the storage order of ``AnnotationSet.responses``)."""
+    starts = np.flatnonzero(np.r_[True, item[1:] != item[:-1]])
+    sizes = np.diff(np.r_[starts, item.size])
+    r1, r2 = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for k in np.unique(sizes[sizes > 1]):
+        lo, hi = np.triu_indices(int(k), 1)
+        base = starts[sizes == k][:, None]
+        r1.append((base + lo[None]).reshape(-1))
+        r2.append((base + hi[None]).reshape(-1))
+    r1, r2 = np.concatenate(r1), np.concatenate(r2)
+    keep = annotator[r1] != annotator[r2]  # repeated labels of one annotator are not agreement between two
+    r1, r2 = r1[keep], r2[keep]
+    swap = annotator[r1] > annotator[r2]
+    return np.where(swap, r2, r1), np.where(swap, r1, r2)
+
+
+def _indicator(index, n_cols):
+    """Sparse (n_rows, n_cols) 0/1 matrix with a one in column ``index[r]`` of row ``r`` (``-1``: no column)."""
+    from scipy import sparse
+
+    rows = np.flatnonzero(index >= 0)
+    return sparse.csr_matrix((np.ones(rows.size), (rows, index[rows])), shape=(index.size, n_cols))
+
+
+def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected):
+    """The response-level checks of the module docstring, for designs whose cells cannot be tabulated (``why``)."""
+    from ..data import AnnotationSet
+
+    inp = fit.inputs
+    j, n_groups = inp.n_annotators, inp.n_groups
+    nuts = fit.method == "nuts"
+    settings = {"seed": seed, "fit_method": fit.method, "n_draws_used": 0, "design": "responses"}
+    common = dict(n_replicates=n_replicates, alpha=alpha, min_expected=min_expected, settings=settings)
+    if not nuts:
+        return _untestable(fit, f"{why}. The cell-count checks need response patterns that repeat, and the "
+                           "response-level checks need posterior predictive replicates: the parametric bootstrap of "
+                           f"a {fit.method.upper()} fit refits EM on the cell counts of each replicate. Check a "
+                           "fit_nuts fit (evaluate(method='nuts'); pooling='partial' for crowds).", **common)
+    if not isinstance(data, AnnotationSet):
+        return _untestable(fit, f"{why}; the response-level checks need the responses: pass the AnnotationSet "
+                           "(SufficientStats keep only pattern counts).", **common)
+    item, ann, lab = (np.asarray(a, np.int64) for a in data.responses)
+    r1, r2 = _response_pairs(item, ann)
+    if r1.size > MAX_RESPONSE_PAIRS:
+        return _untestable(fit, f"{why}; the items have {r1.size} co-labelled pairs of responses (> "
+                           f"{MAX_RESPONSE_PAIRS}): too many labels per item for the response-level checks.", **common)
+    ids = list(fit.annotator_ids) or list(range(j))
+    item_group = np.asarray(fit.groups.index, np.int64)
+    gold = np.full(inp.n_items, -1) if inp.gold is None else np.asarray(inp.gold, np.int64)
+    pa, pb = ann[r1], ann[r2]
+    pg = item_group[item[r1]]
+    # Cells of the statistics: pairs of annotators (overall, per group), annotators, (group, annotator) slots.
+    pair_key = pa * j + pb
+    u_pair, pair_of = np.unique(pair_key, return_inverse=True)
+    u_gpair, gpair_of = np.unique(pg * (j * j) + pair_key, return_inverse=True)
+    n_pair = np.bincount(pair_of, minlength=u_pair.size).astype(np.float64)
+    n_gpair = np.bincount(gpair_of, minlength=u_gpair.size).astype(np.float64)
+    big_pair = np.flatnonzero(n_pair >= MIN_PAIR_ITEMS)
+    big_gpair = np.flatnonzero(n_gpair >= MIN_PAIR_ITEMS)
+    col_pair = np.full(u_pair.size, -1)
+    col_pair[big_pair] = np.arange(big_pair.size)
+    col_gpair = np.full(u_gpair.size, -1)
+    col_gpair[big_gpair] = np.arange(big_gpair.size)
+    m_pair, m_gpair = _indicator(col_pair[pair_of], big_pair.size), _indicator(col_gpair[gpair_of], big_gpair.size)
+    m_all = _indicator(gpair_of, u_gpair.size)
+    # Annotator with the others: every co-labelled pair of responses counts for both of its annotators.
+    m_ann = _indicator(pa, j) + _indicator(pb, j)
+    m_slot = _indicator(item_group[item] * j + ann, n_groups * j)
+    n_ann = np.asarray(m_ann.sum(axis=0)).reshape(-1)
+    n_slot = np.asarray(m_slot.sum(axis=0)).reshape(-1).reshape(n_groups, j)
+    agree_obs = (lab[r1] == lab[r2]).astype(np.float64)
+
+    fpr, tpr, prev = _params(fit)
+    total = fpr.shape[0]
+    use = np.unique(np.linspace(0, total - 1, min(n_replicates, total)).round().astype(np.int64))
+    fpr, tpr, prev = fpr[use], tpr[use], prev[use]
+    settings["n_draws_used"] = int(use.size)
+    rng = np.random.default_rng(seed)
+    stats = {k: [] for k in ("pair", "gpair", "ann", "trend_o", "trend_r", "dep_o", "dep_r", "model")}
+    c = np.arange(n_groups, dtype=np.float64) - (n_groups - 1) / 2.0
+    chunk = max(1, _RESPONSE_CHUNK // max(r1.size + item.size, 1))
+    for start in range(0, use.size, chunk):
+        f, t, pv = fpr[start:start + chunk], tpr[start:start + chunk], prev[start:start + chunk]
+        q = np.where(gold[None] >= 0, gold[None].astype(np.float64), pv[:, item_group])  # P(Y_i = 1), (S, n_items)
+        qi = q[:, item[r1]]
+        m_p = ((1 - qi) * (f[:, pa] * f[:, pb] + (1 - f[:, pa]) * (1 - f[:, pb]))
+               + qi * (t[:, pa] * t[:, pb] + (1 - t[:, pa]) * (1 - t[:, pb])))
+        e_r = (1 - q[:, item]) * f[:, ann] + q[:, item] * t[:, ann]
+        # Posterior predictive replicate at each draw: new clean labels (gold kept), new responses in the same slots.
+        y = rng.random(q.shape) < q
+        a_rep = (rng.random(e_r.shape) < np.where(y[:, item], t[:, ann], f[:, ann])).astype(np.float64)
+        agree_rep = (a_rep[:, r1] == a_rep[:, r2]).astype(np.float64)
+        for key, ind, n in (("pair", m_pair, n_pair[big_pair]), ("gpair", m_gpair, n_gpair[big_gpair]),
+                            ("ann", m_ann, n_ann)):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mod = (m_p @ ind) / n
+                stats[key].append(((agree_obs @ ind) / n - mod, (agree_rep @ ind) / n - mod, mod))
+        if n_groups > 1:
+            e_slot = (e_r @ m_slot).reshape(-1, n_groups, j)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                m_slot_rate = np.nan_to_num(e_slot / n_slot[None])
+            o_slot = (lab.astype(np.float64) @ m_slot).reshape(1, n_groups, j)
+            stats["trend_o"].append(_trend_z(o_slot - e_slot, m_slot_rate, n_slot, c))
+            stats["trend_r"].append(_trend_z((a_rep @ m_slot).reshape(-1, n_groups, j) - e_slot, m_slot_rate,
+                                             n_slot, c))
+        e_all = m_p @ m_all
+        stats["dep_o"].append(_excess_z(np.broadcast_to(agree_obs @ m_all, e_all.shape), e_all, n_gpair))
+        stats["dep_r"].append(_excess_z(agree_rep @ m_all, e_all, n_gpair))
+
+    def pair_label(k):
+        return f"{ids[k // j]}-{ids[k % j]}"
+
+    lab_pair = [pair_label(int(k)) for k in u_pair[big_pair]]
+    lab_gpair = [f"{pair_label(int(k % (j * j)))} in group {int(k // (j * j))}" for k in u_gpair[big_gpair]]
+    diffs, obs_stats, fit_stats, obs_n = [], [], [], []
+    for key, n in (("pair", n_pair[big_pair]), ("gpair", n_gpair[big_gpair]), ("ann", n_ann)):
+        d_obs, d_rep, mod = (np.concatenate(x) for x in zip(*stats[key]))
+        diffs.append((d_obs, d_rep, mod, mod, n))
+        obs_stats.append((d_obs + mod)[:1])
+        fit_stats.append(mod.mean(axis=0, keepdims=True))
+        obs_n.append(n[None])
+    n_gp = f" in a score group" if n_groups > 1 else ""
+    rows = [dict(name="posterior_predictive", status="not_testable", statistic=np.nan, p_value=np.nan,
+                 detail=f"{why}; the cell-count X^2 needs response patterns that repeat (the agreement checks "
+                        "below compare responses instead)")]
+    specs = [("pairwise_agreement", diffs[0], lab_pair, f"no pair of annotators co-labelled {MIN_PAIR_ITEMS} items"),
+             ("pairwise_agreement_by_group", diffs[1], lab_gpair,
+              f"no pair of annotators co-labelled {MIN_PAIR_ITEMS} items{n_gp}"),
+             ("annotator_agreement", diffs[2], [f"{i} with the others" for i in ids], "no co-labelled items")]
+    for name, diff, labels, empty in specs:
+        if name == "pairwise_agreement_by_group" and n_groups == 1:
+            continue
+        rows.append(_agreement_row(name, diff, labels, alpha) if len(labels) else
+                    dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan, detail=empty))
+    if n_groups > 1:
+        rows.append(_trend_row(np.concatenate(stats["trend_o"]), np.concatenate(stats["trend_r"]), n_groups, ids,
+                               alpha))
+    else:
+        rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
+                         detail="one score group: channels cannot be compared across scores (fit with score groups)"))
+    rows.append(_dependence_row(np.concatenate(stats["dep_o"]), np.concatenate(stats["dep_r"]), float(r1.size),
+                                u_pair.size, n_groups, alpha))
+    for row in rows[1:]:
+        if row["status"] != "not_testable":
+            row["detail"] += f"; response-level, posterior predictive (realised) p from {use.size} draws"
+    checks = _untestable(fit, why, rows=rows, **common)
+    entries = ([("pair", ids[k // j], ids[k % j], -1, 0, c) for c, k in enumerate(u_pair[big_pair])]
+               + [("pair", ids[(k % (j * j)) // j], ids[k % j], int(k // (j * j)), 1, c)
+                  for c, k in enumerate(u_gpair[big_gpair])]
+               + [("annotator", ids[k], "others", -1, 2, k) for k in range(j) if n_ann[k] > 0])
+    agreement = _agreement_rows(entries, obs_stats, obs_n, fit_stats, diffs)
+    return dataclasses.replace(checks, agreement=agreement) if len(agreement) else checks
 
 
 def _trend_z(d, m, n, c):
