@@ -132,7 +132,8 @@ class ModelChecks:
     p_value : float
         Its bootstrap / posterior predictive p-value.
     df : int
-        Nominal degrees of freedom after pooling (``<= 0``: not testable).
+        Nominal degrees of freedom after pooling (``<= 0``: not testable; 0 for the response-level checks, which
+        compute no cell-count X^2).
     replicated : ndarray of shape (n_ok,)
         ``X^2`` of each successful replicate (at its refit, or at its draw for NUTS).
     observed_discrepancy : ndarray of shape (n_ok,)
@@ -150,7 +151,10 @@ class ModelChecks:
     reason : str
         Why not testable ('' otherwise).
     settings : dict
-        ``seed``, ``fit_method`` and ``n_draws_used`` (NUTS: posterior draws used; 0 otherwise).
+        ``seed``, ``fit_method`` and ``n_draws_used`` (NUTS: posterior draws used; 0 otherwise); ``design`` is
+        ``"responses"`` when the design has no cell tables (module docstring: response-level checks; then
+        ``residuals`` is empty and ``agreement`` lists the pairs with at least :data:`MIN_PAIR_ITEMS` co-labelled
+        items and the annotators with any).
     """
 
     table: pd.DataFrame
@@ -483,7 +487,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     ------
     ValueError
         ``fit`` not a FitResult of a supported model, without an estimate, or not fitted to ``data``;
-        ``n_replicates`` below 19; ``alpha`` outside (0, 1); a negative ``min_expected``; too many cells.
+        ``n_replicates`` below 19; ``alpha`` outside (0, 1); a negative ``min_expected``.
 
     Notes
     -----
@@ -491,7 +495,10 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     :mod:`noisycal_bayes.diagnostics.checks`. The degrees of freedom of the design are
     ``sum_s (2^|O_s| - 1) - n_params`` over the observed (group, observed-annotators) strata, with
     ``n_params = n_groups + 2 J``; for complete data ``G (2^J - 1) - (G + 2J)`` (DESIGN.md §8). When that is
-    ``<= 0``, or pooling leaves no degrees of freedom, every check is ``not_testable``.
+    ``<= 0``, or pooling leaves no degrees of freedom, every check is ``not_testable``. Designs without cell
+    tables (EM's sparse path, more annotators than 64-bit cell keys hold, more than :data:`MAX_CELLS` cells) get
+    the response-level checks of the module docstring for NUTS fits and ``not_testable`` rows with the reason for
+    EM / MAP fits.
 
     Examples
     --------
