@@ -88,3 +88,22 @@ def test_crowd_summary_lists_population_and_flags(tmp_path):
     assert table["flag"].tolist() == [c["flag"] for c in payload["channels"]]
     assert sum(payload["flag_counts"].values()) == 30
     assert table["n_labels"].sum() == sim.data.n_responses
+
+
+@pytest.mark.slow
+def test_crowd_of_164_annotators_gets_model_check_rows_on_the_nuts_route():
+    """The default NUTS route on a 164-annotator crowd (partially pooled channels) gives check rows: the cell-count
+    X^2 not_testable with its reason, the response-level checks computed (cell keys of 164 annotators used to
+    overflow int64 and stop evaluate)."""
+    from noisycal_bayes import evaluate
+    from noisycal_bayes.diagnostics import CHECK_NAMES
+    from noisycal_bayes.simulate import simulate_crowd
+
+    sim = simulate_crowd(150, 164, labels_per_item=6, curve="calibrated", seed=0)
+    ev = evaluate(sim.data, method="nuts", n_chains=1, n_warmup=100, n_draws=100, n_boot=0, seed=0)
+    rows = {r["name"]: r for r in ev.checks}
+    assert list(rows) == list(CHECK_NAMES)
+    assert rows["posterior_predictive"]["status"] == "not_testable"
+    assert "164 annotators" in rows["posterior_predictive"]["detail"]
+    assert rows["annotator_dependence"]["status"] in ("pass", "warn")
+    assert ev.model_checks is not None and ev.model_checks.settings["design"] == "responses"

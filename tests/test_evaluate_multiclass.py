@@ -267,3 +267,37 @@ def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
     assert fresh.reported_interval != pytest.approx(cw.reported_interval, abs=1e-6)
     fresh_top = posterior_top_label_nc_ece(data.probs, data.responses, reps, usable=usable, seed=ev.seed)
     assert fresh_top.reported_interval != pytest.approx(top.reported_interval, abs=1e-6)
+
+
+def test_check_families_of_many_annotators():
+    """Families of 70 annotators (the integer key group * 2^J + mask code overflows int64 from J = 63): the
+    distinct (group, set of annotators) of the items, each once."""
+    from noisycal_bayes.evaluation.multiclass import _Families
+
+    rng = np.random.default_rng(0)
+    n, J = 60, 70
+    item = np.repeat(np.arange(n), 3)
+    ann = np.concatenate([rng.choice(J, 3, replace=False) for _ in range(n)])
+    ann[:6] = [0, 1, 69, 0, 1, 69]  # items 0 and 1: the same annotators, group 0 both
+    groups = np.r_[0, 0, rng.integers(0, 2, n - 2)]
+    fam = _Families(item, ann, rng.integers(0, 3, item.size), n, J, 3, groups)
+    keys = {(g, tuple(js)) for g, js in zip(fam.group, map(tuple, fam.annotators))}
+    want = {(int(groups[i]), tuple(sorted(ann[item == i]))) for i in range(n)}
+    assert keys == want and len(fam.members) == len(want)
+    assert sorted(np.concatenate(fam.members).tolist()) == list(range(n))
+    assert [0, 1] in [m.tolist() for m in fam.members]
+
+
+@pytest.mark.slow
+def test_check_on_a_sparse_crowd_of_150_annotators_runs():
+    """The K-class check on an EM fit of a sparse crowd (150 annotators, 5 per item) gives a row, never an error."""
+    import types
+
+    from noisycal_bayes.evaluation.multiclass import run_multiclass_checks
+    from noisycal_bayes.inference import fit_em_multiclass
+
+    sim = simulate_multiclass(200, 150, 3, labels_per_item=5, seed=0)
+    data = _data(sim)
+    fit = fit_em_multiclass(data, n_starts=2, seed=0)
+    (row,) = run_multiclass_checks(data, {"fit": fit}, types.SimpleNamespace(seed=0, method="em"))
+    assert row["status"] in ("pass", "warn", "not_testable") and row["detail"]

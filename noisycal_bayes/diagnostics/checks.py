@@ -51,12 +51,27 @@ Targeted checks of the two assumptions behind every NC-ECE (DESIGN.md §2), cali
   and ``pi_g``; a common item difficulty adds agreement in every group that the shared channels can only
   partly absorb. What three annotators can and cannot reveal is in docs/model_checks.md.
 
+Response-level checks, for designs whose cells cannot be tabulated (EM's sparse path for crowds, more
+annotators than 64-bit cell keys hold, more than :data:`MAX_CELLS` cells): the same agreement and targeted
+statistics, computed from the responses ``(i, j, A)`` and the co-labelled pairs of responses (two annotators on
+one item) instead of cell counts. At a parameter value the model-implied agreement of annotators ``a, b`` on item
+``i`` is ``(1 - q_i) (f_a f_b + (1 - f_a)(1 - f_b)) + q_i (t_a t_b + (1 - t_a)(1 - t_b))`` with ``q_i = pi_{g_i}``
+(or the gold label, an observed latent label) and the expected positive responses are ``(1 - q_i) f_j + q_i t_j``.
+Pairs enter ``pairwise_agreement`` (``_by_group``) when they co-labelled at least :data:`MIN_PAIR_ITEMS` items
+(in the group); ``annotator_agreement``, ``score_dependent_noise`` and ``annotator_dependence`` use every
+response. The replicates are posterior predictive (NUTS fits, including partially pooled ones): at each draw new
+clean labels ``Y_i ~ Bernoulli(q_i)`` and new responses for the observed (item, annotator) slots, with realised
+discrepancies as above. ``posterior_predictive`` (the cell-count X^2) is ``not_testable`` there, and so is every
+check of an EM / MAP fit on such a design: its parametric bootstrap refits EM on the cell counts of each
+replicate.
+
 A design with no degrees of freedom (DESIGN.md §8: ``G (2^J - 1) <= G + 2J`` free cell probabilities, for
 example one group and three annotators) reproduces every cell exactly, whatever the data: every check is
 then ``not_testable``, never ``pass``.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -75,6 +90,13 @@ CHECKABLE_MODELS = ("dawid_skene", "grouped", "histogram")
 MAX_CELLS = 200_000
 # Bootstrap refits per batched EM call (a fixed size: one compiled program per design).
 _REFIT_CHUNK = 100
+#: Fewest co-labelled items of a pair of annotators (in a score group) entered in the response-level pairwise
+#: checks: rarer pairs add entries whose binomial z is all but discrete, and no power.
+MIN_PAIR_ITEMS = 10
+#: Largest number of co-labelled pairs of responses the response-level checks hold.
+MAX_RESPONSE_PAIRS = 2_000_000
+# Replicated responses (or pairs of them) held at once (draws x responses).
+_RESPONSE_CHUNK = 5_000_000
 #: Check names in the table, in order.
 CHECK_NAMES = ("posterior_predictive", "pairwise_agreement", "pairwise_agreement_by_group", "annotator_agreement",
                "score_dependent_noise", "annotator_dependence")
@@ -110,7 +132,8 @@ class ModelChecks:
     p_value : float
         Its bootstrap / posterior predictive p-value.
     df : int
-        Nominal degrees of freedom after pooling (``<= 0``: not testable).
+        Nominal degrees of freedom after pooling (``<= 0``: not testable; 0 for the response-level checks, which
+        compute no cell-count X^2).
     replicated : ndarray of shape (n_ok,)
         ``X^2`` of each successful replicate (at its refit, or at its draw for NUTS).
     observed_discrepancy : ndarray of shape (n_ok,)
@@ -128,7 +151,10 @@ class ModelChecks:
     reason : str
         Why not testable ('' otherwise).
     settings : dict
-        ``seed``, ``fit_method`` and ``n_draws_used`` (NUTS: posterior draws used; 0 otherwise).
+        ``seed``, ``fit_method`` and ``n_draws_used`` (NUTS: posterior draws used; 0 otherwise); ``design`` is
+        ``"responses"`` when the design has no cell tables (module docstring: response-level checks; then
+        ``residuals`` is empty and ``agreement`` lists the pairs with at least :data:`MIN_PAIR_ITEMS` co-labelled
+        items and the annotators with any).
     """
 
     table: pd.DataFrame
@@ -211,14 +237,30 @@ class ModelChecks:
 
 
 # ------------------------------------------------------------------ cells
+class _CellsUnavailable(ValueError):
+    """The (group, pattern) cell tables cannot be built for this design (the message says why); the checks then
+    compare responses instead (:func:`_response_checks`)."""
+
+
 def _strata(inputs):
-    """Observed (group, mask) strata and every cell of each: patterns, group, stratum, observed counts."""
+    """Observed (group, mask) strata and every cell of each: patterns, group, stratum, observed counts.
+
+    Raises :class:`_CellsUnavailable` for sparse inputs (no patterns), for more annotators than the cell keys
+    hold (``n_groups * 3^J`` must fit int64: :func:`~noisycal_bayes.data.compress.pattern_keys`; the stratum
+    keys ``n_groups * 2^J`` are smaller) and for more than :data:`MAX_CELLS` cells.
+    """
+    j = inputs.n_annotators
+    if getattr(inputs, "sparse", False) or inputs.patterns is None:
+        raise _CellsUnavailable(f"the fit used the sparse-response path ({j} annotators, items labelled by different "
+                                "subsets): nearly every item has its own response pattern")
+    if max(int(inputs.n_groups), 1) * 3 ** j >= 2 ** 63:
+        raise _CellsUnavailable(f"{j} annotators: the (score group, response pattern) cells cannot be keyed by 64-bit "
+                                "integers (at most 39 annotators with one group)")
     patterns = np.asarray(inputs.patterns, dtype=np.int8)
     group = np.asarray(inputs.row_group, dtype=np.int64)
     counts = np.asarray(inputs.counts, dtype=np.float64)
     keep = (counts > 0) & np.any(patterns >= 0, axis=1)  # rows without any response carry no information
     patterns, group, counts = patterns[keep], group[keep], counts[keep]
-    j = patterns.shape[1]
     mask = patterns >= 0
     mask_code = mask.astype(np.int64) @ (1 << np.arange(j - 1, -1, -1, dtype=np.int64))
     key = group * (1 << j) + mask_code
@@ -227,8 +269,8 @@ def _strata(inputs):
     n_obs = np.array([bin(int(m)).count("1") for m in s_mask], dtype=np.int64)
     n_cells = int(np.sum(2 ** n_obs))
     if n_cells > MAX_CELLS:
-        raise ValueError(f"model_checks: the observed strata have {n_cells} (group, pattern) cells (> {MAX_CELLS}); "
-                         "the cell-count checks are for a few annotators per item.")
+        raise _CellsUnavailable(f"the observed strata have {n_cells} (group, pattern) cells (> {MAX_CELLS}): too many "
+                                "annotators per item for cell counts")
     cell_pat, cell_group, cell_stratum = [], [], []
     for s, (g, m, k) in enumerate(zip(s_group, s_mask, n_obs)):
         cols = [c for c in range(j) if (int(m) >> (j - 1 - c)) & 1]
@@ -378,16 +420,18 @@ def _check_iv(data, fit, n_replicates, seed, alpha, min_expected):
         raise ValueError(f"model_checks: `data` must be the AnnotationSet (or SufficientStats) the model was fitted "
                          f"to; got {type(data).__name__}.")
     inp = fit.inputs
-    if getattr(inp, "sparse", False):
-        # Sparse crowds: nearly every item has its own response pattern, so the (group, pattern) tables these
-        # checks compare are all cells of count 1 or 0 and the per-pair tables mostly empty.
-        raise ValueError(f"model_checks: the fit used the sparse-response path ({inp.n_annotators} annotators, "
-                         "items labelled by different subsets); these checks compare (score group, response "
-                         "pattern) counts and need a design where patterns repeat (a few annotators who label "
-                         "most items). They are not available for sparse crowds yet.")
     if data.n_items != inp.n_items or data.n_annotators != inp.n_annotators:
         raise ValueError(f"model_checks: `data` has {data.n_items} items and {data.n_annotators} annotators, the fit "
                          f"{inp.n_items} and {inp.n_annotators}: pass the data the model was fitted to.")
+    if getattr(inp, "sparse", False):
+        # EM's sparse path keeps the responses themselves: the same triples as the fit's.
+        same = isinstance(data, AnnotationSet) and all(
+            np.array_equal(np.asarray(a), np.asarray(b))
+            for a, b in zip(data.responses, (inp.item, inp.annotator, inp.label)))
+        if not same:
+            raise ValueError("model_checks: the responses of `data` differ from those the model was fitted to: pass "
+                             "the data of the fit.")
+        return int(n_replicates), float(alpha), float(min_expected)
     # The same (group, pattern) counts as the fit's: the checks are about the data the estimate came from.
     mine = prepare_inputs(data, fit.model, fit.groups)
     if mine.counts.shape != inp.counts.shape or not np.array_equal(mine.counts, inp.counts):
@@ -443,7 +487,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     ------
     ValueError
         ``fit`` not a FitResult of a supported model, without an estimate, or not fitted to ``data``;
-        ``n_replicates`` below 19; ``alpha`` outside (0, 1); a negative ``min_expected``; too many cells.
+        ``n_replicates`` below 19; ``alpha`` outside (0, 1); a negative ``min_expected``.
 
     Notes
     -----
@@ -451,7 +495,10 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     :mod:`noisycal_bayes.diagnostics.checks`. The degrees of freedom of the design are
     ``sum_s (2^|O_s| - 1) - n_params`` over the observed (group, observed-annotators) strata, with
     ``n_params = n_groups + 2 J``; for complete data ``G (2^J - 1) - (G + 2J)`` (DESIGN.md §8). When that is
-    ``<= 0``, or pooling leaves no degrees of freedom, every check is ``not_testable``.
+    ``<= 0``, or pooling leaves no degrees of freedom, every check is ``not_testable``. Designs without cell
+    tables (EM's sparse path, more annotators than 64-bit cell keys hold, more than :data:`MAX_CELLS` cells) get
+    the response-level checks of the module docstring for NUTS fits and ``not_testable`` rows with the reason for
+    EM / MAP fits.
 
     Examples
     --------
@@ -471,7 +518,11 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     n_replicates, alpha, min_expected = _check_iv(data, fit, n_replicates, seed, alpha, min_expected)
     inp = fit.inputs
     j, n_groups = inp.n_annotators, inp.n_groups
-    cell_pat, cell_group, cell_stratum, observed, n_stratum, n_obs = _strata(inp)
+    try:
+        cell_pat, cell_group, cell_stratum, observed, n_stratum, n_obs = _strata(inp)
+    except _CellsUnavailable as why:
+        return _response_checks(data, fit, str(why), n_replicates=n_replicates, seed=seed, alpha=alpha,
+                                min_expected=min_expected)
     n_strata = n_stratum.size
     n_params = n_groups + 2 * j
     design_df = int(np.sum(2 ** n_obs - 1)) - n_params
@@ -577,19 +628,10 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
                  ("pairwise_agreement_by_group", diffs[1],
                   [f"{p} in group {g}" for g in range(n_groups) for p in labels_pair]),
                  ("annotator_agreement", diffs[2], [f"{i} with the others" for i in ids])]
-        for name, (d_obs, d_rep, m_obs, m_rep, n_co), lab in specs:
+        for name, diff, lab in specs:
             if name == "pairwise_agreement_by_group" and n_groups == 1:
                 continue
-            mz = _max_z(d_obs, d_rep, m_obs, m_rep, n_co)
-            if mz is None:
-                rows.append(dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan,
-                                 detail="no co-labelled items, or the replicates do not vary"))
-                continue
-            z_obs, z_rep, worst = mz
-            p = float((1 + np.sum(z_rep >= z_obs)) / (1 + z_rep.size))
-            rows.append(dict(name=name, status="warn" if p <= alpha else "pass", statistic=float(np.mean(z_obs)),
-                             p_value=p, detail=(f"largest |z| of {len(lab) - int(np.sum(np.isnan(d_obs[0])))} "
-                                                f"agreement rates (observed minus fitted): {lab[worst]}")))
+            rows.append(_agreement_row(name, diff, lab, alpha))
     if not reason:
         rows += _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, exp_rep, design, alpha,
                                    list(fit.annotator_ids) or list(range(j)))
@@ -615,6 +657,203 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
                        observed_discrepancy=observed_disc, method="posterior_predictive" if nuts else "bootstrap",
                        model=fit.model, n_replicates=n_replicates, n_failed=n_failed, alpha=alpha,
                        min_expected=min_expected, status=status, reason=reason, settings=settings)
+
+
+def _agreement_row(name, diff, labels, alpha):
+    """Table row of one agreement check: the largest ``|z|`` (:func:`_max_z`) against the replicates' maxima.
+
+    ``diff = (d_obs, d_rep, m_obs, m_rep, n)`` as :func:`_max_z` takes them; ``labels`` names each entry.
+    """
+    d_obs, d_rep, m_obs, m_rep, n_co = diff
+    mz = _max_z(d_obs, d_rep, m_obs, m_rep, n_co)
+    if mz is None:
+        return dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan,
+                    detail="no co-labelled items, or the replicates do not vary")
+    z_obs, z_rep, worst = mz
+    p = float((1 + np.sum(z_rep >= z_obs)) / (1 + z_rep.size))
+    return dict(name=name, status="warn" if p <= alpha else "pass", statistic=float(np.mean(z_obs)), p_value=p,
+                detail=(f"largest |z| of {len(labels) - int(np.sum(np.isnan(d_obs[0])))} "
+                        f"agreement rates (observed minus fitted): {labels[worst]}"))
+
+
+def _untestable(fit, reason, *, n_replicates, alpha, min_expected, settings, rows=None):
+    """A :class:`ModelChecks` whose table holds ``rows`` (default: every check ``not_testable`` with ``reason``),
+    without cell residuals."""
+    n_groups = fit.inputs.n_groups
+    names = [n for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
+    if rows is None:
+        rows = [dict(name=n, status="not_testable", statistic=np.nan, p_value=np.nan, detail=reason) for n in names]
+    table = pd.DataFrame(rows, columns=["name", "status", "statistic", "p_value", "detail"])
+    residuals = pd.DataFrame({c: pd.Series(dtype=t) for c, t in (
+        ("group", np.int64), ("pattern", object), ("stratum", np.int64), ("pooled_cell", np.int64),
+        ("observed", np.float64), ("expected", np.float64), ("pearson", np.float64), ("standardized", np.float64))})
+    statuses = table["status"]
+    status = ("not_testable" if (statuses == "not_testable").all() else
+              "warn" if (statuses == "warn").any() else "pass")
+    empty = np.zeros(0)
+    empty.setflags(write=False)
+    return ModelChecks(table=table, residuals=residuals, agreement=pd.DataFrame(
+        columns=["kind", "annotator", "other", "group", "n_items", "observed", "expected", "difference_sd", "z",
+                 "p_value"]), statistic=float("nan"), p_value=float("nan"), df=0, replicated=empty,
+        observed_discrepancy=empty, method="posterior_predictive" if fit.method == "nuts" else "bootstrap",
+        model=fit.model, n_replicates=n_replicates, n_failed=0, alpha=alpha, min_expected=min_expected,
+        status=status, reason=reason if status == "not_testable" else "", settings=settings)
+
+
+def _response_pairs(item, annotator):
+    """Co-labelled pairs of responses ``(r1, r2)``: two responses to one item by different annotators, with
+    ``annotator[r1] < annotator[r2]``; ``item`` sorted (the storage order of ``AnnotationSet.responses``)."""
+    starts = np.flatnonzero(np.r_[True, item[1:] != item[:-1]])
+    sizes = np.diff(np.r_[starts, item.size])
+    r1, r2 = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for k in np.unique(sizes[sizes > 1]):
+        lo, hi = np.triu_indices(int(k), 1)
+        base = starts[sizes == k][:, None]
+        r1.append((base + lo[None]).reshape(-1))
+        r2.append((base + hi[None]).reshape(-1))
+    r1, r2 = np.concatenate(r1), np.concatenate(r2)
+    keep = annotator[r1] != annotator[r2]  # repeated labels of one annotator are not agreement between two
+    r1, r2 = r1[keep], r2[keep]
+    swap = annotator[r1] > annotator[r2]
+    return np.where(swap, r2, r1), np.where(swap, r1, r2)
+
+
+def _indicator(index, n_cols):
+    """Sparse (n_rows, n_cols) 0/1 matrix with a one in column ``index[r]`` of row ``r`` (``-1``: no column)."""
+    from scipy import sparse
+
+    rows = np.flatnonzero(index >= 0)
+    return sparse.csr_matrix((np.ones(rows.size), (rows, index[rows])), shape=(index.size, n_cols))
+
+
+def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected):
+    """The response-level checks of the module docstring, for designs whose cells cannot be tabulated (``why``)."""
+    from ..data import AnnotationSet
+
+    inp = fit.inputs
+    j, n_groups = inp.n_annotators, inp.n_groups
+    nuts = fit.method == "nuts"
+    settings = {"seed": seed, "fit_method": fit.method, "n_draws_used": 0, "design": "responses"}
+    common = dict(n_replicates=n_replicates, alpha=alpha, min_expected=min_expected, settings=settings)
+    if not nuts:
+        return _untestable(fit, f"{why}. The cell-count checks need response patterns that repeat, and the "
+                           "response-level checks need posterior predictive replicates: the parametric bootstrap of "
+                           f"a {fit.method.upper()} fit refits EM on the cell counts of each replicate. Check a "
+                           "fit_nuts fit (evaluate(method='nuts'); pooling='partial' for crowds).", **common)
+    if not isinstance(data, AnnotationSet):
+        return _untestable(fit, f"{why}; the response-level checks need the responses: pass the AnnotationSet "
+                           "(SufficientStats keep only pattern counts).", **common)
+    item, ann, lab = (np.asarray(a, np.int64) for a in data.responses)
+    r1, r2 = _response_pairs(item, ann)
+    if r1.size > MAX_RESPONSE_PAIRS:
+        return _untestable(fit, f"{why}; the items have {r1.size} co-labelled pairs of responses (> "
+                           f"{MAX_RESPONSE_PAIRS}): too many labels per item for the response-level checks.", **common)
+    ids = list(fit.annotator_ids) or list(range(j))
+    item_group = np.asarray(fit.groups.index, np.int64)
+    gold = np.full(inp.n_items, -1) if inp.gold is None else np.asarray(inp.gold, np.int64)
+    pa, pb = ann[r1], ann[r2]
+    pg = item_group[item[r1]]
+    # Cells of the statistics: pairs of annotators (overall, per group), annotators, (group, annotator) slots.
+    pair_key = pa * j + pb
+    u_pair, pair_of = np.unique(pair_key, return_inverse=True)
+    u_gpair, gpair_of = np.unique(pg * (j * j) + pair_key, return_inverse=True)
+    n_pair = np.bincount(pair_of, minlength=u_pair.size).astype(np.float64)
+    n_gpair = np.bincount(gpair_of, minlength=u_gpair.size).astype(np.float64)
+    big_pair = np.flatnonzero(n_pair >= MIN_PAIR_ITEMS)
+    big_gpair = np.flatnonzero(n_gpair >= MIN_PAIR_ITEMS)
+    col_pair = np.full(u_pair.size, -1)
+    col_pair[big_pair] = np.arange(big_pair.size)
+    col_gpair = np.full(u_gpair.size, -1)
+    col_gpair[big_gpair] = np.arange(big_gpair.size)
+    m_pair, m_gpair = _indicator(col_pair[pair_of], big_pair.size), _indicator(col_gpair[gpair_of], big_gpair.size)
+    m_all = _indicator(gpair_of, u_gpair.size)
+    # Annotator with the others: every co-labelled pair of responses counts for both of its annotators.
+    m_ann = _indicator(pa, j) + _indicator(pb, j)
+    m_slot = _indicator(item_group[item] * j + ann, n_groups * j)
+    n_ann = np.asarray(m_ann.sum(axis=0)).reshape(-1)
+    n_slot = np.asarray(m_slot.sum(axis=0)).reshape(-1).reshape(n_groups, j)
+    agree_obs = (lab[r1] == lab[r2]).astype(np.float64)
+
+    fpr, tpr, prev = _params(fit)
+    total = fpr.shape[0]
+    use = np.unique(np.linspace(0, total - 1, min(n_replicates, total)).round().astype(np.int64))
+    fpr, tpr, prev = fpr[use], tpr[use], prev[use]
+    settings["n_draws_used"] = int(use.size)
+    rng = np.random.default_rng(seed)
+    stats = {k: [] for k in ("pair", "gpair", "ann", "trend_o", "trend_r", "dep_o", "dep_r", "model")}
+    c = np.arange(n_groups, dtype=np.float64) - (n_groups - 1) / 2.0
+    chunk = max(1, _RESPONSE_CHUNK // max(r1.size + item.size, 1))
+    for start in range(0, use.size, chunk):
+        f, t, pv = fpr[start:start + chunk], tpr[start:start + chunk], prev[start:start + chunk]
+        q = np.where(gold[None] >= 0, gold[None].astype(np.float64), pv[:, item_group])  # P(Y_i = 1), (S, n_items)
+        qi = q[:, item[r1]]
+        m_p = ((1 - qi) * (f[:, pa] * f[:, pb] + (1 - f[:, pa]) * (1 - f[:, pb]))
+               + qi * (t[:, pa] * t[:, pb] + (1 - t[:, pa]) * (1 - t[:, pb])))
+        e_r = (1 - q[:, item]) * f[:, ann] + q[:, item] * t[:, ann]
+        # Posterior predictive replicate at each draw: new clean labels (gold kept), new responses in the same slots.
+        y = rng.random(q.shape) < q
+        a_rep = (rng.random(e_r.shape) < np.where(y[:, item], t[:, ann], f[:, ann])).astype(np.float64)
+        agree_rep = (a_rep[:, r1] == a_rep[:, r2]).astype(np.float64)
+        for key, ind, n in (("pair", m_pair, n_pair[big_pair]), ("gpair", m_gpair, n_gpair[big_gpair]),
+                            ("ann", m_ann, n_ann)):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mod = (m_p @ ind) / n
+                stats[key].append(((agree_obs @ ind) / n - mod, (agree_rep @ ind) / n - mod, mod))
+        if n_groups > 1:
+            e_slot = (e_r @ m_slot).reshape(-1, n_groups, j)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                m_slot_rate = np.nan_to_num(e_slot / n_slot[None])
+            o_slot = (lab.astype(np.float64) @ m_slot).reshape(1, n_groups, j)
+            stats["trend_o"].append(_trend_z(o_slot - e_slot, m_slot_rate, n_slot, c))
+            stats["trend_r"].append(_trend_z((a_rep @ m_slot).reshape(-1, n_groups, j) - e_slot, m_slot_rate,
+                                             n_slot, c))
+        e_all = m_p @ m_all
+        stats["dep_o"].append(_excess_z(np.broadcast_to(agree_obs @ m_all, e_all.shape), e_all, n_gpair))
+        stats["dep_r"].append(_excess_z(agree_rep @ m_all, e_all, n_gpair))
+
+    def pair_label(k):
+        return f"{ids[k // j]}-{ids[k % j]}"
+
+    lab_pair = [pair_label(int(k)) for k in u_pair[big_pair]]
+    lab_gpair = [f"{pair_label(int(k % (j * j)))} in group {int(k // (j * j))}" for k in u_gpair[big_gpair]]
+    diffs, obs_stats, fit_stats, obs_n = [], [], [], []
+    for key, n in (("pair", n_pair[big_pair]), ("gpair", n_gpair[big_gpair]), ("ann", n_ann)):
+        d_obs, d_rep, mod = (np.concatenate(x) for x in zip(*stats[key]))
+        diffs.append((d_obs, d_rep, mod, mod, n))
+        obs_stats.append((d_obs + mod)[:1])
+        fit_stats.append(mod.mean(axis=0, keepdims=True))
+        obs_n.append(n[None])
+    n_gp = f" in a score group" if n_groups > 1 else ""
+    rows = [dict(name="posterior_predictive", status="not_testable", statistic=np.nan, p_value=np.nan,
+                 detail=f"{why}; the cell-count X^2 needs response patterns that repeat (the agreement checks "
+                        "below compare responses instead)")]
+    specs = [("pairwise_agreement", diffs[0], lab_pair, f"no pair of annotators co-labelled {MIN_PAIR_ITEMS} items"),
+             ("pairwise_agreement_by_group", diffs[1], lab_gpair,
+              f"no pair of annotators co-labelled {MIN_PAIR_ITEMS} items{n_gp}"),
+             ("annotator_agreement", diffs[2], [f"{i} with the others" for i in ids], "no co-labelled items")]
+    for name, diff, labels, empty in specs:
+        if name == "pairwise_agreement_by_group" and n_groups == 1:
+            continue
+        rows.append(_agreement_row(name, diff, labels, alpha) if len(labels) else
+                    dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan, detail=empty))
+    if n_groups > 1:
+        rows.append(_trend_row(np.concatenate(stats["trend_o"]), np.concatenate(stats["trend_r"]), n_groups, ids,
+                               alpha))
+    else:
+        rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
+                         detail="one score group: channels cannot be compared across scores (fit with score groups)"))
+    rows.append(_dependence_row(np.concatenate(stats["dep_o"]), np.concatenate(stats["dep_r"]), float(r1.size),
+                                u_pair.size, n_groups, alpha))
+    for row in rows[1:]:
+        if row["status"] != "not_testable":
+            row["detail"] += f"; response-level, posterior predictive (realised) p from {use.size} draws"
+    checks = _untestable(fit, why, rows=rows, **common)
+    entries = ([("pair", ids[k // j], ids[k % j], -1, 0, c) for c, k in enumerate(u_pair[big_pair])]
+               + [("pair", ids[(k % (j * j)) // j], ids[k % j], int(k // (j * j)), 1, c)
+                  for c, k in enumerate(u_gpair[big_gpair])]
+               + [("annotator", ids[k], "others", -1, 2, k) for k in range(j) if n_ann[k] > 0])
+    agreement = _agreement_rows(entries, obs_stats, obs_n, fit_stats, diffs)
+    return dataclasses.replace(checks, agreement=agreement) if len(agreement) else checks
 
 
 def _trend_z(d, m, n, c):
@@ -658,21 +897,7 @@ def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, 
         z_obs = _trend_z(per_group(np.broadcast_to(observed, exp_obs.shape), pos) - per_group(exp_obs, pos), m_obs,
                          n_gj, c)
         z_rep = _trend_z(per_group(reps, pos) - per_group(exp_rep, pos), m_rep, n_gj, c)
-        ok = np.all(np.isfinite(z_obs), axis=0)
-        if not np.any(ok):
-            rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
-                             detail="no annotator has responses in two score groups"))
-        else:
-            t_obs = np.abs(z_obs[:, ok]).max(axis=1)
-            t_rep = np.nan_to_num(np.abs(z_rep[:, ok])).max(axis=1)
-            p = float((1 + np.sum(t_rep >= t_obs)) / (1 + b))
-            worst = int(np.flatnonzero(ok)[np.argmax(np.abs(z_obs[:, ok]).mean(axis=0))])
-            zw = float(z_obs[:, worst].mean())
-            rows.append(dict(name="score_dependent_noise", status="warn" if p <= alpha else "pass",
-                             statistic=float(t_obs.mean()), p_value=p,
-                             detail=(f"largest |z| of the score trend in {int(ok.sum())} annotators' positive-response "
-                                     f"residuals over {n_groups} score groups: {ids[worst]} (z = {zw:+.2f}; > 0: "
-                                     "more positives than the shared channel predicts at high scores)")))
+        rows.append(_trend_row(z_obs, z_rep, n_groups, ids, alpha))
     # ---- annotator dependence: pooled excess agreement over pairs and score groups, one-sided.
     pairs, both, agree = design[0], design[1], design[2]
     if not pairs:
@@ -681,28 +906,57 @@ def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, 
         return rows
     n_gp = per_group(observed[None], both)[0]
 
-    def excess(counts, expected):
-        a = per_group(counts, agree)
-        e = per_group(expected, agree)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m = np.where(n_gp[None] > 0, e / n_gp[None], 0.0)
-        var = (n_gp[None] * m * (1 - m)).sum(axis=(1, 2))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (a - e).sum(axis=(1, 2)) / np.sqrt(var)
-
-    s_obs = excess(np.broadcast_to(observed, exp_obs.shape), exp_obs)
-    s_rep = excess(reps, exp_rep)
-    if not np.all(np.isfinite(s_obs)) or n_gp.sum() == 0:
-        rows.append(dict(name="annotator_dependence", status="not_testable", statistic=np.nan, p_value=np.nan,
-                         detail="no co-labelled items"))
-        return rows
-    p = float((1 + np.sum(np.nan_to_num(s_rep, nan=-np.inf) >= s_obs)) / (1 + b))
-    rows.append(dict(name="annotator_dependence", status="warn" if p <= alpha else "pass",
-                     statistic=float(s_obs.mean()), p_value=p,
-                     detail=(f"pooled excess agreement z over {len(pairs)} pairs x {n_groups} score groups "
-                             f"({int(n_gp.sum())} co-labelled pairs of responses), one-sided: errors that coincide "
-                             "more often than conditional independence allows raise it")))
+    s_obs = _excess_z(per_group(np.broadcast_to(observed, exp_obs.shape), agree), per_group(exp_obs, agree), n_gp)
+    s_rep = _excess_z(per_group(reps, agree), per_group(exp_rep, agree), n_gp)
+    rows.append(_dependence_row(s_obs, s_rep, float(n_gp.sum()), len(pairs), n_groups, alpha))
     return rows
+
+
+def _trend_row(z_obs, z_rep, n_groups, ids, alpha):
+    """Table row of ``score_dependent_noise`` from the trend contrasts (:func:`_trend_z`) of the observed data
+    ``z_obs`` (B or 1, J) and of the replicates ``z_rep`` (B, J)."""
+    ok = np.all(np.isfinite(z_obs), axis=0)
+    if not np.any(ok):
+        return dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
+                    detail="no annotator has responses in two score groups")
+    t_obs = np.abs(z_obs[:, ok]).max(axis=1)
+    t_rep = np.nan_to_num(np.abs(z_rep[:, ok])).max(axis=1)
+    p = float((1 + np.sum(t_rep >= t_obs)) / (1 + z_rep.shape[0]))
+    worst = int(np.flatnonzero(ok)[np.argmax(np.abs(z_obs[:, ok]).mean(axis=0))])
+    zw = float(z_obs[:, worst].mean())
+    return dict(name="score_dependent_noise", status="warn" if p <= alpha else "pass",
+                statistic=float(t_obs.mean()), p_value=p,
+                detail=(f"largest |z| of the score trend in {int(ok.sum())} annotators' positive-response "
+                        f"residuals over {n_groups} score groups: {ids[worst]} (z = {zw:+.2f}; > 0: "
+                        "more positives than the shared channel predicts at high scores)"))
+
+
+def _excess_z(a, e, n):
+    """Pooled excess agreement ``S = sum (a - e) / sqrt(sum n m (1 - m))``, ``m = e / n``, per data set.
+
+    ``a`` observed and ``e`` expected agreements of shape (B, ...cells), ``n`` co-labelled pairs of responses of
+    shape (...cells,) -> (B,); the cells are (score group, pair of annotators).
+    """
+    axes = tuple(range(1, a.ndim))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.where(n[None] > 0, e / n[None], 0.0)
+    var = (n[None] * m * (1 - m)).sum(axis=axes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (a - e).sum(axis=axes) / np.sqrt(var)
+
+
+def _dependence_row(s_obs, s_rep, n_co, n_pairs, n_groups, alpha):
+    """Table row of ``annotator_dependence`` from :func:`_excess_z` of the observed data and of each replicate,
+    one-sided; ``n_co`` co-labelled pairs of responses over ``n_pairs`` pairs of annotators."""
+    if not np.all(np.isfinite(s_obs)) or n_co == 0:
+        return dict(name="annotator_dependence", status="not_testable", statistic=np.nan, p_value=np.nan,
+                    detail="no co-labelled items")
+    p = float((1 + np.sum(np.nan_to_num(s_rep, nan=-np.inf) >= s_obs)) / (1 + s_rep.shape[0]))
+    return dict(name="annotator_dependence", status="warn" if p <= alpha else "pass",
+                statistic=float(s_obs.mean()), p_value=p,
+                detail=(f"pooled excess agreement z over {n_pairs} pairs x {n_groups} score groups "
+                        f"({int(n_co)} co-labelled pairs of responses), one-sided: errors that coincide "
+                        "more often than conditional independence allows raise it"))
 
 
 def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates, *, progress_bar=False):
@@ -774,6 +1028,12 @@ def _agreement_table(fit, design, obs_stats, obs_n, fit_stats, diffs, n_groups):
         entries.append(("pair", ids[a], ids[b], -1, 0, p))
         entries += [("pair", ids[a], ids[b], g, 1, g * n_pairs + p) for g in range(n_groups)]
     entries += [("annotator", ids[k], "others", -1, 2, k) for k in range(j)]
+    return _agreement_rows(entries, obs_stats, obs_n, fit_stats, diffs)
+
+
+def _agreement_rows(entries, obs_stats, obs_n, fit_stats, diffs):
+    """The agreement table (see :class:`ModelChecks`) of ``entries`` ``(kind, annotator, other, group, which,
+    index)``: entry ``index`` of statistic ``which`` (0 pairs, 1 pairs per group, 2 annotators) of the arrays."""
     rows = []
     for kind, a, b, g, which, k in entries:
         obs, n = obs_stats[which][0].reshape(-1)[k], obs_n[which][0].reshape(-1)[k]

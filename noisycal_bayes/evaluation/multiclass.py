@@ -495,10 +495,12 @@ class _Families:
         dense = np.full((n_items, J), -1, dtype=np.int64)
         dense[item, ann] = lab
         mask = dense >= 0
-        fam_key = groups * (1 << J) + mask @ (1 << np.arange(J))
-        fams, fam_of = np.unique(fam_key, return_inverse=True)
+        # Families as the distinct rows of (group, mask of annotators J-1 .. 0): the order of the integer key
+        # group * 2^J + sum_j mask_j 2^j, without the integer (it overflows int64 for J >= 63 annotators).
+        fams, fam_of = np.unique(np.column_stack([groups, mask[:, ::-1]]), axis=0, return_inverse=True)
+        fam_of = fam_of.reshape(-1)
         self.members, self.group, self.annotators, self.weights = [], [], [], []
-        for f in range(fams.size):
+        for f in range(len(fams)):
             rows = np.flatnonzero(fam_of == f)
             js = np.flatnonzero(mask[rows[0]])
             self.members.append(rows)

@@ -283,3 +283,67 @@ def test_targeted_checks_warn_on_their_alternatives():
     tab2 = out2.table.set_index("name")
     assert tab2.loc["annotator_dependence", "status"] == "warn", tab2
     assert tab2.loc["annotator_dependence", "p_value"] == pytest.approx(0.05)
+
+
+# ------------------------------------------------------------------ crowds: response-level checks
+def _crowd(correlated=False, seed=11):
+    """A crowd of 600 items and 60 annotators, 8 per item (EM's sparse path; 3^60 cells do not fit 64-bit keys).
+    With ``correlated``, the same slots are relabelled so that errors coincide: on a hard 40% of the items every
+    annotator errs with probability 0.4, elsewhere with probability 0.05 (conditional independence fails)."""
+    from noisycal_bayes.simulate import simulate_crowd
+
+    sim = simulate_crowd(600, 60, labels_per_item=8, curve="calibrated", seed=seed)
+    if not correlated:
+        return sim.data, sim.fpr, sim.tpr
+    rng = np.random.default_rng(seed)
+    item, ann, _ = sim.data.responses
+    y = sim.clean_labels.astype(np.int64)
+    err = np.where(rng.random(600) < 0.4, 0.4, 0.05)[item]
+    lab = np.where(rng.random(item.size) < err, 1 - y[item], y[item])
+    data = AnnotationSet.from_responses(item, ann, lab, n_items=600, n_annotators=60, scores=sim.data.scores)
+    return data, None, None
+
+
+def _crowd_nuts(data, fpr=None, tpr=None, seed=0):
+    """EM's sparse fit and posterior-like draws around ``(fpr, tpr)`` (default: the EM estimate), prevalence at EM's."""
+    em = fit_em(data, groups=Binning.equal_mass(3), n_starts=2)
+    assert em.inputs.sparse
+    rng = np.random.default_rng(seed)
+    f, t = channel_draws(rng, em.fpr if fpr is None else fpr, em.tpr if tpr is None else tpr, 1, 99, spread=0.005)
+    prev = np.broadcast_to(np.asarray(em.prevalence), (1, 99, 3))
+    return em, fake_nuts(em, {"fpr": f, "tpr": t, "prevalence": prev})
+
+
+def test_sparse_em_fit_gives_not_testable_rows_with_a_reason():
+    data, _, _ = _crowd()
+    em, _ = _crowd_nuts(data)
+    out = model_checks(data, em, n_replicates=19)
+    assert out.status == "not_testable" and out.table["name"].tolist() == list(CHECK_NAMES)
+    assert (out.table["status"] == "not_testable").all()
+    assert "sparse-response path" in out.reason and "fit_nuts" in out.reason
+    other, _, _ = _crowd(seed=12)
+    with pytest.raises(ValueError, match="responses of `data` differ"):
+        model_checks(other, em, n_replicates=19)
+
+
+@pytest.mark.statistical
+def test_response_level_checks_are_calibrated_and_see_correlated_errors():
+    # Well specified, draws at the true channels: the replicates are exchangeable with the data, so each p-value
+    # is (up to ties) uniform. False-alarm rate of this assertion: at most 4 x 0.01 (four checks computed).
+    data, fpr, tpr = _crowd()
+    _, nuts = _crowd_nuts(data, fpr, tpr)
+    out = model_checks(data, nuts, n_replicates=99, seed=0)
+    assert out.settings["design"] == "responses" and out.method == "posterior_predictive"
+    tab = out.table.set_index("name")
+    assert tab.loc["posterior_predictive", "status"] == "not_testable"
+    computed = tab[tab["status"] != "not_testable"]
+    assert {"annotator_agreement", "score_dependent_noise", "annotator_dependence"} <= set(computed.index)
+    assert (computed["p_value"] > 0.01).all(), computed
+    agree = out.agreement[out.agreement["kind"] == "annotator"]
+    assert len(agree) == 60 and np.all(np.isfinite(agree["z"]))
+    # Negative control: errors that coincide raise the agreement beyond conditional independence. With 99 draws
+    # the smallest p-value is 0.01; the pooled excess agreement here is far out in the tail.
+    bad, _, _ = _crowd(correlated=True)
+    _, nuts_bad = _crowd_nuts(bad)
+    dep = model_checks(bad, nuts_bad, n_replicates=99, seed=0).table.set_index("name").loc["annotator_dependence"]
+    assert dep["status"] == "warn" and dep["p_value"] <= 0.02, dep
