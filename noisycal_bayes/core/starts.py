@@ -350,4 +350,5 @@ def unconverged_message(func: str, max_iter: int, selection: dict) -> str:
     return (f"{func}: no EM start converged within max_iter={max_iter} iterations and passed the screen; the best "
             f"accepted start (start {selection['selected']}, objective {selection['objective']:.6g}) stopped at "
             "max_iter and is returned with converged=False. Raise `max_iter` (or loosen `tol`), or try other starts "
-            "(`starts='vote'`, more `n_starts`).")
+            "(`starts='vote'`, more `n_starts`); EM also crawls where the likelihood is nearly flat (weakly identified "
+            "channels: few labels per annotator, score groups with similar prevalences).")

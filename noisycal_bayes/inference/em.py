@@ -627,6 +627,9 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
 def start_point(data, inputs, model: str, seed: int = 0):
     """A maximum-likelihood EM estimate to start an optimiser or sampler from, as a ``point`` dict (or None).
 
+    The selection of :func:`fit_em` (converged starts first, else the best one stopped by ``max_iter``: a start
+    needs no convergence); None only when no EM start gives an estimate.
+
     Grouped models: EM on their own compressed table (the monotone model then sorts the prevalences).
     Platt: channels from EM on 5 equal-mass score groups, and the slope and intercept from a weighted
     least-squares line through ``(mean logit score, logit prevalence)`` of those groups.
