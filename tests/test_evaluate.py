@@ -289,3 +289,21 @@ def test_a_warning_check_is_said_under_the_nc_ece():
 def test_checks_can_be_turned_off(sim):
     ev = evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=0, checks=False)
     assert ev.checks == () and json.loads(ev.to_json())["checks"] == [] and "Assumption checks" not in ev.summary()
+
+
+# ------------------------------------------------------------------------------------------ EM without convergence
+def test_em_without_convergence_is_carried_as_a_warning(sim, monkeypatch):
+    # fit_em's contract: no start converged -> the best start with converged=False and a ConvergenceWarning. The EM
+    # route goes on with that estimate and reports the warning (ev.warnings, JSON) instead of failing.
+    from functools import partial
+
+    import noisycal_bayes.inference as inference
+
+    monkeypatch.setattr(inference, "fit_em", partial(inference.fit_em, max_iter=3))
+    ev = evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=10, seed=SEED,
+                  checks=False)
+    assert not ev.fit.converged and ev.fit.n_iter == 3
+    hits = [w for w in ev.warnings if "ConvergenceWarning" in w and "max_iter=3" in w]
+    assert len(hits) == 1 and "converged=False" in hits[0]
+    assert hits[0] in json.loads(ev.to_json())["diagnostics"]["warnings"]
+    assert np.isfinite(ev.nc_ece.value) and ev.nc_ece.lower is not None
