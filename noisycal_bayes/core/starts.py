@@ -335,7 +335,8 @@ def all_failed_message(func: str, n_total: int, failed, no_estimate: str = "scre
     if no_estimate == "nonfinite":
         why = "no start gave a finite likelihood"
         advice = ("Check the labels and score groups (e.g. a group or an annotator whose labels are all equal), try "
-                  "other starts (`starts=`, `n_starts`), or pass a prior (`prior=`) to keep the rates off 0 and 1.")
+                  "other starts (more `n_starts`, or explicit starts), or pass a prior (`prior=`) to keep the rates "
+                  "off 0 and 1.")
     else:
         why = "every start with a finite likelihood broke the orientation screen (rule 4 of core.starts)"
         advice = ("Check for uninformative annotators (drop them, or pass orientation='crowd' to keep them), lower "
@@ -345,10 +346,12 @@ def all_failed_message(func: str, n_total: int, failed, no_estimate: str = "scre
     return f"{func}: all {n_total} EM starts failed, so there is no estimate: {why} ({reasons}{more}). {advice}"
 
 
-def unconverged_message(func: str, max_iter: int, selection: dict) -> str:
-    """Warning (and ``reason``) text when the estimate is an unconverged start (rule 5's second tier)."""
+def unconverged_message(func: str, max_iter: int, selection: dict,
+                        other_starts: str = "`starts='vote'`, more `n_starts`") -> str:
+    """Warning (and ``reason``) text when the estimate is an unconverged start (rule 5's second tier); ``selection``
+    holds ``selected`` and ``objective``; ``other_starts`` names the caller's ways to choose other starts."""
     return (f"{func}: no EM start converged within max_iter={max_iter} iterations and passed the screen; the best "
             f"accepted start (start {selection['selected']}, objective {selection['objective']:.6g}) stopped at "
             "max_iter and is returned with converged=False. Raise `max_iter` (or loosen `tol`), or try other starts "
-            "(`starts='vote'`, more `n_starts`); EM also crawls where the likelihood is nearly flat (weakly identified "
+            f"({other_starts}); EM also crawls where the likelihood is nearly flat (weakly identified "
             "channels: few labels per annotator, score groups with similar prevalences).")
