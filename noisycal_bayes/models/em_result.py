@@ -317,6 +317,20 @@ def flag_message(func: str, table: pd.DataFrame) -> str | None:
             + "; ".join(parts) + ". They stay in the likelihood; see `fit.annotators` for rates and intervals.")
 
 
+def _data_note(data, inputs) -> str:
+    """What the data hold, for the no-estimate text: items and labels, and whether every label is the same."""
+    n_labels = inputs.labels_per_annotator()
+    note = (f" The data: {inputs.n_items} items, {n_labels.sum():.0f} labels ({n_labels.min():.0f}-"
+            f"{n_labels.max():.0f} per annotator).")
+    responses = getattr(data, "responses", None)
+    if responses is not None:
+        lab = np.asarray(responses[2])
+        if lab.size and np.all(lab == lab[0]):
+            note += (f" Every label is {int(lab[0])}: nothing in them separates the two classes; EM needs labels of "
+                     "both values.")
+    return note
+
+
 def em_result(data, model: str, assignment, inputs, selection: dict, prior, notes, func: str, *, settings: dict,
               loglik: float = float("nan"), method: str = "em", stacklevel: int = 3) -> FitResult:
     """The FitResult of an EM fit from ``selection`` (the dict of ``select_start``), issuing its warnings.
@@ -364,7 +378,7 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
             notes += check_prevalence_spread(selection["best_prevalence"], data.n_annotators, model, func=func,
                                              stacklevel=stacklevel + 1)
         msg = all_failed_message(func, selection["n_starts_total"], selection["failed"],
-                                 selection.get("no_estimate") or "screened")
+                                 selection.get("no_estimate") or "screened") + _data_note(data, inputs)
         warnings.warn(msg, ConvergenceWarning, stacklevel=stacklevel)
         notes.append(msg)
         return FitResult(channel=None, point={}, converged=False, identified=False, reason=msg, warnings=tuple(notes),
