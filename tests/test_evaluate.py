@@ -307,3 +307,24 @@ def test_em_without_convergence_is_carried_as_a_warning(sim, monkeypatch):
     assert len(hits) == 1 and "converged=False" in hits[0]
     assert hits[0] in json.loads(ev.to_json())["diagnostics"]["warnings"]
     assert np.isfinite(ev.nc_ece.value) and ev.nc_ece.lower is not None
+
+
+# ------------------------------------------------------------------------------------------ tiny data
+@pytest.mark.parametrize("n_boot", [0, 10])
+def test_tiny_data_on_the_em_route_is_a_clear_error(n_boot):
+    # Three items and two annotators: EM fits, but every gap interval contains 0, so no label is usable; the error
+    # names the annotators and the counts (it was numpy's "need at least one array to stack" with n_boot > 0).
+    data = AnnotationSet.from_wide(np.array([[1, 1], [0, 0], [1, 0]]), np.array([0.9, 0.2, 0.6]), annotators=["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=r"no annotator's labels are usable: the gap interval of every annotator "
+                                             r"\(a, b\) contains 0.*3 items and 6 labels"):
+            evaluate(data, method="em", n_boot=n_boot, checks=False)
+
+
+def test_every_label_the_same_says_so():
+    data = AnnotationSet.from_wide(np.ones((50, 3), dtype=int), np.linspace(0.01, 0.99, 50))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="no estimate.*Every label is 1: nothing in them separates the two classes"):
+            evaluate(data, method="em", n_boot=0, checks=False)
