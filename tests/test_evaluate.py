@@ -326,5 +326,5 @@ def test_every_label_the_same_says_so():
     data = AnnotationSet.from_wide(np.ones((50, 3), dtype=int), np.linspace(0.01, 0.99, 50))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(ValueError, match="no estimate.*Every label is 1: nothing in them separates the two classes"):
+        with pytest.raises(ValueError, match="no estimate.*Every label is 1: nothing in them separates the classes"):
             evaluate(data, method="em", n_boot=0, checks=False)

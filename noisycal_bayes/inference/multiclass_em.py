@@ -591,9 +591,9 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     Raises
     ------
     ValueError
-        No EM start ended with a finite likelihood; data of the wrong kind; fewer than two annotators or classes; labels, annotators or items out of range;
-        bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on the simplex) or numeric settings;
-        ``path="patterns"`` with repeats or gold labels.
+        No EM start ended with a finite likelihood; data of the wrong kind; fewer than two annotators or classes;
+        labels, annotators or items out of range; bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on
+        the simplex) or numeric settings; ``path="patterns"`` with repeats or gold labels.
 
     Warns
     -----

@@ -326,7 +326,7 @@ def _data_note(data, inputs) -> str:
     if responses is not None:
         lab = np.asarray(responses[2])
         if lab.size and np.all(lab == lab[0]):
-            note += (f" Every label is {int(lab[0])}: nothing in them separates the two classes; EM needs labels of "
+            note += (f" Every label is {int(lab[0])}: nothing in them separates the classes; EM needs labels of "
                      "both values.")
     return note
 

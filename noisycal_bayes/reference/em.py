@@ -242,8 +242,8 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         if non-finite), ``failed_starts`` the rejected starts with reasons, ``selected_start`` the chosen
         index. When no start converged, the best accepted one stopped by ``max_iter``, with ``converged=False``
         and a :class:`ConvergenceWarning`. When no start ends finite or passes the screen: ``identified=False``,
-        ``channel=None``, the reasons in ``reason``, and a :class:`ConvergenceWarning`. The marginal two-annotator fit returns its channel with
-        ``identified=False`` (a labelled control; ``.require()`` raises).
+        ``channel=None``, the reasons in ``reason``, and a :class:`ConvergenceWarning`. The marginal two-annotator
+        fit returns its channel with ``identified=False`` (a labelled control; ``.require()`` raises).
 
     Raises
     ------

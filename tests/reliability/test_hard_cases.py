@@ -345,7 +345,7 @@ def test_float32_and_float64_agree_on_nc_ece(million):
     assert abs(v32 - v64) <= 1e-5 * v64
 
 
-# ---------------------------------------------------------------------------------------------- EM where no start converges
+# ------------------------------------------------------------------------------------------ EM where no start converges
 @pytest.mark.parametrize("which", sorted(FITS))
 def test_em_where_no_start_converges_says_why(which, sim3):
     d = sim3.data
