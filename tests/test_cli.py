@@ -220,6 +220,20 @@ def test_no_scores_is_an_error(tmp_path, capsys):
     assert "--scores" in err
 
 
+def test_tiny_data_on_the_em_route_names_what_is_missing(tmp_path, capsys):
+    # Three items, two annotators: no annotator's gap interval excludes 0, so no label is usable. One line that
+    # says so and what to add (it was "error: need at least one array to stack").
+    pd.DataFrame({"item": [0, 0, 1, 1, 2, 2], "annotator": ["a", "b"] * 3, "label": [1, 1, 0, 0, 1, 0]}).to_csv(
+        tmp_path / "ann.csv", index=False)
+    pd.DataFrame({"item": [0, 1, 2], "score": [0.9, 0.2, 0.6]}).to_csv(tmp_path / "scores.csv", index=False)
+    code, out, err = run(capsys, "evaluate", tmp_path / "ann.csv", "--scores", tmp_path / "scores.csv", "--method",
+                         "em", "--n-boot", 10, "--no-checks", "--json", tmp_path / "x.json")
+    assert code == 2
+    assert_one_line_error(err)
+    assert "no annotator's labels are usable" in err and "(a, b)" in err and "3 items and 6 labels" in err
+    assert "Add items or labels" in err and not (tmp_path / "x.json").exists()
+
+
 def test_help_and_version(capsys):
     assert main(["--help"]) == 0
     assert "evaluate" in capsys.readouterr().out

@@ -289,3 +289,42 @@ def test_a_warning_check_is_said_under_the_nc_ece():
 def test_checks_can_be_turned_off(sim):
     ev = evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=0, checks=False)
     assert ev.checks == () and json.loads(ev.to_json())["checks"] == [] and "Assumption checks" not in ev.summary()
+
+
+# ------------------------------------------------------------------------------------------ EM without convergence
+def test_em_without_convergence_is_carried_as_a_warning(sim, monkeypatch):
+    # fit_em's contract: no start converged -> the best start with converged=False and a ConvergenceWarning. The EM
+    # route goes on with that estimate and reports the warning (ev.warnings, JSON) instead of failing.
+    from functools import partial
+
+    import noisycal_bayes.inference as inference
+
+    monkeypatch.setattr(inference, "fit_em", partial(inference.fit_em, max_iter=3))
+    ev = evaluate(sim.data, method="em", bins=BINS, groups=Binning.equal_mass(GROUPS), n_boot=10, seed=SEED,
+                  checks=False)
+    assert not ev.fit.converged and ev.fit.n_iter == 3
+    hits = [w for w in ev.warnings if "ConvergenceWarning" in w and "max_iter=3" in w]
+    assert len(hits) == 1 and "converged=False" in hits[0]
+    assert hits[0] in json.loads(ev.to_json())["diagnostics"]["warnings"]
+    assert np.isfinite(ev.nc_ece.value) and ev.nc_ece.lower is not None
+
+
+# ------------------------------------------------------------------------------------------ tiny data
+@pytest.mark.parametrize("n_boot", [0, 10])
+def test_tiny_data_on_the_em_route_is_a_clear_error(n_boot):
+    # Three items and two annotators: EM fits, but every gap interval contains 0, so no label is usable; the error
+    # names the annotators and the counts (it was numpy's "need at least one array to stack" with n_boot > 0).
+    data = AnnotationSet.from_wide(np.array([[1, 1], [0, 0], [1, 0]]), np.array([0.9, 0.2, 0.6]), annotators=["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=r"no annotator's labels are usable: the gap interval of every annotator "
+                                             r"\(a, b\) contains 0.*3 items and 6 labels"):
+            evaluate(data, method="em", n_boot=n_boot, checks=False)
+
+
+def test_every_label_the_same_says_so():
+    data = AnnotationSet.from_wide(np.ones((50, 3), dtype=int), np.linspace(0.01, 0.99, 50))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="no estimate.*Every label is 1: nothing in them separates the classes"):
+            evaluate(data, method="em", n_boot=0, checks=False)

@@ -18,7 +18,8 @@ The rules of both EMs, exactly (following them, the two agree to rounding from i
    (:func:`noisycal_bayes.core.em_step`, float64, compressed patterns), objective ``l_t`` =
    log-likelihood (+ Beta log prior density for MAP). Stop at the first ``t <= max_iter`` with
    ``max|theta_t - theta_{t-1}| <= tol`` *and* ``|l_t - l_{t-1}| <= tol (1 + |l_t|)``: converged.
-   Non-finite ``theta_t`` or ``l_t`` fails the start at once; reaching ``max_iter`` fails it.
+   Non-finite ``theta_t`` or ``l_t`` fails the start at once; reaching ``max_iter`` leaves it unconverged
+   at its last iterate (still a candidate of rule 5's second tier).
 3. *Orientation* (``orientation="every"``, the paper's rule for a few trusted annotators): if more than
    half the annotators have ``tpr < fpr`` (or exactly half and the summed gap is negative), exchange
    ``Y <-> 1 - Y``: ``(fpr, tpr) -> (tpr, fpr)``, ``prevalence -> 1 - prevalence``.
@@ -30,7 +31,10 @@ The rules of both EMs, exactly (following them, the two agree to rounding from i
    annotators keep any gap: spammers (gap ~ 0) and adversaries (gap < 0) stay in the likelihood. ``"auto"``
    selects by ``"every"`` and, when no start passes its screen, by ``"crowd"`` from the same runs.
 5. *Selection*: among accepted starts, those with objective ``>= best - 1e-9 (1 + |best|)`` tie;
-   the lowest start index wins.
+   the lowest start index wins. Two tiers: first the converged starts (rules 3-4, ``"auto"``'s fallback to
+   ``"crowd"`` included); only when none of them is accepted, the same rules applied to every start with a
+   finite objective and parameters, converged or stopped by ``max_iter`` (``converged=False``: the caller warns).
+   No estimate only when no start ends finite, or none that does passes the screen (``no_estimate`` says which).
 
 Why the pooled gap (paper App. D.5): the likelihood is invariant under the global exchange ``Y <-> 1 - Y``,
 so one of the two mirror solutions must be chosen by a constraint. Requiring *every* gap to be positive
@@ -175,8 +179,8 @@ def failure_reason(status: int, n_iter: int, max_iter: int) -> str:
 
 
 def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, min_gap: float, max_iter: int,
-                 annotator_ids=None, orientation: str = "every", n_labels=None) -> dict:
-    """Screen every EM run and select the estimate (the rules 3-5 of ``fit_em``'s Notes).
+                 annotator_ids=None, orientation: str = "every", n_labels=None, unconverged: bool = True) -> dict:
+    """Screen every EM run and select the estimate (the rules 3-5 of the module docstring).
 
     Parameters
     ----------
@@ -190,7 +194,8 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
         Objective at the start and after each iteration (NaN-padded).
     n_annotators : int
     min_gap : float
-        A converged start is accepted only if every oriented gap ``tpr - fpr`` exceeds it.
+        A start is accepted only if every oriented gap ``tpr - fpr`` exceeds it (``"every"``; ``"crowd"``: the
+        pooled gap).
     max_iter : int
         For the failure text.
     annotator_ids : sequence, optional
@@ -199,29 +204,49 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
         Rules 3-4 of the module docstring.
     n_labels : array of shape (n_annotators,), optional
         Labels per annotator (the weights of the pooled gap); required unless ``orientation="every"``.
+    unconverged : bool, default True
+        Rule 5's second tier: when no converged start is accepted, select among the starts stopped by
+        ``max_iter`` too. False selects among converged starts only.
 
     Returns
     -------
     dict
-        ``failed`` (list of (start, reason)), ``start_logliks`` (S,) (NaN where non-finite),
-        ``n_starts_total``, ``best_rejected`` (``(objective, start, small-gap annotators, gaps)`` of the best
-        converged start screened out for small gaps, when it beats every accepted one, else None),
-        ``best_prevalence`` (oriented prevalence of the best finite start, converged or not, or None),
-        ``selected`` (start index or None) and, when one is selected, ``fpr``, ``tpr``, ``prevalence``,
-        ``objective``, ``n_iter``, ``trace`` (length ``n_iter + 1``), ``label_exchanged``; ``orientation``
-        the rule that selected it (``"every"`` or ``"crowd"``; under ``"auto"`` the one that applied).
+        ``failed`` (list of (start, reason); an unconverged start is listed even when selected),
+        ``start_logliks`` (S,) (NaN where non-finite), ``n_starts_total``, ``best_rejected`` (``(objective, start,
+        small-gap annotators, gaps)`` of the best start screened out for small gaps, when it beats every accepted
+        one, else None), ``best_prevalence`` (oriented prevalence of the best finite start, converged or not, or
+        None), ``selected`` (start index or None), ``converged`` (the selected start converged; False without a
+        selection), ``no_estimate`` (without a selection: ``"nonfinite"`` when no start ended finite, else
+        ``"screened"``; None with one) and, when one is selected, ``fpr``, ``tpr``, ``prevalence``, ``objective``,
+        ``n_iter``, ``trace`` (length ``n_iter + 1``), ``label_exchanged``; ``orientation`` the rule that
+        selected it (``"every"`` or ``"crowd"``; under ``"auto"`` the one that applied).
     """
     orientation = check_orientation(orientation)
     if orientation != "every" and n_labels is None:
         raise ValueError(f"select_start: orientation={orientation!r} needs `n_labels`.")
+    runs = (theta, objective, n_iter, status, trace)
+    kw = dict(n_annotators=n_annotators, min_gap=min_gap, max_iter=max_iter, annotator_ids=annotator_ids,
+              orientation=orientation, n_labels=n_labels)
+    out = _select_rule(*runs, converged_only=True, **kw)
+    if out["selected"] is None and unconverged:
+        # Rule 5's second tier: the same rules over every finite start, converged or stopped by max_iter.
+        out = _select_rule(*runs, converged_only=False, **kw)
+    finite = np.isfinite(np.asarray(objective, np.float64)) & np.all(np.isfinite(np.asarray(theta, np.float64)), axis=1)
+    out["converged"] = out["selected"] is not None and int(np.asarray(status)[out["selected"]]) == CONVERGED
+    out["no_estimate"] = None if out["selected"] is not None else ("screened" if finite.any() else "nonfinite")
+    return out
+
+
+def _select_rule(theta, objective, n_iter, status, trace, *, n_annotators, min_gap, max_iter, annotator_ids,
+                 orientation, n_labels, converged_only):
+    """:func:`select_start` for one tier: ``"every"``, ``"crowd"``, or ``"auto"`` (every, then crowd)."""
+    kw = dict(n_annotators=n_annotators, min_gap=min_gap, max_iter=max_iter, annotator_ids=annotator_ids,
+              converged_only=converged_only)
     if orientation == "crowd":
-        return _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=min_gap,
-                       max_iter=max_iter, annotator_ids=annotator_ids, n_labels=n_labels)
-    out = _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=min_gap,
-                  max_iter=max_iter, annotator_ids=annotator_ids, n_labels=None)
+        return _select(theta, objective, n_iter, status, trace, n_labels=n_labels, **kw)
+    out = _select(theta, objective, n_iter, status, trace, n_labels=None, **kw)
     if orientation == "auto" and out["selected"] is None:
-        crowd = _select(theta, objective, n_iter, status, trace, n_annotators=n_annotators, min_gap=min_gap,
-                        max_iter=max_iter, annotator_ids=annotator_ids, n_labels=n_labels)
+        crowd = _select(theta, objective, n_iter, status, trace, n_labels=n_labels, **kw)
         if crowd["selected"] is not None:
             # The every-gap screen's rejections stay on record (they explain why "crowd" applied).
             crowd["screened_every"] = out["failed"]
@@ -229,9 +254,11 @@ def select_start(theta, objective, n_iter, status, trace, *, n_annotators: int, 
     return out
 
 
-def _select(theta, objective, n_iter, status, trace, *, n_annotators, min_gap, max_iter, annotator_ids, n_labels):
+def _select(theta, objective, n_iter, status, trace, *, n_annotators, min_gap, max_iter, annotator_ids, n_labels,
+            converged_only=True):
     """:func:`select_start` under one rule: with ``n_labels`` the crowd rule (pooled-gap orientation, the pooled
-    gap screened by ``min_gap``), else the every-gap rule (every gap screened by ``min_gap``)."""
+    gap screened by ``min_gap``), else the every-gap rule (every gap screened by ``min_gap``). ``converged_only``:
+    the first tier of rule 5 (converged starts); else starts stopped by ``max_iter`` at a finite point compete too."""
     crowd = n_labels is not None
     rule = "crowd" if crowd else "every"
 
@@ -246,28 +273,35 @@ def _select(theta, objective, n_iter, status, trace, *, n_annotators, min_gap, m
     failed, fitted, best_rejected, best_any = [], {}, None, None
     for s in range(theta.shape[0]):
         obj, th = float(objective[s]), theta[s]
-        if np.isfinite(obj) and np.all(np.isfinite(th)) and (best_any is None or obj > best_any[0]):
+        finite = np.isfinite(obj) and np.all(np.isfinite(th))
+        if finite and (best_any is None or obj > best_any[0]):
             best_any = (obj, oriented(th)[2])
+        late = None  # why a start that competes in the second tier did not converge
         if status[s] != CONVERGED:
-            failed.append((s, failure_reason(status[s], n_iter[s], max_iter)))
-            continue
+            if converged_only or status[s] != MAX_ITER or not finite:
+                failed.append((s, failure_reason(status[s], n_iter[s], max_iter)))
+                continue
+            late = failure_reason(status[s], n_iter[s], max_iter)
         fpr, tpr, prev, swapped = oriented(th)
         gap = tpr - fpr
+        head = "" if late is None else f"{late}; "
         if crowd:
             pooled = float(np.dot(n_labels, gap) / np.sum(n_labels))
             if not pooled > min_gap:
-                failed.append((s, f"pooled gap {pooled:.4g} <= min_gap={min_gap}: the crowd as a whole carries no "
-                                  "information about the clean label"))
+                failed.append((s, f"{head}pooled gap {pooled:.4g} <= min_gap={min_gap}: the crowd as a whole carries "
+                                  "no information about the clean label"))
                 continue
             small = np.zeros(0, int)
         else:
             small = np.flatnonzero(~(gap > min_gap))
         if small.size:
-            failed.append((s, f"gap <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
+            failed.append((s, f"{head}gap <= min_gap={min_gap} for annotators {_preview([ids[j] for j in small])} "
                               f"(gaps {_preview(np.round(gap[small], 4))})"))
             if best_rejected is None or obj > best_rejected[0]:
                 best_rejected = (obj, s, small, gap[small])
             continue
+        if late is not None:
+            failed.append((s, late))
         fitted[s] = (fpr, tpr, prev, obj, int(n_iter[s]), trace[s, :int(n_iter[s]) + 1], swapped)
     top = max((v[3] for v in fitted.values()), default=-np.inf)
     if best_rejected is not None and not best_rejected[0] > top + TIE_RTOL * (1.0 + abs(best_rejected[0])):
@@ -291,9 +325,33 @@ def small_gap_message(func: str, start: int, min_gap: float, names, gaps) -> str
             "lower `min_gap` to inspect the fit, or pass orientation='crowd' to keep them in the likelihood, flagged.")
 
 
-def all_failed_message(func: str, n_total: int, failed) -> str:
-    """Warning (and ``reason``) text when no EM start was accepted; lists the first six reasons."""
+def all_failed_message(func: str, n_total: int, failed, no_estimate: str = "screened") -> str:
+    """Warning (and ``reason``) text when no EM start gave an estimate; lists the first six reasons.
+
+    ``no_estimate`` (from :func:`select_start`): ``"nonfinite"`` when no start ended with a finite likelihood,
+    ``"screened"`` when those that did all broke the orientation screen (rule 4); the advice differs."""
     reasons = "; ".join(f"start {s}: {r}" for s, r in failed[:6])
     more = f" (and {len(failed) - 6} more)" if len(failed) > 6 else ""
-    return (f"{func}: all {n_total} EM starts failed: {reasons}{more}. Try more starts (`n_starts`), a larger "
-            "`max_iter`, or check for uninformative annotators.")
+    if no_estimate == "nonfinite":
+        why = "no start gave a finite likelihood"
+        advice = ("Check the labels and score groups (e.g. a group or an annotator whose labels are all equal), try "
+                  "other starts (more `n_starts`, or explicit starts), or pass a prior (`prior=`) to keep the rates "
+                  "off 0 and 1.")
+    else:
+        why = "every start with a finite likelihood broke the orientation screen (rule 4 of core.starts)"
+        advice = ("Check for uninformative annotators (drop them, or pass orientation='crowd' to keep them), lower "
+                  "`min_gap`, or try more starts (`n_starts`)")
+        advice += (", or raise `max_iter` (some starts stopped before converging)." if any(
+            "did not converge" in r for _, r in failed) else ".")
+    return f"{func}: all {n_total} EM starts failed, so there is no estimate: {why} ({reasons}{more}). {advice}"
+
+
+def unconverged_message(func: str, max_iter: int, selection: dict,
+                        other_starts: str = "`starts='vote'`, more `n_starts`") -> str:
+    """Warning (and ``reason``) text when the estimate is an unconverged start (rule 5's second tier); ``selection``
+    holds ``selected`` and ``objective``; ``other_starts`` names the caller's ways to choose other starts."""
+    return (f"{func}: no EM start converged within max_iter={max_iter} iterations and passed the screen; the best "
+            f"accepted start (start {selection['selected']}, objective {selection['objective']:.6g}) stopped at "
+            "max_iter and is returned with converged=False. Raise `max_iter` (or loosen `tol`), or try other starts "
+            f"({other_starts}); EM also crawls where the likelihood is nearly flat (weakly identified "
+            "channels: few labels per annotator, score groups with similar prevalences).")

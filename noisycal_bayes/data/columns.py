@@ -38,6 +38,13 @@ def response_columns(data: AnnotationSet, usable: np.ndarray, *, func: str = "nc
     """
     usable = np.asarray(usable, dtype=bool)
     n, j = data.n_items, data.n_annotators
+    if not usable.any():
+        n_labels = np.bincount(np.asarray(data.responses[1]), minlength=j)
+        raise ValueError(f"{func}: no annotator's labels are usable: the gap interval of every annotator "
+                         f"({_ids(data.annotator_ids, np.arange(j))}) contains 0, so no label says anything about the "
+                         f"clean label and the NC-ECE is undefined. There are {n} items and {int(n_labels.sum())} "
+                         f"labels ({int(n_labels.min())}-{int(n_labels.max())} per annotator): too few to tell the "
+                         "annotators from coin flips. Add items or labels per annotator, or pass known channels.")
     if usable.all() and not data.has_repeats:
         return ResponseColumns(data.labels, np.arange(j), np.ones(n, bool), np.zeros(0, np.int64))
     item, ann, lab = (np.asarray(v) for v in data.responses)

@@ -105,7 +105,9 @@ def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, m
                 warnings.simplefilter("ignore")
                 est = fit_em(ch_data, groups=Binning.equal_mass(N_GROUPS), n_starts=5)
                 targets = {"naive": re_data.vote_fraction(), "oracle": y[thirds[1]].astype(float)}
-                failure = "" if est.identified and est.channel is not None else (est.reason or "not identified")
+                # The paper's protocol: an unconverged fit (converged=False) counts as failed.
+                failure = ("" if est.identified and est.channel is not None and est.converged
+                           else (est.reason or "not identified"))
                 if not failure:
                     targets["corrected"] = corrected_item_labels(re_data, est.channel).values
                 for kind in maps:

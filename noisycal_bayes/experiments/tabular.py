@@ -261,7 +261,9 @@ def _cell_rows(cell, data, z_te, y_fit, y_te, maps, n_starts, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = fit_em(data, groups=Binning.equal_mass(N_GROUPS), n_starts=n_starts, seed=seed)
-    failure = "" if est.identified and est.channel is not None else (est.reason or "not identified")
+    # The paper's protocol: an unconverged fit (converged=False) counts as failed.
+    failure = ("" if est.identified and est.channel is not None and est.converged
+               else (est.reason or "not identified"))
     targets = {}
     if not failure:
         targets = {"corrected": corrected_item_labels(data, est.channel).values,

@@ -251,9 +251,10 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
         ``method="em_bootstrap"``; ``point``, ``channel``, ``groups``, ``inputs``, ``prior``, ``loglik`` those
         of ``fit`` (the full-data EM estimate); ``draws`` with one chain, ``fpr``, ``tpr``, ``gap``, ``u`` of
         shape (1, n_ok, n_annotators) and ``prevalence`` of shape (1, n_ok, n_groups) ((1, n_ok) for the
-        marginal model), where ``n_ok`` is the number of replicates that converged; ``sample_stats`` with
-        ``n_iter`` (1, n_ok), the EM iterations of each replicate (so ``to_arviz()`` works); ``details`` with
-        ``n_boot``, ``n_failed``, ``failed`` (replicate -> reason), ``n_iter`` per kept replicate,
+        marginal model), where ``n_ok`` is the number of replicates kept (converged, or stopped by ``max_iter`` at a
+        finite point that passes the screen); ``sample_stats`` with ``n_iter`` (1, n_ok), the EM iterations of each
+        replicate (so ``to_arviz()`` works); ``details`` with ``n_boot``, ``n_failed``, ``failed`` (replicate ->
+        reason), ``n_unconverged`` (kept replicates stopped by ``max_iter``), ``n_iter`` per kept replicate,
         ``n_exchanged`` (replicates re-oriented by the label-exchange rule) and ``em_fit`` (``fit``).
 
     Raises
@@ -265,7 +266,8 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
     Warns
     -----
     ConvergenceWarning
-        More than 5% of the replicates failed (they are dropped).
+        More than 5% of the replicates failed (they are dropped); some replicates stopped at ``max_iter`` (kept; the
+        result then has ``converged=False``).
 
     Notes
     -----
@@ -277,8 +279,9 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
     ``fit_em`` (``tol`` from ``fit.settings``; ``max_iter`` raised to at least ``REPLICATEMAX_ITER`` = 20000:
     EM can converge slowly, and a budget cut would drop the slow replicates). The label-exchange rule of
     ``fit_em`` that made the fit (``fit.details["orientation"]``: every-gap or crowd) orients each replicate; a
-    replicate fails when EM does not converge, ends non-finite, or (every-gap fits only) has a gap
-    ``<= fit.settings["min_gap"]`` (the screen of ``fit_em``). A fit on sparse responses is refitted on the
+    replicate fails when EM ends non-finite or (every-gap fits only) has a gap ``<= fit.settings["min_gap"]`` (the
+    screen of ``fit_em``); one stopped by ``max_iter`` is kept at its last iterate, as ``fit_em`` keeps its best
+    unconverged start. A fit on sparse responses is refitted on the
     responses with per-item weights ``w^b_i`` (the same weighted likelihood). With a smooth likelihood the replicates
     approximate the sampling distribution of the EM estimate (equivalently, a flat-prior posterior), so
     :func:`~noisycal_bayes.propagate.posterior_nc_ece` treats them as it treats posterior draws.
@@ -312,12 +315,23 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
     gap_ok = np.all(theta[:, j:2 * j] - theta[:, :j] > min_gap, axis=1)
     if (fit.details or {}).get("orientation", "every") == "crowd":
         gap_ok[:] = True  # the crowd rule screens no gaps (fit_em's rule 4)
+    # fit_em's contract (core.starts rule 5): a replicate stopped by max_iter at a finite point that passes the
+    # screen is kept at its last iterate (dropping the slow replicates would narrow the interval), and counted.
+    late = (status == MAX_ITER) & finite & gap_ok
     failed = {}
-    for b in np.flatnonzero((status != CONVERGED) | ~finite | ~gap_ok):
-        failed[int(b)] = (f"did not converge within {out['max_iter']} iterations" if status[b] != CONVERGED
-                          else "non-finite estimate" if not finite[b] else f"gap <= min_gap={min_gap}")
+    for b in np.flatnonzero(((status != CONVERGED) & ~late) | ~finite | ~gap_ok):
+        failed[int(b)] = ("non-finite estimate" if not finite[b] or status[b] in (NONFINITE, BAD_START)
+                          else f"gap <= min_gap={min_gap}" if not gap_ok[b]
+                          else f"did not converge within {out['max_iter']} iterations")
     keep = np.array([b not in failed for b in range(n_boot)])
     notes = list(fit.warnings)
+    n_late = int(np.sum(late))
+    if n_late:
+        msg = (f"bootstrap_em: {n_late} of {n_boot} replicates did not converge within max_iter={out['max_iter']} "
+               "iterations; they are kept at their last iterate (the intervals include them). EM crawls where the "
+               "likelihood is nearly flat: check the fit (identified, gaps, labels per annotator), or use fit_nuts.")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+        notes.append(msg)
     if not keep.any():
         raise ValueError(f"bootstrap_em: all {n_boot} replicates failed ({sorted(set(failed.values()))}); the EM fit "
                          "is too fragile to bootstrap. Check the fit (identified, gaps) or use fit_nuts.")
@@ -327,12 +341,13 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
                "comes from the others and may be too narrow. Check the fit, or use fit_nuts.")
         warnings.warn(msg, ConvergenceWarning, stacklevel=3)
         notes.append(msg)
-    details = {"n_boot": n_boot, "n_failed": len(failed), "failed": failed, "n_iter": out["n_iter"][keep],
+    details = {"n_boot": n_boot, "n_failed": len(failed), "failed": failed, "n_unconverged": n_late,
+               "n_iter": out["n_iter"][keep],
                "n_exchanged": int(out["exchanged"][keep].sum()), "em_fit": fit}
     return FitResult(model=fit.model, method="em_bootstrap", channel=fit.channel, point=fit.point, groups=fit.groups,
                      inputs=fit.inputs, prior=fit.prior, annotator_ids=fit.annotator_ids,
                      draws=_draws(fit.model, theta[keep], j), sample_stats={"n_iter": out["n_iter"][keep][None]},
-                     converged=fit.converged and len(failed) <= MAX_FAILED_SHARE * n_boot,
+                     converged=fit.converged and n_late == 0 and len(failed) <= MAX_FAILED_SHARE * n_boot,
                      identified=fit.identified, reason=fit.reason, loglik=fit.loglik, n_iter=fit.n_iter,
                      failed_starts=fit.failed_starts, warnings=tuple(notes),
                      settings={**(fit.settings or {}), **settings}, details=details)

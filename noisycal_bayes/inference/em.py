@@ -568,7 +568,10 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         ``loglik`` the log-likelihood there, ``details`` with ``loglik_trace`` (objective at the start
         and after each iteration of the selected start), ``start_logliks``, ``selected_start``,
         ``failed_starts``, ``path``, ``orientation``; ``annotators`` (:attr:`FitResult.annotators`) the
-        per-annotator rates with 90% intervals and flags ("ok", "uninformative", "adversarial").
+        per-annotator rates with 90% intervals and flags ("ok", "uninformative", "adversarial"). When no start
+        converged within ``max_iter``, the best accepted start at its last iterate, with ``converged=False`` (and
+        the warning in ``reason``); ``channel=None`` only when no start ends with a finite likelihood, or none that
+        does passes the orientation screen (``reason`` says which).
 
     Raises
     ------
@@ -585,13 +588,14 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         The best converged fit has a gap ``<= min_gap`` (it is screened out); ``"auto"`` fell back to the crowd
         orientation; annotators flagged "uninformative" or "adversarial" (named, up to 10 per flag).
     ConvergenceWarning
-        No start was accepted.
+        No start converged (the best unconverged accepted start is returned), or no start was accepted.
 
     Notes
     -----
     The rules (starts from :func:`em_starts`; ``theta_t = EMstep(theta_{t-1})`` in float64 until both the
     parameters and the objective stop moving by ``tol``; orientation by global label exchange; screening by
-    ``min_gap`` or the crowd rule; the largest objective wins, ties to the lowest start index) are spelled out in
+    ``min_gap`` or the crowd rule; the largest objective wins, ties to the lowest start index; converged starts
+    first, then those stopped by ``max_iter``) are spelled out in
     :mod:`noisycal_bayes.core.starts`; ``noisycal_bayes.reference.fit_em`` implements them independently,
     and the two agree to rounding. No moment-estimator start is added; pass ``starts=`` to choose the starts.
     Paper §4.3 and Appendix F.1-F.2.
@@ -622,6 +626,9 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
 
 def start_point(data, inputs, model: str, seed: int = 0):
     """A maximum-likelihood EM estimate to start an optimiser or sampler from, as a ``point`` dict (or None).
+
+    The selection of :func:`fit_em` (converged starts first, else the best one stopped by ``max_iter``: a start
+    needs no convergence); None only when no EM start gives an estimate.
 
     Grouped models: EM on their own compressed table (the monotone model then sorts the prevalences).
     Platt: channels from EM on 5 equal-mass score groups, and the slope and intercept from a weighted

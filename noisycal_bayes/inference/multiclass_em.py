@@ -24,8 +24,12 @@ Rules (the binary rules of :mod:`noisycal_bayes.core.starts`, adapted to K class
    each row's diagonal entry must be its strict maximum (class ``y``'s most frequent label is ``y``). A converged
    start that breaks it is relabelled by the permutation maximising ``sum_y Cbar[y, sigma(y)]`` (an assignment
    problem; the binary label exchange is the K = 2 case) and accepted if the result satisfies it.
-4. *Selection*: among accepted starts the highest objective wins, ties within ``1e-9 (1 + |best|)`` to the lowest
-   start index. When no start is accepted the best converged (else finite) start is returned with a warning.
+4. *Selection*: among accepted (converged, oriented) starts the highest objective wins, ties within
+   ``1e-9 (1 + |best|)`` to the lowest start index. When none is accepted, the binary contract
+   (:mod:`noisycal_bayes.core.starts`, rule 5): the best oriented start stopped by ``max_iter``, with
+   ``converged=False`` and a :class:`~noisycal_bayes.warnings.ConvergenceWarning`; when no start is oriented, the
+   best converged (else finite) start with an :class:`~noisycal_bayes.warnings.IdentifiabilityWarning`. No
+   estimate (a ``ValueError``) only when no start ends finite.
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from .._validation import _preview, check_em_settings, check_positive_int
 from ..core import x64
 from ..core.confusion import (MAX_CONDITION, multiclass_e_step, multiclass_m_step, score_groups,
                               sparse_multiclass_e_step, sparse_multiclass_m_step, usable_confusions)
+from ..core.starts import all_failed_message, failure_reason, unconverged_message
 from ..simulate.multiclass import MulticlassSimulation
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 
@@ -586,9 +591,9 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     Raises
     ------
     ValueError
-        Data of the wrong kind; fewer than two annotators or classes; labels, annotators or items out of range;
-        bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on the simplex) or numeric settings;
-        ``path="patterns"`` with repeats or gold labels.
+        No EM start ended with a finite likelihood; data of the wrong kind; fewer than two annotators or classes;
+        labels, annotators or items out of range; bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on
+        the simplex) or numeric settings; ``path="patterns"`` with repeats or gold labels.
 
     Warns
     -----
@@ -598,7 +603,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     SmallGapWarning
         Annotators with a near-singular fitted confusion matrix (:func:`~noisycal_bayes.core.usable_confusions`).
     ConvergenceWarning
-        No start converged.
+        No start converged (the best one is returned with ``converged=False``; module rule 4).
 
     Notes
     -----
@@ -659,21 +664,27 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         C, pi, perm, ok = _orient(C, pi, n_labels)
         cands.append((s, C, pi, perm, ok, status[s] == _CONVERGED, float(obj[s])))
     if not cands:
-        raise RuntimeError(f"{func}: every EM start gave non-finite values (status codes {status.tolist()}). Check the "
-                           "labels, or pass a prior (e.g. prior=1.01).")
-    accepted = [c for c in cands if c[4] and c[5]]
-    pool = accepted or [c for c in cands if c[5]] or cands
+        failed = [(int(k), failure_reason(status[k], n_iter[k], max_iter)) for k in range(theta.shape[0])]
+        raise ValueError(all_failed_message(func, theta.shape[0], failed, "nonfinite"))
+    # The binary contract (core.starts rule 5) with the K-class orientation rule (module rule 3) as the screen:
+    # converged oriented starts, else oriented starts stopped by max_iter; then, K-class only, the best converged
+    # (else finite) start although no start is oriented, with an IdentifiabilityWarning.
+    tiers = ([c for c in cands if c[4] and c[5]], [c for c in cands if c[4]], [c for c in cands if c[5]], cands)
+    tier = next(k for k, t in enumerate(tiers) if t)
+    pool = tiers[tier]
     top = max(c[6] for c in pool)
     sel = min((c for c in pool if c[6] >= top - _TIE_RTOL * (1.0 + abs(top))), key=lambda c: c[0])
     s, C, pi, perm, ok, conv, objective = sel
-    if not any(c[5] for c in cands):
-        notes.append((ConvergenceWarning, f"{func}: no EM start converged within max_iter={max_iter} (tol={tol}); "
-                                          "the best start is returned. Raise `max_iter` or loosen `tol`."))
-    elif not accepted:
+    if not conv:
+        notes.append((ConvergenceWarning, unconverged_message(
+            func, max_iter, {"selected": int(s), "objective": objective},
+            other_starts="more `n_starts`, or `init=` a previous fit")))
+    if not ok:
         notes.append((IdentifiabilityWarning,
-                      f"{func}: no converged start has a crowd-average confusion matrix whose row maxima lie on the "
-                      "diagonal, even after relabelling the classes: the crowd does not say which latent class is "
-                      "which. The highest-likelihood fit is returned; add reliable annotators or gold labels."))
+                      f"{func}: no {'converged ' if conv else ''}start has a crowd-average confusion matrix whose row "
+                      "maxima lie on the diagonal, even after relabelling the classes: the crowd does not say which "
+                      "latent class is which. The highest-likelihood fit is returned; add reliable annotators or gold "
+                      "labels."))
     lj = None
     if path == "patterns":
         lp = _log_joint_patterns(patterns, C)[None, :, :] + np.log(np.clip(pi, 1e-12, 1.0))[:, None, :]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_em_settings
-from ..core.starts import all_failed_message, check_orientation, small_gap_message
+from ..core.starts import all_failed_message, check_orientation, small_gap_message, unconverged_message
 from ..data.design import check_design, check_prevalence_spread, require_two_annotators
 from ..data.outofcore import SufficientStats
 from .inputs import check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
@@ -317,6 +317,20 @@ def flag_message(func: str, table: pd.DataFrame) -> str | None:
             + "; ".join(parts) + ". They stay in the likelihood; see `fit.annotators` for rates and intervals.")
 
 
+def _data_note(data, inputs) -> str:
+    """What the data hold, for the no-estimate text: items and labels, and whether every label is the same."""
+    n_labels = inputs.labels_per_annotator()
+    note = (f" The data: {inputs.n_items} items, {n_labels.sum():.0f} labels ({n_labels.min():.0f}-"
+            f"{n_labels.max():.0f} per annotator).")
+    responses = getattr(data, "responses", None)
+    if responses is not None:
+        lab = np.asarray(responses[2])
+        if lab.size and np.all(lab == lab[0]):
+            note += (f" Every label is {int(lab[0])}: nothing in them separates the classes; EM needs labels of "
+                     "both values.")
+    return note
+
+
 def em_result(data, model: str, assignment, inputs, selection: dict, prior, notes, func: str, *, settings: dict,
               loglik: float = float("nan"), method: str = "em", stacklevel: int = 3) -> FitResult:
     """The FitResult of an EM fit from ``selection`` (the dict of ``select_start``), issuing its warnings.
@@ -363,7 +377,8 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
         if selection["best_prevalence"] is not None:
             notes += check_prevalence_spread(selection["best_prevalence"], data.n_annotators, model, func=func,
                                              stacklevel=stacklevel + 1)
-        msg = all_failed_message(func, selection["n_starts_total"], selection["failed"])
+        msg = all_failed_message(func, selection["n_starts_total"], selection["failed"],
+                                 selection.get("no_estimate") or "screened") + _data_note(data, inputs)
         warnings.warn(msg, ConvergenceWarning, stacklevel=stacklevel)
         notes.append(msg)
         return FitResult(channel=None, point={}, converged=False, identified=False, reason=msg, warnings=tuple(notes),
@@ -376,6 +391,12 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
                "kept with its own gap. Pass orientation='every' to require the paper's constraint instead.")
         warnings.warn(msg, SmallGapWarning, stacklevel=stacklevel)
         notes.append(msg)
+    # Rule 5's second tier (core.starts): an estimate from a start that stopped at max_iter, returned with a warning.
+    converged = bool(selection.get("converged", True))
+    unconverged = "" if converged else unconverged_message(func, settings["max_iter"], selection)
+    if unconverged:
+        warnings.warn(unconverged, ConvergenceWarning, stacklevel=stacklevel)
+        notes.append(unconverged)
     if selection.get("soft_counts") is not None:
         table = annotator_table(ids, fpr, tpr, selection["soft_counts"], selection["n_labels"])
         details["annotators"] = table
@@ -384,10 +405,10 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
             warnings.warn(msg, SmallGapWarning, stacklevel=stacklevel)
             notes.append(msg)
     # Design problems (check_design): the estimate is one point of a set of channels with the same likelihood.
-    identified, reason = not design, design[0] if design else ""
+    identified, reason = not design, design[0] if design else unconverged
     details.update(loglik_trace=np.asarray(selection["trace"]), objective=selection["objective"],
                    label_exchanged=selection["label_exchanged"])
     channel = channel_from(fpr, tpr, ids, orientation=selection.get("orientation", "every"))
-    return FitResult(channel=channel, point=point_dict(model, fpr, tpr, prev), converged=True,
+    return FitResult(channel=channel, point=point_dict(model, fpr, tpr, prev), converged=converged,
                      identified=identified, reason=reason, loglik=float(loglik), n_iter=int(selection["n_iter"]),
                      warnings=tuple(notes), **common)

@@ -240,9 +240,10 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         log-likelihood there, ``loglik_trace`` the objective at the start and after every iteration of the
         selected start (length ``n_iter + 1``), ``start_logliks`` the final objective of every start (NaN
         if non-finite), ``failed_starts`` the rejected starts with reasons, ``selected_start`` the chosen
-        index. When every start fails: ``identified=False``, ``channel=None``, the reasons in ``reason``,
-        and a :class:`ConvergenceWarning`. The marginal two-annotator fit returns its channel with
-        ``identified=False`` (a labelled control; ``.require()`` raises).
+        index. When no start converged, the best accepted one stopped by ``max_iter``, with ``converged=False``
+        and a :class:`ConvergenceWarning`. When no start ends finite or passes the screen: ``identified=False``,
+        ``channel=None``, the reasons in ``reason``, and a :class:`ConvergenceWarning`. The marginal two-annotator
+        fit returns its channel with ``identified=False`` (a labelled control; ``.require()`` raises).
 
     Raises
     ------
@@ -260,7 +261,7 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     SmallGapWarning
         The highest-objective converged fit has a gap ``<= min_gap`` (and was screened out).
     ConvergenceWarning
-        No start was accepted.
+        No start converged (the estimate is the best unconverged one), or no start was accepted.
     DeprecationWarning
         ``groups=None`` or a tuple ``prior``.
 
@@ -302,18 +303,28 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         # Labels per annotator: count-weighted observed cells of the compressed table.
         n_labels = np.asarray(inputs.counts) @ (np.asarray(inputs.patterns) >= 0)
         pooled = _pooled_orientation(theta, n_ann, n_labels)
-        sel = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=settings["min_gap"],
-                           max_iter=max_iter, annotator_ids=data.annotator_ids, orientation="every")
-        if orientation == "crowd" or (orientation == "auto" and sel["selected"] is None):
-            crowd = select_start(pooled, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=settings["min_gap"],
-                                 max_iter=max_iter, annotator_ids=data.annotator_ids, orientation="crowd",
-                                 n_labels=n_labels)
-            if orientation == "crowd" or crowd["selected"] is not None:
-                crowd["screened_every"] = sel["failed"] if orientation == "auto" else None
-                if crowd["selected"] is not None:
-                    s = crowd["selected"]
-                    crowd["label_exchanged"] = bool(np.any(pooled[s] != theta[s]))
-                sel = crowd
+
+        def choose(unconverged):
+            sel = select_start(theta, obj, n_iter, status, trace, n_annotators=n_ann, min_gap=settings["min_gap"],
+                               max_iter=max_iter, annotator_ids=data.annotator_ids, orientation="every",
+                               unconverged=unconverged)
+            if orientation == "crowd" or (orientation == "auto" and sel["selected"] is None):
+                crowd = select_start(pooled, obj, n_iter, status, trace, n_annotators=n_ann,
+                                     min_gap=settings["min_gap"], max_iter=max_iter,
+                                     annotator_ids=data.annotator_ids, orientation="crowd", n_labels=n_labels,
+                                     unconverged=unconverged)
+                if orientation == "crowd" or crowd["selected"] is not None:
+                    crowd["screened_every"] = sel["failed"] if orientation == "auto" else None
+                    if crowd["selected"] is not None:
+                        s = crowd["selected"]
+                        crowd["label_exchanged"] = bool(np.any(pooled[s] != theta[s]))
+                    sel = crowd
+            return sel
+
+        # Converged starts first; only when none is accepted, those stopped by max_iter too (rule 5's tiers).
+        sel = choose(False)
+        if sel["selected"] is None:
+            sel = choose(True)
         loglik = np.nan if sel["selected"] is None else _loglik(sel, arrays, n_ann, prior_counts)
         if sel["selected"] is not None:
             sel["soft_counts"] = _soft_counts(sel, inputs)

@@ -274,8 +274,13 @@ def kept_items(resp: MCResponses, usable: np.ndarray, func: str, *, stacklevel=3
     has = np.zeros(resp.n_items, bool)
     has[resp.item[keep_r]] = True
     if not has.any():
+        n_labels = np.bincount(resp.annotator, minlength=usable.size)
         raise ValueError(f"{func}: no item has a response from an annotator with a usable (invertible) confusion "
-                         "matrix; the corrected targets are undefined.")
+                         f"matrix (usable: {int(usable.sum())} of {usable.size} annotators); the corrected targets are "
+                         f"undefined. The data: {resp.n_items} items, {int(n_labels.sum())} labels "
+                         f"({int(n_labels.min())}-{int(n_labels.max())} per annotator), too few to estimate K x K "
+                         "confusion matrices (every class needs labels). Add items or labels, or pass known confusion "
+                         "matrices.")
     if not has.all():
         warnings.warn(f"{func}: {int((~has).sum())} items (e.g. {_preview(np.flatnonzero(~has))}) have no response "
                       "from an annotator with a usable confusion matrix and are left out.", DataWarning,

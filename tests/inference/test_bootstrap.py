@@ -163,6 +163,22 @@ def test_failed_replicates_are_dropped_counted_and_warned(sim, fit):
         bootstrap_em(sim.data, never, n_boot=5, seed=0)
 
 
+@pytest.mark.parametrize("path", ["patterns", "sparse"])
+def test_unconverged_replicates_are_kept_counted_and_warned(sim, path, monkeypatch):
+    # fit_em's contract for non-convergence: a replicate stopped by max_iter at a finite, screened point is kept at
+    # its last iterate (here every replicate: a 2-iteration budget and tol=1e-14 from the warm start).
+    from noisycal_bayes.inference import bootstrap as bootstrap_module
+
+    fit = fit_em(sim.data, model="grouped", groups=Binning.equal_mass(5), n_starts=3, seed=0, path=path)
+    monkeypatch.setattr(bootstrap_module, "REPLICATEMAX_ITER", 2)
+    slow = dataclasses.replace(fit, settings={**fit.settings, "max_iter": 2, "tol": 1e-14})
+    with pytest.warns(ConvergenceWarning, match="5 of 5 replicates did not converge within max_iter=2"):
+        res = bootstrap_em(sim.data, slow, n_boot=5, seed=0)
+    assert res.details["n_unconverged"] == 5 and res.details["n_failed"] == 0 and not res.converged
+    assert res.draws["gap"].shape == (1, 5, 3) and np.all(np.isfinite(res.draws["gap"]))
+    np.testing.assert_array_equal(res.details["n_iter"], 2)
+
+
 def test_error_paths(sim, fit):
     with pytest.raises(ValueError, match="must be a FitResult from fit_em"):
         bootstrap_em(sim.data, sim.channel)

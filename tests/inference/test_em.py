@@ -12,7 +12,7 @@ from noisycal_bayes.data import AnnotationSet, Binning
 from noisycal_bayes.inference import em_starts, fit_em
 from noisycal_bayes.models import Prior
 from noisycal_bayes.reference import em as ref
-from noisycal_bayes.simulate import simulate_annotations
+from noisycal_bayes.simulate import simulate_annotations, simulate_crowd
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning
 
 SIM = simulate_annotations(2000, fpr=[0.1, 0.2, 0.05], tpr=[0.9, 0.75, 0.7], curve="overconfident", missing=0.15,
@@ -126,10 +126,86 @@ def test_two_annotators_with_flat_prevalence_warn():
         fit_em(sim.data, groups=Binning.equal_mass(2), n_starts=3, tol=1e-4)
 
 
-def test_all_starts_failing_is_reported():
-    with pytest.warns(ConvergenceWarning, match="all 2 EM starts failed"):
+def test_no_converged_start_returns_the_best_unconverged_one():
+    # One contract for non-convergence (core.starts rule 5, second tier): with max_iter=1 no start converges; the
+    # best accepted start is the estimate, at its last iterate, with converged=False and a warning saying what to do.
+    with pytest.warns(ConvergenceWarning, match=r"max_iter=1 .*converged=False.*Raise `max_iter`"):
         fit = fit_em(SIM.data, groups=Binning.equal_mass(5), n_starts=2, max_iter=1)
-    assert fit.channel is None and not fit.converged and len(fit.failed_starts) == 2
+    assert fit.channel is not None and not fit.converged and fit.identified and fit.n_iter == 1
+    assert "converged=False" in fit.reason and any("converged=False" in w for w in fit.warnings)
+    assert [r for _, r in fit.failed_starts] == ["did not converge within max_iter=1 iterations"] * 2
+    logliks = fit.details["start_logliks"]
+    assert fit.details["selected_start"] == int(np.argmax(logliks))
+    # The estimate is that start's iterate: the same EM from it alone, one step, gives the same numbers.
+    s = fit.details["selected_start"]
+    fpr0, tpr0, prev0 = em_starts(3, 5, 2, 0)
+    with pytest.warns(ConvergenceWarning):
+        one = fit_em(SIM.data, groups=Binning.equal_mass(5), starts=(fpr0[s:s + 1], tpr0[s:s + 1], prev0[s:s + 1]),
+                     max_iter=1)
+    _agree(fit, one, 1e-12)
+
+
+def test_a_converged_start_beats_a_better_unconverged_one():
+    # The first tier (converged starts) wins whenever it has an accepted start, even against an unconverged start
+    # with a larger objective: starts that converge keep the estimate they had before the second tier existed.
+    conv = fit_em(SIM.data, groups=Binning.equal_mass(5), n_starts=2)
+    warm = tuple(np.asarray(v, np.float64)[None] for v in (conv.channel.fpr, conv.channel.tpr, conv.prevalence))
+    cold = em_starts(3, 5, 1, 0)
+    starts = tuple(np.concatenate([c, w]) for c, w in zip(cold, warm))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        fit = fit_em(SIM.data, groups=Binning.equal_mass(5), starts=starts, max_iter=5)
+    assert fit.converged and fit.details["selected_start"] == 1
+    assert fit.failed_starts == ((0, "did not converge within max_iter=5 iterations"),)
+
+
+def test_fits_that_converge_are_unchanged_by_the_second_tier(monkeypatch):
+    # The demo data and a crowd converge: their estimate must be the one of the first tier alone (select_start
+    # with unconverged=False is the selection as it was before unconverged starts became candidates), exactly.
+    from functools import partial
+
+    from noisycal_bayes import load_demo
+    from noisycal_bayes.core import starts as core_starts
+    from noisycal_bayes.inference import em as em_module
+
+    crowd = simulate_crowd(300, 20, labels_per_item=4, curve="calibrated", seed=1).data
+    cases = [(load_demo()[0], {}), (crowd, {"path": "sparse"})]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        now = [fit_em(d, **kw) for d, kw in cases]
+        monkeypatch.setattr(em_module, "select_start", partial(core_starts.select_start, unconverged=False))
+        before = [fit_em(d, **kw) for d, kw in cases]
+    for a, b in zip(now, before):
+        assert a.converged and b.converged
+        _agree(a, b, 0.0)
+        assert a.loglik == b.loglik and a.details["selected_start"] == b.details["selected_start"]
+
+
+@pytest.mark.parametrize("path, accelerate", [("patterns", False), ("sparse", False), ("sparse", True)])
+def test_unconverged_contract_on_every_path(path, accelerate):
+    # A sparse crowd (40 annotators, 3 labels per item) and max_iter=3: no start converges on any path (pattern
+    # EM, sparse EM, SQUAREM cycles); each returns its best start, and the reference EM (patterns) agrees.
+    sim = simulate_crowd(300, 40, labels_per_item=3, curve="calibrated", seed=0)
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        fit = fit_em(sim.data, model="dawid_skene", path=path, accelerate=accelerate, max_iter=3, starts="vote")
+    assert fit.channel is not None and not fit.converged and fit.details["path"] == path
+    assert np.all(np.isfinite(fit.channel.gap)) and np.isfinite(fit.loglik) and fit.n_iter == 3
+    if not accelerate:
+        with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+            theirs = ref.fit_em(sim.data, model="dawid_skene", max_iter=3, starts="vote")
+        # The vote start and three plain EM steps: both EMs, and both paths, reach the same iterate (to rounding).
+        _agree(fit, theirs, 1e-10)
+        assert not theirs.converged
+
+
+def test_no_estimate_says_why():
+    # No estimate only when no start passed the screen (here every start is screened out: all labels equal)...
+    data = AnnotationSet.from_wide(np.zeros((200, 3), dtype=int), SIM.data.scores[:200])
+    with pytest.warns(ConvergenceWarning, match="no estimate: every start with a finite likelihood broke the "
+                                                "orientation screen"):
+        fit = fit_em(data, model="dawid_skene", n_starts=2, orientation="every")
+    assert fit.channel is None and not fit.converged and "min_gap" in fit.reason
+    # (No start ending finite, the other reason, is tested on select_start itself: tests/core/test_starts.py.)
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -235,3 +235,51 @@ def test_vote_start_alone_equals_the_best_of_more_starts_on_an_easy_design():
     more = fit_em_multiclass(sim, model="dawid_skene", n_starts=2)
     assert one.start_logliks.shape == (1,)
     np.testing.assert_allclose(one.confusion, more.confusion, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------- non-convergence contract
+@pytest.mark.parametrize("path", ["patterns", "sparse"])
+def test_no_converged_start_returns_the_best_oriented_one(path):
+    # The binary contract (core.starts rule 5): with max_iter=3 no start converges; the best oriented start is the
+    # estimate, at its last iterate, with converged=False and a ConvergenceWarning saying what to do.
+    from noisycal_bayes.warnings import ConvergenceWarning
+
+    sim = simulate_multiclass(300, 30, 3, labels_per_item=3, accuracy=0.7, seed=2)
+    with pytest.warns(ConvergenceWarning, match=r"max_iter=3 .*converged=False.*`init=`"):
+        fit = fit_em_multiclass(sim, model="dawid_skene", n_starts=2, max_iter=3, path=path)
+    assert not fit.converged and fit.n_iter == 3 and fit.path == path
+    assert fit.selected_start == int(np.nanargmax(fit.start_logliks))
+    assert any("converged=False" in w for w in fit.warnings)
+    # Here the vote start (start 0) is the best; its iterate is that of the vote start alone after three steps.
+    assert fit.selected_start == 0
+    with pytest.warns(ConvergenceWarning):
+        alone = fit_em_multiclass(sim, model="dawid_skene", n_starts=0, max_iter=3, path=path)
+    np.testing.assert_allclose(alone.confusion, fit.confusion, atol=1e-12)
+
+
+def test_a_converged_start_beats_unconverged_ones():
+    from noisycal_bayes.warnings import ConvergenceWarning
+
+    sim = simulate_multiclass(600, 4, 3, accuracy=0.8, seed=3)
+    conv = fit_em_multiclass(sim, model="dawid_skene", n_starts=0, tol=1e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        fit = fit_em_multiclass(sim, model="dawid_skene", n_starts=2, init=conv, max_iter=20, tol=1e-6)
+    assert fit.converged and fit.selected_start == 0
+
+
+def test_no_finite_start_is_a_clear_error(monkeypatch):
+    # No estimate only when no start ends finite: a ValueError naming each start's reason, not a RuntimeError.
+    from noisycal_bayes.inference import multiclass_em as mc
+
+    sim = simulate_multiclass(200, 3, 3, seed=0)
+    real = mc._run_patterns
+
+    def nonfinite(*args, **kw):
+        theta, obj, n_iter, status, trace = real(*args, **kw)
+        return theta * np.nan, obj * np.nan, n_iter, np.full_like(status, 2), trace  # 2 = non-finite parameters
+
+    monkeypatch.setattr(mc, "_run_patterns", nonfinite)
+    with pytest.raises(ValueError, match=r"all 3 EM starts failed, so there is no estimate: no start gave a finite "
+                                         r"likelihood \(start 0: non-finite parameters at iteration"):
+        fit_em_multiclass(sim, model="dawid_skene", n_starts=2, path="patterns")
