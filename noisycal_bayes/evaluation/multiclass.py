@@ -325,9 +325,9 @@ def _engine_em(data, s: _Settings, groups):
     # Replicates are refitted from the full-sample fit (warm start), with their items' gold labels; their groups are
     # the same recipe (predicted class x confidence quantile) applied to the replicate's items.
     refit = multiclass_em_estimator(model="grouped", n_quantiles=s.n_quantiles, n_starts=N_STARTS, seed=s.seed)
-    # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate (some
-    # skipped before the estimator is called); the same stream here, matched on the replicate's probabilities, gives
-    # each refit's item multiplicities for the class-wise joint draws.
+    # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate; the
+    # same stream here, matched on the replicate's probabilities (a failed refit skips one), gives each refit's item
+    # multiplicities for the class-wise joint draws.
     n, probs64 = int(data.n_items), np.asarray(probs, dtype=np.float64)
     rows_stream = np.random.default_rng(s.seed)
 

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, check_level, check_positive_int
+from .._validation import _preview, check_level, check_positive_int, one_line
 # annotator_weights batches over leading draw axes (propagate/multiclass.py imports it from here); top_label_ece
 # and classwise_ece take an int or a Binning.
 from ..core.confusion import (annotator_weights, classwise_ece, confusion_condition, corrected_targets, top_label_ece,
@@ -632,6 +632,17 @@ def _resample(resp: MCResponses, rows: np.ndarray):
     return new_item, resp.annotator[pos], resp.label[pos]
 
 
+def _reasons_text(reasons: Counter, *, shown: int = 3, width: int = 200) -> str:
+    """The failure reasons of a bootstrap in one line: the ``shown`` most frequent with their counts (each cut to
+    ``width`` characters), then how many other reasons there were."""
+    top = reasons.most_common(shown)
+    parts = [f"{cnt} x {text if len(text) <= width else text[:width - 3] + '...'}" for text, cnt in top]
+    rest = len(reasons) - len(top)
+    if rest:
+        parts.append(f"{rest} other reason(s) in {sum(reasons.values()) - sum(c for _, c in top)} replicate(s)")
+    return "; ".join(parts)
+
+
 def _interval(reps, v, level, method):
     if method == "percentile":
         lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2], axis=0)
@@ -652,6 +663,11 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     replicate's gold labels as ``gold=`` when it takes that keyword), recomputes the usable annotators, the weights (IV from
     the replicate) and both NC-ECEs on the partition fixed from the full sample. Intervals as
     :func:`~noisycal_bayes.reference.bootstrap_nc_ece` (``"percentile"`` or ``"basic"``).
+
+    In a sparse crowd most replicates miss some annotator's every item. Such a replicate is kept: it does not
+    identify that annotator's confusion matrix, but none of its items is corrected with it either, so its NC-ECE
+    does not depend on that matrix; the estimator receives the replicate with all ``n_annotators`` and should keep
+    the absent ones at ``init`` (:func:`~noisycal_bayes.inference.multiclass_em_estimator` does).
 
     Parameters
     ----------
@@ -736,10 +752,6 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     for _ in progress(range(n_boot), enabled=progress_bar, desc="bootstrap multiclass NC-ECE"):
         rows = rng.integers(0, n, size=n)
         rep = _resample(resp, rows)
-        seen = np.bincount(rep[1], minlength=j) > 0
-        if not seen.all():
-            reasons[f"annotators {_preview(np.flatnonzero(~seen))} have no label in the replicate"] += 1
-            continue
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
             try:
@@ -749,7 +761,7 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
                                      func=func, edges=edges[kind], max_condition=max_condition)
                         for kind in ("top_label", "classwise")]
             except (ValueError, np.linalg.LinAlgError) as exc:
-                reasons[f"{type(exc).__name__}: {exc}"] += 1
+                reasons[f"{type(exc).__name__}: {one_line(exc)}"] += 1
                 vals = None
         for wrn in record:
             cnt, first = caught.get(wrn.category, (0, str(wrn.message)))
@@ -762,11 +774,11 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
                       category, stacklevel=2)
     n_failed = n_boot - len(tops)
     if not tops:
-        raise ValueError(f"all {n_boot} bootstrap replicates failed: {dict(reasons)}. Use more items, a design that "
-                         "identifies the confusion matrices, or another estimator.")
+        raise ValueError(f"all {n_boot} bootstrap replicates failed ({_reasons_text(reasons)}). Use more items, a "
+                         "design that identifies the confusion matrices, or another estimator.")
     if n_failed:
         warnings.warn(f"{n_failed} of {n_boot} bootstrap replicates failed and were excluded from the interval "
-                      f"(reasons: {dict(reasons)}); the interval may be too narrow.", IdentifiabilityWarning,
+                      f"(reasons: {_reasons_text(reasons)}); the interval may be too narrow.", IdentifiabilityWarning,
                       stacklevel=2)
     top_reps = np.asarray(tops)
     cw_reps = np.asarray(cws)
