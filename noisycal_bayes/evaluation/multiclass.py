@@ -495,10 +495,12 @@ class _Families:
         dense = np.full((n_items, J), -1, dtype=np.int64)
         dense[item, ann] = lab
         mask = dense >= 0
-        fam_key = groups * (1 << J) + mask @ (1 << np.arange(J))
-        fams, fam_of = np.unique(fam_key, return_inverse=True)
+        # Families in the order of the key group * 2^J + sum_j mask_j 2^j, found without forming it (it overflows
+        # int64 for J >= 62): rows (group, mask_{J-1}, ..., mask_0) sort lexicographically in that order.
+        fams, fam_of = np.unique(np.column_stack([groups, mask[:, ::-1]]), axis=0, return_inverse=True)
+        fam_of = fam_of.reshape(-1)
         self.members, self.group, self.annotators, self.weights = [], [], [], []
-        for f in range(fams.size):
+        for f in range(fams.shape[0]):
             rows = np.flatnonzero(fam_of == f)
             js = np.flatnonzero(mask[rows[0]])
             self.members.append(rows)
@@ -506,8 +508,9 @@ class _Families:
             self.annotators.append(js)
             self.weights.append(K ** np.arange(js.size))
         self.dense, self.K = dense, K
-        self.n_cells = int(sum(K ** js.size for js in self.annotators))
-        self.n_free = int(sum(K ** js.size - 1 for js in self.annotators))
+        # Python ints: K^m is exact for a family of any size m (int64 wraps from K^m >= 2^63).
+        self.n_cells = sum(int(K) ** int(js.size) for js in self.annotators)
+        self.n_free = sum(int(K) ** int(js.size) - 1 for js in self.annotators)
 
     def counts(self, dense) -> list:
         """Observed pattern counts per family from a dense (n_items, J) label table."""
@@ -571,7 +574,8 @@ def run_multiclass_checks(data, res, s: _Settings) -> tuple:
     n_groups = int(np.asarray(fit.prevalence).shape[-2])
     n_params = n_groups * (K - 1) + J * K * (K - 1)
     if fam.n_cells > MAX_CHECK_CELLS:
-        return (_check_row("not_testable", f"{fam.n_cells} (group x pattern) cells exceed {MAX_CHECK_CELLS}: too many "
+        n_cells = str(fam.n_cells) if fam.n_cells < 10 ** 9 else f"about 10^{len(str(fam.n_cells)) - 1}"
+        return (_check_row("not_testable", f"{n_cells} (group x pattern) cells exceed {MAX_CHECK_CELLS}: too many "
                            "annotators per item for a pattern check."),)
     if fam.n_free <= n_params:
         return (_check_row("not_testable", f"{fam.n_free} free cell probabilities for {n_params} parameters: the "

@@ -160,7 +160,7 @@ def _choose_path(x: _Arrays, path: str, n_repeats: int, func: str):
         if n_gold:
             raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels (observed clean labels "
                              "enter item by item); use path='sparse' or 'auto'.")
-        if space * 1.0 > 2.0**62:
+        if space > 2**62:  # Python ints: exact (a float overflows for a crowd)
             raise ValueError(f"{func}: path='patterns' needs (K + 1)^J < 2^62 pattern codes; got (K + 1)^J = "
                              f"{x.n_classes + 1}^{x.n_annotators}. Use path='sparse'.")
         return "patterns", "requested"
