@@ -85,11 +85,14 @@ class MCResponses(NamedTuple):
 def check_responses(responses, n_items: int, n_classes: int, *, n_annotators=None, func: str = "") -> MCResponses:
     """Responses as :class:`MCResponses`.
 
-    ``responses``: a ``Responses`` (item, annotator, label), a ``(item, annotator, label)`` tuple of arrays, or an
-    object with a ``.responses`` attribute (a ``MulticlassAnnotationSet``). Labels must lie in ``0..K-1``.
+    ``responses``: a ``Responses`` (item, annotator, label), a ``(item, annotator, label)`` tuple of arrays, an
+    ``MCResponses`` (its ``n_annotators`` kept: a bootstrap replicate may miss the last annotators), or an object
+    with a ``.responses`` attribute (a ``MulticlassAnnotationSet``). Labels must lie in ``0..K-1``.
     """
     where = f"{func}: " if func else ""
     obj = responses
+    if isinstance(obj, MCResponses) and n_annotators is None:
+        n_annotators = obj.n_annotators
     if hasattr(obj, "responses") and not isinstance(obj, tuple):
         if n_annotators is None:
             n_annotators = getattr(obj, "n_annotators", None)
@@ -255,10 +258,26 @@ def usable_from_draws(confusion: np.ndarray, *, max_condition: float = MAX_CONDI
     number of ``C_j`` over the draws (S, J, K, K) is at most ``max_condition`` (one draw: its own condition).
 
     The multiclass analogue of the binary rule "the gap's interval excludes 0": an annotator whose confusion is
-    near singular in more than ``(1 - level) / 2`` of the draws carries no usable corrected information."""
+    near singular in more than ``(1 - level) / 2`` of the draws carries no usable corrected information.
+
+    When no annotator passes, the annotators whose posterior-mean matrix has a condition number of at most
+    ``max_condition`` are used instead (IdentifiabilityWarning): with many classes and a few labels per row every
+    draw's smallest singular value is pulled down by the noise of its K (K - 1) off-diagonal cells, so the rule
+    can reject even well-conditioned mean matrices; the propagation clips the near-singular draws of the
+    annotators used. The posterior mean is the point estimate of the NUTS route, so this is the EM route's rule."""
     cond = confusion_condition(confusion)
     q = np.quantile(cond, (1 + level) / 2, axis=0) if cond.shape[0] > 1 else cond[0]
-    return np.asarray(q <= max_condition, dtype=bool)
+    use = np.asarray(q <= max_condition, dtype=bool)
+    if not use.any() and cond.shape[0] > 1:
+        mean_cond = confusion_condition(np.mean(confusion, axis=0)[None])[0]
+        use = np.asarray(mean_cond <= max_condition, dtype=bool)
+        if use.any():
+            warnings.warn(f"usable_from_draws: no annotator's confusion matrix has a condition number of at most "
+                          f"{max_condition} in a {(1 + level) / 2:.0%} quantile over the draws (few labels per row "
+                          f"for {confusion.shape[-1]} classes); the {int(use.sum())} annotators whose posterior-mean "
+                          f"matrix does are used, their near-singular draws clipped. More labels per annotator, or "
+                          "pooled confusion matrices, make the draws usable.", IdentifiabilityWarning, stacklevel=2)
+    return use
 
 
 def warn_unusable(usable, annotator_ids, func, *, stacklevel=3):
@@ -757,8 +776,10 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
             try:
                 c_r, prev_r, _ = _call_estimator(estimator, takes, rep, n, p[rows], (conf, raw_prev),
                                                  None if gold is None else gold[rows], j, k)
-                vals = [point_nc_ece(p[rows], rep, c_r, prevalence=prev_r, bins=bins, weights=weights, kind=kind,
-                                     func=func, edges=edges[kind], max_condition=max_condition)
+                # all j annotators, also when the replicate misses the last ones
+                vals = [point_nc_ece(p[rows], MCResponses(*rep, n, j, k), c_r, prevalence=prev_r, bins=bins,
+                                     weights=weights, kind=kind, func=func, edges=edges[kind],
+                                     max_condition=max_condition)
                         for kind in ("top_label", "classwise")]
             except (ValueError, np.linalg.LinAlgError) as exc:
                 reasons[f"{type(exc).__name__}: {one_line(exc)}"] += 1
