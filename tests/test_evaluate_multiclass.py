@@ -301,3 +301,41 @@ def test_check_on_a_sparse_crowd_of_150_annotators_runs():
     fit = fit_em_multiclass(data, n_starts=2, seed=0)
     (row,) = run_multiclass_checks(data, {"fit": fit}, types.SimpleNamespace(seed=0, method="em"))
     assert row["status"] in ("pass", "warn", "not_testable") and row["detail"]
+
+
+def _sparse_crowd(n_items=200, n_annotators=150, k=3, seed=0):
+    """A crowd of ``n_annotators`` with 3-10 labels each (accuracy 0.8, errors uniform), every item labelled at least
+    once: most item-bootstrap replicates miss some annotator's every item."""
+    rng = np.random.default_rng(seed)
+    sim = simulate_multiclass(n_items, 2, k, seed=seed)  # clean labels and probabilities only
+    items = [rng.choice(n_items, rng.integers(3, 11), replace=False) for _ in range(n_annotators)]
+    ann = np.concatenate([np.full(it.size, j) for j, it in enumerate(items)])
+    item = np.concatenate(items)
+    missing = np.setdiff1d(np.arange(n_items), item)
+    item, ann = np.concatenate([item, missing]), np.concatenate([ann, rng.integers(0, n_annotators, missing.size)])
+    correct = rng.random(item.size) < 0.8
+    label = np.where(correct, sim.y[item], (sim.y[item] + rng.integers(1, k, item.size)) % k)
+    data = MulticlassAnnotationSet.from_responses(item, ann, label, n_classes=k, probs=sim.probs)
+    return data, sim.y
+
+
+@pytest.mark.slow
+def test_em_route_on_a_sparse_crowd_keeps_the_replicates_that_miss_annotators():
+    # Regression: with 150 annotators of 3-10 labels every replicate missed some annotator and was dropped ("all 10
+    # bootstrap replicates failed"); such a replicate is kept, the absent annotators at the full-sample fit.
+    data, y = _sparse_crowd()
+    ev = evaluate_multiclass(data, n_boot=10, checks=False)
+    assert ev.diagnostics["n_boot_failed"] == 0
+    assert np.isfinite([ev.nc_ece.lower, ev.nc_ece.upper]).all() and ev.nc_ece.lower <= ev.nc_ece.upper
+    assert np.isfinite([ev.classwise_nc_ece.lower, ev.classwise_nc_ece.upper]).all()
+    assert np.all(np.isfinite(ev.confusion_lower)) and np.all(ev.confusion_lower <= ev.confusion_upper)
+
+
+@pytest.mark.slow
+def test_nuts_route_and_its_check_on_a_sparse_crowd():
+    # Regression: the check's family keys group * 2^J overflowed (OverflowError from J = 63 annotators on).
+    data, y = _sparse_crowd()
+    ev = evaluate_multiclass(data, method="nuts", n_chains=1, n_warmup=100, n_draws=100)
+    assert np.isfinite([ev.nc_ece.lower, ev.nc_ece.upper]).all() and ev.nc_ece.lower <= ev.nc_ece.upper
+    assert ev.checks[0]["status"] in ("pass", "warn", "not_testable")
+    assert "could not run" not in ev.checks[0]["detail"]

@@ -325,9 +325,9 @@ def _engine_em(data, s: _Settings, groups):
     # Replicates are refitted from the full-sample fit (warm start), with their items' gold labels; their groups are
     # the same recipe (predicted class x confidence quantile) applied to the replicate's items.
     refit = multiclass_em_estimator(model="grouped", n_quantiles=s.n_quantiles, n_starts=N_STARTS, seed=s.seed)
-    # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate (some
-    # skipped before the estimator is called); the same stream here, matched on the replicate's probabilities, gives
-    # each refit's item multiplicities for the class-wise joint draws.
+    # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate; the
+    # same stream here, matched on the replicate's probabilities (a failed refit skips one), gives each refit's item
+    # multiplicities for the class-wise joint draws.
     n, probs64 = int(data.n_items), np.asarray(probs, dtype=np.float64)
     rows_stream = np.random.default_rng(s.seed)
 
@@ -508,8 +508,9 @@ class _Families:
             self.annotators.append(js)
             self.weights.append(K ** np.arange(js.size))
         self.dense, self.K = dense, K
-        self.n_cells = int(sum(K ** js.size for js in self.annotators))
-        self.n_free = int(sum(K ** js.size - 1 for js in self.annotators))
+        # Python ints: K^m is exact for a family of any size m (int64 wraps from K^m >= 2^63).
+        self.n_cells = sum(int(K) ** int(js.size) for js in self.annotators)
+        self.n_free = sum(int(K) ** int(js.size) - 1 for js in self.annotators)
 
     def counts(self, dense) -> list:
         """Observed pattern counts per family from a dense (n_items, J) label table."""
@@ -573,7 +574,8 @@ def run_multiclass_checks(data, res, s: _Settings) -> tuple:
     n_groups = int(np.asarray(fit.prevalence).shape[-2])
     n_params = n_groups * (K - 1) + J * K * (K - 1)
     if fam.n_cells > MAX_CHECK_CELLS:
-        return (_check_row("not_testable", f"{fam.n_cells} (group x pattern) cells exceed {MAX_CHECK_CELLS}: too many "
+        n_cells = str(fam.n_cells) if fam.n_cells < 10 ** 9 else f"about 10^{len(str(fam.n_cells)) - 1}"
+        return (_check_row("not_testable", f"{n_cells} (group x pattern) cells exceed {MAX_CHECK_CELLS}: too many "
                            "annotators per item for a pattern check."),)
     if fam.n_free <= n_params:
         return (_check_row("not_testable", f"{fam.n_free} free cell probabilities for {n_params} parameters: the "

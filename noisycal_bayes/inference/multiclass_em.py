@@ -34,7 +34,7 @@ Rules (the binary rules of :mod:`noisycal_bayes.core.starts`, adapted to K class
 from __future__ import annotations
 
 import warnings as _warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import NamedTuple
 
@@ -165,7 +165,7 @@ def _choose_path(x: _Arrays, path: str, n_repeats: int, func: str):
         if n_gold:
             raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels (observed clean labels "
                              "enter item by item); use path='sparse' or 'auto'.")
-        if space * 1.0 > 2.0**62:
+        if space > 2**62:  # Python ints: exact (a float overflows for a crowd)
             raise ValueError(f"{func}: path='patterns' needs (K + 1)^J < 2^62 pattern codes; got (K + 1)^J = "
                              f"{x.n_classes + 1}^{x.n_annotators}. Use path='sparse'.")
         return "patterns", "requested"
@@ -583,6 +583,8 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         (uniform). A fit with another number of groups gives its item-weighted overall prevalence to every group.
         With ``n_starts=0`` the fit runs from ``init`` alone: the cheap refit of a bootstrap replicate at the
         full-sample fit (:func:`multiclass_em_estimator`). The orientation and selection rules apply as usual.
+        An annotator without a label in ``data`` keeps its ``init`` matrix (``data`` does not identify it, and no
+        item depends on it): a bootstrap replicate of a sparse crowd that drew none of that annotator's items.
 
     Returns
     -------
@@ -593,7 +595,8 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     ValueError
         No EM start ended with a finite likelihood; data of the wrong kind; fewer than two annotators or classes;
         labels, annotators or items out of range; bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on
-        the simplex) or numeric settings; ``path="patterns"`` with repeats or gold labels.
+        the simplex) or numeric settings; ``path="patterns"`` with repeats or gold labels; annotators without a
+        label and no ``init``.
 
     Warns
     -----
@@ -631,7 +634,11 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     notes = []
     n_labels = np.bincount(x.annotator, minlength=J).astype(np.float64)
     if (n_labels == 0).any():
-        raise ValueError(f"{func}: annotators {_preview(np.flatnonzero(n_labels == 0))} gave no label. Drop them.")
+        if init is None:
+            raise ValueError(f"{func}: annotators {_preview(np.flatnonzero(n_labels == 0))} gave no label. Drop them, "
+                             "or pass `init` to keep their confusion matrices at a previous fit.")
+        return _fit_labelled(x, init, G, func, model=model, groups=groups, n_starts=n_starts, seed=seed,
+                             max_iter=max_iter, tol=tol, prior=prior, path=path)
     if J == 2 and len(np.unique(group)) == 1:
         notes.append((IdentifiabilityWarning,
                       f"{func}: two annotators and one group do not identify K x K channels (K^2 - 1 free cell "
@@ -695,10 +702,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     with x64():
         use = np.asarray(usable_confusions(C))
     if not use.all():
-        notes.append((SmallGapWarning,
-                      f"{func}: annotators {_preview(np.flatnonzero(~use))} have a near-singular fitted confusion "
-                      f"matrix (condition number > {MAX_CONDITION}): their labels say little about the clean label "
-                      "(spammers) and get weight 0 in corrected targets."))
+        notes.append((SmallGapWarning, _unusable_text(func, np.flatnonzero(~use))))
     for cls, text in notes:
         _warnings.warn(text, cls, stacklevel=2)
     it = int(n_iter[s])
@@ -709,6 +713,48 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                            start_logliks=np.where(np.isfinite(obj), obj, np.nan), selected_start=int(s),
                            loglik_trace=trace[s, :it + 1], path_reason=path_reason, groups_reason=groups_reason,
                            label_permutation=perm, prior=prior_out, n_labels=n_labels)
+
+
+def _unusable_text(func: str, annotators) -> str:
+    """The SmallGapWarning text for the annotators (indices) whose fitted confusion matrix is near singular."""
+    return (f"{func}: annotators {_preview(annotators)} have a near-singular fitted confusion matrix (condition number "
+            f"> {MAX_CONDITION}): their labels say little about the clean label (spammers) and get weight 0 in "
+            "corrected targets.")
+
+
+def _fit_labelled(x: _Arrays, init, G: int, func: str, **kwargs) -> MulticlassEMFit:
+    """:func:`fit_em_multiclass` with ``init`` when some annotators have no label in ``x`` (a bootstrap replicate
+    that drew none of their items): the annotators with labels are fitted, warm-started at ``init``; the others
+    keep their ``init`` confusion matrix (relabelled with the fit's latent classes when rule 3 relabels them).
+
+    The likelihood of ``x`` does not depend on the confusion matrix of an annotator without labels, and no item of
+    ``x`` is corrected with it, so every value is a maximiser and the data's NC-ECE is the same for all; the warm
+    start is the one that leaves a bootstrap's confusion draws centred at the full-sample fit.
+    """
+    J, K = x.n_annotators, x.n_classes
+    C0, p0 = _warm_start(init, J, K, G, func)  # validated at full size
+    kept = np.asarray(init.confusion if isinstance(init, MulticlassEMFit) else init[0], dtype=np.float64).copy()
+    n_labels = np.bincount(x.annotator, minlength=J).astype(np.float64)
+    present = np.flatnonzero(n_labels > 0)
+    index = np.full(J, -1, np.int64)
+    index[present] = np.arange(present.size)
+    sub = _Refit((x.item, index[x.annotator], x.label), x.n_items, int(present.size), K, x.probs, x.gold)
+    with _warnings.catch_warnings(record=True) as record:  # re-issued below with the full data's indices
+        _warnings.simplefilter("always")
+        fit = fit_em_multiclass(sub, init=(C0[present], p0), **kwargs)
+    if fit.label_permutation is not None:  # the latent classes of the kept matrices follow the fit's relabelling
+        kept = kept[:, np.argsort(fit.label_permutation), :]
+    kept[present] = fit.confusion
+    texts = []
+    for w in record:
+        text = str(w.message)
+        if issubclass(w.category, SmallGapWarning):
+            with x64():
+                use = np.asarray(usable_confusions(fit.confusion))
+            text = _unusable_text(func, present[~use])
+        texts.append(text)
+        _warnings.warn(text, w.category, stacklevel=3)
+    return replace(fit, confusion=kept, classes=x.classes, warnings=tuple(texts), n_labels=n_labels)
 
 
 class _Refit(NamedTuple):

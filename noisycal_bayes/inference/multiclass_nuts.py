@@ -156,7 +156,8 @@ def _patterns_feasible(item, ann, *, path, func, n_groups, n_annotators, n_class
     do not."""
     if path not in PATHS:
         raise ValueError(f"{func}: `path` must be one of {list(PATHS)}; got {path!r}.")
-    fits_key = n_groups * float(n_classes + 1) ** (n_annotators + 1) < 2.0 ** 62
+    # Python ints: exact at any number of annotators (a float (K + 1)^(J + 1) overflows for a crowd).
+    fits_key = n_groups * (n_classes + 1) ** (n_annotators + 1) < 2 ** 62
     feasible = (fits_key and n_annotators <= _MAX_PATTERN_ANNOTATORS and not _has_repeats(item, ann, n_annotators))
     if path == "patterns" and not feasible:
         raise ValueError(f"{func}: path='patterns' needs one response per (item, annotator) pair and at most "

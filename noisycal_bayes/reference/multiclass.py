@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, check_level, check_positive_int
+from .._validation import _preview, check_level, check_positive_int, one_line
 # annotator_weights batches over leading draw axes (propagate/multiclass.py imports it from here); top_label_ece
 # and classwise_ece take an int or a Binning.
 from ..core.confusion import (annotator_weights, classwise_ece, confusion_condition, corrected_targets, top_label_ece,
@@ -85,11 +85,14 @@ class MCResponses(NamedTuple):
 def check_responses(responses, n_items: int, n_classes: int, *, n_annotators=None, func: str = "") -> MCResponses:
     """Responses as :class:`MCResponses`.
 
-    ``responses``: a ``Responses`` (item, annotator, label), a ``(item, annotator, label)`` tuple of arrays, or an
-    object with a ``.responses`` attribute (a ``MulticlassAnnotationSet``). Labels must lie in ``0..K-1``.
+    ``responses``: a ``Responses`` (item, annotator, label), a ``(item, annotator, label)`` tuple of arrays, an
+    ``MCResponses`` (its ``n_annotators`` kept: a bootstrap replicate may miss the last annotators), or an object
+    with a ``.responses`` attribute (a ``MulticlassAnnotationSet``). Labels must lie in ``0..K-1``.
     """
     where = f"{func}: " if func else ""
     obj = responses
+    if isinstance(obj, MCResponses) and n_annotators is None:
+        n_annotators = obj.n_annotators
     if hasattr(obj, "responses") and not isinstance(obj, tuple):
         if n_annotators is None:
             n_annotators = getattr(obj, "n_annotators", None)
@@ -255,10 +258,26 @@ def usable_from_draws(confusion: np.ndarray, *, max_condition: float = MAX_CONDI
     number of ``C_j`` over the draws (S, J, K, K) is at most ``max_condition`` (one draw: its own condition).
 
     The multiclass analogue of the binary rule "the gap's interval excludes 0": an annotator whose confusion is
-    near singular in more than ``(1 - level) / 2`` of the draws carries no usable corrected information."""
+    near singular in more than ``(1 - level) / 2`` of the draws carries no usable corrected information.
+
+    When no annotator passes, the annotators whose posterior-mean matrix has a condition number of at most
+    ``max_condition`` are used instead (IdentifiabilityWarning): with many classes and a few labels per row every
+    draw's smallest singular value is pulled down by the noise of its K (K - 1) off-diagonal cells, so the rule
+    can reject even well-conditioned mean matrices; the propagation clips the near-singular draws of the
+    annotators used. The posterior mean is the point estimate of the NUTS route, so this is the EM route's rule."""
     cond = confusion_condition(confusion)
     q = np.quantile(cond, (1 + level) / 2, axis=0) if cond.shape[0] > 1 else cond[0]
-    return np.asarray(q <= max_condition, dtype=bool)
+    use = np.asarray(q <= max_condition, dtype=bool)
+    if not use.any() and cond.shape[0] > 1:
+        mean_cond = confusion_condition(np.mean(confusion, axis=0)[None])[0]
+        use = np.asarray(mean_cond <= max_condition, dtype=bool)
+        if use.any():
+            warnings.warn(f"usable_from_draws: no annotator's confusion matrix has a condition number of at most "
+                          f"{max_condition} in a {(1 + level) / 2:.0%} quantile over the draws (few labels per row "
+                          f"for {confusion.shape[-1]} classes); the {int(use.sum())} annotators whose posterior-mean "
+                          f"matrix does are used, their near-singular draws clipped. More labels per annotator, or "
+                          "pooled confusion matrices, make the draws usable.", IdentifiabilityWarning, stacklevel=2)
+    return use
 
 
 def warn_unusable(usable, annotator_ids, func, *, stacklevel=3):
@@ -637,6 +656,17 @@ def _resample(resp: MCResponses, rows: np.ndarray):
     return new_item, resp.annotator[pos], resp.label[pos]
 
 
+def _reasons_text(reasons: Counter, *, shown: int = 3, width: int = 200) -> str:
+    """The failure reasons of a bootstrap in one line: the ``shown`` most frequent with their counts (each cut to
+    ``width`` characters), then how many other reasons there were."""
+    top = reasons.most_common(shown)
+    parts = [f"{cnt} x {text if len(text) <= width else text[:width - 3] + '...'}" for text, cnt in top]
+    rest = len(reasons) - len(top)
+    if rest:
+        parts.append(f"{rest} other reason(s) in {sum(reasons.values()) - sum(c for _, c in top)} replicate(s)")
+    return "; ".join(parts)
+
+
 def _interval(reps, v, level, method):
     if method == "percentile":
         lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2], axis=0)
@@ -657,6 +687,11 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     replicate's gold labels as ``gold=`` when it takes that keyword), recomputes the usable annotators, the weights (IV from
     the replicate) and both NC-ECEs on the partition fixed from the full sample. Intervals as
     :func:`~noisycal_bayes.reference.bootstrap_nc_ece` (``"percentile"`` or ``"basic"``).
+
+    In a sparse crowd most replicates miss some annotator's every item. Such a replicate is kept: it does not
+    identify that annotator's confusion matrix, but none of its items is corrected with it either, so its NC-ECE
+    does not depend on that matrix; the estimator receives the replicate with all ``n_annotators`` and should keep
+    the absent ones at ``init`` (:func:`~noisycal_bayes.inference.multiclass_em_estimator` does).
 
     Parameters
     ----------
@@ -741,20 +776,18 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     for _ in progress(range(n_boot), enabled=progress_bar, desc="bootstrap multiclass NC-ECE"):
         rows = rng.integers(0, n, size=n)
         rep = _resample(resp, rows)
-        seen = np.bincount(rep[1], minlength=j) > 0
-        if not seen.all():
-            reasons[f"annotators {_preview(np.flatnonzero(~seen))} have no label in the replicate"] += 1
-            continue
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
             try:
                 c_r, prev_r, _ = _call_estimator(estimator, takes, rep, n, p[rows], (conf, raw_prev),
                                                  None if gold is None else gold[rows], j, k)
-                vals = [point_nc_ece(p[rows], rep, c_r, prevalence=prev_r, bins=bins, weights=weights, kind=kind,
-                                     func=func, edges=edges[kind], max_condition=max_condition)
+                # all j annotators, also when the replicate misses the last ones
+                vals = [point_nc_ece(p[rows], MCResponses(*rep, n, j, k), c_r, prevalence=prev_r, bins=bins,
+                                     weights=weights, kind=kind, func=func, edges=edges[kind],
+                                     max_condition=max_condition)
                         for kind in ("top_label", "classwise")]
             except (ValueError, np.linalg.LinAlgError) as exc:
-                reasons[f"{type(exc).__name__}: {exc}"] += 1
+                reasons[f"{type(exc).__name__}: {one_line(exc)}"] += 1
                 vals = None
         for wrn in record:
             cnt, first = caught.get(wrn.category, (0, str(wrn.message)))
@@ -767,11 +800,11 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
                       category, stacklevel=2)
     n_failed = n_boot - len(tops)
     if not tops:
-        raise ValueError(f"all {n_boot} bootstrap replicates failed: {dict(reasons)}. Use more items, a design that "
-                         "identifies the confusion matrices, or another estimator.")
+        raise ValueError(f"all {n_boot} bootstrap replicates failed ({_reasons_text(reasons)}). Use more items, a "
+                         "design that identifies the confusion matrices, or another estimator.")
     if n_failed:
         warnings.warn(f"{n_failed} of {n_boot} bootstrap replicates failed and were excluded from the interval "
-                      f"(reasons: {dict(reasons)}); the interval may be too narrow.", IdentifiabilityWarning,
+                      f"(reasons: {_reasons_text(reasons)}); the interval may be too narrow.", IdentifiabilityWarning,
                       stacklevel=2)
     top_reps = np.asarray(tops)
     cw_reps = np.asarray(cws)

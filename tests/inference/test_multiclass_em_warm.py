@@ -98,3 +98,27 @@ def test_stand_in_object_with_gold_reaches_the_sparse_path():
                            probs=s.probs, gold=gold)
     x = _as_arrays(data, "t")
     assert _choose_path(x, "auto", _n_repeats(x), "t")[0] == "sparse"
+
+
+def test_annotator_without_labels_keeps_its_warm_start(sim):
+    # Regression (bootstrap replicates of a sparse crowd): an annotator without a label was an error even with a
+    # warm start. It keeps its `init` matrix; the others are the fit without it; warnings name full-data indices.
+    n = sim.probs.shape[0]
+    spam = np.zeros(n, np.int64)  # a spammer (always class 0): a singular fitted matrix
+    data = SimpleNamespace(responses=(np.concatenate([sim.item, np.arange(n)]), np.concatenate([sim.annotator + 1,
+                                      np.full(n, 4)]), np.concatenate([sim.label, spam])),
+                           n_items=n, n_annotators=5, n_classes=3, probs=sim.probs, gold=None)
+    kept = np.array([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]])
+    sub = SimpleNamespace(**{**vars(data), "responses": (data.responses[0], data.responses[1] - 1,
+                                                         data.responses[2]), "n_annotators": 4})
+    ref = fit_em_multiclass(sub, model="dawid_skene", n_starts=1)
+    init = (np.concatenate([kept[None], ref.confusion]), ref.prevalence[0])
+    with pytest.raises(ValueError, match=r"annotators \[0\] gave no label.*pass `init`"):
+        fit_em_multiclass(data, model="dawid_skene", n_starts=0)
+    with pytest.warns(Warning, match=r"annotators \[4\] have a near-singular") as record:
+        fit = fit_em_multiclass(data, model="dawid_skene", n_starts=0, init=init)
+    assert not any("annotators [3] have" in str(w.message) for w in record)  # the sub-fit's own index
+    np.testing.assert_array_equal(fit.confusion[0], kept)
+    warm = fit_em_multiclass(sub, model="dawid_skene", n_starts=0, init=(ref.confusion, ref.prevalence[0]))
+    np.testing.assert_allclose(fit.confusion[1:], warm.confusion, atol=1e-10)  # the same warm refit without it
+    assert fit.n_labels.tolist()[0] == 0 and fit.n_annotators == 5 and fit.warnings[-1].startswith("fit_em_multiclass")

@@ -425,3 +425,13 @@ def test_numpy_em_start_equals_fit_map_and_fit_em():
     # Negative control: another prior moves the mode by far more than the tolerance.
     d = fit_map_multiclass(data, groups=group, prior=MulticlassPrior(diagonal=30.0), max_iter=20000, tol=1e-12)
     assert np.abs(d.confusion - b.confusion).max() > 1e-3
+
+
+def test_pattern_path_feasibility_for_a_large_crowd():
+    # Regression: (K + 1)^(J + 1) as a float overflowed (OverflowError) for a crowd of hundreds of annotators.
+    from noisycal_bayes.inference.multiclass_nuts import _patterns_feasible
+
+    item, ann = np.arange(500), np.arange(500)
+    assert not _patterns_feasible(item, ann, path="auto", func="f", n_groups=10, n_annotators=500, n_classes=5)
+    with pytest.raises(ValueError, match="path='sparse'"):
+        _patterns_feasible(item, ann, path="patterns", func="f", n_groups=10, n_annotators=500, n_classes=5)

@@ -311,3 +311,67 @@ def test_bootstrap_without_gold_labels_accepts_any_estimator(mc):
     res = bootstrap_multiclass_nc_ece(p, resp, estimator=lambda r, n, q: (conf, None), n_boot=3,
                                       gold=np.full(500, -1))
     assert res.top_label.replicates.size == 3
+
+
+def test_bootstrap_keeps_replicates_that_miss_an_annotator(mc):
+    # Regression: a replicate without annotator 3's single item was counted failed ("have no label in the
+    # replicate"); it is kept. Its NC-ECE does not depend on the absent annotator's matrix (none of its items is
+    # corrected with it): any matrix there gives the same replicates.
+    p, y, labels, conf, resp = mc
+    resp4 = tuple(np.append(a, v) for a, v in zip(resp, (0, 3, labels[0, 0])))
+    conf4 = np.concatenate([conf, conf[:1]])
+    other = np.array([[[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.1, 0.8]]])
+    calls = []
+
+    def held(r, n, q, *, init=None):
+        calls.append(3 in r[1])
+        return conf4, None
+
+    def varied(r, n, q, *, init=None):
+        return (conf4 if 3 in r[1] else np.concatenate([conf, other])), None
+
+    a = bootstrap_multiclass_nc_ece(p, resp4, estimator=held, n_boot=20, seed=2)
+    b = bootstrap_multiclass_nc_ece(p, resp4, estimator=varied, n_boot=20, seed=2)
+    assert a.top_label.n_failed == 0 and a.top_label.replicates.size == 20
+    assert 0 < calls[1:].count(False) < 20  # (1 - 1/500)^500 ~ 0.37 of the replicates miss annotator 3
+    np.testing.assert_allclose(a.top_label.replicates, b.top_label.replicates, rtol=1e-12)  # to rounding
+    np.testing.assert_allclose(a.classwise.per_class_replicates, b.classwise.per_class_replicates, rtol=1e-12)
+
+
+def test_bootstrap_failure_reasons_are_one_readable_line(mc):
+    # Regression: the error held every distinct reason as a dict (kilobytes for a crowd); now the most frequent
+    # reasons with their counts, each one line, and how many others.
+    p, y, labels, conf, resp = mc
+    calls = []
+
+    def fails(r, n, q):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ValueError(f"annotators {list(range(len(calls), len(calls) + 40))}\nare not identified")
+        return conf, None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="all 30 bootstrap replicates failed") as err:
+            bootstrap_multiclass_nc_ece(p, resp, estimator=fails, n_boot=30)
+    msg = str(err.value)
+    assert "\n" not in msg and len(msg) < 1000
+    assert "1 x ValueError: annotators [2, 3" in msg and "27 other reason(s) in 27 replicate(s)" in msg
+
+
+def test_usable_from_draws_falls_back_to_the_posterior_mean_when_no_annotator_passes():
+    # Half of each annotator's draws near singular: its 95% quantile condition number exceeds 100 although the
+    # mean matrix 0.5 I + 0.5 R is well conditioned. With no annotator passing, the mean's rule decides (warned);
+    # with one passing, the draws' rule stands (the fallback does not apply).
+    from noisycal_bayes.reference.multiclass import confusion_condition, usable_from_draws
+
+    eye = np.eye(3)
+    flat = np.array([[0.34, 0.33, 0.33], [0.33, 0.34, 0.33], [0.33, 0.33, 0.34]])
+    draws = np.stack([np.stack([eye, eye]) if s % 2 else np.stack([flat, flat]) for s in range(40)])
+    assert (confusion_condition(draws)[::2] > 100).all() and (confusion_condition(draws.mean(0)[None]) < 100).all()
+    with pytest.warns(IdentifiabilityWarning, match="posterior-mean matrix"):
+        assert usable_from_draws(draws).tolist() == [True, True]
+    draws[:, 0] = eye
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert usable_from_draws(draws).tolist() == [True, False]
