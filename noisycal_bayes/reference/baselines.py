@@ -31,7 +31,8 @@ class NaiveCalibrationResult:
     vote_fraction_smece : float
         SMECE against the fraction of positive votes per item.
     annotator_ece : DataFrame
-        One row per annotator: ``annotator, n_items, ece`` (ECE on the items that annotator labelled).
+        One row per annotator: ``annotator, n_items, ece``: ECE on that annotator's responses, ``n_items`` the
+        distinct items they labelled (see :func:`naive_calibration` for repeated labels).
     clean_ece : float or None
         ECE against the clean labels when given (simulations): the sample oracle ECE.
     edges : ndarray of shape (n_bins + 1,)
@@ -91,6 +92,13 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     ECE ``sum_k (n_k/n) |mean_{B_k}(y - z)|``; SMECE the same with soft labels ``q_i`` (equal to ECE when
     ``q`` is 0/1). Neither corrects for annotator noise.
 
+    Everything is computed from the responses (:attr:`AnnotationSet.responses`), so repeated (item,
+    annotator) labels are welcome: the majority vote and the vote fractions count every label of an item
+    (:meth:`AnnotationSet.majority_vote`, :meth:`AnnotationSet.vote_fraction`), and an annotator's ECE is
+    taken over their responses ``(z_{i_r}, A_r)``, one term per label, so an item they labelled twice
+    counts twice in its bin (each label a conditionally independent response, as in the likelihood).
+    Without repeats this is the ECE on the items the annotator labelled.
+
     Examples
     --------
     >>> import numpy as np
@@ -107,9 +115,8 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     common = Binning.from_edges(edges)
     mv = data.majority_vote(ties=ties)
     rows = []
-    for j, ann in enumerate(data.annotator_ids):
-        obs = data.labels[:, j] >= 0
-        rows.append((ann, int(obs.sum()), ece(z[obs], data.labels[obs, j], bins=common)))
+    for ann, items, labels in _by_annotator(data):
+        rows.append((ann, int(np.unique(items).size), ece(z[items], labels, bins=common)))
     clean = None
     if clean_labels is not None:
         y = check_binary_labels(clean_labels, name="clean_labels")
@@ -120,3 +127,15 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
         ece(z, mv, bins=common), data.n_ties(), ties, smece(z, data.vote_fraction(), bins=common),
         pd.DataFrame(rows, columns=["annotator", "n_items", "ece"]), clean, edges, data.n_items,
     )
+
+
+def _by_annotator(data: AnnotationSet):
+    """``(annotator id, items, labels)`` per annotator from the responses, items in increasing order.
+
+    One stable sort of the responses by annotator (O(n_responses log n_responses)), never the dense matrix.
+    """
+    item, ann, lab = (np.asarray(a) for a in data.responses)
+    order = np.argsort(ann, kind="stable")  # stable: each annotator's responses stay sorted by item
+    stops = np.cumsum(np.bincount(ann, minlength=data.n_annotators))
+    item, lab = np.split(item[order], stops[:-1]), np.split(lab[order], stops[:-1])
+    return zip(data.annotator_ids, item, lab)
