@@ -31,8 +31,8 @@ class NaiveCalibrationResult:
     vote_fraction_smece : float
         SMECE against the fraction of positive votes per item.
     annotator_ece : DataFrame
-        One row per annotator: ``annotator, n_items, ece``: ECE on that annotator's responses, ``n_items`` the
-        distinct items they labelled (see :func:`naive_calibration` for repeated labels).
+        One row per annotator: ``annotator, n_items, ece`` (ECE on the items that annotator labelled; with
+        repeated labels against the annotator's own vote fraction, see :func:`naive_calibration`).
     clean_ece : float or None
         ECE against the clean labels when given (simulations): the sample oracle ECE.
     edges : ndarray of shape (n_bins + 1,)
@@ -94,10 +94,11 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
 
     Everything is computed from the responses (:attr:`AnnotationSet.responses`), so repeated (item,
     annotator) labels are welcome: the majority vote and the vote fractions count every label of an item
-    (:meth:`AnnotationSet.majority_vote`, :meth:`AnnotationSet.vote_fraction`), and an annotator's ECE is
-    taken over their responses ``(z_{i_r}, A_r)``, one term per label, so an item they labelled twice
-    counts twice in its bin (each label a conditionally independent response, as in the likelihood).
-    Without repeats this is the ECE on the items the annotator labelled.
+    (:meth:`AnnotationSet.majority_vote`, :meth:`AnnotationSet.vote_fraction`). An annotator's row is over the
+    items they labelled, one term per item, against their own vote fraction on it: their 0/1 label, or the
+    share of positives among their repeated labels of the item (the SMECE of that soft label; as the K-class
+    :func:`~noisycal_bayes.reference.multiclass.naive_multiclass_ece` does). Without repeats this is the ECE
+    on the items the annotator labelled.
 
     Examples
     --------
@@ -116,7 +117,10 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     mv = data.majority_vote(ties=ties)
     rows = []
     for ann, items, labels in _by_annotator(data):
-        rows.append((ann, int(np.unique(items).size), ece(z[items], labels, bins=common)))
+        own, pos = np.unique(items, return_inverse=True)
+        # The annotator's own vote fraction per item it labelled: its 0/1 label unless it labelled the item twice.
+        frac = np.bincount(pos, weights=labels) / np.bincount(pos)
+        rows.append((ann, int(own.size), smece(z[own], frac, bins=common)))
     clean = None
     if clean_labels is not None:
         y = check_binary_labels(clean_labels, name="clean_labels")
