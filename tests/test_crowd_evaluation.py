@@ -120,3 +120,28 @@ def test_evaluate_runs_on_repeated_labels_on_both_routes(repeated_crowd, method,
         assert len(ev.recalibration) > 0
     ev.write_report(tmp_path / "rep")
     assert (tmp_path / "rep" / "results.json").exists()
+
+
+def test_one_label_per_pair_methods_name_themselves_and_the_fix(repeated_crowd):
+    """The paper's pattern and moment methods, the sample-splitting variants and the pattern-based diagnostics
+    read one label per (item, annotator): on repeated labels each says so, naming itself and the alternative."""
+    from noisycal_bayes import fit_em
+    from noisycal_bayes.data import SufficientStats
+    from noisycal_bayes.diagnostics import gap_diagnostics, gap_profile
+    from noisycal_bayes.propagate import posterior_nc_ece
+    from noisycal_bayes.reference import fit_gmm, moments_three, nc_ece_split
+
+    data = repeated_crowd
+    fit = fit_em(data, model="histogram", groups=Binning.equal_width(5))
+    calls = {"fit_gmm": lambda: fit_gmm(data, Binning.equal_mass(3)),
+             "moments_three": lambda: moments_three(data),
+             "nc_ece_split": lambda: nc_ece_split(data),
+             r"SufficientStats.from_annotations": lambda: SufficientStats.from_annotations(data),
+             "gap_diagnostics": lambda: gap_diagnostics(data, fit),
+             "gap_profile": lambda: gap_profile(data, fit)}
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=rf"^{name}.* reads one label per \(item, annotator\) pair, .* repeated "
+                                             r"\(item, annotator\) pairs .*repeated='first'"):
+            call()
+    with pytest.raises(ValueError, match="method='latent' .* sparse responses .* Use method='plugin'"):
+        posterior_nc_ece(data, fit, method="latent", bins=Binning.equal_width(5))

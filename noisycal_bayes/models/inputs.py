@@ -237,12 +237,9 @@ def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment,
                            label=np.asarray(lab, np.int32),
                            logit_score=np.asarray(clipped_logit(scores), dtype=np.float64),
                            inverse=np.arange(n))
-    if data.has_repeats:
-        raise ValueError(
-            f"{func}: model={model!r} compresses each item's labels into one (group, pattern) row, one label "
-            f"per (item, annotator), and these data have {data.n_repeated} repeated (item, annotator) pairs. Fit "
-            "from the responses instead (fit_em chooses its sparse path; fit_nuts / fit_map take pooling='partial'), "
-            "or build the set with repeated='first' (command line: --repeated first) to keep one label per pair.")
+    data.require_one_label_per_pair(
+        f"{func} (model={model!r}, one (group, pattern) row per item)",
+        "Fit from the responses instead: fit_em chooses its sparse path; fit_nuts and fit_map take pooling='partial'.")
     g = assignment.index
     if not compress:
         return ModelInputs(model, n, j, assignment.n_groups, False, patterns=data.labels, row_group=g,

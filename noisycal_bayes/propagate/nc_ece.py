@@ -360,6 +360,10 @@ def _check_route(data, fit, src: Draws, method, edges, func):
         rows = stats_fit_rows(data, fit, func, method)
     else:
         check_same_items(data, fit, func, method)
+    if method == "latent" and src.model != "platt" and getattr(fit.inputs, "sparse", False):
+        raise ValueError(f"{func}: method='latent' draws clean labels per (group, response pattern) row, and this fit "
+                         "used the sparse responses (repeated labels, gold labels or a large crowd), which have no "
+                         "pattern rows. Use method='plugin' (the default) or method='model'.")
     if src.model == "dawid_skene" and method == "model":
         raise ValueError(f"{func}: the marginal model (one prevalence) has no calibration curve; fit "
                          "model='histogram' with groups equal to the evaluation bins for method='model'.")

@@ -510,5 +510,5 @@ def test_pooled_fit_takes_repeated_labels_as_responses():
     np.testing.assert_allclose(ll[s], np.asarray(want), rtol=1e-10)
     assert fit.clean_label_probability().shape == (1, 100, data.n_items)
     # The non-pooled models compress one label per (item, annotator): a clear error naming the fix.
-    with pytest.raises(ValueError, match=r"fit_nuts: model='dawid_skene' .* 45 repeated .*pooling='partial'"):
+    with pytest.raises(ValueError, match=r"fit_nuts \(model='dawid_skene'.* 45 repeated .*pooling='partial'"):
         fit_nuts(data, model="dawid_skene", n_chains=1, n_warmup=10, n_draws=10, progress_bar=False)
