@@ -90,6 +90,7 @@ def test_crowd_summary_lists_population_and_flags(tmp_path):
     assert table["n_labels"].sum() == sim.data.n_responses
 
 
+<<<<<<< HEAD
 @pytest.mark.slow
 def test_crowd_of_164_annotators_gets_model_check_rows_on_the_nuts_route():
     """The default NUTS route on a 164-annotator crowd (partially pooled channels) gives check rows: the cell-count
@@ -107,3 +108,60 @@ def test_crowd_of_164_annotators_gets_model_check_rows_on_the_nuts_route():
     assert "164 annotators" in rows["posterior_predictive"]["detail"]
     assert rows["annotator_dependence"]["status"] in ("pass", "warn")
     assert ev.model_checks is not None and ev.model_checks.settings["design"] == "responses"
+=======
+@pytest.fixture(scope="module")
+def repeated_crowd():
+    """A small binary crowd in which about a fifth of the responses are followed by a repeat of their pair."""
+    from noisycal_bayes.simulate import simulate_crowd
+
+    data = simulate_crowd(200, 8, labels_per_item=3, repeat_rate=0.2, curve="calibrated", seed=4).data
+    assert data.has_repeats
+    return data
+
+
+@pytest.mark.parametrize("method, opts", [("em", dict(n_boot=10)),
+                                          ("nuts", dict(n_chains=1, n_warmup=100, n_draws=100))])
+def test_evaluate_runs_on_repeated_labels_on_both_routes(repeated_crowd, method, opts, tmp_path):
+    """Every step of evaluate (fit, propagation, naive baselines, recalibration, checks, report) reads the
+    responses: repeated (item, annotator) labels are used, never refused for lack of a dense matrix."""
+    from noisycal_bayes import evaluate
+    from noisycal_bayes.reference.baselines import naive_calibration
+
+    data = repeated_crowd
+    ev = evaluate(data, method=method, bins=5, seed=0, recalibration=method == "em", **opts)
+    assert np.isfinite(ev.nc_ece.value) and ev.nc_ece.lower <= ev.nc_ece.upper
+    assert ev.fit.inputs.sparse and ev.fit.inputs.item.size == data.n_responses
+    payload = json.loads(ev.to_json())
+    naive = naive_calibration(data, bins=5)
+    assert payload["naive"]["ece_majority"] == pytest.approx(naive.majority_vote_ece)
+    assert payload["naive"]["smece_vote_fraction"] == pytest.approx(naive.vote_fraction_smece)
+    if method == "em":
+        assert len(ev.recalibration) > 0
+    ev.write_report(tmp_path / "rep")
+    assert (tmp_path / "rep" / "results.json").exists()
+
+
+def test_one_label_per_pair_methods_name_themselves_and_the_fix(repeated_crowd):
+    """The paper's pattern and moment methods, the sample-splitting variants and the pattern-based diagnostics
+    read one label per (item, annotator): on repeated labels each says so, naming itself and the alternative."""
+    from noisycal_bayes import fit_em
+    from noisycal_bayes.data import SufficientStats
+    from noisycal_bayes.diagnostics import gap_diagnostics, gap_profile
+    from noisycal_bayes.propagate import posterior_nc_ece
+    from noisycal_bayes.reference import fit_gmm, moments_three, nc_ece_split
+
+    data = repeated_crowd
+    fit = fit_em(data, model="histogram", groups=Binning.equal_width(5))
+    calls = {"fit_gmm": lambda: fit_gmm(data, Binning.equal_mass(3)),
+             "moments_three": lambda: moments_three(data),
+             "nc_ece_split": lambda: nc_ece_split(data),
+             r"SufficientStats.from_annotations": lambda: SufficientStats.from_annotations(data),
+             "gap_diagnostics": lambda: gap_diagnostics(data, fit),
+             "gap_profile": lambda: gap_profile(data, fit)}
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=rf"^{name}.* reads one label per \(item, annotator\) pair, .* repeated "
+                                             r"\(item, annotator\) pairs .*repeated='first'"):
+            call()
+    with pytest.raises(ValueError, match="method='latent' .* sparse responses .* Use method='plugin'"):
+        posterior_nc_ece(data, fit, method="latent", bins=Binning.equal_width(5))
+>>>>>>> wt-repeated

@@ -339,3 +339,24 @@ def test_nuts_route_and_its_check_on_a_sparse_crowd():
     assert np.isfinite([ev.nc_ece.lower, ev.nc_ece.upper]).all() and ev.nc_ece.lower <= ev.nc_ece.upper
     assert ev.checks[0]["status"] in ("pass", "warn", "not_testable")
     assert "could not run" not in ev.checks[0]["detail"]
+
+
+@pytest.mark.parametrize("method, opts", [("em", dict(n_boot=10)),
+                                          ("nuts", dict(n_chains=1, n_warmup=100, n_draws=100))])
+def test_both_routes_run_on_repeated_labels(method, opts, tmp_path):
+    """K = 3 with repeated (item, annotator) labels: each is one more response, on both routes and in the
+    naive targets; the majority-vote ECE is checked against votes counted from the triples by hand."""
+    sim = simulate_multiclass(200, 5, 3, labels_per_item=3, repeat_rate=0.2, seed=6)
+    data = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, probs=sim.probs)
+    assert data.has_repeats
+    ev = evaluate(data, method=method, bins=5, seed=0, **opts)
+    assert np.isfinite(ev.nc_ece.value) and ev.nc_ece.lower <= ev.nc_ece.upper
+    votes = np.zeros((data.n_items, 3))
+    for i, c in zip(sim.item, sim.label):
+        votes[i, c] += 1
+    payload = json.loads(ev.to_json())
+    assert payload["n_items"] == 200
+    ev.write_report(tmp_path / "rep")
+    want = top_label_ece(data.probs, np.eye(3)[votes.argmax(axis=1)], bins=5).value
+    naive = ev.naive.set_index("target")
+    assert naive.loc["majority_vote", "top_label_ece"] == pytest.approx(want, abs=1e-12)

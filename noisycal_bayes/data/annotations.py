@@ -663,6 +663,24 @@ class AnnotationSet:
             out["score"] = self.scores[item]
         return out
 
+    def require_one_label_per_pair(self, func: str, instead: str) -> None:
+        """Raise ``ValueError`` when some (item, annotator) pair holds more than one label.
+
+        For the computations that read one label per pair (the dense :attr:`labels`, response patterns): the
+        message names ``func``, the repeated pairs, the alternative ``instead`` (a sentence) and
+        ``repeated="first"``.
+        """
+        if not self._n_repeated:
+            return
+        item, ann, _ = self._responses
+        key = pair_keys(item, ann, self._n_annotators)
+        _, starts = repeated_runs(key)
+        raise ValueError(
+            f"{func} reads one label per (item, annotator) pair, and this data set has "
+            f"{_describe_repeats(key, starts, self._n_annotators, self.item_ids, self.annotator_ids)}. {instead} "
+            "Or build the set with repeated='first' (command line: --repeated first) to keep the first label of "
+            "each pair.")
+
     def require_scores(self) -> np.ndarray:
         if self.scores is None:
             raise ValueError("this computation needs classifier scores; build the AnnotationSet with `scores=`.")

@@ -99,7 +99,7 @@ def _inputs(data, groups, func):
     from ..models.inputs import prepare_inputs, resolve_assignment
 
     assignment = resolve_assignment(data, "grouped", groups, func)
-    inp = prepare_inputs(data, "grouped", assignment)
+    inp = prepare_inputs(data, "grouped", assignment, func=func)
     patterns = np.asarray(inp.patterns, np.int32)
     group = np.asarray(inp.row_group, np.int32)
     counts = np.asarray(inp.counts, np.float64)

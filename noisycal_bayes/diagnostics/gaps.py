@@ -153,6 +153,8 @@ def _check_diagnostics_args(data, fit, func, *, min_gap, level, alarm_probabilit
     """Validated ``(scores, level, weight rule, draws of the fit)`` of :func:`gap_diagnostics`."""
     if not isinstance(data, AnnotationSet):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
+    data.require_one_label_per_pair(f"{func} (effective labels per bin from the dense labels)",
+                                    "The gaps' intervals are in evaluate's channel table (annotators.csv).")
     z = data.require_scores()
     if not 0 < float(min_gap) < 1:
         raise ValueError(f"{func}: `min_gap` must lie in (0, 1); got {float(min_gap)}.")
@@ -337,6 +339,8 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
     n_draws = check_positive_int(n_draws, name="n_draws")
     common = dict(bins=bins, weights=weights, level=level, n_draws=n_draws, seed=seed)
     if mode == "perturb":
+        if isinstance(data, AnnotationSet):
+            data.require_one_label_per_pair(f"{func}(mode='perturb')", "Use mode='simulate' (no data needed).")
         return _perturb_sweep(data, fit, func, factors=factors, progress_bar=progress_bar, **common)
     if mode != "simulate":
         raise ValueError(f"{func}: `mode` must be 'perturb' or 'simulate'; got {mode!r}.")

@@ -281,6 +281,8 @@ def gap_profile(data: AnnotationSet, fit, *, factors=DEFAULT_FACTORS, level: flo
     func = "gap_profile"
     if not isinstance(data, AnnotationSet):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
+    data.require_one_label_per_pair(f"{func} (a profile likelihood on response patterns)",
+                                    "Read the channels' intervals from evaluate (bootstrap or NUTS) instead.")
     data.require_scores()
     level = check_level(level)
     f = np.asarray(factors, dtype=np.float64)

@@ -117,11 +117,17 @@ def pooled_inputs(data, model: str, assignment, *, centered: bool = False):
 def pooled_fit_inputs(data, model: str, assignment):
     """The ``FitResult.inputs`` of a pooled fit: the model's compressed inputs with the data's gold labels attached
     (``inputs.gold``), so that ``log_likelihood`` and ``clean_label_probability`` treat gold items as observed
-    latent labels, as the pooled likelihood does."""
+    latent labels, as the pooled likelihood does.
+
+    With repeated (item, annotator) labels, which no pattern row can hold, the grouped models get the responses
+    themselves (:func:`~noisycal_bayes.models.inputs.sparse_inputs`, gold attached): the same per-item likelihood
+    the pooled model sums, every repeated label a factor of its own."""
     import dataclasses
 
-    from ..models.inputs import prepare_inputs
+    from ..models.inputs import prepare_inputs, sparse_inputs
 
+    if getattr(data, "has_repeats", False) and model != "platt":
+        return sparse_inputs(data, model, assignment)
     inputs = prepare_inputs(data, model, assignment)
     gold = getattr(data, "gold", None)
     if gold is None or not np.any(np.asarray(gold) >= 0):

@@ -23,6 +23,7 @@ from ..core import x64
 from ..core.em import e_step, log_prior, m_step
 from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING, START_EPS, orient, orient_crowd
 from ..data import AnnotationSet
+from ..models.inputs import differing_items
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
 from ..warnings import ConvergenceWarning
@@ -126,17 +127,7 @@ def _check(data, fit, n_boot):
     if (data.n_items, data.n_annotators) != (inp.n_items, inp.n_annotators):
         raise ValueError(f"{func}: `data` must hold the items the EM was fitted on ({inp.n_items} items x "
                          f"{inp.n_annotators} annotators); got {data.n_items} x {data.n_annotators}.")
-    if inp.sparse:
-        item, ann, lab = (np.asarray(v) for v in data.responses)
-        if item.size != np.asarray(inp.item).size:
-            # Items whose number of responses changed.
-            diff = np.flatnonzero(np.bincount(item, minlength=inp.n_items) != np.bincount(inp.item, minlength=inp.n_items))
-        else:
-            bad = (item != inp.item) | (ann != inp.annotator) | (lab != inp.label)
-            diff = np.unique(np.concatenate([item[bad], np.asarray(inp.item)[bad]]))
-    else:
-        fitted = np.asarray(inp.patterns)[inp.inverse]
-        diff = np.flatnonzero((fitted != data.labels).any(axis=1))
+    diff = differing_items(inp, data)
     if diff.size:
         raise ValueError(f"{func}: the labels of `data` differ from the fitted ones at items "
                          f"{_preview(np.asarray(data.item_ids)[diff])}; pass the AnnotationSet the EM was fitted on.")

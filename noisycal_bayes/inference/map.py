@@ -237,7 +237,7 @@ def fit_map(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_sta
     if pooling == "partial":
         return _fit_map_pooled(data, model, assignment, prior, func)
     notes = check_design(data, model, n_groups=assignment.n_groups, func=func)
-    inputs = prepare_inputs(data, model, assignment)
+    inputs = prepare_inputs(data, model, assignment, func=func)
     out = map_fit(data, inputs, assignment, model, prior, n_starts=n_starts, seed=seed, init=init)
     return _map_result(data, model, assignment, inputs, prior, out, notes, func,
                        settings=dict(n_starts=n_starts, seed=seed, init=init))

@@ -172,7 +172,7 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
         return _fit_nuts_pooled(data, model, assignment, prior, opts, progress_bar=progress_bar)
     design = list(check_design(data, model, n_groups=assignment.n_groups, func=func))
     notes = list(design)
-    inputs = prepare_inputs(data, model, assignment, compress=compress)
+    inputs = prepare_inputs(data, model, assignment, compress=compress, func=func)
     # Compressed inputs for the EM start even when sampling per item (EM costs the same either way).
     start_inputs = inputs if (compress or model == "platt") else prepare_inputs(data, model, assignment)
     point, start_kind = _start_point(data, start_inputs, model, opts["seed"])
@@ -361,7 +361,8 @@ def _fit_nuts_pooled(data, model, assignment, prior, opts, *, progress_bar, prec
                        n_divergent=n_divergent, identified=True, reason="",
                        settings=dict(opts, start="sparse-em", pooling="partial", likelihood="sparse responses",
                                      compress=False),
-                       details={"labels": data.labels, "scores": data.scores,
+                       # Repeated labels have no dense matrix: the responses are in `inputs` (sparse).
+                       details={"labels": None if data.has_repeats else data.labels, "scores": data.scores,
                                 "population": population_summary(population),
                                 "population_draws": population, "n_max_depth": n_max_depth,
                                 "n_gold": 0 if data.gold is None else int((data.gold >= 0).sum())})

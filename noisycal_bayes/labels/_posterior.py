@@ -16,6 +16,7 @@ from .._validation import _preview, check_level, check_positive_int, renamed_key
 from ..core import clipped_logit, x64
 from ..core.posterior import posterior_positive_draws
 from ..data import AnnotationSet, compress_patterns
+from ..models.inputs import differing_items
 from ..propagate.draws import extract_draws
 
 #: Cap on (draws x rows) posterior values held at once for per-item (Platt) models: 1e7 float64 = 80 MB.
@@ -80,17 +81,11 @@ def _item_groups(data: AnnotationSet, fit, func: str) -> np.ndarray:
 
 def _same_items(data: AnnotationSet, fit) -> bool:
     inputs = getattr(fit, "inputs", None)
-    if inputs is None or inputs.n_items != data.n_items:
+    if inputs is None or inputs.n_items != data.n_items or inputs.n_annotators != data.n_annotators:
         return False
-    if inputs.compressed or inputs.patterns is not None:
-        rebuilt = np.asarray(inputs.patterns)[np.asarray(inputs.inverse)]
-        return bool(np.array_equal(rebuilt, data.labels))
-    # Response triples (repeats included), compared in one canonical order: by item, then annotator, then label.
-    mine = np.c_[np.asarray(inputs.item), np.asarray(inputs.annotator), np.asarray(inputs.label)].astype(np.int64)
-    theirs = np.c_[tuple(np.asarray(a, np.int64) for a in data.responses)]
-    if mine.shape != theirs.shape:
+    if inputs.inverse is None:  # a fit from SufficientStats: no items to compare
         return False
-    return bool(np.array_equal(mine[np.lexsort(mine.T[::-1])], theirs[np.lexsort(theirs.T[::-1])]))
+    return differing_items(inputs, data).size == 0
 
 
 @dataclass(frozen=True)

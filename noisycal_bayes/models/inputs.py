@@ -9,6 +9,7 @@ from ..core import clipped_logit
 from ..data import (AnnotationSet, Binning, bin_index, groups_from_int, compress_patterns, grid_patterns, pad_patterns, padded_size,
                     resolve_groups)
 from ..data.compress import PatternCounts
+from ..data.responses import pair_keys, repeated_runs
 from ..data.outofcore import SufficientStats
 
 #: Models whose likelihood depends on the data only through (group, response pattern) counts.
@@ -212,18 +213,33 @@ def resolve_assignment(data: AnnotationSet, model: str, groups, func: str) -> Gr
     return GroupAssignment(index, n_groups, dim, None, used, spec="labels")
 
 
-def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment, *, compress: bool = True) -> ModelInputs:
-    """Build the arrays of ``model`` for ``data`` (one O(n J) pass)."""
+def prepare_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment, *, compress: bool = True,
+                   func: str = "prepare_inputs") -> ModelInputs:
+    """Build the arrays of ``model`` for ``data`` (one O(n J) pass); ``func`` names the caller in errors.
+
+    The Platt model reads the responses (every repeated label a factor of its own); the grouped models one
+    (group, pattern) row per item, which holds one label per (item, annotator) pair.
+
+    Raises
+    ------
+    ValueError
+        A grouped model on data with repeated (item, annotator) labels: they have no pattern row. Use the
+        responses (:func:`sparse_inputs`: ``fit_em``'s sparse path, ``pooling="partial"``) or keep one label
+        per pair (``repeated="first"``).
+    """
     if isinstance(data, SufficientStats):
         return _stats_inputs(data, model, assignment, compress=compress)
-    n, j = data.labels.shape
+    n, j = data.n_items, data.n_annotators
     if model == "platt":
         scores = data.require_scores()
-        ii, jj = np.nonzero(data.observed)
-        return ModelInputs(model, n, j, 1, False, item=ii.astype(np.int32), annotator=jj.astype(np.int32),
-                           label=data.labels[ii, jj].astype(np.int32),
+        item, ann, lab = data.responses  # sorted by item then annotator: the order of np.nonzero(observed)
+        return ModelInputs(model, n, j, 1, False, item=np.asarray(item, np.int32), annotator=np.asarray(ann, np.int32),
+                           label=np.asarray(lab, np.int32),
                            logit_score=np.asarray(clipped_logit(scores), dtype=np.float64),
                            inverse=np.arange(n))
+    data.require_one_label_per_pair(
+        f"{func} (model={model!r}, one (group, pattern) row per item)",
+        "Fit from the responses instead: fit_em chooses its sparse path; fit_nuts and fit_map take pooling='partial'.")
     g = assignment.index
     if not compress:
         return ModelInputs(model, n, j, assignment.n_groups, False, patterns=data.labels, row_group=g,
@@ -247,6 +263,32 @@ def sparse_inputs(data: AnnotationSet, model: str, assignment: GroupAssignment) 
                        inverse=np.arange(n), item=np.asarray(item, np.int32), annotator=np.asarray(ann, np.int32),
                        label=np.asarray(lab, np.int32), sparse=True,
                        gold=None if gold is None else np.asarray(gold, np.int8))
+
+
+def differing_items(inputs: ModelInputs, data: AnnotationSet) -> np.ndarray:
+    """Positions (sorted, int64) of the items of ``data`` whose labels differ from those ``inputs`` were built from.
+
+    ``inputs`` and ``data`` must have the same numbers of items and annotators (callers check that first, with
+    their own message). Pattern inputs (one row per item) are compared with the dense labels; a set with repeated
+    (item, annotator) labels differs from them at every item with a repeat, which no pattern row holds. Response
+    inputs (the sparse path, Platt) are compared as (item, annotator, label) triples in one canonical order, so
+    the order of an annotator's repeats on an item does not matter. O(n_items x n_annotators) for patterns,
+    O(n_responses log n_responses) for responses.
+    """
+    if inputs.patterns is not None:
+        if data.has_repeats:
+            item, ann, _ = data.responses
+            return np.unique(np.asarray(item, np.int64)[repeated_runs(pair_keys(item, ann, data.n_annotators))[0]])
+        fitted = np.asarray(inputs.patterns)[np.asarray(inputs.inverse)]
+        return np.flatnonzero((fitted != data.labels).any(axis=1))
+    n = data.n_items
+    mine = np.c_[tuple(np.asarray(a, np.int64) for a in data.responses)]
+    theirs = np.c_[np.asarray(inputs.item), np.asarray(inputs.annotator), np.asarray(inputs.label)].astype(np.int64)
+    if mine.shape != theirs.shape:  # items whose number of responses changed
+        return np.flatnonzero(np.bincount(mine[:, 0], minlength=n) != np.bincount(theirs[:, 0], minlength=n))
+    mine, theirs = mine[np.lexsort(mine.T[::-1])], theirs[np.lexsort(theirs.T[::-1])]
+    bad = (mine != theirs).any(axis=1)
+    return np.unique(np.concatenate([mine[bad, 0], theirs[bad, 0]]))
 
 
 def _compressed_inputs(model: str, n_items: int, pc) -> ModelInputs:

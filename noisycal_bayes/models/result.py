@@ -8,7 +8,9 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from ..data import Channel
+from ..data import AnnotationSet, Channel
+from ..data.columns import response_columns
+from ..data.responses import pair_keys, repeated_runs
 from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs
 
 #: Above this many (draw x item) log-likelihood values, ``to_arviz()`` leaves the per-item
@@ -394,12 +396,11 @@ class FitResult(ChannelAccess):
         inp = self.inputs
         with x64():
             if self.model == "platt":
-                dense = np.full((inp.n_items, inp.n_annotators), -1, dtype=np.int8)
-                dense[inp.item, inp.annotator] = inp.label
+                dense, col = _platt_columns(inp)
                 s = jnp.asarray(inp.logit_score)
 
                 def one(f, t, a, b):
-                    return posterior_positive(dense, None, f, t, jax.nn.sigmoid(a * s + b))
+                    return posterior_positive(dense, None, f[col], t[col], jax.nn.sigmoid(a * s + b))
 
                 out = jax.vmap(one)(src["fpr"], src["tpr"], src["slope"], src["intercept"])
             else:
@@ -585,3 +586,19 @@ def _default_prior():
     from .priors import DEFAULT_PRIOR
 
     return DEFAULT_PRIOR
+
+
+def _platt_columns(inp):
+    """``(labels, annotator)`` of a Platt fit's responses as columns: (n_items, n_columns) int8 (-1 missing) and the
+    annotator of each column (n_columns,). One column per annotator, unless an annotator labelled an item more
+    than once: then each repeat is a column of its own with that annotator's channel
+    (:func:`~noisycal_bayes.data.columns.response_columns`), a factor of the likelihood like any response."""
+    item, ann, lab = (np.asarray(v) for v in (inp.item, inp.annotator, inp.label))
+    order = np.lexsort((ann, item))
+    if not repeated_runs(pair_keys(item[order], ann[order], inp.n_annotators))[0].any():
+        dense = np.full((inp.n_items, inp.n_annotators), -1, dtype=np.int8)
+        dense[item, ann] = lab
+        return dense, np.arange(inp.n_annotators)
+    resp = AnnotationSet.from_responses(item, ann, lab, n_items=inp.n_items, n_annotators=inp.n_annotators)
+    cols = response_columns(resp, np.ones(inp.n_annotators, bool), func="clean_label_probability")
+    return cols.labels, cols.annotator

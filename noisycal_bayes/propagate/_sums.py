@@ -391,14 +391,17 @@ def latent_atoms(fit_row, bin_idx, n_bins: int, weights=None):
     return atoms // n_bins, atoms % n_bins, np.rint(count).astype(np.int64)
 
 
-def latent_freq(draws, fit, rng, *, atoms=None, labels=None, bin_idx=None, n_bins=None) -> np.ndarray:
+def latent_freq(draws, fit, rng, *, atoms=None, labels=None, bin_idx=None, n_bins=None,
+                column_annotator=None) -> np.ndarray:
     """Sums of clean-label draws per bin, ``F_sk = sum_{i in B_k} Y_si``, ``Y_si ~ Bernoulli(P(Y_i = 1 | A_i,
     g_i, theta_s))``, shape (n_out, n_bins).
 
     Grouped models: the items of one atom (:func:`latent_atoms`) are exchangeable given ``theta_s``, so their
     number of positives is one ``Binomial(atom_count, p_s[atom_row])`` draw (no per-item work per draw).
     Platt: one Bernoulli draw per item (the prior probability differs per item; ``labels`` (n_items,
-    n_annotators), ``bin_idx`` (n_items,)).
+    n_columns) response columns (:func:`~noisycal_bayes.data.columns.response_columns`: a repeated label is
+    a column of its own), ``column_annotator`` (n_columns,) the annotator of each column (default: column
+    ``j`` is annotator ``j``), ``bin_idx`` (n_items,)).
     """
     n_out = draws.n_source
     tpr = draws.fpr + draws.gap
@@ -407,13 +410,16 @@ def latent_freq(draws, fit, rng, *, atoms=None, labels=None, bin_idx=None, n_bin
         if draws.model == "platt":
             s0 = fitted_logits(fit)
             labels = np.asarray(labels, dtype=np.int32)
+            fpr, tpr_c = draws.fpr, tpr
+            if column_annotator is not None:  # one factor per response column, with its annotator's channel
+                fpr, tpr_c = fpr[:, column_annotator], tpr[:, column_annotator]
             M = _indicator(np.asarray(bin_idx), n_bins)
             c = chunk_size(s0.size)
             for a in range(0, n_out, c):
                 b = min(a + c, n_out)
                 lin = draws.slope[a:b, None] * s0[None, :] + draws.intercept[a:b, None]
                 prob = 0.5 * (1.0 + np.tanh(0.5 * lin))
-                p = np.asarray(posterior_positive_draws(labels, None, draws.fpr[a:b], tpr[a:b], prob))
+                p = np.asarray(posterior_positive_draws(labels, None, fpr[a:b], tpr_c[a:b], prob))
                 y = rng.random(p.shape) < p
                 freq[a:b] = (M @ y.T.astype(np.float64)).T
         else:

@@ -16,6 +16,7 @@ import numpy as np
 from .._validation import _preview, check_positive_int
 from ..data import AnnotationSet, Channel, SufficientStats
 from ..data.compress import pattern_keys
+from ..models.inputs import differing_items
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning
 
 #: Output draws made from a point estimate (EM / MAP fit or a known channel) when ``n_draws`` is not given:
@@ -170,9 +171,8 @@ def check_same_items(data: AnnotationSet, fit, func: str, method: str) -> None:
             f"{func}: method={method!r} uses the fit's per-item posterior, so `data` must hold the items the model was "
             f"fitted on ({n_fit} items x {fit.inputs.n_annotators} annotators); got {data.n_items} x "
             f"{data.n_annotators}. Fit the model on these items, or use method='plugin' for held-out items.")
-    labels = fit.details.get("labels") if isinstance(fit.details, dict) else None
-    if labels is not None and not np.array_equal(np.asarray(labels), data.labels):
-        diff = np.flatnonzero((np.asarray(labels) != data.labels).any(axis=1))
+    diff = differing_items(fit.inputs, data)
+    if diff.size:
         raise ValueError(f"{func}: method={method!r}: the labels of `data` differ from the fitted ones at items "
                          f"{_preview(data.item_ids[diff])}; pass the AnnotationSet the model was fitted on (new "
                          "scores via `data.with_scores(...)` are fine).")

@@ -360,6 +360,10 @@ def _check_route(data, fit, src: Draws, method, edges, func):
         rows = stats_fit_rows(data, fit, func, method)
     else:
         check_same_items(data, fit, func, method)
+    if method == "latent" and src.model != "platt" and getattr(fit.inputs, "sparse", False):
+        raise ValueError(f"{func}: method='latent' draws clean labels per (group, response pattern) row, and this fit "
+                         "used the sparse responses (repeated labels, gold labels or a large crowd), which have no "
+                         "pattern rows. Use method='plugin' (the default) or method='model'.")
     if src.model == "dawid_skene" and method == "model":
         raise ValueError(f"{func}: the marginal model (one prevalence) has no calibration curve; fit "
                          "model='histogram' with groups equal to the evaluation bins for method='model'.")
@@ -427,7 +431,9 @@ def _model_route(data, fit, ev: _Bins, src: Draws, draws: Draws, rows):
 def _latent_route(data, fit, ev: _Bins, src: Draws, draws: Draws, rows, rng):
     """Latent-label route: clean labels drawn from their posterior, summed per bin and draw."""
     if src.model == "platt":
-        freq = latent_freq(draws, fit, rng, labels=data.labels, bin_idx=ev.bin_idx, n_bins=ev.n_bins)
+        cols = response_columns(data, np.ones(data.n_annotators, bool), func="posterior_nc_ece")
+        freq = latent_freq(draws, fit, rng, labels=cols.labels, bin_idx=ev.bin_idx, n_bins=ev.n_bins,
+                           column_annotator=None if not data.has_repeats else cols.annotator)
     else:
         atoms = (latent_atoms(rows[1], data.group, ev.n_bins, data.counts) if rows is not None
                  else latent_atoms(fit.inputs.item_rows(), ev.bin_idx, ev.n_bins))

@@ -354,6 +354,8 @@ class PosteriorTemperature(_PosteriorMap):
         """
         func = "PosteriorTemperature.fit"
         z = _check_data(data, func)
+        data.require_one_label_per_pair(func, "Use PosteriorHistogram, or the point maps of "
+                                        "noisycal_bayes.recalibration on corrected_item_labels (both read every response).")
         try:
             t_min, t_max = (float(b) for b in self.bounds)
         except (TypeError, ValueError):

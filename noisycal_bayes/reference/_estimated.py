@@ -123,10 +123,12 @@ def _table(edges, count, score_sum, corr_sum) -> pd.DataFrame:
         })
 
 
-def _check_common(data: AnnotationSet, weights):
+def _check_common(data: AnnotationSet, weights, func: str):
     if not isinstance(data, AnnotationSet):
         raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}. "
                          "Build one with AnnotationSet.from_long or from_wide.")
+    # The variants refit and reweight the dense labels of item subsets.
+    data.require_one_label_per_pair(func, "Use evaluate(data, method='em'), whose bootstrap reads every response.")
     z = data.require_scores()
     rule, label = check_weights(weights, data.n_annotators)
     return z, rule, label

@@ -31,7 +31,8 @@ class NaiveCalibrationResult:
     vote_fraction_smece : float
         SMECE against the fraction of positive votes per item.
     annotator_ece : DataFrame
-        One row per annotator: ``annotator, n_items, ece`` (ECE on the items that annotator labelled).
+        One row per annotator: ``annotator, n_items, ece`` (ECE on the items that annotator labelled; with
+        repeated labels against the annotator's own vote fraction, see :func:`naive_calibration`).
     clean_ece : float or None
         ECE against the clean labels when given (simulations): the sample oracle ECE.
     edges : ndarray of shape (n_bins + 1,)
@@ -91,6 +92,14 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     ECE ``sum_k (n_k/n) |mean_{B_k}(y - z)|``; SMECE the same with soft labels ``q_i`` (equal to ECE when
     ``q`` is 0/1). Neither corrects for annotator noise.
 
+    Everything is computed from the responses (:attr:`AnnotationSet.responses`), so repeated (item,
+    annotator) labels are welcome: the majority vote and the vote fractions count every label of an item
+    (:meth:`AnnotationSet.majority_vote`, :meth:`AnnotationSet.vote_fraction`). An annotator's row is over the
+    items they labelled, one term per item, against their own vote fraction on it: their 0/1 label, or the
+    share of positives among their repeated labels of the item (the SMECE of that soft label; as the K-class
+    :func:`~noisycal_bayes.reference.multiclass.naive_multiclass_ece` does). Without repeats this is the ECE
+    on the items the annotator labelled.
+
     Examples
     --------
     >>> import numpy as np
@@ -107,9 +116,11 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     common = Binning.from_edges(edges)
     mv = data.majority_vote(ties=ties)
     rows = []
-    for j, ann in enumerate(data.annotator_ids):
-        obs = data.labels[:, j] >= 0
-        rows.append((ann, int(obs.sum()), ece(z[obs], data.labels[obs, j], bins=common)))
+    for ann, items, labels in _by_annotator(data):
+        own, pos = np.unique(items, return_inverse=True)
+        # The annotator's own vote fraction per item it labelled: its 0/1 label unless it labelled the item twice.
+        frac = np.bincount(pos, weights=labels) / np.bincount(pos)
+        rows.append((ann, int(own.size), smece(z[own], frac, bins=common)))
     clean = None
     if clean_labels is not None:
         y = check_binary_labels(clean_labels, name="clean_labels")
@@ -120,3 +131,15 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
         ece(z, mv, bins=common), data.n_ties(), ties, smece(z, data.vote_fraction(), bins=common),
         pd.DataFrame(rows, columns=["annotator", "n_items", "ece"]), clean, edges, data.n_items,
     )
+
+
+def _by_annotator(data: AnnotationSet):
+    """``(annotator id, items, labels)`` per annotator from the responses, items in increasing order.
+
+    One stable sort of the responses by annotator (O(n_responses log n_responses)), never the dense matrix.
+    """
+    item, ann, lab = (np.asarray(a) for a in data.responses)
+    order = np.argsort(ann, kind="stable")  # stable: each annotator's responses stay sorted by item
+    stops = np.cumsum(np.bincount(ann, minlength=data.n_annotators))
+    item, lab = np.split(item[order], stops[:-1]), np.split(lab[order], stops[:-1])
+    return zip(data.annotator_ids, item, lab)

@@ -144,6 +144,7 @@ def closed_form_two_groups(data, groups, *, annotators=None) -> ChannelEstimate:
     """
     func = "closed_form_two_groups"
     data = check_annotation_set(data, func)
+    data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")
     require_several_annotators(data, func)
     if annotators is None:
         if data.n_annotators != 2:

@@ -142,6 +142,7 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
     """
     func = "fit_gmm"
     data = check_annotation_set(data, func)
+    data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")
     require_several_annotators(data, func)
     n_starts, max_iter, min_gap = _check_settings(n_starts, max_iter, min_gap, groups, func)
     group, n_groups = resolve_data_groups(data, groups, func)

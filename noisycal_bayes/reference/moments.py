@@ -153,6 +153,7 @@ def moments_three(data, *, min_items: int = 10) -> ChannelEstimate:
     """
     func = "moments_three"
     data = check_annotation_set(data, func)
+    data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")
     require_several_annotators(data, func)
     min_items = check_positive_int(min_items, name="min_items", minimum=3)
     if data.n_annotators < 3:
@@ -248,7 +249,7 @@ def moment_start(data, groups=None):
     >>> [a.shape for a in moment_start(sim.data, groups=Binning.equal_mass(3))]
     [(1, 3), (1, 3), (1, 3)]
     """
-    if data.n_annotators < 3:
+    if data.n_annotators < 3 or data.has_repeats:  # the moments read one label per (item, annotator)
         return None
     group, n_groups = resolve_data_groups(data, groups, "moment_start")
     fpr, tpr, prev = _moment_start(data, group, n_groups) or (None, None, None)

@@ -140,7 +140,7 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     >>> res.n_failed, res.interval[0] <= res.interval[1]
     (0, True)
     """
-    z, rule, label = _check_common(data, weights)
+    z, rule, label = _check_common(data, weights, "bootstrap_nc_ece")
     estimator = _check_estimator(estimator)
     n_boot = check_positive_int(n_boot, name="n_boot")
     level = check_level(level)

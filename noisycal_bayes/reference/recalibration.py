@@ -31,6 +31,7 @@ from .._validation import _preview, check_bounds, check_scores, check_targets
 from ..core import clipped_logit, corrected_log_loss, item_corrected_label, platt_map, temperature_map, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, as_binning, bin_index
+from ..data.columns import response_columns
 from ..warnings import BoundaryWarning, ConvergenceWarning, DataWarning
 from .calibration import check_channel, check_weights
 
@@ -45,8 +46,10 @@ PLATT_BETA_BOUNDS = (-10.0, 10.0)
 class CorrectedLabels(NamedTuple):
     """Combined corrected label per item and the annotator weights that combined them.
 
-    values : (n_items,) ``sum_j W_ij (A_ij - fpr_j) / gap_j`` (may leave [0, 1])
-    weights : (n_annotators,) convex weights (renormalised per item over observed annotators)
+    values : (n_items,) ``sum_j W_ij (A_ij - fpr_j) / gap_j`` (may leave [0, 1]); a repeated label of
+        annotator ``j`` is one more term with ``j``'s channel and weight
+    weights : (n_annotators,) convex weights (renormalised per item over observed responses; an annotator's
+        repeat columns added up)
     weights_rule : str
     """
 
@@ -81,14 +84,20 @@ def corrected_item_labels(data: AnnotationSet, channel, *, weights="iv") -> Corr
         raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}.")
     channel = check_channel(channel, data)
     rule, label = check_weights(weights, data.n_annotators)
-    labels = np.asarray(data.labels)
+    # One column per (annotator, k-th label of an item): a repeated label is one more response with its
+    # annotator's channel and weight, as in nc_ece. Without repeats the columns are data.labels.
+    cols = response_columns(data, np.ones(data.n_annotators, bool), func="corrected_item_labels")
+    a = cols.annotator
     with x64():
         if isinstance(rule, str):
-            w = weights_for_labels(rule, labels, channel.fpr, channel.gap)
+            w = weights_for_labels(rule, cols.labels, channel.fpr[a], channel.gap[a])
         else:
-            w = jnp.asarray(rule)
-        values = item_corrected_label(labels, channel.fpr, channel.gap, w)
-        return CorrectedLabels(np.asarray(values, dtype=np.float64), np.asarray(w, dtype=np.float64), label)
+            w = jnp.asarray(rule[a])
+        values = item_corrected_label(cols.labels, channel.fpr[a], channel.gap[a], w)
+    w = np.asarray(w, dtype=np.float64)
+    if a.size != data.n_annotators:
+        w = np.bincount(a, weights=w, minlength=data.n_annotators)  # per annotator (repeat columns added up)
+    return CorrectedLabels(np.asarray(values, dtype=np.float64), w, label)
 
 
 def _pad(x, value=0.0):

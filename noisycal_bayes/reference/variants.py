@@ -132,7 +132,7 @@ def nc_ece_split(data: AnnotationSet, *, estimator=None, bins=10, weights="iv", 
     >>> res.variant, res.n_fit, res.n_eval
     ('independent', 200, 200)
     """
-    z, rule, label = _check_common(data, weights)
+    z, rule, label = _check_common(data, weights, "nc_ece_split")
     estimator = _check_estimator(estimator)
     fraction = float(fraction)
     if not 0 < fraction < 1:
@@ -184,7 +184,7 @@ def nc_ece_reuse(data: AnnotationSet, *, estimator=None, bins, weights="iv") -> 
     >>> nc_ece_reuse(sim.data, estimator=lambda d: sim.channel, bins=5).variant
     'reuse'
     """
-    z, rule, label = _check_common(data, weights)
+    z, rule, label = _check_common(data, weights, "nc_ece_reuse")
     estimator = _check_estimator(estimator)
     binning = as_binning(bins)
     if binning.kind == "equal_mass":
@@ -237,7 +237,7 @@ def nc_ece_cross_fit(data: AnnotationSet, *, estimator=None, n_folds: int = 5, b
     >>> len(res.channels), int(res.table["count"].sum())
     (5, 500)
     """
-    z, rule, label = _check_common(data, weights)
+    z, rule, label = _check_common(data, weights, "nc_ece_cross_fit")
     estimator = _check_estimator(estimator)
     n = data.n_items
     n_folds = check_positive_int(n_folds, name="n_folds", minimum=2)

@@ -476,3 +476,39 @@ def test_preconditioned_and_plain_pooled_samplers_agree():
     bound = ndtri(1 - 1e-3 / (2 * m))
     assert max_z(a, b) < bound
     assert max_z(c, b) > bound
+
+
+def _with_repeats(data, every=4):
+    """``data`` with one more label on every ``every``-th response (the same annotator, the same item)."""
+    item, ann, lab = (np.asarray(v) for v in data.responses)
+    rng = np.random.default_rng(11)
+    pick = np.arange(0, item.size, every)
+    return AnnotationSet.from_responses(np.r_[item, item[pick]], np.r_[ann, ann[pick]],
+                                        np.r_[lab, rng.integers(0, 2, pick.size)], scores=data.scores,
+                                        annotator_ids=data.annotator_ids)
+
+
+def test_pooled_fit_takes_repeated_labels_as_responses():
+    """The pooled likelihood is a segment sum over responses: repeats are factors of their own, and the fit's
+    downstream views (per-item log-likelihood, clean-label probabilities) sum over every response too."""
+    from noisycal_bayes.core.sparse import Responses, sparse_item_loglik
+
+    base, _, _, _ = _sparse_crowd(60, 8, 3, seed=3)
+    data = _with_repeats(base)
+    assert data.has_repeats
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = fit_nuts(data, n_chains=1, seed=0, **POOLED_KW)
+    assert fit.inputs.sparse and fit.details["labels"] is None
+    assert fit.inputs.item.size == data.n_responses
+    ll = fit.log_likelihood()
+    s = (0, 7)
+    with x64():
+        want = sparse_item_loglik(Responses(*(np.asarray(v, np.int32) for v in data.responses)),
+                                  np.zeros(data.n_items, np.int32), fit.draws["fpr"][s], fit.draws["tpr"][s],
+                                  np.atleast_1d(fit.draws["prevalence"][s]))
+    np.testing.assert_allclose(ll[s], np.asarray(want), rtol=1e-10)
+    assert fit.clean_label_probability().shape == (1, 100, data.n_items)
+    # The non-pooled models compress one label per (item, annotator): a clear error naming the fix.
+    with pytest.raises(ValueError, match=r"fit_nuts \(model='dawid_skene'.* 45 repeated .*pooling='partial'"):
+        fit_nuts(data, model="dawid_skene", n_chains=1, n_warmup=10, n_draws=10, progress_bar=False)

@@ -100,3 +100,35 @@ def test_bad_inputs_raise_clear_errors(hand):
         naive_calibration(hand, clean_labels=[0, 1, 1, 2, 0])
     with pytest.raises(ValueError, match="`bins` must be an int"):
         naive_calibration(hand, bins=0.5)
+
+
+def test_repeated_labels_are_votes_and_annotator_responses():
+    """With repeated (item, annotator) labels every baseline reads the responses; checked against the triples
+    summarised by pandas group-bys (not the package's vote helpers)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    n = 120
+    z = rng.uniform(size=n)
+    rows = [(i, j, int(rng.random() < z[i])) for i in range(n) for j in range(3) if rng.random() < 0.8 or j == 0]
+    rows += [(i, 1, int(rng.random() < z[i])) for i in range(0, n, 4)]  # annotator 1 labels every 4th item twice
+    rows += [(i, 0, int(rng.random() < z[i])) for i in range(1, n, 5)] * 2  # annotator 0: three labels on some
+    long = pd.DataFrame(rows, columns=["item", "annotator", "label"])
+    data = AnnotationSet.from_long(long, pd.Series(z), repeated="keep")
+    assert data.has_repeats
+    res = naive_calibration(data, bins=Binning.equal_mass(4))
+    common = Binning.from_edges(res.edges)
+    by_item = long.groupby("item")["label"]
+    frac = (by_item.sum() / by_item.count()).reindex(range(n)).to_numpy()
+    vote = (frac >= 0.5).astype(int)  # ties -> 1
+    assert res.n_ties == int((frac == 0.5).sum())
+    assert res.majority_vote_ece == pytest.approx(ece(z, vote, bins=common), abs=1e-12)
+    assert res.vote_fraction_smece == pytest.approx(smece(z, frac, bins=common), abs=1e-12)
+    table = res.annotator_ece.set_index("annotator")
+    for j, part in long.groupby("annotator"):
+        # One term per item j labelled, against j's own vote fraction there (0/1 unless j repeated the item).
+        own = part.groupby("item")["label"].mean()
+        want = smece(z[own.index.to_numpy()], own.to_numpy(), bins=common)
+        assert table.loc[j, "ece"] == pytest.approx(want, abs=1e-12)
+        assert table.loc[j, "n_items"] == own.size
+    assert (long.groupby(["item", "annotator"]).size() > 1).groupby("annotator").any().loc[[0, 1]].all()

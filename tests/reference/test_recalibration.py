@@ -178,3 +178,26 @@ def test_inputs_are_not_modified():
     corrected_item_labels(data, Channel([0.1, 0.2], [0.8, 0.9]))
     np.testing.assert_array_equal(z, zc)
     np.testing.assert_array_equal(y, yc)
+
+
+def test_corrected_item_labels_take_repeated_labels_as_responses_with_their_annotators_channel():
+    """A label given twice equals the same label from a twin annotator with the same channel (and weight rule)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    n = 90
+    y = rng.random(n) < 0.4
+    fpr, tpr = np.array([0.1, 0.2, 0.15]), np.array([0.9, 0.8, 0.7])
+    lab = (rng.random((n, 3)) < np.where(y[:, None], tpr, fpr)).astype(int)
+    rows = [(i, j, lab[i, j]) for i in range(n) for j in range(3)]
+    extra = [(i, 0, int(rng.random() < (tpr[0] if y[i] else fpr[0]))) for i in range(0, n, 3)]
+    long = pd.DataFrame(rows + extra, columns=["item", "annotator", "label"])
+    data = AnnotationSet.from_long(long)
+    twin = AnnotationSet.from_long(long.assign(annotator=[r[1] for r in rows] + ["0b"] * len(extra)))
+    assert data.has_repeats and list(twin.annotator_ids) == [0, 1, 2, "0b"]
+    for rule in ("iv", "equal", "gap"):
+        got = corrected_item_labels(data, Channel(fpr, tpr), weights=rule)
+        want = corrected_item_labels(twin, Channel(np.r_[fpr, fpr[0]], np.r_[tpr, tpr[0]]), weights=rule)
+        np.testing.assert_allclose(got.values, want.values, rtol=1e-12)
+        np.testing.assert_allclose(got.weights, np.r_[want.weights[0] + want.weights[3], want.weights[1:3]],
+                                   rtol=1e-12)

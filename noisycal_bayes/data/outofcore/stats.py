@@ -208,6 +208,8 @@ class SufficientStats:
         """
         if bins is not None and data.scores is None:
             raise ValueError("`bins` need scores, and this AnnotationSet has none.")
+        data.require_one_label_per_pair("SufficientStats.from_annotations (one response pattern per item)",
+                                        "Fit the AnnotationSet itself: fit_em's sparse path reads every response.")
         edges = _resolve_edges(bins, "score", lambda: data.scores)
         g = None if edges is None else bin_index(data.scores, edges)
         n_bins = 1 if edges is None else edges.size - 1
