@@ -90,7 +90,6 @@ def test_crowd_summary_lists_population_and_flags(tmp_path):
     assert table["n_labels"].sum() == sim.data.n_responses
 
 
-<<<<<<< HEAD
 @pytest.mark.slow
 def test_crowd_of_164_annotators_gets_model_check_rows_on_the_nuts_route():
     """The default NUTS route on a 164-annotator crowd (partially pooled channels) gives check rows: the cell-count
@@ -108,7 +107,8 @@ def test_crowd_of_164_annotators_gets_model_check_rows_on_the_nuts_route():
     assert "164 annotators" in rows["posterior_predictive"]["detail"]
     assert rows["annotator_dependence"]["status"] in ("pass", "warn")
     assert ev.model_checks is not None and ev.model_checks.settings["design"] == "responses"
-=======
+
+
 @pytest.fixture(scope="module")
 def repeated_crowd():
     """A small binary crowd in which about a fifth of the responses are followed by a repeat of their pair."""
@@ -164,4 +164,3 @@ def test_one_label_per_pair_methods_name_themselves_and_the_fix(repeated_crowd):
             call()
     with pytest.raises(ValueError, match="method='latent' .* sparse responses .* Use method='plugin'"):
         posterior_nc_ece(data, fit, method="latent", bins=Binning.equal_width(5))
->>>>>>> wt-repeated
