@@ -215,8 +215,11 @@ def _mcmc_diagnostics(fit) -> dict:
     if fit.method != "nuts":
         return {"rhat_max": None, "ess_min": None, "divergences": None}
     rhat, ess_b, ess_t = fit.rhat or {}, fit.ess_bulk or {}, fit.ess_tail or {}
-    rhats = [float(np.nanmax(np.asarray(v))) for v in rhat.values() if np.size(v)]
-    ess = [float(np.nanmin(np.asarray(v))) for v in list(ess_b.values()) + list(ess_t.values()) if np.size(v)]
+    # Finite entries only: R-hat is undefined (NaN) with one chain, and an all-NaN site gives no figure.
+    finite = [np.asarray(v, dtype=np.float64) for v in rhat.values()]
+    rhats = [float(v[np.isfinite(v)].max()) for v in finite if np.isfinite(v).any()]
+    finite = [np.asarray(v, dtype=np.float64) for v in list(ess_b.values()) + list(ess_t.values())]
+    ess = [float(v[np.isfinite(v)].min()) for v in finite if np.isfinite(v).any()]
     return {"rhat_max": max(rhats, default=None), "ess_min": min(ess, default=None),
             "divergences": int(fit.n_divergent)}
 

@@ -20,7 +20,7 @@ from noisycal_bayes.experiments.real_data import (REAL_SETS, SEPARATION, SHARED_
                                                   _synthetic_probs, shared_data_dir, shared_data_path,
                                                   write_real_set)
 
-N_ITEMS = 120
+N_ITEMS = 80
 ROOT = shared_data_dir()
 needs_data = pytest.mark.skipif(ROOT is None, reason=f"shared data folder not found: {SHARED_DATA_HINT}")
 
@@ -64,7 +64,7 @@ def test_write_real_set_keeps_every_label(tmp_path):
 def test_evaluate_runs_on_every_real_set(name, route, tmp_path, capsys):
     info = write_real_set(name, tmp_path, n_items=N_ITEMS)
     out = tmp_path / "out.json"
-    small = ["--n-boot", "20"] if route == "em" else ["--chains", "1", "--warmup", "100", "--draws", "100"]
+    small = ["--n-boot", "10"] if route == "em" else ["--chains", "1", "--warmup", "60", "--draws", "60"]
     code = main(["evaluate", *info["args"], "--method", route, "--json", str(out), *small])
     err = capsys.readouterr().err
     assert code == 0, err
