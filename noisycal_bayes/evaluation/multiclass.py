@@ -546,19 +546,29 @@ def _cell_responses(fam: _Families):
     return tuple(np.concatenate(v).astype(np.int64) for v in (cell, ann, lab)), np.concatenate(group)
 
 
-def _refit_cells(counts, cells, cell_group, n_annotators, n_classes, init, seed):
+def _refit_cells(counts, cells, cell_group, n_annotators, n_classes, init, seed, shape):
     """EM refitted to one replicate's cell counts from ``init`` alone: the cells with a positive count as items,
     their counts as weights (the full data's likelihood at the cost of its distinct rows); ``(confusion,
-    prevalence)``."""
+    prevalence)``. ``shape = (n_items, n_responses)`` pads the items and responses with weight-0 ones to one size
+    for every replicate of the design (one compiled EM), unless the replicate needs more."""
     from ..inference import fit_em_multiclass
 
     cell, ann, lab = cells
     keep = counts > 0
     index = np.cumsum(keep) - 1
     sel = keep[cell]
-    n_groups = int(cell_group.max()) + 1
-    rep = _Replicate((index[cell[sel]], ann[sel], lab[sel]), int(keep.sum()), n_annotators, n_classes, None)
-    fit = fit_em_multiclass(rep, model="grouped", groups=cell_group[keep].astype(np.int32), weights=counts[keep],
+    item, ann, lab = index[cell[sel]], ann[sel], lab[sel]
+    n, m = int(keep.sum()), int(sel.sum())
+    group, weight = cell_group[keep], counts[keep]
+    if n < shape[0] and m <= shape[1]:
+        # Weight-0 items (no likelihood, no M-step counts), the padded responses on the last of them.
+        item = np.concatenate([item, np.full(shape[1] - m, shape[0] - 1)])
+        ann, lab = (np.concatenate([v, np.zeros(shape[1] - m, np.int64)]) for v in (ann, lab))
+        group, weight = np.concatenate([group, np.zeros(shape[0] - n, np.int64)]), np.r_[weight, np.zeros(shape[0] - n)]
+        n = shape[0]
+    n_groups = int(group.max()) + 1
+    rep = _Replicate((item, ann, lab), n, n_annotators, n_classes, None)
+    fit = fit_em_multiclass(rep, model="grouped", groups=group.astype(np.int32), weights=weight,
                             init=(init[0], init[1][:n_groups]), n_starts=0, seed=seed, path="sparse")
     return np.asarray(fit.confusion), np.asarray(fit.prevalence)
 
@@ -641,13 +651,20 @@ def run_multiclass_checks(data, res, s: _Settings) -> tuple:
     if not nuts:
         t_obs = float(_x2(observed, expected, pooled, n_pooled))
         cells, cell_group = _cell_responses(fam)
+        # One padded size for every replicate: 10% above the expected number of occupied cells (and of their
+        # responses), in the buckets the sparse EM compiles for (inference.multiclass_em._bucket).
+        from ..inference.multiclass_em import _bucket
+
+        occupied = 1.0 - (1.0 - np.minimum(expected / size[stratum], 1.0)) ** size[stratum]
+        per_cell = np.bincount(cells[0], minlength=fam.n_cells)
+        shape = (_bucket(int(1.1 * occupied.sum()) + 9) - 1, _bucket(int(1.1 * occupied @ per_cell) + 8 * J))
         t_rep, failed = [], 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the refits' own warnings are not the user's
             for _ in range(N_CHECK_REPLICATES):
                 rep = draw(expected)
                 try:
-                    c_r, p_r = _refit_cells(rep, cells, cell_group, J, K, (conf, prev), s.seed)
+                    c_r, p_r = _refit_cells(rep, cells, cell_group, J, K, (conf, prev), s.seed, shape)
                 except (ValueError, RuntimeError):
                     failed += 1
                     continue
