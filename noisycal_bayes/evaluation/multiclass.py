@@ -53,7 +53,7 @@ N_STARTS = 1
 N_CHECK_REPLICATES = 199
 #: The check runs only when the (group x observed-annotators) families have at most this many patterns K^m in all.
 MAX_CHECK_CELLS = 200_000
-#: p-value below which a check warns.
+#: p-value at or below which a check warns.
 CHECK_ALPHA = 0.05
 
 
