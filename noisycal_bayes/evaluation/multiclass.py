@@ -53,7 +53,7 @@ N_STARTS = 1
 N_CHECK_REPLICATES = 199
 #: The check runs only when the (group x observed-annotators) families have at most this many patterns K^m in all.
 MAX_CHECK_CELLS = 200_000
-#: p-value below which a check warns.
+#: p-value at or below which a check warns.
 CHECK_ALPHA = 0.05
 
 
@@ -527,37 +527,76 @@ class _Families:
         prob = prevalence[self.group[f]] @ lik
         return prob / prob.sum()
 
-    def chi2(self, counts, confusion, prevalence) -> float:
-        """``sum (O - E)^2 / E`` over every family's cells with ``E > 0``."""
-        total = 0.0
-        for f, obs in enumerate(counts):
-            e = self.members[f].size * self.probs(f, confusion, prevalence)
-            ok = e > 0
-            total += float(np.sum((obs[ok] - e[ok]) ** 2 / e[ok]))
-        return total
+
+def _expected(fam: _Families, confusion, prevalence) -> np.ndarray:
+    """Expected counts ``n_f P(pattern | group_f)`` of every family's cells, flat in family order."""
+    return np.concatenate([fam.members[f].size * fam.probs(f, confusion, prevalence) for f in range(len(fam.members))])
 
 
-def _simulate_labels(item, ann, groups, confusion, prevalence, rng):
-    """Labels of the observed (item, annotator) pairs drawn from the fitted model: Y_i ~ prevalence[group_i],
-    A ~ confusion[annotator, Y_i] (inverse-CDF sampling, vectorised)."""
-    cum_pi = np.cumsum(prevalence[groups], axis=1)
-    y = np.minimum((rng.random(groups.size)[:, None] > cum_pi).sum(axis=1), prevalence.shape[1] - 1)
-    cum_c = np.cumsum(confusion[ann, y[item]], axis=1)
-    return np.minimum((rng.random(item.size)[:, None] > cum_c).sum(axis=1), confusion.shape[1] - 1)
+def _cell_responses(fam: _Families):
+    """``(cell, annotator, label)`` of every cell's responses (flat cells in family order: the base-K digits of the
+    cell's code, first annotator least significant) and each cell's group."""
+    cell, ann, lab, group, offset = [], [], [], [], 0
+    for js, w, g in zip(fam.annotators, fam.weights, fam.group):
+        codes = np.arange(fam.K ** js.size)
+        cell.append(np.repeat(offset + codes, js.size))
+        ann.append(np.tile(js, codes.size))
+        lab.append(((codes[:, None] // w[None, :]) % fam.K).reshape(-1))
+        group.append(np.full(codes.size, g))
+        offset += codes.size
+    return tuple(np.concatenate(v).astype(np.int64) for v in (cell, ann, lab)), np.concatenate(group)
+
+
+def _refit_cells(counts, cells, cell_group, n_annotators, n_classes, init, seed, shape):
+    """EM refitted to one replicate's cell counts from ``init`` alone: the cells with a positive count as items,
+    their counts as weights (the full data's likelihood at the cost of its distinct rows); ``(confusion,
+    prevalence)``. ``shape = (n_items, n_responses)`` pads the items and responses with weight-0 ones to one size
+    for every replicate of the design (one compiled EM), unless the replicate needs more."""
+    from ..inference import fit_em_multiclass
+
+    cell, ann, lab = cells
+    keep = counts > 0
+    index = np.cumsum(keep) - 1
+    sel = keep[cell]
+    item, ann, lab = index[cell[sel]], ann[sel], lab[sel]
+    n, m = int(keep.sum()), int(sel.sum())
+    group, weight = cell_group[keep], counts[keep]
+    if n < shape[0] and m <= shape[1]:
+        # Weight-0 items (no likelihood, no M-step counts), the padded responses on the last of them.
+        item = np.concatenate([item, np.full(shape[1] - m, shape[0] - 1)])
+        ann, lab = (np.concatenate([v, np.zeros(shape[1] - m, np.int64)]) for v in (ann, lab))
+        group, weight = np.concatenate([group, np.zeros(shape[0] - n, np.int64)]), np.r_[weight, np.zeros(shape[0] - n)]
+        n = shape[0]
+    n_groups = int(group.max()) + 1
+    rep = _Replicate((item, ann, lab), n, n_annotators, n_classes, None)
+    fit = fit_em_multiclass(rep, model="grouped", groups=group.astype(np.int32), weights=weight,
+                            init=(init[0], init[1][:n_groups]), n_starts=0, seed=seed, path="sparse")
+    return np.asarray(fit.confusion), np.asarray(fit.prevalence)
 
 
 def run_multiclass_checks(data, res, s: _Settings) -> tuple:
     """Predictive check of the K-class channel model on (score group x annotators who labelled x response pattern)
     counts; one row ``{name, status, statistic, p_value, detail}``.
 
-    The discrepancy is the chi-square ``sum (O - E)^2 / E`` over the cells of every (group, set of annotators)
-    family, ``E`` the counts the model expects. EM: a parametric bootstrap: :data:`N_CHECK_REPLICATES` data sets
-    simulated from the fit, each refitted by EM and compared with its own refit; p-value ``(1 + #{T_rep >=
-    T_obs}) / (R + 1)`` (calibrated: it warns at rate ``CHECK_ALPHA`` under the model). NUTS: a posterior
-    predictive check over as many posterior draws, observed and replicated counts compared with the same draw's
-    expectation (Gelman, Meng & Stern 1996; conservative). ``not_testable`` with repeated or gold labels, more than
-    :data:`MAX_CHECK_CELLS` cells, or no more free cell probabilities than parameters.
+    The discrepancy is Pearson's ``X^2 = sum (O - E)^2 / E`` over *pooled cells*: within each (group, set of
+    annotators) family the cells whose expected count at the fit is below
+    :data:`~noisycal_bayes.diagnostics.checks.MIN_EXPECTED` are merged, with the next smallest ones until the merged
+    cell reaches it (the rule of the binary checks, :mod:`noisycal_bayes.diagnostics.checks`; a family of fewer
+    items becomes one cell and carries no information); the same pooling serves every replicate. Unpooled, cells
+    with a near-zero expected count dominate ``X^2`` and make it a statistic of rare patterns that a fit on the
+    boundary never replicates. EM: a parametric bootstrap: :data:`N_CHECK_REPLICATES` data sets of family pattern
+    counts drawn from the fit (multinomial, family sizes kept), each refitted by EM warm-started at the fit (no
+    random starts: the standard parametric-bootstrap refit, on the replicate's distinct cells weighted by their
+    counts) and compared with its own refit; p-value ``(1 + #{T_rep >= T_obs}) / (R + 1)``, warning when ``p <=``
+    :data:`CHECK_ALPHA` (calibrated: it warns at that rate under the model). NUTS: a posterior predictive check over
+    as many posterior draws, observed and replicated counts compared with the same draw's expectation (Gelman, Meng
+    & Stern 1996; conservative), pooled by the draws' mean expected counts. ``not_testable`` with repeated or gold
+    labels, more than :data:`MAX_CHECK_CELLS` cells, no more free cell probabilities than parameters, or no
+    degrees of freedom left after pooling (``sum_f (pooled cells_f - 1) <= parameters``; a sparse crowd, where
+    nearly every item has its own set of annotators).
     """
+    from ..diagnostics.checks import MIN_EXPECTED, _pool, _x2
+
     item, ann, lab = (np.asarray(x, dtype=np.int64) for x in data.responses)
     J, K = data.n_annotators, data.n_classes
     key = item * J + ann
@@ -571,7 +610,7 @@ def run_multiclass_checks(data, res, s: _Settings) -> tuple:
     fit = res["fit"]
     groups = np.asarray(fit.groups, dtype=np.int64)
     fam = _Families(item, ann, lab, data.n_items, J, K, groups)
-    n_groups = int(np.asarray(fit.prevalence).shape[-2])
+    n_groups = int(np.unique(groups).size)  # groups with items: an empty group's prevalence is no parameter
     n_params = n_groups * (K - 1) + J * K * (K - 1)
     if fam.n_cells > MAX_CHECK_CELLS:
         n_cells = str(fam.n_cells) if fam.n_cells < 10 ** 9 else f"about 10^{len(str(fam.n_cells)) - 1}"
@@ -581,27 +620,57 @@ def run_multiclass_checks(data, res, s: _Settings) -> tuple:
         return (_check_row("not_testable", f"{fam.n_free} free cell probabilities for {n_params} parameters: the "
                            "design fits any counts exactly, so nothing can be tested."),)
     rng = np.random.default_rng(s.seed)
-    observed = fam.counts(fam.dense)
-    if s.method == "em":
-        from ..inference import fit_em_multiclass
+    observed = np.concatenate(fam.counts(fam.dense))
+    n_fam = len(fam.members)
+    stratum = np.repeat(np.arange(n_fam), [K ** js.size for js in fam.annotators])
+    size = np.array([m.size for m in fam.members])
+    conf, prev = np.asarray(fit.confusion), np.asarray(fit.prevalence)
+    nuts = s.method != "em"
+    if nuts:
+        S = conf.shape[0]
+        pick = rng.choice(S, size=min(N_CHECK_REPLICATES, S), replace=S < N_CHECK_REPLICATES)
+        expected_draws = np.stack([_expected(fam, conf[d], prev[d]) for d in pick])
+        expected = expected_draws.mean(axis=0)
+    else:
+        expected = _expected(fam, conf, prev)
+    pooled, n_pooled = _pool(expected, stratum, n_fam, MIN_EXPECTED)
+    df = int(sum(np.unique(pooled[stratum == f]).size - 1 for f in range(n_fam))) - n_params
+    if df <= 0:
+        return (_check_row("not_testable", f"after pooling cells with expected count < {MIN_EXPECTED:g}, no degrees "
+                           f"of freedom are left ({n_pooled} pooled cells in {n_fam} (group x annotators) families "
+                           f"for {n_params} parameters): too few items per family, as in a sparse crowd where "
+                           "nearly every item has its own annotators."),)
+    slot = np.concatenate([np.arange(K ** js.size) for js in fam.annotators])
+    width = int(K ** max(js.size for js in fam.annotators))
 
-        conf, prev = np.asarray(fit.confusion), np.asarray(fit.prevalence)
-        t_obs = fam.chi2(observed, conf, prev)
+    def draw(e):
+        """Replicated cell counts: per family multinomial(n_f, E / n_f) (the family sizes kept)."""
+        table = np.zeros((n_fam, width))
+        table[stratum, slot] = e
+        table /= table.sum(axis=1, keepdims=True)  # rounding: each family's probabilities sum to 1
+        return rng.multinomial(size, table)[stratum, slot].astype(np.float64)
+
+    if not nuts:
+        t_obs = float(_x2(observed, expected, pooled, n_pooled))
+        cells, cell_group = _cell_responses(fam)
+        # One padded size for every replicate: 10% above the expected number of occupied cells (and of their
+        # responses), in the buckets the sparse EM compiles for (inference.multiclass_em._bucket).
+        from ..inference.multiclass_em import _bucket
+
+        occupied = 1.0 - (1.0 - np.minimum(expected / size[stratum], 1.0)) ** size[stratum]
+        per_cell = np.bincount(cells[0], minlength=fam.n_cells)
+        shape = (_bucket(int(1.1 * occupied.sum()) + 9) - 1, _bucket(int(1.1 * occupied @ per_cell) + 8 * J))
         t_rep, failed = [], 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the refits' own warnings are not the user's
             for _ in range(N_CHECK_REPLICATES):
-                lab_r = _simulate_labels(item, ann, groups, conf, prev, rng)
-                dense = fam.dense.copy()
-                dense[item, ann] = lab_r
-                rep = _Replicate((item, ann, lab_r), data.n_items, J, K, data.probs)
+                rep = draw(expected)
                 try:
-                    f = fit_em_multiclass(rep, model="grouped", groups=groups.astype(np.int32), n_starts=N_STARTS,
-                                          seed=s.seed)
+                    c_r, p_r = _refit_cells(rep, cells, cell_group, J, K, (conf, prev), s.seed, shape)
                 except (ValueError, RuntimeError):
                     failed += 1
                     continue
-                t_rep.append(fam.chi2(fam.counts(dense), np.asarray(f.confusion), np.asarray(f.prevalence)))
+                t_rep.append(float(_x2(rep, _expected(fam, c_r, p_r), pooled, n_pooled)))
         if len(t_rep) < 0.9 * N_CHECK_REPLICATES:
             return (_check_row("not_testable", f"{failed} of {N_CHECK_REPLICATES} bootstrap refits failed."),)
         t_rep = np.asarray(t_rep)
@@ -609,26 +678,16 @@ def run_multiclass_checks(data, res, s: _Settings) -> tuple:
         how = f"parametric bootstrap, {t_rep.size} data sets simulated from the EM fit and refitted"
         stat, ref = t_obs, float(t_rep.mean())
     else:
-        conf, prev = np.asarray(fit.confusion), np.asarray(fit.prevalence)
-        S = conf.shape[0]
-        pick = rng.choice(S, size=min(N_CHECK_REPLICATES, S), replace=S < N_CHECK_REPLICATES)
-        t_obs = np.zeros(pick.size)
-        t_rep = np.zeros(pick.size)
-        for f, obs in enumerate(observed):
-            n_f = fam.members[f].size
-            for r, sidx in enumerate(pick):
-                prob = fam.probs(f, conf[sidx], prev[sidx])
-                e = n_f * prob
-                ok = e > 0
-                rep = rng.multinomial(n_f, prob)
-                t_obs[r] += np.sum((obs[ok] - e[ok]) ** 2 / e[ok])
-                t_rep[r] += np.sum((rep[ok] - e[ok]) ** 2 / e[ok])
+        reps = np.stack([draw(e) for e in expected_draws])
+        t_obs = _x2(np.broadcast_to(observed, reps.shape), expected_draws, pooled, n_pooled)
+        t_rep = _x2(reps, expected_draws, pooled, n_pooled)
         p = float(np.mean(t_rep >= t_obs))
         how = f"posterior predictive, {pick.size} posterior draws"
         stat, ref = float(t_obs.mean()), float(t_rep.mean())
-    status = "warn" if p < CHECK_ALPHA else "pass"
-    detail = (f"chi-square over {fam.n_cells} (group x annotators x pattern) cells ({how}); observed discrepancy "
-              f"{stat:.1f} vs replicated {ref:.1f} on average; warns below p = {CHECK_ALPHA}")
+    status = "warn" if p <= CHECK_ALPHA else "pass"
+    detail = (f"Pearson X^2 on {n_pooled} pooled cells of {fam.n_cells} (group x annotators x pattern) cells "
+              f"(expected >= {MIN_EXPECTED:g}), {df} df ({how}); observed discrepancy {stat:.1f} vs replicated "
+              f"{ref:.1f} on average; warns at p <= {CHECK_ALPHA}")
     return (_check_row(status, detail, float(stat), p),)
 
 

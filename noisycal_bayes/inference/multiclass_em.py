@@ -232,8 +232,9 @@ def _prior_counts(prior, K: int, func: str):
 
 
 # ----------------------------------------------------------------------------------------------------- starts
-def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc, compressed=None):
-    """Start 0: the M-step (with the prior's pseudo-counts) at each item's vote distribution (gold items one-hot).
+def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc, compressed=None, item_weight=None):
+    """Start 0: the M-step (with the prior's pseudo-counts) at each item's vote distribution (gold items one-hot),
+    each item counted ``item_weight[i]`` times (None: once).
 
     On compressed rows (``compressed`` from :func:`_compress`) the vote distribution is that of each pattern;
     else ``N[j, y, a] = sum_{responses (i, j, a)} t[i, y]`` is one sparse product ``M t`` with ``M`` the
@@ -257,6 +258,8 @@ def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc, compressed=N
         if x.gold is not None:
             g = x.gold >= 0
             t[g] = np.eye(K)[x.gold[g]]
+        if item_weight is not None:
+            t = t * item_weight[:, None]
         m = sparse.csr_matrix((ones, (x.annotator * K + x.label, x.item)), shape=(J * K, n))
         n_jya = np.swapaxes(np.asarray(m @ t).reshape(J, K, K), 1, 2)           # (J, a, y) -> (J, y, a)
         prev = np.stack([np.bincount(group, weights=t[:, y], minlength=n_groups) for y in range(K)], axis=1)
@@ -390,9 +393,10 @@ def _bucket(n: int) -> int:
     return -(-n // step) * step
 
 
-def _sparse_inputs(x: _Arrays, group):
-    """Padded sparse arrays: responses and items up to :func:`_bucket` sizes. Padded items have weight 0 (they add
-    nothing to the likelihood or the M-step); padded responses belong to the first padded item."""
+def _sparse_inputs(x: _Arrays, group, item_weight=None):
+    """Padded sparse arrays: responses and items up to :func:`_bucket` sizes. Items have weight ``item_weight``
+    (None: 1); padded items have weight 0 (they add nothing to the likelihood or the M-step); padded responses
+    belong to the first padded item."""
     n, m = x.n_items, x.item.size
     n_pad, m_pad = _bucket(n + 1), _bucket(m)
     fill = np.full(m_pad - m, n, np.int32)
@@ -403,7 +407,7 @@ def _sparse_inputs(x: _Arrays, group):
     gold = np.full(n_pad, -1, np.int32)
     if x.gold is not None:
         gold[:n] = x.gold
-    weight = np.concatenate([np.ones(n), np.zeros(n_pad - n)])
+    weight = np.concatenate([np.ones(n) if item_weight is None else item_weight, np.zeros(n_pad - n)])
     return item, ann, lab, grp, gold, weight
 
 
@@ -547,7 +551,7 @@ class MulticlassEMFit:
 # ----------------------------------------------------------------------------------------------------- the fit
 def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: int = 4, seed: int = 0,
                       max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto",
-                      init=None) -> MulticlassEMFit:
+                      init=None, weights=None) -> MulticlassEMFit:
     """Maximum-likelihood (or MAP) K x K confusion matrices and class prevalences by EM in JAX, all starts at once.
 
     Parameters
@@ -583,8 +587,16 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         (uniform). A fit with another number of groups gives its item-weighted overall prevalence to every group.
         With ``n_starts=0`` the fit runs from ``init`` alone: the cheap refit of a bootstrap replicate at the
         full-sample fit (:func:`multiclass_em_estimator`). The orientation and selection rules apply as usual.
+<<<<<<< HEAD
         An annotator without a label in ``data`` keeps its ``init`` matrix (``data`` does not identify it, and no
         item depends on it): a bootstrap replicate of a sparse crowd that drew none of that annotator's items.
+=======
+    weights : float array of shape (n_items,), optional
+        Item ``i`` counted ``weights[i]`` times in the likelihood, the M-step, the vote start and the label counts
+        of the orientation rule (None: once). With the distinct (group, response pattern) rows as items and their
+        counts as weights this is the fit of the full data on the sparse path at the cost of the distinct rows (the
+        refits of the K-class pattern check). Sparse path only (``path="auto"`` chooses it).
+>>>>>>> wt-kchecks
 
     Returns
     -------
@@ -593,10 +605,16 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     Raises
     ------
     ValueError
+<<<<<<< HEAD
         No EM start ended with a finite likelihood; data of the wrong kind; fewer than two annotators or classes;
         labels, annotators or items out of range; bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on
         the simplex) or numeric settings; ``path="patterns"`` with repeats or gold labels; annotators without a
         label and no ``init``.
+=======
+        Data of the wrong kind; fewer than two annotators or classes; labels, annotators or items out of range;
+        bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on the simplex), ``weights`` or numeric
+        settings; ``path="patterns"`` with repeats, gold labels or weights.
+>>>>>>> wt-kchecks
 
     Warns
     -----
@@ -629,10 +647,20 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     J, K = x.n_annotators, x.n_classes
     group, G, groups_reason = _resolve_groups(x, model, groups, func)
     n_rep = _n_repeats(x)
-    path, path_reason = _choose_path(x, path, n_rep, func)
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (x.n_items,) or not np.all(np.isfinite(weights)) or (weights < 0).any():
+            raise ValueError(f"{func}: `weights` must be None or finite non-negative numbers of shape ({x.n_items},), "
+                             f"one per item; got shape {weights.shape}.")
+        if path == "patterns":
+            raise ValueError(f"{func}: path='patterns' does not take item `weights`; use path='sparse' or 'auto'.")
+        path, path_reason = "sparse", "item weights"
+    else:
+        path, path_reason = _choose_path(x, path, n_rep, func)
     conf_pc, prev_pc = _prior_counts(prior, K, func)
     notes = []
-    n_labels = np.bincount(x.annotator, minlength=J).astype(np.float64)
+    n_labels = np.bincount(x.annotator, weights=None if weights is None else weights[x.item],
+                           minlength=J).astype(np.float64)
     if (n_labels == 0).any():
         if init is None:
             raise ValueError(f"{func}: annotators {_preview(np.flatnonzero(n_labels == 0))} gave no label. Drop them, "
@@ -646,7 +674,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                       "annotators, score groups or gold labels."))
     compressed = _compress(x, group, G) if path == "patterns" else None
     if init is None:
-        C0, p0 = _vote_start(x, group, G, conf_pc, prev_pc, compressed)
+        C0, p0 = _vote_start(x, group, G, conf_pc, prev_pc, compressed, weights)
     else:
         C0, p0 = _warm_start(init, J, K, G, func)
     Cr, pr = _random_starts(n_starts, J, K, G, seed)
@@ -659,7 +687,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
             out = _run_patterns(theta0, patterns, grid, conf_pc, prev_pc, np.float64(tol), max_iter=max_iter,
                                 shape_c=shape_c)
         else:
-            out = _run_sparse(theta0, *_sparse_inputs(x, group), conf_pc, prev_pc, np.float64(tol), n_groups=G,
+            out = _run_sparse(theta0, *_sparse_inputs(x, group, weights), conf_pc, prev_pc, np.float64(tol), n_groups=G,
                               max_iter=max_iter, shape_c=shape_c)
         theta, obj, n_iter, status, trace = (np.asarray(v) for v in out)
     nc = J * K * K
@@ -698,7 +726,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         loglik = float(np.sum(grid * _logsumexp_rows(lp.reshape(-1, K)).reshape(grid.shape)))
     else:
         lj = _log_joint_items(x.item, x.annotator, x.label, x.n_items, group, x.gold, C, pi)
-        loglik = float(np.sum(_logsumexp_rows(lj)))
+        loglik = float(np.sum(_logsumexp_rows(lj) if weights is None else weights * _logsumexp_rows(lj)))
     with x64():
         use = np.asarray(usable_confusions(C))
     if not use.all():

@@ -237,6 +237,7 @@ def test_vote_start_alone_equals_the_best_of_more_starts_on_an_easy_design():
     np.testing.assert_allclose(one.confusion, more.confusion, atol=1e-5)
 
 
+<<<<<<< HEAD
 # ---------------------------------------------------------------------------------------- non-convergence contract
 @pytest.mark.parametrize("path", ["patterns", "sparse"])
 def test_no_converged_start_returns_the_best_oriented_one(path):
@@ -283,3 +284,39 @@ def test_no_finite_start_is_a_clear_error(monkeypatch):
     with pytest.raises(ValueError, match=r"all 3 EM starts failed, so there is no estimate: no start gave a finite "
                                          r"likelihood \(start 0: non-finite parameters at iteration"):
         fit_em_multiclass(sim, model="dawid_skene", n_starts=2, path="patterns")
+=======
+def test_weighted_distinct_rows_equal_the_full_data_fit():
+    """Independent route: the distinct (group, response pattern) rows as items with their counts as ``weights``
+    give the full data's fit (same likelihood, same starts, same stopping rule), to EM's tolerance; the vote start
+    and the orientation's label counts are weighted the same way. Bad weights are refused."""
+    sim = simulate_multiclass(3000, 4, 3, labels_per_item=3, accuracy=0.75, seed=5)
+    item, ann, lab = (np.asarray(v) for v in (sim.item, sim.annotator, sim.label))
+    groups = np.arange(3000) % 3
+    data = SimpleNamespace(responses=(item, ann, lab), n_items=3000, n_annotators=4, n_classes=3, probs=None,
+                           gold=None)
+    full = fit_em_multiclass(data, groups=groups, n_starts=1, seed=2, path="sparse", tol=1e-10)
+    dense = np.full((3000, 4), -1)
+    dense[item, ann] = lab
+    rows, row_of, counts = np.unique(np.column_stack([groups, dense]), axis=0, return_inverse=True,
+                                     return_counts=True)
+    it, an = np.nonzero(rows[:, 1:] >= 0)
+    cells = SimpleNamespace(responses=(it, an, rows[it, 1 + an]), n_items=rows.shape[0], n_annotators=4,
+                            n_classes=3, probs=None, gold=None)
+    weighted = fit_em_multiclass(cells, groups=rows[:, 0], weights=counts, n_starts=1, seed=2, tol=1e-10)
+    assert rows.shape[0] < 400 and weighted.path == "sparse" and weighted.path_reason == "item weights"
+    np.testing.assert_allclose(weighted.confusion, full.confusion, atol=1e-7)
+    np.testing.assert_allclose(weighted.prevalence, full.prevalence, atol=1e-7)
+    assert weighted.log_likelihood == pytest.approx(full.log_likelihood, abs=1e-6)
+    np.testing.assert_allclose(weighted.n_labels, full.n_labels)
+    # Negative control: unit weights on the distinct rows are another data set, with another fit.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # this design converges slowly from its own starts; not the point here
+        unit = fit_em_multiclass(cells, groups=rows[:, 0], n_starts=1, seed=2, path="sparse")
+    assert np.abs(unit.confusion - full.confusion).max() > 1e-3
+    with pytest.raises(ValueError, match="`weights` must be"):
+        fit_em_multiclass(cells, groups=rows[:, 0], weights=counts[:-1])
+    with pytest.raises(ValueError, match="`weights` must be"):
+        fit_em_multiclass(cells, groups=rows[:, 0], weights=-counts)
+    with pytest.raises(ValueError, match="does not take item `weights`"):
+        fit_em_multiclass(cells, groups=rows[:, 0], weights=counts, path="patterns")
+>>>>>>> wt-kchecks
