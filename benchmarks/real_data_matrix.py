@@ -63,7 +63,9 @@ def run_one(name: str, route: str, work: Path, *, n_items, timeout: float, extra
     if not bad and out_json.is_file():
         payload = json.loads(out_json.read_text())
         row["value"], row["lower"], row["upper"] = _headline(payload)
-        row["checks"] = (payload.get("checks") or {}).get("status") if isinstance(payload.get("checks"), dict) else None
+        checks = payload.get("checks")
+        rows_ = checks if isinstance(checks, list) else (checks or {}).get("table", []) if isinstance(checks, dict) else []
+        row["checks"] = {r.get("name"): r.get("status") for r in rows_ if isinstance(r, dict)}
     row["ok"] = not bad
     row["stderr_tail"] = "\n".join(err.strip().splitlines()[-6:])
     return row
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", default=",".join(REAL_SETS), help="comma-separated set names (default: all)")
     ap.add_argument("--routes", default=",".join(ROUTES))
     ap.add_argument("--n-items", type=int, default=None, help="first N items of each set (default: all)")
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per command (default 300)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per command (default 900)")
     ap.add_argument("--require-data", action="store_true", help="a missing shared data folder is a failure (CI)")
     ap.add_argument("--out", default=str(HERE / "results" / "real_data_matrix.json"))
     ap.add_argument("--exe", default=str(Path(sys.executable).with_name("noisycal-bayes")))
