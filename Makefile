@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PY312 ?= $(shell for p in $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.1[2-9]*/bin/python 2>/dev/null) $$(command -v python3.12 python3.13 2>/dev/null); do $$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && echo $$p && break; done)
 SMOKE := tests/inference/test_nuts.py tests/core/test_likelihood.py tests/data/test_annotations.py
 
-.PHONY: demo test test-all real-data smoke-py312 docs bench install clean
+.PHONY: demo test test-all golden real-data smoke-py312 docs bench install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: $(STAMP)
 # Everything, including the tests marked slow (NUTS through the CLI, layout variants, heavy SBC).
 test-all: $(STAMP)
 	$(PY) -m pytest -q -n 2 $(TEST_PATHS)
+
+# The golden corpus (tests/golden/README.md): today's outputs of the public entry points, compared entry by entry.
+golden: $(STAMP)
+	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests/golden
 
 # The real-data matrix: `noisycal-bayes evaluate`, both routes, on every set of the shared data folder
 # ($$NOISYCAL_SHARED_DATA or ../shared/data beside the checkout), full size; fails on any error. Without the folder

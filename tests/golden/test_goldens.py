@@ -47,6 +47,7 @@ def test_compare_flags_every_kind_of_change():
     assert mg.compare(got, want) == []
 
 
+@pytest.mark.slow  # about two minutes of CPU in all: `make golden` (run by CI) runs them, `make test` does not
 @pytest.mark.parametrize("name", NAMES)
 def test_golden(name):
     if not mg.available(name):
