@@ -218,8 +218,10 @@ def test_relative_links_in_docs_resolve():
 
 def test_ci_builds_the_site_after_the_tests():
     run = (ROOT / ".ci" / "run").read_text()
-    steps = re.findall(r"^make ([\w-]+)$", run, flags=re.M)
-    assert steps == ["test", "docs", "smoke-py312"], steps
+    steps = re.findall(r"^make ([\w-]+)(?: [A-Z_]+=\S+)*$", run, flags=re.M)
+    # The tests, the golden corpus and the real-data matrix (a missing shared folder fails there), then the site.
+    assert steps == ["test", "golden", "real-data", "docs", "smoke-py312"], steps
+    assert "make real-data REQUIRE_DATA=1" in run
     make = (ROOT / "Makefile").read_text()
     assert re.search(r"^docs: .*\n\t.*sphinx -W --keep-going .*-c docs \. docs/_build/html$", make, flags=re.M)
     assert "/docs/_build/" in (ROOT / ".gitignore").read_text().splitlines()

@@ -587,16 +587,13 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         (uniform). A fit with another number of groups gives its item-weighted overall prevalence to every group.
         With ``n_starts=0`` the fit runs from ``init`` alone: the cheap refit of a bootstrap replicate at the
         full-sample fit (:func:`multiclass_em_estimator`). The orientation and selection rules apply as usual.
-<<<<<<< HEAD
         An annotator without a label in ``data`` keeps its ``init`` matrix (``data`` does not identify it, and no
         item depends on it): a bootstrap replicate of a sparse crowd that drew none of that annotator's items.
-=======
     weights : float array of shape (n_items,), optional
         Item ``i`` counted ``weights[i]`` times in the likelihood, the M-step, the vote start and the label counts
         of the orientation rule (None: once). With the distinct (group, response pattern) rows as items and their
         counts as weights this is the fit of the full data on the sparse path at the cost of the distinct rows (the
         refits of the K-class pattern check). Sparse path only (``path="auto"`` chooses it).
->>>>>>> wt-kchecks
 
     Returns
     -------
@@ -605,16 +602,10 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     Raises
     ------
     ValueError
-<<<<<<< HEAD
         No EM start ended with a finite likelihood; data of the wrong kind; fewer than two annotators or classes;
         labels, annotators or items out of range; bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on
-        the simplex) or numeric settings; ``path="patterns"`` with repeats or gold labels; annotators without a
-        label and no ``init``.
-=======
-        Data of the wrong kind; fewer than two annotators or classes; labels, annotators or items out of range;
-        bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on the simplex), ``weights`` or numeric
-        settings; ``path="patterns"`` with repeats, gold labels or weights.
->>>>>>> wt-kchecks
+        the simplex), ``weights`` or numeric settings; ``path="patterns"`` with repeats, gold labels or weights;
+        annotators without a label and no ``init``.
 
     Warns
     -----

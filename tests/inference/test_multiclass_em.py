@@ -237,7 +237,6 @@ def test_vote_start_alone_equals_the_best_of_more_starts_on_an_easy_design():
     np.testing.assert_allclose(one.confusion, more.confusion, atol=1e-5)
 
 
-<<<<<<< HEAD
 # ---------------------------------------------------------------------------------------- non-convergence contract
 @pytest.mark.parametrize("path", ["patterns", "sparse"])
 def test_no_converged_start_returns_the_best_oriented_one(path):
@@ -284,7 +283,8 @@ def test_no_finite_start_is_a_clear_error(monkeypatch):
     with pytest.raises(ValueError, match=r"all 3 EM starts failed, so there is no estimate: no start gave a finite "
                                          r"likelihood \(start 0: non-finite parameters at iteration"):
         fit_em_multiclass(sim, model="dawid_skene", n_starts=2, path="patterns")
-=======
+
+
 def test_weighted_distinct_rows_equal_the_full_data_fit():
     """Independent route: the distinct (group, response pattern) rows as items with their counts as ``weights``
     give the full data's fit (same likelihood, same starts, same stopping rule), to EM's tolerance; the vote start
@@ -319,4 +319,3 @@ def test_weighted_distinct_rows_equal_the_full_data_fit():
         fit_em_multiclass(cells, groups=rows[:, 0], weights=-counts)
     with pytest.raises(ValueError, match="does not take item `weights`"):
         fit_em_multiclass(cells, groups=rows[:, 0], weights=counts, path="patterns")
->>>>>>> wt-kchecks
