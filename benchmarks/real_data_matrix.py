@@ -29,9 +29,9 @@ from noisycal_bayes.experiments.real_data import REAL_SETS, SHARED_DATA_ENV, sha
 
 HERE = Path(__file__).resolve().parent
 ROUTES = ("em", "nuts")
-#: NUTS settings of the matrix: two chains of 500 warm-up and 500 draws (the checks and propagation run as
+#: NUTS settings of the matrix: two chains of 300 warm-up and 300 draws (the checks and propagation run as
 #: by default); the full default (4 x 1000 / 1000) is the user's, the matrix guards the path end to end.
-NUTS_ARGS = ["--chains", "2", "--warmup", "500", "--draws", "500"]
+NUTS_ARGS = ["--chains", "2", "--warmup", "300", "--draws", "300"]
 #: EM settings of the matrix: 50 bootstrap replicates (default 200). The bootstrap's refits dominate the EM
 #: route's time on the large sparse crowds (sp, adult, zencrowd_us), and the matrix guards the path, not the width.
 EM_ARGS = ["--n-boot", "50"]
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", default=",".join(REAL_SETS), help="comma-separated set names (default: all)")
     ap.add_argument("--routes", default=",".join(ROUTES))
     ap.add_argument("--n-items", type=int, default=None, help="first N items of each set (default: all)")
-    ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per command (default 1200)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per command (default 1800)")
     ap.add_argument("--require-data", action="store_true", help="a missing shared data folder is a failure (CI)")
     ap.add_argument("--out", default=str(HERE / "results" / "real_data_matrix.json"))
     ap.add_argument("--exe", default=str(Path(sys.executable).with_name("noisycal-bayes")))
