@@ -1,6 +1,6 @@
 """Which simulated world calibrates the level of a sum of debiased |bin residuals|? (docs/coverage.md, K-class.)
 
-The K-class intervals are read at a *calibrated* level (``propagate.multiclass._calibrated_level``): the level at
+The K-class intervals are read at a *calibrated* level (``propagate.intervals.calibrated_level``): the level at
 which the centred interval covers, estimated in a world whose true bin residuals are the debiased ones, ``m_b``
 (the "clamped world": every bin below ``sd sqrt(2/pi)`` is exactly 0 there). This script compares it with an
 empirical-Bayes world, in which each world draws the bins' true ``|mu_b| / sd_b`` from their posterior under the
@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from noisycal_bayes.propagate.multiclass import _calibrated_level, _quantiles  # noqa: E402
+from noisycal_bayes.propagate.intervals import bias_corrected, calibrated_level as _calibrated_level  # noqa: E402
+from noisycal_bayes.propagate.intervals import quantiles as _quantiles  # noqa: E402
 from noisycal_bayes.propagate.result import _summarise, debias_abs  # noqa: E402
 
 LEVEL = 0.9
@@ -114,7 +115,7 @@ def idealised(reps=400, n_sim=100, seed=2):
 
 def study(k, j, curve, first, last, kind, cache):
     import coverage_multiclass as cm
-    import noisycal_bayes.propagate.multiclass as pm
+    import noisycal_bayes.propagate.nc_ece as pm
 
     truth = cm.population_target(k, curve)[0 if kind == "top_label" else 1]
     hits = []
@@ -127,7 +128,7 @@ def study(k, j, curve, first, last, kind, cache):
                 "calibration_worlds", kind, p, resp, draws, None, bins=cm.BINS, weights="iv", level=LEVEL, seed=seed,
                 interval="debiased", bootstrap=True, n_draws=None, usable=None, max_condition=pm.MAX_CONDITION,
                 item_weights=g)
-        e = (pm._bias_corrected(count, score, freq, point, True) - score) / count.sum(axis=1, keepdims=True)
+        e = (bias_corrected(count, score, freq, point) - score) / count.sum(axis=1, keepdims=True)
         hits.append(covers(e, truth, seed))
     h = np.mean(hits, axis=0)
     print(f"{kind} K={k} J={j} {curve} data sets {first}-{last - 1}: nominal {h[0]:.3f}  clamped world (shipped) "

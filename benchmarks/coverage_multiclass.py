@@ -61,7 +61,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from noisycal_bayes.propagate.multiclass import posterior_classwise_nc_ece, posterior_top_label_nc_ece  # noqa: E402
+from noisycal_bayes.propagate import posterior_classwise_nc_ece, posterior_top_label_nc_ece  # noqa: E402
 
 BETA = {"overconfident": 0.6, "underconfident": 1.6}
 SIGNAL = {3: 2.0, 10: 3.0}  # logit boost of the item's class, so that top-1 accuracy is moderate for both K
@@ -346,7 +346,7 @@ def entry_check(k, j, curve, first, last, n_items=2000, n_boot=100, em_tol=1e-3,
 
 
 def _level_two_sided(draws, estimate, level=LEVEL, grid=401, lowest=0.5):
-    """The calibrated level of ``propagate.multiclass._calibrated_level``, searched on [``lowest``, 1] instead
+    """The calibrated level of ``propagate.intervals.calibrated_level``, searched on [``lowest``, 1] instead
     of [``level``, 1] (allowed below ``level``)."""
     dev = draws - draws.mean()
     a = np.linspace(lowest, 1.0, grid)
@@ -359,9 +359,10 @@ def _level_two_sided(draws, estimate, level=LEVEL, grid=401, lowest=0.5):
 
 def sweep_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=None, joint=True, prior_boot=0.0):
     """Joint (or independent) draws for both kinds, read at three levels from one pass: nominal, calibrated
-    (``_calibrated_level``, at least ``level``) and calibrated two-sided (:func:`_level_two_sided`). Per kind:
+    (``calibrated_level``, at least ``level``) and calibrated two-sided (:func:`_level_two_sided`). Per kind:
     error of the debiased estimate, sd of the centred draws, and per level the level, cover flag and width."""
-    import noisycal_bayes.propagate.multiclass as pm
+    import noisycal_bayes.propagate.intervals as iv
+    import noisycal_bayes.propagate.nc_ece as pm
     from noisycal_bayes.propagate.result import _summarise
 
     p, resp, g, fit_c, draws, conf_true = _data(seed, k, j, curve, n_items, n_boot, em_tol, cache, prior_boot)
@@ -373,13 +374,15 @@ def sweep_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=No
                 "sweep", kind, p, resp, draws, None, bins=BINS, weights="iv", level=LEVEL, seed=seed,
                 interval="debiased", bootstrap=True, n_draws=None, usable=None, max_condition=pm.MAX_CONDITION,
                 item_weights=g if joint else None, point_confusion=fit_c[0])
-        _, centred, est, p_value, _ = pm._summary(count, score, freq, point, "debiased", meta["bias_correct"], False,
-                                                  LEVEL)
-        raw = _summarise(count, score, pm._bias_corrected(count, score, freq, point, meta["bias_correct"]))[1]
+        read = iv.read_interval(count, score, freq, level=LEVEL, interval="debiased", point=point,
+                                bias_correct=meta["bias_correct"], centre=True)
+        centred, est, p_value = read["debiased_draws"], read["debiased"], read["calibration_p_value"]
+        raw = _summarise(count, score, iv.bias_corrected(count, score, freq, point) if meta["bias_correct"]
+                         else freq)[1]
         d = {"err": est - truth, "sd": float(centred.std())}
-        for name, a in (("nominal", LEVEL), ("calibrated", pm._calibrated_level(raw, est, LEVEL)),
+        for name, a in (("nominal", LEVEL), ("calibrated", iv.calibrated_level(raw, est, LEVEL)),
                         ("two_sided", _level_two_sided(raw, est))):
-            lo, hi, one = pm._quantiles(centred, LEVEL, a)
+            lo, hi, one = iv.quantiles(centred, LEVEL, a)
             if p_value > 1 - LEVEL:  # the one-sided reading, as interval_to_read
                 lo, hi = 0.0, one
             d[name] = {"level": a, "covered": bool(lo <= truth <= hi), "width": float(hi - lo)}

@@ -25,7 +25,7 @@ Three modes, each printing and writing ``benchmarks/results/debias_variance.json
   shipped moment-matched inverse and the one- and two-step bootstrap bias corrections of ``|x|``
   (``max(0, 2 t - E|t + Z|)`` and its iterate; slopes 1-3 at most). Each is read as the library reads its own:
   draws in its clamped world, centred, at the nominal and at the calibrated level
-  (``propagate.multiclass._calibrated_level``), and at the nominal level with the empirical-Bayes width (and bias)
+  (``propagate.intervals.calibrated_level``), and at the nominal level with the empirical-Bayes width (and bias)
   of ``smooth_readings``.
 
 Measured (2026-12-02, fifth session; ``--smooth``: sixth session): see ``benchmarks/results/debias_variance.json``
@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from calibration_worlds import GRID, npmle_posterior  # noqa: E402
 from scipy.stats import norm  # noqa: E402
 
-from noisycal_bayes.propagate.multiclass import _calibrated_level  # noqa: E402
+from noisycal_bayes.propagate.intervals import bias_corrected, calibrated_level as _calibrated_level  # noqa: E402
 from noisycal_bayes.propagate.result import debias_abs, draw_quantiles  # noqa: E402
 
 LEVEL = 0.9
@@ -137,7 +137,7 @@ GRID_MOMENTS = {name: _grid_moments(g) for name, g in SMOOTH_ESTIMATORS.items()}
 
 def smooth_readings(centre, dev_noise, sd, truth):
     """Cover flags of each estimator's centred interval (its own clamped world): at the nominal level, at the
-    calibrated level (``propagate.multiclass._calibrated_level``), and at the nominal level with the draws' spread
+    calibrated level (``propagate.intervals.calibrated_level``), and at the nominal level with the draws' spread
     rescaled to the empirical-Bayes variance ``sum_b sd_b^2 E[v(theta_b) | x_b]`` (NPMLE prior over the bins), alone
     (``eb_width``) and with the estimate shifted by the empirical-Bayes bias ``sum_b sd_b E[bias(theta_b) | x_b]``
     (``eb_width_bias``)."""
@@ -149,7 +149,7 @@ def smooth_readings(centre, dev_noise, sd, truth):
         m = g(np.abs(x) / s) * s
         est = m.sum()
         t = (g(np.abs(np.sign(x) * m + c) / s) * s).sum(axis=1)
-        centred = np.maximum(t - (t.mean() - est), 0.0)  # as propagate.multiclass._centred
+        centred = np.maximum(t - (t.mean() - est), 0.0)  # as propagate.intervals.centred
         for reading, a in (("nominal", LEVEL), ("calibrated", _calibrated_level(t, est, LEVEL))):
             lo, hi = draw_quantiles(centred, [(1 - a) / 2, (1 + a) / 2])
             out[f"{name}_{reading}"] = {"covered": bool(lo <= truth <= hi), "sd": float(centred.std()),
@@ -221,7 +221,7 @@ def idealised(reps, seed=0):
 
 def study(k, j, curve, n, cache, smooth=False):
     import coverage_multiclass as cm
-    import noisycal_bayes.propagate.multiclass as pm
+    import noisycal_bayes.propagate.nc_ece as pm
     targets = cm.population_target(k, curve)
     kinds = (("top_label", targets[0]), ("classwise", targets[1]))
     rows = {kind: [] for kind, _ in kinds}
@@ -236,7 +236,7 @@ def study(k, j, curve, n, cache, smooth=False):
                     "debias_variance", kind, p, resp, draws, None, bins=cm.BINS, weights="iv", level=LEVEL,
                     seed=seed, interval="debiased", bootstrap=True, n_draws=None, usable=None,
                     max_condition=pm.MAX_CONDITION, item_weights=g, point_confusion=fit_c[0])
-            e = (pm._bias_corrected(count, score, freq, point, True) - score) / count.sum(axis=1, keepdims=True)
+            e = (bias_corrected(count, score, freq, point) - score) / count.sum(axis=1, keepdims=True)
             centre, sd = e.mean(axis=0), e.std(axis=0)
             est = debias_abs(np.abs(centre), sd).sum()
             rows[kind].append(smooth_readings(centre, e - centre, sd, truth) if smooth

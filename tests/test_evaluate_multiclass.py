@@ -11,7 +11,7 @@ from noisycal_bayes.data import Binning, Channel, MulticlassAnnotationSet
 from noisycal_bayes.evaluation import MulticlassEvaluation, evaluate_multiclass
 from noisycal_bayes.models.multiclass import MulticlassPrior
 from noisycal_bayes.reference.calibration import nc_ece
-from noisycal_bayes.reference.multiclass import classwise_nc_ece, top_label_nc_ece
+from noisycal_bayes.reference.calibration import classwise_nc_ece, top_label_nc_ece
 from noisycal_bayes.simulate import simulate_multiclass
 
 NAMES = ("bird", "cat", "dog")
@@ -222,7 +222,8 @@ def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
     at the calibrated level) give the EM route's intervals exactly."""
     from noisycal_bayes.inference import multiclass_em_estimator
     from noisycal_bayes.propagate import posterior_classwise_nc_ece, posterior_top_label_nc_ece
-    from noisycal_bayes.reference.multiclass import _resample, check_responses
+    from noisycal_bayes.reference.calibration import check_responses
+    from noisycal_bayes.reference.nc_ece_bootstrap import _resample
 
     sim, data, ev = k3
     n, k = data.n_items, data.n_classes

@@ -23,7 +23,7 @@ method     confusion matrices                                             interv
 =========  =============================================================  ===================================
 
 On both routes ``nc_ece.value`` is the top-label NC-ECE at the point confusion matrices
-(:func:`~noisycal_bayes.reference.multiclass.top_label_nc_ece`), and confusion intervals are equal-tailed
+(:func:`~noisycal_bayes.reference.top_label_nc_ece`), and confusion intervals are equal-tailed
 quantiles of the draws (posterior draws or bootstrap refits).
 """
 from __future__ import annotations
@@ -304,8 +304,9 @@ def _intervals(draws: np.ndarray, level: float):
 def _engine_em(data, s: _Settings, groups):
     """EM on the full sample; item bootstrap with the EM refitted per replicate, the refits propagated."""
     from ..inference import fit_em_multiclass, multiclass_em_estimator
-    from ..propagate.multiclass import posterior_classwise_nc_ece, posterior_top_label_nc_ece
-    from ..reference.multiclass import bootstrap_multiclass_nc_ece, classwise_nc_ece, top_label_nc_ece
+    from ..propagate.nc_ece import posterior_classwise_nc_ece, posterior_top_label_nc_ece
+    from ..reference.calibration import classwise_nc_ece, top_label_nc_ece
+    from ..reference.nc_ece_bootstrap import bootstrap_multiclass_nc_ece
 
     fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS, seed=s.seed)
     probs, resp = data.probs, data.responses
@@ -380,9 +381,8 @@ def _engine_em(data, s: _Settings, groups):
 def _engine_nuts(data, s: _Settings, groups):
     """NUTS posterior of the confusion matrices, propagated to both NC-ECEs."""
     from ..inference import fit_nuts_multiclass
-    from ..propagate.multiclass import posterior_classwise_nc_ece, posterior_top_label_nc_ece
-    from ..propagate.nc_ece import USABLE_LEVEL
-    from ..reference.multiclass import classwise_nc_ece, top_label_nc_ece, usable_from_draws
+    from ..propagate.nc_ece import USABLE_LEVEL, posterior_classwise_nc_ece, posterior_top_label_nc_ece
+    from ..reference.calibration import classwise_nc_ece, top_label_nc_ece, usable_from_draws
 
     post = fit_nuts_multiclass(data, model="grouped", groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
                                n_samples=s.n_draws, seed=s.seed, prior=s.prior, progress_bar=s.progress_bar)
@@ -459,7 +459,7 @@ def _reliability(res) -> pd.DataFrame:
 def _naive(data, s: _Settings, clean_labels):
     """Naive ECE table and per-bin accuracies of the naive targets (for the figure)."""
     from ..core.confusion import top_label_ece
-    from ..reference.multiclass import naive_multiclass_ece
+    from ..reference.baselines import naive_multiclass_ece
 
     probs, k = data.probs, data.n_classes
     table = naive_multiclass_ece(probs, data.responses, bins=s.bins, annotator_ids=list(data.annotator_ids))
@@ -705,7 +705,7 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
     method : {"em", "nuts"}, default "em"
         ``"em"``: :func:`~noisycal_bayes.inference.fit_em_multiclass` and an item bootstrap with the EM refitted
         per replicate (``n_boot`` replicates). ``"nuts"``: :func:`~noisycal_bayes.inference.fit_nuts_multiclass`
-        and the posterior of both NC-ECEs (:mod:`noisycal_bayes.propagate.multiclass`).
+        and the posterior of both NC-ECEs (:mod:`noisycal_bayes.propagate.nc_ece`).
     bins : int, default 15
         Equal-width bins on the confidence (top-label) and on each class's probability (class-wise).
     groups : None or int, default None

@@ -26,7 +26,7 @@ import pandas as pd
 
 from .._validation import _preview, check_level, check_positive_int
 from ..propagate.draws import thin_index
-from ..reference.multiclass import PROBS_ROW_TOL, check_probs, check_responses
+from ..reference.calibration import PROBS_ROW_TOL, check_probs, check_responses
 from ..warnings import DataWarning
 
 TARGETS = {True: "population accuracy (Bayesian bootstrap over items)",

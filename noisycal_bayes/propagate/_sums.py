@@ -9,6 +9,11 @@ the model and latent routes of grouped fits need per (fitted group, bin) counts 
 atoms, which both sources also give. Only bin- or pattern-level arrays enter the per-draw
 work, except the Bayesian bootstrap (one exponential weight per item and draw) and the Platt curve
 (one curve value per item and draw).
+
+For K classes the plug-in sums have the same contract (:func:`atom_sums`): the items are compressed to
+response patterns and atoms (pattern x class x segment, :class:`Atoms`; a segment is a bin of the confidence,
+or of one class's probability), and per draw the work is one inversion of ``J`` K x K matrices, ``P x K``
+targets and sparse sums over atoms, in chunks of draws with bounded memory.
 """
 from __future__ import annotations
 
@@ -19,11 +24,16 @@ import numpy as np
 from scipy import sparse
 
 from ..core import BinStats, bin_table, clipped_logit, x64
+from ..core.confusion import annotator_weights, corrected_vectors
 from ..core.posterior import posterior_positive_draws
+from ..reference.calibration import ece_entries
 
-# Work arrays of at most this many (draw x item) entries are built at once.
+# Work arrays of at most this many (draw x item) entries are built at once (also by the K-class atoms).
 _CHUNK_ENTRIES = 4_000_000
 _MAX_CHUNK = 256
+# K classes: patterns are compressed through a dense (items x annotator-label) count table when it has at most
+# this many columns; wider (many sparse annotators) keeps one pattern per item.
+_DENSE_PATTERN_COLS = 64
 #: Bayesian bootstrap with more than this many (item x draw) weights goes through per-cell totals
 #: (:func:`cell_bootstrap`); below it every item gets its own exponential weight per draw.
 _ITEM_BOOTSTRAP_ENTRIES = 20_000_000
@@ -444,3 +454,165 @@ def latent_freq(draws, fit, rng, *, atoms=None, labels=None, bin_idx=None, n_bin
                 y = rng.binomial(atom_count[None, :], p)
                 freq[a:b] = y @ B
     return freq
+
+
+# ----------------------------------------------------------------------------- K classes: atoms
+class Atoms:
+    """The K-class plug-in design: everything per item that the per-draw work needs, compressed into response
+    patterns and atoms (pattern x class x segment), built once per call (the K-class counterpart of :class:`Cells`)."""
+
+    def __init__(self, p, resp, usable, kind, edges):
+        j, k = resp.n_annotators, resp.n_classes
+        keep_r = usable[resp.annotator]
+        has = np.zeros(resp.n_items, bool)
+        has[resp.item[keep_r]] = True
+        self.has = has
+        new = np.cumsum(has) - 1
+        item, code = new[resp.item[keep_r]], resp.annotator[keep_r] * k + resp.label[keep_r]
+        n = int(has.sum())
+        jk = j * k
+        n_items = sparse.csr_matrix((np.ones(item.size), (item, code)), shape=(n, jk))
+        n_items.sum_duplicates()
+        if jk <= _DENSE_PATTERN_COLS:
+            dense = n_items.toarray().astype(np.int64)
+            base = int(dense.max()) + 1
+            if jk * np.log2(base) < 62:
+                # One integer per item (mixed radix `base` over the annotator-label counts): a 1-d unique is far
+                # faster than np.unique(axis=0) on the rows.
+                key = dense @ (base ** np.arange(jk, dtype=np.int64))
+                _, first, pat = np.unique(key, return_index=True, return_inverse=True)
+                uniq = dense[first]
+            else:
+                uniq, pat = np.unique(dense, axis=0, return_inverse=True)
+            self.npat = sparse.csr_matrix(uniq.astype(np.float64))
+            pat = pat.reshape(-1)
+        else:
+            self.npat, pat = n_items, np.arange(n)
+        n_pat = self.npat.shape[0]
+        to_ann = sparse.csr_matrix((np.ones(jk), (np.arange(jk), np.repeat(np.arange(j), k))), shape=(jk, j))
+        self.mpat = (self.npat @ to_ann).tocsr()  # responses per (pattern, annotator)
+        self.n_resp = np.asarray(self.npat.sum(axis=1)).reshape(-1)
+        ent = ece_entries(p[has], edges, kind)
+        self.entries = ent
+        m = ent.n_segs
+        key = (pat[ent.item] * k + ent.cls) * m + ent.seg
+        uniq_a, atom = np.unique(key, return_inverse=True)
+        atom = atom.reshape(-1)
+        self.atom_seg = uniq_a % m
+        self.atom_cls = (uniq_a // m) % k
+        self.atom_pat = uniq_a // (m * k)
+        n_atoms = uniq_a.size
+        self.atom_count = np.bincount(atom, minlength=n_atoms).astype(np.float64)
+        ones = np.ones(ent.item.size)
+        self.E = sparse.csr_matrix((ones, (ent.item, atom)), shape=(n, n_atoms))
+        self.Cs = sparse.csr_matrix((ones, (ent.item, ent.seg)), shape=(n, m))
+        self.Zs = sparse.csr_matrix((ent.score, (ent.item, ent.seg)), shape=(n, m))
+        self.Seg = sparse.csr_matrix((np.ones(n_atoms), (np.arange(n_atoms), self.atom_seg)), shape=(n_atoms, m))
+        self.Pm = sparse.csr_matrix((np.ones(n), (np.arange(n), pat)), shape=(n, n_pat))
+        self.pat_count = np.bincount(pat, minlength=n_pat).astype(np.float64)
+        # One sparse matrix for every per-draw sum of the bootstrap: atom weights | bin counts | score sums |
+        # pattern weights, so each chunk of draws needs one sparse product with its item weights.
+        self.sums_t = sparse.hstack([self.E, self.Cs, self.Zs, self.Pm]).T.tocsr()
+        self.splits = np.cumsum([n_atoms, m, m])
+        self.count0 = np.asarray(self.Cs.sum(axis=0)).reshape(-1)
+        self.score0 = np.asarray(self.Zs.sum(axis=0)).reshape(-1)
+        self.n, self.j, self.k, self.m = n, j, k, m
+
+    def chunk(self) -> int:
+        width = max(self.n, self.npat.shape[0] * self.k, self.atom_count.size)
+        return int(np.clip(_CHUNK_ENTRIES // max(width, 1), 1, _MAX_CHUNK))
+
+
+def clip_condition(conf, max_condition):
+    """Confusion draws (c, J, K, K) whose condition number exceeds ``max_condition`` get their singular values
+    clipped from below at ``s_max / max_condition`` (condition exactly ``max_condition``): the corrected
+    vectors of a near-singular draw of a used annotator stay bounded (such draws are warned about)."""
+    u, sv, vt = np.linalg.svd(conf)
+    bad = sv[..., 0] > max_condition * sv[..., -1]
+    if not bad.any():
+        return conf
+    out = conf.copy()
+    s_clip = np.maximum(sv[bad], sv[bad][:, :1] / max_condition)
+    out[bad] = np.einsum("nij,nj,njk->nik", u[bad], s_clip, vt[bad])
+    return out
+
+
+def _per_pattern(mat, per_draw):
+    """``mat`` (P, D) sparse times ``per_draw`` (c, D, K) -> (c, P, K)."""
+    c, d, k = per_draw.shape
+    out = mat @ per_draw.transpose(1, 0, 2).reshape(d, c * k)
+    return np.asarray(out).reshape(-1, c, k).transpose(1, 0, 2)
+
+
+def atom_sums(des: Atoms, conf, prev, rule, usable, bootstrap, rng, max_condition, draw_weights=None):
+    """Per output draw (rows of ``conf`` (n_out, J, K, K)): count, score sum, target sum per segment.
+
+    The contract of :func:`plugin_sums` (per draw ``N_sb``, ``S_sb``, ``F_sb``, each (n_out, n_segments)) for K
+    classes: per draw the ``J`` confusion matrices are inverted (near-singular ones clipped,
+    :func:`clip_condition`), the per-coordinate weights recomputed (IV from the draw, with the draw's
+    item-weighted prevalence when ``prev`` is None), the ``P x K`` pattern targets formed and summed over atoms.
+
+    ``draw_weights`` (n_out, n_kept_items), optional: the items' bootstrap weights of each draw (joint draws),
+    used in place of fresh Bayesian-bootstrap weights.
+    """
+    n_out = conf.shape[0]
+    out = [np.empty((n_out, des.m)) for _ in range(3)]
+    eye = np.eye(des.k)
+    step = des.chunk()
+    for a in range(0, n_out, step):
+        b = min(a + step, n_out)
+        c = b - a
+        # Unusable annotators never enter (weight 0, responses dropped): invert the identity in their place.
+        cc = np.where(usable[None, :, None, None], conf[a:b], eye)
+        cc = clip_condition(cc, max_condition)
+        t = corrected_vectors(cc)  # (c, J, K, K): row a of inv(C_j)
+        if bootstrap:
+            if draw_weights is not None:
+                g = draw_weights[a:b]  # joint draws: the weights that produced these confusion draws
+            else:
+                g = rng.standard_exponential((c, des.n))
+                g *= des.n / g.sum(axis=1, keepdims=True)
+            atom_w, count, score, pat_w = np.split(np.asarray(des.sums_t @ g.T).T, des.splits, axis=1)
+        else:
+            atom_w = np.broadcast_to(des.atom_count, (c, des.atom_count.size))
+            count = np.broadcast_to(des.count0, (c, des.m))
+            score = np.broadcast_to(des.score0, (c, des.m))
+            pat_w = np.broadcast_to(des.pat_count, (c, des.pat_count.size))
+        if isinstance(rule, str):
+            if prev is None and rule == "iv":
+                # The binary IV rule's mu: mean (item-weighted) equally weighted corrected vector of the draw.
+                t_eq = _per_pattern(des.npat, t.reshape(c, des.j * des.k, des.k)) / des.n_resp[None, :, None]
+                pr = np.einsum("cp,cpk->ck", pat_w, t_eq) / pat_w.sum(axis=1, keepdims=True)
+            else:
+                pr = np.full((c, des.k), 1.0 / des.k) if prev is None else prev[a:b]
+            w = annotator_weights(cc, pr, rule=rule, usable=usable)  # (c, J, K)
+        else:
+            w = np.broadcast_to(np.where(usable[:, None], rule, 0.0), (c, des.j, des.k))
+        v = w[:, :, None, :] * t  # (c, J, K_label, K_coord): w[j, k] T[j, a, k]
+        num = _per_pattern(des.npat, v.reshape(c, des.j * des.k, des.k))
+        den = _per_pattern(des.mpat, w)
+        targ = num / den  # every kept pattern has a usable response, and usable weights are positive
+        tt = targ[:, des.atom_pat, des.atom_cls]
+        out[0][a:b] = count
+        out[1][a:b] = score
+        out[2][a:b] = np.asarray(des.Seg.T @ (atom_w * tt).T).T
+    return out
+
+
+
+class DrawWeights:
+    """Rows ``idx`` of the draws' item weights, on the kept items only, each rescaled to mean 1 (as the bootstrap's
+    own weights); sliced per chunk of draws so that no float64 copy of the whole (draws, items) array is made."""
+
+    def __init__(self, w, idx, has, func: str):
+        self.w, self.idx, self.has = w, idx, has
+        n = int(has.sum())
+        tot = np.array([w[i][has].sum(dtype=np.float64) for i in idx])
+        if not (tot > 0).all():
+            raise ValueError(f"{func}: some rows of `item_weights` put no weight on the items that have a usable "
+                             "response.")
+        self.scale = n / tot
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        rows = self.idx[sl]
+        return self.w[rows][:, self.has].astype(np.float64) * self.scale[sl, None]

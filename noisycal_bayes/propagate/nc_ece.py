@@ -64,8 +64,42 @@ theta_s))`` per row. The fit must be grouped on the statistics' bins (or the mar
 only) and, for ``"model"`` / ``"latent"``, made from the same items (e.g. ``fit_nuts(stats)``); a Platt
 fit needs each item's score and is refused there (plug-in takes any fit).
 
-Size: :func:`posterior_nc_ece` is ~25 lines of code under a ~90-line docstring (its options interact and are
-documented where they are passed); each route is a helper below.
+*K classes* (DESIGN §8): :func:`posterior_top_label_nc_ece` and :func:`posterior_classwise_nc_ece`, the plug-in
+route for K x K confusion matrices (:func:`~noisycal_bayes.reference.top_label_nc_ece` and
+:func:`~noisycal_bayes.reference.classwise_nc_ece` at a point). Per output draw ``s``: confusion matrices ``C_s``
+(a posterior draw, or the point estimate repeated) -> ``T_s = C_s^{-1}`` per annotator -> per-coordinate weights
+``w_s`` (IV from ``C_s`` and the prevalence; with ``prevalence=None`` the prevalence of draw ``s`` is the
+bootstrap-weighted mean equally weighted corrected vector, as the binary IV rule estimates ``mu``) -> corrected
+targets ``t_si`` -> per segment the item weight ``N_sb``, score sum ``S_sb`` and target sum ``F_sb``
+(:func:`~noisycal_bayes.propagate._sums.atom_sums`):
+
+- top-label: bins on the confidence ``c_i = max_k p_ik``, ``S_sb = sum_{i in b} g_si c_i``,
+  ``F_sb = sum_{i in b} g_si t_si[yhat_i]``, ``NC-ECE_s = sum_b |F_sb - S_sb| / sum_b N_sb``;
+- class-wise: per class ``k`` bins on ``p_ik`` with ``t_si[k]``; ``ECE_sk`` as above over class ``k``'s bins,
+  and the mean over classes (every item enters each class once, so the mean is ``sum_{k,b} |F - S| / (K n)``).
+
+Everything downstream of the sums is the binary summary (``value`` at the point confusion, the draws, the
+debiased estimate and interval, the one-sided reading, the per-bin table), with the K-class interval options of
+:mod:`noisycal_bayes.propagate.intervals`: the debiased draws are always centred on the estimate; with confusion
+*draws* each bin's debiasing is bias-corrected around the fit ``C_0`` they scatter around (``point_confusion=``,
+e.g. the full-sample EM fit whose bootstrap refits the draws are; default the draws' mean); and the class-wise
+mean (and, with ``calibrate=True``, the top-label) is read at a calibrated (prepivoted) level.
+
+*Joint draws* (``item_weights=``, top-label and class-wise mean): when the confusion draws are refits on bootstrap
+item weights, draw ``s`` sums the items with the weights of its own refit instead of fresh ones, which keeps the
+(negative) correlation between the fit's error and the items' sampling error. The per-class intervals keep fresh
+weights; NUTS draws have no item weights and keep the independent bootstrap.
+
+For K = 2 the class-wise entry of class 1 is the binary plug-in NC-ECE of the scores ``p_i1`` with the same
+channel draws, weights and item weights: the draws agree with :func:`posterior_nc_ece` to rounding, and with
+``bias_correct=False`` and ``calibrate=False`` the interval too, up to the centring.
+
+*Near-singular confusion*: annotators whose condition number exceeds ``max_condition`` in more than
+``(1 - USABLE_LEVEL) / 2`` of the draws are not used (weight 0, responses left out,
+:class:`~noisycal_bayes.warnings.IdentifiabilityWarning`); items left without a usable response are left out
+(:class:`~noisycal_bayes.warnings.DataWarning`). In the remaining draws where a used annotator's matrix is near
+singular, its singular values are clipped from below at ``s_max / max_condition`` before inversion (warned), so
+no draw explodes. How the K-class interval options were chosen and their coverage: docs/coverage.md.
 """
 from __future__ import annotations
 
@@ -73,16 +107,21 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 
-from .._validation import check_choice, check_level, check_weights
+from .._validation import _preview, check_choice, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..data.columns import response_columns
-from ..warnings import DataWarning
-from .result import PosteriorNCECE, _bin_table, _summarise, draw_quantiles
+from ..core.confusion import confusion_condition
+from ..reference.calibration import (MAX_CONDITION, bin_edges, check_confusion, check_mc_weights, check_prevalence,
+                                     check_probs, check_responses, usable_from_draws, warn_unusable)
+from ..warnings import DataWarning, IdentifiabilityWarning
+from .result import PosteriorClasswiseNCECE, PosteriorNCECE, _bin_table
 from .result import debias_abs  # noqa: F401 (re-exported)
 from .draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
-from ._sums import (group_bin_counts, item_cells, latent_atoms, latent_freq, model_freq, plugin_sums,
-                    stats_cells)
+from .intervals import read_interval
+from ._sums import (Atoms, DrawWeights, atom_sums, group_bin_counts, item_cells, latent_atoms, latent_freq, model_freq,
+                    plugin_sums, stats_cells)
 
 METHODS = ("plugin", "model", "latent")
 #: Default propagation route of :func:`posterior_nc_ece` (see docs/coverage.md for why).
@@ -245,14 +284,10 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
         count, score_sum, freq, target, uncertainty = _model_route(data, fit, ev, src, draws, rows)
     else:
         count, score_sum, freq, target, uncertainty = _latent_route(data, fit, ev, src, draws, rows, rng)
-    ece, debiased, estimate, p_value = _summarise(np.asarray(count), np.asarray(score_sum), freq)
-    source = debiased if interval == "debiased" else ece
-    lo, hi, one = draw_quantiles(source, [(1 - level) / 2, (1 + level) / 2, level])
     return PosteriorNCECE(
-        value=_point_value(data, z, ev, fit, rule, cols), debiased=estimate, mean=float(ece.mean()),
-        median=float(np.median(ece)), lower=float(lo), upper=float(hi), upper_one_sided=float(one),
-        interval_to_read="two_sided" if p_value <= 1 - level else "upper_one_sided", calibration_p_value=p_value,
-        level=level, two_sided_level=level, draws=ece, debiased_draws=debiased, interval_method=interval,
+        value=_point_value(data, z, ev, fit, rule, cols),
+        # the binary interval: no bias correction, no calibrated level, no centring (the K-class options)
+        **read_interval(np.asarray(count), np.asarray(score_sum), freq, level=level, interval=interval),
         target=target, method=method,
         uncertainty=uncertainty, edges=ev.edges,
         table=_bin_table(ev.edges, ev.count, ev.score_sum, np.asarray(count), np.asarray(score_sum), freq, level),
@@ -457,3 +492,340 @@ def _point_value(data, z, ev: _Bins, fit, rule, cols) -> float:
     count, score_sum, freq = plugin_sums(_cells(data, z, ev, cols), ev.n_bins, fpr, gap, rule, bootstrap=False,
                                          rng=None)
     return float(np.sum(np.abs(np.asarray(freq) - np.asarray(score_sum))) / np.sum(count))
+
+
+# ----------------------------------------------------------------------------- K classes
+MC_TARGETS = {
+    "top_label": ("population top-label binned ECE on the fixed partition: sum_b P(conf in B_b) "
+                  "|E[1[Y = yhat] - conf | conf in B_b]|"),
+    "classwise": ("population class-wise binned ECE on the fixed partitions: mean_k sum_b P(p_k in B_kb) "
+                  "|E[1[Y = k] - p_k | p_k in B_kb]| (and each class's term)"),
+    "no_bootstrap": ("none: NC-ECE of this sample with confusion uncertainty only (no evaluation-sample "
+                     "uncertainty, so the interval is too narrow for any target)"),
+}
+# Work arrays of at most this many entries per chunk of draws (as propagate._sums).
+
+
+def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weights, level, interval, n_draws,
+             usable, max_condition, kind):
+    """Validated inputs, the output draws and the design."""
+    p = check_probs(probs)
+    n, k = p.shape
+    resp = check_responses(responses, n, k, func=func)
+    conf = check_confusion(confusion_draws, resp.n_annotators, k, name="confusion_draws", draws=True)
+    is_posterior = conf.shape[0] > 1
+    prev = check_prevalence(prevalence, k, n_draws=conf.shape[0])
+    rule, label = check_mc_weights(weights, resp.n_annotators, k)
+    level = check_level(level)
+    if interval not in INTERVAL_METHODS:
+        raise ValueError(f"{func}: `interval` must be one of {INTERVAL_METHODS}; got {interval!r}.")
+    if usable is None:
+        usable = usable_from_draws(conf, max_condition=max_condition, level=USABLE_LEVEL)
+    elif np.shape(usable) != (resp.n_annotators,):
+        raise ValueError(f"{func}: `usable` must be a bool array of shape ({resp.n_annotators},); got shape "
+                         f"{np.shape(usable)}.")
+    usable = np.asarray(usable, dtype=bool)
+    warn_unusable(usable, np.arange(resp.n_annotators), func, stacklevel=5)
+    if not usable.any():
+        raise ValueError(f"{func}: no annotator has a usable (invertible) confusion matrix; the corrected targets are "
+                         "undefined.")
+    cond = confusion_condition(conf)[:, usable]
+    bad = (cond > max_condition).any(axis=1)
+    if bad.any():
+        warnings.warn(f"{func}: in {int(bad.sum())} of {conf.shape[0]} draws a used annotator's confusion matrix is "
+                      f"near singular (condition number up to {float(cond.max()):.3g} > {max_condition}); those draws "
+                      "have their singular values clipped to that condition number before inversion.",
+                      IdentifiabilityWarning, stacklevel=4)
+    edges = bin_edges(p, bins, kind)
+    des = Atoms(p, resp, usable, kind, edges)
+    if not des.has.all():
+        warnings.warn(f"{func}: {int((~des.has).sum())} items (e.g. {_preview(np.flatnonzero(~des.has))}) have no "
+                      "response from an annotator with a usable confusion matrix and are left out.", DataWarning,
+                      stacklevel=4)
+    idx = output_index(conf.shape[0], n_draws, is_posterior=is_posterior)
+    return p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_posterior
+
+
+def _check_draw_weights(item_weights, n_source: int, n_items: int, bootstrap: bool, func: str):
+    """The items' bootstrap weights of each confusion draw (n_source, n_items), checked and not copied (any real
+    dtype: bootstrap multiplicities may come as small integers), or None."""
+    if item_weights is None:
+        return None
+    w = np.asarray(item_weights)
+    if not (np.issubdtype(w.dtype, np.integer) or np.issubdtype(w.dtype, np.floating)):
+        raise ValueError(f"{func}: `item_weights` must be a numeric array; got dtype {w.dtype}.")
+    if not bootstrap:
+        raise ValueError(f"{func}: `item_weights` are the items' bootstrap weights of each confusion draw; they need "
+                         "bootstrap=True.")
+    if n_source < 2:
+        raise ValueError(f"{func}: `item_weights` need confusion draws (one per row), not a point estimate.")
+    if w.shape != (n_source, n_items):
+        raise ValueError(f"{func}: `item_weights` must have shape (n_draws, n_items) = ({n_source}, {n_items}), one "
+                         f"row per confusion draw; got {w.shape}.")
+    finite = np.isfinite(w).all(axis=1) if np.issubdtype(w.dtype, np.floating) else np.ones(n_source, bool)
+    bad = ~finite | (w < 0).any(axis=1) | ~(w.sum(axis=1, dtype=np.float64) > 0)
+    if bad.any():
+        raise ValueError(f"{func}: `item_weights` rows must be finite, non-negative and not all zero; rows "
+                         f"{_preview(np.flatnonzero(bad))} are not.")
+    return w
+
+
+def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, weights, level, seed, interval,
+         bootstrap, n_draws, usable, max_condition, bias_correct=True, calibrate=True, item_weights=None,
+         point_confusion=None):
+    p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_post = _prepare(
+        func, probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
+        interval=interval, n_draws=n_draws, usable=usable, max_condition=max_condition, kind=kind)
+    centre = _check_point_confusion(point_confusion, conf, func)
+    joint = _check_draw_weights(item_weights, conf.shape[0], p.shape[0], bool(bootstrap), func)
+    if joint is not None:
+        joint = DrawWeights(joint, idx, des.has, func)
+    rng = np.random.default_rng(seed)
+    prev_out = prev[idx] if prev is not None and prev.ndim == 2 else (None if prev is None else
+                                                                      np.broadcast_to(prev, (idx.size, des.k)))
+    count, score, freq = atom_sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng, max_condition, joint)
+    # The point value: the same sums at the fit the draws scatter around (``point_confusion``; default the draws'
+    # mean confusion) and the mean prevalence, without the bootstrap.
+    prev_pt = None if prev is None else (prev.mean(axis=0) if prev.ndim == 2 else prev)[None]
+    c0, s0, f0 = atom_sums(des, centre[None], prev_pt, rule, usable, False, None, max_condition)
+    parts = ["confusion posterior draws" if is_post else "confusion fixed at the point estimate"]
+    if bootstrap:
+        parts.append("Bayesian bootstrap of the evaluated items" + ("" if joint is None else
+                                                                   " (each draw's own item weights: joint draws)"))
+    meta = dict(target=MC_TARGETS[kind] if bootstrap else MC_TARGETS["no_bootstrap"], uncertainty=" + ".join(parts),
+                label=label, fit_method="draws" if is_post else "point", n_items=des.n, edges=edges, level=level,
+                bias_correct=bool(bias_correct) and is_post, calibrate=bool(calibrate))
+    return count, score, freq, (c0[0], s0[0], f0[0]), des, meta
+
+
+def _check_point_confusion(point_confusion, conf, func: str) -> np.ndarray:
+    """The confusion at which the point value and the bias correction's centre are computed: ``point_confusion``
+    (validated, shape (J, K, K) like one draw) or, by default, the draws' mean."""
+    if point_confusion is None:
+        return conf.mean(axis=0)
+    if conf.shape[0] < 2:
+        raise ValueError(f"{func}: `point_confusion` is the fit that confusion *draws* scatter around; with a single "
+                         "confusion matrix per annotator (a point estimate) pass that alone.")
+    j, k = conf.shape[1], conf.shape[2]
+    try:
+        return check_confusion(point_confusion, j, k, name="point_confusion")
+    except ValueError as err:
+        raise ValueError(f"{func}: {err}") from None
+
+
+def _read(count, score, freq, point, meta, interval, level) -> dict:
+    """The fields every K-class result shares: the value at the point fit (``point``: its sums without the
+    bootstrap), the interval with the K-class options (:func:`~noisycal_bayes.propagate.intervals.read_interval`,
+    always centred) and how the draws were made (``meta`` of :func:`_run`)."""
+    c0, s0, f0 = point
+    return dict(value=float(np.abs(f0 - s0).sum() / c0.sum()),
+                **read_interval(count, score, freq, level=level, interval=interval, point=point,
+                                bias_correct=meta["bias_correct"], calibrate=meta["calibrate"], centre=True),
+                target=meta["target"], method="plugin", uncertainty=meta["uncertainty"], weights_rule=meta["label"],
+                fit_method=meta["fit_method"], model=None, n_items=meta["n_items"])
+
+
+def _result(count, score, freq, point, edges, meta, interval, bootstrap, seed, level) -> PosteriorNCECE:
+    """A :class:`PosteriorNCECE` from per-draw sums over one block of segments (top-label, or one class)."""
+    return PosteriorNCECE(**_read(count, score, freq, point, meta, interval, level),
+                          table=_bin_table(edges, point[0], point[1], count, score, freq, level), edges=edges,
+                          bootstrap=bool(bootstrap), seed=seed)
+
+
+def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=None, *, bins=15, weights="iv",
+                               level: float = 0.9, seed: int = 0, interval: str = "debiased", bootstrap: bool = True,
+                               n_draws=None, usable=None, max_condition: float = MAX_CONDITION,
+                               bias_correct: bool = True, calibrate: bool = False,
+                               item_weights=None, point_confusion=None) -> PosteriorNCECE:
+    """Posterior of the top-label NC-ECE (the K-class headline), with an interval for a stated target.
+
+    Parameters
+    ----------
+    probs : array of shape (n_items, n_classes)
+        Class probabilities of the evaluated classifier; rows sum to 1 (within ``PROBS_ROW_TOL`` = 1e-4).
+    responses : Responses, (item, annotator, label) tuple of int arrays, or MulticlassAnnotationSet
+        Labels as class indices ``0..K-1`` (the columns of ``probs``); repeats count as responses. The items may
+        be held out from the fit (only the confusion matrices are used).
+    confusion_draws : array of shape (n_draws, n_annotators, n_classes, n_classes) or (n_annotators, K, K)
+        Posterior draws of the confusion matrices (e.g. ``MulticlassPosterior.confusion``, or EM bootstrap
+        replicates), or one point estimate (treated as known: the interval then carries the item bootstrap only).
+    prevalence : array of shape (n_classes,) or (n_draws, n_classes), optional
+        Overall class frequencies for the IV weights (per draw, or fixed). None (default): per draw, the
+        item-weighted mean equally weighted corrected vector, as the binary IV rule estimates ``mu``.
+    bins : int or Binning, default 15
+        Bins on the confidence (top-label) or on each class's probability (class-wise); an int means equal width.
+    weights : {"iv", "equal"} or array of shape (n_annotators,) or (n_annotators, n_classes), default "iv"
+        Per-coordinate annotator weights, recomputed from each draw's confusion matrices.
+    level : float, default 0.9
+    seed : int, default 0
+        Seeds the Bayesian bootstrap weights (``numpy.random.default_rng``).
+    interval : {"debiased", "posterior"}, default "debiased"
+        As in :func:`~noisycal_bayes.propagate.posterior_nc_ece`.
+    bootstrap : bool, default True
+        Add evaluation-sample uncertainty by a Bayesian bootstrap of the items. Without it the interval has no
+        target (confusion uncertainty only).
+    n_draws : int, optional
+        Output draws: default every draw, or 1000 for a point estimate; fewer thins evenly, more cycles.
+    usable : bool array of shape (n_annotators,), optional
+        The annotators whose labels enter (default:
+        :func:`~noisycal_bayes.reference.calibration.usable_from_draws`: condition number at most
+        ``max_condition`` in all but ``(1 - 0.9) / 2`` of the draws).
+    max_condition : float, default 100
+    bias_correct : bool, default True
+        With confusion draws (not a point estimate): centre each bin's debiasing on the bootstrap
+        bias-corrected residual ``2 e_b(C_bar) - mean_s e_sb`` (:mod:`~noisycal_bayes.propagate.intervals`),
+        which removes the bias that the non-linear inverse of an estimated confusion matrix puts into the debiased
+        estimate. False: the
+        binary route's centre ``mean_s e_sb`` (for K = 2 then equal to
+        :func:`~noisycal_bayes.propagate.posterior_nc_ece` up to the centring of the interval's draws).
+    point_confusion : array of shape (n_annotators, n_classes, n_classes), optional
+        With confusion draws that are refits around a fit (an EM bootstrap): that fit, ``C_hat``. The point
+        ``value`` is then computed at it and the bias correction is centred on ``2 e_b(C_hat) - mean_s e_sb``,
+        the bootstrap bias correction proper (:mod:`~noisycal_bayes.propagate.intervals`). Default: the draws'
+        mean ``C_bar`` (posterior draws, which have no separate fit).
+    calibrate : bool, default False
+        (``interval="debiased"``.) Read the two-sided interval at the calibrated nominal level of the class-wise
+        mean (prepivoting; at least ``level``). The EM route of
+        :func:`~noisycal_bayes.evaluation.evaluate_multiclass` sets it with ``item_weights``; False keeps
+        ``level`` (NUTS draws, and the binary-compatible setting).
+    item_weights : array of shape (n_draws, n_items), optional
+        *Joint draws*: the item weights from which each confusion draw was refitted (a weighted-likelihood
+        bootstrap: EM refits on Bayesian-bootstrap weights, row ``s`` for ``confusion_draws[s]``). Draw ``s``
+        then sums the items with the same weights (rescaled to mean 1 over the items with a usable response)
+        instead of fresh ones, so the draws keep the correlation between the fit's error and the items'
+        sampling error (negative: an unusual sample moves the fit so as to partly cancel it). Default None:
+        independent Bayesian-bootstrap weights (``seed``; NUTS draws, or refits whose weights are unknown). Needs
+        ``bootstrap=True`` and confusion draws.
+
+    Raises
+    ------
+    ValueError
+        Bad ``probs`` (shape, range, rows not summing to 1), responses (labels outside ``0..K-1``, items out of
+        range), confusion draws (shape, rows not summing to 1), prevalence, weights, level, interval, n_draws,
+        or usable (class-wise also item_weights: shape, negative or non-finite rows, without bootstrap or
+        confusion draws); no usable annotator.
+
+    Warns
+    -----
+    IdentifiabilityWarning
+        Annotators with near-singular confusion matrices (left out), or draws in which a used one is.
+    DataWarning
+        Items without a usable response (left out).
+
+    Returns
+    -------
+    PosteriorNCECE
+        As :func:`~noisycal_bayes.propagate.posterior_nc_ece`'s plug-in route: ``value`` (the top-label NC-ECE at
+        ``point_confusion``, default the posterior-mean confusion: :func:`top_label_nc_ece`), ``debiased``,
+        ``lower``, ``upper``, ``upper_one_sided``, ``interval_to_read``, ``draws``, ``target``, ``method="plugin"``,
+        ``uncertainty``, ``table`` (per confidence bin), ``edges``, ``weights_rule``, ``fit_method`` (``"draws"`` or
+        ``"point"``).
+
+    Notes
+    -----
+    Module docstring, *K classes*; the interval rules are those of the binary plug-in route with the K-class
+    options of :mod:`noisycal_bayes.propagate.intervals`. Coverage: docs/coverage.md.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> C = np.array([[[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]]] * 3)
+    >>> y = rng.integers(0, 3, 500)
+    >>> lab = (y[:, None] + (rng.random((500, 3)) < 0.2) * rng.integers(1, 3, (500, 3))) % 3
+    >>> resp = (np.repeat(np.arange(500), 3), np.tile(np.arange(3), 500), lab.reshape(-1))
+    >>> p = np.full((500, 3), 0.05); p[np.arange(500), y] = 0.9
+    >>> draws = np.array([[[rng.dirichlet(300 * row) for row in c] for c in C] for _ in range(50)])
+    >>> res = posterior_top_label_nc_ece(p, resp, draws, n_draws=50)
+    >>> res.lower <= res.debiased <= res.upper, res.n_draws
+    (True, 50)
+    """
+    func = "posterior_top_label_nc_ece"
+    count, score, freq, point, des, meta = _run(func, "top_label", probs, responses, confusion_draws, prevalence,
+                                                bins=bins, weights=weights, level=level, seed=seed, interval=interval,
+                                                bootstrap=bootstrap, n_draws=n_draws, usable=usable,
+                                                max_condition=max_condition, bias_correct=bias_correct,
+                                                calibrate=calibrate, item_weights=item_weights,
+                                                point_confusion=point_confusion)
+    return _result(count, score, freq, point, meta["edges"][0], meta, interval, bootstrap, seed, meta["level"])
+
+
+def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=None, *, bins=15, weights="iv",
+                               level: float = 0.9, seed: int = 0, interval: str = "debiased", bootstrap: bool = True,
+                               n_draws=None, usable=None, max_condition: float = MAX_CONDITION,
+                               bias_correct: bool = True, calibrate: bool = True,
+                               item_weights=None, point_confusion=None) -> PosteriorClasswiseNCECE:
+    """Posterior of the class-wise NC-ECE: the mean over classes and each class, with intervals.
+
+    Parameters
+    ----------
+    probs, responses, confusion_draws, prevalence, bins, weights, level, seed, interval
+        As for :func:`posterior_top_label_nc_ece` (``bins`` per class, on each class's probability); so are
+        ``bootstrap``, ``n_draws``, ``usable``, ``max_condition``, ``bias_correct`` and ``point_confusion``.
+    calibrate : bool, default True
+        (``interval="debiased"``.) Read the two-sided interval of the *mean over classes* at the nominal level whose
+        coverage, estimated by its simulated draws made at the debiased bins, is ``level`` (prepivoting, Beran
+        1987; at least ``level``, so the interval only widens;
+        :func:`~noisycal_bayes.propagate.intervals.calibrated_level`). The per-class intervals (15 bins each) and
+        the one-sided bound stay at ``level``. False: the mean's interval at ``level`` (with ``bias_correct=False``
+        the K = 2 binary-compatible setting).
+    item_weights : array of shape (n_draws, n_items), optional
+        *Joint draws*, as for :func:`posterior_top_label_nc_ece`. They enter the *mean over classes* only;
+        ``per_class`` keeps fresh weights (``seed``; their joint draws were too narrow: docs/coverage.md).
+
+    Raises, Warns
+    -------------
+    As :func:`posterior_top_label_nc_ece`.
+
+    Returns
+    -------
+    PosteriorClasswiseNCECE
+        Mean over classes (``value`` = :func:`classwise_nc_ece` at ``point_confusion``, default the posterior-mean
+        confusion; interval from
+        the draws of the mean) and ``per_class``: one :class:`PosteriorNCECE` per class from the same draws.
+
+    Notes
+    -----
+    Module docstring, *K classes*. For K = 2 ``per_class[1]`` is the binary plug-in NC-ECE of ``p[:, 1]``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> C = np.array([[[0.8, 0.2], [0.1, 0.9]]] * 3)
+    >>> y = rng.integers(0, 2, 400)
+    >>> lab = np.where(rng.random((400, 3)) < C[0, y, 1 - y][:, None], 1 - y[:, None], y[:, None])
+    >>> resp = (np.repeat(np.arange(400), 3), np.tile(np.arange(3), 400), lab.reshape(-1))
+    >>> p = np.c_[1 - (0.1 + 0.8 * y), 0.1 + 0.8 * y]
+    >>> res = posterior_classwise_nc_ece(p, resp, C, n_draws=40)
+    >>> len(res.per_class), res.per_class_table.columns[:3].tolist()
+    (2, ['class', 'value', 'debiased'])
+    """
+    func = "posterior_classwise_nc_ece"
+    count, score, freq, point, des, meta = _run(func, "classwise", probs, responses, confusion_draws, prevalence,
+                                                bins=bins, weights=weights, level=level, seed=seed, interval=interval,
+                                                bootstrap=bootstrap, n_draws=n_draws, usable=usable,
+                                                max_condition=max_condition, bias_correct=bias_correct,
+                                                calibrate=calibrate, item_weights=item_weights,
+                                                point_confusion=point_confusion)
+    level = meta["level"]
+    off = des.entries.offset
+    pc_count, pc_score, pc_freq, pc_meta = count, score, freq, meta
+    if item_weights is not None:
+        # Per class (15 bins, like the top-label) fresh item weights: their joint draws were too narrow
+        # (docs/coverage.md); the same seed gives the draws of the call without item_weights.
+        pc_count, pc_score, pc_freq, _, _, pc_meta = _run(
+            func, "classwise", probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
+            seed=seed, interval=interval, bootstrap=bootstrap, n_draws=n_draws, usable=usable,
+            max_condition=max_condition, bias_correct=bias_correct, calibrate=calibrate,
+            point_confusion=point_confusion)
+    # Per class (15 bins): the nominal level; only the mean over classes (K x bins terms) is calibrated.
+    per = tuple(_result(pc_count[:, a:b], pc_score[:, a:b], pc_freq[:, a:b], tuple(x[a:b] for x in point),
+                        meta["edges"][c], {**pc_meta, "calibrate": False}, interval, bootstrap, seed, level)
+                for c, (a, b) in enumerate(zip(off[:-1], off[1:])))
+    # The mean over classes: every class block holds every item once, so the concatenated blocks give
+    # sum_{k,b} |F - S| / (K n) = the mean of the per-class ECEs, draw by draw (correlation kept).
+    table = pd.DataFrame({"class": np.arange(len(per)), "value": [r.value for r in per],
+                          "debiased": [r.debiased for r in per], "lower": [r.lower for r in per],
+                          "upper": [r.upper for r in per], "upper_one_sided": [r.upper_one_sided for r in per],
+                          "interval_to_read": [r.interval_to_read for r in per]})
+    return PosteriorClasswiseNCECE(**_read(count, score, freq, point, meta, interval, level), per_class=per,
+                                   per_class_table=table, edges=meta["edges"], bootstrap=bool(bootstrap), seed=seed)

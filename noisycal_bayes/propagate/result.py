@@ -1,6 +1,7 @@
-"""The result of :func:`~noisycal_bayes.propagate.posterior_nc_ece` and the summaries of its draws: the per-bin
-table, the moment-matched debiasing of absolute bin residuals (:func:`debias_abs`) and the debiased interval.
-The derivations are in the docstring of :mod:`noisycal_bayes.propagate.nc_ece`.
+"""The results of :func:`~noisycal_bayes.propagate.posterior_nc_ece` (and of its K-class top-label and class-wise
+routes) and the summaries of their draws: the per-bin table, the moment-matched debiasing of absolute bin
+residuals (:func:`debias_abs`) and the debiased interval. The derivations are in the docstring of
+:mod:`noisycal_bayes.propagate.nc_ece`; the interval options in :mod:`noisycal_bayes.propagate.intervals`.
 """
 from __future__ import annotations
 
@@ -14,7 +15,46 @@ from .._validation import deprecated_attribute
 
 
 @dataclass(frozen=True)
-class PosteriorNCECE:
+class _DrawSummary:
+    """The fields every posterior NC-ECE result starts with (binary, top-label, class-wise mean): the point value,
+    the debiased estimate, the draws and the interval read from them (:func:`~noisycal_bayes.propagate.intervals.
+    read_interval`), the target and what varied across draws. Attributes are documented on :class:`PosteriorNCECE`."""
+
+    value: float
+    debiased: float
+    mean: float
+    median: float
+    lower: float
+    upper: float
+    upper_one_sided: float
+    interval_to_read: str
+    calibration_p_value: float
+    level: float
+    two_sided_level: float
+    draws: np.ndarray = field(repr=False)
+    debiased_draws: np.ndarray = field(repr=False)
+    interval_method: str
+    target: str
+    method: str
+    uncertainty: str
+
+    @property
+    def interval(self) -> tuple:
+        """The two-sided ``(lower, upper)``."""
+        return (self.lower, self.upper)
+
+    @property
+    def reported_interval(self) -> tuple:
+        """``(lower, upper)`` or ``(0, upper_one_sided)``, as ``interval_to_read`` says."""
+        return self.interval if self.interval_to_read == "two_sided" else (0.0, self.upper_one_sided)
+
+    @property
+    def n_draws(self) -> int:
+        return int(self.draws.size)
+
+
+@dataclass(frozen=True)
+class PosteriorNCECE(_DrawSummary):
     """Posterior (or bootstrap) distribution of a binned calibration error, and how it was made.
 
     Attributes
@@ -52,7 +92,8 @@ class PosteriorNCECE:
         The nominal level of the draws' quantiles that give ``lower, upper``: ``level``, or (K-class routes with
         ``calibrate=True``: the EM route's top-label and class-wise mean) the *calibrated* level, at least
         ``level``, at which the interval's own simulated replicates cover with frequency ``level``
-        (:mod:`noisycal_bayes.propagate.multiclass`). How much the calibration widened the interval.
+        (:func:`~noisycal_bayes.propagate.intervals.calibrated_level`). How much the calibration widened the
+        interval.
     draws : ndarray of shape (n_draws,)
         Posterior draws of the calibration error (``sum_k |e_sk|``).
     debiased_draws : ndarray of shape (n_draws,)
@@ -83,23 +124,6 @@ class PosteriorNCECE:
     seed : int
     """
 
-    value: float
-    debiased: float
-    mean: float
-    median: float
-    lower: float
-    upper: float
-    upper_one_sided: float
-    interval_to_read: str
-    calibration_p_value: float
-    level: float
-    two_sided_level: float
-    draws: np.ndarray = field(repr=False)
-    debiased_draws: np.ndarray = field(repr=False)
-    interval_method: str
-    target: str
-    method: str
-    uncertainty: str
     table: pd.DataFrame = field(repr=False)
     edges: np.ndarray = field(repr=False)
     weights_rule: str
@@ -108,20 +132,6 @@ class PosteriorNCECE:
     bootstrap: bool
     n_items: int
     seed: int
-
-    @property
-    def interval(self) -> tuple:
-        """The two-sided ``(lower, upper)``."""
-        return (self.lower, self.upper)
-
-    @property
-    def reported_interval(self) -> tuple:
-        """``(lower, upper)`` or ``(0, upper_one_sided)``, as ``interval_to_read`` says."""
-        return self.interval if self.interval_to_read == "two_sided" else (0.0, self.upper_one_sided)
-
-    @property
-    def n_draws(self) -> int:
-        return int(self.draws.size)
 
     @property
     def estimate(self) -> float:
@@ -142,6 +152,36 @@ class PosteriorNCECE:
         warnings.warn("float(PosteriorNCECE) is deprecated (it returns the debiased estimate); read `.value` (the "
                       "paper's NC-ECE) or `.debiased` instead.", DeprecationWarning, stacklevel=2)
         return self.debiased
+
+
+@dataclass(frozen=True)
+class PosteriorClasswiseNCECE(_DrawSummary):
+    """Posterior of the class-wise NC-ECE: the mean over classes with its interval, and each class's.
+
+    The mean-level attributes have the meaning of :class:`~noisycal_bayes.propagate.PosteriorNCECE`'s (``value``
+    the mean over classes of the class-wise NC-ECE at the point confusion; ``debiased``, ``lower``, ``upper``,
+    ``upper_one_sided``, ``interval_to_read``, ``calibration_p_value`` from the draws of the mean, which keep
+    the correlation across classes). ``per_class`` holds one ``PosteriorNCECE`` per class (its ``table`` the
+    class's bins), ``per_class_table`` their scalars in one frame (``class, value, debiased, lower, upper,
+    upper_one_sided, interval_to_read``), ``edges`` one array per class. ``two_sided_level``: the level of the
+    draws' quantiles that give the mean's ``lower, upper`` (the calibrated level by default; ``level`` with
+    ``calibrate=False``).
+    """
+
+    per_class: tuple = field(repr=False)
+    per_class_table: pd.DataFrame = field(repr=False)
+    edges: list = field(repr=False)
+    weights_rule: str
+    fit_method: str
+    model: str | None
+    bootstrap: bool
+    n_items: int
+    seed: int
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """Per-bin tables of every class, stacked, with a ``class`` column."""
+        return pd.concat([r.table.assign(**{"class": k}) for k, r in enumerate(self.per_class)], ignore_index=True)
 
 
 def _read_at(res) -> str:

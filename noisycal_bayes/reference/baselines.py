@@ -2,7 +2,8 @@
 
 These treat noisy labels as truth and are biased for the clean calibration error (DESIGN §1, §2): a
 vote fraction estimates ``sum_j (a_j + delta_j m(z)) / J``, not ``m(z)``. They are reported beside
-NC-ECE so that the bias is visible. SMECE is from ``seeds/002_*``.
+NC-ECE so that the bias is visible. SMECE is from ``seeds/002_*``. For K classes :func:`naive_multiclass_ece`
+gives the same targets (majority vote, each annotator, vote distribution) as top-label and class-wise ECEs.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_binary_labels, check_choice
+from ..core.confusion import classwise_ece, top_label_ece
 from ..data import AnnotationSet, Binning, as_binning
-from .calibration import ece, smece
+from .calibration import check_probs, check_responses, ece, smece
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     (:meth:`AnnotationSet.majority_vote`, :meth:`AnnotationSet.vote_fraction`). An annotator's row is over the
     items they labelled, one term per item, against their own vote fraction on it: their 0/1 label, or the
     share of positives among their repeated labels of the item (the SMECE of that soft label; as the K-class
-    :func:`~noisycal_bayes.reference.multiclass.naive_multiclass_ece` does). Without repeats this is the ECE
+    :func:`naive_multiclass_ece` does). Without repeats this is the ECE
     on the items the annotator labelled.
 
     Examples
@@ -143,3 +145,63 @@ def _by_annotator(data: AnnotationSet):
     stops = np.cumsum(np.bincount(ann, minlength=data.n_annotators))
     item, lab = np.split(item[order], stops[:-1]), np.split(lab[order], stops[:-1])
     return zip(data.annotator_ids, item, lab)
+
+
+def naive_multiclass_ece(probs, responses, *, bins=15, annotator_ids=None) -> pd.DataFrame:
+    """The naive calibration errors that treat annotator labels as the truth, beside which NC-ECE is read.
+
+    Parameters
+    ----------
+    probs : array of shape (n_items, n_classes)
+    responses : as in :func:`top_label_nc_ece`
+    bins : int or Binning, default 15
+    annotator_ids : sequence of length n_annotators, optional
+        Names for the ``target`` column (default: the annotator indices).
+
+    Returns
+    -------
+    DataFrame
+        One row per target: ``"majority_vote"`` (one-hot majority label; ties go to the lowest class index),
+        ``"annotator <id>"`` (each annotator's own labels, on the items it labelled; repeats as its own vote
+        distribution), ``"vote_distribution"`` (the share of each class among the item's responses: the
+        top-label / class-wise SMECE). Columns ``target``, ``top_label_ece``, ``classwise_ece`` (mean over
+        classes), ``n_items``. Each is :func:`top_label_ece` / :func:`classwise_ece` with that target.
+
+    Raises
+    ------
+    ValueError
+        Bad ``probs`` or ``responses``.
+
+    Examples
+    --------
+    >>> p = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
+    >>> resp = (np.array([0, 0, 1, 2]), np.array([0, 1, 0, 0]), np.array([0, 1, 1, 0]))
+    >>> naive_multiclass_ece(p, resp, bins=5)["target"].tolist()
+    ['majority_vote', 'annotator 0', 'annotator 1', 'vote_distribution']
+    """
+    p = check_probs(probs)
+    n, k = p.shape
+    resp = check_responses(responses, n, k, func="naive_multiclass_ece")
+    ids = list(range(resp.n_annotators)) if annotator_ids is None else list(annotator_ids)
+    if len(ids) != resp.n_annotators:
+        raise ValueError(f"`annotator_ids` must have {resp.n_annotators} entries; got {len(ids)}.")
+    votes = np.zeros((n, k))
+    np.add.at(votes, (resp.item, resp.label), 1.0)
+    labelled = votes.sum(axis=1) > 0
+    rows = []
+
+    def add(name, target, mask):
+        rows.append({"target": name, "top_label_ece": top_label_ece(p[mask], target[mask], bins=bins).value,
+                     "classwise_ece": classwise_ece(p[mask], target[mask], bins=bins).value,
+                     "n_items": int(mask.sum())})
+
+    add("majority_vote", np.eye(k)[votes.argmax(axis=1)], labelled)  # argmax: ties to the lowest class index
+    for j in range(resp.n_annotators):
+        own = np.zeros((n, k))
+        sel = resp.annotator == j
+        np.add.at(own, (resp.item[sel], resp.label[sel]), 1.0)
+        m = own.sum(axis=1) > 0
+        if m.any():
+            add(f"annotator {ids[j]}", own / np.maximum(own.sum(axis=1, keepdims=True), 1.0), m)
+    add("vote_distribution", votes / np.maximum(votes.sum(axis=1, keepdims=True), 1.0), labelled)
+    return pd.DataFrame(rows)

@@ -1,4 +1,4 @@
-"""Tests of the calibrated (prepivoted) level of the class-wise mean's debiased interval (propagate/multiclass.py,
+"""Tests of the calibrated (prepivoted) level of the class-wise mean's debiased interval (propagate/intervals.py,
 ``_calibrated_level``, option ``calibrate`` of ``posterior_classwise_nc_ece`` and ``posterior_top_label_nc_ece``).
 
 Independent routes: a hand-written loop over draws and levels for the estimated coverage; the interval of
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from noisycal_bayes.propagate import debias_abs
-from noisycal_bayes.propagate.multiclass import (_calibrated_level, _centred, posterior_classwise_nc_ece,
-                                                 posterior_top_label_nc_ece)
+from noisycal_bayes.propagate import posterior_classwise_nc_ece, posterior_top_label_nc_ece
+from noisycal_bayes.propagate.intervals import calibrated_level as _calibrated_level, centred as _centred
 
 from .test_multiclass import dirichlet_draws, sim_multiclass
 
@@ -110,7 +110,7 @@ def _idealised_coverage(u, *, reps, n_sim, seed, calibrate, level=0.9):
     """Coverage of sum |u_b| by the K-class debiased interval in the idealised model (sd_b = 1).
 
     Per replicate: ``x_b = u_b + Z_b``, ``m_b = debias_abs(|x_b|)``, estimate ``sum m_b``; simulated draws
-    ``sum_b debias_abs(|sign(x_b) m_b + Z'_sb|)`` (as result._summarise), centred (multiclass._centred), read at
+    ``sum_b debias_abs(|sign(x_b) m_b + Z'_sb|)`` (as result._summarise), centred (intervals.centred), read at
     ``level`` or at the calibrated level.
     """
     rng = np.random.default_rng(seed)

@@ -1,4 +1,4 @@
-"""Tests for noisycal_bayes/propagate/multiclass.py (posterior top-label and class-wise NC-ECE).
+"""Tests for noisycal_bayes/propagate/nc_ece.py (K-class posterior top-label and class-wise NC-ECE).
 
 Independent routes: the binary posterior_nc_ece on the same data and channel draws (K = 2), the reference
 point estimators (one confusion = the draws' common value), hand-written top-label ECE loops (identity
@@ -11,10 +11,9 @@ import pytest
 
 from noisycal_bayes import Binning, Channel, simulate_annotations
 from noisycal_bayes.propagate import debias_abs, posterior_nc_ece
-from noisycal_bayes.propagate.multiclass import (MC_TARGETS, posterior_classwise_nc_ece,
-                                                 posterior_top_label_nc_ece)
-from noisycal_bayes.reference.multiclass import (classwise_nc_ece, corrected_targets, naive_multiclass_ece,
-                                                 top_label_nc_ece)
+from noisycal_bayes.core.confusion import corrected_targets
+from noisycal_bayes.propagate import MC_TARGETS, posterior_classwise_nc_ece, posterior_top_label_nc_ece
+from noisycal_bayes.reference import classwise_nc_ece, naive_multiclass_ece, top_label_nc_ece
 from noisycal_bayes.warnings import DataWarning, IdentifiabilityWarning
 
 from ._fakes import FPR, TPR, channel_draws, fake_nuts, histogram_fit
@@ -97,8 +96,8 @@ def test_k2_classwise_class1_equals_binary_posterior_nc_ece(binary_case, weights
     assert m.per_class[1].value == pytest.approx(b.value, abs=1e-10)
     assert m.per_class[1].debiased == pytest.approx(b.debiased, abs=1e-10)
     assert b.two_sided_level == b.level == m.two_sided_level == 0.9  # the binary route is never calibrated
-    # The K-class interval centres the binary debiased draws on the debiased estimate (propagate.multiclass
-    # ._centred): the binary draws shifted by (their mean - the estimate), clipped at 0.
+    # The K-class interval centres the binary debiased draws on the debiased estimate (propagate.intervals
+    # .centred): the binary draws shifted by (their mean - the estimate), clipped at 0.
     centred = np.maximum(b.debiased_draws - (b.debiased_draws.mean() - b.debiased), 0.0)
     np.testing.assert_allclose(m.per_class[1].debiased_draws, centred, rtol=0, atol=1e-10)
     q = np.quantile(centred, [0.05, 0.95], method="weibull")

@@ -1,4 +1,5 @@
-"""Tests for noisycal_bayes/reference/multiclass.py (K-class NC-ECE point estimators, item bootstrap, naive ECEs).
+"""Tests for the K-class NC-ECE point estimators, item bootstrap and naive ECEs (reference/calibration.py,
+nc_ece_bootstrap.py, baselines.py).
 
 Independent routes: the binary reference nc_ece / bootstrap_nc_ece on the same data (K = 2), hand-written ECE
 loops, the contract formulas (corrected_vectors: E[T[A] | Y] = e_Y exactly), class relabelling. The EM that
@@ -11,11 +12,11 @@ import pytest
 
 from noisycal_bayes import Binning, simulate_annotations
 from noisycal_bayes.reference import bootstrap_nc_ece, nc_ece
-from noisycal_bayes.core.confusion import corrected_vectors
-from noisycal_bayes.reference.multiclass import (annotator_weights, bootstrap_classwise_nc_ece,
-                                                 bootstrap_multiclass_nc_ece, bootstrap_top_label_nc_ece,
-                                                 classwise_ece, classwise_nc_ece, corrected_targets,
-                                                 naive_multiclass_ece, top_label_ece, top_label_nc_ece)
+from noisycal_bayes.core.confusion import (annotator_weights, classwise_ece, corrected_targets, corrected_vectors,
+                                           top_label_ece)
+from noisycal_bayes.reference import (bootstrap_classwise_nc_ece, bootstrap_multiclass_nc_ece,
+                                      bootstrap_top_label_nc_ece, classwise_nc_ece, naive_multiclass_ece,
+                                      top_label_nc_ece)
 from noisycal_bayes.warnings import IdentifiabilityWarning
 
 
@@ -363,7 +364,8 @@ def test_usable_from_draws_falls_back_to_the_posterior_mean_when_no_annotator_pa
     # Half of each annotator's draws near singular: its 95% quantile condition number exceeds 100 although the
     # mean matrix 0.5 I + 0.5 R is well conditioned. With no annotator passing, the mean's rule decides (warned);
     # with one passing, the draws' rule stands (the fallback does not apply).
-    from noisycal_bayes.reference.multiclass import confusion_condition, usable_from_draws
+    from noisycal_bayes.core.confusion import confusion_condition
+    from noisycal_bayes.reference.calibration import usable_from_draws
 
     eye = np.eye(3)
     flat = np.array([[0.34, 0.33, 0.33], [0.33, 0.34, 0.33], [0.33, 0.33, 0.34]])

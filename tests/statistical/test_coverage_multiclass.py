@@ -1,4 +1,4 @@
-"""Coverage of the centred debiased interval of the K-class class-wise NC-ECE (propagate/multiclass.py).
+"""Coverage of the centred debiased interval of the K-class class-wise NC-ECE (propagate/nc_ece.py).
 
 The class-wise mean over K = 10 classes sums 150 bin terms. The simulated debiased draws sit above the debiased
 estimate by the sum over bins of ``E debias_abs(|m_b + noise|) - m_b`` (positive wherever ``m_b`` is small against
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import noisycal_bayes.propagate.multiclass as pm
+import noisycal_bayes.propagate.nc_ece as pm
 
 pytestmark = pytest.mark.statistical
 
