@@ -373,11 +373,8 @@ class PosteriorTemperature(_PosteriorMap):
 
     def __init__(self, *, bounds=TEMPERATURE_BOUNDS, weights="iv", bootstrap: bool = True, n_draws=None,
                  seed: int = 0):
-        self.bounds = bounds
-        self.weights = weights
-        self.bootstrap = bootstrap
-        self.n_draws = n_draws
-        self.seed = seed
+        self.bounds, self.weights, self.bootstrap = bounds, weights, bootstrap
+        self.n_draws, self.seed = n_draws, seed
 
     def fit(self, data: AnnotationSet, result) -> "PosteriorTemperature":
         """Fit on ``data`` (scores and noisy labels) with channel draws from ``result``.
@@ -680,12 +677,8 @@ class PosteriorMulticlassTemperature(_PosteriorMulticlassMap):
 
     def __init__(self, *, bounds=TEMPERATURE_BOUNDS, weights="iv", bootstrap: bool = True, n_draws=None,
                  seed: int = 0, inputs="probs"):
-        self.bounds = bounds
-        self.weights = weights
-        self.bootstrap = bootstrap
-        self.n_draws = n_draws
-        self.seed = seed
-        self.inputs = inputs
+        self.bounds, self.weights, self.bootstrap = bounds, weights, bootstrap
+        self.n_draws, self.seed, self.inputs = n_draws, seed, inputs
 
     def fit(self, X, responses, confusion, *, prevalence=None) -> "PosteriorMulticlassTemperature":
         """Fit on the classifier's outputs and the noisy labels, with confusion draws.
@@ -765,12 +758,8 @@ class PosteriorTopLabelHistogram(_PosteriorMulticlassMap):
 
     def __init__(self, *, bins=10, weights="iv", bootstrap: bool = True, n_draws=None, seed: int = 0,
                  inputs="probs"):
-        self.bins = bins
-        self.weights = weights
-        self.bootstrap = bootstrap
-        self.n_draws = n_draws
-        self.seed = seed
-        self.inputs = inputs
+        self.bins, self.weights, self.bootstrap = bins, weights, bootstrap
+        self.n_draws, self.seed, self.inputs = n_draws, seed, inputs
 
     def fit(self, X, responses, confusion, *, prevalence=None) -> "PosteriorTopLabelHistogram":
         """Fit the bin values per draw; arguments as in :meth:`PosteriorMulticlassTemperature.fit`. Returns self."""
