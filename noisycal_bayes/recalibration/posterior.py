@@ -645,12 +645,9 @@ class PosteriorMulticlassTemperature(_PosteriorMulticlassMap):
 
     Attributes
     ----------
-    temperature_draws_ : ndarray of shape (n_draws,)
-    temperature_ : float
-        Posterior median temperature.
-    n_boundary_ : int
-        Draws whose optimum sits on the box boundary (a BoundaryWarning says how many).
-    n_draws_, n_classes_ : int
+    temperature_draws_, temperature_, n_boundary_, n_draws_
+        As in :class:`PosteriorTemperature` (draws, posterior median, draws on the box boundary).
+    n_classes_ : int
 
     Notes
     -----
