@@ -47,7 +47,7 @@ from ..core import x64
 from ..core.confusion import (MAX_CONDITION, multiclass_e_step, multiclass_m_step, score_groups,
                               sparse_multiclass_e_step, sparse_multiclass_m_step, usable_confusions)
 from ..core.starts import all_failed_message, failure_reason, unconverged_message
-from ..simulate.multiclass import MulticlassSimulation
+from ..simulate.annotations import MulticlassSimulation
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 
 __all__ = ["MULTICLASS_EM_PATHS", "MulticlassEMFit", "fit_em_multiclass", "multiclass_em_estimator"]

@@ -12,10 +12,9 @@ Built on the Bayesian layer: every function takes a channel fit (``fit_em``, ``f
 - :func:`compare_models`: posterior probability that each classifier is the most accurate / best
   calibrated.
 """
-from .accuracy import CorrectedAccuracy, corrected_accuracy
+from .accuracy import CorrectedAccuracy, MulticlassAccuracy, corrected_accuracy, corrected_accuracy_multiclass
 from .compare import ModelComparison, compare_models, comparison_groups, joint_prediction_groups
-from .issues import annotation_posteriors, default_issue_fit, item_posteriors, label_issues
-from .multiclass import MulticlassAccuracy, corrected_accuracy_multiclass, multiclass_label_issues
+from .issues import annotation_posteriors, default_issue_fit, item_posteriors, label_issues, multiclass_label_issues
 
 __all__ = ["CorrectedAccuracy", "ModelComparison", "MulticlassAccuracy", "corrected_accuracy_multiclass",
            "multiclass_label_issues", "annotation_posteriors", "compare_models", "comparison_groups",

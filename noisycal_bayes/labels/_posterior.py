@@ -1,4 +1,5 @@
-"""Per-item posteriors ``P(Y_i = 1 | A_i, c_i, theta)`` at every draw of a fit (shared by the public functions).
+"""Per-item posteriors ``P(Y_i = 1 | A_i, c_i, theta)`` at every draw of a fit (shared by the public functions),
+and the checked K-class clean-label posteriors ``P(Y_i = k | data)`` of shape (n_draws, n_items, K).
 
 ``c_i`` is what the fitted model conditions the clean label on: the item's score group (grouped,
 histogram and monotone models), nothing (marginal Dawid-Skene) or the score itself (Platt curve).
@@ -18,6 +19,7 @@ from ..core.posterior import posterior_positive_draws
 from ..data import AnnotationSet, compress_patterns
 from ..models.inputs import differing_items
 from ..propagate.draws import extract_draws
+from ..reference.calibration import PROBS_ROW_TOL, check_responses
 
 #: Cap on (draws x rows) posterior values held at once for per-item (Platt) models: 1e7 float64 = 80 MB.
 MAX_VALUES = 10_000_000
@@ -282,3 +284,55 @@ def posterior_mean_accuracy(rp: RowPosteriors, yhat: np.ndarray) -> np.ndarray:
     p = rp.p.mean(axis=0)[rp.inverse]                      # (n_items,)
     yhat = np.asarray(yhat)
     return np.mean(np.where(yhat == 1, p[:, None], 1 - p[:, None]), axis=0)
+
+
+def equal_tailed(x, level: float) -> tuple:
+    """``(lower, upper)``: the equal-tailed ``level`` quantiles of ``x`` over its first axis."""
+    return tuple(np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0))
+
+
+# ----------------------------------------------------------------------------- K classes
+def check_clean_probs(clean_probs, *, n_items=None, n_classes=None) -> np.ndarray:
+    """Clean-label posteriors as float64 (S, n, K) (a (n, K) point becomes S = 1), rows summing to 1."""
+    try:
+        q = np.array(clean_probs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`clean_probs` must be a numeric (n_items, n_classes) or (n_draws, n_items, n_classes) "
+                         f"array; could not convert: {exc}") from None
+    if q.ndim == 2:
+        q = q[None]
+    if q.ndim != 3 or q.shape[2] < 2:
+        raise ValueError("`clean_probs` must have shape (n_items, n_classes) or (n_draws, n_items, n_classes) with "
+                         f"n_classes >= 2; got {np.shape(clean_probs)}.")
+    if n_items is not None and q.shape[1] != n_items:
+        raise ValueError(f"`clean_probs` must have one row per item ({n_items}); got {q.shape[1]}.")
+    if n_classes is not None and q.shape[2] != n_classes:
+        raise ValueError(f"`clean_probs` must have one column per class ({n_classes}); got {q.shape[2]}.")
+    bad = ~np.isfinite(q).all(axis=(0, 2)) | (q < 0).any(axis=(0, 2)) | (np.abs(q.sum(axis=2) - 1) >
+                                                                         PROBS_ROW_TOL).any(axis=0)
+    if bad.any():
+        raise ValueError(f"`clean_probs` must be probabilities whose rows sum to 1 (within {PROBS_ROW_TOL}); items "
+                         f"{_preview(np.flatnonzero(bad))} are not.")
+    return q
+
+
+def class_votes(data, n_items: int, n_classes: int, func: str):
+    """``(responses, votes (n_items, K))``: the checked responses and each item's label counts per class."""
+    n_data = getattr(data, "n_items", None)
+    if n_data is not None and not isinstance(data, tuple) and n_data != n_items:
+        raise ValueError(f"{func}: the data hold {n_data} items but the probabilities {n_items} rows.")
+    resp = check_responses(data, n_items, n_classes, func=func)
+    votes = np.zeros((n_items, n_classes), np.int64)
+    np.add.at(votes, (resp.item, resp.label), 1)
+    return resp, votes
+
+
+def class_names(data, classes, n_classes):
+    """Class names as an object array of length K (``classes``, else ``data.classes``), or None for indices."""
+    names = classes if classes is not None else getattr(data, "classes", None)
+    if names is None:
+        return None
+    names = list(names)
+    if len(names) != n_classes:
+        raise ValueError(f"`classes` must name the {n_classes} classes; got {len(names)} names.")
+    return np.asarray(names, dtype=object)

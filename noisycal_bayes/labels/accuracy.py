@@ -22,6 +22,11 @@ and warn; the default fit puts the threshold on a bin edge.
 The corrected-label estimate ``(1/n) sum_i [yhat_i Ytilde_i + (1 - yhat_i)(1 - Ytilde_i)]`` (paper §3
 corrected labels) is reported beside it: linear in the clean label, hence unbiased given the channel
 for any predictions, at the price of a larger variance.
+
+For K classes :func:`corrected_accuracy_multiclass` takes the clean-label posterior (n, K) or (S, n, K) and the
+classifier's probabilities: the accuracy of ``yhat_i = argmax_k p_ik`` is ``(1/n) sum_i P(Y_i = yhat_i | data)``,
+unbiased under the same condition (``yhat`` a function of the fit's groups, e.g. predicted class x confidence
+quantile, ``core.score_groups``; checked when ``groups`` is given).
 """
 from __future__ import annotations
 
@@ -31,13 +36,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import (NOT_GIVEN, check_positive_int, check_probability, check_scores, check_weights,
-                           deprecated_attribute)
+from .._validation import (NOT_GIVEN, _preview, check_level, check_positive_int, check_probability, check_scores,
+                           check_weights, deprecated_attribute)
 from ..data import Binning, bin_index
+from ..propagate.draws import thin_index
+from ..reference.calibration import check_probs
 from ..warnings import DataWarning
-from ._posterior import (_item_groups, check_data, check_fit, level_and_draws, posterior_mean_accuracy,
-                         row_posteriors)
-from ._replicates import SOURCES, Replicates
+from ._posterior import (_item_groups, check_clean_probs, check_data, check_fit, class_votes, equal_tailed,
+                         level_and_draws, posterior_mean_accuracy, row_posteriors)
+from ._replicates import _BLOCK_VALUES, SOURCES, Replicates
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
 
 TARGETS = {True: "population accuracy (Bayesian bootstrap over items)",
@@ -68,11 +75,15 @@ def conditioned_on(data, fit, yhat: np.ndarray, func: str) -> bool:
         if yhat.min() == yhat.max():
             return True
         return bool(z[yhat == 0].max() < z[yhat == 1].min())
-    g = _item_groups(data, fit, func)
-    n_g = int(g.max()) + 1
-    pos = np.bincount(g, weights=yhat, minlength=n_g)
-    cnt = np.bincount(g, minlength=n_g)
-    return bool(np.all((pos == 0) | (pos == cnt)))
+    return mixed_groups(_item_groups(data, fit, func), yhat).size == 0
+
+
+def mixed_groups(groups: np.ndarray, yhat: np.ndarray) -> np.ndarray:
+    """The groups (sorted) in which the predictions ``yhat`` (n_items,) are not constant; ``groups`` (n_items,)
+    non-negative ints. Binary or K-class predictions alike."""
+    first = np.full(int(groups.max()) + 1, -1, dtype=np.int64)
+    first[groups[::-1]] = yhat[::-1]  # the first prediction of each group (later assignments win)
+    return np.unique(groups[first[groups] != yhat])
 
 
 def warn_unconditioned(names, fit, func: str, *, stacklevel: int = 3):
@@ -101,10 +112,6 @@ def fitted_posteriors(data, fit, yhat: np.ndarray, names, *, model: str, groups,
     if not all(conditioned):
         warn_unconditioned([n for n, c in zip(names, conditioned) if not c], fit, func, stacklevel=4)
     return fit, rp, conditioned
-
-
-def _interval(x, level):
-    return tuple(np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0))
 
 
 @dataclass(frozen=True)
@@ -270,8 +277,8 @@ def _accuracy_result(data, rp, engine, reps, yhat, t, level, bootstrap, fit, con
     """Assemble :class:`CorrectedAccuracy` from the posteriors and the replicates."""
     acc = float(posterior_mean_accuracy(rp, yhat[:, None])[0])
     m_point = engine.point_moment_accuracy()
-    lo, hi = _interval(reps["accuracy"][:, 0], level)
-    mlo, mhi = _interval(reps["corrected_label_accuracy"][:, 0], level)
+    lo, hi = equal_tailed(reps["accuracy"][:, 0], level)
+    mlo, mhi = equal_tailed(reps["corrected_label_accuracy"][:, 0], level)
     p = rp.item_mean()
     maj_acc, ann_acc = naive_accuracies(data, yhat)
     return CorrectedAccuracy(
@@ -283,3 +290,149 @@ def _accuracy_result(data, rp, engine, reps, yhat, t, level, bootstrap, fit, con
         parameter_uncertainty=SOURCES[engine.source], failed_refits=reps["failed_refits"], conditioned=conditioned,
         p_correct=np.where(yhat == 1, p, 1 - p),
         draws={"accuracy": reps["accuracy"][:, 0], "corrected_label_accuracy": reps["corrected_label_accuracy"][:, 0]})
+
+
+@dataclass(frozen=True)
+class MulticlassAccuracy:
+    """Noise-corrected top-1 accuracy of a K-class classifier.
+
+    Attributes
+    ----------
+    accuracy, error_rate : float
+        ``(1/n) sum_i P(Y_i = yhat_i | data)`` (mean over draws) and one minus it.
+    lower, upper : float
+        Equal-tailed ``level`` interval of ``target``.
+    level : float
+    target : str
+    majority_accuracy, annotator_accuracy : float
+        Naive numbers (NaN without ``responses``): accuracy against the majority vote (ties to the lowest class)
+        and the mean over annotators of the accuracy against their own labels.
+    parameter_uncertainty : str
+        ``"posterior draws"`` or ``"none (point estimate)"``.
+    conditioned : bool or None
+        Whether the predictions are constant within ``groups`` (None without ``groups``).
+    n_items, n_replicates : int
+    p_correct : ndarray of shape (n_items,)
+        ``P(Y_i = yhat_i | data)``.
+    draws : ndarray of shape (n_replicates,)
+    """
+
+    accuracy: float
+    error_rate: float
+    lower: float
+    upper: float
+    level: float
+    target: str
+    majority_accuracy: float
+    annotator_accuracy: float
+    parameter_uncertainty: str
+    conditioned: bool | None
+    n_items: int
+    n_replicates: int
+    p_correct: np.ndarray = field(repr=False)
+    draws: np.ndarray = field(repr=False)
+
+    @property
+    def interval(self) -> tuple:
+        return (self.lower, self.upper)
+
+
+def corrected_accuracy_multiclass(probs, clean_probs, *, level: float = 0.9, responses=None, groups=None,
+                                  n_replicates: int = 2000, bootstrap: bool = True,
+                                  seed: int = 0) -> MulticlassAccuracy:
+    """Top-1 accuracy of ``argmax_k probs`` on the clean labels, with an interval.
+
+    Parameters
+    ----------
+    probs : array of shape (n_items, n_classes)
+        The classifier's probabilities (predictions ``yhat_i = argmax_k p_ik``, ties to the lowest class).
+    clean_probs : array of shape (n_items, n_classes) or (n_draws, n_items, n_classes)
+        ``P(Y_i = k | data)`` (a point fit, or one posterior per draw).
+    level : float, default 0.9
+    responses : MulticlassAnnotationSet, Responses or (item, annotator, label), optional
+        For the naive accuracies beside the corrected one.
+    groups : int array of shape (n_items,), optional
+        What the posterior conditions on (the fit's score groups): checks that the predictions are constant
+        within every group (otherwise the posterior estimate is biased; warns).
+    n_replicates : int, default 2000
+    bootstrap : bool, default True
+        True: interval for the population accuracy (Bayesian-bootstrap item weights); False: for these items'.
+    seed : int, default 0
+
+    Returns
+    -------
+    MulticlassAccuracy
+
+    Raises
+    ------
+    ValueError
+        Bad ``probs``, ``clean_probs`` (shape, rows), ``groups``, ``responses``, ``level``, ``n_replicates``.
+
+    Warns
+    -----
+    DataWarning
+        The predictions vary within a group of ``groups``.
+
+    Notes
+    -----
+    Replicate ``r`` takes posterior draw ``s_r`` (cycling through the draws evenly), draws ``1[Y_ri = yhat_i] ~
+    Bernoulli(P_{s_r}(Y_i = yhat_i | data))`` and (``bootstrap``) ``Exp(1)`` item weights; its accuracy is the
+    weighted mean. As :func:`~noisycal_bayes.labels.corrected_accuracy` for two classes.
+
+    Examples
+    --------
+    >>> p = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
+    >>> q = np.array([[0.9, 0.05, 0.05], [0.5, 0.4, 0.1], [0.0, 0.0, 1.0]])
+    >>> res = corrected_accuracy_multiclass(p, q, n_replicates=200)
+    >>> round(res.accuracy, 4), res.lower <= res.accuracy <= res.upper
+    (0.7667, True)
+    """
+    func = "corrected_accuracy_multiclass"
+    p = check_probs(probs)
+    n, k = p.shape
+    q = check_clean_probs(clean_probs, n_items=n, n_classes=k)
+    level = check_level(level)
+    n_replicates = check_positive_int(n_replicates, name="n_replicates")
+    yhat = p.argmax(axis=1)
+    pc = q[:, np.arange(n), yhat]  # (S, n): P_s(Y_i = yhat_i)
+    conditioned = None
+    if groups is not None:
+        g = np.asarray(groups)
+        if g.shape != (n,) or not np.issubdtype(g.dtype, np.integer) or (g < 0).any():
+            raise ValueError(f"{func}: `groups` must be non-negative integers of shape ({n},); got {g.shape}.")
+        mixed = mixed_groups(g, yhat)
+        conditioned = mixed.size == 0
+        if not conditioned:
+            warnings.warn(f"{func}: the predictions vary within the groups {_preview(mixed)} the "
+                          "posterior conditions on, so it ignores what the predictions know and the corrected accuracy "
+                          "is biased. "
+                          "Refit with groups on which argmax(probs) is constant (predicted class x confidence "
+                          "quantile).", DataWarning, stacklevel=2)
+    rng = np.random.default_rng(seed)
+    which = thin_index(q.shape[0], n_replicates)
+    reps = np.empty(n_replicates)
+    step = max(1, _BLOCK_VALUES // n)
+    for a in range(0, n_replicates, step):
+        b = min(a + step, n_replicates)
+        correct = rng.random((b - a, n)) < pc[which[a:b]]
+        if bootstrap:
+            w = rng.standard_exponential((b - a, n))
+            reps[a:b] = (w * correct).sum(axis=1) / w.sum(axis=1)
+        else:
+            reps[a:b] = correct.mean(axis=1)
+    lo, hi = equal_tailed(reps, level)
+    maj_acc = ann_acc = float("nan")
+    if responses is not None:
+        resp, votes = class_votes(responses, n, k, func)
+        has = votes.sum(axis=1) > 0
+        maj_acc = float(np.mean(votes.argmax(axis=1)[has] == yhat[has]))
+        hit = resp.label == yhat[resp.item]
+        per = np.bincount(resp.annotator, weights=hit, minlength=resp.n_annotators)
+        cnt = np.bincount(resp.annotator, minlength=resp.n_annotators)
+        ann_acc = float(np.mean(per[cnt > 0] / cnt[cnt > 0]))
+    acc = float(pc.mean())
+    return MulticlassAccuracy(
+        accuracy=acc, error_rate=1 - acc, lower=float(lo), upper=float(hi), level=level,
+        target=TARGETS[bool(bootstrap)], majority_accuracy=maj_acc, annotator_accuracy=ann_acc,
+        parameter_uncertainty="posterior draws" if q.shape[0] > 1 else "none (point estimate)",
+        conditioned=conditioned, n_items=n, n_replicates=n_replicates, p_correct=pc.mean(axis=0), draws=reps)

@@ -13,6 +13,10 @@ of the per-draw values is the channel (and prevalence) uncertainty. Then
 - ``P(majority label is wrong | data) = P(Y_i != maj_i | data)``.
 
 No single label, and not the majority vote, is ever taken as the truth.
+
+For K classes :func:`multiclass_label_issues` reads the same two numbers, ``P(majority wrong | data) =
+1 - P(Y_i = maj_i | data)`` and the most likely clean class, from a given clean-label posterior (n, K) (e.g.
+``fit_em_multiclass(...).clean_label_probability(data)``) or one per draw (S, n, K).
 """
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ import numpy as np
 import pandas as pd
 
 from ..data import Binning
-from .._validation import NOT_GIVEN, check_choice
-from ._posterior import RowPosteriors, check_data, check_fit, level_and_draws, row_posteriors
+from .._validation import NOT_GIVEN, check_choice, check_level
+from ._posterior import (RowPosteriors, check_clean_probs, check_data, check_fit, class_names, class_votes,
+                         equal_tailed, level_and_draws, row_posteriors)
 
 #: Most equal-mass score bins of the default model for ranking label errors (see :func:`default_issue_fit`).
 DEFAULT_BINS = 50
@@ -256,11 +261,93 @@ def label_issues(data, fit=None, *, level: float = 0.9, ties: str = "positive", 
         fit = default_issue_fit(data, seed=seed)
     fit = check_fit(fit, func)
     rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
-    out = _item_frame(data, rp, level, ties)
-    order = np.argsort(-out["p_majority_wrong"].to_numpy(), kind="stable")
-    out = out.iloc[order].reset_index(drop=True)
-    out.insert(1, "rank", np.arange(1, len(out) + 1))
-    out["expected_errors"] = np.cumsum(out["p_majority_wrong"].to_numpy())
+    out = _ranked(_item_frame(data, rp, level, ties))
     out.attrs.update(_describe(fit, rp), level=level, ties=ties,
                      expected_total_errors=float(out["expected_errors"].iloc[-1]))
+    return out
+
+
+def _ranked(out: pd.DataFrame) -> pd.DataFrame:
+    """``out`` sorted by ``p_majority_wrong`` (largest first, ties keep their order, NaN rows last), with ``rank``
+    and ``expected_errors`` (the cumulative posterior expected number of wrong majority labels)."""
+    wrong = out["p_majority_wrong"].to_numpy()
+    out = out.iloc[np.argsort(np.where(np.isnan(wrong), np.inf, -wrong), kind="stable")].reset_index(drop=True)
+    out.insert(1, "rank", np.arange(1, len(out) + 1))
+    out["expected_errors"] = np.nancumsum(out["p_majority_wrong"].to_numpy())
+    return out
+
+
+def multiclass_label_issues(data, clean_probs, *, level: float = 0.9, classes=None) -> pd.DataFrame:
+    """Items ranked by the posterior probability that their majority label is wrong, largest first.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet, Responses or (item, annotator, label) tuple of int arrays
+        The items' labels as class indices ``0..K-1``.
+    clean_probs : array of shape (n_items, n_classes) or (n_draws, n_items, n_classes)
+        ``P(Y_i = k | data)`` of a fit of these items (a point fit, or one posterior per draw).
+    level : float, default 0.9
+        Mass of the equal-tailed intervals over draws (NaN with a point posterior).
+    classes : sequence of n_classes names, optional
+        Names for ``majority_label`` and ``likely_class`` (default ``data.classes`` if present, else indices).
+
+    Returns
+    -------
+    DataFrame
+        ``item`` (``data.item_ids`` or the index), ``rank`` (1 = most likely wrong), ``n_labels``,
+        ``majority_label`` (ties: the lowest class index), ``n_majority_votes``, ``tie``,
+        ``p_majority_wrong`` (``1 - P(Y_i = maj_i | data)``, mean over draws) with ``_lower`` / ``_upper``,
+        ``likely_class`` (``argmax_k P(Y_i = k | data)``), ``p_likely_class`` with ``_lower`` / ``_upper``,
+        ``expected_errors`` (cumulative sum of ``p_majority_wrong``). Items without a label come last (NaN).
+        ``attrs``: ``level``, ``n_draws``, ``expected_total_errors``.
+
+    Raises
+    ------
+    ValueError
+        ``clean_probs`` of the wrong shape or not summing to 1; labels outside ``0..K-1``; bad ``level`` or
+        ``classes``.
+
+    Examples
+    --------
+    >>> resp = (np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([2, 2, 0, 1]))
+    >>> q = np.array([[0.1, 0.1, 0.8], [0.2, 0.7, 0.1]])
+    >>> out = multiclass_label_issues(resp, q)
+    >>> out[["item", "majority_label", "likely_class"]].values.tolist(), out["p_majority_wrong"].round(2).tolist()
+    ([[1, 0, 1], [0, 2, 2]], [0.8, 0.2])
+    """
+    func = "multiclass_label_issues"
+    level = check_level(level)
+    q = check_clean_probs(clean_probs)
+    s, n, k = q.shape
+    _, votes = class_votes(data, n, k, func)
+    n_lab = votes.sum(axis=1)
+    maj = votes.argmax(axis=1)  # ties to the lowest class index
+    n_max = votes.max(axis=1)
+    tie = (votes == n_max[:, None]).sum(axis=1) > 1
+    labelled = n_lab > 0
+    p_maj = q[:, np.arange(n), maj]  # (S, n)
+    mean = q.mean(axis=0)
+    likely = mean.argmax(axis=1)
+    p_lik = q[:, np.arange(n), likely]
+    if s > 1:
+        m_lo, m_hi = equal_tailed(p_maj, level)
+        l_lo, l_hi = equal_tailed(p_lik, level)
+    else:
+        m_lo = m_hi = l_lo = l_hi = np.full(n, np.nan)
+    wrong = np.where(labelled, 1 - p_maj.mean(axis=0), np.nan)
+    names = class_names(data, classes, k)
+    lab = (lambda idx: names[idx]) if names is not None else (lambda idx: idx)
+    ids = getattr(data, "item_ids", None)
+    out = pd.DataFrame({
+        "item": np.arange(n) if ids is None else np.asarray(ids), "n_labels": n_lab,
+        "majority_label": np.where(labelled, lab(maj), None) if names is not None else np.where(labelled, maj, -1),
+        "n_majority_votes": n_max, "tie": tie & labelled,
+        "p_majority_wrong": wrong,
+        "p_majority_wrong_lower": np.where(labelled, 1 - m_hi, np.nan),
+        "p_majority_wrong_upper": np.where(labelled, 1 - m_lo, np.nan),
+        "likely_class": lab(likely), "p_likely_class": p_lik.mean(axis=0),
+        "p_likely_class_lower": l_lo, "p_likely_class_upper": l_hi,
+    })
+    out = _ranked(out)  # unlabelled items (NaN) last
+    out.attrs.update(level=level, n_draws=int(s), expected_total_errors=float(np.nansum(wrong)))
     return out

@@ -219,10 +219,8 @@ class NoisyCalibrationDisplay:
         Parameters
         ----------
         evaluation : Evaluation
-        ties : {"positive", "negative"}, default "positive"
-        name : str, optional
-        ax : matplotlib Axes, optional
-        ref_line : bool, default True
+        ties, name, ax, ref_line
+            As in :meth:`from_predictions`.
 
         Returns
         -------

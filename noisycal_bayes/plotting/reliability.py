@@ -1,10 +1,15 @@
-"""Corrected reliability diagram with bands, beside the naive majority-vote and vote-fraction curves."""
+"""Corrected reliability diagram with bands, beside the naive majority-vote and vote-fraction curves; for K classes
+the top-label diagram (accuracy of the predicted class per confidence bin) drawn by the same function."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from ._mpl import CORRECTED, MAJORITY, ORACLE, VOTE_FRACTION, new_figure
+
+#: Colours of the naive top-label curves, in the order given (majority vote and vote distribution first, as in the
+#: binary diagram).
+_NAIVE_COLOURS = (MAJORITY, VOTE_FRACTION, "#009E73", "#56B4E9", "#F0E442", "0.45")
 
 
 def _edges_and_table(result):
@@ -157,3 +162,82 @@ def _naive_curves(ax, data, edges, ties, clean_labels, clean_labels_name):
         orc = reliability_table(z, np.asarray(clean_labels), edges)
         ax.plot(orc["mean_score"], orc["frequency"], "D-", color=ORACLE, lw=1, ms=3, alpha=0.8,
                 label=f"oracle: {clean_labels_name}")
+
+
+def _per_bin(values, n_bins: int, name: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.shape != (n_bins,):
+        raise ValueError(f"`{name}` must have shape ({n_bins},), one value per bin; got {arr.shape}.")
+    return arr
+
+
+def plot_top_label_reliability(conf_bin_means, corrected_freq, lower, upper, counts, *, naive=None, edges=None,
+                               level=None, ax=None, title: str | None = None, histogram: bool = True):
+    """Corrected top-label reliability diagram: corrected accuracy of the predicted class per confidence bin.
+
+    Parameters
+    ----------
+    conf_bin_means : array-like of shape (n_bins,)
+        Mean confidence ``max_k p_ik`` of the items in each bin.
+    corrected_freq : array-like of shape (n_bins,)
+        Mean corrected indicator of the top label per bin: the ``yhat_i``-th coordinate of the corrected
+        clean-label vector, averaged over the bin (the per-bin term of the top-label NC-ECE).
+    lower, upper : array-like of shape (n_bins,) or None
+        Interval for ``corrected_freq`` (posterior or bootstrap quantiles), drawn as error bars (the binary
+        :func:`~noisycal_bayes.plotting.reliability_diagram` draws the corrected curve, bands and histogram).
+    counts : array-like of shape (n_bins,)
+        Items per bin; empty bins are not drawn.
+    naive : dict, optional
+        ``{name: frequencies of shape (n_bins,)}``: naive curves on the same bins, e.g. the accuracy against
+        the majority vote, each annotator, or the vote distribution; drawn dashed, in the order given.
+    edges : array-like of shape (n_bins + 1,), optional
+        Bin edges for the count histogram. Default: equal-width bins on [0, 1], as the top-label ECE uses.
+    level : float, optional
+        Level of the interval, for the legend.
+    ax, title, histogram
+        As in :func:`reliability_diagram` (default title "Top-label reliability diagram").
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Notes
+    -----
+    A calibrated model lies on the diagonal: among items predicted with confidence ``c``, a fraction ``c`` has
+    the predicted class as clean label. Corrected frequencies are unbiased for that fraction given the
+    confusion matrices and may leave [0, 1] in small bins (DESIGN §8).
+
+    Examples
+    --------
+    >>> fig = plot_top_label_reliability([0.55, 0.75, 0.95], [0.5, 0.7, 0.97], [0.4, 0.6, 0.95],
+    ...                                  [0.6, 0.8, 0.99], [10, 40, 300], edges=[0.4, 0.6, 0.8, 1.0],
+    ...                                  naive={"majority vote": [0.45, 0.6, 0.85]})
+    >>> fig.axes[0].get_legend_handles_labels()[1]
+    ['perfect calibration', 'naive: majority vote', 'noise-corrected (interval)']
+    """
+    x = np.asarray(conf_bin_means, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"`conf_bin_means` must have shape (n_bins,); got {x.shape}.")
+    n_bins = x.size
+    if (lower is None) != (upper is None):
+        raise ValueError("give both `lower` and `upper`, or neither.")
+    edges = np.linspace(0.0, 1.0, n_bins + 1) if edges is None else np.asarray(edges, dtype=np.float64)
+    if edges.shape != (n_bins + 1,):
+        raise ValueError(f"`edges` must have shape ({n_bins + 1},), the bin edges; got {edges.shape}.")
+    # The binary diagram's table: `lower` / `upper` there are the bin edges, not the interval.
+    table = pd.DataFrame({"lower": edges[:-1], "upper": edges[1:], "count": _per_bin(counts, n_bins, "counts"),
+                          "mean_score": x,
+                          "corrected_frequency": _per_bin(corrected_freq, n_bins, "corrected_freq")})
+    curves = {name: _per_bin(freq, n_bins, f"naive[{name!r}]") for name, freq in dict(naive or {}).items()}
+    fig = reliability_diagram(table, lower=lower, upper=upper, level=level, ax=ax, histogram=histogram,
+                              title=title if title is not None else "Top-label reliability diagram")
+    main = ax if ax is not None else fig.axes[0]
+    ok = table["count"].to_numpy() > 0
+    colours = _NAIVE_COLOURS * (1 + len(curves) // len(_NAIVE_COLOURS))
+    for (name, freq), colour in zip(curves.items(), colours):
+        main.plot(x[ok], freq[ok], "s--", color=colour, lw=1.2, ms=4, label=f"naive: {name}")
+    main.legend(loc="upper left", fontsize=8, frameon=False)
+    main.set_ylabel("accuracy of the predicted class")
+    xlabel = "confidence (mean top-label probability per bin)"
+    (fig.axes[1] if ax is None and histogram else main).set_xlabel(xlabel)
+    return fig

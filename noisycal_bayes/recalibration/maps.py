@@ -10,21 +10,64 @@ Each estimator wraps a pure fitting function of :mod:`noisycal_bayes.reference.r
   e.g. ``fit(scores, data.majority_vote())`` or ``fit(scores, data.vote_fraction())``, as a baseline
   (or with clean labels, when known, as the oracle).
 
+For K classes (:class:`MulticlassTemperatureScaling`, :class:`VectorScaling`, :class:`TopLabelHistogram`) a map
+is fitted on a classifier's class probabilities (or logits) of shape (n_items, K) and a *target matrix* of the
+same shape, ``fit(X, targets)`` then ``predict_proba(X)``:
+
+* **corrected targets** (the noise-corrected fit): per item the combined corrected clean-label vector
+  ``t_i = sum_r w_{j_r} C_{j_r}^{-T} e_{A_r} / sum_r w_{j_r}`` (``core.corrected_targets``), which is unbiased
+  for the one-hot clean label ``e_{Y_i}`` but may leave [0, 1];
+* one-hot labels (majority vote, or clean labels when known: the oracle) or the vote distribution: the naive
+  fits, for comparison.
+
+**Corrected loss for K classes** (the form of paper §5.1). The cross-entropy is linear in the label vector,
+``l(q, y) = -sum_k y_k log q_k``, so replacing ``e_Y`` by ``t_i`` gives
+``E[-sum_k t_ik log q_ik | Y_i] = -log q_{i, Y_i}``: the corrected loss is unbiased for the clean loss of *any*
+fixed map, and its minimiser over a family targets the clean-risk minimiser. For logits ``v_i`` of the map,
+``-sum_k t_ik log softmax(v_i)_k = s_i logsumexp(v_i) - sum_k t_ik v_ik`` with ``s_i = sum_k t_ik`` (1 for
+one-hot labels, vote distributions and corrected vectors with the same weight on every coordinate). Because
+corrected targets have negative entries, the corrected loss of a rich enough family can decrease without end;
+as for the binary maps every parameter lives in a compact box, an optimum on its boundary is flagged
+(``on_boundary_``, :class:`~noisycal_bayes.warnings.BoundaryWarning`), and vector scaling adds a small ridge
+toward the identity map.
+
+Logits from probabilities: ``log(clip(p, 1e-6, 1 - 1e-6))`` per class (the binary maps' clipping rule, paper
+Appendix E.2; softmax is unchanged by the log's missing normaliser). For K = 2 the logit difference is then
+exactly the binary ``clipped_logit(p_1)`` and ``softmax((z_0, z_1) / T)_1 = sigmoid((z_1 - z_0) / T)``, so
+:class:`MulticlassTemperatureScaling` on ``(1 - z, z)`` with targets ``(1 - y, y)`` is
+:class:`TemperatureScaling` on ``(z, y)``: both solve for ``1/T`` with one root finder
+(:func:`~noisycal_bayes.reference.recalibration.inverse_temperature_root`).
+
 ``__init__`` only stores parameters; ``fit`` returns ``self`` and sets trailing-underscore attributes;
 ``to_dict`` / ``from_dict`` (or :func:`map_from_dict`) round-trip a fitted map through JSON.
 """
 from __future__ import annotations
 
-import numpy as np
+import warnings
 
-from .._validation import check_soft_labels
-from ..data import AnnotationSet, Binning, as_binning
+import numpy as np
+from scipy.special import logsumexp, softmax
+
+from .._validation import _preview, check_bounds, check_choice, check_soft_labels
+from ..data import AnnotationSet, Binning, as_binning, bin_index
 from ..reference.recalibration import (PLATT_ALPHA_BOUNDS, PLATT_BETA_BOUNDS, TEMPERATURE_BOUNDS,
                                        corrected_item_labels, fit_platt, fit_projected_histogram, fit_temperature,
-                                       predict_histogram, predict_platt, predict_temperature)
+                                       inverse_temperature_root, predict_histogram, predict_platt,
+                                       predict_temperature)
+from ..warnings import BoundaryWarning, ConvergenceWarning, DataWarning
 from ._params import ParamsMixin
 
 _FORMAT_VERSION = 1
+#: Default vector-scaling boxes: per-class scale (positive: each class's logit stays increasing) and bias.
+SCALE_BOUNDS = (0.01, 20.0)
+BIAS_BOUNDS = (-10.0, 10.0)
+#: Default ridge of vector scaling toward the identity map.
+VECTOR_L2 = 1e-3
+#: Rows of ``probs`` must sum to 1 within this (absolute); they are then renormalised. Probabilities written
+#: with 5 decimals are off by up to a few 1e-5; a row off by more is not a probability vector.
+PROBS_SUM_TOL = 1e-3
+LOGIT_CLIP = 1e-6
+_INPUTS = ("probs", "logits")
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -68,8 +111,7 @@ def _jsonable(x):
     return x
 
 
-#: Every public map class by name, for :func:`map_from_dict` (filled by ``_Map.__init_subclass__``, so maps defined
-#: in other modules of this package, e.g. the multiclass ones, are found too).
+#: Every public map class by name, for :func:`map_from_dict` (filled by ``_Map.__init_subclass__``).
 _MAPS: dict = {}
 
 
@@ -286,29 +328,554 @@ class ProjectedHistogram(_Map):
         return predict_histogram(scores, self.edges_, self.bin_values_)
 
     def _params_to_json(self) -> dict:
-        b = self.bins
-        if isinstance(b, Binning):
-            return {"bins": {"kind": b.kind, "n_bins": b.n_bins, "edges": None if b.edges is None else list(b.edges)}}
-        return {"bins": _jsonable(b)}
+        return {"bins": _bins_to_json(self.bins)}
 
     @classmethod
     def _params_from_json(cls, params: dict) -> dict:
-        b = params.get("bins", 10)
-        if isinstance(b, dict):
-            kind = b.get("kind")
-            if kind == "edges":
-                b = Binning.from_edges(b["edges"])
-            elif kind == "equal_mass":
-                b = Binning.equal_mass(b["n_bins"])
-            elif kind == "equal_width":
-                b = Binning.equal_width(b["n_bins"])
-            else:
-                raise ValueError(f"unknown binning kind {kind!r} in saved ProjectedHistogram.")
-        return {"bins": b}
+        return {"bins": _bins_from_json(params.get("bins", 10), cls.__name__)}
+
+
+# ----------------------------------------------------------------------------- K-class inputs (one helper per kind)
+def _check_probs(probs, *, name="probs") -> np.ndarray:
+    """``probs`` as a float64 (n, K) copy: finite, in [0, 1], rows summing to 1 within PROBS_SUM_TOL (renormalised)."""
+    p = _matrix(probs, name)
+    bad = ~np.isfinite(p).all(axis=1)
+    if bad.any():
+        raise ValueError(f"`{name}` must be finite; got NaN or inf in rows {_preview(np.flatnonzero(bad))}.")
+    bad = ((p < 0) | (p > 1)).any(axis=1)
+    if bad.any():
+        raise ValueError(f"`{name}` must lie in [0, 1]; got values outside in rows {_preview(np.flatnonzero(bad))}. "
+                         "Pass logits with `inputs='logits'`.")
+    off = np.abs(p.sum(axis=1) - 1.0) > PROBS_SUM_TOL
+    if off.any():
+        rows = np.flatnonzero(off)
+        raise ValueError(f"rows of `{name}` must sum to 1 (within {PROBS_SUM_TOL}); rows {_preview(rows)} sum to "
+                         f"{_preview(np.round(p[rows].sum(axis=1), 6))}. Pass softmax probabilities, or logits with "
+                         "`inputs='logits'`.")
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def _matrix(x, name) -> np.ndarray:
+    try:
+        a = np.array(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be a numeric array of shape (n_items, n_classes); could not convert: "
+                         f"{exc}") from None
+    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] < 2:
+        raise ValueError(f"`{name}` must have shape (n_items, n_classes) with n_items >= 1 and n_classes >= 2; got "
+                         f"shape {a.shape}.")
+    return a
+
+
+def _check_logits_or_probs(x, inputs, *, n_classes=None, name=None):
+    """``(logits, probs)`` of validated inputs, each float64 (n, K); ``n_classes`` checks a fitted map's K."""
+    if inputs == "probs":
+        name = name or "probs"
+        p = _check_probs(x, name=name)
+        z = np.log(np.clip(p, LOGIT_CLIP, 1 - LOGIT_CLIP))
+    else:
+        name = name or "logits"
+        z = _matrix(x, name)
+        bad = ~np.isfinite(z).all(axis=1)
+        if bad.any():
+            raise ValueError(f"`{name}` must be finite; got NaN or inf in rows {_preview(np.flatnonzero(bad))}.")
+        p = softmax(z, axis=1)
+    if n_classes is not None and z.shape[1] != n_classes:
+        raise ValueError(f"`{name}` has {z.shape[1]} classes but the map was fitted with {n_classes}.")
+    return z, p
+
+
+def _check_targets(targets, shape) -> np.ndarray:
+    """Target matrix of shape ``shape`` = (n, K): finite reals (corrected targets may leave [0, 1])."""
+    t = _matrix(targets, "targets")
+    if t.shape != shape:
+        raise ValueError(f"`targets` must have the shape of the inputs {shape}; got {t.shape}.")
+    bad = ~np.isfinite(t).all(axis=1)
+    if bad.any():
+        raise ValueError(f"`targets` must be finite; got NaN or inf in rows {_preview(np.flatnonzero(bad))}. Items "
+                         "without a usable response have a NaN corrected target: drop them, e.g. "
+                         "`keep = np.isfinite(targets).all(axis=1)`.")
+    return t
+
+
+def _check_inputs_kind(inputs, func):
+    return check_choice(inputs, _INPUTS, name="inputs", func=func)
+
+
+def _check_l2(l2):
+    try:
+        v = float(l2)
+    except (TypeError, ValueError):
+        raise ValueError(f"`l2` must be a number > 0; got {l2!r}.") from None
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"`l2` must be finite and > 0 (it keeps the fit unique and finite); got {l2!r}.")
+    return v
+
+
+
+# ----------------------------------------------------------------------------- K-class numerics
+def _expected_logit(beta, z):
+    """``(E_q[z_i], Var_q[z_i])`` under ``q = softmax(beta z_i)``; ``beta`` broadcasts against ``z[..., 0]``."""
+    q = softmax(beta[..., None] * z, axis=-1)
+    m = np.sum(q * z, axis=-1)
+    return m, np.sum(q * (z - m[..., None]) ** 2, axis=-1)
+
+
+def _temperature_terms(z, t):
+    """``(s_i, c_i)``: row sums of the targets and ``sum_k t_ik z_ik``, the only way the targets enter the loss."""
+    return t.sum(axis=-1), np.sum(t * z, axis=-1)
+
+
+def _top_label_full(p, top, conf_new):
+    """Probability vectors whose top class keeps its index and gets probability ``conf_new`` (>= 1/K).
+
+    The remaining mass ``r = 1 - conf_new`` goes to the other classes in proportion to their probabilities,
+    mixed with an even split ``r / (K - 1)`` (mixing weight ``lam`` in [0, 1], as close to 1 as allowed) so that
+    no other class exceeds ``(conf_new + r / (K - 1)) / 2``, halfway between the even share and ``conf_new``: then
+    the top class stays the strict argmax whenever ``conf_new > 1/K`` (an even split always fits because
+    ``conf_new >= 1/K``).
+    """
+    n, k = p.shape
+    rows = np.arange(n)
+    rest = 1.0 - conf_new
+    other = p.copy()
+    other[rows, top] = 0.0
+    tot = other.sum(axis=1)
+    even = 1.0 / (k - 1)
+    # Proportional shares of the other classes (an even split when the top class held all the mass).
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(tot[:, None] > 0, other / tot[:, None], even)
+    share[rows, top] = 0.0
+    smax = share.max(axis=1)
+    cap = 0.5 * (conf_new + rest * even)
+    # rest * (lam * smax + (1 - lam) * even) <= cap  <=>  lam <= (cap / rest - even) / (smax - even).
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lam = np.where((rest > 0) & (smax > even), (cap / rest - even) / (smax - even), 1.0)
+    lam = np.clip(lam, 0.0, 1.0)
+    out = rest[:, None] * (lam[:, None] * share + (1 - lam[:, None]) * even)
+    out[rows, top] = conf_new
+    return out
+
+
+def _top_label_edges(bins, conf, n_classes):
+    """Fitting edges on the confidence: an int or ``Binning.equal_width`` is equal width on [1/K, 1]."""
+    b = as_binning(bins)
+    if b.kind == "equal_width":
+        # The top-label confidence max_k p_k is never below 1/K: equal width over the values it can take.
+        lo = 1.0 / n_classes
+        return np.concatenate([[0.0], lo + (1 - lo) * np.arange(1, b.n_bins) / b.n_bins, [1.0]])
+    return b.edges_for(conf)
+
+
+def _bins_to_json(b):
+    if isinstance(b, Binning):
+        return {"kind": b.kind, "n_bins": b.n_bins, "edges": None if b.edges is None else list(b.edges)}
+    return _jsonable(b)
+
+
+def _bins_from_json(b, cls):
+    if not isinstance(b, dict):
+        return b
+    kind = b.get("kind")
+    if kind == "edges":
+        return Binning.from_edges(b["edges"])
+    if kind in ("equal_mass", "equal_width"):
+        return getattr(Binning, kind)(b["n_bins"])
+    raise ValueError(f"unknown binning kind {kind!r} in saved {cls}.")
+
+
+# ----------------------------------------------------------------------------- K-class maps
+def _projected_newton(objective, x0, lo, hi, *, gtol=1e-10, max_iter=100):
+    """Minimise a smooth function on the box ``[lo, hi]`` by projected Newton steps with backtracking.
+
+    ``objective(x)`` returns ``(value, gradient, Hessian)``, ``objective(x, hessian=False)`` the value. Variables at
+    a bound whose gradient points out of the box are held there; the others take a Newton step (the Hessian is
+    lifted to positive definite if needed), projected onto the box, halved until the value decreases enough.
+    Returns ``(x, gradient, converged, message)``; converged when the projected gradient is below ``gtol``.
+    """
+    x = np.clip(x0, lo, hi)
+    for it in range(max_iter):
+        f, g, h = objective(x)
+        if np.max(np.abs(x - np.clip(x - g, lo, hi))) < gtol:
+            return x, g, True, f"projected gradient < {gtol:g} after {it} Newton steps"
+        held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))
+        free = np.flatnonzero(~held)
+        hf = h[np.ix_(free, free)]
+        # Lift the free block to positive definite (only when target rows with negative sums make it indefinite).
+        low = np.linalg.eigvalsh(hf)[0]
+        if low < 1e-12:
+            hf = hf + (1e-12 - low) * np.eye(free.size)
+        d = np.zeros_like(x)
+        d[free] = -np.linalg.solve(hf, g[free])
+        step = 1.0
+        while True:
+            xn = np.clip(x + step * d, lo, hi)
+            if objective(xn, hessian=False) <= f + 1e-4 * g @ (xn - x) or step < 1e-10:
+                break
+            step *= 0.5
+        if np.max(np.abs(xn - x)) < 1e-15:
+            f, g, _ = objective(xn)
+            ok = np.max(np.abs(xn - np.clip(xn - g, lo, hi))) < 1e-6
+            return xn, g, ok, f"no further progress after {it + 1} Newton steps"
+        x = xn
+    f, g, _ = objective(x)
+    return x, g, False, f"no convergence in {max_iter} Newton steps"
+
+
+class _MulticlassMap(_Map):
+    """Shared plumbing of the K-class point maps: validated probabilities or logits (JSON round trip from
+    :class:`_Map`)."""
+
+    def _inputs(self, x, *, fitted: bool):
+        _check_inputs_kind(self.inputs, type(self).__name__)
+        return _check_logits_or_probs(x, self.inputs, n_classes=self.n_classes_ if fitted else None)
+
+
+class MulticlassTemperatureScaling(_MulticlassMap):
+    """``q = softmax(z / T)`` with one temperature ``T`` fitted by (corrected) cross-entropy on ``[T_min, T_max]``.
+
+    Parameters
+    ----------
+    bounds : (T_min, T_max), default (0.05, 20)
+    inputs : {"probs", "logits"}, default "probs"
+        What ``fit`` and ``predict_proba`` receive: class probabilities (rows summing to 1) or logits.
+
+    Attributes
+    ----------
+    temperature_ : float
+    loss_ : float
+        Mean (corrected) cross-entropy at the optimum.
+    on_boundary_ : bool
+        ``T`` ended at ``T_min`` or ``T_max`` (a BoundaryWarning was issued).
+    n_classes_, n_items_ : int
+
+    Notes
+    -----
+    With ``beta = 1/T`` the mean loss ``mean_i [s_i logsumexp(beta z_i) - beta sum_k t_ik z_ik]`` has derivative
+    ``mean_i [s_i E_{softmax(beta z_i)}[z_i] - sum_k t_ik z_ik]`` and second derivative
+    ``mean_i s_i Var_{softmax(beta z_i)}[z_i]``: convex in ``beta`` when the target rows sum to ``s_i >= 0``
+    (always for one-hot labels, vote distributions and corrected vectors with one weight per annotator). The
+    root of the derivative is found by Brent's method, or the optimum is a box end (as in the binary
+    :func:`~noisycal_bayes.reference.recalibration.fit_temperature`). Relabelling the classes permutes the
+    columns of ``z`` and ``t`` and leaves ``T`` unchanged.
+
+    **When the corrected loss is unbounded below in T.** As ``T -> 0`` the slope of the loss in ``beta`` tends to
+    ``mean_i [s_i max_k z_ik - sum_k t_ik z_ik]``, whose expectation is ``mean_i (max_k z_ik - z_{i, Y_i}) >= 0``.
+    With a misspecified confusion (or few items) it can be negative: a confident item whose corrected target puts
+    small negative mass on classes with very negative logits (``log 1e-6 = -13.8`` for probabilities rounded to
+    0) has ``sum_k t_ik z_ik > max_k z_ik``. The fit then ends at ``T_min`` with a BoundaryWarning; read it as a
+    sign that the confusion estimate does not fit the labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> u = rng.normal(size=(3000, 4))                        # true logits
+    >>> y = (u + rng.gumbel(size=u.shape)).argmax(axis=1)     # Y ~ softmax(u)
+    >>> ts = MulticlassTemperatureScaling(inputs="logits").fit(2 * u, np.eye(4)[y])   # overconfident by T = 2
+    >>> 1.7 < ts.temperature_ < 2.3
+    True
+    """
+
+    _fitted_names = ("temperature_", "loss_", "on_boundary_", "n_classes_", "n_items_")
+    _array_names = frozenset()
+
+    def __init__(self, *, bounds=TEMPERATURE_BOUNDS, inputs="probs"):
+        self.bounds = bounds
+        self.inputs = inputs
+
+    def fit(self, X, targets) -> "MulticlassTemperatureScaling":
+        """Fit ``T``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_items, n_classes)
+            Class probabilities (``inputs="probs"``) or logits (``inputs="logits"``).
+        targets : array-like of shape (n_items, n_classes)
+            Corrected clean-label vectors (noise-corrected fit; entries may leave [0, 1]), one-hot labels or
+            vote distributions (naive fits).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            Bad shapes, probability rows not summing to 1, non-finite targets, bad ``bounds``, or inputs whose
+            every row is uniform (``T`` is then not identified).
+        """
+        z, _ = self._inputs(X, fitted=False)
+        t = _check_targets(targets, z.shape)
+        t_lo, t_hi = check_bounds(self.bounds, name="bounds", positive=True)
+        if np.all(np.ptp(z, axis=1) == 0):
+            raise ValueError("every row of the inputs is uniform (all logits equal): the temperature is not "
+                             "identified.")
+        s, c = _temperature_terms(z, t)
+
+        def grad(beta):
+            return float(np.mean(s * _expected_logit(np.array(beta), z)[0] - c))
+
+        def loss(beta):
+            return float(np.mean(s * logsumexp(beta * z, axis=1) - beta * c))
+
+        beta, on_boundary = inverse_temperature_root(grad, t_lo, t_hi)
+        if not on_boundary:
+            # Guard for non-convex losses (target rows with negative sums): a lower box end wins.
+            ends = {b: loss(b) for b in (1.0 / t_hi, 1.0 / t_lo)}
+            best = min(ends, key=ends.get)
+            if ends[best] < loss(beta):
+                beta, on_boundary = best, True
+        self.temperature_ = 1.0 / beta
+        self.loss_ = loss(beta)
+        self.on_boundary_ = on_boundary
+        self.n_classes_, self.n_items_ = int(z.shape[1]), int(z.shape[0])
+        if on_boundary:
+            warnings.warn(f"the temperature fit ended on the boundary T = {self.temperature_:.4g} of [{t_lo}, {t_hi}]: "
+                          "the loss still decreases beyond it. With corrected targets this can mean the corrected "
+                          "loss is unbounded below (targets outside [0, 1], e.g. an ill-conditioned confusion); "
+                          "otherwise widen `bounds`.", BoundaryWarning, stacklevel=2)
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Recalibrated class probabilities ``softmax(z / T)``, shape (n_items, n_classes)."""
+        self._check_fitted()
+        z, _ = self._inputs(X, fitted=True)
+        return softmax(z / self.temperature_, axis=1)
+
+
+class VectorScaling(_MulticlassMap):
+    """``q = softmax(scale * z + bias)`` (per-class scale and bias) fitted by (corrected) cross-entropy.
+
+    Parameters
+    ----------
+    scale_bounds : (low, high), default (0.01, 20)
+        Box of every ``scale_k``; positive, so each class's probability increases with its own logit.
+    bias_bounds : (low, high), default (-10, 10)
+    l2 : float, default 1e-3
+        Ridge ``l2 / 2 (||scale - 1||^2 + ||bias||^2)`` added to the mean loss (shrinks toward the identity map).
+    inputs : {"probs", "logits"}, default "probs"
+
+    Attributes
+    ----------
+    scale_, bias_ : ndarray of shape (n_classes,)
+    loss_ : float
+        Mean (corrected) cross-entropy at the optimum, without the ridge.
+    on_boundary_ : bool
+    boundary_params_ : tuple of str
+        Parameters at a box end, e.g. ``("bias[0]",)``.
+    converged_ : bool
+    n_classes_, n_items_ : int
+
+    Notes
+    -----
+    **Why the ridge and the box.** (1) Adding one constant to every bias leaves the softmax unchanged, so the
+    unpenalised fit is not unique; the ridge picks the centred bias (the constant only raises the penalty), which
+    makes the fit unique and equivariant under relabelling the classes (the parameters are permuted). (2) With
+    corrected targets (negative entries) the corrected loss can be unbounded below: e.g. if ``sum_i t_i0 < 0``,
+    then ``bias_0 -> -inf`` lowers the loss at the rate ``-mean_i t_i0``. The loss grows at most linearly in the
+    parameters, so the quadratic ridge makes the objective coercive (a finite minimiser always exists) and the box
+    keeps it where the map means something; an optimum on the box is flagged with a BoundaryWarning, as for the
+    binary Platt map. The ridge's pull on an interior fit is of order ``l2 / curvature`` (about 1e-3 relative).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> u = rng.normal(size=(3000, 3))
+    >>> y = (u + rng.gumbel(size=u.shape)).argmax(axis=1)
+    >>> vs = VectorScaling(inputs="logits").fit(u, np.eye(3)[y])   # already calibrated: scale ~ 1, bias ~ 0
+    >>> bool(np.all(np.abs(vs.scale_ - 1) < 0.2) and np.all(np.abs(vs.bias_) < 0.2))
+    True
+    """
+
+    _fitted_names = ("scale_", "bias_", "loss_", "on_boundary_", "boundary_params_", "converged_", "n_classes_",
+                     "n_items_")
+    _array_names = frozenset({"scale_", "bias_"})
+
+    def __init__(self, *, scale_bounds=SCALE_BOUNDS, bias_bounds=BIAS_BOUNDS, l2=VECTOR_L2, inputs="probs"):
+        self.scale_bounds = scale_bounds
+        self.bias_bounds = bias_bounds
+        self.l2 = l2
+        self.inputs = inputs
+
+    def fit(self, X, targets) -> "VectorScaling":
+        """Fit ``(scale, bias)``; arguments as in :meth:`MulticlassTemperatureScaling.fit`. Returns self."""
+        z, _ = self._inputs(X, fitted=False)
+        t = _check_targets(targets, z.shape)
+        a_lo, a_hi = check_bounds(self.scale_bounds, name="scale_bounds", positive=True)
+        b_lo, b_hi = check_bounds(self.bias_bounds, name="bias_bounds")
+        l2 = _check_l2(self.l2)
+        n, k = z.shape
+        s = t.sum(axis=1)
+
+        centre = np.concatenate([np.ones(k), np.zeros(k)])
+
+        def objective(theta, hessian=True):
+            """Penalised mean loss, its gradient and Hessian in theta = (scale, bias)."""
+            v = theta[:k] * z + theta[k:]
+            lse = logsumexp(v, axis=1)
+            d = theta - centre
+            val = np.mean(s * lse - np.sum(t * v, axis=1)) + 0.5 * l2 * d @ d
+            if not hessian:
+                return val
+            q = np.exp(v - lse[:, None])
+            sq = s[:, None] * q
+            # d/dv_ik of the mean loss: (s_i q_ik - t_ik) / n; dv_k/dscale_k = z_k, dv_k/dbias_k = 1.
+            gv = (sq - t) / n
+            grad = np.concatenate([np.sum(gv * z, axis=0), np.sum(gv, axis=0)]) + l2 * d
+            # d2/dv2 of item i: s_i (diag(q_i) - q_i q_i^T), mapped through the same Jacobian.
+            sz, qz = sq * z, q * z
+            h_aa = np.diag(np.sum(sz * z, axis=0)) - sz.T @ qz
+            h_ab = np.diag(np.sum(sz, axis=0)) - sz.T @ q
+            h_bb = np.diag(np.sum(sq, axis=0)) - sq.T @ q
+            hess = np.block([[h_aa, h_ab], [h_ab.T, h_bb]]) / n + l2 * np.eye(2 * k)
+            return val, grad, hess
+
+        lo = np.array([a_lo] * k + [b_lo] * k)
+        hi = np.array([a_hi] * k + [b_hi] * k)
+        theta, grad, converged, message = _projected_newton(objective, np.clip(centre, lo, hi), lo, hi)
+        # On the boundary: at a box end with the gradient pointing out of the box.
+        at = ((theta <= lo + 1e-9) & (grad > 0)) | ((theta >= hi - 1e-9) & (grad < 0))
+        names = [f"scale[{i}]" for i in range(k)] + [f"bias[{i}]" for i in range(k)]
+        self.scale_, self.bias_ = theta[:k].copy(), theta[k:].copy()
+        d = theta - centre
+        self.loss_ = float(objective(theta, hessian=False) - 0.5 * l2 * d @ d)
+        self.boundary_params_ = tuple(names[i] for i in np.flatnonzero(at))
+        self.on_boundary_ = bool(at.any())
+        self.converged_ = converged
+        self.n_classes_, self.n_items_ = int(k), int(n)
+        if self.on_boundary_:
+            warnings.warn(f"the vector-scaling fit ended on the box boundary for {list(self.boundary_params_)}: the "
+                          "loss still decreases beyond it. With corrected targets this can mean the corrected loss is "
+                          "unbounded below (negative target entries); otherwise widen the bounds.", BoundaryWarning,
+                          stacklevel=2)
+        if not self.converged_:
+            warnings.warn(f"vector scaling did not converge: {message}", ConvergenceWarning, stacklevel=2)
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Recalibrated class probabilities ``softmax(scale * z + bias)``, shape (n_items, n_classes)."""
+        self._check_fitted()
+        z, _ = self._inputs(X, fitted=True)
+        return softmax(self.scale_ * z + self.bias_, axis=1)
+
+
+class TopLabelHistogram(_MulticlassMap):
+    """Corrected top-label histogram: each confidence bin maps to its mean corrected target of the predicted class.
+
+    Parameters
+    ----------
+    bins : int or Binning, default 10
+        Bins on the confidence ``max_k p_k``: an int (or ``Binning.equal_width``) is equal width on [1/K, 1]
+        (the values a confidence can take); ``Binning.equal_mass(b)`` takes quantiles of the fitting
+        confidences; ``Binning.from_edges`` is used as given.
+    inputs : {"probs", "logits"}, default "probs"
+
+    Attributes
+    ----------
+    edges_ : ndarray of shape (n_bins + 1,)
+    bin_values_ : ndarray of shape (n_bins,), in [1/K, 1]
+        Recalibrated confidence of each bin; an empty bin holds its midpoint (clipped to [1/K, 1]).
+    raw_means_ : ndarray of shape (n_bins,)
+        Unprojected mean target of the predicted class (NaN for empty bins).
+    counts_ : ndarray of shape (n_bins,)
+    empty_bins_, clipped_bins_ : tuple of int
+    n_classes_, n_items_ : int
+
+    Notes
+    -----
+    With ``yhat_i = argmax_k p_ik`` (ties to the lowest index) and confidence ``c_i = p_{i, yhat_i}``, bin ``b``'s
+    raw value is ``m_b = mean_{i in b} t_{i, yhat_i}``: with corrected targets an unbiased estimate of the
+    bin's accuracy ``P(Y = yhat | c in b)`` (the top-label analogue of the projected histogram, paper §5.2).
+
+    **The projection onto [1/K, 1]** mirrors
+    :class:`~noisycal_bayes.recalibration.ProjectedHistogram`'s clip to [0, 1]. A recalibrated confidence must be
+    the largest entry of a probability vector, so it lies in [1/K, 1]; ``m_b`` may leave that interval (corrected
+    targets leave [0, 1], and a bin with few items is noisy). Among valid values, ``clip(m_b, 1/K, 1)`` is the one
+    closest to ``m_b`` and minimises the bin's squared error ``(v - m_b)^2`` (the Brier score of the top label,
+    up to a constant). It never moves the estimate farther from a true accuracy in [1/K, 1] (projection onto a
+    convex set containing it is non-expansive); a true accuracy below 1/K cannot be represented by a top-label
+    confidence at all, and 1/K is then the closest one.
+
+    ``predict_proba`` returns full vectors: the predicted class keeps its index and gets the recalibrated
+    confidence; the rest of the mass ``r`` goes to the other classes in proportion to their probabilities, shrunk
+    toward an even split just enough that none exceeds ``(confidence + r / (K - 1)) / 2`` (so the top class stays
+    the strict argmax with the map's probability, except at a confidence of exactly 1/K, where all are equal).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = np.array([[0.9, 0.05, 0.05], [0.8, 0.1, 0.1], [0.2, 0.4, 0.4], [0.1, 0.1, 0.8]])
+    >>> t = np.array([[1.2, -0.1, -0.1], [1.0, 0.0, 0.0], [0.5, 0.0, 0.5], [0.0, 1.0, 0.0]])
+    >>> th = TopLabelHistogram(bins=2).fit(p, t)
+    >>> th.raw_means_.round(4).tolist()       # bins [1/3, 2/3) and [2/3, 1]: mean target of the predicted class
+    [0.0, 0.7333]
+    >>> th.bin_values_.round(4).tolist()      # projected onto [1/K, 1]
+    [0.3333, 0.7333]
+    >>> th.predict_proba([[0.5, 0.3, 0.2]]).round(4).tolist()   # top class 1/3; the rest shared evenly
+    [[0.3333, 0.3333, 0.3333]]
+    """
+
+    _fitted_names = ("edges_", "bin_values_", "raw_means_", "counts_", "empty_bins_", "clipped_bins_", "n_classes_",
+                     "n_items_")
+    _array_names = frozenset({"edges_", "bin_values_", "raw_means_", "counts_"})
+
+    def __init__(self, *, bins=10, inputs="probs"):
+        self.bins = bins
+        self.inputs = inputs
+
+    def fit(self, X, targets) -> "TopLabelHistogram":
+        """Fit the bin values; arguments as in :meth:`MulticlassTemperatureScaling.fit`. Returns self."""
+        _, p = self._inputs(X, fitted=False)
+        t = _check_targets(targets, p.shape)
+        n, k = p.shape
+        top = p.argmax(axis=1)
+        conf = p[np.arange(n), top]
+        edges = _top_label_edges(self.bins, conf, k)
+        idx = bin_index(conf, edges)
+        n_bins = edges.size - 1
+        counts = np.bincount(idx, minlength=n_bins).astype(np.float64)
+        sums = np.bincount(idx, weights=t[np.arange(n), top], minlength=n_bins)
+        empty = counts == 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            raw = np.where(empty, np.nan, sums / counts)
+        lo = 1.0 / k
+        mid = np.clip((edges[:-1] + edges[1:]) / 2, lo, 1.0)
+        # Projection onto [1/K, 1], the values a top-label confidence can take (class Notes).
+        self.bin_values_ = np.where(empty, mid, np.clip(raw, lo, 1.0))
+        self.edges_, self.raw_means_, self.counts_ = edges, raw, counts
+        self.empty_bins_ = tuple(int(b) for b in np.flatnonzero(empty))
+        self.clipped_bins_ = tuple(int(b) for b in np.flatnonzero(~empty & ((raw < lo) | (raw > 1))))
+        self.n_classes_, self.n_items_ = int(k), int(n)
+        if empty.any():
+            warnings.warn(f"confidence bins {_preview(np.flatnonzero(empty))} are empty; they map to their midpoints.",
+                          DataWarning, stacklevel=2)
+        return self
+
+    def predict_confidence(self, X) -> np.ndarray:
+        """Recalibrated top-label confidence, shape (n_items,), in [1/K, 1]."""
+        self._check_fitted()
+        _, p = self._inputs(X, fitted=True)
+        return self.bin_values_[bin_index(p.max(axis=1), self.edges_)]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Recalibrated class probabilities, shape (n_items, n_classes): top class = :meth:`predict_confidence`."""
+        self._check_fitted()
+        _, p = self._inputs(X, fitted=True)
+        top = p.argmax(axis=1)
+        return _top_label_full(p, top, self.bin_values_[bin_index(p[np.arange(p.shape[0]), top], self.edges_)])
+
+    def _params_to_json(self) -> dict:
+        return {"bins": _bins_to_json(self.bins), "inputs": self.inputs}
+
+    @classmethod
+    def _params_from_json(cls, params: dict) -> dict:
+        return {**params, "bins": _bins_from_json(params.get("bins", 10), cls.__name__)}
 
 
 def map_from_dict(d: dict):
-    """Rebuild any map saved with ``to_dict()`` (dispatches on ``d["class"]``; binary and multiclass maps).
+    """Rebuild any map saved with ``to_dict()`` (dispatches on ``d["class"]``; binary and K-class maps).
 
     Examples
     --------

@@ -11,6 +11,12 @@ Three maps, each with ``fit(data, result)`` then ``predict(scores)`` (posterior 
   posterior channel draw on Bayesian-bootstrap weights of the items (see its Notes for why this and
   not a temperature curve model).
 
+For K classes, ``fit(X, responses, confusion)`` then ``predict_proba(X)``, ``predict_interval(X)``,
+``predict_draws(X)``: :class:`PosteriorMulticlassTemperature` and :class:`PosteriorTopLabelHistogram` refit the
+point map (:mod:`~noisycal_bayes.recalibration.maps`) for each posterior confusion draw (confusion -> annotator
+weights -> corrected targets) on Bayesian-bootstrap weights of the items, as :class:`PosteriorTemperature` does
+for two classes; the draw loop, the bootstrap weights and the boundary report are shared.
+
 Built on :mod:`noisycal_bayes.core` only (the frequentist point maps live in
 :mod:`noisycal_bayes.recalibration.maps`).
 """
@@ -23,20 +29,23 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import sparse
+from scipy.special import softmax
 
-from .._validation import check_level, check_scores, check_weights
-from ..core import clipped_logit, item_corrected_label, x64
+from .._validation import _preview, check_bounds, check_choice, check_level, check_scores, check_weights
+from ..core import annotator_weights, clipped_logit, corrected_vectors, item_corrected_label, usable_confusions, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
 from ..propagate.draws import check_fit, extract_draws, output_index
-from ..warnings import BoundaryWarning
+from ..reference.recalibration import TEMPERATURE_BOUNDS
+from ..warnings import BoundaryWarning, DataWarning
 from ._newton import newton_temperatures
 from ._params import ParamsMixin
-from .maps import NotFittedError
+from .maps import NotFittedError, _check_inputs_kind, _check_logits_or_probs, _temperature_terms, _top_label_edges, \
+    _top_label_full
 
-#: Default temperature box ``[T_min, T_max]`` (the same as the point map's).
-TEMPERATURE_BOUNDS = (0.05, 20.0)
-# Newton iterations on log(1/T) (bisection fallback halves the bracket each time: 2^-100 of it at worst).
+# Floats per chunk of (draws x items x classes) arrays: bounds the memory of the vectorised K-class refits.
+_CHUNK_FLOATS = 4_000_000
 
 
 def _sigmoid(x):
@@ -50,14 +59,38 @@ def _logits(scores) -> np.ndarray:
         return np.asarray(clipped_logit(check_scores(scores)), dtype=np.float64)
 
 
-class _PosteriorMap(ParamsMixin, ABC):
-    """Shared plumbing: fitted checks and the summaries of ``predict_draws`` (abstract: each map defines it)."""
-
-    _fitted_attr = "n_draws_"
+class _Fitted(ParamsMixin):
+    """The fitted check of every posterior map: ``n_draws_`` is set by ``fit``."""
 
     def _check_fitted(self):
-        if not hasattr(self, self._fitted_attr):
+        if not hasattr(self, "n_draws_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first.")
+
+
+def _bootstrap_weights(rng, s_n, n, bootstrap):
+    """Bayesian-bootstrap item weights (Dirichlet(1, ..., 1) rows), shape (s_n, n); ones without bootstrap."""
+    g = rng.standard_exponential((s_n, n)) if bootstrap else np.ones((s_n, n))
+    return g / g.sum(axis=1, keepdims=True)
+
+
+def _set_temperatures(est, func, temps, at_min, at_max, bounds, what):
+    """Set ``temperature_draws_``, ``temperature_`` (median), ``n_boundary_``, ``n_draws_`` of a posterior
+    temperature map; a BoundaryWarning counts the draws whose optimum sits on the box ``bounds``."""
+    t_lo, t_hi = bounds
+    n_boundary = int((at_min | at_max).sum())
+    if n_boundary:
+        warnings.warn(f"{func}: in {n_boundary} of {temps.size} draws the corrected-loss temperature sits on the box "
+                      f"boundary ({int(at_min.sum())} at T_min={t_lo}, {int(at_max.sum())} at T_max={t_hi}); the "
+                      f"corrected loss may be unbounded there. Widen `bounds` or check the {what}.",
+                      BoundaryWarning, stacklevel=3)
+    est.temperature_draws_ = temps
+    est.temperature_ = float(np.median(temps))
+    est.n_boundary_ = n_boundary
+    est.n_draws_ = int(temps.size)
+
+
+class _PosteriorMap(_Fitted, ABC):
+    """Shared plumbing of the binary maps: the summaries of ``predict_draws`` (abstract: each map defines it)."""
 
     @abstractmethod
     def predict_draws(self, scores) -> np.ndarray:
@@ -340,11 +373,8 @@ class PosteriorTemperature(_PosteriorMap):
 
     def __init__(self, *, bounds=TEMPERATURE_BOUNDS, weights="iv", bootstrap: bool = True, n_draws=None,
                  seed: int = 0):
-        self.bounds = bounds
-        self.weights = weights
-        self.bootstrap = bootstrap
-        self.n_draws = n_draws
-        self.seed = seed
+        self.bounds, self.weights, self.bootstrap = bounds, weights, bootstrap
+        self.n_draws, self.seed = n_draws, seed
 
     def fit(self, data: AnnotationSet, result) -> "PosteriorTemperature":
         """Fit on ``data`` (scores and noisy labels) with channel draws from ``result``.
@@ -379,19 +409,9 @@ class PosteriorTemperature(_PosteriorMap):
         step = max(1, 2_000_000 // z.size)
         for a in range(0, n_out, step):
             b = min(a + step, n_out)
-            g = rng.standard_exponential((b - a, z.size)) if self.bootstrap else np.ones((b - a, z.size))
-            g /= g.sum(axis=1, keepdims=True)
+            g = _bootstrap_weights(rng, b - a, z.size, self.bootstrap)
             temps[a:b], at_min[a:b], at_max[a:b] = _temperatures(logits, targets[a:b], g, (t_min, t_max))
-        n_boundary = int((at_min | at_max).sum())
-        if n_boundary:
-            warnings.warn(f"{func}: in {n_boundary} of {n_out} draws the corrected-loss temperature sits on the box "
-                          f"boundary ({int(at_min.sum())} at T_min={t_min}, {int(at_max.sum())} at T_max={t_max}); the "
-                          "corrected loss may be unbounded there. Widen `bounds` or check the channels.",
-                          BoundaryWarning, stacklevel=2)
-        self.temperature_draws_ = temps
-        self.temperature_ = float(np.median(temps))
-        self.n_boundary_ = n_boundary
-        self.n_draws_ = n_out
+        _set_temperatures(self, func, temps, at_min, at_max, (t_min, t_max), "channels")
         return self
 
     def predict_draws(self, scores) -> np.ndarray:
@@ -399,3 +419,397 @@ class PosteriorTemperature(_PosteriorMap):
         self._check_fitted()
         s = _logits(scores)
         return _sigmoid(s[None, :] / self.temperature_draws_[:, None])
+
+
+# ----------------------------------------------------------------------------- K classes
+def _check_confusion(confusion, func):
+    """``(draws (S, J, K, K), is_posterior)`` from draws, one confusion (J, K, K) or a fit with ``.confusion``."""
+    c = getattr(confusion, "confusion", confusion)
+    try:
+        c = np.array(c, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{func}: `confusion` must be an array of shape (n_draws, J, K, K) or (J, K, K); could not "
+                         f"convert: {exc}") from None
+    if c.ndim not in (3, 4) or c.shape[-1] != c.shape[-2] or c.shape[-1] < 2:
+        raise ValueError(f"{func}: `confusion` must have shape (n_draws, J, K, K) or (J, K, K) with K >= 2; got "
+                         f"{c.shape}.")
+    is_posterior = c.ndim == 4
+    c = c if is_posterior else c[None]
+    if not np.isfinite(c).all() or (c < 0).any():
+        raise ValueError(f"{func}: `confusion` must be finite and non-negative.")
+    off = np.abs(c.sum(axis=-1) - 1) > 1e-6
+    if off.any():
+        s, j, y = np.argwhere(off)[0]
+        raise ValueError(f"{func}: each confusion row C[j, y, :] must sum to 1 (row-stochastic); draw {s}, annotator "
+                         f"{j}, row {y} sums to {c[s, j, y].sum():.6g}.")
+    return c, is_posterior
+
+
+def _check_responses(responses, n_items, n_annotators, n_classes, func):
+    """``(item, annotator, label)`` int arrays from a Responses, a 3-tuple, or an object with ``.responses``."""
+    r = getattr(responses, "responses", responses)
+    try:
+        item, annotator, label = (np.asarray(x) for x in tuple(r)[:3])
+    except (TypeError, ValueError):
+        raise ValueError(f"{func}: `responses` must be a Responses (item, annotator, label) or a data set with "
+                         f"`.responses`; got {type(responses).__name__}.") from None
+    if not (item.shape == annotator.shape == label.shape) or item.ndim != 1 or item.size == 0:
+        raise ValueError(f"{func}: `responses` needs three 1-d arrays of one length; got shapes {item.shape}, "
+                         f"{annotator.shape}, {label.shape}.")
+    for name, arr, top in (("item", item, n_items), ("annotator", annotator, n_annotators), ("label", label, n_classes)):
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"{func}: response `{name}` must be integers; got dtype {arr.dtype}.")
+        bad = (arr < 0) | (arr >= top)
+        if bad.any():
+            raise ValueError(f"{func}: response `{name}` must lie in 0..{top - 1}; got {_preview(arr[bad])} at "
+                             f"responses {_preview(np.flatnonzero(bad))}.")
+    return item.astype(np.int64), annotator.astype(np.int64), label.astype(np.int64)
+
+
+
+def _response_design(responses, n_items, n_annotators, n_classes):
+    """Sparse (n_items, J K) counts of each item's (annotator, label) responses (repeats count twice)."""
+    item, annotator, label = responses
+    return sparse.csr_matrix((np.ones(item.size), (item, annotator * n_classes + label)),
+                             shape=(n_items, n_annotators * n_classes))
+
+
+def _combine(design, vectors, weights):
+    """Weighted per-item means of corrected vectors for a batch of draws, shape (n_draws, n_items, K).
+
+    ``vectors`` (S, J, K, K) = ``corrected_vectors`` per draw, ``weights`` (S, J, K): the formula of
+    ``corrected_targets`` for all draws at once, as one sparse product (NaN rows for items without a usable
+    response).
+    """
+    s_n, j, k, _ = vectors.shape
+    w = np.broadcast_to(weights[:, :, None, :], (s_n, j, k, k))  # weight of (annotator, label) row, per coordinate
+    # (J K, S K) right-hand sides: one column block per draw.
+    num = design @ (w * vectors).reshape(s_n, j * k, k).transpose(1, 0, 2).reshape(j * k, s_n * k)
+    den = design @ w.reshape(s_n, j * k, k).transpose(1, 0, 2).reshape(j * k, s_n * k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (num / den).reshape(-1, s_n, k).transpose(1, 0, 2)
+    ok = (den > 0).reshape(-1, s_n, k).all(axis=2).T
+    return np.where(ok[..., None], out, np.nan)
+
+
+def _target_draws(confusion, design, rule, prevalence):
+    """Corrected targets for each confusion draw, shape (n_draws, n_items, K).
+
+    ``rule`` is "iv" / "equal" or explicit weights (J, K); IV needs the overall prevalence: given (per draw) or
+    the mean equal-weight corrected target of the items (as the binary IV weights estimate ``mu``). Per-draw
+    vectors and weights come from the contract's ``corrected_vectors`` / ``annotator_weights``.
+    """
+    s_n, j, k = confusion.shape[:3]
+    usable = np.stack([usable_confusions(c) for c in confusion])
+    none = np.flatnonzero(~usable.any(axis=1))
+    if none.size:
+        raise ValueError(f"no annotator's confusion is invertible enough in draws {_preview(none)} (see "
+                         "usable_confusions): the corrected targets are not defined.")
+    # Unusable annotators get weight 0; the identity stands in for their (possibly singular) matrices.
+    confusion = np.where(usable[:, :, None, None], confusion, np.eye(k))
+    vectors = np.stack([corrected_vectors(c) for c in confusion])
+    if isinstance(rule, str) and rule == "iv":
+        if prevalence is None:
+            eq = _combine(design, vectors, np.broadcast_to(usable[:, :, None], (s_n, j, k)).astype(np.float64))
+            prevalence = np.nanmean(eq, axis=1)
+        w = np.stack([annotator_weights(c, pi, rule="iv", usable=u) for c, pi, u in zip(confusion, prevalence, usable)])
+    elif isinstance(rule, str):
+        w = np.stack([annotator_weights(c, np.full(c.shape[-1], 1.0 / c.shape[-1]), rule="equal", usable=u) for c, u in zip(confusion, usable)])
+    else:
+        w = np.where(usable[:, :, None], rule[None], 0.0)
+    return _combine(design, vectors, w)
+
+
+class _PosteriorMulticlassMap(_Fitted):
+    """Shared plumbing of the K-class maps: validation of ``fit``'s inputs, corrected targets per block of draws,
+    draw summaries chunked over items."""
+
+    def _prepare(self, X, responses, confusion, prevalence, func):
+        """Validated ``(logits, probs, confusion draws, responses, rule, prevalence draws, rng)`` for ``fit``."""
+        _check_inputs_kind(self.inputs, func)
+        z, p = _check_logits_or_probs(X, self.inputs)
+        n, k = z.shape
+        conf, is_posterior = _check_confusion(confusion, func)
+        if conf.shape[-1] != k:
+            raise ValueError(f"{func}: the confusion matrices are {conf.shape[-1]} x {conf.shape[-1]} but the inputs "
+                             f"have {k} classes.")
+        j = conf.shape[1]
+        resp = _check_responses(responses, n, j, k, func)
+        rule = self.weights
+        if isinstance(rule, str):
+            check_choice(rule, ("iv", "equal"), name="weights", func=func)
+        else:
+            w = np.asarray(rule, dtype=np.float64)
+            if w.shape == (j,):
+                w = np.repeat(w[:, None], k, axis=1)
+            if w.shape != (j, k) or not np.isfinite(w).all() or (w < 0).any():
+                raise ValueError(f"{func}: explicit `weights` must be finite, non-negative, of shape ({j},) or "
+                                 f"({j}, {k}); got shape {np.shape(rule)}.")
+            rule = w
+        n_source = conf.shape[0]
+        if prevalence is not None:
+            pi = np.array(prevalence, dtype=np.float64)
+            if pi.shape == (k,):
+                pi = np.broadcast_to(pi, (n_source, k))
+            if pi.shape != (n_source, k):
+                raise ValueError(f"{func}: `prevalence` must have shape ({k},) or ({n_source}, {k}) (one row per "
+                                 f"confusion draw); got {np.shape(prevalence)}.")
+            if not np.isfinite(pi).all() or (pi < 0).any():
+                raise ValueError(f"{func}: `prevalence` must be finite and non-negative.")
+        idx = output_index(n_source, self.n_draws, is_posterior=is_posterior)
+        conf = conf[idx]
+        prevalence = None if prevalence is None else pi[idx]
+        return z, p, conf, _response_design(resp, n, j, k), rule, prevalence
+
+    @staticmethod
+    def _target_blocks(conf, design, rule, prevalence, n_items, n_classes):
+        """``(a, b, targets)`` for blocks ``a:b`` of the confusion draws, targets (b - a, n_items, K), each block below
+        ``_CHUNK_FLOATS``; computed lazily, so a caller drawing bootstrap weights per block keeps its stream."""
+        n_out = conf.shape[0]
+        step = max(1, _CHUNK_FLOATS // (n_items * n_classes))
+        for a in range(0, n_out, step):
+            b = min(a + step, n_out)
+            yield a, b, _target_draws(conf[a:b], design, rule, None if prevalence is None else prevalence[a:b])
+
+    def _chunks(self, n_items):
+        """Item chunks whose draws x items x classes arrays stay below ``_CHUNK_FLOATS``."""
+        size = max(1, _CHUNK_FLOATS // max(1, self.n_draws_ * self.n_classes_))
+        return [slice(a, min(a + size, n_items)) for a in range(0, n_items, size)]
+
+    def predict_draws(self, X) -> np.ndarray:
+        """Recalibrated class probabilities per draw, shape (n_draws, n_items, n_classes)."""
+        self._check_fitted()
+        z, p = _check_logits_or_probs(X, self.inputs, n_classes=self.n_classes_)
+        return self._draws_of(z, p)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior mean of the recalibrated class probabilities, shape (n_items, n_classes)."""
+        self._check_fitted()
+        z, p = _check_logits_or_probs(X, self.inputs, n_classes=self.n_classes_)
+        out = np.empty(z.shape)
+        for sl in self._chunks(z.shape[0]):
+            out[sl] = self._draws_of(z[sl], p[sl]).mean(axis=0)
+        return out
+
+    def predict_interval(self, X, level: float = 0.9):
+        """Equal-tailed ``level`` band of each recalibrated class probability: ``(lower, upper)``, each (n_items,
+        n_classes)."""
+        self._check_fitted()
+        level = check_level(level)
+        z, p = _check_logits_or_probs(X, self.inputs, n_classes=self.n_classes_)
+        lo, hi = np.empty(z.shape), np.empty(z.shape)
+        for sl in self._chunks(z.shape[0]):
+            lo[sl], hi[sl] = np.quantile(self._draws_of(z[sl], p[sl]), [(1 - level) / 2, (1 + level) / 2], axis=0)
+        return lo, hi
+
+
+def _class_temperatures(z, s, c, g, bounds, x0=0.0):
+    """Corrected-loss temperature per draw: safeguarded Newton on ``log beta`` (``beta = 1/T``), as the binary.
+
+    ``z`` (n, K); ``s, c, g`` (n_draws, n): target row sums, ``sum_k t_ik z_ik`` and item weights (0 for items
+    without a target); ``x0`` the starting ``log beta``. Returns ``(T, at_T_min, at_T_max)``, each (n_draws,).
+    """
+    # softmax(beta z) = softmax(beta (z - max_k z)) for beta > 0: exp of non-positive numbers never overflows.
+    zmax = z.max(axis=1)
+    zc = z - zmax[:, None]
+    zc2 = zc**2
+
+    def grad_hess(x, rows):
+        beta = np.exp(x)
+        e = np.exp(beta[:, None, None] * zc[None])
+        tot = e.sum(axis=2)
+        m = np.einsum("snk,nk->sn", e, zc) / tot
+        v = np.maximum(np.einsum("snk,nk->sn", e, zc2) / tot - m**2, 0.0)
+        gr = np.sum(g[rows] * (s[rows] * (m + zmax) - c[rows]), axis=1)
+        # Derivative with respect to log(beta): beta * sum_i g_i s_i Var(z_i) (only steers the Newton step).
+        return gr, beta * np.sum(g[rows] * s[rows] * v, axis=1)
+
+    return newton_temperatures(grad_hess, s.shape[0], bounds, x0)
+
+
+class PosteriorMulticlassTemperature(_PosteriorMulticlassMap):
+    """Multiclass temperature scaling with uncertainty: the corrected-loss ``T`` refitted per confusion draw.
+
+    Parameters
+    ----------
+    bounds : (T_min, T_max), default (0.05, 20)
+    weights : {"iv", "equal"} or array of shape (J,) or (J, K), default "iv"
+        Annotator weights of the corrected targets, recomputed from each draw's confusions (IV per coordinate).
+    bootstrap : bool, default True
+        Reweight the items by Bayesian-bootstrap weights in each draw (sampling uncertainty of the fitting items).
+    n_draws : int, optional
+        Output draws: default every confusion draw, or 1000 for a single confusion (J, K, K).
+    seed : int, default 0
+        Seeds the bootstrap weights.
+    inputs : {"probs", "logits"}, default "probs"
+
+    Attributes
+    ----------
+    temperature_draws_, temperature_, n_boundary_, n_draws_
+        As in :class:`PosteriorTemperature` (draws, posterior median, draws on the box boundary).
+    n_classes_ : int
+
+    Notes
+    -----
+    The multiclass form of :class:`~noisycal_bayes.recalibration.PosteriorTemperature` (see its Notes for why a
+    corrected-loss refit per channel draw and not a temperature curve model). Per draw ``s``: confusions
+    ``C_s`` -> annotator weights -> corrected targets ``t_s`` -> ``beta_s = 1/T_s`` solving
+    ``sum_i g_si [s_i E_{softmax(beta z_i)}[z_i] - sum_k t_sik z_ik] = 0``; the targets enter only through two
+    numbers per item, so the refits of all draws run as one vectorised Newton iteration (safeguarded by
+    bisection). With a single confusion and the same ``seed``, K = 2 gives the binary map's draws.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> u = rng.normal(size=(1500, 3)); y = (u + rng.gumbel(size=u.shape)).argmax(axis=1)
+    >>> conf = np.array([[[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]]] * 3)   # 3 annotators
+    >>> lab = (rng.random((1500, 3, 1)) > conf[0][y][:, None].cumsum(axis=2)).sum(axis=2)  # A_ij ~ C[y_i, :]
+    >>> responses = (np.repeat(np.arange(1500), 3), np.tile(np.arange(3), 1500), lab.ravel())
+    >>> pt = PosteriorMulticlassTemperature(inputs="logits", n_draws=50).fit(2 * u, responses, conf)
+    >>> lo, hi = pt.predict_interval(2 * u[:5])
+    >>> bool(1.6 < pt.temperature_ < 2.4 and np.all(lo <= hi))
+    True
+    """
+
+    def __init__(self, *, bounds=TEMPERATURE_BOUNDS, weights="iv", bootstrap: bool = True, n_draws=None,
+                 seed: int = 0, inputs="probs"):
+        self.bounds, self.weights, self.bootstrap = bounds, weights, bootstrap
+        self.n_draws, self.seed, self.inputs = n_draws, seed, inputs
+
+    def fit(self, X, responses, confusion, *, prevalence=None) -> "PosteriorMulticlassTemperature":
+        """Fit on the classifier's outputs and the noisy labels, with confusion draws.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_items, n_classes)
+            Probabilities or logits (``inputs``).
+        responses : Responses, (item, annotator, label) arrays, or a data set with ``.responses``
+            Labels in ``0..K-1`` of annotators ``0..J-1`` on items ``0..n_items-1``.
+        confusion : array of shape (n_draws, J, K, K) or (J, K, K), or a fit with ``.confusion``
+            Row-stochastic ``C[j, y, a] = P(A_j = a | Y = y)``: posterior draws, or one (point) estimate.
+        prevalence : array of shape (K,) or (n_draws, K), optional
+            Overall class prevalence for the IV weights; default the mean equal-weight corrected target.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            Bad shapes, labels / annotators / items out of range, non-stochastic confusions, bad ``bounds``.
+        """
+        func = f"{type(self).__name__}.fit"
+        t_lo, t_hi = check_bounds(self.bounds, name="bounds", positive=True)
+        z, _, conf, design, rule, pi = self._prepare(X, responses, confusion, prevalence, func)
+        n, k = z.shape
+        n_out = conf.shape[0]
+        rng = np.random.default_rng(self.seed)
+        temps, at_min, at_max = np.empty(n_out), np.zeros(n_out, bool), np.zeros(n_out, bool)
+        for a, b, t in self._target_blocks(conf, design, rule, pi, n, k):
+            ok = np.isfinite(t).all(axis=2)
+            t = np.where(ok[..., None], t, 0.0)
+            s, c = _temperature_terms(z[None], t)
+            g = _bootstrap_weights(rng, b - a, n, self.bootstrap) * ok
+            # Start at the median log(1/T) of the draws so far (fewer Newton steps; the root does not depend on it).
+            x0 = -np.log(np.median(temps[:a])) if a else 0.0
+            temps[a:b], at_min[a:b], at_max[a:b] = _class_temperatures(z, s, c, g, (t_lo, t_hi), x0)
+        _set_temperatures(self, func, temps, at_min, at_max, (t_lo, t_hi), "confusions")
+        self.n_classes_ = int(k)
+        return self
+
+    def _draws_of(self, z, p):
+        return softmax(z[None] / self.temperature_draws_[:, None, None], axis=2)
+
+
+class PosteriorTopLabelHistogram(_PosteriorMulticlassMap):
+    """Corrected top-label histogram with uncertainty: the bin values refitted per confusion draw.
+
+    Parameters
+    ----------
+    bins : int or Binning, default 10
+        As in :class:`TopLabelHistogram` (edges fixed once from the fitting confidences).
+    weights, bootstrap, n_draws, seed, inputs
+        As in :class:`PosteriorMulticlassTemperature`.
+
+    Attributes
+    ----------
+    edges_ : ndarray of shape (n_bins + 1,)
+    bin_draws_ : ndarray of shape (n_draws, n_bins), in [1/K, 1]
+        Projected bin values per draw (midpoints for empty bins).
+    bin_values_ : ndarray of shape (n_bins,)
+        Posterior mean of each bin value.
+    empty_bins_ : tuple of int
+        Bins without fitting items: predictions there keep the midpoint and get the widest band (confidence in
+        [1/K, 1], the other classes in [0, 1 - 1/K]).
+    n_draws_, n_classes_ : int
+
+    Notes
+    -----
+    Per draw ``s``: corrected targets ``t_s`` from the draw's confusions; bin value
+    ``clip(sum_{i in b} g_si t_{s, i, yhat_i} / sum_{i in b} g_si, 1/K, 1)`` with Bayesian-bootstrap weights
+    ``g_s`` (the projection is explained in :class:`TopLabelHistogram`). ``predict_proba`` is the posterior mean
+    of the full vectors built as in :class:`TopLabelHistogram`.
+    """
+
+    def __init__(self, *, bins=10, weights="iv", bootstrap: bool = True, n_draws=None, seed: int = 0,
+                 inputs="probs"):
+        self.bins, self.weights, self.bootstrap = bins, weights, bootstrap
+        self.n_draws, self.seed, self.inputs = n_draws, seed, inputs
+
+    def fit(self, X, responses, confusion, *, prevalence=None) -> "PosteriorTopLabelHistogram":
+        """Fit the bin values per draw; arguments as in :meth:`PosteriorMulticlassTemperature.fit`. Returns self."""
+        func = f"{type(self).__name__}.fit"
+        z, p, conf, design, rule, pi = self._prepare(X, responses, confusion, prevalence, func)
+        n, k = p.shape
+        top = p.argmax(axis=1)
+        conf_top = p[np.arange(n), top]
+        edges = _top_label_edges(self.bins, conf_top, k)
+        n_bins = edges.size - 1
+        idx = bin_index(conf_top, edges)
+        empty = np.bincount(idx, minlength=n_bins) == 0
+        mid = np.clip((edges[:-1] + edges[1:]) / 2, 1.0 / k, 1.0)
+        n_out = conf.shape[0]
+        rng = np.random.default_rng(self.seed)
+        draws = np.empty((n_out, n_bins))
+        onehot = np.zeros((n, n_bins))
+        onehot[np.arange(n), idx] = 1.0
+        for a, b, t in self._target_blocks(conf, design, rule, pi, n, k):
+            y = t[:, np.arange(n), top]
+            ok = np.isfinite(y)
+            g = _bootstrap_weights(rng, b - a, n, self.bootstrap) * ok
+            counts = g @ onehot
+            sums = np.where(ok, g * y, 0.0) @ onehot
+            with np.errstate(invalid="ignore", divide="ignore"):
+                raw = sums / counts
+            # Projection onto [1/K, 1]; a bin without weight in this draw keeps its midpoint.
+            draws[a:b] = np.where(counts > 0, np.clip(raw, 1.0 / k, 1.0), mid)
+        if empty.any():
+            warnings.warn(f"{func}: confidence bins {_preview(np.flatnonzero(empty))} are empty; they map to their "
+                          "midpoints with the widest band.", DataWarning, stacklevel=2)
+        self.edges_ = edges
+        self.bin_draws_ = draws
+        self.bin_values_ = draws.mean(axis=0)
+        self.empty_bins_ = tuple(int(e) for e in np.flatnonzero(empty))
+        self.n_draws_, self.n_classes_ = int(n_out), int(k)
+        return self
+
+    def _draws_of(self, z, p):
+        n = p.shape[0]
+        top = p.argmax(axis=1)
+        b = bin_index(p[np.arange(n), top], self.edges_)
+        return np.stack([_top_label_full(p, top, row[b]) for row in self.bin_draws_])
+
+    def predict_interval(self, X, level: float = 0.9):
+        """Equal-tailed ``level`` band per class, ``(lower, upper)`` each (n_items, n_classes); the widest band for
+        items in empty bins."""
+        lo, hi = super().predict_interval(X, level)
+        if self.empty_bins_:
+            _, p = _check_logits_or_probs(X, self.inputs, n_classes=self.n_classes_)
+            n, k = p.shape
+            top = p.argmax(axis=1)
+            rows = np.flatnonzero(np.isin(bin_index(p[np.arange(n), top], self.edges_), self.empty_bins_))
+            lo[rows], hi[rows] = 0.0, 1.0 - 1.0 / k
+            lo[rows, top[rows]], hi[rows, top[rows]] = 1.0 / k, 1.0
+        return lo, hi

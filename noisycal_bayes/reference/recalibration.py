@@ -153,6 +153,26 @@ class TemperatureFit:
     method: str = "log loss over T in a box (convex in 1/T), root of the derivative by Brent's method"
 
 
+def inverse_temperature_root(grad, t_lo: float, t_hi: float) -> tuple[float, bool]:
+    """``(theta, on_boundary)``: the minimiser ``theta = 1/T`` of a loss convex in ``theta`` on ``[1/T_max, 1/T_min]``.
+
+    ``grad(theta)`` is the loss's derivative, non-decreasing in ``theta``. If it is ``>= 0`` at ``1/T_max`` the
+    optimum is that end, if ``<= 0`` at ``1/T_min`` it is the other end (``on_boundary`` True); otherwise the
+    root is found by Brent's method. Shared by the binary (sigmoid) and K-class (softmax) temperature fits.
+
+    Examples
+    --------
+    >>> round(inverse_temperature_root(lambda th: th - 0.5, 0.05, 20.0)[0], 12)   # root at theta = 1/2, T = 2
+    0.5
+    """
+    th_lo, th_hi = 1.0 / t_hi, 1.0 / t_lo
+    if grad(th_lo) >= 0:
+        return th_lo, True
+    if grad(th_hi) <= 0:
+        return th_hi, True
+    return optimize.brentq(grad, th_lo, th_hi, xtol=1e-14, rtol=1e-12), False
+
+
 def fit_temperature(scores, targets, *, bounds=TEMPERATURE_BOUNDS, item_weights=None) -> TemperatureFit:
     """Minimise ``mean_i softplus(s_i / T) - y_i s_i / T`` over ``T in [T_min, T_max]`` (paper §5.1).
 
@@ -189,13 +209,7 @@ def fit_temperature(scores, targets, *, bounds=TEMPERATURE_BOUNDS, item_weights=
         def grad(theta):
             return float(_temperature_value_grad(theta, *args)[1])
 
-        th_lo, th_hi = 1.0 / t_hi, 1.0 / t_lo
-        if grad(th_lo) >= 0:
-            theta, on_boundary = th_lo, True
-        elif grad(th_hi) <= 0:
-            theta, on_boundary = th_hi, True
-        else:
-            theta, on_boundary = optimize.brentq(grad, th_lo, th_hi, xtol=1e-14, rtol=1e-12), False
+        theta, on_boundary = inverse_temperature_root(grad, t_lo, t_hi)
         loss = float(_temperature_value_grad(theta, *args)[0])
     temperature = 1.0 / theta
     if on_boundary:

@@ -1,4 +1,4 @@
-"""Tests for noisycal_bayes/labels/multiclass.py (K-class label issues and corrected accuracy).
+"""Tests for the K-class label issues (labels/issues.py) and corrected accuracy (labels/accuracy.py).
 
 Clean-label posteriors come from a local stand-in (the exact posterior given known confusion matrices and
 prevalence, 5 lines of NumPy) instead of the multiclass EM, which another module provides.

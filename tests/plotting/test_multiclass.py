@@ -1,4 +1,5 @@
-"""Tests of noisycal_bayes/plotting/multiclass.py: K-class figures build off screen and show what they are given."""
+"""Tests of the K-class figures (plotting/channels.py, plotting/reliability.py): they build off screen and show what
+they are given."""
 from __future__ import annotations
 
 import numpy as np

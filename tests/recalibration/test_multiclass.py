@@ -1,4 +1,4 @@
-"""Tests for noisycal_bayes/recalibration/multiclass.py: multiclass recalibration maps from corrected targets.
+"""Tests for the K-class maps of noisycal_bayes/recalibration/maps.py and posterior.py (corrected targets).
 
 False-alarm rate of the statistical checks: z = 4 (two-sided normal tail 6e-5 per check).
 """
@@ -14,8 +14,8 @@ from noisycal_bayes.data import Binning
 from noisycal_bayes.recalibration import (MulticlassTemperatureScaling, NotFittedError, PosteriorMulticlassTemperature,
                                           PosteriorTemperature, PosteriorTopLabelHistogram, TemperatureScaling,
                                           TopLabelHistogram, VectorScaling, map_from_dict)
-from noisycal_bayes.recalibration.multiclass import (_combine, _response_design, _target_draws, annotator_weights,
-                                                     corrected_vectors)
+from noisycal_bayes.core import annotator_weights, corrected_vectors
+from noisycal_bayes.recalibration.posterior import _combine, _response_design, _target_draws
 from noisycal_bayes.reference.recalibration import corrected_item_labels
 from noisycal_bayes.warnings import BoundaryWarning, DataWarning
 
