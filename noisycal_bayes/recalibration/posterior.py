@@ -77,7 +77,7 @@ class _PosteriorMap(ParamsMixin, ABC):
 
 
 def _check_data(data, func):
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     return data.require_scores()
 
