@@ -474,13 +474,8 @@ class AnnotationSet:
         """
         if self._labels is None:
             if self._n_repeated:
-                item, ann, _ = self._responses
-                key = pair_keys(item, ann, self._n_annotators)
-                _, starts = repeated_runs(key)
                 raise ValueError(
-                    f"this {type(self).__name__} has "
-                    f"{_describe_repeats(key, starts, self._n_annotators, self.item_ids, self.annotator_ids)}"
-                    ", and the dense `labels` matrix holds one label per pair. Use `.responses` (every label, as "
+                    f"this {type(self).__name__} has {self._repeats()}, and the dense `labels` matrix holds one label per pair. Use `.responses` (every label, as "
                     "(item, annotator, label) triples), or build the set with repeated='first' (command line: "
                     "--repeated first) to keep the first label of each pair.")
             dense = np.full((self._n_items, self._n_annotators), MISSING, dtype=self._LABEL_DTYPE)
@@ -528,6 +523,12 @@ class AnnotationSet:
             out["score"] = self.scores[item]
         return out
 
+    def _repeats(self) -> str:
+        """``"3 repeated (item, annotator) pairs [(7, 'a'), ...]"``: the pairs labelled more than once."""
+        item, ann, _ = self._responses
+        key = pair_keys(item, ann, self._n_annotators)
+        return _describe_repeats(key, repeated_runs(key)[1], self._n_annotators, self.item_ids, self.annotator_ids)
+
     def _label_values(self, codes: np.ndarray) -> np.ndarray:
         """The labels of class indices ``codes`` as :meth:`to_long` writes them (0/1 as int64 for binary)."""
         return codes.astype(np.int64)
@@ -541,12 +542,8 @@ class AnnotationSet:
         """
         if not self._n_repeated:
             return
-        item, ann, _ = self._responses
-        key = pair_keys(item, ann, self._n_annotators)
-        _, starts = repeated_runs(key)
         raise ValueError(
-            f"{func} reads one label per (item, annotator) pair, and this data set has "
-            f"{_describe_repeats(key, starts, self._n_annotators, self.item_ids, self.annotator_ids)}. {instead} "
+            f"{func} reads one label per (item, annotator) pair, and this data set has {self._repeats()}. {instead} "
             "Or build the set with repeated='first' (command line: --repeated first) to keep the first label of "
             "each pair.")
 
