@@ -10,6 +10,13 @@
   prevalences (DESIGN §3, closed form needs ``pi_1 != pi_2``); when the estimated prevalences barely
   differ -> :class:`IdentifiabilityWarning`. With three or more annotators the channels are identified
   by the third cross-moment without groups (paper §4.3), so no such warning.
+
+K x K confusion matrices (:func:`multiclass_design_problems`, :func:`check_multiclass_design`): one annotator
+never identifies its confusion matrix (an error); two annotators without score groups do not either (the
+joint table ``C_1^T diag(pi) C_2`` has K^2 - 1 free cells for (2K + 1)(K - 1) parameters: a warning); three
+annotators on common items identify the Dawid-Skene model generically (Kruskal's theorem on three-way arrays,
+Kruskal 1977, Linear Algebra Appl. 18; applied to latent class models by Allman, Matias & Rhodes 2009, Ann.
+Statist. 37: Kruskal ranks K + K + K >= 2K + 2 when every confusion matrix is invertible).
 """
 from __future__ import annotations
 
@@ -17,12 +24,15 @@ import warnings
 
 import numpy as np
 
-from .._validation import _preview
+from .._validation import _preview, check_choice
 from ..warnings import IdentifiabilityWarning
+from .responses import pair_keys, repeated_runs
 
 #: Two-annotator grouped fits warn when max(prevalence) - min(prevalence) is below this (the same
 #: threshold as the reference EM, ``noisycal_bayes.reference.em.MIN_PREVALENCE_SPREAD``).
 MIN_PREVALENCE_SPREAD = 0.05
+#: The K-class channel models the design checks know (contract of issue 18).
+MULTICLASS_MODELS = ("dawid_skene", "grouped", "pooled")
 
 
 #: Why no channel is identified when no item has two labels (see :func:`co_labelling_problem`).
@@ -136,7 +146,15 @@ def check_design(data, model: str, *, n_groups: int | None = None, func: str = "
     """
     require_two_annotators(data, func)
     # From the sparse responses: no dense items x annotators mask, whatever the size of the crowd.
-    notes = [f"{func}: {msg}" for msg in _problems(data.n_annotators, _co_labelled(data), model, n_groups)]
+    return _warn(_problems(data.n_annotators, _co_labelled(data), model, n_groups), func, stacklevel + 1)
+
+
+def _warn(problems: list, func: str, stacklevel: int) -> list:
+    """``problems`` prefixed with ``func``, each also emitted as an :class:`IdentifiabilityWarning`.
+
+    ``stacklevel`` counts from this function's frame (a caller passes its own + 1).
+    """
+    notes = [f"{func}: {msg}" for msg in problems]
     for msg in notes:
         warnings.warn(msg, IdentifiabilityWarning, stacklevel=stacklevel)
     return notes
@@ -170,3 +188,102 @@ def check_prevalence_spread(prevalence, n_annotators: int, model: str, *, func: 
            "classes better (fewer, wider score groups) or add an annotator.")
     warnings.warn(msg, IdentifiabilityWarning, stacklevel=stacklevel)
     return [msg]
+
+
+def multiclass_design_problems(data, model: str = "dawid_skene", *,
+                               n_groups: int | None = None) -> list:
+    """Reasons why the design of ``data`` cannot identify K x K confusion matrices (empty when it can).
+
+    The rule checked (one-group models are ``model="dawid_skene"``, or any model with ``n_groups == 1``):
+
+    - one group and two annotators: the joint label table ``C_1^T diag(pi) C_2`` has K^2 - 1 free cells for
+      (2K + 1)(K - 1) parameters, so a continuum of confusion matrices fits it equally well;
+    - one group and no item labelled by three distinct annotators: pairwise tables ``C_i^T diag(pi) C_j``
+      leave ``C_i`` free up to a rotation of ``diag(pi)^(1/2) C_i``. With three annotators on common items the
+      three-way table identifies every ``C_j`` generically (Kruskal 1977; Allman, Matias & Rhodes 2009, Ann.
+      Statist. 37: Kruskal ranks K + K + K >= 2K + 2 for invertible confusion matrices);
+    - any model, no item labelled by two annotators: one label per item fixes only each annotator's label
+      distribution per group.
+
+    With score groups, two annotators are identified through the groups' different class prevalences
+    (``M_g = C_1^T diag(pi_g) C_2``, so ``M_1 M_2^-1`` has eigenvectors fixed by ``C_1`` when the ratios
+    ``pi_1k / pi_2k`` differ), which a fit can only check afterwards.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet
+    model : str
+        ``"dawid_skene"`` (one group), ``"grouped"`` or ``"pooled"``.
+    n_groups : int, optional
+        Number of non-empty score groups the fit uses (1 counts as the one-group model).
+
+    Returns
+    -------
+    list of str
+    """
+    check_choice(model, MULTICLASS_MODELS, name="model", func="multiclass_design_problems")
+    one_group = model == "dawid_skene" or n_groups == 1
+    item, ann, _ = data.responses
+    first = ~repeated_runs(pair_keys(item, ann, data.n_annotators))[0]  # one response per (item, annotator)
+    # The most distinct annotators on one item, from the responses: no dense items x annotators mask.
+    most = int(np.bincount(item[first], minlength=data.n_items).max())
+    problems = []
+    if one_group and data.n_annotators == 2:
+        problems.append(
+            "two annotators without score groups: K x K confusion matrices are not identified (the joint label table "
+            "has K^2 - 1 free cells for (2K + 1)(K - 1) parameters). Add a third annotator on common items, or use "
+            "score groups whose class prevalences differ (model='grouped').")
+    elif one_group and data.n_annotators > 2 and most == 2:
+        problems.append(
+            "no item was labelled by three or more distinct annotators: without score groups, pairwise label "
+            "tables do not identify K x K confusion matrices. Have some items labelled by three annotators, or "
+            "use score groups (model='grouped').")
+    if data.n_annotators >= 2 and most < 2:
+        problems.append(
+            "no item was labelled by two or more annotators: one label per item fixes only each annotator's label "
+            "distribution per score group, which many pairs of confusion matrices and prevalences reproduce. Have "
+            "some items labelled by several annotators.")
+    return problems
+
+
+def check_multiclass_design(data, model: str = "dawid_skene", *, n_groups: int | None = None,
+                            func: str = "fit", stacklevel: int = 3) -> list:
+    """Check that ``model`` can identify the K x K channels of ``data`` before fitting.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet
+    model : str
+        ``"dawid_skene"``, ``"grouped"`` or ``"pooled"``.
+    n_groups : int, optional
+        Number of non-empty score groups (see :func:`multiclass_design_problems`).
+    func : str
+        Name of the calling function, prefixed to the messages.
+
+    Returns
+    -------
+    list of str
+        The messages of :func:`multiclass_design_problems`, each also emitted as an
+        :class:`~noisycal_bayes.warnings.IdentifiabilityWarning`.
+
+    Raises
+    ------
+    ValueError
+        A single annotator: its labels never identify its confusion matrix.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from noisycal_bayes.data import MulticlassAnnotationSet
+    >>> data = MulticlassAnnotationSet.from_responses([0, 0, 1, 1], [0, 1, 0, 1], [0, 2, 1, 1])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     notes = check_multiclass_design(data)
+    >>> len(notes), caught[0].category.__name__
+    (1, 'IdentifiabilityWarning')
+    """
+    if data.n_annotators < 2:
+        raise ValueError(f"{func}: the data has a single annotator {_preview(data.annotator_ids)}; one annotator's "
+                         "labels never identify its K x K confusion matrix. Add annotators (three on common items, or "
+                         "two with score groups).")
+    return _warn(multiclass_design_problems(data, model, n_groups=n_groups), func, stacklevel + 1)

@@ -25,18 +25,22 @@ from __future__ import annotations
 import csv
 import math
 import re
+import warnings
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .annotations import REPEATED, AnnotationSet
-from .channel import Channel
-from .._validation import check_choice
+from .._validation import _preview, check_choice
 from .._validation import one_line as _one_line
+from ..warnings import DataWarning
+from .annotations import REPEATED, AnnotationSet, MulticlassAnnotationSet, _check_probs
+from .channel import Channel
+from .classes import MISSING, _check_classes, _class_name, _sorted_classes
 
-__all__ = ["demo_paths", "load_annotations_csv", "load_demo", "load_gold_csv", "load_scores_csv", "read_table"]
+__all__ = ["demo_paths", "is_multiclass_labels", "load_annotations_csv", "load_demo", "load_gold_csv",
+           "load_multiclass", "load_scores_csv", "read_table"]
 
 #: Column names of other tools read as ours when our default name is absent: crowd-kit's long format
 #: ``task, worker, label`` (``performer`` before crowd-kit 1.0).
@@ -47,6 +51,8 @@ MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "-1"})
 # never merges two distinct strings. Longer ids stay strings: Python refuses int() beyond 4300 digits.
 _INT = re.compile(r"^(0|-?[1-9]\d{0,4000})$")
 _BUNDLED = "bundled"
+#: Columns of a wide labels file that :func:`is_multiclass_labels` never reads as annotators.
+_NOT_LABELS = ("score", "gold")
 #: How the bundled demo data was simulated (see ``benchmarks/make_demo_data.py``).
 DEMO_CURVE = "overconfident"
 
@@ -328,13 +334,10 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
                          "not both.")
     table = read_table(path)
     item_asked = item
-    item = _resolve(table, item, "item")
-    annotator = _resolve(table, annotator, "annotator")
+    found, item, annotator = _table_layout(table, item, annotator, label)
     if gold is not None and gold not in table.header:
         raise ValueError(f"{table.path}: no gold column '{gold}'; found {table.header}.")
-    if layout == "auto":
-        # Either long-format column name means long format (then a missing partner is reported).
-        layout = "long" if annotator in table.header or label in table.header else "wide"
+    layout = found if layout == "auto" else layout
     if layout == "long":
         if annotators is not None:
             raise ValueError("`annotators` selects columns of a wide file; a long file names annotators in its "
@@ -408,8 +411,7 @@ def _read_long(table: _Table, *, item, annotator, label, score, gold=None, repea
                       hint=" Pass repeated='keep' (--repeated keep) to use every label, or 'first' to keep the first.")
     k = table.header.index(label)
     lab = [_label(table, r, label, row[k], allow_missing=False) for r, row in enumerate(table.rows)]
-    item_ids = list(dict.fromkeys(items))
-    item_ids = sorted(item_ids) if _id_kinds(item_ids) == {True} else item_ids
+    item_ids = _distinct_items(items)
     ann_ids = _natural_ids(dict.fromkeys(anns))
     anns = [int(a) for a in anns] if ann_ids and isinstance(ann_ids[0], int) else anns
     ipos = {v: n for n, v in enumerate(item_ids)}
@@ -500,6 +502,293 @@ def _ids_as_ints(ids) -> list:
 def _natural_ids(ids) -> list:
     """Sorted ids, as ints when every one is an integer string."""
     return sorted(_ids_as_ints(ids))
+
+
+def _distinct_items(items: list) -> list:
+    """The distinct item ids of a long file: sorted when every one is an int, else in order of first appearance."""
+    ids = list(dict.fromkeys(items))
+    return sorted(ids) if ids and _id_kinds(ids) == {True} else ids
+
+
+def _table_layout(table: _Table, item: str = "item", annotator: str = "annotator", label: str = "label") -> tuple:
+    """``("long" | "wide", item column, annotator column)`` of a labels table (crowd-kit's names resolved).
+
+    Either long-format column (``annotator`` or ``label``) means long format; then a missing partner is reported.
+    """
+    item = _resolve(table, item, "item")
+    annotator = _resolve(table, annotator, "annotator")
+    layout = "long" if annotator in table.header or label in table.header else "wide"
+    return layout, item, annotator
+
+
+def _file_class(value: str):
+    """A class name from a CSV cell: ``int`` for canonical integers ("3"; also "3.0"), else the string."""
+    names = _ids_as_ints([value])
+    if isinstance(names[0], int):
+        return names[0]
+    try:
+        x = float(value)
+    except ValueError:
+        return value
+    return int(x) if math.isfinite(x) and x.is_integer() else value
+
+
+def _read_label_cells(table, *, item: str, annotators=None, exclude=()):
+    """Per-response (row, column name, item id, annotator id, raw label) of a long or wide labels table.
+
+    Returns ``(layout, item column, responses list, item ids, annotator ids)``; wide missing cells are skipped,
+    and a wide table's annotators are ``annotators`` or every column but ``item`` and ``exclude``.
+    """
+    layout, item, annotator = _table_layout(table, item)
+    out = []
+    if layout == "long":
+        if annotators is not None:
+            raise ValueError("`annotators` selects columns of a wide file; a long file names annotators in its "
+                             f"'{annotator}' column.")
+        _require(table, (item, annotator, "label"), "long format (expected columns item, annotator, label)")
+        items = _item_ids(table, item)
+        ka, kl = table.header.index(annotator), table.header.index("label")
+        for r, (i, row) in enumerate(zip(items, table.rows)):
+            if row[ka] == "":
+                raise ValueError(f"{table.where(r, annotator)}: empty annotator id.")
+            if row[kl] == "":
+                raise ValueError(f"{table.where(r, 'label')}: empty label (drop the row for a missing response).")
+            out.append((r, "label", i, row[ka], row[kl]))
+        ann_ids = _natural_ids(dict.fromkeys(a for _, _, _, a, _ in out))
+        if ann_ids and isinstance(ann_ids[0], int):
+            out = [(r, c, i, int(a), v) for r, c, i, a, v in out]
+        return layout, item, out, _distinct_items(items), ann_ids
+    _require(table, (item,), "wide format (item + one column per annotator)")
+    items = _item_ids(table, item)
+    _check_unique(table, items, "item")
+    cols = [str(a) for a in annotators] if annotators is not None else \
+        [c for c in table.header if c != item and c not in exclude]
+    absent = [c for c in cols if c not in table.header]
+    if absent or not cols:
+        raise ValueError(f"{table.path}: annotator column(s) {absent or cols} not found; found {table.header}.")
+    idx = [table.header.index(c) for c in cols]
+    for r, (i, row) in enumerate(zip(items, table.rows)):
+        for c, k in zip(cols, idx):
+            if row[k].lower() not in MISSING_TOKENS:
+                out.append((r, c, i, c, row[k]))
+    labelled = {i for _, _, i, _, _ in out}
+    for r, i in enumerate(items):
+        if i not in labelled:
+            raise ValueError(f"{table.where(r)}: item {i!r} has no label from any annotator; drop the row.")
+    return layout, item, out, items, _ids_as_ints(cols)
+
+
+def _file_gold(table, gold: str, items_of_rows: list, item_ids: list, classes: tuple) -> np.ndarray:
+    """Gold class indices (n_items,) from column ``gold`` of the labels file; lines named on error."""
+    k = table.header.index(gold)
+    index = {c: n for n, c in enumerate(classes)}
+    pos = {i: n for n, i in enumerate(item_ids)}
+    out = np.full(len(item_ids), MISSING, dtype=np.int16)
+    first: dict = {}
+    for r, (i, row) in enumerate(zip(items_of_rows, table.rows)):
+        value = row[k]
+        if value.lower() in ("", "na", "nan", "null", "none"):
+            continue
+        g = index.get(_file_class(value))
+        if g is None:
+            raise ValueError(f"{table.where(r, gold)}: gold label {value!r} is not a class "
+                             f"{_preview(list(classes))} (leave the cell empty where the clean label is unknown).")
+        if i in first and out[pos[i]] != g:
+            raise ValueError(f"{table.where(r, gold)}: item {i!r} has gold label {value!r} here but "
+                             f"{classes[out[pos[i]]]!r} at line {table.lines[first[i]]}.")
+        first.setdefault(i, r)
+        out[pos[i]] = g
+    return out
+
+
+def _read_probs_file(path, item_ids: list, classes: tuple, *, item: str, source: str) -> np.ndarray:
+    """Probabilities (n_items, K) from a CSV with ``item`` and one column per class; lines named on error."""
+    table = read_table(path)
+    item = _resolve(table, item, "item")
+    _require(table, (item,), "probabilities (expected an item column and one column per class)")
+    names = [str(c) for c in classes]
+    absent = [c for c in names if c not in table.header]
+    if absent:
+        raise ValueError(f"{table.path}: no probability column for class(es) {absent} of the labels ({source}); "
+                         f"found {table.header}. Name one column per class as it appears in the labels.")
+    extra = [c for c in table.header if c not in names and c != item]
+    if extra:
+        raise ValueError(f"{table.path}: column(s) {extra} are not classes of the labels {_preview(names)}; drop "
+                         "them, or pass classes= (--classes) to include classes no annotator used.")
+    ids = _item_ids(table, item)
+    _check_unique(table, ids, "item")
+    wanted = list(item_ids)
+    if {type(i) is int for i in ids} != {type(i) is int for i in wanted}:
+        ids, wanted = [str(i) for i in ids], [str(i) for i in wanted]  # 7 in one file, "7" in the other
+    cols = [table.header.index(c) for c in names]
+    cells = [[row[k] for k in cols] for row in table.rows]
+    try:
+        values = np.array(cells, dtype=np.float64)  # NumPy parses the strings; on failure the loop names the cell
+    except ValueError:
+        values = np.full((len(cells), len(names)), np.nan)
+    if not (np.isfinite(values) & (values >= 0)).all():
+        for r, row in enumerate(cells):
+            for c, text in zip(names, row):
+                try:
+                    x = float(text)
+                except ValueError:
+                    x = math.nan
+                if not (math.isfinite(x) and x >= 0):
+                    raise ValueError(f"{table.where(r, c)}: probabilities must be finite numbers >= 0; got {text!r}.")
+    row_of = {i: r for r, i in enumerate(ids)}
+    absent = [i for i in wanted if i not in row_of]
+    if absent:
+        raise ValueError(f"{table.path}: annotated items {_preview(absent)} have no probabilities. Give every "
+                         "annotated item a row, or drop those items.")
+    n_extra = len(row_of) - len(wanted)
+    if n_extra:
+        warnings.warn(f"{table.path}: {n_extra} items have probabilities but no annotation and were dropped.",
+                      DataWarning, stacklevel=3)
+    try:
+        return _check_probs(values[[row_of[i] for i in wanted]], wanted, classes)
+    except ValueError as exc:
+        raise ValueError(f"{table.path}: {_one_line(exc)}") from None
+
+
+def load_multiclass(labels_path, probs_path=None, *, classes=None, repeated: str = "keep", gold: str | None = None,
+                    annotators=None) -> MulticlassAnnotationSet:
+    """Read K-class labels (and class probabilities) from the command line's CSV files. Writes nothing.
+
+    Parameters
+    ----------
+    labels_path : str or Path
+        Long (``item, annotator, label`` [, gold column]) or wide (``item`` + one column per annotator, an
+        empty cell, ``NA`` or ``-1`` for a missing label). Labels are class names: integers or strings.
+        crowd-kit's ``task, worker`` columns are read as ``item, annotator``.
+    probs_path : str or Path, optional
+        A CSV with ``item`` and one column per class, named as the class appears in the labels file (say
+        ``0`` .. ``9``, or ``cat``, ``dog``); rows sum to 1 within :data:`PROBS_TOL` (renormalised). Rows of
+        items nobody annotated are dropped with a :class:`~noisycal_bayes.warnings.DataWarning`.
+    classes : sequence, optional
+        The classes in index order (a label outside them is an error). Default: the sorted distinct labels
+        (integers numerically).
+    repeated : {"keep", "first", "error"}
+        Long format: rows that repeat an (item, annotator) pair (see :meth:`MulticlassAnnotationSet.from_long`).
+    gold : str, optional
+        A column of the labels file holding known clean labels (class names; empty where unknown).
+    annotators : sequence of str, optional
+        Wide format only: the columns holding labels (default: every column except ``item`` and ``gold``).
+
+    Returns
+    -------
+    MulticlassAnnotationSet
+        Items in file order (sorted when every id is an integer); annotators sorted (long) or in column order
+        (wide).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, line, column and value of the first problem: missing columns, empty cells,
+        a label outside ``classes``, a gold label that is not a class or conflicting for one item, a class
+        without a probability column, probability columns that are not classes, probabilities that are not
+        numbers >= 0, rows not summing to 1 (naming the items), annotated items without probabilities,
+        repeated pairs with ``repeated="error"``, and a single annotator (K x K channels need at least two:
+        see :func:`check_multiclass_design`).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> folder = tempfile.mkdtemp()
+    >>> labels, probs = os.path.join(folder, "labels.csv"), os.path.join(folder, "probs.csv")
+    >>> _ = open(labels, "w").write("item,annotator,label\\n1,a,cat\\n1,b,dog\\n2,a,bird\\n2,b,bird\\n")
+    >>> _ = open(probs, "w").write("item,bird,cat,dog\\n1,0.1,0.6,0.3\\n2,0.8,0.1,0.1\\n")
+    >>> data = load_multiclass(labels, probs)
+    >>> data.classes, data.labels.tolist(), data.probs[1].tolist()
+    (('bird', 'cat', 'dog'), [[1, 2], [0, 0]], [0.8, 0.1, 0.1])
+    """
+    check_choice(repeated, REPEATED, name="repeated", func="load_multiclass")
+    table = read_table(labels_path)
+    if gold is not None and gold not in table.header:
+        raise ValueError(f"{table.path}: no gold column '{gold}'; found {table.header}.")
+    if classes is not None:
+        # Given as text (the command line's --classes 0,1,2): read like the file's cells, "3" as the class 3.
+        classes = _check_classes([_file_class(c) if isinstance(c, str) else c for c in classes])
+    layout, item, cells, item_ids, ann_ids = _read_label_cells(table, item="item", annotators=annotators,
+                                                                   exclude=(gold,))
+    name_of = {v: _file_class(v) for v in {v for _, _, _, _, v in cells}}  # few distinct labels: parse each once
+    names = [name_of[v] for _, _, _, _, v in cells]
+    inferred = _sorted_classes(names)
+    if classes is None:
+        classes = inferred
+        if len(classes) < 2:
+            raise ValueError(f"{table.path}: every label is {classes[0]!r}; pass classes= (--classes) to name the "
+                             "other classes.")
+    index = {c: k for k, c in enumerate(classes)}
+    for (r, col, _, _, value), name in zip(cells, names):
+        if name == MISSING:
+            raise ValueError(f"{table.where(r, col)}: label -1 marks a missing label; drop the row.")
+        if name not in index:
+            raise ValueError(f"{table.where(r, col)}: label {value!r} is not among the classes "
+                             f"{_preview(list(classes))}.")
+    if repeated == "error" and layout == "long":
+        _check_unique(table, [(i, a) for _, _, i, a, _ in cells], f"({item}, annotator) pair",
+                      hint=" Pass repeated='keep' (--repeated keep) to use every label, or 'first' to keep the first.")
+    if len(ann_ids) < 2:
+        raise ValueError(f"{table.path}: a single annotator {_preview(ann_ids)}; K x K confusion matrices need at "
+                         "least two annotators (three on common items, or two with score groups).")
+    ipos = {v: n for n, v in enumerate(item_ids)}
+    apos = {v: n for n, v in enumerate(ann_ids)}
+    apos.update({str(v): n for n, v in enumerate(ann_ids)})  # wide columns are read as strings
+    codes = (np.fromiter((ipos[i] for _, _, i, _, _ in cells), dtype=np.int32, count=len(cells)),
+             np.fromiter((apos[a] for _, _, _, a, _ in cells), dtype=np.int32, count=len(cells)),
+             np.fromiter((index[n] for n in names), dtype=np.int16, count=len(cells)))
+    probs = None if probs_path is None else _read_probs_file(probs_path, item_ids, classes, item=item,
+                                                             source=table.path)
+    gold_codes = None
+    if gold is not None:
+        rows_items = _item_ids(table, item)
+        gold_codes = _file_gold(table, gold, rows_items, item_ids, classes)
+    try:
+        return MulticlassAnnotationSet.from_responses(
+            *codes, n_items=len(item_ids), n_annotators=len(ann_ids), classes=classes, probs=probs,
+            item_ids=np.asarray(item_ids, dtype=object), annotator_ids=np.asarray(ann_ids, dtype=object),
+            gold=gold_codes, repeated=repeated)
+    except ValueError as exc:
+        raise ValueError(f"{table.path}: {_one_line(exc)}") from None
+
+
+def is_multiclass_labels(labels) -> bool:
+    """Whether labels need the K-class path: True unless every label is 0 or 1.
+
+    Parameters
+    ----------
+    labels : str, Path or DataFrame
+        A labels CSV file, long or wide (as for :func:`load_multiclass`), or a DataFrame in long format
+        (a ``label`` column) or wide format (one column per annotator besides ``item``; NaN / -1 missing).
+
+    Returns
+    -------
+    bool
+        True when some label is neither 0 nor 1: more than two classes, or class names other than 0 and 1
+        (say ``cat`` / ``dog``, or 1 / 2), which the binary loader refuses. In wide format the columns
+        ``item``, ``task``, ``score`` and ``gold`` are not labels. Reads the file; writes nothing.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> is_multiclass_labels(pd.DataFrame({"item": [1, 1], "annotator": ["a", "b"], "label": [0, 2]}))
+    True
+    >>> is_multiclass_labels(pd.DataFrame({"item": [1, 2], "ann1": [0, 1], "ann2": [1.0, float("nan")]}))
+    False
+    """
+    if isinstance(labels, pd.DataFrame):
+        if "label" in labels.columns:
+            values = labels["label"].to_numpy(dtype=object)
+        else:
+            other = [c for c in ("item", "task") + _NOT_LABELS if c in labels.columns]
+            values = labels.drop(columns=other).to_numpy(dtype=object)
+        values = values[~pd.isna(values)]
+        names = {_class_name(v) for v in values.ravel()} - {MISSING}
+    else:
+        table = read_table(labels)
+        _, _, cells, _, _ = _read_label_cells(table, item="item", exclude=_NOT_LABELS)
+        names = {_file_class(v) for v in {v for _, _, _, _, v in cells}}
+    return not names <= {0, 1}
 
 
 def _bundled(name: str):

@@ -158,7 +158,7 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
         raise ValueError(f"{func}: `model` must be one of {list(ALTERNATIVE_MODELS)}; got {model!r}.")
     if method not in ("nuts", "map"):
         raise ValueError(f"{func}: `method` must be 'nuts' or 'map'; got {method!r}.")
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     if data.n_annotators < 2:
         raise ValueError(f"{func}: at least two annotators are needed; got {data.n_annotators}.")

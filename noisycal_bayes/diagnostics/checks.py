@@ -416,7 +416,7 @@ def _check_iv(data, fit, n_replicates, seed, alpha, min_expected):
         raise ValueError(f"model_checks: `alpha` must be in (0, 1); got {alpha!r}.")
     if not (isinstance(min_expected, (float, int)) and float(min_expected) >= 0):
         raise ValueError(f"model_checks: `min_expected` must be a number >= 0; got {min_expected!r}.")
-    if not isinstance(data, (AnnotationSet, SufficientStats)):
+    if not isinstance(data, (AnnotationSet, SufficientStats)) or getattr(data, "kind", "binary") != "binary":
         raise ValueError(f"model_checks: `data` must be the AnnotationSet (or SufficientStats) the model was fitted "
                          f"to; got {type(data).__name__}.")
     inp = fit.inputs
@@ -1282,7 +1282,7 @@ def prior_predictive_check(data, *, model: str = "grouped", groups=None, prior=N
     from ..models.priors import check_prior
 
     func = "prior_predictive_check"
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     if model not in PRIOR_PREDICTIVE_MODELS:
         raise ValueError(f"{func}: `model` must be one of {list(PRIOR_PREDICTIVE_MODELS)}; got {model!r}.")

@@ -151,7 +151,7 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
 
 def _check_diagnostics_args(data, fit, func, *, min_gap, level, alarm_probability, weights):
     """Validated ``(scores, level, weight rule, draws of the fit)`` of :func:`gap_diagnostics`."""
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     data.require_one_label_per_pair(f"{func} (effective labels per bin from the dense labels)",
                                     "The gaps' intervals are in evaluate's channel table (annotators.csv).")
@@ -365,7 +365,7 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
 def _perturb_sweep(data, fit, func, *, factors, bins, weights, level, n_draws, seed,
                    progress_bar=False) -> GapSensitivity:
     """``mode="perturb"``: scale the fitted gaps and recompute the plug-in NC-ECE with the channels as known."""
-    if not isinstance(data, AnnotationSet) or fit is None:
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary") or fit is None:
         raise ValueError(f"{func}: mode='perturb' needs `data` (an AnnotationSet) and `fit` (a FitResult or "
                          "Channel); for a simulated sweep use mode='simulate'.")
     f = np.asarray(factors, dtype=np.float64)

@@ -182,7 +182,7 @@ def _mle(fit, data, groups, func):
     from ..models.result import FitResult
 
     if isinstance(fit, Channel):
-        if not isinstance(data, AnnotationSet):
+        if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
             raise ValueError(f"{func}: with a Channel, `data` must be an AnnotationSet with scores.")
         if fit.fpr.size != data.n_annotators:
             raise ValueError(f"{func}: the channel has {fit.fpr.size} annotators but `data` has {data.n_annotators}.")
@@ -279,7 +279,7 @@ def gap_profile(data: AnnotationSet, fit, *, factors=DEFAULT_FACTORS, level: flo
     from ..reference.calibration import nc_ece
 
     func = "gap_profile"
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     data.require_one_label_per_pair(f"{func} (a profile likelihood on response patterns)",
                                     "Read the channels' intervals from evaluate (bootstrap or NUTS) instead.")

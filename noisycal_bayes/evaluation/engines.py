@@ -46,7 +46,7 @@ def _settings(data, **kw) -> Settings:
     from .._validation import check_level, check_positive_int, check_weights
     from ..data import AnnotationSet
 
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"evaluate: `data` must be an AnnotationSet; got {type(data).__name__}.")
     if kw["method"] not in ENGINES:
         raise ValueError(f"evaluate: unknown method {kw['method']!r}; choose from {sorted(ENGINES)}.")

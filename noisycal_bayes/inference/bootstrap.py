@@ -117,7 +117,7 @@ def _check(data, fit, n_boot):
         raise ValueError(f"{func}: the EM fit has no estimate ({fit.reason or 'every start failed'}); there is nothing "
                          "to bootstrap around. Refit with more starts.")
     n_boot = check_positive_int(n_boot, name="n_boot")
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be the AnnotationSet the EM was fitted on (the bootstrap reweights its "
                          f"items); got {type(data).__name__}.")
     inp = fit.inputs

@@ -326,7 +326,7 @@ def pooled_data_inputs(data, model, assignment, func, *, centered: bool = False)
     centring (``pooled_inputs``)."""
     from ..data.annotations import AnnotationSet
 
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: pooling='partial' evaluates the likelihood per response and needs an AnnotationSet; "
                          "SufficientStats keep only pattern counts. Use pooling='none'.")
     if data.n_annotators < 2:

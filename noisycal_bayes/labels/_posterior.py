@@ -29,7 +29,7 @@ MAX_DENSE_CELLS = 50_000_000
 
 
 def check_data(data, func: str) -> AnnotationSet:
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}. Build one with "
                          "AnnotationSet.from_long or AnnotationSet.from_wide.")
     return data

@@ -163,7 +163,7 @@ STATS_ONLY = ("this fit was made from SufficientStats, which hold counts of (sco
 
 def check_data(data, func: str) -> AnnotationSet | SufficientStats:
     """``data`` if it is an AnnotationSet or (for the grouped models, checked later) SufficientStats."""
-    if not isinstance(data, (AnnotationSet, SufficientStats)):
+    if not isinstance(data, (AnnotationSet, SufficientStats)) or getattr(data, "kind", "binary") != "binary":
         raise ValueError(f"{func}: `data` must be an AnnotationSet (or SufficientStats for the grouped models); got "
                          f"{type(data).__name__}. Build one with AnnotationSet.from_long or AnnotationSet.from_wide.")
     if isinstance(data, SufficientStats) and data.n_items == 0:

@@ -313,7 +313,7 @@ class _Bins(NamedTuple):
 def _check_inputs(data, fit, func, *, method, interval, weights, level):
     """Validated ``(scores or None, level, weight rule, its label, fit)``: one check per argument."""
     is_stats = isinstance(data, SufficientStats)
-    if not (is_stats or isinstance(data, AnnotationSet)):
+    if not (is_stats or isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet (or SufficientStats); got {type(data).__name__}.")
     if is_stats and data.n_items == 0:
         raise ValueError(f"{func}: these SufficientStats hold no items.")

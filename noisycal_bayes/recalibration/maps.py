@@ -76,7 +76,7 @@ class NotFittedError(ValueError, AttributeError):
 
 def _targets(scores, data, channel, weights):
     """``(targets, kind, annotator_weights)`` for a corrected fit (AnnotationSet + channel) or a naive one."""
-    if isinstance(data, AnnotationSet):
+    if isinstance(data, AnnotationSet) and data.kind == "binary":
         if channel is None:
             raise ValueError(
                 "fitting to an AnnotationSet needs the annotators' `channel=` (e.g. `fit_em(data).channel`) for the "

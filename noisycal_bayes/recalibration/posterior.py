@@ -110,7 +110,7 @@ class _PosteriorMap(_Fitted, ABC):
 
 
 def _check_data(data, func):
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     return data.require_scores()
 

@@ -124,7 +124,7 @@ def _table(edges, count, score_sum, corr_sum) -> pd.DataFrame:
 
 
 def _check_common(data: AnnotationSet, weights, func: str):
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}. "
                          "Build one with AnnotationSet.from_long or from_wide.")
     # The variants refit and reweight the dense labels of item subsets.

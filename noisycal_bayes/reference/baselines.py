@@ -110,7 +110,7 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     >>> res.n_ties, round(res.majority_vote_ece, 6)
     (1, 0.233333)
     """
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}.")
     check_choice(ties, ("positive", "negative"), name="ties")
     z = data.require_scores()

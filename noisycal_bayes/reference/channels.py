@@ -104,7 +104,7 @@ class ChannelEstimate(ChannelAccess):
 
 # --------------------------------------------------------------------------------------------- helpers
 def check_annotation_set(data, func: str) -> AnnotationSet:
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}. "
                          "Build one with AnnotationSet.from_long or AnnotationSet.from_wide.")
     return data

@@ -80,7 +80,7 @@ def corrected_item_labels(data: AnnotationSet, channel, *, weights="iv") -> Corr
     >>> corrected_item_labels(data, Channel([0.2, 0.2], [0.7, 0.7]), weights="equal").values.round(2).tolist()
     [0.6, 1.6]
     """
-    if not isinstance(data, AnnotationSet):
+    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}.")
     channel = check_channel(channel, data)
     rule, label = check_weights(weights, data.n_annotators)

@@ -149,13 +149,13 @@ def test_from_cleanlab_score_is_column_one_not_the_row_max():
 
 @pytest.mark.parametrize("labels, probs, message", [
     ([[1.0, 2.0], [0.0, np.nan]], None,
-     r"got \(item, annotator, label\) \[\(0, 1, 2\.0\)\]\. Multiclass labels .* not supported yet"),
+     r"got \(item, annotator, label\) \[\(0, 1, 2\.0\)\]\. Labels 2, 3, \.\.\. are K-class data: use MulticlassAnnotationSet\.from_cleanlab"),
     ([[1.0, "cat"], [0.0, np.nan]], None, r"\[\(0, 1, 'cat'\)\]\. Map your classes to 0/1"),
     ([[1.0, -1.0], [0.0, np.nan]], None, r"\[\(0, 1, -1\.0\)\]\. cleanlab marks a missing label with NaN"),
     ([1.0, 0.0], None, r"must have shape \(n_items, n_annotators\).*got shape \(2,\)"),
     ([[1.0, np.nan], [np.nan, np.nan]], None, r"items \[1\] have no label from any annotator"),
     ([[1.0, np.nan], [0.0, np.nan]], None, r"annotators \[1\] did not label any item"),
-    ([[1.0, 0.0], [0.0, 1.0]], np.full((2, 3), 1 / 3), r"has 3 columns \(classes\): multiclass data is not supported"),
+    ([[1.0, 0.0], [0.0, 1.0]], np.full((2, 3), 1 / 3), r"has 3 columns \(classes\): K-class data; use MulticlassAnnotationSet\.from_cleanlab"),
     ([[1.0, 0.0], [0.0, 1.0]], np.array([0.2, 0.8]), r"must have shape \(2, 2\).*got shape \(2,\).*from_wide"),
     ([[1.0, 0.0], [0.0, 1.0]], np.full((3, 2), 0.5), r"one row per row of `labels_multiannotator`; got \(3, 2\)"),
     ([[1.0, 0.0], [0.0, 1.0]], np.array([[0.5, 0.5], [0.5, 0.6]]), r"must sum to 1.*items \[1\] sum to \[1\.1\]"),

@@ -1,4 +1,5 @@
-"""Tests for noisycal_bayes/data/multiclass.py: K-class annotation sets, loaders, validation, design checks."""
+"""Tests for the K-class data: MulticlassAnnotationSet (data/annotations.py), load_multiclass and
+is_multiclass_labels (data/loaders.py), class names (data/classes.py), validation, design checks (data/design.py)."""
 import os
 import pickle
 import warnings
@@ -421,3 +422,44 @@ def test_real_cifar10n_first_rows_three_routes_agree(tmp_path):
     mode = df[["ann1", "ann2", "ann3"]].mode(axis=1)[0].to_numpy()
     np.testing.assert_array_equal(wide.majority_vote(), mode)
     assert multiclass_design_problems(wide) == []  # every item labelled by all three annotators
+
+
+# ---------------------------------------------------------------------------------------------- one container
+def test_binary_set_is_the_two_class_case_of_one_container():
+    data = AnnotationSet.from_responses([0, 0, 1, 1], [0, 1, 0, 1], [1, 1, 0, 1], scores=[0.75, 0.25])
+    assert (data.kind, data.classes, data.n_classes) == ("binary", (0, 1), 2)
+    np.testing.assert_array_equal(data.probs, [[0.25, 0.75], [0.75, 0.25]])
+    assert not data.probs.flags.writeable
+    assert AnnotationSet.from_responses([0, 1], [0, 0], [1, 0]).probs is None
+    k = MulticlassAnnotationSet.from_long(_long(), _probs())
+    assert isinstance(k, AnnotationSet) and k.kind == "multiclass" and k.scores is None
+    assert k.probs.shape == (k.n_items, 3) and k.responses.label.dtype == np.int16 and data.labels.dtype == np.int8
+
+
+def test_multiclass_set_refuses_the_binary_only_views():
+    k = MulticlassAnnotationSet.from_long(_long(), _probs())
+    with pytest.raises(ValueError, match="vote_distribution"):
+        k.vote_fraction()
+    with pytest.raises(ValueError, match="class probabilities, not scores"):
+        k.with_scores(np.zeros(k.n_items))
+    with pytest.raises(ValueError, match=r"binary scores P\(Y = 1\).*3 classes"):
+        k.require_scores()
+
+
+def test_binary_only_functions_refuse_the_multiclass_set():
+    from noisycal_bayes import fit_em, nc_ece
+    from noisycal_bayes.data import SufficientStats
+    k = MulticlassAnnotationSet.from_long(_long(), _probs())
+    with pytest.raises(ValueError, match="got MulticlassAnnotationSet"):
+        fit_em(k)
+    with pytest.raises(ValueError, match="binary scores"):
+        nc_ece(k, None)
+    with pytest.raises(ValueError, match="binary response patterns"):
+        SufficientStats.from_annotations(k)
+
+
+def test_from_crowdkit_reads_class_names_and_probabilities():
+    long = _long()
+    df = long.rename(columns={"item": "task", "annotator": "worker"})
+    data = MulticlassAnnotationSet.from_crowdkit(df, _probs().rename(columns={"item": "task"}))
+    _same(data, MulticlassAnnotationSet.from_long(long, _probs()))

@@ -191,7 +191,7 @@ def test_subset_agrees_with_the_dense_subset_in_the_given_order():
     mask = np.zeros(30, dtype=bool)
     mask[rows] = True
     np.testing.assert_array_equal(data.subset(mask).labels, lab[np.sort(rows)][:, (lab[np.sort(rows)] >= 0).any(0)])
-    with pytest.raises(ValueError, match=r"`item_ids` must be unique; \['i3'\] appear more than once"):
+    with pytest.raises(ValueError, match=r"`items` selects items \['i3'\] more than once"):
         data.subset([3, 3])
 
 

@@ -206,6 +206,8 @@ class SufficientStats:
             Score bins (equal-mass edges come from ``data.scores``); None: one bin (the scores are not used,
             no score sums or row moments).
         """
+        if data.kind != "binary":
+            raise ValueError(f"SufficientStats hold binary response patterns; got a {type(data).__name__}.")
         if bins is not None and data.scores is None:
             raise ValueError("`bins` need scores, and this AnnotationSet has none.")
         data.require_one_label_per_pair("SufficientStats.from_annotations (one response pattern per item)",
