@@ -1,5 +1,5 @@
 """The whole calibration job in one call: :func:`evaluate` -> :class:`Evaluation` (K classes:
-:class:`MulticlassEvaluation`, see :mod:`noisycal_bayes.evaluation.multiclass`).
+:func:`evaluate_multiclass` -> :class:`MulticlassEvaluation`, see :mod:`noisycal_bayes.evaluation.engines`).
 
 ``evaluate(data)`` estimates the annotators' channels, the noise-corrected ECE (NC-ECE) with an interval
 for a named target, and the naive metrics (ECE against votes, SMECE against vote fractions); with
@@ -26,11 +26,10 @@ intervals are equal-tailed quantiles of the draws (posterior draws or bootstrap 
 from __future__ import annotations
 
 from ..data.binning import DEFAULT_GROUPS
-from .engines import ENGINES, METHODS, EngineResult, Settings, collect_warnings
+from .engines import ENGINES, METHODS, MULTICLASS_METHODS, EngineResult, Settings, collect_warnings, evaluate_multiclass
 from .engines import _settings, assemble, run_checks
 from .recalibration import MAPS, _map_classes, compare_recalibration, describe_map
-from .result import Evaluation, NCECESummary, RecalibrationRow
-from .multiclass import MULTICLASS_METHODS, ClasswiseSummary, MulticlassEvaluation, evaluate_multiclass
+from .result import ClasswiseSummary, Evaluation, MulticlassEvaluation, NCECESummary, RecalibrationRow
 
 __all__ = ["ENGINES", "MAPS", "METHODS", "MULTICLASS_METHODS", "ClasswiseSummary", "EngineResult", "Evaluation",
            "MulticlassEvaluation", "NCECESummary", "RecalibrationRow", "Settings", "collect_warnings",
@@ -138,7 +137,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
     from ..propagate import usable_annotators_of
     from ..reference.calibration import nc_ece
 
-    s = _settings(data, method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
+    s = _settings(data, "evaluate", method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
                   n_boot=n_boot, n_starts=n_starts, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws,
                   progress_bar=bool(progress_bar), checks=bool(checks))
     data.require_scores()
