@@ -8,12 +8,13 @@ Per data set: the EM fit of ``evaluate_multiclass`` and its check; prints the fr
 
 Run: ``python benchmarks/checks_calibration_multiclass.py dense_k3_j3 100 [out.json]`` (docs/model_checks.md).
 """
-import json, sys, time, types, warnings
+import json, sys, time, warnings
 import numpy as np
 warnings.simplefilter("ignore")
 from noisycal_bayes.core.confusion import score_groups
 from noisycal_bayes.data import MulticlassAnnotationSet
-from noisycal_bayes.evaluation.multiclass import N_STARTS, run_multiclass_checks
+from noisycal_bayes.diagnostics.checks import run_multiclass_checks
+from noisycal_bayes.evaluation.engines import N_STARTS_K
 from noisycal_bayes.inference import fit_em_multiclass
 from noisycal_bayes.simulate import simulate_multiclass
 
@@ -55,9 +56,9 @@ t0 = time.perf_counter()
 for r in range(n_sets):
     data = CASES[case](1000 + r)
     g = score_groups(data.probs, n_quantiles=2)
-    fit = fit_em_multiclass(data, model="grouped", groups=g, n_starts=N_STARTS, seed=r)
+    fit = fit_em_multiclass(data, model="grouped", groups=g, n_starts=N_STARTS_K, seed=r)
     t = time.perf_counter()
-    (row,) = run_multiclass_checks(data, {"fit": fit}, types.SimpleNamespace(seed=r, method="em"))
+    (row,) = run_multiclass_checks(data, fit, method="em", seed=r)
     rows.append(dict(seed=1000 + r, status=row["status"], p=row["p_value"], stat=row["statistic"],
                      secs=time.perf_counter() - t, detail=row["detail"]))
     print(r, row["status"], row["p_value"], round(time.perf_counter() - t, 2), flush=True)

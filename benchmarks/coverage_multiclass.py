@@ -237,7 +237,7 @@ def run_cli_em(seed, k, j, curve, n_items, n_boot, targets, *_, **__):
     EM, ``n_boot`` item-bootstrap replicates with the EM refitted on each, the intervals it reports) on the same
     data set as :func:`run_one` (same seed, so the same classifier outputs, clean and noisy labels)."""
     from noisycal_bayes import MulticlassAnnotationSet
-    from noisycal_bayes.evaluation.multiclass import evaluate_multiclass
+    from noisycal_bayes.evaluation import evaluate_multiclass
 
     rng = np.random.default_rng(seed)
     p, y, labels, conf_true = simulate(rng, n_items, k, j, curve)

@@ -161,14 +161,11 @@ BINARY_BINS, BINARY_GROUPS = 10, 5
 MULTICLASS_BINS = 15
 
 
-def _options(args, method: str) -> Options:
-    if args.bins is None:
-        args.bins = BINARY_BINS
-    if args.groups is None:
-        args.groups = BINARY_GROUPS
-    if args.bins < 1:
-        raise CommandError(f"--bins must be at least 1; got {args.bins}.")
-    if args.groups < 1:
+def _check_flags(args, method: str, bins: int) -> None:
+    """The numeric flags of ``evaluate`` (both kinds of data; ``--groups`` may be unset for K classes)."""
+    if bins < 1:
+        raise CommandError(f"--bins must be at least 1; got {bins}.")
+    if args.groups is not None and args.groups < 1:
         raise CommandError(f"--groups must be at least 1; got {args.groups}.")
     if not 0 < args.level < 1:
         raise CommandError(f"--level must lie strictly between 0 and 1; got {args.level}.")
@@ -176,9 +173,17 @@ def _options(args, method: str) -> Options:
         raise CommandError(f"--n-boot must be 0 or more; got {args.n_boot}.")
     if method == "nuts":
         _bayes_api()
-    for flag, value, minimum in (("--chains", args.chains, 1), ("--warmup", args.warmup, 1), ("--draws", args.draws, 1)):
-        if value < minimum:
-            raise CommandError(f"{flag} must be at least {minimum}; got {value}.")
+    for flag, value in (("--chains", args.chains), ("--warmup", args.warmup), ("--draws", args.draws)):
+        if value < 1:
+            raise CommandError(f"{flag} must be at least 1; got {value}.")
+
+
+def _options(args, method: str) -> Options:
+    if args.bins is None:
+        args.bins = BINARY_BINS
+    if args.groups is None:
+        args.groups = BINARY_GROUPS
+    _check_flags(args, method, args.bins)
     return Options(method=method, bins=args.bins, groups=args.groups, weights=args.weights, level=args.level,
                    seed=args.seed, n_boot=args.n_boot, n_chains=args.chains, n_warmup=args.warmup,
                    n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks)
@@ -287,19 +292,7 @@ def _cmd_evaluate_multiclass(args, json_path, out_dir) -> int:
                            "probability column per class, named as the class appears in the labels file.")
     method = "em" if args.method in (None, "auto") else args.method
     bins = MULTICLASS_BINS if args.bins is None else args.bins
-    if bins < 1:
-        raise CommandError(f"--bins must be at least 1; got {bins}.")
-    if args.groups is not None and args.groups < 1:
-        raise CommandError(f"--groups must be at least 1; got {args.groups}.")
-    if not 0 < args.level < 1:
-        raise CommandError(f"--level must lie strictly between 0 and 1; got {args.level}.")
-    if args.n_boot < 0:
-        raise CommandError(f"--n-boot must be 0 or more; got {args.n_boot}.")
-    if method == "nuts":
-        _bayes_api()
-    for flag, value in (("--chains", args.chains), ("--warmup", args.warmup), ("--draws", args.draws)):
-        if value < 1:
-            raise CommandError(f"{flag} must be at least 1; got {value}.")
+    _check_flags(args, method, bins)
     notes: list = []
     with collect_warnings(notes):
         annotators = None if args.annotators is None else [a.strip() for a in args.annotators.split(",") if a.strip()]

@@ -193,7 +193,7 @@ def test_em_bootstrap_check_and_its_negative_control():
 
 def test_check_cell_probabilities_are_the_model_s():
     """The check's per-family pattern probabilities equal a direct sum over the clean class, and sum to 1."""
-    from noisycal_bayes.evaluation.multiclass import _Families
+    from noisycal_bayes.diagnostics.checks import _Families
 
     rng = np.random.default_rng(0)
     conf = rng.dirichlet(np.ones(3) * 2, size=(3, 3))
@@ -274,7 +274,7 @@ def test_em_route_intervals_are_its_bootstrap_refits_propagated(k3):
 def test_check_families_of_many_annotators():
     """Families of 70 annotators (the integer key group * 2^J + mask code overflows int64 from J = 63): the
     distinct (group, set of annotators) of the items, each once."""
-    from noisycal_bayes.evaluation.multiclass import _Families
+    from noisycal_bayes.diagnostics.checks import _Families
 
     rng = np.random.default_rng(0)
     n, J = 60, 70
@@ -294,15 +294,13 @@ def test_check_on_a_sparse_crowd_of_150_annotators_is_not_testable():
     """A sparse crowd (150 annotators, 5 per item): nearly every item is a family of its own, so pooling cells to
     an expected count of 5 leaves one cell per family and no degrees of freedom: ``not_testable`` with that
     reason, never an error, and no verdict from cells the fit expects near-zero counts in."""
-    import types
-
-    from noisycal_bayes.evaluation.multiclass import run_multiclass_checks
+    from noisycal_bayes.diagnostics.checks import run_multiclass_checks
     from noisycal_bayes.inference import fit_em_multiclass
 
     sim = simulate_multiclass(200, 150, 3, labels_per_item=5, seed=0)
     data = _data(sim)
     fit = fit_em_multiclass(data, n_starts=2, seed=0)
-    (row,) = run_multiclass_checks(data, {"fit": fit}, types.SimpleNamespace(seed=0, method="em"))
+    (row,) = run_multiclass_checks(data, fit, method="em", seed=0)
     assert row["status"] == "not_testable" and "after pooling" in row["detail"], row
 
 
@@ -369,11 +367,9 @@ def test_both_routes_run_on_repeated_labels(method, opts, tmp_path):
 def test_check_refits_are_warm_started_on_the_replicates_distinct_cells(monkeypatch):
     """Every parametric-bootstrap refit of the EM check starts at the fit alone (``init``, no random start) and
     fits the replicate's distinct cells weighted by their counts (not its items): the refits are cheap."""
-    import types
-
     import noisycal_bayes.inference as inference
     from noisycal_bayes.core.confusion import score_groups
-    from noisycal_bayes.evaluation.multiclass import N_CHECK_REPLICATES, run_multiclass_checks
+    from noisycal_bayes.diagnostics.checks import N_CHECK_REPLICATES, run_multiclass_checks
 
     sim = simulate_multiclass(1000, 3, 3, accuracy=0.8, seed=4)
     data = _data(sim)
@@ -386,7 +382,7 @@ def test_check_refits_are_warm_started_on_the_replicates_distinct_cells(monkeypa
         return real(rep, **kw)
 
     monkeypatch.setattr(inference, "fit_em_multiclass", counting)
-    (row,) = run_multiclass_checks(data, {"fit": fit}, types.SimpleNamespace(seed=0, method="em"))
+    (row,) = run_multiclass_checks(data, fit, method="em", seed=0)
     assert row["status"] in ("pass", "warn") and "pooled cells" in row["detail"], row
     assert len(calls) == N_CHECK_REPLICATES
     # 6 families x 27 patterns: at most 162 cells (padded to one size with weight-0 ones) instead of 1000 items.

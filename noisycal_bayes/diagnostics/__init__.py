@@ -1,5 +1,6 @@
 """Diagnostics: identifiability checks, predictive model checks, MCMC health and small-gap sensitivity."""
-from .checks import CHECK_NAMES, ModelChecks, PriorPredictiveCheck, model_checks, prior_predictive_check
+from .checks import CHECK_NAMES, ModelChecks, model_checks
+from .prior_predictive import PriorPredictiveCheck, prior_predictive_check
 from .gaps import MIN_GAP, GapDiagnostics, GapSensitivity, gap_diagnostics, gap_sensitivity
 from .profile import GapProfile, gap_profile
 from .identifiability import MIN_PREVALENCE_SPREAD, check_design, check_prevalence_spread

@@ -72,6 +72,7 @@ then ``not_testable``, never ``pass``.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -101,8 +102,7 @@ _RESPONSE_CHUNK = 5_000_000
 CHECK_NAMES = ("posterior_predictive", "pairwise_agreement", "pairwise_agreement_by_group", "annotator_agreement",
                "score_dependent_noise", "annotator_dependence")
 
-__all__ = ["ALPHA", "CHECK_NAMES", "MIN_EXPECTED", "ModelChecks", "PRIOR_PREDICTIVE_MODELS", "PriorPredictiveCheck",
-           "model_checks", "prior_predictive_check"]
+__all__ = ["ALPHA", "CHECK_NAMES", "MIN_EXPECTED", "ModelChecks", "model_checks", "run_multiclass_checks"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -1054,286 +1054,235 @@ def _agreement_rows(entries, obs_stats, obs_n, fit_stats, diffs):
     return pd.DataFrame(rows)
 
 
-# ------------------------------------------------------------------ prior predictive check
-#: Models :func:`prior_predictive_check` draws from: the NumPyro models of ``fit_nuts`` with score groups or
-#: one prevalence, and the score-dependent and correlated models of :mod:`noisycal_bayes.diagnostics.alternatives`.
-PRIOR_PREDICTIVE_MODELS = ("dawid_skene", "grouped", "histogram", "monotone", "score_dependent", "correlated")
-# Largest number of replicated responses held in memory at once (draws x items x annotators).
-_PP_CHUNK_CELLS = 20_000_000
+# ------------------------------------------------------------------ K classes
+#: Bootstrap refits (EM) or posterior draws (NUTS) of the checks an evaluation runs (199: with alpha = 0.05 the
+#: bootstrap p-value (1 + #) / 200 warns at exactly 5% under the model).
+N_CHECK_REPLICATES = 199
 
 
-@dataclass(frozen=True, eq=False)
-class PriorPredictiveCheck:
-    """Observed statistics against the prior predictive distribution of a NumPyro model
-    (:func:`prior_predictive_check`).
-
-    Attributes
-    ----------
-    table : DataFrame
-        One row per statistic: ``statistic`` (``"positive_rate"`` overall and per annotator, ``"agreement"``
-        per pair of annotators, ``"pattern_count"`` per (score group, response pattern) cell seen in the data),
-        ``group`` (-1 for all groups), ``annotators`` (``"all"``, an annotator id, ``"a-b"``, or the pattern:
-        one character per annotator, ``0``, ``1`` or ``-`` for missing), ``observed``, ``prior_mean``,
-        ``lower`` and ``upper`` (equal-tailed ``level`` quantiles of the prior predictive), ``prior_min`` and
-        ``prior_max`` (range of the draws), ``p_value`` (two-sided tail probability
-        ``min(1, 2 min(P(rep <= obs), P(rep >= obs)))`` with ``(1 + count) / (1 + n_draws)``) and ``status``:
-        ``"inside"`` the interval, ``"tail"`` (outside the interval, inside the range of the draws) or
-        ``"outside"`` the range of every draw.
-    model : str
-    level : float
-    n_draws : int
-    status : str
-        ``"warn"`` when a positive-label rate or an agreement rate is ``"outside"`` (the prior does not produce
-        data like these, at this number of draws), else ``"pass"``. Pattern counts are reported, not used here:
-        there are many of them, and some fall outside the range of the draws by chance.
-    settings : dict
-        ``seed``, ``n_groups``, ``n_items``.
-    """
-
-    table: pd.DataFrame
-    model: str
-    level: float
-    n_draws: int
-    status: str
-    settings: dict = field(default_factory=dict)
-
-    @property
-    def flagged(self) -> pd.DataFrame:
-        """Rows whose observed value lies outside the range of the prior predictive draws."""
-        return self.table[self.table["status"] == "outside"]
-
-    def plot(self, ax=None, *, statistics=("positive_rate", "agreement"), title: str | None = None):
-        """Observed statistics (crosses) against their prior predictive intervals (bars) and means (dots).
-
-        Parameters
-        ----------
-        ax : matplotlib Axes, optional
-        statistics : sequence of str, default ("positive_rate", "agreement")
-            Kinds of rows drawn (``"pattern_count"`` rows are on very different scales; draw them separately).
-        title : str, optional
-
-        Returns
-        -------
-        matplotlib.figure.Figure
-        """
-        kinds = ("positive_rate", "agreement", "pattern_count")
-        bad = [s for s in statistics if s not in kinds]
-        if bad or not statistics:
-            raise ValueError(f"`statistics` must be a non-empty sequence of {list(kinds)}; got {list(statistics)}.")
-        rows = self.table[self.table["statistic"].isin(list(statistics))]
-        try:
-            from matplotlib.figure import Figure
-        except ImportError:  # pragma: no cover - depends on the environment
-            raise ImportError("plotting needs matplotlib: pip install 'noisycal_bayes[plot]'") from None
-        if ax is None:
-            fig = Figure(figsize=(6.0, max(2.5, 0.28 * len(rows) + 1.2)), layout="constrained")
-            ax = fig.add_subplot()
-        else:
-            fig = ax.figure
-        y = np.arange(len(rows))[::-1]
-        ax.hlines(y, rows["lower"], rows["upper"], color="0.6", lw=4, label=f"prior predictive {self.level:.0%}")
-        ax.plot(rows["prior_mean"], y, "o", color="0.3", ms=4, label="prior predictive mean")
-        out = rows["status"].to_numpy() != "inside"
-        ax.plot(rows["observed"].to_numpy()[~out], y[~out], "x", color="C0", ms=7, label="observed")
-        if out.any():
-            ax.plot(rows["observed"].to_numpy()[out], y[out], "x", color="C3", ms=8, mew=2,
-                    label="observed, outside the interval")
-        labels = [f"{s} {a}" + (f" (group {g})" if g >= 0 else "")
-                  for s, a, g in zip(rows["statistic"], rows["annotators"], rows["group"])]
-        ax.set_yticks(y, labels=labels, fontsize=8)
-        ax.set_xlabel("value")
-        ax.legend(fontsize=7, loc="best")
-        ax.set_title(title if title is not None else f"prior predictive check ({self.model}): {self.status}",
-                     fontsize=9)
-        return fig
+def check_row(status, detail, statistic=None, p_value=None, name="pattern_counts") -> dict:
+    """One JSON-ready row of the checks an evaluation reports: ``{name, status, statistic, p_value, detail}``."""
+    return {"name": name, "status": status, "statistic": statistic, "p_value": p_value, "detail": detail}
 
 
-def _pp_model(model):
-    """The NumPyro model function of a :data:`PRIOR_PREDICTIVE_MODELS` name."""
-    from ..models import MODELS
-    from ..models.correlated import correlated_dawid_skene
-    from ..models.score_noise import score_dependent_dawid_skene
+class _Families:
+    """Items split into families (score group x set of annotators who labelled); per family its items, the labels of
+    those annotators as base-K pattern codes and the observed pattern counts (K^m cells, m annotators)."""
 
-    return {**MODELS, "score_dependent": score_dependent_dawid_skene, "correlated": correlated_dawid_skene}[model]
+    def __init__(self, item, ann, lab, n_items, n_annotators, n_classes, groups):
+        J, K = n_annotators, n_classes
+        dense = np.full((n_items, J), -1, dtype=np.int64)
+        dense[item, ann] = lab
+        mask = dense >= 0
+        # Families as the distinct rows of (group, mask of annotators J-1 .. 0): the order of the integer key
+        # group * 2^J + sum_j mask_j 2^j, without the integer (it overflows int64 for J >= 63 annotators).
+        fams, fam_of = np.unique(np.column_stack([groups, mask[:, ::-1]]), axis=0, return_inverse=True)
+        fam_of = fam_of.reshape(-1)
+        self.members, self.group, self.annotators, self.weights = [], [], [], []
+        for f in range(len(fams)):
+            rows = np.flatnonzero(fam_of == f)
+            js = np.flatnonzero(mask[rows[0]])
+            self.members.append(rows)
+            self.group.append(int(groups[rows[0]]))
+            self.annotators.append(js)
+            self.weights.append(K ** np.arange(js.size))
+        self.dense, self.K = dense, K
+        # Python ints: K^m is exact for a family of any size m (int64 wraps from K^m >= 2^63).
+        self.n_cells = sum(int(K) ** int(js.size) for js in self.annotators)
+        self.n_free = sum(int(K) ** int(js.size) - 1 for js in self.annotators)
 
+    def counts(self, dense) -> list:
+        """Observed pattern counts per family from a dense (n_items, J) label table."""
+        return [np.bincount(dense[np.ix_(rows, js)] @ w, minlength=self.K ** js.size).astype(np.float64)
+                for rows, js, w in zip(self.members, self.annotators, self.weights)]
 
-def _pp_parameters(model, rng, prior, n_annotators, n_groups):
-    """One prior draw of the rates of ``model``: ``fpr``, ``tpr`` (n_groups, J), ``prevalence`` (n_groups,) and the
-    dependence scale ``s`` (0 except for ``"correlated"``), following the model functions' sample sites."""
-    from ..models.correlated import DEFAULT_SCALE as DEP_SCALE
-    from ..models.score_noise import DEFAULT_SCALE as TAU_SCALE
-
-    fpr, tpr, prev = prior.sample(rng, n_annotators, n_groups)
-    if model == "dawid_skene":
-        prev = np.full(n_groups, prev[0])
-    elif model == "monotone":
-        prev = np.cumsum(rng.dirichlet(np.full(n_groups + 1, float(prior.increments))))[:-1]
-    f, t, s = np.tile(fpr, (n_groups, 1)), np.tile(tpr, (n_groups, 1)), 0.0
-    if model == "score_dependent":
-        # logit fpr_gj = logit fpr_j + tau_fpr e_gj, logit u_gj = logit u_j + tau_u f_gj (models/score_noise.py).
-        tau_f, tau_u = np.abs(rng.normal(0.0, TAU_SCALE, size=2))
-        u = np.clip((tpr - fpr) / (1 - fpr), 1e-9, 1 - 1e-9)
-        f = _expit(_logit(np.clip(fpr, 1e-9, 1 - 1e-9)) + tau_f * rng.normal(size=(n_groups, n_annotators)))
-        t = f + (1 - f) * _expit(_logit(u) + tau_u * rng.normal(size=(n_groups, n_annotators)))
-    elif model == "correlated":
-        s = float(abs(rng.normal(0.0, DEP_SCALE)))
-    return f, t, prev, s
-
-
-def _logit(p):
-    return np.log(p) - np.log1p(-p)
-
-
-def _expit(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))  # tanh form: no overflow for large |x|
-
-
-def _pp_responses(model, rng, prior, group, n_annotators, n_groups):
-    """Complete responses (n_items, J) of one prior predictive draw: ``Y_i ~ Bernoulli(prevalence[g_i])``,
-    ``A_ij ~ Bernoulli(rate)`` with the rate of ``Y_i`` (shifted by ``s b_i``, ``b_i ~ N(0, 1)``, for the
-    correlated model): the ``labels=None`` branch of the model functions, in NumPy."""
-    f, t, prev, s = _pp_parameters(model, rng, prior, n_annotators, n_groups)
-    y = rng.random(group.size) < prev[group]
-    rate = np.where(y[:, None], t[group], f[group])
-    if s > 0:
-        rate = _expit(_logit(np.clip(rate, 1e-9, 1 - 1e-9)) + s * rng.normal(size=(group.size, 1)))
-    return (rng.random(rate.shape) < rate).astype(np.int8)
+    def probs(self, f, confusion, prevalence):
+        """``P(pattern)`` of family ``f`` for every pattern (base-K codes, first annotator least significant)."""
+        K = self.K
+        lik = np.ones((K, 1))
+        for j in self.annotators[f][::-1]:
+            # Outer product over the family's annotators: P(a_1..a_m | Y = y) for every pattern, per y.
+            lik = (lik[:, :, None] * confusion[j][:, None, :]).reshape(K, -1)
+        prob = prevalence[self.group[f]] @ lik
+        return prob / prob.sum()
 
 
-def _pp_statistics(labels, obs, group, n_groups, pairs):
-    """Statistics of response arrays ``labels`` (S, n, J) (0/1; entries where ``obs`` (n, J) is False ignored):
-    positive rates (S, 1 + J), pair agreement (S, P), (group, pattern) counts (S, G * 3^J)."""
-    s, n, j = labels.shape
-    pos = (labels == 1) & obs[None]
-    rates = np.concatenate([pos.sum(axis=(1, 2))[:, None] / obs.sum(), pos.sum(axis=1) / obs.sum(axis=0)], axis=1)
-    agree = np.stack([((labels[:, :, a] == labels[:, :, b]) & obs[None, :, a] & obs[None, :, b]).sum(axis=1)
-                      / np.sum(obs[:, a] & obs[:, b]) for a, b in pairs], axis=1) if pairs else np.zeros((s, 0))
-    # Base-3 code of each pattern (digit 0 = missing, 1 = response 0, 2 = response 1), offset by group and draw.
-    digits = np.where(obs[None], labels.astype(np.int64) + 1, 0)
-    code = digits @ (3 ** np.arange(j - 1, -1, -1, dtype=np.int64)) + group[None].astype(np.int64) * 3 ** j
-    n_cells = n_groups * 3 ** j
-    flat = code + np.arange(s, dtype=np.int64)[:, None] * n_cells
-    counts = np.bincount(flat.reshape(-1), minlength=s * n_cells).reshape(s, n_cells)
-    return rates, agree, counts
+def _expected(fam: _Families, confusion, prevalence) -> np.ndarray:
+    """Expected counts ``n_f P(pattern | group_f)`` of every family's cells, flat in family order."""
+    return np.concatenate([fam.members[f].size * fam.probs(f, confusion, prevalence) for f in range(len(fam.members))])
 
 
-def prior_predictive_check(data, *, model: str = "grouped", groups=None, prior=None, n_draws: int = 200,
-                           seed: int = 0, level: float = 0.9) -> PriorPredictiveCheck:
-    """Prior predictive check of a NumPyro channel model: can its prior produce data like ``data``?
+def _cell_responses(fam: _Families):
+    """``(cell, annotator, label)`` of every cell's responses (flat cells in family order: the base-K digits of the
+    cell's code, first annotator least significant) and each cell's group."""
+    cell, ann, lab, group, offset = [], [], [], [], 0
+    for js, w, g in zip(fam.annotators, fam.weights, fam.group):
+        codes = np.arange(fam.K ** js.size)
+        cell.append(np.repeat(offset + codes, js.size))
+        ann.append(np.tile(js, codes.size))
+        lab.append(((codes[:, None] // w[None, :]) % fam.K).reshape(-1))
+        group.append(np.full(codes.size, g))
+        offset += codes.size
+    return tuple(np.concatenate(v).astype(np.int64) for v in (cell, ann, lab)), np.concatenate(group)
 
-    Draws parameters from the prior and responses from the model (the generative process of the model
-    function's ``labels=None`` branch, in NumPy, so that no JAX program is compiled for the data's shape; the
-    two are compared in tests/diagnostics/test_prior_predictive.py), for the items of ``data`` in their score groups, with the responses ``data`` lacks removed (missing at
-    random: each replicate has the data's pattern of missing responses). Compares the observed positive-label
-    rates (overall and per annotator), pairwise agreement rates and (score group, response pattern) counts
-    with their prior predictive distributions.
+
+class _Replicate:
+    """The duck-typed data ``fit_em_multiclass`` reads, for one bootstrap replicate."""
+
+    def __init__(self, responses, n_items, n_annotators, n_classes, probs):
+        self.responses, self.n_items, self.n_annotators = responses, n_items, n_annotators
+        self.n_classes, self.probs, self.gold, self.classes = n_classes, probs, None, tuple(range(n_classes))
+
+
+def _refit_cells(counts, cells, cell_group, n_annotators, n_classes, init, seed, shape):
+    """EM refitted to one replicate's cell counts from ``init`` alone: the cells with a positive count as items,
+    their counts as weights (the full data's likelihood at the cost of its distinct rows); ``(confusion,
+    prevalence)``. ``shape = (n_items, n_responses)`` pads the items and responses with weight-0 ones to one size
+    for every replicate of the design (one compiled EM), unless the replicate needs more."""
+    from ..inference import fit_em_multiclass
+
+    cell, ann, lab = cells
+    keep = counts > 0
+    index = np.cumsum(keep) - 1
+    sel = keep[cell]
+    item, ann, lab = index[cell[sel]], ann[sel], lab[sel]
+    n, m = int(keep.sum()), int(sel.sum())
+    group, weight = cell_group[keep], counts[keep]
+    if n < shape[0] and m <= shape[1]:
+        # Weight-0 items (no likelihood, no M-step counts), the padded responses on the last of them.
+        item = np.concatenate([item, np.full(shape[1] - m, shape[0] - 1)])
+        ann, lab = (np.concatenate([v, np.zeros(shape[1] - m, np.int64)]) for v in (ann, lab))
+        group, weight = np.concatenate([group, np.zeros(shape[0] - n, np.int64)]), np.r_[weight, np.zeros(shape[0] - n)]
+        n = shape[0]
+    n_groups = int(group.max()) + 1
+    rep = _Replicate((item, ann, lab), n, n_annotators, n_classes, None)
+    fit = fit_em_multiclass(rep, model="grouped", groups=group.astype(np.int32), weights=weight,
+                            init=(init[0], init[1][:n_groups]), n_starts=0, seed=seed, path="sparse")
+    return np.asarray(fit.confusion), np.asarray(fit.prevalence)
+
+
+def run_multiclass_checks(data, fit, *, method: str = "em", seed: int = 0) -> tuple:
+    """Predictive check of the K-class channel model on (score group x annotators who labelled x response pattern)
+    counts; one row ``{name, status, statistic, p_value, detail}``.
+
+    The discrepancy is Pearson's ``X^2 = sum (O - E)^2 / E`` over *pooled cells*: within each (group, set of
+    annotators) family the cells whose expected count at the fit is below
+    :data:`MIN_EXPECTED` are merged, with the next smallest ones until the merged cell reaches it (:func:`_pool`,
+    the rule of the binary checks; a family of fewer items becomes one cell and carries no information); the same pooling serves every replicate. Unpooled, cells
+    with a near-zero expected count dominate ``X^2`` and make it a statistic of rare patterns that a fit on the
+    boundary never replicates. EM: a parametric bootstrap: :data:`N_CHECK_REPLICATES` data sets of family pattern
+    counts drawn from the fit (multinomial, family sizes kept), each refitted by EM warm-started at the fit (no
+    random starts: the standard parametric-bootstrap refit, on the replicate's distinct cells weighted by their
+    counts) and compared with its own refit; p-value ``(1 + #{T_rep >= T_obs}) / (R + 1)``, warning when ``p <=``
+    :data:`ALPHA` (calibrated: it warns at that rate under the model). NUTS: a posterior predictive check over
+    as many posterior draws, observed and replicated counts compared with the same draw's expectation (Gelman, Meng
+    & Stern 1996; conservative), pooled by the draws' mean expected counts. ``not_testable`` with repeated or gold
+    labels, more than :data:`MAX_CELLS` cells, no more free cell probabilities than parameters, or no
+    degrees of freedom left after pooling (``sum_f (pooled cells_f - 1) <= parameters``; a sparse crowd, where
+    nearly every item has its own set of annotators).
 
     Parameters
     ----------
-    data : AnnotationSet
-    model : {"grouped", "dawid_skene", "histogram", "monotone", "score_dependent", "correlated"}, default "grouped"
-        :data:`noisycal_bayes.models.MODELS` and the models of :mod:`noisycal_bayes.diagnostics.alternatives`.
-    groups : Binning, int or int array of shape (n_items,), optional
-        Score groups, as in ``fit_nuts`` (default ``Binning.equal_mass(5)``; ignored by ``"dawid_skene"``).
-    prior : Prior, optional
-        Default :data:`noisycal_bayes.models.DEFAULT_PRIOR`.
-    n_draws : int, default 200
-        Prior predictive replicates.
+    data : MulticlassAnnotationSet
+    fit : MulticlassEMFit or MulticlassPosterior
+        The grouped model's fit: ``confusion`` (J, K, K) and ``prevalence`` (G, K), or their draws (S, ...).
+    method : {"em", "nuts"}, default "em"
+        ``"em"``: parametric bootstrap with EM refits; ``"nuts"``: posterior predictive over the draws.
     seed : int, default 0
-    level : float, default 0.9
-        Central interval of each statistic's prior predictive distribution.
 
     Returns
     -------
-    PriorPredictiveCheck
-        ``table`` (one row per statistic), ``status`` (``"warn"`` when an observed positive-label or
-        agreement rate lies outside the range of all the draws), ``flagged``, ``plot()``.
-
-    Raises
-    ------
-    ValueError
-        ``data`` not an AnnotationSet, unknown ``model``, fewer than two annotators, ``n_draws`` below 19, a
-        bad ``level``; see ``fit_nuts`` for ``groups``.
-
-    Notes
-    -----
-    Under a prior that fits, each statistic of data drawn from the prior predictive falls outside the range
-    of ``n_draws`` replicates with probability ``2 / (n_draws + 1)`` (so ``status`` warns with probability at
-    most ``2 K / (n_draws + 1)`` for ``K = 1 + J + J (J - 1) / 2`` summary rates: 7% for three annotators and
-    the default 200 draws); a prior that puts no mass near the data
-    (for example false-positive rates near 1 for data with few positive labels) puts every draw on one side.
-    The prior predictive is about the prior, not the fit: a wide prior passes easily. Check the fitted model
-    with :func:`model_checks`.
-
-    Examples
-    --------
-    >>> from noisycal_bayes.models import Prior
-    >>> from noisycal_bayes.simulate import simulate_annotations
-    >>> sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
-    >>> prior_predictive_check(sim.data, prior=Prior(fpr=(2, 8), u=(4, 2)), n_draws=99).status  # informative
-    'pass'
-    >>> prior_predictive_check(sim.data, prior=Prior(fpr=(50, 1)), n_draws=99).status  # fpr near 1: all positive
-    'warn'
+    tuple of dict
+        One :func:`check_row` named ``pattern_counts``.
     """
-    from .._validation import check_level, check_positive_int
-    from ..data import AnnotationSet, Binning
-    from ..models import DEFAULT_PRIOR
-    from ..models.inputs import resolve_assignment
-    from ..models.priors import check_prior
-
-    func = "prior_predictive_check"
-    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
-        raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
-    if model not in PRIOR_PREDICTIVE_MODELS:
-        raise ValueError(f"{func}: `model` must be one of {list(PRIOR_PREDICTIVE_MODELS)}; got {model!r}.")
-    if data.n_annotators < 2:
-        raise ValueError(f"{func}: at least two annotators are needed; got {data.n_annotators}.")
-    n_draws = check_positive_int(n_draws, name="n_draws")
-    if n_draws < 19:
-        raise ValueError(f"{func}: `n_draws` must be at least 19; got {n_draws}.")
-    level = check_level(level)
-    prior = DEFAULT_PRIOR if prior is None else check_prior(prior)
-    groups = Binning.equal_mass(5) if groups is None else groups
-    assignment = resolve_assignment(data, "grouped" if model in ("score_dependent", "correlated") else model,
-                                    groups, func)
-    group = np.asarray(assignment.index, np.int32)
-    n_groups = int(assignment.n_groups)
-    labels = np.asarray(data.labels)
-    obs = labels >= 0
-    n, j = labels.shape
-    ids = list(data.annotator_ids) or list(range(j))
-    pairs = [(a, b) for a, b in combinations(range(j), 2) if np.any(obs[:, a] & obs[:, b])]
+    item, ann, lab = (np.asarray(x, dtype=np.int64) for x in data.responses)
+    J, K = data.n_annotators, data.n_classes
+    key = item * J + ann
+    if np.unique(key).size != key.size:
+        return (check_row("not_testable", "repeated labels: the check's response patterns hold one label per "
+                          "(item, annotator)."),)
+    gold = getattr(data, "gold", None)
+    if gold is not None and (np.asarray(gold) >= 0).any():
+        return (check_row("not_testable", "gold labels: the check compares annotator label patterns of items "
+                          "whose clean label is unknown; gold items enter the model differently."),)
+    groups = np.asarray(fit.groups, dtype=np.int64)
+    fam = _Families(item, ann, lab, data.n_items, J, K, groups)
+    n_groups = int(np.unique(groups).size)  # groups with items: an empty group's prevalence is no parameter
+    n_params = n_groups * (K - 1) + J * K * (K - 1)
+    if fam.n_cells > MAX_CELLS:
+        n_cells = str(fam.n_cells) if fam.n_cells < 10 ** 9 else f"about 10^{len(str(fam.n_cells)) - 1}"
+        return (check_row("not_testable", f"{n_cells} (group x pattern) cells exceed {MAX_CELLS}: too many "
+                          "annotators per item for a pattern check."),)
+    if fam.n_free <= n_params:
+        return (check_row("not_testable", f"{fam.n_free} free cell probabilities for {n_params} parameters: the "
+                          "design fits any counts exactly, so nothing can be tested."),)
     rng = np.random.default_rng(seed)
-    chunk = int(max(1, min(n_draws, _PP_CHUNK_CELLS // max(n * j, 1))))
-    parts = []
-    for start in range(0, n_draws, chunk):
-        rep = np.stack([_pp_responses(model, rng, prior, group, j, n_groups)
-                        for _ in range(min(chunk, n_draws - start))])
-        parts.append(_pp_statistics(rep, obs, group, n_groups, pairs))
-    rep_rates, rep_agree, rep_counts = (np.concatenate([p[k] for p in parts]) for k in range(3))
-    o_rates, o_agree, o_counts = _pp_statistics(np.where(obs, labels, 0)[None].astype(np.int8), obs, group,
-                                                n_groups, pairs)
-    # Pattern cells seen in the data (one row each), in (group, pattern code) order.
-    seen = np.flatnonzero(o_counts[0] > 0)
-    codes = seen % 3 ** j
-    digits = (codes[:, None] // 3 ** np.arange(j - 1, -1, -1)) % 3
-    patterns = ["".join("-01"[d] for d in row) for row in digits]
-    meta = ([("positive_rate", -1, "all")] + [("positive_rate", -1, str(i)) for i in ids]
-            + [("agreement", -1, f"{ids[a]}-{ids[b]}") for a, b in pairs]
-            + [("pattern_count", int(g), p) for g, p in zip(seen // 3 ** j, patterns)])
-    observed = np.concatenate([o_rates[0], o_agree[0], o_counts[0, seen].astype(np.float64)])
-    reps = np.concatenate([rep_rates, rep_agree, rep_counts[:, seen].astype(np.float64)], axis=1)
-    q = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    below = (1 + np.sum(reps <= observed, axis=0)) / (1 + n_draws)
-    above = (1 + np.sum(reps >= observed, axis=0)) / (1 + n_draws)
-    lo, hi = reps.min(axis=0), reps.max(axis=0)
-    status = np.where((observed < lo) | (observed > hi), "outside",
-                      np.where((observed < q[0]) | (observed > q[1]), "tail", "inside"))
-    table = pd.DataFrame({"statistic": [m[0] for m in meta], "group": [m[1] for m in meta],
-                          "annotators": [m[2] for m in meta], "observed": observed, "prior_mean": reps.mean(axis=0),
-                          "lower": q[0], "upper": q[1], "prior_min": lo, "prior_max": hi,
-                          "p_value": np.minimum(1.0, 2 * np.minimum(below, above)), "status": status})
-    summary = table["statistic"].to_numpy() != "pattern_count"
-    return PriorPredictiveCheck(table=table, model=model, level=level, n_draws=n_draws,
-                                status="warn" if np.any(status[summary] == "outside") else "pass",
-                                settings={"seed": seed, "n_groups": n_groups, "n_items": n})
+    observed = np.concatenate(fam.counts(fam.dense))
+    n_fam = len(fam.members)
+    stratum = np.repeat(np.arange(n_fam), [K ** js.size for js in fam.annotators])
+    size = np.array([m.size for m in fam.members])
+    conf, prev = np.asarray(fit.confusion), np.asarray(fit.prevalence)
+    nuts = method != "em"
+    if nuts:
+        S = conf.shape[0]
+        pick = rng.choice(S, size=min(N_CHECK_REPLICATES, S), replace=S < N_CHECK_REPLICATES)
+        expected_draws = np.stack([_expected(fam, conf[d], prev[d]) for d in pick])
+        expected = expected_draws.mean(axis=0)
+    else:
+        expected = _expected(fam, conf, prev)
+    pooled, n_pooled = _pool(expected, stratum, n_fam, MIN_EXPECTED)
+    df = int(sum(np.unique(pooled[stratum == f]).size - 1 for f in range(n_fam))) - n_params
+    if df <= 0:
+        return (check_row("not_testable", f"after pooling cells with expected count < {MIN_EXPECTED:g}, no degrees "
+                          f"of freedom are left ({n_pooled} pooled cells in {n_fam} (group x annotators) families "
+                          f"for {n_params} parameters): too few items per family, as in a sparse crowd where "
+                          "nearly every item has its own annotators."),)
+    slot = np.concatenate([np.arange(K ** js.size) for js in fam.annotators])
+    width = int(K ** max(js.size for js in fam.annotators))
+
+    def draw(e):
+        """Replicated cell counts: per family multinomial(n_f, E / n_f) (the family sizes kept)."""
+        table = np.zeros((n_fam, width))
+        table[stratum, slot] = e
+        table /= table.sum(axis=1, keepdims=True)  # rounding: each family's probabilities sum to 1
+        return rng.multinomial(size, table)[stratum, slot].astype(np.float64)
+
+    if not nuts:
+        t_obs = float(_x2(observed, expected, pooled, n_pooled))
+        cells, cell_group = _cell_responses(fam)
+        # One padded size for every replicate: 10% above the expected number of occupied cells (and of their
+        # responses), in the buckets the sparse EM compiles for (inference.multiclass_em._bucket).
+        from ..inference.multiclass_em import _bucket
+
+        occupied = 1.0 - (1.0 - np.minimum(expected / size[stratum], 1.0)) ** size[stratum]
+        per_cell = np.bincount(cells[0], minlength=fam.n_cells)
+        shape = (_bucket(int(1.1 * occupied.sum()) + 9) - 1, _bucket(int(1.1 * occupied @ per_cell) + 8 * J))
+        t_rep, failed = [], 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the refits' own warnings are not the user's
+            for _ in range(N_CHECK_REPLICATES):
+                rep = draw(expected)
+                try:
+                    c_r, p_r = _refit_cells(rep, cells, cell_group, J, K, (conf, prev), seed, shape)
+                except (ValueError, RuntimeError):
+                    failed += 1
+                    continue
+                t_rep.append(float(_x2(rep, _expected(fam, c_r, p_r), pooled, n_pooled)))
+        if len(t_rep) < 0.9 * N_CHECK_REPLICATES:
+            return (check_row("not_testable", f"{failed} of {N_CHECK_REPLICATES} bootstrap refits failed."),)
+        t_rep = np.asarray(t_rep)
+        p = float((1 + np.sum(t_rep >= t_obs)) / (t_rep.size + 1))
+        how = f"parametric bootstrap, {t_rep.size} data sets simulated from the EM fit and refitted"
+        stat, ref = t_obs, float(t_rep.mean())
+    else:
+        reps = np.stack([draw(e) for e in expected_draws])
+        t_obs = _x2(np.broadcast_to(observed, reps.shape), expected_draws, pooled, n_pooled)
+        t_rep = _x2(reps, expected_draws, pooled, n_pooled)
+        p = float(np.mean(t_rep >= t_obs))
+        how = f"posterior predictive, {pick.size} posterior draws"
+        stat, ref = float(t_obs.mean()), float(t_rep.mean())
+    status = "warn" if p <= ALPHA else "pass"
+    detail = (f"Pearson X^2 on {n_pooled} pooled cells of {fam.n_cells} (group x annotators x pattern) cells "
+              f"(expected >= {MIN_EXPECTED:g}), {df} df ({how}); observed discrepancy {stat:.1f} vs replicated "
+              f"{ref:.1f} on average; warns at p <= {ALPHA}")
+    return (check_row(status, detail, float(stat), p),)

@@ -1,5 +1,5 @@
 """The whole calibration job in one call: :func:`evaluate` -> :class:`Evaluation` (K classes:
-:class:`MulticlassEvaluation`, see :mod:`noisycal_bayes.evaluation.multiclass`).
+:func:`evaluate_multiclass` -> :class:`MulticlassEvaluation`, see :mod:`noisycal_bayes.evaluation.engines`).
 
 ``evaluate(data)`` estimates the annotators' channels, the noise-corrected ECE (NC-ECE) with an interval
 for a named target, and the naive metrics (ECE against votes, SMECE against vote fractions); with
@@ -25,22 +25,52 @@ intervals are equal-tailed quantiles of the draws (posterior draws or bootstrap 
 """
 from __future__ import annotations
 
+import functools
+import inspect
+
 from ..data.binning import DEFAULT_GROUPS
-from .engines import ENGINES, METHODS, EngineResult, Settings, collect_warnings
+from .engines import ENGINES, METHODS, MULTICLASS_METHODS, EngineResult, Settings, collect_warnings, evaluate_multiclass
 from .engines import _settings, assemble, run_checks
 from .recalibration import MAPS, _map_classes, compare_recalibration, describe_map
-from .result import Evaluation, NCECESummary, RecalibrationRow
-from .multiclass import MULTICLASS_METHODS, ClasswiseSummary, MulticlassEvaluation, evaluate_multiclass
+from .result import ClasswiseSummary, Evaluation, MulticlassEvaluation, NCECESummary, RecalibrationRow
 
 __all__ = ["ENGINES", "MAPS", "METHODS", "MULTICLASS_METHODS", "ClasswiseSummary", "EngineResult", "Evaluation",
            "MulticlassEvaluation", "NCECESummary", "RecalibrationRow", "Settings", "collect_warnings",
            "compare_recalibration", "describe_map", "evaluate", "evaluate_multiclass"]
 
-#: Options of :func:`evaluate` passed on to :func:`evaluate_multiclass` for K-class data (its defaults otherwise).
+#: Options of :func:`evaluate` passed on to :func:`evaluate_multiclass` for K-class data when the caller sets them
+#: (evaluate_multiclass's own defaults otherwise).
 _MULTICLASS_OPTIONS = ("method", "bins", "weights", "level", "seed", "n_boot", "n_chains", "n_warmup", "n_draws",
                        "clean_labels", "checks", "progress_bar")
 
 
+def _one_door(binary):
+    """``evaluate``: K-class data goes to :func:`evaluate_multiclass` with only the options the caller set, so that
+    both doors give the same answer; binary data to ``binary`` (whose signature and defaults are evaluate's)."""
+    names = set(inspect.signature(binary).parameters) - {"data"}
+
+    @functools.wraps(binary)
+    def evaluate(data, **options):
+        from ..data import MulticlassAnnotationSet
+
+        if not isinstance(data, MulticlassAnnotationSet):
+            return binary(data, **options)
+        unknown = sorted(set(options) - names)
+        if unknown:
+            raise TypeError(f"evaluate() got an unexpected keyword argument {unknown[0]!r}")
+        binary_only = {"groups": options.get("groups", DEFAULT_GROUPS) is not DEFAULT_GROUPS,
+                       "n_starts": options.get("n_starts", 10) != 10,
+                       "recalibration": bool(options.get("recalibration", False))}
+        given = [k for k, v in binary_only.items() if v]
+        if given:
+            raise ValueError(f"evaluate: {given} apply to binary data only; for K-class data call "
+                             "evaluate_multiclass(data, groups=<confidence quantiles>, ...) directly.")
+        return evaluate_multiclass(data, **{k: options[k] for k in _MULTICLASS_OPTIONS if k in options})
+
+    return evaluate
+
+
+@_one_door
 def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUPS, weights: str = "iv",
              level: float = 0.9, seed: int = 0, n_boot: int = 200, n_starts: int = 10, n_chains: int = 4,
              n_warmup: int = 1000, n_draws: int = 1000, clean_labels=None, recalibration: bool = False,
@@ -49,10 +79,13 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
 
     K classes: when ``data`` is a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, this returns
     ``evaluate_multiclass(data, ...)`` (a :class:`MulticlassEvaluation`: top-label NC-ECE as the headline,
-    class-wise NC-ECE, confusion matrices) with ``method``, ``bins``, ``weights``, ``level``, ``seed``,
-    ``n_boot``, ``n_chains``, ``n_warmup``, ``n_draws``, ``clean_labels``, ``checks`` and ``progress_bar`` passed
-    on as given; ``groups``, ``n_starts`` and ``recalibration`` are binary options (a non-default value is an
-    error). Binary data is unchanged by this.
+    class-wise NC-ECE, confusion matrices) with those of ``method``, ``bins``, ``weights``, ``level``, ``seed``,
+    ``n_boot``, ``n_chains``, ``n_warmup``, ``n_draws``, ``clean_labels``, ``checks`` and ``progress_bar`` that
+    the caller set, and :func:`evaluate_multiclass`'s own defaults for the others (EM, 15 bins, 2 x 500 draws),
+    so ``evaluate(data)`` and ``evaluate_multiclass(data)`` give the same answer (docs/multiclass.md). The
+    defaults below are those of binary data. ``groups``, ``n_starts`` and ``recalibration`` are binary options
+    (a non-default value is an error: ``groups`` counts confidence quantiles for K classes, call
+    ``evaluate_multiclass`` for those).
 
     Parameters
     ----------
@@ -121,24 +154,13 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
     (True, 'no interval: --n-boot 0.')
     """
     from .._validation import check_binary_labels
-    from ..data import Binning, MulticlassAnnotationSet
+    from ..data import Binning
 
-    if isinstance(data, MulticlassAnnotationSet):
-        binary_only = {"groups": groups is not DEFAULT_GROUPS, "n_starts": n_starts != 10,
-                       "recalibration": bool(recalibration)}
-        given = [k for k, v in binary_only.items() if v]
-        if given:
-            raise ValueError(f"evaluate: {given} apply to binary data only; for K-class data call "
-                             "evaluate_multiclass(data, groups=<confidence quantiles>, ...) directly.")
-        kw = dict(method=method, bins=bins, weights=weights, level=level, seed=seed, n_boot=n_boot,
-                  n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, clean_labels=clean_labels, checks=checks,
-                  progress_bar=progress_bar)
-        return evaluate_multiclass(data, **{k: kw[k] for k in _MULTICLASS_OPTIONS})
     from ..reference.baselines import naive_calibration
     from ..propagate import usable_annotators_of
     from ..reference.calibration import nc_ece
 
-    s = _settings(data, method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
+    s = _settings(data, "evaluate", method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
                   n_boot=n_boot, n_starts=n_starts, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws,
                   progress_bar=bool(progress_bar), checks=bool(checks))
     data.require_scores()

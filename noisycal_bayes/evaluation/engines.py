@@ -1,8 +1,32 @@
-"""Channel engines of :func:`noisycal_bayes.evaluate` and the pieces that turn a fit into an Evaluation.
+"""Channel engines of :func:`noisycal_bayes.evaluate` and :func:`evaluate_multiclass`, and the pieces that turn
+a fit into an :class:`~noisycal_bayes.evaluation.Evaluation`.
 
-Each engine is a function ``(data, Settings) -> EngineResult`` registered in :data:`ENGINES`: ``"em"``
-(``fit_em`` -> ``bootstrap_em``) and ``"nuts"`` (``fit_nuts``); both hand their draws to
+Binary data: each engine is a function ``(data, Settings) -> EngineResult`` registered in :data:`ENGINES`:
+``"em"`` (``fit_em`` -> ``bootstrap_em``) and ``"nuts"`` (``fit_nuts``); both hand their draws to
 ``posterior_nc_ece`` (one propagation for both routes).
+
+K classes (:func:`evaluate_multiclass` -> :class:`~noisycal_bayes.evaluation.MulticlassEvaluation`): every
+annotator's K x K confusion matrix, the top-label NC-ECE (the headline) and the class-wise NC-ECE with
+intervals, the corrected top-label reliability table and the naive ECEs (DESIGN §8), by two routes:
+
+=========  =============================================================  ===================================
+method     confusion matrices                                             intervals
+=========  =============================================================  ===================================
+``em``     ``fit_em_multiclass`` (MLE, grouped model)                     item bootstrap with the EM refitted
+                                                                          per replicate
+                                                                          (``bootstrap_multiclass_nc_ece``),
+                                                                          the refits propagated by
+                                                                          ``posterior_top_label_nc_ece`` /
+                                                                          ``posterior_classwise_nc_ece``
+                                                                          (class-wise: joint draws)
+``nuts``   ``fit_nuts_multiclass`` (posterior; point = posterior mean)    ``posterior_top_label_nc_ece`` /
+                                                                          ``posterior_classwise_nc_ece``
+=========  =============================================================  ===================================
+
+On both K routes ``nc_ece.value`` is the top-label NC-ECE at the point confusion matrices
+(:func:`~noisycal_bayes.reference.top_label_nc_ece`), and confusion intervals are equal-tailed
+quantiles of the draws (posterior draws or bootstrap refits). Both kinds share :class:`Settings`, its
+validation, :func:`collect_warnings`, the NC-ECE summary and the check rows.
 """
 from __future__ import annotations
 
@@ -12,20 +36,31 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from ..data.binning import DEFAULT_GROUPS
-from .result import Evaluation, NCECESummary
+from ..diagnostics.checks import N_CHECK_REPLICATES, check_row, run_multiclass_checks
+from .result import ClasswiseSummary, Evaluation, MulticlassEvaluation, NCECESummary
 from .._validation import one_line as _one_line
 
-__all__ = ["ENGINES", "METHODS", "EngineResult", "Settings", "collect_warnings"]
+__all__ = ["ENGINES", "METHODS", "MULTICLASS_METHODS", "EngineResult", "Settings", "collect_warnings",
+           "evaluate_multiclass"]
 
 METHODS = ("nuts", "em")
-
+#: Channel engines of :func:`evaluate_multiclass`.
+MULTICLASS_METHODS = ("em", "nuts")
+#: Weight rules of the K-class corrected targets.
+_WEIGHTS_K = ("iv", "equal")
+#: K classes: random EM starts of the full-sample fit and of every bootstrap refit (besides the majority-vote
+#: start): one number for both, so that the compiled EM is reused by the refits.
+N_STARTS_K = 1
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The validated options of one :func:`evaluate` call (what each channel engine receives)."""
+    """The validated options of one :func:`evaluate` or :func:`evaluate_multiclass` call (what each channel
+    engine receives). ``groups``: a Binning of the scores (binary), or the number of confidence quantiles per
+    predicted class (K classes); ``prior``: the K-class NUTS prior (None: the model's default)."""
 
     method: str = "nuts"
     bins: int = 10
@@ -40,26 +75,61 @@ class Settings:
     n_draws: int = 1000
     progress_bar: bool = False
     checks: bool = True
+    prior: object = None
 
 
-def _settings(data, **kw) -> Settings:
+def _settings(data, func: str = "evaluate", **kw) -> Settings:
+    """Validate the options of ``func`` (``"evaluate"``: binary data; ``"evaluate_multiclass"``: K classes)."""
     from .._validation import check_level, check_positive_int, check_weights
-    from ..data import AnnotationSet
+    from ..data import AnnotationSet, MulticlassAnnotationSet
 
-    if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
-        raise ValueError(f"evaluate: `data` must be an AnnotationSet; got {type(data).__name__}.")
+    k_class = func == "evaluate_multiclass"
+    kind = MulticlassAnnotationSet if k_class else AnnotationSet
+    if not isinstance(data, kind) or (not k_class and data.kind != "binary"):
+        raise ValueError(f"{func}: `data` must be {'a' if k_class else 'an'} {kind.__name__}; got "
+                         f"{type(data).__name__}.")
     if kw["method"] not in ENGINES:
-        raise ValueError(f"evaluate: unknown method {kw['method']!r}; choose from {sorted(ENGINES)}.")
-    kw["groups"] = _check_groups(kw["groups"])
-    for name in ("bins", "n_starts", "n_chains", "n_warmup", "n_draws"):
+        raise ValueError(f"{func}: unknown method {kw['method']!r}; choose from {sorted(ENGINES)}.")
+    if k_class:
+        _check_k_options(kw)
+    else:
+        kw["groups"] = _check_groups(kw["groups"])
+    positive = ("bins", "n_chains", "n_draws") if k_class else ("bins", "n_starts", "n_chains", "n_warmup", "n_draws")
+    for name in positive:
         kw[name] = check_positive_int(kw[name], name=name)
-    kw["n_boot"] = check_positive_int(kw["n_boot"], name="n_boot", minimum=0)
-    kw["seed"] = check_positive_int(kw["seed"], name="seed", minimum=0)
+    for name in ("n_boot", "n_warmup", "seed") if k_class else ("n_boot", "seed"):
+        kw[name] = check_positive_int(kw[name], name=name, minimum=0)
     kw["level"] = check_level(kw["level"])
-    if not isinstance(kw["weights"], str):
-        raise ValueError(f"evaluate: `weights` must be a rule name; got {kw['weights']!r}.")
-    check_weights(kw["weights"], data.n_annotators)
+    if not k_class:
+        if not isinstance(kw["weights"], str):
+            raise ValueError(f"evaluate: `weights` must be a rule name; got {kw['weights']!r}.")
+        check_weights(kw["weights"], data.n_annotators)
     return Settings(**kw)
+
+
+def _check_k_options(kw: dict) -> None:
+    """The K-class options: weights, ``groups`` (confidence quantiles; None means 2) and the NUTS prior."""
+    if kw["weights"] not in _WEIGHTS_K:
+        raise ValueError(f"evaluate_multiclass: `weights` must be one of {list(_WEIGHTS_K)} for K classes; got "
+                         f"{kw['weights']!r}.")
+    groups = kw["groups"]
+    if groups is None:
+        kw["groups"] = 2
+    elif isinstance(groups, (int, np.integer)) and not isinstance(groups, bool) and groups >= 1:
+        kw["groups"] = int(groups)
+    else:
+        raise ValueError(f"evaluate_multiclass: `groups` must be None (2 confidence quantiles per predicted class) or "
+                         f"a positive int (that many quantiles); got {groups!r}.")
+    if kw["prior"] is not None:
+        from ..models.multiclass import MulticlassPrior
+
+        if kw["method"] != "nuts":
+            raise ValueError("evaluate_multiclass: `prior` is used by method='nuts' only (the EM route fits the "
+                             "maximum-likelihood channels and refits them per bootstrap replicate); got "
+                             f"method={kw['method']!r} with a prior.")
+        if not isinstance(kw["prior"], MulticlassPrior):
+            raise ValueError(f"evaluate_multiclass: `prior` must be None or a MulticlassPrior; got "
+                             f"{type(kw['prior']).__name__}.")
 
 
 # ============================================================================================ engines
@@ -170,10 +240,6 @@ def _engine_nuts(data, s: Settings) -> EngineResult:
                         f"{post.interval_method} equal-tailed interval; varying: {post.uncertainty}", [])
 
 
-#: Replicates of the model checks (199: with alpha = 0.05 a check warns at exactly 5% under the model).
-N_CHECK_REPLICATES = 199
-
-
 def run_checks(data, fit, s: Settings):
     """Predictive checks of the fitted channel model (:func:`noisycal_bayes.diagnostics.model_checks`: parametric
     bootstrap for EM, posterior predictive for NUTS): ``(rows, checks)`` with JSON-ready rows ``{name, status,
@@ -184,8 +250,8 @@ def run_checks(data, fit, s: Settings):
     try:
         checks = model_checks(data, fit, n_replicates=N_CHECK_REPLICATES, seed=s.seed, progress_bar=s.progress_bar)
     except ValueError as exc:
-        return ({"name": "posterior_predictive", "status": "not_testable", "statistic": None, "p_value": None,
-                 "detail": f"the checks do not apply here: {_one_line(exc)}"},), None
+        return (check_row("not_testable", f"the checks do not apply here: {_one_line(exc)}",
+                          name="posterior_predictive"),), None
     rows = []
     for r in checks.table.to_dict(orient="records"):
         rows.append({k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()})
@@ -201,14 +267,18 @@ def _channel_intervals(draws_fit, level: float, n_annotators: int):
     """Equal-tailed ``level`` quantiles of the channel draws (posterior draws or bootstrap replicates)."""
     if draws_fit is None or draws_fit.draws is None:
         return None
-    q = [(1 - level) / 2, (1 + level) / 2]
     d = draws_fit.draws
     out = {}
     for name in ("fpr", "tpr", "gap"):
         x = np.asarray(d[name]) if name in d else np.asarray(d["tpr"]) - np.asarray(d["fpr"])
-        lo, hi = np.quantile(x.reshape(-1, n_annotators), q, axis=0)
-        out[name] = (lo, hi)
+        out[name] = _intervals(x.reshape(-1, n_annotators), level)
     return out
+
+
+def _intervals(draws: np.ndarray, level: float):
+    """Equal-tailed ``level`` quantiles over the first axis (the draws): ``(lower, upper)``."""
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return lo, hi
 
 
 def _mcmc_diagnostics(fit) -> dict:
@@ -290,3 +360,314 @@ def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: li
         bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
         data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels), checks=tuple(checks[0]),
         model_checks=checks[1], fit=res.fit)
+
+
+# ============================================================================================ K classes
+def _check_clean_labels(clean_labels, data):
+    if clean_labels is None:
+        return None
+    y = np.asarray(clean_labels)
+    if y.shape != (data.n_items,):
+        raise ValueError(f"`clean_labels` must have shape ({data.n_items},), one class index per item; got {y.shape}.")
+    if not np.issubdtype(y.dtype, np.integer):
+        if not (np.issubdtype(y.dtype, np.floating) and np.all(np.isfinite(y)) and np.all(y == np.round(y))):
+            raise ValueError("`clean_labels` must be class indices 0..K-1 (integers); map class names with "
+                             "`data.classes` first.")
+    y = y.astype(np.int64)
+    bad = np.flatnonzero((y < 0) | (y >= data.n_classes))
+    if bad.size:
+        raise ValueError(f"`clean_labels` must be class indices in 0..{data.n_classes - 1}; got {y[bad[:5]].tolist()} "
+                         f"at items {bad[:5].tolist()}.")
+    return y
+
+
+def _engine_em_k(data, s: Settings, groups):
+    """EM on the full sample; item bootstrap with the EM refitted per replicate, the refits propagated."""
+    from ..inference import fit_em_multiclass, multiclass_em_estimator
+    from ..propagate.nc_ece import posterior_classwise_nc_ece, posterior_top_label_nc_ece
+    from ..reference.calibration import classwise_nc_ece, top_label_nc_ece
+    from ..reference.nc_ece_bootstrap import bootstrap_multiclass_nc_ece
+
+    fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS_K, seed=s.seed)
+    probs, resp = data.probs, data.responses
+    usable = np.asarray(fit.usable_annotators(), dtype=bool)
+    top = top_label_nc_ece(probs, resp, fit.confusion, bins=s.bins, weights=s.weights)
+    cw = classwise_nc_ece(probs, resp, fit.confusion, bins=s.bins, weights=s.weights)
+    detail = f"EM (grouped model, {fit.n_groups} score groups, {N_STARTS_K + 1} starts)"
+    out = dict(fit=fit, confusion=np.asarray(fit.confusion), prevalence=np.asarray(fit.prevalence), usable=usable,
+               top=top, cw=cw, lower=None, upper=None, top_iv=None, cw_iv=None, band=None, draws=None, notes=[],
+               diagnostics={"converged": bool(fit.converged), "n_iter": int(fit.n_iter),
+                            "log_likelihood": float(fit.log_likelihood)})
+    if s.n_boot == 0:
+        out["notes"].append("no interval: n_boot = 0 (--n-boot 0).")
+        out["detail"] = detail
+        return out
+    refits, counts = [], []
+    # Replicates are refitted from the full-sample fit (warm start), with their items' gold labels; their groups are
+    # the same recipe (predicted class x confidence quantile) applied to the replicate's items.
+    refit = multiclass_em_estimator(model="grouped", n_quantiles=s.groups, n_starts=N_STARTS_K, seed=s.seed)
+    # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate; the
+    # same stream here, matched on the replicate's probabilities (a failed refit skips one), gives each refit's item
+    # multiplicities for the class-wise joint draws.
+    n, probs64 = int(data.n_items), np.asarray(probs, dtype=np.float64)
+    rows_stream = np.random.default_rng(s.seed)
+
+    def estimator(r, n_rep, p, *, init=None, gold=None):
+        if init is None:  # the bootstrap's full-sample call: the fit above (no second full fit)
+            return np.asarray(fit.confusion), np.asarray(fit.prevalence)
+        conf, prev = refit(r, n_rep, p, init=init, gold=gold)
+        for _ in range(s.n_boot):
+            rows = rows_stream.integers(0, n, size=n)
+            if np.array_equal(probs64[rows], p):
+                break
+        else:  # never: the stream is the bootstrap's own
+            raise RuntimeError("evaluate_multiclass: could not match a bootstrap replicate to its rows; please report.")
+        refits.append(np.asarray(conf))
+        mult = np.bincount(rows, minlength=n)
+        counts.append(mult.astype(np.uint16) if mult.max() <= np.iinfo(np.uint16).max else mult)  # small ints
+        return conf, prev
+
+    boot = bootstrap_multiclass_nc_ece(probs, resp, estimator=estimator, n_boot=s.n_boot, level=s.level, bins=s.bins,
+                                       weights=s.weights, seed=s.seed, progress_bar=s.progress_bar, gold=data.gold)
+    out["diagnostics"]["n_boot_failed"] = int(boot.top_label.n_failed)
+    if len(refits) < 2:
+        out["notes"].append(f"no interval: {len(refits)} of {s.n_boot} bootstrap refits succeeded.")
+        out["detail"] = detail
+        return out
+    reps = np.stack(refits)
+    out["lower"], out["upper"] = _intervals(reps, s.level)
+    # The intervals: the refitted confusions propagated as the binary EM route propagates its bootstrap replicates
+    # (debiased, bias-corrected bin centres), as joint draws (each refit with its own replicate's item
+    # multiplicities) read at the calibrated level, top-label and class-wise mean; per class: fresh Bayesian
+    # bootstrap weights. Measured in benchmarks/coverage_multiclass.py (--sweep, --route cli-em; docs/coverage.md).
+    mult = np.stack(counts)
+    # The refits scatter around the full-sample fit: the bias correction is centred there (point_confusion).
+    top_iv = posterior_top_label_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
+                                        seed=s.seed, usable=usable, item_weights=mult, calibrate=True,
+                                        point_confusion=out["confusion"])
+    cw_iv = posterior_classwise_nc_ece(probs, resp, reps, bins=s.bins, weights=s.weights, level=s.level,
+                                       seed=s.seed, usable=usable, item_weights=mult, point_confusion=out["confusion"])
+    refits_text = f"the EM refitted on {reps.shape[0]} item-bootstrap replicates"
+    out.update(varying_top=f"{refits_text}, each with its replicate's items (joint draws)",
+               varying_cw=f"{refits_text}, each with its replicate's items (joint draws; per class: fresh Bayesian "
+                          "bootstrap weights)")
+    out.update(top_iv=top_iv, cw_iv=cw_iv, band=top_iv.table,
+               draws=np.asarray(top_iv.debiased_draws if top_iv.interval_method == "debiased" else top_iv.draws))
+    out["detail"] = (f"{detail}; {100 * s.level:.0f}% intervals: {reps.shape[0]} item-bootstrap replicates with the "
+                     "EM refitted on each, propagated to the NC-ECEs")
+    return out
+
+
+def _engine_nuts_k(data, s: Settings, groups):
+    """NUTS posterior of the confusion matrices, propagated to both NC-ECEs."""
+    from ..inference import fit_nuts_multiclass
+    from ..propagate.nc_ece import USABLE_LEVEL, posterior_classwise_nc_ece, posterior_top_label_nc_ece
+    from ..reference.calibration import classwise_nc_ece, top_label_nc_ece, usable_from_draws
+
+    post = fit_nuts_multiclass(data, model="grouped", groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
+                               n_samples=s.n_draws, seed=s.seed, prior=s.prior, progress_bar=s.progress_bar)
+    draws = np.asarray(post.confusion)
+    usable = usable_from_draws(draws, level=USABLE_LEVEL)
+    probs, resp = data.probs, data.responses
+    point = draws.mean(axis=0)
+    top_pt = top_label_nc_ece(probs, resp, point, bins=s.bins, weights=s.weights)
+    cw_pt = classwise_nc_ece(probs, resp, point, bins=s.bins, weights=s.weights)
+    top = posterior_top_label_nc_ece(probs, resp, draws, bins=s.bins, weights=s.weights, level=s.level, seed=s.seed,
+                                     usable=usable)
+    cw = posterior_classwise_nc_ece(probs, resp, draws, bins=s.bins, weights=s.weights, level=s.level, seed=s.seed,
+                                    usable=usable)
+    lower, upper = _intervals(draws, s.level)
+    d = post.diagnostics
+    detail = (f"NUTS (grouped model, {int(np.asarray(post.prevalence).shape[1])} score groups, {post.n_chains} chains "
+              f"x {post.n_draws} draws); {100 * s.level:.0f}% posterior intervals")
+    return dict(fit=post, confusion=point, prevalence=np.asarray(post.prevalence).mean(axis=0), usable=usable,
+                top=top_pt, cw=cw_pt, lower=lower, upper=upper, top_iv=top, cw_iv=cw, band=top.table,
+                draws=np.asarray(top.debiased_draws if top.interval_method == "debiased" else top.draws), notes=[],
+                detail=detail, diagnostics={k: d.get(k) for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
+                                                                  "n_divergent", "frac_max_treedepth")})
+
+
+#: K-class channel engines by ``method`` name: ``(data, Settings, groups) -> dict``.
+_K_ENGINES = {"em": _engine_em_k, "nuts": _engine_nuts_k}
+
+
+def _top_summary(res, s: Settings):
+    """NCECESummary of the top-label NC-ECE and its notes."""
+    value = float(res["top"].value)
+    iv = res["top_iv"]
+    if iv is None:
+        return NCECESummary(value, None, None, None, None, s.level, "none: no interval", "none"), []
+    how = _interval_how(iv, res.get("varying_top", iv.uncertainty))
+    summary, notes = _nc_ece_summary(value, iv, s, None, how)
+    return summary, notes
+
+
+def _classwise_summary(res, s: Settings, classes) -> ClasswiseSummary:
+    cw, iv = res["cw"], res["cw_iv"]
+    per = pd.DataFrame({"class": list(classes), "value": np.asarray(cw.per_class, dtype=np.float64),
+                        "lower": np.nan, "upper": np.nan})
+    if iv is None:
+        return ClasswiseSummary(float(cw.value), None, None, None, s.level, "none: no interval", "none", per)
+    t = iv.per_class_table
+    one = t["interval_to_read"].to_numpy() == "upper_one_sided"
+    per["lower"] = np.where(one, 0.0, t["lower"].to_numpy())
+    per["upper"] = np.where(one, t["upper_one_sided"].to_numpy(), t["upper"].to_numpy())
+    lo, hi = iv.reported_interval
+    return ClasswiseSummary(float(cw.value), float(lo), float(hi), float(iv.upper_one_sided), s.level, iv.target,
+                            _interval_how(iv, res.get("varying_cw", iv.uncertainty)), per,
+                            debiased=float(iv.debiased), interval_to_read=iv.interval_to_read)
+
+
+def _interval_how(iv, varying: str) -> str:
+    """The interval's method line: how it was read (with the calibrated level when that widened the interval to
+    read) and what varied across draws."""
+    from ..propagate.result import _read_at
+
+    return f"{iv.interval_method} equal-tailed interval{_read_at(iv)}; varying: {varying}"
+
+
+def _reliability(res) -> pd.DataFrame:
+    t = res["top"].table
+    table = pd.DataFrame({"bin": t["bin"].to_numpy(), "lower": t["lower"].to_numpy(), "upper": t["upper"].to_numpy(),
+                          "count": t["count"].to_numpy(), "mean_confidence": t["mean_score"].to_numpy(),
+                          "corrected_accuracy": t["corrected_frequency"].to_numpy(),
+                          "residual": t["residual"].to_numpy(), "band_lower": np.nan, "band_upper": np.nan})
+    band = res["band"]
+    if band is not None and len(band) == len(table):
+        table["band_lower"] = band["frequency_lower"].to_numpy()
+        table["band_upper"] = band["frequency_upper"].to_numpy()
+    return table
+
+
+def _naive(data, s: Settings, clean_labels):
+    """Naive ECE table and per-bin accuracies of the naive targets (for the figure)."""
+    from ..core.confusion import top_label_ece
+    from ..reference.baselines import naive_multiclass_ece
+
+    probs, k = data.probs, data.n_classes
+    table = naive_multiclass_ece(probs, data.responses, bins=s.bins, annotator_ids=list(data.annotator_ids))
+    votes = np.asarray(data.vote_distribution(), dtype=np.float64)
+    labelled = votes.sum(axis=1) > 0
+    eye = np.eye(k)
+    mv = np.where(labelled[:, None], eye[np.argmax(votes, axis=1)], np.nan)  # ties to the lowest class index
+    curves = {"majority vote": top_label_ece(probs, mv, bins=s.bins).table.mean_target,
+              "vote distribution": top_label_ece(probs, np.where(labelled[:, None], votes, np.nan),
+                                                 bins=s.bins).table.mean_target}
+    if clean_labels is not None:
+        from ..core.confusion import classwise_ece
+
+        oracle = eye[clean_labels]
+        table = pd.concat([table, pd.DataFrame([{
+            "target": "clean labels (oracle)", "top_label_ece": top_label_ece(probs, oracle, bins=s.bins).value,
+            "classwise_ece": classwise_ece(probs, oracle, bins=s.bins).value, "n_items": int(data.n_items)}])],
+            ignore_index=True)
+        curves["clean labels (oracle)"] = top_label_ece(probs, oracle, bins=s.bins).table.mean_target
+    return table, {name: np.asarray(v, dtype=np.float64) for name, v in curves.items()}
+
+
+def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None, weights: str = "iv",
+                        level: float = 0.9, seed: int = 0, n_boot: int = 200, n_chains: int = 2, n_warmup: int = 500,
+                        n_draws: int = 500, prior=None, clean_labels=None, checks: bool = True,
+                        progress_bar: bool = False) -> MulticlassEvaluation:
+    """K x K confusion matrices with intervals, top-label and class-wise NC-ECE with intervals, naive ECEs.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet with probs
+        Labels (item, annotator, class index) and the classifier's class probabilities of shape (n_items, K).
+    method : {"em", "nuts"}, default "em"
+        ``"em"``: :func:`~noisycal_bayes.inference.fit_em_multiclass` and an item bootstrap with the EM refitted
+        per replicate (``n_boot`` replicates). ``"nuts"``: :func:`~noisycal_bayes.inference.fit_nuts_multiclass`
+        and the posterior of both NC-ECEs (:mod:`noisycal_bayes.propagate.nc_ece`).
+    bins : int, default 15
+        Equal-width bins on the confidence (top-label) and on each class's probability (class-wise).
+    groups : None or int, default None
+        Score groups of the grouped model: predicted class x ``groups`` confidence quantiles
+        (:func:`~noisycal_bayes.core.score_groups`); None means 2.
+    weights : {"iv", "equal"}, default "iv"
+        Per-coordinate annotator weights of the corrected targets.
+    level : float, default 0.9
+        Level of every interval.
+    seed : int, default 0
+        Seeds EM starts, bootstrap resampling, chains and the predictive check.
+    n_boot : int, default 200
+        Bootstrap replicates (EM route); 0 gives no interval (said in ``warnings``).
+    n_chains, n_warmup, n_draws : int, default 2, 500, 500
+        NUTS settings.
+    prior : MulticlassPrior or None
+        NUTS route only: the model's prior (None: the default, Dirichlet rows with 2 on the diagonal and 1
+        elsewhere). With few labels per confusion row at large K the default's pseudo-counts pull the posterior
+        towards uniform rows and bias the NC-ECE; the fit says so (:class:`~noisycal_bayes.warnings.PriorWarning`)
+        and docs/multiclass.md gives the measured alternative ``MulticlassPrior(off_diagonal=1 / (K - 1))``.
+    clean_labels : int array of shape (n_items,), optional
+        True class indices (simulations): adds the oracle ECEs to the naive table.
+    checks : bool, default True
+        Run the predictive check of the channel model
+        (:func:`~noisycal_bayes.diagnostics.checks.run_multiclass_checks`; EM: 199 refits).
+    progress_bar : bool, default False
+
+    Returns
+    -------
+    MulticlassEvaluation
+        ``.summary()``, ``.to_json()``, ``.write_report(dir)``.
+
+    Raises
+    ------
+    ValueError
+        Data that is not a MulticlassAnnotationSet or has no probs; unknown method or weights; bad counts, level,
+        groups or ``clean_labels``; a design that cannot identify K x K confusion matrices
+        (:func:`~noisycal_bayes.data.check_multiclass_design`: one annotator, no item labelled twice, ...).
+
+    Notes
+    -----
+    The corrected clean-label vector of a response ``a`` of annotator ``j`` is ``C_j^{-T} e_a`` (row ``a`` of
+    ``C_j^{-1}``), unbiased for the one-hot clean label; top-label NC-ECE bins the confidence ``max_k p_ik`` and
+    compares it with the predicted class's coordinate of the combined corrected vector (DESIGN §8). Warnings
+    raised while fitting are recorded in ``warnings`` rather than emitted.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.data import MulticlassAnnotationSet
+    >>> from noisycal_bayes.simulate import simulate_multiclass
+    >>> sim = simulate_multiclass(300, 3, 3, seed=1)
+    >>> data = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=3, probs=sim.probs)
+    >>> ev = evaluate_multiclass(data, n_boot=0, checks=False)
+    >>> ev.n_classes, ev.nc_ece.lower is None
+    (3, True)
+    """
+    from ..core.confusion import score_groups
+    from ..data import check_multiclass_design
+
+    s = _settings(data, "evaluate_multiclass", method=method, bins=bins, groups=groups, weights=weights, level=level,
+                  seed=seed, n_boot=n_boot, n_starts=N_STARTS_K, n_chains=n_chains, n_warmup=n_warmup,
+                  n_draws=n_draws, progress_bar=bool(progress_bar), checks=bool(checks), prior=prior)
+    data.require_probs()
+    clean_labels = _check_clean_labels(clean_labels, data)
+    group_of = score_groups(data.probs, n_quantiles=s.groups)
+    n_nonempty = int(np.unique(group_of).size)
+    with warnings.catch_warnings(record=True):  # its warnings become the error below
+        warnings.simplefilter("always")
+        problems = check_multiclass_design(data, "grouped", n_groups=n_nonempty, func="evaluate_multiclass")
+    if problems:
+        raise ValueError(" ".join(problems))
+    caught: list = []
+    with collect_warnings(caught):
+        res = _K_ENGINES[s.method](data, s, group_of)
+        naive, curves = _naive(data, s, clean_labels)
+        top, notes = _top_summary(res, s)
+        cw = _classwise_summary(res, s, data.classes)
+        try:
+            rows = run_multiclass_checks(data, res["fit"], method=s.method, seed=s.seed) if s.checks else ()
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            rows = (check_row("not_testable", f"the check could not run: {_one_line(exc)}"),)
+    fit = res["fit"]
+    n_groups = int(np.asarray(fit.prevalence).shape[-2])
+    return MulticlassEvaluation(
+        method=s.method, method_detail=res["detail"], n_items=int(data.n_items), n_annotators=int(data.n_annotators),
+        n_classes=int(data.n_classes), classes=tuple(data.classes), annotator_ids=tuple(data.annotator_ids),
+        confusion=np.asarray(res["confusion"]), confusion_lower=res["lower"], confusion_upper=res["upper"],
+        prevalence=np.asarray(res["prevalence"]), nc_ece=top, classwise_nc_ece=cw, reliability=_reliability(res),
+        naive=naive, naive_curves=curves, usable=np.asarray(res["usable"], dtype=bool),
+        warnings=tuple(caught + list(res["notes"]) + notes), diagnostics=res["diagnostics"], checks=tuple(rows),
+        draws=res["draws"], level=s.level, bins=s.bins, weights=s.weights, seed=s.seed,
+        groups=n_groups, n_groups=n_groups, fit=fit, data=data, clean_labels=clean_labels)

@@ -1,15 +1,17 @@
 """Result types of :func:`noisycal_bayes.evaluate`: :class:`Evaluation`, :class:`NCECESummary`,
-:class:`RecalibrationRow`. The renderers (text, JSON, HTML, report folder) are in :mod:`noisycal_bayes.report`.
+:class:`RecalibrationRow`, and for K classes its subclass :class:`MulticlassEvaluation` with
+:class:`ClasswiseSummary`. The renderers (text, JSON, HTML, report folder) are in :mod:`noisycal_bayes.report`.
 """
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["Evaluation", "NCECESummary", "RecalibrationRow"]
+__all__ = ["ClasswiseSummary", "Evaluation", "MulticlassEvaluation", "NCECESummary", "RecalibrationRow"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,8 @@ class Evaluation:
     checks: tuple = ()
     model_checks: object = field(default=None, repr=False, compare=False)
     fit: object = field(default=None, repr=False, compare=False)
+    #: Which report schema renders it: ``"binary"`` (schema version 2, no ``kind`` key) or ``"multiclass"``.
+    kind: ClassVar[str] = "binary"
 
     @property
     def warned_checks(self) -> list:
@@ -200,3 +204,128 @@ class Evaluation:
         from ..report import evaluation_html
 
         return evaluation_html(self)
+
+
+@dataclass(frozen=True)
+class ClasswiseSummary:
+    """Class-wise NC-ECE: the mean over classes with its interval, and each class's.
+
+    Attributes
+    ----------
+    value : float
+        Mean over classes of the class-wise NC-ECE at the point confusion matrices.
+    lower, upper : float or None
+        The interval to read (``[0, upper_bound]`` when the one-sided reading applies); None without one.
+    upper_bound : float or None
+        One-sided ``level`` upper bound.
+    level : float
+    target : str
+    interval_method : str
+        How the interval was made (with the calibrated level of the draws' quantiles when it widened it).
+    per_class : DataFrame
+        ``class, value, lower, upper`` (one row per class, in class index order; bounds NaN without interval).
+    debiased : float or None
+        The debiased estimate of the mean over classes, the centre of its interval; None without one.
+    interval_to_read : {"two_sided", "upper_one_sided"} or None
+        Which interval ``lower, upper`` is (``upper_one_sided``: ``[0, upper_bound]``); None without one.
+    """
+
+    value: float
+    lower: float | None
+    upper: float | None
+    upper_bound: float | None
+    level: float
+    target: str
+    interval_method: str
+    per_class: pd.DataFrame = field(repr=False)
+    debiased: float | None = None
+    interval_to_read: str | None = None
+
+    @property
+    def interval(self) -> tuple:
+        return (self.lower, self.upper)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MulticlassEvaluation(Evaluation):
+    """What one K-class calibration evaluation found, and how (returned by :func:`evaluate_multiclass`).
+
+    An :class:`Evaluation` (``isinstance`` holds; ``kind == "multiclass"`` tells the renderers of
+    :mod:`noisycal_bayes.report` which schema to write): the binary ``channel``, ``channel_intervals``, ``table``
+    and ``edges`` are None, and ``groups`` equals ``n_groups``. Its fields are keyword-only.
+
+    Attributes
+    ----------
+    method : {"em", "nuts"}
+    method_detail : str
+        One line saying how the confusion matrices and the intervals were obtained.
+    n_items, n_annotators, n_classes : int
+    classes : tuple
+        Class names; index ``k`` <-> ``classes[k]``.
+    annotator_ids : tuple
+    confusion : ndarray of shape (n_annotators, K, K)
+        Point estimate (EM, or posterior mean): ``confusion[j, y, a] = P(A_j = a | Y = y)``.
+    confusion_lower, confusion_upper : ndarray of shape (n_annotators, K, K) or None
+        Equal-tailed ``level`` quantiles of the draws (posterior draws or bootstrap refits); None without draws.
+    prevalence : ndarray of shape (n_groups, K)
+        Clean-class frequencies per score group (EM estimate or posterior mean).
+    nc_ece : NCECESummary
+        Top-label NC-ECE (the headline): ``value``, ``lower``, ``upper``, ``upper_bound``, ``level``, ``target``...
+    classwise_nc_ece : ClasswiseSummary
+    reliability : DataFrame
+        Per confidence bin: ``bin, lower, upper, count, mean_confidence, corrected_accuracy, residual,
+        band_lower, band_upper`` (band NaN without draws).
+    naive : DataFrame
+        ``target, top_label_ece, classwise_ece, n_items``: majority vote, each annotator, vote distribution (and
+        ``clean labels (oracle)`` when ``clean_labels`` were given).
+    naive_curves : dict
+        ``{name: accuracy per confidence bin}`` for the reliability figure (majority vote, vote distribution,
+        oracle).
+    usable : ndarray of shape (n_annotators,), bool
+        Annotators whose confusion matrix is invertible enough to correct their labels (others weigh 0).
+    warnings : tuple of str
+    diagnostics : dict
+        NUTS: ``max_rhat, min_ess_bulk, n_divergent, frac_max_treedepth``...; EM: ``converged, n_iter,
+        log_likelihood`` and the bootstrap's ``n_failed``.
+    checks : tuple of dict
+        ``{name, status ("pass" | "warn" | "not_testable"), statistic, p_value, detail}``.
+    draws : ndarray or None
+        Top-label NC-ECE draws (bootstrap replicates or posterior draws).
+    level, bins, weights, seed, n_groups : the settings used (``groups``: the same number as ``n_groups``)
+    fit : MulticlassEMFit or MulticlassPosterior
+    data : MulticlassAnnotationSet
+    clean_labels : ndarray of shape (n_items,) or None
+    """
+
+    kind: ClassVar[str] = "multiclass"
+    n_classes: int
+    classes: tuple
+    annotator_ids: tuple
+    confusion: np.ndarray
+    confusion_lower: np.ndarray | None
+    confusion_upper: np.ndarray | None
+    classwise_nc_ece: ClasswiseSummary
+    reliability: pd.DataFrame = field(repr=False)
+    naive: pd.DataFrame = field(repr=False)
+    naive_curves: dict = field(default_factory=dict, repr=False)
+    usable: np.ndarray = field(default=None, repr=False)
+    bins: int = 15
+    n_groups: int = 1
+    channel: object = field(default=None, repr=False)
+    channel_intervals: dict | None = field(default=None, repr=False)
+    table: pd.DataFrame | None = field(default=None, repr=False)
+    edges: np.ndarray | None = field(default=None, repr=False)
+
+    def summary(self, *, title: str | None = None) -> str:
+        """The plain-text summary the command line prints."""
+        from ..report import format_summary
+
+        return format_summary(self, title=title)
+
+    def write_report(self, out_dir, *, title: str = "Calibration report (K classes)", source: str | None = None):
+        """Write the report folder (``report.html``, ``summary.md``, ``results.json``,
+        ``top_label_reliability.png``, ``confusion_matrices.png``); returns the paths
+        (:func:`noisycal_bayes.report.write_report`)."""
+        from ..report import write_report
+
+        return write_report(out_dir, self, title=title, source=source)

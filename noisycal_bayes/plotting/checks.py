@@ -39,7 +39,7 @@ def plot_prior_predictive(result, *, ax=None, statistics=("positive_rate", "agre
     """Plot a :func:`~noisycal_bayes.diagnostics.prior_predictive_check` result: each observed statistic against
     its prior predictive interval.
 
-    The drawing is :meth:`PriorPredictiveCheck.plot <noisycal_bayes.diagnostics.checks.PriorPredictiveCheck.plot>`
+    The drawing is :meth:`PriorPredictiveCheck.plot <noisycal_bayes.diagnostics.prior_predictive.PriorPredictiveCheck.plot>`
     (under the plotting package's name, as :func:`check_residuals`).
 
     Parameters
@@ -59,7 +59,7 @@ def plot_prior_predictive(result, *, ax=None, statistics=("positive_rate", "agre
     ValueError
         ``result`` is not a prior predictive check; an unknown statistic.
     """
-    from ..diagnostics.checks import PriorPredictiveCheck
+    from ..diagnostics.prior_predictive import PriorPredictiveCheck
 
     if not isinstance(result, PriorPredictiveCheck):
         raise ValueError(f"`result` must be the output of noisycal_bayes.diagnostics.prior_predictive_check; got "

@@ -11,17 +11,17 @@ these functions:
   (``Evaluation.write_report(dir)``); the self-contained page is built by
   :func:`noisycal_bayes.report.page.report_page` from the same row builders.
 
-K-class evaluations (:class:`~noisycal_bayes.evaluation.MulticlassEvaluation`) have their own renderers in
-:mod:`noisycal_bayes.report.multiclass` (re-exported here), built on the helpers of this module.
+K-class evaluations (:class:`~noisycal_bayes.evaluation.MulticlassEvaluation`, ``ev.kind == "multiclass"``) go
+through the same functions, which hand them to the K-class renderers of this module (``format_multiclass_summary``,
+``multiclass_to_dict``, ...; their rows: the two NC-ECEs, per class, the confusion diagonals): the K schema is the
+binary one's ``schema_version`` with ``kind: "multiclass"``, ``confusion`` matrices and ``classwise_nc_ece``.
 
 Files are written to a temporary location and renamed into place, so an error never leaves a
 half-written report behind.
 
-Size (item 9): about 530 lines, over the ~500 guide on purpose: the five renderers of one result (text,
-Markdown, HTML, JSON, report folder) share the row builders above them, and splitting them would separate
-each table from the renderers that must show the same numbers. The HTML page (issue 19) is a module of this
-package (``report/page.py``) rather than a top-level module: a module of the same layer could not import
-these row builders (tests/test_layers.py), a module of the package can.
+The five renderers of one result (text, Markdown, HTML, JSON, report folder) share the row builders above
+them, so every renderer shows the same numbers; the self-contained HTML page of both kinds is in
+``report/page.py``.
 """
 from __future__ import annotations
 
@@ -38,12 +38,16 @@ import numpy as np
 
 from ..models.em_result import SPARSE_MIN_ANNOTATORS
 
-__all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format_summary", "json_text",
-           "summary_markdown", "write_json", "write_report"]
+__all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format_multiclass_summary", "format_summary",
+           "json_text", "multiclass_html", "multiclass_report_page", "multiclass_to_dict", "summary_markdown",
+           "summary_markdown_multiclass", "write_json", "write_multiclass_report", "write_report"]
 
 #: 2: ``nc_ece.value`` is the paper's NC-ECE on every route; new ``nc_ece`` keys ``debiased``,
 #: ``interval_to_read``, ``calibration_p_value``, ``interval_centre`` (issue 15). 1: before.
 SCHEMA_VERSION = 2
+#: K classes: above this many classes the diagonal table shows only the mean diagonal per annotator in text and
+#: Markdown (every entry is in ``results.json``).
+MAX_DIAGONAL_COLUMNS = 10
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -195,20 +199,36 @@ def _flagged_rows(ev):
     return header, rows
 
 
+def _is_k(ev) -> bool:
+    return getattr(ev, "kind", "binary") == "multiclass"
+
+
 def _point_name(ev) -> str:
-    return "the posterior-mean channels" if ev.method == "nuts" else "the EM estimate of the channels"
+    what = "confusion matrices" if _is_k(ev) else "channels"
+    return f"the posterior-mean {what}" if ev.method == "nuts" else f"the EM estimate of the {what}"
 
 
-def _interval_note(nc) -> str:
-    """Where the interval is, which number it is built around, and how to read it."""
+def _interval_note(nc, *, around: bool = True) -> str:
+    """Where the interval is, which number it is built around (``around``), and how to read it."""
     iv = _interval(nc.lower, nc.upper)
     if not iv:
         return "no interval"
     pct = f"{100 * nc.level:.0f}%"
     if nc.interval_to_read == "upper_one_sided":
         return f"{pct} one-sided interval {iv}: read the upper bound"
-    around = "the debiased estimate" if nc.centre == "debiased" else (nc.centre or "the draws")
-    return f"{pct} interval {iv}, built around {around}"
+    if not around:
+        return f"{pct} interval {iv}"
+    centre = "the debiased estimate" if nc.centre == "debiased" else (nc.centre or "the draws")
+    return f"{pct} interval {iv}, built around {centre}"
+
+
+def _estimate_tail(nc, *, around: bool = True, target: bool = True) -> str:
+    """``"; debiased estimate 0.041; 90% interval [...] (how; target: ...)"`` (parts without numbers left out)."""
+    rest = "" if nc.debiased is None else f"; debiased estimate {_num(nc.debiased)}"
+    if nc.lower is not None:
+        how = f"{nc.interval_method}; target: {nc.target}" if target else nc.interval_method
+        rest += f"; {_interval_note(nc, around=around)} ({how})"
+    return rest
 
 
 def _calibration_rows(ev, oracle_ece=None):
@@ -311,14 +331,13 @@ def _check_lines(ev) -> list:
 
 
 def _headline(ev):
-    """``("NC-ECE = 0.043", "(paper's plug-in estimate, ...); debiased estimate ...; interval ...")``."""
+    """``("NC-ECE = 0.043", "(paper's plug-in estimate, ...); debiased estimate ...; interval ...")``; K classes:
+    ``("Top-label NC-ECE = 0.043", "(noise-corrected top-label ECE at ...); ...")``."""
     nc = ev.nc_ece
-    rest = f"(paper's plug-in estimate, at {_point_name(ev)})"
-    if nc.debiased is not None:
-        rest += f"; debiased estimate {_num(nc.debiased)}"
-    if nc.lower is not None:
-        rest += f"; {_interval_note(nc)} ({nc.interval_method}; target: {nc.target})"
-    return f"NC-ECE = {_num(nc.value)}", rest
+    if _is_k(ev):
+        return (f"Top-label NC-ECE = {_num(nc.value)}", f"(noise-corrected top-label ECE at {_point_name(ev)})"
+                + _estimate_tail(nc, around=False))
+    return f"NC-ECE = {_num(nc.value)}", f"(paper's plug-in estimate, at {_point_name(ev)})" + _estimate_tail(nc)
 
 
 # ------------------------------------------------------------------------------------------ renderers
@@ -330,8 +349,10 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
     oracle ECE comes from ``ev.naive.clean_ece`` when the naive metrics were computed with clean labels.
     ``recalibration`` is a list of :class:`RecalibrationRow` (default: ``ev.recalibration``);
     ``comparison`` a list of evaluations of the same data by different engines (e.g. EM and NUTS), shown
-    side by side.
+    side by side. A K-class evaluation gets :func:`format_multiclass_summary` (``title`` only).
     """
+    if _is_k(ev):
+        return format_multiclass_summary(ev, title=title)
     truth_channel, oracle = _oracle(ev, truth)
     recalibration = ev.recalibration if recalibration is None else recalibration
     out = []
@@ -358,9 +379,23 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
     return "\n".join(out)
 
 
+def _md_checks_and_warnings(ev) -> list:
+    """The Markdown "Assumption checks" and "Warnings" sections (empty when there are none)."""
+    out = []
+    check_lines = _check_lines(ev)
+    if check_lines:
+        out += ["## Assumption checks", ""] + [f"- {line.strip()}" for line in check_lines[2:]] + [""]
+    if ev.warnings:
+        out += ["## Warnings", ""] + [f"- {w}" for w in ev.warnings] + [""]
+    return out
+
+
 def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: str = "Calibration report",
                      source: str | None = None, comparison=None) -> str:
-    """The one-page Markdown summary written to ``summary.md`` (figures linked by file name)."""
+    """The one-page Markdown summary written to ``summary.md`` (figures linked by file name; K classes:
+    :func:`summary_markdown_multiclass`)."""
+    if _is_k(ev):
+        return summary_markdown_multiclass(ev, figures=figures, title=title, source=source)
     truth_channel, oracle = _oracle(ev, truth)
     recalibration = ev.recalibration if recalibration is None else recalibration
     out = [f"# {title}", ""]
@@ -384,11 +419,7 @@ def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: s
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
         out += ["## Diagnostics", "", f"R-hat max {_num(d.get('rhat_max'))}, ESS min {_num(d.get('ess_min'), 0)}, "
                 f"divergences {d.get('divergences')}.", ""]
-    check_lines = _check_lines(ev)
-    if check_lines:
-        out += ["## Assumption checks", ""] + [f"- {line.strip()}" for line in check_lines[2:]] + [""]
-    if ev.warnings:
-        out += ["## Warnings", ""] + [f"- {w}" for w in ev.warnings] + [""]
+    out += _md_checks_and_warnings(ev)
     if figures:
         out += ["## Figures", ""]
         for name in figures:
@@ -407,7 +438,9 @@ def _html_table(header, rows) -> str:
 
 def evaluation_html(ev) -> str:
     """A compact HTML view for notebooks: channels with intervals, NC-ECE with interval and target, naive
-    metrics, diagnostics and warnings (``Evaluation._repr_html_``)."""
+    metrics, diagnostics and warnings (``Evaluation._repr_html_``; K classes: :func:`multiclass_html`)."""
+    if _is_k(ev):
+        return multiclass_html(ev)
     esc = html.escape
     nc = ev.nc_ece
     out = [f"<div><p><b>Calibration evaluation</b> ({esc(ev.method_detail)}): {ev.n_items} items, "
@@ -480,8 +513,11 @@ def evaluation_to_dict(ev) -> dict:
     ece_per_annotator (annotator -> ECE)}; ``diagnostics`` {rhat_max, ess_min, divergences, warnings};
     ``reliability`` (one object per bin); ``settings`` {bins, groups, weights, seed}; ``checks`` (one
     object per assumption check: name, status "pass" | "warn" | "not_testable", statistic, p_value, detail); ``n_items``;
-    ``n_annotators``; ``schema_version``. NaN is written as null.
+    ``n_annotators``; ``schema_version``. NaN is written as null. A K-class evaluation gets
+    :func:`multiclass_to_dict` (``kind: "multiclass"``).
     """
+    if _is_k(ev):
+        return multiclass_to_dict(ev)
     channels = []
     table = annotator_table(ev)
     for j, name in enumerate(ev.channel.annotator_ids):
@@ -522,6 +558,200 @@ def evaluation_to_dict(ev) -> dict:
     if ev.recalibration is not None:
         out["recalibration"] = [r.__dict__ for r in ev.recalibration]
     return _clean(out)
+
+
+# ------------------------------------------------------------------------------------------ K classes
+def _classwise_line(ev) -> str:
+    """``"Class-wise NC-ECE (mean over classes) = 0.053 (...); debiased estimate 0.051; 90% interval [...] (...)."``"""
+    cw = ev.classwise_nc_ece
+    return (f"Class-wise NC-ECE (mean over classes) = {_num(cw.value)} (at {_point_name(ev)})"
+            + _estimate_tail(cw, around=False, target=False) + ".")
+
+
+def _calibration_rows_k(ev):
+    """One row per metric: the two NC-ECEs with intervals, then the naive ECEs."""
+    nc, cw = ev.nc_ece, ev.classwise_nc_ece
+    rows = [["NC-ECE (noise-corrected)", _num(nc.value), _interval(nc.lower, nc.upper), _num(cw.value),
+             _interval(cw.lower, cw.upper), f"at {_point_name(ev)}"]]
+    for r in ev.naive.itertuples(index=False):
+        name = {"majority_vote": "ECE vs majority vote", "vote_distribution": "SMECE vs vote distribution"}.get(
+            r.target, f"ECE vs {r.target}")
+        note = "truth, for checking" if "oracle" in str(r.target) else f"{int(r.n_items)} items"
+        rows.append([name, _num(float(r.top_label_ece)), "", _num(float(r.classwise_ece)), "", note])
+    return ["metric", "top-label", "interval", "class-wise", "interval", "note"], rows
+
+
+def _per_class_rows(ev):
+    rows = []
+    for r in ev.classwise_nc_ece.per_class.itertuples(index=False):
+        rows.append([str(r[0]), _num(float(r.value)), _interval(r.lower, r.upper) if np.isfinite(r.lower) else ""])
+    return ["class", "NC-ECE", "interval"], rows
+
+
+def _diagonal_rows(ev, *, compact: bool = False):
+    """Per annotator: usable, and the diagonal ``P(label = k | Y = k)`` per class with its interval."""
+    k = ev.n_classes
+    diag = np.diagonal(ev.confusion, axis1=1, axis2=2)
+    has = ev.confusion_lower is not None
+    lo = np.diagonal(ev.confusion_lower, axis1=1, axis2=2) if has else None
+    hi = np.diagonal(ev.confusion_upper, axis1=1, axis2=2) if has else None
+    if compact or k > MAX_DIAGONAL_COLUMNS:
+        header = ["annotator", "usable", "mean diagonal", "min diagonal (class)"]
+        rows = [[str(a), "yes" if ev.usable[j] else "no", _num(float(diag[j].mean())),
+                 f"{_num(float(diag[j].min()))} ({ev.classes[int(np.argmin(diag[j]))]})"]
+                for j, a in enumerate(ev.annotator_ids)]
+        return header, rows
+    header = ["annotator", "usable"] + [f"class {c}" for c in ev.classes]
+    rows = []
+    for j, a in enumerate(ev.annotator_ids):
+        row = [str(a), "yes" if ev.usable[j] else "no"]
+        for c in range(k):
+            cell = _num(float(diag[j, c]))
+            if has:
+                cell += " " + _interval(float(lo[j, c]), float(hi[j, c]), 2)
+            row.append(cell)
+        rows.append(row)
+    return header, rows
+
+
+def _data_text_k(ev) -> str:
+    return (f"{ev.n_items} items, {ev.n_annotators} annotators, {ev.n_classes} classes "
+            f"({', '.join(str(c) for c in ev.classes[:12])}{', ...' if ev.n_classes > 12 else ''}); {ev.bins} "
+            f"equal-width confidence bins, {ev.n_groups} score groups, {ev.weights} annotator weights.")
+
+
+def _diagnostic_text_k(ev) -> str:
+    d = ev.diagnostics or {}
+    if ev.method == "nuts":
+        return (f"MCMC diagnostics: R-hat max {_num(d.get('max_rhat'))}, bulk ESS min "
+                f"{_num(d.get('min_ess_bulk'), 0)}, "
+                f"divergences {d.get('n_divergent')}.")
+    text = f"EM: converged {d.get('converged')}, {d.get('n_iter')} iterations"
+    if d.get("n_boot_failed") is not None:
+        text += f"; {d['n_boot_failed']} failed bootstrap replicates"
+    return text + "."
+
+
+def format_multiclass_summary(ev, *, title: str | None = None) -> str:
+    """The plain-text summary of a :class:`~noisycal_bayes.evaluation.MulticlassEvaluation` (what the command
+    line prints): header, data line, the top-label NC-ECE headline with its interval, the class-wise NC-ECE per
+    class, the naive ECEs, the confusion-matrix diagonals per annotator, warnings and the assumption checks."""
+    out = []
+    if title:
+        out += [title, "=" * len(title)]
+    out.append(_data_text_k(ev))
+    lead, rest = _headline(ev)
+    out += ["", f"{lead} {rest}."]
+    out += ["", "Calibration error (lower is better; naive metrics treat noisy labels as truth)",
+            _text_table(*_calibration_rows_k(ev))]
+    out += ["", _classwise_line(ev), "", f"Class-wise NC-ECE per class (mean {_num(ev.classwise_nc_ece.value)})",
+            _text_table(*_per_class_rows(ev))]
+    out += ["", f"Confusion matrices: P(label = k | clean class = k) per annotator ({ev.method_detail})",
+            _text_table(*_diagonal_rows(ev))]
+    out += ["", _diagnostic_text_k(ev)]
+    out += _check_lines(ev)
+    if ev.warnings:
+        out += ["", "Warnings:"] + [f"  - {w}" for w in ev.warnings]
+    return "\n".join(out)
+
+
+def summary_markdown_multiclass(ev, *, figures=(), title: str = "Calibration report (K classes)",
+                                source: str | None = None) -> str:
+    """The Markdown summary written to ``summary.md`` (figures linked by file name)."""
+    out = [f"# {title}", ""]
+    if source:
+        out += [f"Data: {source}", ""]
+    out += [_data_text_k(ev), ""]
+    lead, rest = _headline(ev)
+    out += [f"**{lead}** {rest}.", ""]
+    out += ["## Calibration error", "", _md_table(*_calibration_rows_k(ev)), "",
+            "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the annotators' "
+            "confusion matrices.", ""]
+    out += ["## Class-wise NC-ECE", "", _classwise_line(ev), "", _md_table(*_per_class_rows(ev)), ""]
+    out += ["## Confusion matrices", "", ev.method_detail + ".", "", _md_table(*_diagonal_rows(ev)), "",
+            _diagnostic_text_k(ev), ""]
+    out += _md_checks_and_warnings(ev)
+    if figures:
+        out += ["## Figures", ""] + [f"![{name}]({name})\n" for name in figures]
+    return "\n".join(out)
+
+
+def multiclass_html(ev) -> str:
+    """A compact HTML view for notebooks (``MulticlassEvaluation._repr_html_``)."""
+    esc = html.escape
+    lead, rest = _headline(ev)
+    out = [f"<div><p><b>Calibration evaluation, K classes</b> ({esc(ev.method_detail)}): {esc(_data_text_k(ev))}</p>",
+           f"<p><b>{esc(lead)}</b> {esc(rest)}.</p>", _html_table(*_calibration_rows_k(ev)),
+           f"<p>{esc(_classwise_line(ev))}</p>", _html_table(*_per_class_rows(ev)), _html_table(*_diagonal_rows(ev))]
+    if ev.warnings:
+        out.append("<p><b>Warnings</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in ev.warnings) + "</ul>")
+    return "\n".join(out) + "</div>"
+
+
+def multiclass_to_dict(ev) -> dict:
+    """The ``--json`` schema of a K-class evaluation (NaN written as null).
+
+    Keys: ``schema_version``; ``kind`` ``"multiclass"``; ``n_items``, ``n_annotators``, ``n_classes``, ``classes``;
+    ``nc_ece`` (top-label) {value, lower, upper, upper_bound, level, target, method, interval_method,
+    interval_to_read, debiased}; ``classwise_nc_ece`` {value, lower, upper, upper_bound, level, target,
+    interval_method, interval_to_read, debiased, per_class: [{class, value, lower, upper}]}; ``confusion`` (one object per annotator:
+    annotator, usable, matrix (K x K, rows = clean class), lower, upper (K x K or null)); ``prevalence`` (per
+    score group, K each); ``naive`` {top_label: {target -> ECE}, classwise: {target -> ECE}} for
+    ``majority_vote``, ``annotator <id>``, ``vote_distribution`` (and ``clean labels (oracle)``);
+    ``reliability`` (one object per confidence bin: bin, lower, upper, count, mean_confidence,
+    corrected_accuracy, residual, band_lower, band_upper); ``checks`` (name, status, statistic, p_value, detail);
+    ``diagnostics`` (the fit's, plus ``warnings``); ``settings`` {method, method_detail, bins, groups, weights,
+    level, seed}.
+    """
+    nc, cw = ev.nc_ece, ev.classwise_nc_ece
+    confusion = []
+    for j, a in enumerate(ev.annotator_ids):
+        confusion.append({
+            "annotator": a, "usable": bool(ev.usable[j]), "matrix": ev.confusion[j],
+            "lower": None if ev.confusion_lower is None else ev.confusion_lower[j],
+            "upper": None if ev.confusion_upper is None else ev.confusion_upper[j]})
+    per_class = [{"class": r[0], "value": float(r.value), "lower": float(r.lower), "upper": float(r.upper)}
+                 for r in cw.per_class.itertuples(index=False)]
+    out = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "multiclass",
+        "n_items": ev.n_items, "n_annotators": ev.n_annotators, "n_classes": ev.n_classes,
+        "classes": list(ev.classes),
+        "nc_ece": {"value": nc.value, "lower": nc.lower, "upper": nc.upper, "upper_bound": nc.upper_bound,
+                   "level": nc.level, "target": nc.target, "method": ev.method, "interval_method": nc.interval_method,
+                   "interval_to_read": nc.interval_to_read, "debiased": nc.debiased},
+        "classwise_nc_ece": {"value": cw.value, "lower": cw.lower, "upper": cw.upper, "upper_bound": cw.upper_bound,
+                             "level": cw.level, "target": cw.target, "interval_method": cw.interval_method,
+                             "interval_to_read": cw.interval_to_read, "debiased": cw.debiased,
+                             "per_class": per_class},
+        "confusion": confusion,
+        "prevalence": ev.prevalence,
+        "naive": {"top_label": {str(r.target): float(r.top_label_ece) for r in ev.naive.itertuples(index=False)},
+                  "classwise": {str(r.target): float(r.classwise_ece) for r in ev.naive.itertuples(index=False)}},
+        "reliability": ev.reliability.to_dict(orient="records"),
+        "checks": [dict(c) for c in ev.checks],
+        "diagnostics": dict(ev.diagnostics or {}, warnings=list(ev.warnings)),
+        "settings": {"method": ev.method, "method_detail": ev.method_detail, "bins": ev.bins, "groups": ev.n_groups,
+                     "weights": ev.weights, "level": ev.level, "seed": ev.seed},
+    }
+    return _clean(out)
+
+
+def _figures_k(ev) -> dict:
+    from ..plotting import plot_confusion_matrices, plot_top_label_reliability
+
+    t = ev.reliability
+    band = t[["band_lower", "band_upper"]].to_numpy(dtype=np.float64)
+    has_band = np.isfinite(band).any()
+    figs = {"top_label_reliability.png": plot_top_label_reliability(
+        t["mean_confidence"].to_numpy(), t["corrected_accuracy"].to_numpy(), band[:, 0] if has_band else None,
+        band[:, 1] if has_band else None, t["count"].to_numpy(), naive=ev.naive_curves,
+        edges=np.r_[t["lower"].to_numpy(), t["upper"].to_numpy()[-1:]], level=ev.level if has_band else None,
+        title=f"Top-label reliability (NC-ECE {ev.nc_ece.value:.3f})")}
+    figs["confusion_matrices.png"] = plot_confusion_matrices(ev.confusion, classes=[str(c) for c in ev.classes],
+                                                    annotators=[str(a) for a in ev.annotator_ids],
+                                                    title=f"Confusion matrices ({ev.method.upper()})")
+    return figs
 
 
 # ------------------------------------------------------------------------------------------ files
@@ -638,17 +868,14 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
     Notes
     -----
     Everything is rendered into a temporary folder first and moved into ``out_dir`` only when all files
-    are complete, so a failure leaves no partial report.
+    are complete, so a failure leaves no partial report. A K-class evaluation is written by
+    :func:`write_multiclass_report` (``title``, ``source`` and ``dpi`` passed on).
     """
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"{out_dir}: exists and is not a folder.")
-    parent = out_dir.resolve().parent
-    if not parent.is_dir():
-        raise ValueError(f"{out_dir}: the parent folder {parent} does not exist.")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=parent))
+    if _is_k(ev):
+        return write_multiclass_report(out_dir, ev, title=title, source=source, dpi=dpi)
     recalibration = ev.recalibration if recalibration is None else recalibration
-    try:
+
+    def render(tmp: Path) -> None:
         figs = _figures(ev, data, truth)
         figs.update(extra_figures or {})
         for name, fig in figs.items():
@@ -668,6 +895,22 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
         page = report_page(ev, figures={name: (tmp / name).read_bytes() for name in figs}, truth=truth,
                            recalibration=recalibration, title=title, source=source, comparison=comparison)
         (tmp / "report.html").write_text(page, encoding="utf-8")
+
+    return _write_folder(out_dir, render)
+
+
+def _write_folder(out_dir, render) -> list[Path]:
+    """Run ``render(tmp)`` on a temporary folder next to ``out_dir`` and move its files into ``out_dir`` only
+    when every one is complete (a failure leaves no partial report); returns the paths written."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{out_dir}: exists and is not a folder.")
+    parent = out_dir.resolve().parent
+    if not parent.is_dir():
+        raise ValueError(f"{out_dir}: the parent folder {parent} does not exist.")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=parent))
+    try:
+        render(tmp)
         out_dir.mkdir(exist_ok=True)
         written = []
         for f in sorted(tmp.iterdir()):
@@ -678,9 +921,46 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# K classes (issue 18): the renderers of MulticlassEvaluation, built on the helpers above.
-from .multiclass import (format_multiclass_summary, multiclass_html, multiclass_report_page,  # noqa: E402
-                         multiclass_to_dict, summary_markdown_multiclass, write_multiclass_report)
+def write_multiclass_report(out_dir, ev, *, title: str = "Calibration report (K classes)", source: str | None = None,
+                            dpi: int = 110) -> list[Path]:
+    """Write the report folder of a K-class evaluation: ``top_label_reliability.png`` (corrected top-label reliability
+    diagram with bands and the naive curves), ``confusion_matrices.png`` (the confusion matrices as heat maps),
+    ``summary.md``, ``results.json`` (:func:`multiclass_to_dict`) and ``report.html``
+    (:func:`multiclass_report_page`).
 
-__all__ += ["format_multiclass_summary", "multiclass_html", "multiclass_report_page", "multiclass_to_dict",
-            "summary_markdown_multiclass", "write_multiclass_report"]
+    Parameters
+    ----------
+    out_dir : str or Path
+        Created if missing; files of the same names are replaced, other files are left alone.
+    ev : MulticlassEvaluation
+    title, source : str
+        Heading and data description.
+    dpi : int, default 110
+
+    Returns
+    -------
+    list of Path
+
+    Notes
+    -----
+    Everything is rendered into a temporary folder next to ``out_dir`` first and moved in only when every file
+    is complete, so a failure leaves no partial report.
+    """
+    import matplotlib.pyplot as plt
+
+    def render(tmp: Path) -> None:
+        figs = _figures_k(ev)
+        for name, fig in figs.items():
+            fig.savefig(tmp / name, dpi=dpi)
+            plt.close(fig)
+        (tmp / "summary.md").write_text(summary_markdown_multiclass(ev, figures=list(figs), title=title,
+                                                                     source=source), encoding="utf-8")
+        (tmp / "results.json").write_text(json_text(multiclass_to_dict(ev)), encoding="utf-8")
+        page = multiclass_report_page(ev, figures={n: (tmp / n).read_bytes() for n in figs}, title=title,
+                                      source=source)
+        (tmp / "report.html").write_text(page, encoding="utf-8")
+
+    return _write_folder(out_dir, render)
+
+
+from .page import multiclass_report_page  # noqa: E402  (the page is built from the row builders above)

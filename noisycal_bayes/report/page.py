@@ -1,4 +1,4 @@
-"""``report.html``: one self-contained page with the report's tables and figures (issue 19, item 4).
+"""``report.html``: one self-contained page with the report's tables and figures (binary and K classes).
 
 The page opens in a browser from the file system: the figures are embedded as base64 ``data:`` URIs, the
 style sheet is inline, and there are no scripts, links or fonts to fetch. The tables are those of
@@ -12,10 +12,11 @@ import base64
 import html
 from pathlib import PurePath
 
-from . import (_CAPTIONS, SCHEMA_VERSION, _calibration_rows, _channel_rows, _comparison_rows, _headline,
-               _html_table, _check_lines, _interval_lines, _num, _oracle, _population_lines, _recal_rows)
+from . import (_CAPTIONS, SCHEMA_VERSION, _calibration_rows, _calibration_rows_k, _channel_rows, _check_lines,
+               _comparison_rows, _data_text_k, _diagnostic_text_k, _diagonal_rows, _headline, _html_table,
+               _interval_lines, _is_k, _num, _oracle, _per_class_rows, _population_lines, _recal_rows)
 
-__all__ = ["report_page"]
+__all__ = ["multiclass_report_page", "report_page"]
 
 #: Image types a browser shows from a data URI; other figure files are named but not embedded.
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
@@ -96,8 +97,11 @@ def report_page(ev, *, figures=None, truth=None, recalibration=None, comparison=
     Returns
     -------
     str
-        A complete HTML5 document (UTF-8) with no external resources and no scripts.
+        A complete HTML5 document (UTF-8) with no external resources and no scripts. A K-class evaluation
+        gets :func:`multiclass_report_page` (``figures``, ``title`` and ``source`` passed on).
     """
+    if _is_k(ev):
+        return multiclass_report_page(ev, figures=figures, title=title, source=source)
     esc = html.escape
     truth_channel, oracle = _oracle(ev, truth)
     recalibration = ev.recalibration if recalibration is None else recalibration
@@ -138,7 +142,46 @@ def report_page(ev, *, figures=None, truth=None, recalibration=None, comparison=
     else:
         parts.append(_section("diagnostics", "MCMC diagnostics", _p("None: the channels were not sampled by MCMC.")))
     parts.append(_section("settings", "Settings", _html_table(*_settings_rows(ev, source))))
+    return _document(title, parts)
+
+
+def _document(title: str, parts) -> str:
+    """The HTML5 document around the page's sections: inline style, no external resources, no scripts."""
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{esc(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+            f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
             + "\n".join(parts) + "\n</body>\n</html>\n")
+
+
+def multiclass_report_page(ev, *, figures=None, title: str = "Calibration report (K classes)",
+                           source: str | None = None) -> str:
+    """The self-contained ``report.html`` of a K-class evaluation: headline, warnings, calibration table,
+    class-wise table, assumption checks, confusion diagonals, figures (embedded as data URIs) and settings.
+    Built from :mod:`noisycal_bayes.report.page`'s sections and style; every user string is escaped."""
+    esc = html.escape
+    lead, rest = _headline(ev)
+    parts = [f"<h1>{esc(title)}</h1>"]
+    if source:
+        parts.append(_p(f"Data: {source}"))
+    parts.append(_p(_data_text_k(ev)))
+    parts.append(f'<p class="headline"><b>{esc(lead)}</b> {esc(rest)}.</p>')
+    if ev.warnings:
+        parts.append(_section("warnings", "Warnings and notes",
+                              '<ul class="warnings">' + "".join(f"<li>{esc(w)}</li>" for w in ev.warnings) + "</ul>"))
+    parts.append(_section("calibration", "Calibration error", _html_table(*_calibration_rows_k(ev)),
+                          _p("Lower is better. The naive metrics treat the noisy labels as the truth and are biased.")))
+    parts.append(_section("classwise", "Class-wise NC-ECE", _html_table(*_per_class_rows(ev))))
+    check_lines = _check_lines(ev)
+    if check_lines:
+        parts.append(_section("checks", check_lines[1], *(_p(line.strip()) for line in check_lines[2:])))
+    parts.append(_section("confusion", "Confusion matrices", _p(ev.method_detail + "."),
+                          _html_table(*_diagonal_rows(ev)), _p(_diagnostic_text_k(ev))))
+    if figures:
+        parts.append(_section("figures", "Figures", *(_figure(n, b) for n, b in figures.items())))
+    nc = ev.nc_ece
+    settings = [["method", ev.method], ["how", ev.method_detail], ["evaluation bins", f"{ev.bins} equal-width"],
+                ["score groups", ev.n_groups], ["annotator weights", ev.weights], ["seed", ev.seed],
+                ["level", _num(ev.level, 2)], ["interval method", nc.interval_method], ["interval target", nc.target],
+                ["results.json schema version", SCHEMA_VERSION]]
+    parts.append(_section("settings", "Settings", _html_table(["setting", "value"], settings)))
+    return _document(title, parts)

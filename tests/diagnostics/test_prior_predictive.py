@@ -1,10 +1,10 @@
-"""Tests for the prior predictive check (noisycal_bayes/diagnostics/checks.py: prior_predictive_check) and its plot."""
+"""Tests for the prior predictive check (noisycal_bayes/diagnostics/prior_predictive.py: prior_predictive_check) and its plot."""
 import numpy as np
 import pytest
 
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.diagnostics import PriorPredictiveCheck, prior_predictive_check
-from noisycal_bayes.diagnostics.checks import PRIOR_PREDICTIVE_MODELS, _pp_responses
+from noisycal_bayes.diagnostics.prior_predictive import PRIOR_PREDICTIVE_MODELS, _pp_responses
 from noisycal_bayes.models import DEFAULT_PRIOR, Prior
 from noisycal_bayes.simulate import simulate_annotations
 
@@ -104,7 +104,7 @@ def test_numpy_replicates_match_the_numpyro_prior_predictive(model):
     import jax
     from numpyro.infer import Predictive
 
-    from noisycal_bayes.diagnostics.checks import _pp_model, _pp_statistics
+    from noisycal_bayes.diagnostics.prior_predictive import _pp_model, _pp_statistics
 
     group = np.repeat(np.arange(2, dtype=np.int32), 150)
     obs = np.ones((300, 3), bool)

@@ -1,5 +1,5 @@
 """False-alarm rate and power of the K-class pattern check (``run_multiclass_checks``, EM route;
-noisycal_bayes/evaluation/multiclass.py).
+noisycal_bayes/diagnostics/checks.py).
 
 1. False alarms. On R = 40 well-specified simulations (K = 3, three annotators labelling every item, 1000 items,
    6 score groups) the check (pooled Pearson X^2, parametric bootstrap with warm-started EM refits, B = 19
@@ -15,7 +15,6 @@ noisycal_bayes/evaluation/multiclass.py).
    measured with B = 199 it warned in every one of 20 (docs/model_checks.md), and with B = 19 the smallest p is
    0.05, reached when the observed X^2 is above every replicate.
 """
-import types
 import warnings
 
 import numpy as np
@@ -24,7 +23,8 @@ from scipy import stats
 
 from noisycal_bayes.core.confusion import score_groups
 from noisycal_bayes.data import MulticlassAnnotationSet
-from noisycal_bayes.evaluation import multiclass as mc
+from noisycal_bayes.diagnostics.checks import run_multiclass_checks
+from noisycal_bayes.evaluation.engines import N_STARTS_K
 from noisycal_bayes.inference import fit_em_multiclass
 from noisycal_bayes.simulate import simulate_multiclass
 
@@ -36,8 +36,8 @@ N_SETS, B, ALPHA, FALSE_FAILURE = 40, 19, 0.05, 1e-3
 def _check(data, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = fit_em_multiclass(data, groups=score_groups(data.probs, n_quantiles=2), n_starts=mc.N_STARTS, seed=seed)
-    (row,) = mc.run_multiclass_checks(data, {"fit": fit}, types.SimpleNamespace(seed=seed, method="em"))
+        fit = fit_em_multiclass(data, groups=score_groups(data.probs, n_quantiles=2), n_starts=N_STARTS_K, seed=seed)
+    (row,) = run_multiclass_checks(data, fit, method="em", seed=seed)
     return row
 
 
