@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from noisycal_bayes import evaluate, simulate_annotations
-from noisycal_bayes.core.confusion import top_label_ece
+from noisycal_bayes.core import top_label_ece
 from noisycal_bayes.data import Binning, Channel, MulticlassAnnotationSet
 from noisycal_bayes.evaluation import MulticlassEvaluation, evaluate_multiclass
 from noisycal_bayes.models.multiclass import MulticlassPrior
@@ -371,7 +371,7 @@ def test_check_refits_are_warm_started_on_the_replicates_distinct_cells(monkeypa
     import types
 
     import noisycal_bayes.inference as inference
-    from noisycal_bayes.core.confusion import score_groups
+    from noisycal_bayes.core import score_groups
     from noisycal_bayes.evaluation.multiclass import N_CHECK_REPLICATES, run_multiclass_checks
 
     sim = simulate_multiclass(1000, 3, 3, accuracy=0.8, seed=4)

@@ -1,7 +1,7 @@
 """`MulticlassAnnotationSet`: labels in K classes from several annotators, and a classifier's class probabilities.
 
 The K-class companion of :class:`~noisycal_bayes.data.AnnotationSet` (DESIGN §8, "K classes"). Labels are
-stored sparse, as (item, annotator, label) triples (:class:`~noisycal_bayes.data.responses.Responses`) whose
+stored sparse, as (item, annotator, label) triples (:class:`~noisycal_bayes.core.tables.Responses`) whose
 ``label`` is the class index ``k`` in ``0 .. K - 1``; the class it stands for is ``classes[k]``, the name as the
 user gave it (an integer or a string). The classifier's output is a probability matrix ``probs`` of shape
 (n_items, K), column ``k`` for class ``classes[k]``.
@@ -29,12 +29,13 @@ import pandas as pd
 
 from .._validation import _preview, check_choice
 from .._validation import one_line as _one_line
+from ..core.tables import Responses
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .annotations import (MISSING, REPEATED, AnnotationSet, _check_unique_ids, _count, _describe_repeats, _factorize,
                           _frozen, _gold_vector, _positions_array, _readonly)
 from .loaders import (MISSING_TOKENS, _check_unique, _ids_as_ints, _item_ids, _natural_ids, _require,
                       _resolve, read_table)
-from .responses import Responses, pair_keys, repeated_runs, sort_responses
+from .responses import pair_keys, repeated_runs, sort_responses
 
 __all__ = ["MulticlassAnnotationSet", "PROBS_TOL", "check_multiclass_design", "is_multiclass_labels",
            "load_multiclass", "multiclass_design_problems"]

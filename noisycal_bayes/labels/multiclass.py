@@ -13,7 +13,7 @@ draw of the confusion matrices and prevalences), never a single label or the maj
 
 **When the accuracy is unbiased** (as in the binary case): by the tower property when ``yhat`` is a function of
 what the posterior conditions on, e.g. a grouped fit whose groups are the predicted class x confidence quantile
-(``core.confusion.score_groups``). Pass ``groups`` to have this checked (:class:`~noisycal_bayes.warnings.DataWarning`
+(``core.calibration.score_groups``). Pass ``groups`` to have this checked (:class:`~noisycal_bayes.warnings.DataWarning`
 otherwise).
 """
 from __future__ import annotations

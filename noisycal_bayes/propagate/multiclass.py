@@ -90,7 +90,7 @@ from ..reference.multiclass import (MAX_CONDITION, bin_edges, check_confusion, c
                                     check_probs, check_responses, ece_entries, usable_from_draws, warn_unusable)
 # The point estimators for a point fit live in the reference layer (the bootstrap needs them); importable here too.
 from ..reference.multiclass import MulticlassNCECE, classwise_nc_ece, top_label_nc_ece  # noqa: F401
-from ..core.confusion import confusion_condition, corrected_vectors
+from ..core import confusion_condition, corrected_vectors
 from ..reference.multiclass import annotator_weights  # draw-batched (leading draw axes)
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .draws import output_index

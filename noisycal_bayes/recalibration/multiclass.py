@@ -4,7 +4,7 @@ Issue 18, item 4; DESIGN §8 ("K classes"). Each map is fitted on a classifier's
 logits) of shape (n_items, K) and a *target matrix* of the same shape:
 
 * **corrected targets** (the noise-corrected fit): per item the combined corrected clean-label vector
-  ``t_i = sum_r w_{j_r} C_{j_r}^{-T} e_{A_r} / sum_r w_{j_r}`` (``core.confusion.corrected_targets``), which is
+  ``t_i = sum_r w_{j_r} C_{j_r}^{-T} e_{A_r} / sum_r w_{j_r}`` (``core.channel.corrected_targets``), which is
   unbiased for the one-hot clean label ``e_{Y_i}`` but may leave [0, 1];
 * one-hot labels (majority vote, or clean labels when known: the oracle) or the vote distribution: the naive
   fits, for comparison.
@@ -51,7 +51,7 @@ from .maps import NotFittedError, _jsonable, _Map
 __all__ = ["MulticlassTemperatureScaling", "PosteriorMulticlassTemperature", "PosteriorTopLabelHistogram",
            "TopLabelHistogram", "VectorScaling"]
 
-from ..core.confusion import annotator_weights, corrected_vectors, usable_confusions
+from ..core import annotator_weights, corrected_vectors, usable_confusions
 
 
 #: Default temperature box ``[T_min, T_max]`` (the binary maps' box).

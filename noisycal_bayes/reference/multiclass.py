@@ -36,10 +36,10 @@ from .._progress import progress
 from .._validation import _preview, check_level, check_positive_int, one_line
 # annotator_weights batches over leading draw axes (propagate/multiclass.py imports it from here); top_label_ece
 # and classwise_ece take an int or a Binning.
-from ..core.confusion import (annotator_weights, classwise_ece, confusion_condition, corrected_targets, top_label_ece,
-                              usable_confusions)
+from ..core import (annotator_weights, classwise_ece, confusion_condition, corrected_targets, top_label_ece,
+                    usable_confusions)
 from ..data import as_binning, bin_index
-from ..data.responses import Responses
+from ..core.tables import Responses
 from ..warnings import DataWarning, IdentifiabilityWarning
 
 #: Rows of ``probs`` must sum to 1 within this absolute tolerance (float32 softmax outputs sum to 1 within ~1e-6).

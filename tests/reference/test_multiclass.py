@@ -11,7 +11,7 @@ import pytest
 
 from noisycal_bayes import Binning, simulate_annotations
 from noisycal_bayes.reference import bootstrap_nc_ece, nc_ece
-from noisycal_bayes.core.confusion import corrected_vectors
+from noisycal_bayes.core import corrected_vectors
 from noisycal_bayes.reference.multiclass import (annotator_weights, bootstrap_classwise_nc_ece,
                                                  bootstrap_multiclass_nc_ece, bootstrap_top_label_nc_ece,
                                                  classwise_ece, classwise_nc_ece, corrected_targets,

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from noisycal_bayes.core.confusion import score_groups
+from noisycal_bayes.core import score_groups
 from noisycal_bayes.data import MulticlassAnnotationSet
 from noisycal_bayes.evaluation import multiclass as mc
 from noisycal_bayes.inference import fit_em_multiclass
