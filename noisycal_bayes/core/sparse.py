@@ -220,6 +220,18 @@ def batched_e_step(responses: Responses, item_group, totals: SparseTotals, fpr, 
     return loglik, post
 
 
+def _batched_rates(s1, n1, wt, item_group, totals: SparseTotals, prior):
+    """The M-step's rates from the per-annotator sums ``s1 = sum_{r in j} w T A`` and ``n1 = sum_{r in j} w T``
+    (J, B) and the item terms ``wt = w T`` (n_items, B): the fpr sums are the fixed totals minus these (module
+    notes); shared by :func:`batched_m_step` and :func:`coded_m_step`."""
+    (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
+    tpr = rate_or_half(s1 + at - 1, n1 + at + bt - 2)
+    fpr = rate_or_half(totals.c1 - s1 + af - 1, totals.n_labels - n1 + af + bf - 2)
+    t_g = jax.ops.segment_sum(wt, item_group, num_segments=totals.n_group.shape[0])
+    prevalence = rate_or_half(t_g + ap - 1, totals.n_group + ap + bp - 2)
+    return fpr, tpr, prevalence
+
+
 def batched_m_step(responses: Responses, item_group, totals: SparseTotals, n_annotators: int, posterior, prior=None):
     """M-step for a batch: ``(fpr (J, B), tpr (J, B), prevalence (G, B))`` from ``T = posterior`` (n_items, B);
     the formulas of :func:`sparse_m_step`, with the fpr sums as the fixed totals minus the tpr sums."""
@@ -229,12 +241,7 @@ def batched_m_step(responses: Responses, item_group, totals: SparseTotals, n_ann
     a = lab.astype(wtr.dtype)[:, None]
     both = jax.ops.segment_sum(jnp.concatenate([wtr * a, wtr], axis=1), ann, num_segments=n_annotators)
     s1, n1 = jnp.split(both, 2, axis=1)
-    (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
-    tpr = rate_or_half(s1 + at - 1, n1 + at + bt - 2)
-    fpr = rate_or_half(totals.c1 - s1 + af - 1, totals.n_labels - n1 + af + bf - 2)
-    t_g = jax.ops.segment_sum(wt, item_group, num_segments=totals.n_group.shape[0])
-    prevalence = rate_or_half(t_g + ap - 1, totals.n_group + ap + bp - 2)
-    return fpr, tpr, prevalence
+    return _batched_rates(s1, n1, wt, item_group, totals, prior)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -337,12 +344,7 @@ def coded_m_step(coded: CodedResponses, item_group, totals: SparseTotals, n_anno
         sums = jax.ops.segment_sum(_take_rows(wt, coded.item), coded.code, num_segments=n_codes)
     pairs = sums[:-1].reshape(n_annotators, 2, -1)
     s1, n1 = pairs[:, 1], pairs[:, 0] + pairs[:, 1]
-    (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
-    tpr = rate_or_half(s1 + at - 1, n1 + at + bt - 2)
-    fpr = rate_or_half(totals.c1 - s1 + af - 1, totals.n_labels - n1 + af + bf - 2)
-    t_g = jax.ops.segment_sum(wt, item_group, num_segments=totals.n_group.shape[0])
-    prevalence = rate_or_half(t_g + ap - 1, totals.n_group + ap + bp - 2)
-    return fpr, tpr, prevalence
+    return _batched_rates(s1, n1, wt, item_group, totals, prior)
 
 
 # ---------------------------------------------------------------------------------------------------------------
