@@ -33,15 +33,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .likelihood import _log_clip, _segment_sum, _xp
+from .likelihood import _EPS, _log_clip, _segment_sum, _xp  # _EPS: rates are clipped as in the likelihood
 from .tables import Responses
 
 __all__ = ["CodedResponses", "SparseTotals", "batched_e_step", "batched_m_step", "channel_tables", "code_sums",
            "coded_e_step", "coded_m_step", "coded_responses", "materialise", "padded_codes", "rate_or_half",
            "response_codes", "response_loglik", "sparse_e_step", "sparse_item_loglik", "sparse_m_step",
            "sparse_multiclass_e_step", "sparse_multiclass_m_step", "sparse_totals"]
-
-_EPS = 1e-12
 
 
 def response_loglik(responses: Responses, n_items: int, fpr, tpr):
