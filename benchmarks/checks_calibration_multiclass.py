@@ -11,7 +11,7 @@ Run: ``python benchmarks/checks_calibration_multiclass.py dense_k3_j3 100 [out.j
 import json, sys, time, warnings
 import numpy as np
 warnings.simplefilter("ignore")
-from noisycal_bayes.core.confusion import score_groups
+from noisycal_bayes.core import score_groups
 from noisycal_bayes.data import MulticlassAnnotationSet
 from noisycal_bayes.diagnostics.checks import run_multiclass_checks
 from noisycal_bayes.evaluation.engines import N_STARTS_K

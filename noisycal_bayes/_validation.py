@@ -11,6 +11,12 @@ import numpy as np
 
 # The annotator weight rules every public function accepts (formulas in ``core/weights.py``).
 WEIGHT_RULES = ("iv", "equal", "gap", "squared_gap")
+#: Rows of class probabilities must sum to 1 within this (probabilities stored with 4-5 decimals sum to 1 within
+#: about 1e-4; float32 softmax outputs within about 1e-6).
+PROBS_TOL = 1e-3
+# Entries of a confusion matrix may stray this far outside [0, 1] by rounding; rows must sum to 1 within 1e-6.
+_CONFUSION_SLACK = 1e-9
+_CONFUSION_ROW_TOL = 1e-6
 
 
 def _plain(value):
@@ -67,6 +73,60 @@ def check_scores(scores, *, name: str = "scores", ids=None) -> np.ndarray:
             "Pass probabilities, not logits or percentages."
         )
     return arr
+
+
+def check_probs(probs, *, name: str = "probs", tol: float = PROBS_TOL, ids=None) -> np.ndarray:
+    """Return class probabilities as a float64 copy of shape (n_items, K), K >= 2: finite, in [0, 1], each row
+    summing to 1 within ``tol``.
+
+    ``ids`` (n_items,), optional, names the offending items in messages (default: their positions). The rows are
+    returned as given (not renormalised): a caller that stores them decides.
+
+    Examples
+    --------
+    >>> check_probs([[0.2, 0.8], [0.5, 0.5]]).shape
+    (2, 2)
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ValueError(f"`{name}` must have shape (n_items, K) with K >= 2; got {p.shape}.")
+    where = np.arange(p.shape[0]) if ids is None else np.asarray(ids, dtype=object)
+    bad = ~np.isfinite(p) | (p < 0) | (p > 1)
+    if bad.any():
+        raise ValueError(f"`{name}` must hold probabilities in [0, 1]; got {_preview(p[bad])} at items "
+                         f"{_preview(where[np.unique(np.nonzero(bad)[0])])}.")
+    off = np.abs(p.sum(axis=1) - 1.0) > tol
+    if off.any():
+        raise ValueError(f"`{name}` rows must sum to 1 (within {tol}); items {_preview(where[off])} sum to "
+                         f"{_preview(np.round(p.sum(axis=1)[off], 6))}. Normalise the class probabilities first.")
+    return p
+
+
+def check_confusion(confusion, *, name: str = "confusion") -> np.ndarray:
+    """Return confusion matrices as a float64 array of shape (n_annotators, K, K), K >= 2 (one (K, K) matrix
+    becomes n_annotators = 1): entries in [0, 1], rows ``C[j, y, :] = P(A_j = . | Y = y)`` summing to 1.
+
+    Examples
+    --------
+    >>> check_confusion([[0.9, 0.1], [0.2, 0.8]]).shape
+    (1, 2, 2)
+    """
+    c = np.asarray(confusion, dtype=np.float64)
+    if c.ndim == 2:
+        c = c[None]
+    if c.ndim != 3 or c.shape[1] != c.shape[2] or c.shape[1] < 2:
+        raise ValueError(f"`{name}` must have shape (n_annotators, K, K) with K >= 2; got {c.shape}.")
+    bad = ~np.isfinite(c) | (c < -_CONFUSION_SLACK) | (c > 1 + _CONFUSION_SLACK)
+    if bad.any():
+        raise ValueError(f"`{name}` must hold probabilities in [0, 1]; got {_preview(c[bad])} at annotators "
+                         f"{_preview(np.unique(np.nonzero(bad)[0]))}.")
+    rows = c.sum(axis=2)
+    off = np.abs(rows - 1.0) > _CONFUSION_ROW_TOL
+    if off.any():
+        j, y = np.nonzero(off)
+        raise ValueError(f"`{name}` rows must sum to 1 (C[j, y, a] = P(A_j = a | Y = y)); rows (annotator, class) "
+                         f"{_preview(list(zip(j.tolist(), y.tolist())))} sum to {_preview(np.round(rows[off], 6))}.")
+    return c
 
 
 def check_binary_labels(labels, *, name: str = "labels", allow_missing: bool = False) -> np.ndarray:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from noisycal_bayes import evaluate, simulate_annotations
-from noisycal_bayes.core.confusion import top_label_ece
+from noisycal_bayes.core import top_label_ece
 from noisycal_bayes.data import Binning, Channel, MulticlassAnnotationSet
 from noisycal_bayes.evaluation import MulticlassEvaluation, evaluate_multiclass
 from noisycal_bayes.models.multiclass import MulticlassPrior
@@ -368,7 +368,7 @@ def test_check_refits_are_warm_started_on_the_replicates_distinct_cells(monkeypa
     """Every parametric-bootstrap refit of the EM check starts at the fit alone (``init``, no random start) and
     fits the replicate's distinct cells weighted by their counts (not its items): the refits are cheap."""
     import noisycal_bayes.inference as inference
-    from noisycal_bayes.core.confusion import score_groups
+    from noisycal_bayes.core import score_groups
     from noisycal_bayes.diagnostics.checks import N_CHECK_REPLICATES, run_multiclass_checks
 
     sim = simulate_multiclass(1000, 3, 3, accuracy=0.8, seed=4)

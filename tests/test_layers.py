@@ -11,6 +11,10 @@ offending file, line and import, so one run shows all the work left.
 
 The package root (``noisycal_bayes/__init__.py``) is the public facade: it may import anything, and only the
 top layer may import it (``from . import __version__`` in the command line).
+
+``core`` (formulas on arrays, and the array containers they read: ``core/tables.py``) is the lowest layer above
+``_validation`` / ``warnings`` / ``_progress``, below ``data`` and ``simulate`` (DESIGN §5): the data layer builds
+core's containers, never the other way round.
 """
 from __future__ import annotations
 
@@ -25,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 # Lowest first. Names in one tuple share a layer and must not import each other.
 LAYERS = (
     ("_validation", "warnings", "_progress"),
+    ("core",),                      # pure arrays: imports nothing of the package but the bottom layer
     ("data",),
     ("simulate",),
-    ("core",),
     ("models",),
     ("inference", "reference"),
     ("propagate",),
@@ -166,6 +170,8 @@ def test_imports_point_downward():
     ("noisycal_bayes.inference.em", "noisycal_bayes.diagnostics"),         # upward
     ("noisycal_bayes.core.weights", "noisycal_bayes"),                     # the facade
     ("noisycal_bayes._validation", "noisycal_bayes.core.weights"),         # upward from the bottom
+    ("noisycal_bayes.core.sparse", "noisycal_bayes.data.responses"),       # core is below data (DESIGN §5)
+    ("noisycal_bayes.core.calibration", "noisycal_bayes.simulate"),        # and below simulate
     ("noisycal_bayes.diagnostics.gaps", "noisycal_bayes.propagate._draws"),  # another package's private module
 ])
 def test_checker_reports_forbidden_imports(importer, imported):
@@ -178,6 +184,8 @@ def test_checker_reports_forbidden_imports(importer, imported):
     ("noisycal_bayes.cli", "noisycal_bayes"),
     ("noisycal_bayes", "noisycal_bayes.cli"),
     ("noisycal_bayes.core.calibration", "numpy"),
+    ("noisycal_bayes.data.annotations", "noisycal_bayes.core.tables"),
+    ("noisycal_bayes.core.weights", "noisycal_bayes._validation"),
 ])
 def test_checker_allows_downward_imports(importer, imported):
     assert not violation(importer, imported)

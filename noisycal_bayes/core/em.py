@@ -8,11 +8,20 @@ E-step: ``T_r = P(Y = 1 | pattern_r, g_r)``. M-step with optional Beta(alpha, be
 An EM loop needs the log-likelihood at every iterate too; :func:`e_step` returns it with ``T`` from the
 same pattern terms (``l0``, ``l1`` and one exponential per row), so that a loop evaluating ``m_step``
 then ``e_step`` does the row work once per iteration rather than twice.
+
+K classes (Dawid & Skene 1979; :func:`multiclass_e_step`, :func:`multiclass_m_step`) on (group x pattern) counts:
+``patterns`` (P, J), one label or ``-1`` per annotator, and ``counts`` (G, P). With ``l_gp(y) = log pi_{g, y} +
+L[p, y]`` (:func:`~noisycal_bayes.core.likelihood.multiclass_pattern_loglik`), the log-likelihood is
+``sum_{g,p} c_gp logsumexp_y l_gp(y)`` and the E-step ``T_gp = softmax_y l_gp(y)``; the M-step is that of
+:mod:`~noisycal_bayes.core.sparse` with the pattern counts as item weights. This form suits a few annotators who
+label every item; crowds, repeats and gold labels take the sparse form.
 """
 import jax
 import jax.numpy as jnp
 
-from .likelihood import _row_logs, _eager_jit, pattern_loglik, posterior_positive
+from .likelihood import (_EPS, _eager_jit, _one_hot, _row_logs, _xp, multiclass_pattern_loglik, pattern_loglik,
+                         posterior_positive)
+from .sparse import _normalise_rows
 
 
 @_eager_jit  # one fused program per shape when called eagerly (core.likelihood._eager_jit)
@@ -75,3 +84,43 @@ def log_prior(parts, prior):
         p = jnp.clip(p, 1e-12, 1 - 1e-12)
         total = total + jnp.sum((al - 1.0) * jnp.log(p) + (be - 1.0) * jnp.log1p(-p))
     return total
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# K classes (module notes). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
+
+
+def multiclass_e_step(patterns, counts, confusion, prevalence):
+    """``(loglik, T)`` on (group x pattern) counts: ``sum_{g,p} c_gp log P(pattern_p | g)`` and
+    ``T[g, p, y] = P(Y = y | pattern_p, g)``, shape (G, P, K).
+
+    ``patterns`` (P, J) int labels (``-1`` missing), ``counts`` (G, P) items per (group, pattern) cell (zeros
+    allowed), ``confusion`` (J, K, K), ``prevalence`` (G, K). Dense: the pattern terms are computed once per
+    pattern and broadcast over the groups.
+    """
+    xp = _xp(patterns, counts, confusion, prevalence)
+    pll = multiclass_pattern_loglik(patterns, confusion)                # (P, K)
+    m = xp.max(pll, axis=-1, keepdims=True)
+    # Exponentiated once per pattern, shifted by the row maximum (values in (0, 1], the largest 1); the groups
+    # multiply them by their prevalence: G P K products instead of G P K exponentials. The row sum is at least
+    # the clipped prevalence 1e-12 of the maximising class, so its log is finite.
+    joint = xp.clip(xp.asarray(prevalence), _EPS, 1.0)[:, None, :] * xp.exp(pll - m)[None, :, :]   # (G, P, K)
+    s = xp.sum(joint, axis=-1, keepdims=True)
+    return xp.sum(counts * (m[None, :, 0] + xp.log(s[..., 0]))), joint / s
+
+
+def multiclass_m_step(patterns, counts, posterior, conf_pc=None, prev_pc=None):
+    """M-step on (group x pattern) counts: ``(confusion (J, K, K), prevalence (G, K))`` from ``T = posterior``
+    (G, P, K); ``conf_pc`` (K, K) and ``prev_pc`` (K,) are Dirichlet pseudo-counts ``alpha - 1`` (None: maximum
+    likelihood)."""
+    xp = _xp(patterns, counts, posterior)
+    K = posterior.shape[-1]
+    w = counts[..., None] * posterior                                 # (G, P, K)
+    onehot = _one_hot(xp, xp.asarray(patterns), K, w.dtype)          # (P, J, K)
+    n = xp.einsum("py,pja->jya", xp.sum(w, axis=0), onehot)
+    if conf_pc is not None:
+        n = n + conf_pc
+    t_g = xp.sum(w, axis=1)
+    if prev_pc is not None:
+        t_g = t_g + prev_pc
+    return _normalise_rows(n), _normalise_rows(t_g)

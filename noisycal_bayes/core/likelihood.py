@@ -3,11 +3,18 @@
 For a response pattern ``A`` in group ``g``: ``log P(A) = logaddexp(log(1 - pi_g) + l0, log pi_g + l1)``
 with ``l0 = sum_j log P(A_j | Y = 0) = sum_j [A_j log a_j + (1 - A_j) log(1 - a_j)]`` over observed
 responses, ``l1`` the same with ``b_j = a_j + delta_j``. Paper: Appendix F.1.
+
+K classes (Dawid & Skene 1979): the channel of annotator ``j`` is a row-stochastic confusion matrix ``C_j``
+(K x K), ``C_j[y, a] = P(A_j = a | Y = y)``, and a pattern's term is ``L[p, y] = sum_{j observed} log C_j[y, A_pj]``
+(:func:`multiclass_pattern_loglik`). The K-class array functions of :mod:`noisycal_bayes.core` run in NumPy
+(float64, nothing to compile) when their inputs are NumPy arrays, and in ``jax.numpy`` when any input is a JAX
+array or a tracer (:func:`_xp`): then they work under ``jit`` and ``vmap``.
 """
 from functools import partial, wraps
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # Rates of exactly 0 or 1 (a perfect annotator, an empty group) would give log(0) = -inf and NaN
 # gradients; clipping costs nothing measurable in the likelihood.
@@ -129,3 +136,46 @@ def posterior_positive(patterns, group, fpr, tpr, prevalence):
     l0, l1 = pattern_loglik(patterns, fpr, tpr)
     log_neg, log_pos = _row_logs(prevalence, group)
     return jax.nn.sigmoid(log_pos + l1 - log_neg - l0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# K classes: the same formulas in NumPy or jax.numpy (module notes).
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _xp(*arrays):
+    """``jax.numpy`` when any argument is a JAX array (or a tracer under ``jit``/``vmap``), else NumPy: the same
+    formulas run eagerly in NumPy (float64, nothing to compile) and traced in JAX."""
+    return jnp if any(isinstance(a, jax.Array) for a in arrays) else np
+
+
+def _segment_sum(xp, data, segment, n: int):
+    """Sum of the rows of ``data`` (m, K) per ``segment`` (m,) into (n, K)."""
+    if xp is jnp:
+        return jax.ops.segment_sum(data, segment, num_segments=n)
+    return np.stack([np.bincount(segment, weights=data[:, k], minlength=n) for k in range(data.shape[1])], axis=1)
+
+
+def _log_clip(x):
+    # Clip as the binary likelihood does: an exact 0 becomes log 1e-12, not -inf (EM can reach zero cells).
+    xp = _xp(x)
+    return xp.log(xp.clip(xp.asarray(x), _EPS, 1.0))
+
+
+def _one_hot(xp, labels, K: int, dtype):
+    """``labels[..., None] == arange(K)`` as numbers; a label of -1 gives a zero row."""
+    return (labels[..., None] == xp.arange(K)).astype(dtype)
+
+
+def multiclass_pattern_loglik(patterns, confusion):
+    """``L[p, y] = sum_{j observed} log C_j[y, patterns[p, j]]``, shape (P, K); ``-1`` = missing (adds 0).
+
+    A matrix product of the one-hot patterns (P, J x K) with the log confusions (J x K, K): dense work, no gather.
+    """
+    xp = _xp(patterns, confusion)
+    logc = _log_clip(xp.asarray(confusion))                            # (J, K, K)
+    onehot = _one_hot(xp, xp.asarray(patterns), logc.shape[1], logc.dtype)   # (P, J, K)
+    return xp.einsum("pja,jya->py", onehot, logc)

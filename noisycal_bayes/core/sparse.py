@@ -17,7 +17,14 @@ With ``l1_i = sum_{r: i_r = i} [A_r log tpr_j + (1 - A_r) log(1 - tpr_j)]`` and 
   ``1 - T``, ``pi_g = (sum_{i in g} w_i T_i + alpha - 1) / (sum_{i in g} w_i + alpha + beta - 2)``.
 
 ``w_i`` are item weights (1 by default; a Bayesian bootstrap replicate draws them). All functions work under
-``jax.jit`` and ``jax.vmap``; the array arguments are those of :class:`Responses`.
+``jax.jit`` and ``jax.vmap``; the array arguments are those of :class:`~noisycal_bayes.core.tables.Responses`.
+
+K classes (:func:`sparse_multiclass_e_step`, :func:`sparse_multiclass_m_step`): ``l_i(y) = log pi_{g_i, y} +
+sum_{r: i_r = i} log C_{j_r}[y, A_r]``; log-likelihood ``sum_i w_i logsumexp_y l_i(y)`` and E-step
+``T_i = softmax_y l_i(y)`` (a gold item has ``l_i(y) = -inf`` for ``y != gold_i``); M-step with Dirichlet
+pseudo-counts ``alpha - 1`` (zero for maximum likelihood) ``C_j[y, a] ∝ sum_{r: j_r = j, A_r = a} w T_{i_r}(y) +
+alpha_C[y, a] - 1`` and ``pi_g[y] ∝ sum_{i in g} w_i T_i(y) + alpha_pi[y] - 1``; a row without any (pseudo-)count
+stays uniform (``1 / K``, the K-class :func:`rate_or_half`).
 """
 from __future__ import annotations
 
@@ -26,13 +33,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..data.responses import Responses
+from .likelihood import _EPS, _log_clip, _segment_sum, _xp  # _EPS: rates are clipped as in the likelihood
+from .tables import Responses
 
-__all__ = ["CodedResponses", "Responses", "SparseTotals", "batched_e_step", "batched_m_step", "channel_tables",
-           "code_sums", "coded_e_step", "coded_m_step", "coded_responses", "materialise", "padded_codes", "rate_or_half",
-           "response_codes", "response_loglik", "sparse_e_step", "sparse_item_loglik", "sparse_m_step", "sparse_totals"]
-
-_EPS = 1e-12
+__all__ = ["CodedResponses", "SparseTotals", "batched_e_step", "batched_m_step", "channel_tables", "code_sums",
+           "coded_e_step", "coded_m_step", "coded_responses", "materialise", "padded_codes", "rate_or_half",
+           "response_codes", "response_loglik", "sparse_e_step", "sparse_item_loglik", "sparse_m_step",
+           "sparse_multiclass_e_step", "sparse_multiclass_m_step", "sparse_totals"]
 
 
 def response_loglik(responses: Responses, n_items: int, fpr, tpr):
@@ -93,6 +100,14 @@ def rate_or_half(num, den):
     """
     ok = den > EMPTY_COUNT
     return jnp.where(ok, jnp.clip(num / jnp.where(ok, den, 1.0), 0.0, 1.0), 0.5)
+
+
+def _normalise_rows(x, axis=-1):
+    """Rows of non-negative counts divided by their sums; a row summing to ~0 becomes uniform (no data)."""
+    xp = _xp(x)
+    s = xp.sum(x, axis=axis, keepdims=True)
+    ok = s > EMPTY_COUNT
+    return xp.where(ok, xp.clip(x, 0.0, None) / xp.where(ok, s, 1.0), 1.0 / x.shape[axis])
 
 
 def sparse_m_step(responses: Responses, item_group, n_groups: int, n_annotators: int, posterior, item_weight=None,
@@ -203,6 +218,18 @@ def batched_e_step(responses: Responses, item_group, totals: SparseTotals, fpr, 
     return loglik, post
 
 
+def _batched_rates(s1, n1, wt, item_group, totals: SparseTotals, prior):
+    """The M-step's rates from the per-annotator sums ``s1 = sum_{r in j} w T A`` and ``n1 = sum_{r in j} w T``
+    (J, B) and the item terms ``wt = w T`` (n_items, B): the fpr sums are the fixed totals minus these (module
+    notes); shared by :func:`batched_m_step` and :func:`coded_m_step`."""
+    (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
+    tpr = rate_or_half(s1 + at - 1, n1 + at + bt - 2)
+    fpr = rate_or_half(totals.c1 - s1 + af - 1, totals.n_labels - n1 + af + bf - 2)
+    t_g = jax.ops.segment_sum(wt, item_group, num_segments=totals.n_group.shape[0])
+    prevalence = rate_or_half(t_g + ap - 1, totals.n_group + ap + bp - 2)
+    return fpr, tpr, prevalence
+
+
 def batched_m_step(responses: Responses, item_group, totals: SparseTotals, n_annotators: int, posterior, prior=None):
     """M-step for a batch: ``(fpr (J, B), tpr (J, B), prevalence (G, B))`` from ``T = posterior`` (n_items, B);
     the formulas of :func:`sparse_m_step`, with the fpr sums as the fixed totals minus the tpr sums."""
@@ -212,12 +239,7 @@ def batched_m_step(responses: Responses, item_group, totals: SparseTotals, n_ann
     a = lab.astype(wtr.dtype)[:, None]
     both = jax.ops.segment_sum(jnp.concatenate([wtr * a, wtr], axis=1), ann, num_segments=n_annotators)
     s1, n1 = jnp.split(both, 2, axis=1)
-    (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
-    tpr = rate_or_half(s1 + at - 1, n1 + at + bt - 2)
-    fpr = rate_or_half(totals.c1 - s1 + af - 1, totals.n_labels - n1 + af + bf - 2)
-    t_g = jax.ops.segment_sum(wt, item_group, num_segments=totals.n_group.shape[0])
-    prevalence = rate_or_half(t_g + ap - 1, totals.n_group + ap + bp - 2)
-    return fpr, tpr, prevalence
+    return _batched_rates(s1, n1, wt, item_group, totals, prior)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -320,12 +342,7 @@ def coded_m_step(coded: CodedResponses, item_group, totals: SparseTotals, n_anno
         sums = jax.ops.segment_sum(_take_rows(wt, coded.item), coded.code, num_segments=n_codes)
     pairs = sums[:-1].reshape(n_annotators, 2, -1)
     s1, n1 = pairs[:, 1], pairs[:, 0] + pairs[:, 1]
-    (af, bf), (at, bt), (ap, bp) = ((1.0, 1.0),) * 3 if prior is None else prior
-    tpr = rate_or_half(s1 + at - 1, n1 + at + bt - 2)
-    fpr = rate_or_half(totals.c1 - s1 + af - 1, totals.n_labels - n1 + af + bf - 2)
-    t_g = jax.ops.segment_sum(wt, item_group, num_segments=totals.n_group.shape[0])
-    prevalence = rate_or_half(t_g + ap - 1, totals.n_group + ap + bp - 2)
-    return fpr, tpr, prevalence
+    return _batched_rates(s1, n1, wt, item_group, totals, prior)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -386,3 +403,60 @@ def code_sums(table, code, item, n_items: int, padded=None):
         # The pad code indexes an appended 0: unused slots add nothing.
         return jnp.concatenate([table, jnp.zeros(1, table.dtype)])[padded].sum(axis=1)
     return jax.ops.segment_sum(table[code], item, num_segments=n_items, indices_are_sorted=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# K classes (module notes). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
+
+
+def _e_from_logs(lp, counts):
+    xp = _xp(lp)
+    m = xp.max(lp, axis=-1, keepdims=True)
+    # logsumexp with the max shifted out; the posterior shares the same exponentials.
+    e = xp.exp(lp - m)
+    s = xp.sum(e, axis=-1, keepdims=True)
+    row = m[..., 0] + xp.log(s[..., 0])
+    total = xp.sum(row) if counts is None else xp.sum(counts * row)
+    return total, e / s
+
+
+def _sparse_item_logs(item, annotator, label, item_group, n_items, confusion, prevalence, gold):
+    xp = _xp(item, confusion, prevalence)
+    logc = _log_clip(xp.asarray(confusion))
+    lr = logc[annotator, :, label]                                   # (n_responses, K): log C_j[y, a_r]
+    lp = _segment_sum(xp, lr, item, n_items) + _log_clip(prevalence)[item_group]
+    if gold is not None:
+        K = lp.shape[1]
+        keep = (gold[:, None] < 0) | (gold[:, None] == xp.arange(K)[None, :])
+        lp = xp.where(keep, lp, -xp.inf)
+    return lp
+
+
+def sparse_multiclass_e_step(responses, item_group, confusion, prevalence, gold=None, item_weight=None):
+    """``(loglik, T)`` on sparse triples: ``sum_i w_i log P(A_i)`` and ``T[i, y] = P(Y_i = y | A_i)`` (n_items, K).
+
+    ``responses`` = (item, annotator, label); ``item_group`` (n_items,); ``gold`` (n_items,) the known clean label
+    or ``-1`` (gold items contribute ``log P(Y_i = gold_i, A_i)`` and ``T_i = e_{gold_i}``); ``item_weight``
+    (n_items,) weights each item's term (a padded item has weight 0).
+    """
+    item, annotator, label = responses
+    lp = _sparse_item_logs(item, annotator, label, item_group, item_group.shape[0], confusion, prevalence, gold)
+    return _e_from_logs(lp, item_weight)
+
+
+def sparse_multiclass_m_step(responses, item_group, n_groups: int, n_annotators: int, posterior, conf_pc=None,
+                             prev_pc=None, item_weight=None):
+    """M-step on sparse triples: ``(confusion (J, K, K), prevalence (G, K))`` from ``T = posterior`` (n_items, K)."""
+    item, annotator, label = responses
+    xp = _xp(item, posterior)
+    K = posterior.shape[1]
+    w = posterior if item_weight is None else item_weight[:, None] * posterior
+    # One segment sum over (annotator, label) keys of the responses' posteriors: N[j, a, y].
+    n = _segment_sum(xp, w[item], annotator * K + label, n_annotators * K)
+    n = xp.swapaxes(n.reshape(n_annotators, K, K), 1, 2)
+    if conf_pc is not None:
+        n = n + conf_pc
+    t_g = _segment_sum(xp, w, item_group, n_groups)
+    if prev_pc is not None:
+        t_g = t_g + prev_pc
+    return _normalise_rows(n), _normalise_rows(t_g)

@@ -11,12 +11,22 @@ Small and negative gaps (issue 16): every rule multiplies by the mask of
 :func:`~noisycal_bayes.core.channel.usable_annotators` (weight 0 where the gap's interval contains 0), the
 Gap rule uses ``|delta_j|`` (an adversarial annotator's corrected label is unbiased and informative), and IV
 is ``delta_j^2 / [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)]``, which never divides by the gap.
-"""
-import jax.numpy as jnp
 
-from .._validation import WEIGHT_RULES  # the names live with the check that accepts them
-from .channel import item_corrected_label, usable_annotators
+K classes (:func:`annotator_weights`): the same inverse-variance rule per coordinate ``k`` of the corrected
+vectors, ``w[j, k] ∝ 1 / max(v[j, k], floor)`` with ``v[j, k]`` the variance of annotator ``j``'s error (its
+Notes); at K = 2, coordinate 1 is the binary ``sigma_j^2``. The clip of the prevalence and the variance floor are
+the binary ones (``MU_CLIP``, ``VARIANCE_FLOOR``). ``gap`` and ``squared_gap`` have no K-class analogue.
+"""
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._validation import WEIGHT_RULES, _preview  # the rule names live with the check that accepts them
+from ..warnings import SmallGapWarning
+from .channel import item_corrected_label, usable_annotators, usable_confusions
 from .likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
+from .likelihood import _is_traced, _xp
 
 MU_CLIP = 1e-4
 # A zero variance (a perfect annotator) would give an infinite weight; the floor keeps weights finite.
@@ -112,3 +122,87 @@ def _rule_weights_for_labels(rule: str, labels, fpr, gap, counts, usable):
         c = jnp.ones_like(eq) if counts is None else counts
         mu = jnp.sum(jnp.where(ok, c * eq, 0.0)) / jnp.sum(jnp.where(ok, c, 0.0))
     return rule_weights(rule, fpr, gap, mu, usable)
+
+
+def annotator_weights(confusion, prevalence_overall, *, rule: str = "iv", usable=None):
+    """Per-annotator, per-coordinate weights ``w[j, k]`` for combining corrected vectors, shape (J, K).
+
+    Parameters
+    ----------
+    confusion : array of shape (..., n_annotators, K, K)
+        Leading axes (e.g. posterior draws) are batched over.
+    prevalence_overall : array of shape (..., K)
+        Clean-label class frequencies ``pi`` (normalised here; clipped at 1e-4 as the binary ``mu``), broadcast
+        against the leading axes of ``confusion``.
+    rule : {"iv", "equal"}, default "iv"
+        ``"iv"``: ``w[j, k] ∝ 1 / v[j, k]`` (Notes); ``"equal"``: ``w[j, k] ∝ 1``.
+    usable : bool array of shape (..., n_annotators), optional
+        Default :func:`usable_confusions`. Unusable annotators get weight 0.
+
+    Returns
+    -------
+    array of shape (..., n_annotators, K)
+        Each column sums to 1 over the usable annotators (all zero when none is usable).
+
+    Warns
+    -----
+    SmallGapWarning
+        Some annotators are unusable (named); only when ``usable`` is not given (a caller who passes it has
+        decided, and says so itself) and not under ``jit``.
+
+    Notes
+    -----
+    Derivation of the IV weight. Let ``Y ~ pi``, ``A_j | Y ~ C_j[Y, :]`` and ``t_a = T[j, a, k]`` (row ``a`` of
+    ``C_j^{-1}``, coordinate ``k``); the marginal label frequencies are ``q_a = sum_y pi_y C_j[y, a]``.
+
+    - ``E[t_A | Y = y] = 1[y = k]`` (unbiasedness), hence ``E[t_A] = pi_k``;
+    - ``E[t_A^2] = sum_a q_a t_a^2``, so ``Var(t_A) = sum_a q_a t_a^2 - pi_k^2``;
+    - the error ``t_A - 1[Y = k]`` has mean 0 and variance ``v[j, k] = E[t_A^2] - 2 E[t_A 1[Y = k]] + pi_k =
+      sum_a q_a t_a^2 - pi_k`` (using ``E[t_A 1[Y = k]] = pi_k E[t_A | Y = k] = pi_k``), and
+      ``Var(t_A) = v[j, k] + pi_k (1 - pi_k)`` (the error is uncorrelated with ``1[Y = k]``).
+
+    The responses of one item share its clean label, so the part ``pi_k (1 - pi_k)`` is common to all annotators
+    and the errors are independent given ``Y``: the inverse-variance combination weighs by ``1 / v[j, k]``, the
+    variance of annotator ``j``'s error (floored at 1e-8). For K = 2 and ``k = 1``, ``v = [pi tpr (1 - tpr) +
+    (1 - pi) fpr (1 - fpr)] / (tpr - fpr)^2``, the binary IV variance (:mod:`~noisycal_bayes.core.weights`).
+
+    Examples
+    --------
+    >>> C = np.array([[[0.9, 0.1], [0.1, 0.9]], [[0.7, 0.3], [0.3, 0.7]]])
+    >>> w = np.asarray(annotator_weights(C, np.array([0.5, 0.5])))
+    >>> bool(w[0, 1] > w[1, 1]) and np.allclose(w.sum(axis=0), 1)
+    True
+    """
+    if rule not in ("iv", "equal"):
+        raise ValueError(f"`rule` must be 'iv' or 'equal'; got {rule!r}.")
+    xp = _xp(confusion, prevalence_overall, usable)
+    c = xp.asarray(confusion)
+    if c.ndim < 3 or c.shape[-1] != c.shape[-2]:
+        raise ValueError(f"`confusion` must have shape (..., n_annotators, K, K); got {c.shape}.")
+    J, K = c.shape[-3], c.shape[-1]
+    pi = xp.asarray(prevalence_overall, dtype=c.dtype)
+    if pi.ndim < 1 or pi.shape[-1] != K or pi.ndim > c.ndim - 2:
+        raise ValueError(f"`prevalence_overall` must have shape ({K},) (or (..., {K}) with the leading axes of "
+                         f"`confusion`); got {pi.shape}.")
+    use = usable_confusions(c) if usable is None else xp.asarray(usable, dtype=bool)
+    if use.ndim < 1 or use.shape[-1] != J:
+        raise ValueError(f"`usable` must have shape ({J},) (or (..., {J})); got {use.shape}.")
+    if usable is None and not _is_traced(use) and not bool(np.all(np.asarray(use))):
+        bad = np.flatnonzero(~np.all(np.asarray(use).reshape(-1, J), axis=0))
+        warnings.warn(f"annotator_weights: annotators {_preview(bad)} have a near-singular confusion matrix "
+                      "(usable_confusions False): their corrected labels would explode, so they get weight 0.",
+                      SmallGapWarning, stacklevel=2)
+    if rule == "equal":
+        w = xp.ones(c.shape[:-1], dtype=c.dtype)
+    else:
+        pi = xp.clip(pi / xp.sum(pi, axis=-1, keepdims=True), MU_CLIP, 1.0)
+        # Unusable matrices are replaced by the identity before inverting: their weight is 0 anyway, and the
+        # inverse of a singular matrix would put NaN into the sums below.
+        safe = xp.where(use[..., None, None], c, xp.eye(K, dtype=c.dtype))
+        T = xp.linalg.inv(safe)
+        q = xp.einsum("...y,...jya->...ja", pi, safe)    # marginal label frequencies q[j, a]
+        v = xp.einsum("...ja,...jak->...jk", q, T**2) - pi[..., None, :]
+        w = 1.0 / xp.maximum(v, VARIANCE_FLOOR)
+    w = xp.where(use[..., None], w, 0.0)
+    tot = xp.sum(w, axis=-2, keepdims=True)
+    return xp.where(tot > 0, w / xp.where(tot > 0, tot, 1.0), 0.0)

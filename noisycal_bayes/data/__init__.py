@@ -1,11 +1,12 @@
 """Data layer: validated annotation sets, channels, score bins/groups and sufficient statistics."""
+from ..core.calibration import bin_index
+from ..core.tables import Responses
 from .annotations import PROBS_TOL, AnnotationSet, MulticlassAnnotationSet
-from .binning import DEFAULT_GROUPS, Binning, as_binning, bin_index, groups_from_int, resolve_groups
+from .binning import DEFAULT_GROUPS, Binning, as_binning, groups_from_int, resolve_groups
 from .channel import Channel
 from .compress import PatternCounts, all_patterns, compress_patterns, grid_patterns, pad_patterns, padded_size
 from .design import check_multiclass_design, multiclass_design_problems
 from .loaders import is_multiclass_labels, load_multiclass
-from .responses import Responses
 from .outofcore import SufficientStats, read_stats_csv, read_stats_parquet, stats_from_chunks, stats_from_dask
 
 __all__ = ["DEFAULT_GROUPS", "PROBS_TOL", "AnnotationSet", "Binning", "Channel", "MulticlassAnnotationSet", "PatternCounts", "Responses", "SufficientStats", "all_patterns", "as_binning",

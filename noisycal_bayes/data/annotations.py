@@ -1,6 +1,6 @@
 """`AnnotationSet`: the validated, immutable container for noisy labels and the classifier's output.
 
-Labels are stored sparse, as (item, annotator, label) triples (:class:`~noisycal_bayes.data.responses.Responses`),
+Labels are stored sparse, as (item, annotator, label) triples (:class:`~noisycal_bayes.core.tables.Responses`),
 so that a crowd of a million items and ten thousand annotators costs memory in proportion to its responses;
 the dense items x annotators matrix :attr:`AnnotationSet.labels` is built only when asked for, and cached.
 
@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_binary_labels, check_choice, check_scores
+from ..core.tables import Responses
 from ..warnings import DataWarning
 from .classes import MISSING, _check_classes, _class_name, _encode
-from .responses import Responses, pair_keys, repeated_runs, sort_responses
+from .responses import pair_keys, repeated_runs, sort_responses
 
 #: What to do when an annotator labels the same item more than once (see :meth:`AnnotationSet.from_responses`).
 REPEATED = ("keep", "first", "error")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_positive_int, check_scores
+from ..core.calibration import bin_index
 from ..warnings import GroupsMeaningWarning
 
 _KINDS = ("equal_width", "equal_mass", "edges")
@@ -99,12 +100,6 @@ class Binning:
         """Bin index in ``0..n_bins-1`` of each score, shape (n_items,)."""
         z = np.asarray(scores, dtype=np.float64)
         return bin_index(z, self.edges_for(z))
-
-
-def bin_index(scores, edges) -> np.ndarray:
-    """Index of the half-open bin ``[e_k, e_{k+1})`` holding each score (the last bin includes 1)."""
-    edges = np.asarray(edges, dtype=np.float64)
-    return np.searchsorted(edges[1:-1], np.asarray(scores, dtype=np.float64), side="right").astype(np.int32)
 
 
 #: The default score groups of the fitters: five equal-mass groups of the scores.

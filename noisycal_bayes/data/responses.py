@@ -1,9 +1,9 @@
 """Sparse labels as (item, annotator, label) triples: the representation of real crowds.
 
-:class:`Responses` is what :class:`~noisycal_bayes.data.AnnotationSet` stores and what the sparse likelihood
-(:mod:`noisycal_bayes.core.sparse`) reads. The helpers here are NumPy only and cost O(n_responses) (plus one
-sort when the input is not already in order), so that a set of 10 million responses never builds a dense
-items x annotators array.
+:class:`~noisycal_bayes.core.tables.Responses` is what :class:`~noisycal_bayes.data.AnnotationSet` stores and
+what the sparse likelihood (:mod:`noisycal_bayes.core.sparse`) reads. The helpers here are NumPy only and cost
+O(n_responses) (plus one sort when the input is not already in order), so that a set of 10 million responses
+never builds a dense items x annotators array.
 
 An annotator may label the same item more than once ("repeated labels"); the storage keeps every response.
 Each is treated as conditionally independent of the others given the item's clean label, so two labels of
@@ -11,31 +11,12 @@ annotator ``j`` on item ``i`` enter the likelihood as ``P(A_1 | Y_i) P(A_2 | Y_i
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-__all__ = ["Responses", "pair_keys", "repeated_runs", "sort_responses"]
+# Pickles of AnnotationSet made before Responses moved to core name it here: this import lets them load.
+from ..core.tables import Responses  # noqa: F401
 
-
-class Responses(NamedTuple):
-    """Sparse labels: one entry per response, sorted by item then annotator.
-
-    Attributes
-    ----------
-    item : int array of shape (n_responses,)
-        Row index ``i_r`` in ``0 .. n_items - 1`` (int32 in an :class:`AnnotationSet`).
-    annotator : int array of shape (n_responses,)
-        Column index ``j_r`` in ``0 .. n_annotators - 1`` (int32).
-    label : int array of shape (n_responses,)
-        ``A_r`` in {0, 1} (int8).
-
-    Repeated (item, annotator) pairs sit next to each other, in the order they were given.
-    """
-
-    item: object
-    annotator: object
-    label: object
+__all__ = ["pair_keys", "repeated_runs", "sort_responses"]
 
 
 def pair_keys(item: np.ndarray, annotator: np.ndarray, n_annotators: int) -> np.ndarray:

@@ -541,7 +541,7 @@ def _reliability(res) -> pd.DataFrame:
 
 def _naive(data, s: Settings, clean_labels):
     """Naive ECE table and per-bin accuracies of the naive targets (for the figure)."""
-    from ..core.confusion import top_label_ece
+    from ..core import top_label_ece
     from ..reference.baselines import naive_multiclass_ece
 
     probs, k = data.probs, data.n_classes
@@ -554,7 +554,7 @@ def _naive(data, s: Settings, clean_labels):
               "vote distribution": top_label_ece(probs, np.where(labelled[:, None], votes, np.nan),
                                                  bins=s.bins).table.mean_target}
     if clean_labels is not None:
-        from ..core.confusion import classwise_ece
+        from ..core import classwise_ece
 
         oracle = eye[clean_labels]
         table = pd.concat([table, pd.DataFrame([{
@@ -635,7 +635,7 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
     >>> ev.n_classes, ev.nc_ece.lower is None
     (3, True)
     """
-    from ..core.confusion import score_groups
+    from ..core import score_groups
     from ..data import check_multiclass_design
 
     s = _settings(data, "evaluate_multiclass", method=method, bins=bins, groups=groups, weights=weights, level=level,

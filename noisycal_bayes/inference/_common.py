@@ -191,7 +191,8 @@ def _start_em(args, static: dict, n_iter: int = 50):
     import jax.numpy as jnp
 
     from ..core import x64
-    from ..core.sparse import Responses, sparse_e_step, sparse_m_step
+    from ..core.sparse import sparse_e_step, sparse_m_step
+    from ..core.tables import Responses
 
     item, annotator, label, item_group, gold = args[:5]
     n, n_ann = static["n_items"], static["n_annotators"]

@@ -19,8 +19,9 @@ import pandas as pd
 from ..core import x64
 from ..core.em import log_prior
 from ..core.sparse import rate_or_half, sparse_e_step
-from ..data.binning import Binning, bin_index
-from ..data.responses import Responses
+from ..core.calibration import bin_index
+from ..data.binning import Binning
+from ..core.tables import Responses
 from ..models.priors import em_prior_counts
 
 __all__ = ["fit_em_dask", "m_step_from_sums"]

@@ -20,11 +20,12 @@ import numpy as np
 
 from ..core import ds_loglik, x64
 from ..core.em import e_step, log_prior, m_step
-from ..core.sparse import Responses, coded_e_step, coded_m_step, coded_responses, sparse_e_step, sparse_totals
+from ..core.sparse import coded_e_step, coded_m_step, coded_responses, sparse_e_step, sparse_totals
 from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX_ITER as _MAX_ITER,
                            NONFINITE as _NONFINITE, RUNNING as _RUNNING, START_EPS, TIE_RTOL,
                            check_starts as _check_starts,
                            em_starts, select_start)
+from ..core.tables import Responses
 from ..models.em_result import GRID_LABELS, CavityPairs, em_result, prepare_em
 from ..models.inputs import prepare_inputs, resolve_assignment
 from ..models.priors import em_prior_counts

@@ -1,7 +1,7 @@
 """EM (and MAP-EM) for the K-class (grouped) Dawid-Skene model in JAX: every start at once with ``vmap``.
 
 The iteration is that of the binary EM (:mod:`noisycal_bayes.inference.em`) with the K-class steps of
-:mod:`noisycal_bayes.core.confusion`. Two paths, one iteration:
+:mod:`noisycal_bayes.core.em` and :mod:`noisycal_bayes.core.sparse`. Two paths, one iteration:
 
 - ``"patterns"``: compressed (group x response pattern) counts, ``(K + 1)^J`` possible patterns per group
   (``-1`` = missing); cost per iteration ~ distinct rows x J x K, independent of the number of items. Only for a
@@ -43,9 +43,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validation import _preview, check_em_settings, check_positive_int
-from ..core import x64
-from ..core.confusion import (MAX_CONDITION, multiclass_e_step, multiclass_m_step, score_groups,
-                              sparse_multiclass_e_step, sparse_multiclass_m_step, usable_confusions)
+from ..core import (multiclass_e_step, multiclass_m_step, score_groups, sparse_multiclass_e_step,
+                    sparse_multiclass_m_step, usable_confusions, x64)
+from ..core.channel import MAX_CONDITION
 from ..core.starts import all_failed_message, failure_reason, unconverged_message
 from ..simulate.annotations import MulticlassSimulation
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
@@ -619,7 +619,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
 
     Notes
     -----
-    E- and M-steps: :mod:`noisycal_bayes.core.confusion`; the starts, stopping rule, orientation and selection are
+    E- and M-steps: :mod:`noisycal_bayes.core.em` and :mod:`noisycal_bayes.core.sparse`; the starts, stopping rule, orientation and selection are
     rules 1-4 of this module's docstring. For K = 2 this is :func:`~noisycal_bayes.inference.fit_em` (same
     estimate to rounding, with ``fpr = C[:, 0, 1]``, ``tpr = C[:, 1, 1]``).
 
@@ -831,7 +831,7 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
     >>> bool(np.abs(conf2 - conf).max() < 1e-5), prev.shape
     (True, (3,))
     """
-    from ..core.confusion import score_groups
+    from ..core import score_groups
 
     if model not in ("grouped", "dawid_skene"):
         raise ValueError(f"multiclass_em_estimator: `model` must be 'grouped' or 'dawid_skene'; got {model!r}.")

@@ -30,8 +30,9 @@ import numpy as np
 
 from .._validation import check_positive_int
 from ..core import x64
+from ..core.tables import PatternTable, SparseTable
 from ..models.multiclass import (DEFAULT_MULTICLASS_PRIOR, MULTICLASS_MODELS, LogRatioScaling, MulticlassPrior,
-                                 MulticlassPriorParams, PatternTable, SparseTable, class_log_joint, compress_multiclass,
+                                 MulticlassPriorParams, class_log_joint, compress_multiclass,
                                  diagonally_dominant, grouped_multiclass_log_ratio,
                                  log_ratio_point, log_ratio_scaling, multiclass_loglik_rows)
 from ..models.result import MAX_LOGLIK_VALUES, _arviz_major
@@ -111,10 +112,10 @@ def _resolve_groups(data, model: str, groups, func: str):
         if data.probs is None:
             return np.zeros(n, np.int32), 1
         try:
-            from ..core.confusion import score_groups
+            from ..core import score_groups
         except ImportError:  # the core helper of issue 18 is not installed in this tree
             raise ValueError(f"{func}: pass `groups` (an int group per item); the default score groups need "
-                             "noisycal_bayes.core.confusion.score_groups.") from None
+                             "noisycal_bayes.core.score_groups.") from None
         index = np.asarray(score_groups(np.asarray(data.probs)), np.int64)
         return index.astype(np.int32), int(index.max()) + 1
     index = np.asarray(groups)
@@ -260,7 +261,7 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
         :func:`fit_nuts_multiclass`.)
     groups : int array of shape (n_items,) or None
         Score group of each item (``G = max + 1`` groups, empty ones allowed). None: the score groups of
-        ``noisycal_bayes.core.confusion.score_groups(data.probs)`` (predicted class x top-probability
+        ``noisycal_bayes.core.score_groups(data.probs)`` (predicted class x top-probability
         quantile), or one group without ``probs``. Ignored by ``"dawid_skene"``.
     prior : MulticlassPrior or None
         None: :class:`~noisycal_bayes.models.multiclass.MulticlassPrior` defaults. Its concentrations must be

@@ -63,10 +63,11 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-__all__ = ["MULTICLASS_MODELS", "MulticlassPrior", "MulticlassPriorParams", "PatternTable", "SparseTable",
-           "class_log_joint", "compress_multiclass", "dawid_skene_multiclass", "diagonally_dominant",
-           "grouped_multiclass", "grouped_multiclass_log_ratio", "LogRatioScaling", "log_ratio_coordinates",
-           "log_ratio_point", "log_ratio_scaling", "multiclass_loglik_rows", "pooled_multiclass",
+from ..core.tables import PatternTable, SparseTable
+
+__all__ = ["MULTICLASS_MODELS", "MulticlassPrior", "MulticlassPriorParams", "class_log_joint", "compress_multiclass",
+           "dawid_skene_multiclass", "diagonally_dominant", "grouped_multiclass", "grouped_multiclass_log_ratio",
+           "LogRatioScaling", "log_ratio_coordinates", "log_ratio_point", "log_ratio_scaling", "multiclass_loglik_rows", "pooled_multiclass",
            "population_confusion", "sparse_table"]
 
 # Probabilities of exactly 0 (an empty row entry at a boundary draw) would give log 0 = -inf and NaN gradients;
@@ -190,27 +191,6 @@ def _alpha(prior, n_classes: int):
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-class PatternTable(NamedTuple):
-    """Compressed rows: ``patterns`` (R, J) int32 in ``-1..K-1`` (-1 missing), ``group`` (R,) int32, ``gold``
-    (R,) int32 (-1 unknown), ``counts`` (R,) float (items with that row; 0 for padding)."""
-
-    patterns: object
-    group: object
-    gold: object
-    counts: object
-
-
-class SparseTable(NamedTuple):
-    """Responses sorted by item: ``item``, ``annotator``, ``label`` (n_responses,) int32; ``item_group`` and
-    ``gold`` (n_items,) int32 (gold -1 unknown)."""
-
-    item: object
-    annotator: object
-    label: object
-    item_group: object
-    gold: object
-
-
 def sparse_table(item, annotator, label, item_group, gold=None) -> SparseTable:
     """A :class:`SparseTable` from NumPy arrays (sorted by item if they are not; ``gold=None``: all unknown)."""
     item = np.asarray(item, np.int32)

@@ -418,7 +418,8 @@ class FitResult(ChannelAccess):
         import jax
 
         from ..core import x64
-        from ..core.sparse import Responses, sparse_e_step, sparse_item_loglik
+        from ..core.sparse import sparse_e_step, sparse_item_loglik
+        from ..core.tables import Responses
 
         if per == "row":
             raise ValueError("per='row' needs compressed (group, pattern) rows; this fit used sparse responses "

@@ -24,7 +24,7 @@ import numpy as np
 from scipy import sparse
 
 from ..core import BinStats, bin_table, clipped_logit, x64
-from ..core.confusion import annotator_weights, corrected_vectors
+from ..core import annotator_weights, corrected_vectors
 from ..core.posterior import posterior_positive_draws
 from ..reference.calibration import ece_entries
 

@@ -112,7 +112,7 @@ import pandas as pd
 from .._validation import _preview, check_choice, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..data.columns import response_columns
-from ..core.confusion import confusion_condition
+from ..core import confusion_condition
 from ..reference.calibration import (MAX_CONDITION, bin_edges, check_confusion, check_mc_weights, check_prevalence,
                                      check_probs, check_responses, usable_from_draws, warn_unusable)
 from ..warnings import DataWarning, IdentifiabilityWarning

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_binary_labels, check_choice
-from ..core.confusion import classwise_ece, top_label_ece
+from ..core import classwise_ece, top_label_ece
 from ..data import AnnotationSet, Binning, as_binning
 from .calibration import check_probs, check_responses, ece, smece
 

@@ -35,9 +35,9 @@ import pandas as pd
 from .._validation import _preview, check_binary_labels, check_same_length, check_scores, check_soft_labels, check_weights
 from ..core import bin_stats, bin_table, binned_abs_residual, pad_bin_stats, x64
 from ..data.columns import response_columns
-from ..core.confusion import annotator_weights, confusion_condition, corrected_targets, usable_confusions
+from ..core import annotator_weights, confusion_condition, corrected_targets, usable_confusions
 from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
-from ..data.responses import Responses
+from ..core.tables import Responses
 from ..warnings import DataWarning, IdentifiabilityWarning
 
 

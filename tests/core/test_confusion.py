@@ -1,4 +1,4 @@
-"""K-class core math (noisycal_bayes/core/confusion.py): corrected vectors, weights, targets, ECEs, EM steps."""
+"""K-class core math (noisycal_bayes/core/ channel, weights, calibration, em, sparse): corrected vectors, weights, targets, ECEs, EM steps."""
 import warnings
 
 import jax
@@ -7,10 +7,9 @@ import pytest
 from scipy.stats import norm
 
 from noisycal_bayes.core import x64
-from noisycal_bayes.core.confusion import (annotator_weights, classwise_ece, confusion_condition, corrected_targets,
-                                           corrected_vectors, multiclass_e_step, multiclass_m_step, score_groups,
-                                           sparse_multiclass_e_step, sparse_multiclass_m_step, top_label_ece,
-                                           usable_confusions)
+from noisycal_bayes.core import (annotator_weights, classwise_ece, confusion_condition, corrected_targets,
+                                 corrected_vectors, multiclass_e_step, multiclass_m_step, score_groups,
+                                 sparse_multiclass_e_step, sparse_multiclass_m_step, top_label_ece, usable_confusions)
 from noisycal_bayes.core.em import e_step as binary_e_step
 from noisycal_bayes.core.weights import iv_weights
 from noisycal_bayes.simulate import random_confusion, simulate_multiclass

@@ -5,7 +5,8 @@ import pytest
 
 from noisycal_bayes.core import x64
 from noisycal_bayes.core.em import e_step, m_step
-from noisycal_bayes.core.sparse import Responses, sparse_e_step, sparse_item_loglik, sparse_m_step
+from noisycal_bayes.core.sparse import sparse_e_step, sparse_item_loglik, sparse_m_step
+from noisycal_bayes.core.tables import Responses
 from noisycal_bayes.simulate import simulate_annotations
 
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from noisycal_bayes import AnnotationSet
-from noisycal_bayes.data.responses import Responses, pair_keys, repeated_runs, sort_responses
+from noisycal_bayes.core.tables import Responses
+from noisycal_bayes.data.responses import pair_keys, repeated_runs, sort_responses
 
 
 def _dense(seed=0, n=40, j=6, missing=0.4):

@@ -7,7 +7,7 @@ dask = pytest.importorskip("dask")
 dd = pytest.importorskip("dask.dataframe")
 
 from noisycal_bayes import Binning  # noqa: E402
-from noisycal_bayes.data.binning import bin_index  # noqa: E402
+from noisycal_bayes.core.calibration import bin_index  # noqa: E402
 from noisycal_bayes.inference.dask_em import fit_em_dask  # noqa: E402
 
 

@@ -491,7 +491,8 @@ def _with_repeats(data, every=4):
 def test_pooled_fit_takes_repeated_labels_as_responses():
     """The pooled likelihood is a segment sum over responses: repeats are factors of their own, and the fit's
     downstream views (per-item log-likelihood, clean-label probabilities) sum over every response too."""
-    from noisycal_bayes.core.sparse import Responses, sparse_item_loglik
+    from noisycal_bayes.core.sparse import sparse_item_loglik
+    from noisycal_bayes.core.tables import Responses
 
     base, _, _, _ = _sparse_crowd(60, 8, 3, seed=3)
     data = _with_repeats(base)

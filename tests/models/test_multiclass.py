@@ -7,8 +7,9 @@ import pytest
 from numpyro.infer.util import log_density
 
 from noisycal_bayes.core import x64
+from noisycal_bayes.core.tables import PatternTable, SparseTable
 from noisycal_bayes.models import Prior, grouped_dawid_skene
-from noisycal_bayes.models.multiclass import (LogRatioScaling, MulticlassPrior, PatternTable, SparseTable,
+from noisycal_bayes.models.multiclass import (LogRatioScaling, MulticlassPrior,
                                               class_log_joint, compress_multiclass, dawid_skene_multiclass,
                                               diagonally_dominant, grouped_multiclass, grouped_multiclass_log_ratio,
                                               log_ratio_coordinates, log_ratio_point, log_ratio_scaling,

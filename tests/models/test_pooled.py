@@ -269,7 +269,8 @@ def _gold_crowd():
 def _check_gold_values(fit, data, gold):
     """clean_label_probability is the gold label on gold items, log_likelihood log P(Y = gold, A) there: both
     against core.sparse's gold route (an independent computation, per response) at the fit's point."""
-    from noisycal_bayes.core.sparse import Responses, sparse_e_step, sparse_item_loglik
+    from noisycal_bayes.core.sparse import sparse_e_step, sparse_item_loglik
+    from noisycal_bayes.core.tables import Responses
 
     n = data.n_items
     post, ll = fit.clean_label_probability(), fit.log_likelihood()

@@ -11,7 +11,7 @@ import pytest
 
 from noisycal_bayes import Binning, Channel, simulate_annotations
 from noisycal_bayes.propagate import debias_abs, posterior_nc_ece
-from noisycal_bayes.core.confusion import corrected_targets
+from noisycal_bayes.core import corrected_targets
 from noisycal_bayes.propagate import MC_TARGETS, posterior_classwise_nc_ece, posterior_top_label_nc_ece
 from noisycal_bayes.reference import classwise_nc_ece, naive_multiclass_ece, top_label_nc_ece
 from noisycal_bayes.warnings import DataWarning, IdentifiabilityWarning

@@ -44,7 +44,7 @@ def simulate_crowd(n, confusion, *, t_true=T_TRUE, scale=1.0, seed=0):
 
 
 def corrected_targets(responses, n_items, confusion, *, weights):
-    """Contract B's corrected_targets, written as a plain loop over responses (stand-in for core.confusion)."""
+    """Contract B's corrected_targets, written as a plain loop over responses (stand-in for core.channel)."""
     inv = np.linalg.inv(confusion)
     num, den = np.zeros((n_items, confusion.shape[-1])), np.zeros((n_items, confusion.shape[-1]))
     for i, j, a in zip(*responses):
@@ -161,7 +161,7 @@ def test_k2_iv_weights_are_the_binary_inverse_variance_weights(sim2):
     w = annotator_weights(binary_confusion(ch), np.array([1 - mu, mu]), rule="iv")
     tpr = ch.fpr + ch.gap
     var = (mu * tpr * (1 - tpr) + (1 - mu) * ch.fpr * (1 - ch.fpr)) / ch.gap**2
-    # core.confusion.annotator_weights normalises each coordinate's weights to sum 1 over the annotators.
+    # core.weights.annotator_weights normalises each coordinate's weights to sum 1 over the annotators.
     np.testing.assert_allclose(w[:, 1], (1 / var) / np.sum(1 / var), rtol=1e-12)
     np.testing.assert_allclose(w[:, 0], w[:, 1], rtol=1e-12)
 

@@ -12,8 +12,8 @@ import pytest
 
 from noisycal_bayes import Binning, simulate_annotations
 from noisycal_bayes.reference import bootstrap_nc_ece, nc_ece
-from noisycal_bayes.core.confusion import (annotator_weights, classwise_ece, corrected_targets, corrected_vectors,
-                                           top_label_ece)
+from noisycal_bayes.core import (annotator_weights, classwise_ece, corrected_targets, corrected_vectors,
+                                 top_label_ece)
 from noisycal_bayes.reference import (bootstrap_classwise_nc_ece, bootstrap_multiclass_nc_ece,
                                       bootstrap_top_label_nc_ece, classwise_nc_ece, naive_multiclass_ece,
                                       top_label_nc_ece)
@@ -364,7 +364,7 @@ def test_usable_from_draws_falls_back_to_the_posterior_mean_when_no_annotator_pa
     # Half of each annotator's draws near singular: its 95% quantile condition number exceeds 100 although the
     # mean matrix 0.5 I + 0.5 R is well conditioned. With no annotator passing, the mean's rule decides (warned);
     # with one passing, the draws' rule stands (the fallback does not apply).
-    from noisycal_bayes.core.confusion import confusion_condition
+    from noisycal_bayes.core import confusion_condition
     from noisycal_bayes.reference.calibration import usable_from_draws
 
     eye = np.eye(3)

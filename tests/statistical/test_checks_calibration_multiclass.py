@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from noisycal_bayes.core.confusion import score_groups
+from noisycal_bayes.core import score_groups
 from noisycal_bayes.data import MulticlassAnnotationSet
 from noisycal_bayes.diagnostics.checks import run_multiclass_checks
 from noisycal_bayes.evaluation.engines import N_STARTS_K

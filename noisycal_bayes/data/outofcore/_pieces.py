@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from ..._validation import _preview
-from ..binning import bin_index
+from ...core.calibration import bin_index
 from ._common import _check_scores_frame, _label_values, _sorted_ids
 from .stats import SufficientStats
 

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from ..._validation import _preview
-from ..binning import Binning, bin_index
+from ...core.calibration import bin_index
+from ..binning import Binning
 from ..compress import PatternCounts, compress_patterns
 from ._common import MAX_ANNOTATORS, _count_keys, _decode, _keys, _readonly, _resolve_edges, _sorted_ids
 
