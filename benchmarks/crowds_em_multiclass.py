@@ -49,7 +49,7 @@ def run(name, accelerate, reps):
         times.append(time.perf_counter() - t0)
     classes = np.asarray(data.classes)
     pred = classes[np.argmax(fit.clean_label_probability(data), axis=1)]
-    known = ~pd.isna(gold)
+    known = ~pd.isna(gold) & (gold.astype(str) != "-1")  # -1: no gold label (adult: 333 gold items)
     acc = float(np.mean(pred[known].astype(str) == gold[known].astype(str)))
     return {"data": name, "n_items": int(data.n_items), "n_annotators": int(data.n_annotators),
             "n_classes": int(data.n_classes), "n_labels": int(np.asarray(data.responses[0]).size),
