@@ -46,7 +46,7 @@ from .._validation import _preview, check_em_settings, check_positive_int
 from ..core import x64
 from ..core.confusion import (MAX_CONDITION, multiclass_e_step, multiclass_m_step, score_groups,
                               sparse_multiclass_e_step, sparse_multiclass_m_step, usable_confusions)
-from ..core.starts import CONVERGED, all_failed_message, failure_reason, unconverged_message
+from ..core.starts import CONVERGED, START_EPS, TIE_RTOL, all_failed_message, failure_reason, unconverged_message
 from ..simulate.multiclass import MulticlassSimulation
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 from ._em_loop import em_loop, resolve_accelerate
@@ -56,9 +56,6 @@ __all__ = ["MULTICLASS_EM_PATHS", "MulticlassEMFit", "fit_em_multiclass", "multi
 
 #: Values of ``path``.
 MULTICLASS_EM_PATHS = ("auto", "patterns", "sparse")
-_TIE_RTOL = 1e-9
-# Starts are mixed with the uniform matrix by this much: EM from an exact zero cell stays at zero.
-_START_EPS = 1e-6
 # A warm start is mixed by this much only (off exact zeros, far below any tolerance).
 _WARM_EPS = 1e-13
 #: ``accelerate="auto"`` runs this many plain EM iterations before the SQUAREM cycles: a fit that plain EM stops by
@@ -270,7 +267,8 @@ def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc, compressed=N
     return _rows(n_jya + conf_pc), _rows(prev + prev_pc)
 
 
-def _rows(x, eps=_START_EPS):
+def _rows(x, eps=START_EPS):
+    # Rows mixed with the uniform row by ``eps``: EM from an exact zero cell stays at zero.
     s = x.sum(axis=-1, keepdims=True)
     out = np.where(s > 1e-12, x / np.where(s > 1e-12, s, 1.0), 1.0 / x.shape[-1])
     return (1 - eps) * out + eps / x.shape[-1]
@@ -294,7 +292,7 @@ def _warm_start(init, J: int, K: int, G: int, func: str):
 
     A prevalence of shape (K,) (or a fit with another number of groups: its item-weighted overall prevalence) is
     used for every group; ``None`` starts every group uniform. Rows are renormalised and mixed with the uniform
-    matrix by ``_WARM_EPS`` (EM never leaves an exact zero cell; the cold starts' ``_START_EPS`` would move a
+    matrix by ``_WARM_EPS`` (EM never leaves an exact zero cell; the cold starts' ``START_EPS`` would move a
     converged fit by more than the tolerance, and the refit would crawl back at EM's linear rate).
     """
     if isinstance(init, MulticlassEMFit):
@@ -729,7 +727,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     tier = next(k for k, t in enumerate(tiers) if t)
     pool = tiers[tier]
     top = max(c[6] for c in pool)
-    sel = min((c for c in pool if c[6] >= top - _TIE_RTOL * (1.0 + abs(top))), key=lambda c: c[0])
+    sel = min((c for c in pool if c[6] >= top - TIE_RTOL * (1.0 + abs(top))), key=lambda c: c[0])
     s, C, pi, perm, ok, conv, objective = sel
     if not conv:
         notes.append((ConvergenceWarning, unconverged_message(
