@@ -15,12 +15,10 @@ import warnings
 from functools import partial
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .._validation import _preview, check_positive_int
 from ..core import x64
-from ..core.em import e_step, log_prior, m_step
 from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, START_EPS, orient, orient_crowd
 from ..data import AnnotationSet
 from ..models.inputs import differing_items
@@ -28,7 +26,7 @@ from ..models.priors import em_prior_counts
 from ..models.result import FitResult
 from ..warnings import ConvergenceWarning
 from ._em_loop import em_loop
-from .em import _sparse_args, _sparse_program, _split
+from .em import _pattern_steps, _sparse_args, _sparse_program
 
 #: Warm starts are clipped into ``[START_CLIP, 1 - START_CLIP]``: EM from a rate of exactly 0 or 1 stays there
 #: (the E-step gives that class zero weight), and its log-likelihood can be -inf (issue 16).
@@ -54,14 +52,8 @@ def _replicate_em(theta0, patterns, group, counts, tol, *, n_annotators, n_group
     status)``.
     """
 
-    def evaluate(theta):
-        f, t, p = _split(theta, n_annotators)
-        loglik, posterior = e_step(patterns, group, counts, f, t, p)
-        return loglik + log_prior((f, t, p), prior), posterior
-
-    def em_map(post):
-        return jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
-
+    evaluate, em_map = _pattern_steps(patterns, group, counts, n_annotators=n_annotators, n_groups=n_groups,
+                                      prior=prior)
     theta, _, it, st, _ = em_loop(theta0, evaluate, em_map, tol, max_iter=max_iter, keep_trace=False)
     return theta, it, st
 

@@ -71,14 +71,11 @@ def _pad_starts(theta0):
     return np.concatenate([theta0, np.repeat(theta0[:1], extra, axis=0)]) if extra else theta0
 
 
-def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
-    """EM from every start (rows of ``theta0``) with one :func:`~._em_loop.em_loop` each, batched by ``vmap``.
-
-    Returns ``(theta (S, K), objective (S,), n_iter (S,), status (S,), trace (S, max_iter + 1))``.
-    """
+def _pattern_steps(patterns, group, counts, *, n_annotators, n_groups, prior):
+    """``(evaluate, em_map)`` of :func:`~._em_loop.em_loop` on compressed rows, for one start ``theta`` (K,):
+    the objective and the E-step at ``theta`` (one pass over the rows serves both), and the M-step."""
 
     def evaluate(theta):
-        """Objective at ``theta`` and the E-step there (one pass over the rows serves both)."""
         f, t, p = _split(theta, n_annotators)
         loglik, posterior = e_step(patterns, group, counts, f, t, p)
         return loglik + log_prior((f, t, p), prior), posterior
@@ -86,6 +83,16 @@ def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, pr
     def em_map(post):
         return jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
 
+    return evaluate, em_map
+
+
+def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
+    """EM from every start (rows of ``theta0``) with one :func:`~._em_loop.em_loop` each, batched by ``vmap``.
+
+    Returns ``(theta (S, K), objective (S,), n_iter (S,), status (S,), trace (S, max_iter + 1))``.
+    """
+    evaluate, em_map = _pattern_steps(patterns, group, counts, n_annotators=n_annotators, n_groups=n_groups,
+                                      prior=prior)
     return jax.vmap(lambda th0: em_loop(th0, evaluate, em_map, tol, max_iter=max_iter))(theta0)
 
 
