@@ -15,19 +15,18 @@ import warnings
 from functools import partial
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .._validation import _preview, check_positive_int
 from ..core import x64
-from ..core.em import e_step, log_prior, m_step
-from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING, START_EPS, orient, orient_crowd
+from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, START_EPS, orient, orient_crowd
 from ..data import AnnotationSet
 from ..models.inputs import differing_items
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
 from ..warnings import ConvergenceWarning
-from .em import _sparse_args, _sparse_program, _split
+from ._em_loop import em_loop
+from .em import _pattern_steps, _sparse_args, _sparse_program
 
 #: Warm starts are clipped into ``[START_CLIP, 1 - START_CLIP]``: EM from a rate of exactly 0 or 1 stays there
 #: (the E-step gives that class zero weight), and its log-likelihood can be -inf (issue 16).
@@ -45,34 +44,17 @@ EM_MODELS = ("dawid_skene", "grouped", "histogram")
 
 
 def _replicate_em(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
-    """EM from ``theta0`` (K,) on one count vector: the loop of ``inference.em._run_all`` without its trace.
+    """EM from ``theta0`` (K,) on one count vector: the :func:`~._em_loop.em_loop` of ``inference.em._run_all``
+    (the same E- and M-steps, objective and stopping rule) without its trace.
 
-    The same E- and M-steps (:func:`noisycal_bayes.core.em.e_step`, :func:`~noisycal_bayes.core.em.m_step`),
-    objective and stopping rule (parameters and objective both stopped moving). The trace is left out: under
-    ``vmap`` each replicate writes it at its own iteration, which turns the write into a scatter that copies the
-    whole (batch, max_iter) buffer every iteration. Returns ``(theta (K,), n_iter, status)``.
+    The trace is left out: under ``vmap`` each replicate writes it at its own iteration, which turns the write into
+    a scatter that copies the whole (batch, max_iter) buffer every iteration. Returns ``(theta (K,), n_iter,
+    status)``.
     """
 
-    def evaluate(theta):
-        f, t, p = _split(theta, n_annotators)
-        loglik, posterior = e_step(patterns, group, counts, f, t, p)
-        return loglik + log_prior((f, t, p), prior), posterior
-
-    def body(c):
-        it, theta, obj, post, _ = c
-        it = it + 1
-        new = jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
-        new_obj, new_post = evaluate(new)
-        finite = jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj)
-        small = (jnp.max(jnp.abs(new - theta)) <= tol) & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj)))
-        st = jnp.where(~finite, NONFINITE,
-                       jnp.where(small, CONVERGED, jnp.where(it >= max_iter, MAX_ITER, RUNNING)))
-        return it, new, new_obj, new_post, st
-
-    obj0, post0 = evaluate(theta0)
-    status = jnp.where(jnp.isfinite(obj0), RUNNING, BAD_START)
-    start = (jnp.int32(0), theta0, obj0, post0, status)
-    it, theta, _, _, st = jax.lax.while_loop(lambda c: c[4] == RUNNING, body, start)
+    evaluate, em_map = _pattern_steps(patterns, group, counts, n_annotators=n_annotators, n_groups=n_groups,
+                                      prior=prior)
+    theta, _, it, st, _ = em_loop(theta0, evaluate, em_map, tol, max_iter=max_iter, keep_trace=False)
     return theta, it, st
 
 

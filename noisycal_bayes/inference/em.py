@@ -21,15 +21,13 @@ import numpy as np
 from ..core import ds_loglik, x64
 from ..core.em import e_step, log_prior, m_step
 from ..core.sparse import coded_e_step, coded_m_step, coded_responses, sparse_e_step, sparse_totals
-from ..core.starts import (BAD_START as _BAD_START, CONVERGED as _CONVERGED, MAX_ITER as _MAX_ITER,
-                           NONFINITE as _NONFINITE, RUNNING as _RUNNING, START_EPS, TIE_RTOL,
-                           check_starts as _check_starts,
-                           em_starts, select_start)
+from ..core.starts import START_EPS, TIE_RTOL, check_starts as _check_starts, em_starts, select_start
 from ..core.tables import Responses
 from ..models.em_result import GRID_LABELS, CavityPairs, em_result, prepare_em
 from ..models.inputs import prepare_inputs, resolve_assignment
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult, point_dict
+from ._em_loop import em_loop, resolve_accelerate as _resolve_accelerate
 from ._saved import SavedProgram
 from ..data.binning import Binning
 
@@ -74,42 +72,29 @@ def _pad_starts(theta0):
     return np.concatenate([theta0, np.repeat(theta0[:1], extra, axis=0)]) if extra else theta0
 
 
-def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
-    """EM from every start (rows of ``theta0``) with one ``lax.while_loop`` each, batched by ``vmap``.
-
-    Returns ``(theta (S, K), objective (S,), n_iter (S,), status (S,), trace (S, max_iter + 1))``.
-    """
+def _pattern_steps(patterns, group, counts, *, n_annotators, n_groups, prior):
+    """``(evaluate, em_map)`` of :func:`~._em_loop.em_loop` on compressed rows, for one start ``theta`` (K,):
+    the objective and the E-step at ``theta`` (one pass over the rows serves both), and the M-step."""
 
     def evaluate(theta):
-        """Objective at ``theta`` and the E-step there (one pass over the rows serves both)."""
         f, t, p = _split(theta, n_annotators)
         loglik, posterior = e_step(patterns, group, counts, f, t, p)
         return loglik + log_prior((f, t, p), prior), posterior
 
-    def one(th0):
-        obj0, post0 = evaluate(th0)
-        trace = jnp.full(max_iter + 1, jnp.nan, dtype=th0.dtype).at[0].set(obj0)
-        status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
+    def em_map(post):
+        return jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
 
-        def cond(c):
-            return c[4] == _RUNNING
+    return evaluate, em_map
 
-        def body(c):
-            it, theta, obj, post, _, tr = c
-            it = it + 1
-            new = jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
-            new_obj, new_post = evaluate(new)
-            finite = jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj)
-            # The reference rule: parameters AND objective both stopped moving.
-            small = (jnp.max(jnp.abs(new - theta)) <= tol) & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj)))
-            st = jnp.where(~finite, _NONFINITE, jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER,
-                                                                                         _RUNNING)))
-            return it, new, new_obj, new_post, st, tr.at[it].set(new_obj)
 
-        it, theta, obj, _, st, tr = jax.lax.while_loop(cond, body, (jnp.int32(0), th0, obj0, post0, status, trace))
-        return theta, obj, it, st, tr
+def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
+    """EM from every start (rows of ``theta0``) with one :func:`~._em_loop.em_loop` each, batched by ``vmap``.
 
-    return jax.vmap(one)(theta0)
+    Returns ``(theta (S, K), objective (S,), n_iter (S,), status (S,), trace (S, max_iter + 1))``.
+    """
+    evaluate, em_map = _pattern_steps(patterns, group, counts, n_annotators=n_annotators, n_groups=n_groups,
+                                      prior=prior)
+    return jax.vmap(lambda th0: em_loop(th0, evaluate, em_map, tol, max_iter=max_iter))(theta0)
 
 
 def _run_all_sparse(theta0, item, annotator, label, item_group, gold, tol, item_weight=None, padded=None, *,
@@ -118,17 +103,16 @@ def _run_all_sparse(theta0, item, annotator, label, item_group, gold, tol, item_
 
     The starts form a trailing batch axis of the parameters (``fpr`` (J, S), ...) and each EM step is
     :func:`~noisycal_bayes.core.sparse.coded_m_step` then :func:`~noisycal_bayes.core.sparse.coded_e_step`
-    (one gather and one segment sum of each kind for all starts; see :mod:`noisycal_bayes.core.sparse`).
-    A start that has stopped (converged, failed) keeps its values while the others iterate, so each start's
-    result is that of its own loop. ``item_weight`` (n_items, S) reweights the items per start (bootstrap);
+    (one gather and one segment sum of each kind for all starts; see :mod:`noisycal_bayes.core.sparse`), in one
+    batched :func:`~._em_loop.em_loop`. ``item_weight`` (n_items, S) reweights the items per start (bootstrap);
     ``padded`` (n_items, L) the codes per item (:func:`~noisycal_bayes.core.sparse.padded_codes`) or None;
     ``keep_trace=False`` returns a trace of shape (S, 1) (the bootstrap needs none). ``accelerate``: SQUAREM
-    cycles instead of single EM steps (:func:`_squarem_cycle`); an iteration is then one cycle.
+    cycles instead of single EM steps (:func:`~._em_loop.squarem_cycle`); an iteration is then one cycle.
     """
     responses = Responses(item, annotator, label)
     coded = coded_responses(responses, padded)
     totals = sparse_totals(responses, item_group, n_groups, n_annotators, item_weight)
-    J, S = n_annotators, theta0.shape[0]
+    J = n_annotators
 
     def evaluate(theta):  # theta (S, K) -> objective (S,), posterior (n_items, S)
         f, t, p = theta[:, :J].T, theta[:, J:2 * J].T, theta[:, 2 * J:].T
@@ -140,101 +124,8 @@ def _run_all_sparse(theta0, item, annotator, label, item_group, gold, tol, item_
     def em_map(post):  # the M-step from the posterior: the EM map's second half, theta (S, K)
         return jnp.concatenate(coded_m_step(coded, item_group, totals, J, post, prior), axis=0).T
 
-    obj0, post0 = evaluate(theta0)
-    trace = jnp.full((S, max_iter + 1 if keep_trace else 1), jnp.nan, dtype=theta0.dtype).at[:, 0].set(obj0)
-    status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
-    n_iter = jnp.zeros(S, jnp.int32)
-    # SQUAREM's largest step length per start (Varadhan & Roland 2008, the adaptive ``step.max``): starts at 1.
-    step_max = jnp.ones(S, theta0.dtype)
-
-    def body(c):
-        it, theta, obj, post, st, n_it, tr, smax = c
-        it = it + 1
-        running = st == _RUNNING
-        if accelerate:
-            new, new_obj, new_post, small, smax_new = _squarem_cycle(theta, obj, post, smax, evaluate, em_map, tol,
-                                                                    running)
-        else:
-            new = em_map(post)
-            new_obj, new_post = evaluate(new)
-            small = _small_change(new, theta, new_obj, obj, tol)
-            smax_new = smax
-        finite = jnp.all(jnp.isfinite(new), axis=1) & jnp.isfinite(new_obj)
-        new_st = jnp.where(~finite, _NONFINITE, jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER,
-                                                                                       _RUNNING)))
-        keep = running[:, None]
-        return (it, jnp.where(keep, new, theta), jnp.where(running, new_obj, obj),
-                jnp.where(running[None, :], new_post, post), jnp.where(running, new_st, st),
-                jnp.where(running, it, n_it),
-                tr.at[:, it].set(jnp.where(running, new_obj, jnp.nan)) if keep_trace else tr,
-                jnp.where(running, smax_new, smax))
-
-    state = (jnp.int32(0), theta0, obj0, post0, status, n_iter, trace, step_max)
-    _, theta, obj, _, st, n_it, tr, _ = jax.lax.while_loop(lambda c: jnp.any(c[4] == _RUNNING), body, state)
-    return theta, obj, n_it, st, tr
-
-
-def _small_change(new, theta, new_obj, obj, tol):
-    """The reference stopping rule, per start: parameters AND objective both stopped moving (``tol``)."""
-    return ((jnp.max(jnp.abs(new - theta), axis=1) <= tol)
-            & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj))))
-
-
-#: SQUAREM's step-length growth factor (``mstep`` of Varadhan & Roland 2008, their default).
-SQUAREM_MSTEP = 4.0
-
-
-def _squarem_cycle(theta, obj, post, step_max, evaluate, em_map, tol, running):
-    """One SQUAREM cycle (Varadhan & Roland 2008, Scand. J. Statist. 35: 335-353; scheme S3 with their monotone
-    safeguard), for a batch of starts ``theta`` (S, K) with objective ``obj`` (S,) and E-step ``post`` there.
-
-    ``p1 = F(theta)``, ``p2 = F(p1)`` (``F`` the EM map), ``r = p1 - theta``, ``v = p2 - p1 - r``, step length
-    ``a = clip(||r|| / ||v||, 1, step_max)``; the extrapolation ``theta + 2 a r + a^2 v`` (clipped into [0, 1], where
-    the rates live) is stabilised by one more EM step, ``p_new = F(.)``. Safeguard: when ``p_new``'s objective is
-    below ``obj`` (or not finite) the cycle returns ``p2`` instead, two plain EM steps, which never decrease the
-    objective; so the objective never decreases from cycle to cycle. ``a = 1`` gives ``p_new = F(p2)``, three plain
-    steps. ``step_max`` grows by :data:`SQUAREM_MSTEP` when the step reached it and shrinks back (not below 1)
-    when such a step was rejected (their adaptive rule).
-
-    Stopping: the first EM step of the cycle, ``theta -> p1``, is a plain EM step from the current iterate; when it
-    meets the reference rule (:func:`_small_change`) the cycle returns ``p1``, the point where plain EM stops
-    under the same rule. The accelerated and the plain loop therefore stop by one criterion on one map, and
-    their results differ by the plain loop's own distance to the fixed point (``tol r / (1 - r)`` for an EM
-    rate ``r``), not by anything the extrapolation adds.
-
-    Returns ``(theta_new, objective, posterior, converged (S,), step_max_new)``.
-    """
-    p1 = em_map(post)
-    obj1, post1 = evaluate(p1)
-    small = _small_change(p1, theta, obj1, obj, tol)
-    p2 = em_map(post1)
-    r = p1 - theta
-    v = p2 - p1 - r
-    sr2, sv2 = jnp.sum(r * r, axis=1), jnp.sum(v * v, axis=1)
-    # S3 step length ||r|| / ||v|| (v = 0: the map is locally a translation; take the plain step length 1).
-    alpha = jnp.where(sv2 > 0, jnp.sqrt(sr2 / jnp.where(sv2 > 0, sv2, 1.0)), 1.0)
-    alpha = jnp.clip(jnp.where(jnp.isfinite(alpha), alpha, 1.0), 1.0, step_max)
-    a = alpha[:, None]
-    extrapolated = jnp.clip(theta + 2.0 * a * r + a * a * v, 0.0, 1.0)
-    _, post_x = evaluate(extrapolated)
-    p_new = em_map(post_x)
-    obj_new, post_new = evaluate(p_new)
-    accept = jnp.isfinite(obj_new) & (obj_new >= obj) & jnp.all(jnp.isfinite(p_new), axis=1)
-    reject = running & ~accept & ~small
-
-    def fall_back(_):
-        p = jnp.where(reject[:, None], p2, p_new)
-        o, q = evaluate(p)
-        return p, jnp.where(reject, o, obj_new), jnp.where(reject[None, :], q, post_new)
-
-    # The fallback E-step runs only in the (rare) cycles where some start rejected its extrapolation.
-    p_out, obj_out, post_out = jax.lax.cond(jnp.any(reject), fall_back, lambda _: (p_new, obj_new, post_new), None)
-    at_max = alpha >= step_max
-    step_new = jnp.where(reject & at_max, jnp.maximum(1.0, step_max / SQUAREM_MSTEP),
-                         jnp.where(at_max, step_max * SQUAREM_MSTEP, step_max))
-    # A converged start stops at p1 (the plain EM step), as the plain loop would.
-    return (jnp.where(small[:, None], p1, p_out), jnp.where(small, obj1, obj_out),
-            jnp.where(small[None, :], post1, post_out), small, step_new)
+    return em_loop(theta0, evaluate, em_map, tol, max_iter=max_iter, keep_trace=keep_trace, accelerate=accelerate,
+                   post_axis=-1)
 
 
 # Compiled sparse EM programs by static configuration (jit keeps one executable per input shape).
@@ -433,17 +324,10 @@ def resolve_starts(starts, n_starts, sparse: bool, func: str = "fit_em"):
 
 
 def resolve_accelerate(accelerate, inputs) -> bool:
-    """``accelerate`` (``"auto"``, True or False) for ``inputs``: whether the EM loop runs SQUAREM cycles."""
-    if isinstance(accelerate, str):
-        if accelerate != "auto":
-            raise ValueError(f"`accelerate` must be 'auto', True or False; got {accelerate!r}.")
-        return bool(inputs.sparse and np.asarray(inputs.item).size >= ACCELERATE_MIN_RESPONSES)
-    if not isinstance(accelerate, (bool, np.bool_)):
-        raise ValueError(f"`accelerate` must be 'auto', True or False; got {accelerate!r}.")
-    if accelerate and not inputs.sparse:
-        raise ValueError("`accelerate=True` needs the sparse path (path='sparse'); the pattern path runs plain EM, "
-                         "whose steps cost little at any number of items.")
-    return bool(accelerate)
+    """``accelerate`` (``"auto"``, True or False) for ``inputs``: whether the EM loop runs SQUAREM cycles
+    (``"auto"``: sparse inputs with at least :data:`ACCELERATE_MIN_RESPONSES` responses)."""
+    return _resolve_accelerate(accelerate, inputs.sparse, np.asarray(inputs.item).size if inputs.sparse else 0,
+                               min_responses=ACCELERATE_MIN_RESPONSES)
 
 
 def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, starts=None, annotator_ids=None,

@@ -46,20 +46,21 @@ from .._validation import _preview, check_em_settings, check_positive_int
 from ..core import (multiclass_e_step, multiclass_m_step, score_groups, sparse_multiclass_e_step,
                     sparse_multiclass_m_step, usable_confusions, x64)
 from ..core.channel import MAX_CONDITION
-from ..core.starts import all_failed_message, failure_reason, unconverged_message
+from ..core.starts import CONVERGED, START_EPS, TIE_RTOL, all_failed_message, failure_reason, unconverged_message
 from ..simulate.annotations import MulticlassSimulation
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
+from ._em_loop import em_loop, resolve_accelerate
+from ._saved import SavedProgram
 
 __all__ = ["MULTICLASS_EM_PATHS", "MulticlassEMFit", "fit_em_multiclass", "multiclass_em_estimator"]
 
 #: Values of ``path``.
 MULTICLASS_EM_PATHS = ("auto", "patterns", "sparse")
-_TIE_RTOL = 1e-9
-# Starts are mixed with the uniform matrix by this much: EM from an exact zero cell stays at zero.
-_START_EPS = 1e-6
 # A warm start is mixed by this much only (off exact zeros, far below any tolerance).
 _WARM_EPS = 1e-13
-_RUNNING, _CONVERGED, _NONFINITE, _MAX_ITER, _BAD_START = 0, 1, 2, 3, 4
+#: ``accelerate="auto"`` runs this many plain EM iterations before the SQUAREM cycles: a fit that plain EM stops by
+#: then keeps the plain iterate sequence; the slow ones (sparse crowds: often past ``max_iter``) are accelerated.
+PLAIN_STEPS = 100
 
 
 # ----------------------------------------------------------------------------------------------------- inputs
@@ -266,7 +267,8 @@ def _vote_start(x: _Arrays, group, n_groups: int, conf_pc, prev_pc, compressed=N
     return _rows(n_jya + conf_pc), _rows(prev + prev_pc)
 
 
-def _rows(x, eps=_START_EPS):
+def _rows(x, eps=START_EPS):
+    # Rows mixed with the uniform row by ``eps``: EM from an exact zero cell stays at zero.
     s = x.sum(axis=-1, keepdims=True)
     out = np.where(s > 1e-12, x / np.where(s > 1e-12, s, 1.0), 1.0 / x.shape[-1])
     return (1 - eps) * out + eps / x.shape[-1]
@@ -290,7 +292,7 @@ def _warm_start(init, J: int, K: int, G: int, func: str):
 
     A prevalence of shape (K,) (or a fit with another number of groups: its item-weighted overall prevalence) is
     used for every group; ``None`` starts every group uniform. Rows are renormalised and mixed with the uniform
-    matrix by ``_WARM_EPS`` (EM never leaves an exact zero cell; the cold starts' ``_START_EPS`` would move a
+    matrix by ``_WARM_EPS`` (EM never leaves an exact zero cell; the cold starts' ``START_EPS`` would move a
     converged fit by more than the tolerance, and the refit would crawl back at EM's linear rate).
     """
     if isinstance(init, MulticlassEMFit):
@@ -322,67 +324,81 @@ def _warm_start(init, J: int, K: int, G: int, func: str):
 
 
 # ----------------------------------------------------------------------------------------------------- the loop
-def _loop(theta0, evaluate, m_step, tol, max_iter: int, shape_c):
-    """EM from one start (a flat ``theta0``) in a ``lax.while_loop``; ``evaluate(C, pi) -> (objective, T)``."""
-    nc = int(np.prod(shape_c))
-
-    def split(th):
-        return th[:nc].reshape(shape_c), th[nc:].reshape(-1, shape_c[-1])
-
-    obj0, post0 = evaluate(*split(theta0))
-    trace = jnp.full(max_iter + 1, jnp.nan, dtype=theta0.dtype).at[0].set(obj0)
-    status = jnp.where(jnp.isfinite(obj0), _RUNNING, _BAD_START)
-
-    def body(c):
-        it, theta, obj, post, _, tr = c
-        it = it + 1
-        C, pi = m_step(post)
-        new = jnp.concatenate([C.ravel(), pi.ravel()])
-        new_obj, new_post = evaluate(C, pi)
-        finite = jnp.all(jnp.isfinite(new)) & jnp.isfinite(new_obj)
-        # The binary rule: parameters AND objective both stopped moving.
-        small = (jnp.max(jnp.abs(new - theta)) <= tol) & (jnp.abs(new_obj - obj) <= tol * (1.0 + jnp.abs(new_obj)))
-        st = jnp.where(~finite, _NONFINITE, jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _MAX_ITER,
-                                                                                     _RUNNING)))
-        return it, new, new_obj, new_post, st, tr.at[it].set(new_obj)
-
-    it, theta, obj, _, st, tr = jax.lax.while_loop(lambda c: c[4] == _RUNNING, body,
-                                                   (jnp.int32(0), theta0, obj0, post0, status, trace))
-    return theta, obj, it, st, tr
-
-
 def _log_prior(C, pi, conf_pc, prev_pc):
     # Clip as the likelihood does, so a zero cell with a flat prior contributes 0, not 0 * -inf = NaN.
     return (jnp.sum(conf_pc * jnp.log(jnp.clip(C, 1e-12, 1.0)))
             + jnp.sum(prev_pc * jnp.log(jnp.clip(pi, 1e-12, 1.0))))
 
 
-@partial(jax.jit, static_argnames=("max_iter", "shape_c"))
-def _run_patterns(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter, shape_c):
-    def evaluate(C, pi):
-        ll, post = multiclass_e_step(patterns, counts, C, pi)
+def _flat_steps(e_step, m_step, conf_pc, prev_pc, shape_c):
+    """``(evaluate, em_map)`` of :func:`~._em_loop.em_loop` on one start's flat ``theta = [C.ravel(), pi.ravel()]``
+    from the K-class ``e_step(C, pi) -> (loglik, T)`` and ``m_step(T) -> (C, pi)``; the objective adds the
+    Dirichlet log-kernels."""
+    nc = int(np.prod(shape_c))
+
+    def evaluate(theta):
+        C, pi = theta[:nc].reshape(shape_c), theta[nc:].reshape(-1, shape_c[-1])
+        ll, post = e_step(C, pi)
         return ll + _log_prior(C, pi, conf_pc, prev_pc), post
 
-    def m_step(post):
-        return multiclass_m_step(patterns, counts, post, conf_pc, prev_pc)
+    def em_map(post):
+        C, pi = m_step(post)
+        return jnp.concatenate([C.ravel(), pi.ravel()])
 
-    return jax.vmap(lambda th: _loop(th, evaluate, m_step, tol, max_iter, shape_c))(theta0)
+    return evaluate, em_map
 
 
-@partial(jax.jit, static_argnames=("n_groups", "max_iter", "shape_c"))
-def _run_sparse(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
-                max_iter, shape_c):
+def _patterns_loop(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter, shape_c):
+    """EM from every start (rows of ``theta0``) on compressed rows, one plain :func:`~._em_loop.em_loop` per start
+    under ``vmap``. Returns ``(theta, objective, n_iter, status, trace)``."""
+    evaluate, em_map = _flat_steps(lambda C, pi: multiclass_e_step(patterns, counts, C, pi),
+                                   lambda post: multiclass_m_step(patterns, counts, post, conf_pc, prev_pc),
+                                   conf_pc, prev_pc, shape_c)
+    return jax.vmap(lambda th: em_loop(th, evaluate, em_map, tol, max_iter=max_iter))(theta0)
+
+
+def _sparse_loop(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
+                 max_iter, shape_c, accelerate, plain_steps):
+    """EM from every start (rows of ``theta0``) on sparse responses, one batched :func:`~._em_loop.em_loop` (the
+    steps mapped over the starts), plain or SQUAREM cycles (``accelerate``) after ``plain_steps`` plain steps."""
     responses = (item, annotator, label)
+    evaluate, em_map = _flat_steps(
+        lambda C, pi: sparse_multiclass_e_step(responses, item_group, C, pi, gold, item_weight),
+        lambda post: sparse_multiclass_m_step(responses, item_group, n_groups, shape_c[0], post, conf_pc, prev_pc,
+                                              item_weight),
+        conf_pc, prev_pc, shape_c)
+    return em_loop(theta0, jax.vmap(evaluate), jax.vmap(em_map), tol, max_iter=max_iter, accelerate=accelerate,
+                   plain_steps=plain_steps, post_axis=0)
 
-    def evaluate(C, pi):
-        ll, post = sparse_multiclass_e_step(responses, item_group, C, pi, gold, item_weight)
-        return ll + _log_prior(C, pi, conf_pc, prev_pc), post
 
-    def m_step(post):
-        return sparse_multiclass_m_step(responses, item_group, n_groups, shape_c[0], post, conf_pc, prev_pc,
-                                        item_weight)
+# Compiled K-class EM programs by path, static configuration and argument shapes (the padded sizes of `_bucket`
+# keep them few), saved across processes with the compilation cache on (`._saved.SavedProgram`).
+_PROGRAMS: dict = {}
 
-    return jax.vmap(lambda th: _loop(th, evaluate, m_step, tol, max_iter, shape_c))(theta0)
+
+def _call(fn, args, **static):
+    """``fn(*args, **static)`` by its program (:class:`~._saved.SavedProgram`, one per configuration and shape)."""
+    shapes = tuple((np.shape(a), np.asarray(a).dtype.str) for a in args)
+    key = (fn.__name__,) + tuple(sorted(static.items())) + shapes
+    program = _PROGRAMS.get(key)
+    if program is None:
+        program = _PROGRAMS[key] = SavedProgram(partial(fn, **static), partial(jax.jit, keep_unused=True), 0,
+                                                name=("em_multiclass",) + tuple(map(repr, key)))
+    return program(*args)
+
+
+def _run_patterns(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter, shape_c):
+    """:func:`_patterns_loop`, compiled once per configuration and shape (:func:`_call`)."""
+    return _call(_patterns_loop, (theta0, patterns, counts, conf_pc, prev_pc, tol), max_iter=max_iter,
+                 shape_c=shape_c)
+
+
+def _run_sparse(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
+                max_iter, shape_c, accelerate=False, plain_steps=0):
+    """:func:`_sparse_loop`, compiled once per configuration and shape (:func:`_call`)."""
+    return _call(_sparse_loop, (theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol),
+                 n_groups=n_groups, max_iter=max_iter, shape_c=shape_c, accelerate=accelerate,
+                 plain_steps=plain_steps)
 
 
 def _bucket(n: int) -> int:
@@ -551,7 +567,7 @@ class MulticlassEMFit:
 # ----------------------------------------------------------------------------------------------------- the fit
 def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: int = 4, seed: int = 0,
                       max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto",
-                      init=None, weights=None) -> MulticlassEMFit:
+                      init=None, weights=None, accelerate="auto") -> MulticlassEMFit:
     """Maximum-likelihood (or MAP) K x K confusion matrices and class prevalences by EM in JAX, all starts at once.
 
     Parameters
@@ -594,6 +610,13 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         of the orientation rule (None: once). With the distinct (group, response pattern) rows as items and their
         counts as weights this is the fit of the full data on the sparse path at the cost of the distinct rows (the
         refits of the K-class pattern check). Sparse path only (``path="auto"`` chooses it).
+    accelerate : {"auto", True, False}, default "auto"
+        Run the EM loop as SQUAREM cycles (:func:`~noisycal_bayes.inference.fit_em`'s ``accelerate``: the same
+        cycle, safeguard and stopping rule, :func:`~noisycal_bayes.inference._em_loop.squarem_cycle`), sparse path
+        only. ``"auto"``: on the sparse path without ``init``, after :data:`PLAIN_STEPS` plain iterations (a fit
+        that plain EM stops by then is the plain fit; a warm refit from ``init`` stays plain); True: from the first
+        iteration. ``n_iter``, ``max_iter`` and ``loglik_trace``
+        then count the plain iterations and the cycles (three EM steps each).
 
     Returns
     -------
@@ -648,6 +671,11 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         path, path_reason = "sparse", "item weights"
     else:
         path, path_reason = _choose_path(x, path, n_rep, func)
+    # "auto": SQUAREM after PLAIN_STEPS plain iterations on the sparse path (fits that plain EM settles by then keep
+    # its result); a warm refit (`init`, the bootstrap's) stays plain: from the fit it converges in a few steps.
+    accelerated = resolve_accelerate(accelerate, path == "sparse" and (init is None or accelerate is True),
+                                     x.item.size, min_responses=0)
+    plain_steps = PLAIN_STEPS if accelerated and isinstance(accelerate, str) else 0
     conf_pc, prev_pc = _prior_counts(prior, K, func)
     notes = []
     n_labels = np.bincount(x.annotator, weights=None if weights is None else weights[x.item],
@@ -657,7 +685,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
             raise ValueError(f"{func}: annotators {_preview(np.flatnonzero(n_labels == 0))} gave no label. Drop them, "
                              "or pass `init` to keep their confusion matrices at a previous fit.")
         return _fit_labelled(x, init, G, func, model=model, groups=groups, n_starts=n_starts, seed=seed,
-                             max_iter=max_iter, tol=tol, prior=prior, path=path)
+                             max_iter=max_iter, tol=tol, prior=prior, path=path, accelerate=accelerate)
     if J == 2 and len(np.unique(group)) == 1:
         notes.append((IdentifiabilityWarning,
                       f"{func}: two annotators and one group do not identify K x K channels (K^2 - 1 free cell "
@@ -679,7 +707,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                                 shape_c=shape_c)
         else:
             out = _run_sparse(theta0, *_sparse_inputs(x, group, weights), conf_pc, prev_pc, np.float64(tol), n_groups=G,
-                              max_iter=max_iter, shape_c=shape_c)
+                              max_iter=max_iter, shape_c=shape_c, accelerate=accelerated, plain_steps=plain_steps)
         theta, obj, n_iter, status, trace = (np.asarray(v) for v in out)
     nc = J * K * K
     cands = []
@@ -688,7 +716,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
             continue
         C, pi = theta[s, :nc].reshape(J, K, K), theta[s, nc:].reshape(G, K)
         C, pi, perm, ok = _orient(C, pi, n_labels)
-        cands.append((s, C, pi, perm, ok, status[s] == _CONVERGED, float(obj[s])))
+        cands.append((s, C, pi, perm, ok, status[s] == CONVERGED, float(obj[s])))
     if not cands:
         failed = [(int(k), failure_reason(status[k], n_iter[k], max_iter)) for k in range(theta.shape[0])]
         raise ValueError(all_failed_message(func, theta.shape[0], failed, "nonfinite"))
@@ -699,7 +727,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     tier = next(k for k, t in enumerate(tiers) if t)
     pool = tiers[tier]
     top = max(c[6] for c in pool)
-    sel = min((c for c in pool if c[6] >= top - _TIE_RTOL * (1.0 + abs(top))), key=lambda c: c[0])
+    sel = min((c for c in pool if c[6] >= top - TIE_RTOL * (1.0 + abs(top))), key=lambda c: c[0])
     s, C, pi, perm, ok, conv, objective = sel
     if not conv:
         notes.append((ConvergenceWarning, unconverged_message(
