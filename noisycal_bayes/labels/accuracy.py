@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import (NOT_GIVEN, check_positive_int, check_probability, check_scores, check_weights,
-                           deprecated_attribute)
+from .._validation import NOT_GIVEN, check_positive_int, check_probability, check_scores, check_weights
 from ..data import Binning, bin_index
 from ..warnings import DataWarning
 from ._posterior import (_item_groups, check_data, check_fit, level_and_draws, posterior_mean_accuracy,
@@ -157,12 +156,6 @@ class CorrectedAccuracy:
     p_correct: np.ndarray = field(repr=False)
     draws: dict = field(repr=False)
 
-
-    @property
-    def prob(self) -> float:
-        """Deprecated alias of :attr:`level` (emits a ``DeprecationWarning``)."""
-        deprecated_attribute("CorrectedAccuracy", "prob", "level")
-        return self.level
 
     def to_frame(self) -> pd.DataFrame:
         """One-row table of the scalar fields."""
