@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PY312 ?= $(shell for p in $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.1[2-9]*/bin/python 2>/dev/null) $$(command -v python3.12 python3.13 2>/dev/null); do $$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && echo $$p && break; done)
 SMOKE := tests/inference/test_nuts.py tests/core/test_likelihood.py tests/data/test_annotations.py
 
-.PHONY: demo test test-all golden real-data smoke-py312 docs bench install clean
+.PHONY: demo test test-all golden real-data smoke-py312 docs bench gates install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ docs: $(DOCS_STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[dev,bench]"
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; $(PY) benchmarks/render_performance.py || exit 1; done
+
+# Performance gates (not in CI, not in `make test`; about 5 minutes): the headline case of each benchmark in one
+# process, compared with benchmarks/results/gates_baseline.json at +-10% (docs/performance.md, "Performance gates").
+gates: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[dev,bench]"
+	$(PY) benchmarks/gates.py
 
 clean:
 	rm -rf $(VENV) .venv312 docs/_build docs/api

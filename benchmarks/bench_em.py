@@ -18,7 +18,7 @@ Configurations (all in one process, side by side, for every (n, J)):
   shape compiles (``first_call_s``, reported separately); ``median_s`` is the median of ``--reps`` later calls.
 - ``compress``: ``noisycal_bayes.data.compress.compress_patterns(labels, group, n_groups)`` alone (G = 10
   equal-mass groups and G = 1), also at ``--compress-sizes`` (up to 1e7 items); ``group_assign``: the
-  equal-mass groups from the scores (``inference._inputs.resolve_assignment``), the other per-item pass.
+  equal-mass groups from the scores (``models.inputs.resolve_assignment``), the other per-item pass.
 - ``crowdkit_ds``: ``crowdkit.aggregation.DawidSkene`` (marginal Dawid-Skene, one start from majority
   vote) on the long DataFrame ``(task, worker, label)`` built from the same labels (building it is not timed),
   run to the SAME convergence criterion as ours (below).
@@ -203,7 +203,7 @@ def run_ours(model, groups, data, truth, *, tol, reps):
 
 def run_compress(data, n_groups, reps):
     from noisycal_bayes.data.compress import compress_patterns
-    from noisycal_bayes.inference._inputs import resolve_assignment
+    from noisycal_bayes.models.inputs import resolve_assignment
 
     rows = []
     if n_groups > 1:

@@ -119,7 +119,7 @@ def _timed(fn, *args, **kw):
 
 def group_index(data) -> np.ndarray:
     """The 10 equal-mass score groups ``fit_nuts(groups=Binning.equal_mass(10))`` uses, shape (n_items,)."""
-    from noisycal_bayes.inference._inputs import resolve_assignment
+    from noisycal_bayes.models.inputs import resolve_assignment
 
     return np.asarray(resolve_assignment(data, "grouped", N_GROUPS, "bench_nuts").index)
 

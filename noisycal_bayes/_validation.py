@@ -284,12 +284,6 @@ def renamed_keyword(func: str, old: str, new: str, old_value, new_value, default
     return old_value, old
 
 
-def deprecated_attribute(owner: str, old: str, new: str) -> None:
-    """Warn that attribute ``owner.old`` is a deprecated alias of ``owner.new``."""
-    warnings.warn(f"`{owner}.{old}` is deprecated and will be removed; use `.{new}` (same value).",
-                  DeprecationWarning, stacklevel=3)
-
-
 def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):
     """Validate annotator weights: a rule name, or an explicit vector of shape (n_annotators,).
 

@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import sys
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -109,25 +108,6 @@ def _bayes_api():
                            "noisycal_bayes.propagate.posterior_nc_ece), which this installation does not have yet; "
                            "use --method em.") from None
     return fit_nuts, posterior_nc_ece
-
-
-# ============================================================================================ deprecated
-def evaluate_data(data, opts: Options, *, clean_labels=None, notes=()):
-    """Deprecated: use :func:`noisycal_bayes.evaluate` (``evaluate(data, **opts.evaluate_kwargs())``)."""
-    warnings.warn("noisycal_bayes.cli.evaluate_data is deprecated; use noisycal_bayes.evaluate(data, ...).",
-                  DeprecationWarning, stacklevel=2)
-    ev = evaluate(data, **opts.evaluate_kwargs(), clean_labels=clean_labels)
-    return _with_notes(ev, notes)
-
-
-def compare_recalibration(data, opts: Options, *, clean_labels=None, maps=("temperature", "platt", "histogram")):
-    """Deprecated: use ``noisycal_bayes.evaluate(data, recalibration=True)`` (``Evaluation.recalibration``)."""
-    from .evaluation import compare_recalibration as compare
-
-    warnings.warn("noisycal_bayes.cli.compare_recalibration is deprecated; use noisycal_bayes.evaluate(data, "
-                  "recalibration=True).", DeprecationWarning, stacklevel=2)
-    kw = opts.evaluate_kwargs()
-    return compare(data, Settings(**kw), clean_labels=clean_labels, maps=maps)
 
 
 def _with_notes(ev, notes):

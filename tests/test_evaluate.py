@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -201,24 +200,6 @@ def test_recalibration_is_stored_and_rendered(sim):
     assert "Recalibration (fitted on one half" in ev.summary()
     assert len(ev.to_dict()["recalibration"]) == 10
     assert all(r.oracle_ece is not None for r in rows)
-
-
-# ------------------------------------------------------------------------------------------ old names
-def test_deprecated_names_still_work(ev_em, sim):
-    import noisycal_bayes.report as report
-    from noisycal_bayes.cli import Options, evaluate_data
-
-    with pytest.warns(DeprecationWarning, match="nc_ece.lower"):
-        assert ev_em.nc_ece_lower == ev_em.nc_ece.lower
-    # report.Evaluation is gone: report sits below evaluation (tests/test_layers.py) and may not import it.
-    assert not hasattr(report, "Evaluation")
-    with pytest.warns(DeprecationWarning, match="evaluate_data"):
-        old = evaluate_data(sim.data, Options(method="em", n_boot=0, bins=BINS, groups=GROUPS))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        new = evaluate(sim.data, method="em", n_boot=0, bins=BINS, groups=Binning.equal_mass(GROUPS))
-    assert old.nc_ece == new.nc_ece
-    assert replace(new, method="nuts").method == "nuts"
 
 
 # ------------------------------------------------------------------------------------------ errors

@@ -10,7 +10,6 @@ from noisycal_bayes.core import top_label_ece
 from noisycal_bayes.data import Binning, Channel, MulticlassAnnotationSet
 from noisycal_bayes.evaluation import MulticlassEvaluation, evaluate_multiclass
 from noisycal_bayes.models.multiclass import MulticlassPrior
-from noisycal_bayes.reference.calibration import nc_ece
 from noisycal_bayes.reference.calibration import classwise_nc_ece, top_label_nc_ece
 from noisycal_bayes.simulate import simulate_multiclass
 
@@ -95,22 +94,6 @@ def test_relabelling_the_classes_permutes_the_results_and_changes_nothing_else(k
     if data.n_ties:
         naive.pop("majority_vote"), naive2.pop("majority_vote")
     assert naive2 == pytest.approx(naive, abs=1e-12)
-
-
-def test_k2_class_1_equals_the_binary_nc_ece_and_evaluate_dispatches():
-    """For K = 2 the class-wise entry of class 1 is the binary NC-ECE of the scores p_i1 with the same channel
-    (fpr = C[:, 0, 1], tpr = C[:, 1, 1]), the same equal-width bins and IV weights. (The top-label NC-ECE bins the
-    confidence max(p, 1 - p) instead, so it is not the binary number.)"""
-    sim = simulate_multiclass(300, 3, 2, accuracy=0.85, seed=7)
-    data = _data(sim)
-    ev = evaluate(data, method="em", bins=15, n_boot=0, checks=False)
-    assert isinstance(ev, MulticlassEvaluation) and ev.nc_ece.lower is None
-    assert any("no interval" in w for w in ev.warnings)
-    c = ev.confusion
-    binary = nc_ece(data.to_binary(), Channel(fpr=c[:, 0, 1], tpr=c[:, 1, 1]), bins=Binning.equal_width(15),
-                    weights="iv")
-    assert ev.classwise_nc_ece.per_class["value"].iloc[1] == pytest.approx(binary.value, abs=1e-10)
-    assert ev.nc_ece.value == pytest.approx(evaluate_multiclass(data, n_boot=0, checks=False).nc_ece.value, abs=0)
 
 
 def test_bad_input_is_refused_before_fitting(k3):
@@ -361,7 +344,6 @@ def test_both_routes_run_on_repeated_labels(method, opts, tmp_path):
     want = top_label_ece(data.probs, np.eye(3)[votes.argmax(axis=1)], bins=5).value
     naive = ev.naive.set_index("target")
     assert naive.loc["majority_vote", "top_label_ece"] == pytest.approx(want, abs=1e-12)
-
 
 
 def test_check_refits_are_warm_started_on_the_replicates_distinct_cells(monkeypatch):

@@ -1,4 +1,8 @@
-"""`Channel`: per-annotator false-positive and true-positive rates, oriented per annotator or per crowd."""
+"""`Channel`: per-annotator false-positive and true-positive rates, oriented per annotator or per crowd.
+
+A binary channel is the K = 2 case of a stack of confusion matrices ``C[j, y, a] = P(A_j = a | Y = y)``:
+``fpr = C[:, 0, 1]`` and ``tpr = C[:, 1, 1]`` (:attr:`Channel.confusion`, :meth:`Channel.from_confusion`).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,6 +40,8 @@ class Channel:
     [0.8, 0.5]
     >>> Channel([0.1, 0.7], [0.9, 0.2], orientation="crowd").gap.round(2).tolist()  # annotator 1 is adversarial
     [0.8, -0.5]
+    >>> Channel([0.1, 0.2], [0.9, 0.7]).confusion[1].round(2).tolist()  # annotator 1: rows y, columns a
+    [[0.8, 0.2], [0.3, 0.7]]
     """
 
     fpr: np.ndarray
@@ -71,6 +77,50 @@ class Channel:
         object.__setattr__(self, "fpr", fpr)
         object.__setattr__(self, "tpr", tpr)
         object.__setattr__(self, "annotator_ids", ids)
+
+    @classmethod
+    def from_confusion(cls, confusion, *, annotator_ids=None, orientation: str = "every") -> "Channel":
+        """The channel of K = 2 confusion matrices: ``fpr = C[:, 0, 1]``, ``tpr = C[:, 1, 1]``.
+
+        Parameters
+        ----------
+        confusion : array-like of shape (n_annotators, 2, 2)
+            ``C[j, y, a] = P(A_j = a | Y = y)``; each row ``C[j, y, :]`` sums to 1 (within ``data.PROBS_TOL``,
+            the tolerance of every probability row of the package).
+        annotator_ids, orientation
+            As for :class:`Channel`.
+
+        Raises
+        ------
+        ValueError
+            A shape other than (J, 2, 2), non-finite entries, rows that do not sum to 1, or the rate checks of
+            :class:`Channel`.
+
+        Examples
+        --------
+        >>> Channel.from_confusion([[[0.9, 0.1], [0.2, 0.8]]])
+        Channel(fpr=[0.1], tpr=[0.8])
+        """
+        from . import PROBS_TOL
+
+        c = np.asarray(confusion, dtype=np.float64)
+        if c.ndim != 3 or c.shape[1:] != (2, 2):
+            raise ValueError(f"`confusion` must have shape (n_annotators, 2, 2); got {c.shape}. For K > 2 classes "
+                             "there is no binary channel: keep the confusion matrices.")
+        bad = ~np.isfinite(c).all(axis=(1, 2)) | (np.abs(c.sum(axis=2) - 1) > PROBS_TOL).any(axis=1)
+        if bad.any():
+            raise ValueError(f"each row of `confusion` must be finite and sum to 1; annotators "
+                             f"{_preview(np.flatnonzero(bad))} do not.")
+        return cls(c[:, 0, 1], c[:, 1, 1], annotator_ids, orientation=orientation)
+
+    @property
+    def confusion(self) -> np.ndarray:
+        """The K = 2 confusion matrices ``[[1 - fpr_j, fpr_j], [1 - tpr_j, tpr_j]]``, shape (n_annotators, 2, 2).
+
+        ``C[j, y, a] = P(A_j = a | Y = y)``, the layout of the K-class fitters, so that a binary channel goes
+        wherever K-class code takes a confusion (``C[:, 0, 1] = fpr``, ``C[:, 1, 1] = tpr``).
+        """
+        return np.stack([np.stack([1 - self.fpr, self.fpr], -1), np.stack([1 - self.tpr, self.tpr], -1)], -2)
 
     @classmethod
     def identity(cls, n_annotators: int) -> "Channel":

@@ -21,8 +21,6 @@ from .._validation import _preview, check_level, check_positive_int, check_weigh
 from ..core import x64
 from ..core.weights import annotator_noise_variance, weights_for_labels
 from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
-# The module, not ``fit_em`` itself: until inference stops importing diagnostics.identifiability (issue 15, the
-# "em" branch), importing inference.em starts here half-way, and the name is read at call time.
 from ..inference.em import fit_em
 from ..propagate.draws import Draws, check_fit, extract_draws, output_index
 from ..propagate.nc_ece import posterior_nc_ece

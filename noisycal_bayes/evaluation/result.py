@@ -4,7 +4,6 @@
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -70,10 +69,6 @@ class RecalibrationRow:
     params: str
     nc_ece: float
     oracle_ece: float | None = None
-
-
-_DEPRECATED = {"nc_ece_lower": "lower", "nc_ece_upper": "upper", "nc_ece_upper_bound": "upper_bound",
-               "target": "target", "interval_method": "interval_method"}
 
 
 @dataclass(frozen=True)
@@ -158,14 +153,6 @@ class Evaluation:
     def warned_checks(self) -> list:
         """Names of the model checks that warned (the NC-ECE rests on a model the data question)."""
         return [c["name"] for c in self.checks if c.get("status") == "warn"]
-
-    def __getattr__(self, name):
-        # Flat names of the former ``noisycal_bayes.report.Evaluation`` (now under ``nc_ece``).
-        if name in _DEPRECATED:
-            warnings.warn(f"Evaluation.{name} is deprecated; use Evaluation.nc_ece.{_DEPRECATED[name]}.",
-                          DeprecationWarning, stacklevel=2)
-            return getattr(self.nc_ece, _DEPRECATED[name])
-        raise AttributeError(f"'Evaluation' object has no attribute {name!r}")
 
     def summary(self, *, title: str | None = None, truth=None, comparison=None) -> str:
         """The plain-text summary the command line prints (``truth``: dict with the true ``channel``)."""

@@ -561,14 +561,10 @@ def _np_counts(table, responses, post, n_annotators, n_groups):
 
 
 # When the prior's pull on the diagonal is worth a warning: the label-weighted mean shift of the posterior-mean
-# diagonal exceeds both 0.005 (the NC-ECE moves by about as much or more, since the corrected targets invert the
-# confusion matrices; below that it is small against any interval we report) and one standard error of that mean
-# diagonal (the bias then matters against the channels' own uncertainty). On K = 10 simulations (5 annotators,
-# 200 labels per row) the default prior shifted it by -0.03 (7 standard errors), the top-label NC-ECE by +0.024 to
-# +0.041, and no 90% interval of 6 held the target (docs/multiclass.md). Across the four K = 10 cells of the
-# coverage study (3 and 5 annotators, over- and under-confident; 126 data sets) it warned in every one, and the
-# top-label interval covered 0.70-0.72 (error -0.017) and 0.08-0.12 (+0.035); at K = 3 (400 data sets) it never
-# warned and the intervals covered 0.91-0.99 (docs/coverage.md, K-class section, fifth session).
+# diagonal exceeds both this floor (the NC-ECE moves by about as much or more, since the corrected targets invert
+# the confusion matrices; below it the shift is small against any interval we report) and one standard error of
+# that mean diagonal (the bias then matters against the channels' own uncertainty). Measured: docs/coverage.md
+# ("The PriorWarning threshold").
 PRIOR_PULL_FLOOR = 0.005
 
 
@@ -619,8 +615,8 @@ def _expected_counts(table, confusion, prevalence, n_groups):
 
 
 def _np_map_em(table, prior, *, n_annotators, n_classes, n_groups, max_iter, tol):
-    """MAP-EM in NumPy on a compressed table, the start of :func:`fit_nuts_multiclass` (a few thousand rows: an
-    iteration costs ~1 ms, and a first :func:`~noisycal_bayes.inference.fit_em_multiclass` call compiles for ~5 s).
+    """MAP-EM in NumPy on a compressed table, the start of :func:`fit_nuts_multiclass` (a few thousand rows: cheap
+    NumPy iterations instead of compiling a first :func:`~noisycal_bayes.inference.fit_em_multiclass` program).
     The updates of fit_em_multiclass (vote-share start, M-step with the prior's pseudo-counts); it stops when no
     probability moves by more than ``tol``. Returns ``(confusion, prevalence, log_likelihood, log_posterior, n_iter,
     converged)``."""
@@ -743,9 +739,8 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     groups : int array of shape (n_items,) or None
         As in :func:`fit_map_multiclass`; ignored by ``"dawid_skene"``.
     n_chains, n_warmup, n_samples : int, defaults 2, 500, 500
-        On CIFAR-10N (K = 10, 20 groups, ~480 parameters) 500 draws per chain left the largest R-hat near 1.01;
-        300 warm-up steps and 1,500 draws (``benchmarks/bench_multiclass_nuts.py``) gave 1.005-1.009 at about
-        the same cost, because warm-up from the MAP start is short in the log-ratio coordinates.
+        Warm-up from the MAP start is short in the log-ratio coordinates, so few warm-up steps serve; R-hat on
+        CIFAR-10N's shape: docs/performance.md ("K classes: NUTS on the CIFAR-10N shape").
     seed : int, default 0
         One JAX key per chain through ``numpy.random.SeedSequence(seed)``.
     init : None, ndarray of shape (J, K, K), or a fit with ``confusion`` (and ``prevalence`` (G, K))
@@ -764,19 +759,18 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         None: parallel when JAX has two or more devices (:func:`~noisycal_bayes.inference.configure_jax`).
     precision : {"auto", "float32", "float64"}, default "auto"
         Floating-point type of the sampler. ``"auto"``: float32 on the compressed pattern path (a sum over a
-        few thousand rows with counts; measured ~2.7x faster per leapfrog step than float64 on CIFAR-10N's
-        4,053 rows), float64 on the sparse path (a sum over every item, which loses precision in float32 at
-        large n). The MAP-EM start is always computed in float64.
+        few thousand rows with counts, where float32 is precise enough and faster per leapfrog step), float64 on
+        the sparse path (a sum over every item, which loses precision in float32 at large n). The MAP-EM start
+        is always computed in float64. Speed: docs/performance.md ("K classes: NUTS on the CIFAR-10N shape").
     parametrisation : {"log_ratio", "simplex"}, default "log_ratio"
         Coordinates of the sampler for the ``"grouped"`` and ``"dawid_skene"`` models (the model, its prior and
         posterior are the same either way). ``"log_ratio"``: each confusion row's log-odds against its diagonal
         and each group's log-odds against its largest class, shifted and scaled so that the conjugate
         Dirichlet posterior given the start's expected counts is standard normal
-        (:func:`~noisycal_bayes.models.multiclass.grouped_multiclass_log_ratio`). Measured on CIFAR-10N
-        (K = 10, 3 annotators, 20 groups, float32): a gradient of the log density costs 0.49 ms CPU against
-        1.7 ms in stick-breaking coordinates, whose transforms and Dirichlet terms cost three times the
-        likelihood on 4,053 compressed rows; the chains need no long warm-up (they start within half a
-        posterior standard deviation of the bulk, on a near-unit scale). ``"simplex"``: NumPyro's
+        (:func:`~noisycal_bayes.models.multiclass.grouped_multiclass_log_ratio`): no stick-breaking transforms
+        or Dirichlet terms to evaluate per gradient, and the chains start near the bulk on a near-unit scale,
+        so they need no long warm-up (cost per gradient: docs/performance.md, "K classes: NUTS on the CIFAR-10N
+        shape"). ``"simplex"``: NumPyro's
         stick-breaking coordinates of the Dirichlet sites
         (:func:`~noisycal_bayes.models.multiclass.grouped_multiclass`), the earlier default. The pooled
         model has its own log-odds coordinates and ignores this.

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import (NOT_GIVEN, _preview, check_level, check_positive_int, check_probability, check_scores,
-                           check_weights, deprecated_attribute)
+                           check_weights)
 from ..data import Binning, bin_index
 from ..propagate.draws import thin_index
 from ..reference.calibration import check_probs
@@ -164,12 +164,6 @@ class CorrectedAccuracy:
     p_correct: np.ndarray = field(repr=False)
     draws: dict = field(repr=False)
 
-
-    @property
-    def prob(self) -> float:
-        """Deprecated alias of :attr:`level` (emits a ``DeprecationWarning``)."""
-        deprecated_attribute("CorrectedAccuracy", "prob", "level")
-        return self.level
 
     def to_frame(self) -> pd.DataFrame:
         """One-row table of the scalar fields."""

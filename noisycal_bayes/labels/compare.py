@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import (NOT_GIVEN, _preview, check_positive_int, check_probability, check_scores, check_weights,
-                           deprecated_attribute)
+from .._validation import NOT_GIVEN, _preview, check_positive_int, check_probability, check_scores, check_weights
 from ..core import ece_from_labels, x64
 from ..data import Binning, as_binning, bin_index
 from ._posterior import check_data, level_and_draws, posterior_mean_accuracy
@@ -64,12 +63,6 @@ class ModelComparison:
     parameter_uncertainty: str
     failed_refits: int
 
-
-    @property
-    def prob(self) -> float:
-        """Deprecated alias of :attr:`level` (emits a ``DeprecationWarning``)."""
-        deprecated_attribute("ModelComparison", "prob", "level")
-        return self.level
 
     def probability_better(self, a, b, *, metric: str = "accuracy") -> float:
         """Posterior probability that model ``a`` beats model ``b`` (higher accuracy / lower NC-ECE)."""

@@ -252,8 +252,8 @@ def class_log_joint(table, log_confusion, log_prevalence):
     """
     n_ann, k, _ = log_confusion.shape
     if isinstance(table, PatternTable):
-        # One gather of log C[j, :, a_j] per annotator (a_j = -1, missing, adds 0). A one-hot matrix product gives
-        # the same numbers but measured ~10x slower inside the NUTS loop on CPU.
+        # One gather of log C[j, :, a_j] per annotator (a_j = -1, missing, adds 0), not a one-hot matrix product
+        # (the same numbers, slower inside the NUTS loop: docs/performance.md, K-class NUTS section).
         ll = 0.0
         for j in range(n_ann):
             a = table.patterns[:, j]

@@ -1,7 +1,7 @@
 """Posterior (or point) draws of a fitted channel model, flattened over chains, as plain arrays.
 
 Every user of a fit's draws starts here (propagation, posterior recalibration maps, label posteriors, gap
-diagnostics): a :class:`~noisycal_bayes.inference.result.FitResult` from ``fit_nuts`` (posterior draws),
+diagnostics): a :class:`~noisycal_bayes.models.result.FitResult` from ``fit_nuts`` (posterior draws),
 ``fit_em`` / ``fit_map`` (one point), or a known :class:`~noisycal_bayes.data.Channel` becomes a :class:`Draws`
 with a leading ``draw`` axis (chain-major). Thinning has one rule, :func:`thin_index`: ``n`` of ``S`` draws
 are those at ``floor(k S / n)``, ``k = 0..n-1`` (every ``S / n``-th draw when ``n`` divides ``S``).

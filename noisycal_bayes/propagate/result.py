@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import deprecated_attribute
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,7 @@ class PosteriorNCECE(_DrawSummary):
         point-estimate attribute.
     debiased : float
         Bias-corrected estimate of this route, ``sum_k m_k`` (see :func:`debias_abs`; it can be 0): the
-        centre of the ``"debiased"`` interval. (Formerly ``estimate``, still readable with a
-        ``DeprecationWarning``.)
+        centre of the ``"debiased"`` interval.
     mean, median : float
         Of the posterior draws ``draws`` (they sit above the target when bins are nearly calibrated).
     lower, upper : float
@@ -133,12 +131,6 @@ class PosteriorNCECE(_DrawSummary):
     n_items: int
     seed: int
 
-    @property
-    def estimate(self) -> float:
-        """Deprecated alias of :attr:`debiased` (the bias-corrected estimate; the paper's NC-ECE is ``value``)."""
-        deprecated_attribute("PosteriorNCECE", "estimate", "debiased")
-        return self.debiased
-
     def summary(self) -> str:
         """One line: the paper's NC-ECE, the debiased estimate with the interval to read, and the target."""
         lo, hi = self.reported_interval
@@ -146,12 +138,6 @@ class PosteriorNCECE(_DrawSummary):
         return (f"NC-ECE {self.value:.4f} (paper, at the point channel); {self.method} debiased "
                 f"{self.debiased:.4f} ({100 * self.level:.0f}% {kind}{_read_at(self)}: [{lo:.4f}, {hi:.4f}]); "
                 f"target: {self.target.split(':')[0]}")
-
-    def __float__(self) -> float:
-        """The debiased estimate, as before; deprecated as ambiguous: read ``.value`` or ``.debiased``."""
-        warnings.warn("float(PosteriorNCECE) is deprecated (it returns the debiased estimate); read `.value` (the "
-                      "paper's NC-ECE) or `.debiased` instead.", DeprecationWarning, stacklevel=2)
-        return self.debiased
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, check_level, check_positive_int, deprecated_attribute, one_line
+from .._validation import _preview, check_level, check_positive_int, one_line
 from ..data import AnnotationSet, as_binning
 from ..warnings import IdentifiabilityWarning
 from ._estimated import (_EstimationFailed, _bin_sums, _check_common, _check_estimator, _estimate_channel,
@@ -107,12 +107,6 @@ class BootstrapNCECEResult(_BootstrapInterval):
     def table(self) -> pd.DataFrame:
         """Per-bin table of the full-sample estimate."""
         return self.full_sample.table
-
-    @property
-    def estimate(self):
-        """Deprecated alias of :attr:`full_sample` (the full-sample NCECEResult; the number is ``value``)."""
-        deprecated_attribute("BootstrapNCECEResult", "estimate", "full_sample")
-        return self.full_sample
 
 
 def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, level: float = 0.9, bins=10,

@@ -1,7 +1,6 @@
 """K-class core math (noisycal_bayes/core/ channel, weights, calibration, em, sparse): corrected vectors, weights, targets, ECEs, EM steps."""
 import warnings
 
-import jax
 import numpy as np
 import pytest
 from scipy.stats import norm
@@ -10,8 +9,6 @@ from noisycal_bayes.core import x64
 from noisycal_bayes.core import (annotator_weights, classwise_ece, confusion_condition, corrected_targets,
                                  corrected_vectors, multiclass_e_step, multiclass_m_step, score_groups,
                                  sparse_multiclass_e_step, sparse_multiclass_m_step, top_label_ece, usable_confusions)
-from noisycal_bayes.core.em import e_step as binary_e_step
-from noisycal_bayes.core.weights import iv_weights
 from noisycal_bayes.simulate import random_confusion, simulate_multiclass
 from noisycal_bayes.warnings import SmallGapWarning
 
@@ -27,14 +24,6 @@ def onehot(y, k):
 
 
 # ------------------------------------------------------------------------------------------ corrected vectors
-def test_corrected_vectors_k2_is_binary_corrected_label():
-    with x64():
-        T = np.asarray(corrected_vectors(binary_confusion(FPR, TPR)))
-    for a in (0, 1):
-        np.testing.assert_allclose(T[:, a, 1], (a - FPR) / (TPR - FPR), rtol=1e-12)
-        np.testing.assert_allclose(T[:, a, 0], 1 - (a - FPR) / (TPR - FPR), rtol=1e-12)
-
-
 def test_corrected_vectors_unbiased_exactly():
     # E[T[A] | Y = y] = sum_a C[y, a] T[a, :] = e_y for every annotator and class.
     C = random_confusion(4, 5, accuracy=[0.9, 0.6, 0.5, 0.75], seed=3)
@@ -90,15 +79,6 @@ def test_corrected_targets_zero_weight_singular_annotator_is_ignored():
 
 
 # ------------------------------------------------------------------------------------------ weights
-def test_iv_weights_k2_equal_binary_iv_weights():
-    mu = 0.35
-    with x64():
-        w = np.asarray(annotator_weights(binary_confusion(FPR, TPR), np.array([1 - mu, mu])))
-        wb = np.asarray(jax.jit(iv_weights)(FPR, TPR - FPR, mu))  # one compilation, not one per operation
-    np.testing.assert_allclose(w[:, 1], wb, rtol=1e-10)
-    np.testing.assert_allclose(w[:, 0], wb, rtol=1e-10)     # T[., 0] = 1 - T[., 1]: the same error variance
-
-
 def test_iv_variance_matches_enumeration():
     # Independent route: v[j, k] = sum_y pi_y sum_a C[y, a] (T[a, k] - 1[y = k])^2 by enumeration; w ∝ 1 / v.
     C = random_confusion(3, 4, accuracy=[0.9, 0.6, 0.7], seed=5)
@@ -238,19 +218,6 @@ def test_pattern_and_sparse_steps_agree_with_missing_and_groups():
                      for y in range(K)]
             ref += np.log(np.sum(np.exp(terms)))
         assert float(ll_s) == pytest.approx(ref, abs=1e-9)
-
-
-def test_pattern_e_step_k2_equals_binary_e_step():
-    pats = np.array([[0, 1, 1], [1, 1, 1], [0, 0, -1], [1, 0, 0]])
-    counts_g = np.array([[3.0, 5.0, 1.0, 0.0], [2.0, 0.0, 4.0, 7.0]])
-    prev = np.array([0.3, 0.6])
-    with x64():
-        ll, T = multiclass_e_step(pats, counts_g, binary_confusion(FPR, TPR), np.stack([1 - prev, prev], 1))
-        rows = np.concatenate([pats, pats])
-        grp = np.repeat([0, 1], 4)
-        llb, Tb = jax.jit(binary_e_step)(rows, grp, counts_g.ravel(), FPR, TPR, prev)
-    assert float(ll) == pytest.approx(float(llb), abs=1e-10)
-    np.testing.assert_allclose(np.asarray(T)[..., 1].ravel(), np.asarray(Tb), atol=1e-12)
 
 
 def test_sparse_steps_gold_and_weights():

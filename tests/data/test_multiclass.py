@@ -157,32 +157,6 @@ def test_majority_vote_ties_go_to_lowest_index_and_counts_match_a_loop():
     np.testing.assert_allclose(data.vote_distribution(), counts / counts.sum(1, keepdims=True))
 
 
-def test_k2_equals_binary_constructors():
-    long = _long().assign(label=lambda d: d["label"].map({"bird": 0, "cat": 1, "dog": 1}), gold=None)
-    long.loc[long["item"] == 30, "gold"] = 1
-    scores = pd.Series([0.8, 0.3, 0.9, 0.6], index=[10, 20, 30, 40])
-    probs = pd.DataFrame({0: 1 - scores, 1: scores})
-    binary = AnnotationSet.from_long(long, scores, gold="gold")
-    multi = M.from_long(long, probs, gold="gold")
-    assert multi.classes == (0, 1)
-    converted = multi.to_binary()
-    assert isinstance(converted, AnnotationSet)
-    for x, y in zip(converted.responses, binary.responses):
-        np.testing.assert_array_equal(x, y)
-    np.testing.assert_allclose(converted.scores, binary.scores, rtol=0, atol=1e-15)
-    np.testing.assert_array_equal(converted.gold, binary.gold)
-    assert converted.item_ids.tolist() == binary.item_ids.tolist()
-    assert converted.annotator_ids.tolist() == binary.annotator_ids.tolist()
-    assert converted.summary() == binary.summary()
-    np.testing.assert_array_equal(multi.majority_vote(), binary.majority_vote(ties="negative"))
-    np.testing.assert_allclose(multi.vote_distribution()[:, 1], binary.vote_fraction())
-    s = multi.summary()
-    assert {k: v for k, v in s.items() if k not in ("probs", "n_classes", "classes", "label_counts")} == \
-        {k: v for k, v in binary.summary().items() if k != "scores"}
-    with pytest.raises(ValueError, match=r"to_binary needs 2 classes; this set has 3 \['bird', 'cat', 'dog'\]"):
-        M.from_long(_long()).to_binary()
-
-
 def test_subset_equals_building_from_the_rows():
     base = M.from_long(_long(), _probs(), gold={20: "bird"})
     sub = base.subset([3, 1])

@@ -44,9 +44,6 @@ def test_prevalence_spread_warns_only_for_two_annotators_with_groups():
 def test_diagnostics_keeps_the_public_names():
     import noisycal_bayes.data.design as design
     import noisycal_bayes.diagnostics as diagnostics
-    import noisycal_bayes.diagnostics.identifiability as old
 
     for name in ("MIN_PREVALENCE_SPREAD", "check_design", "check_prevalence_spread"):
         assert getattr(diagnostics, name) is getattr(design, name)
-    for name in ("co_labelling_problem", "design_problems", "check_design"):
-        assert getattr(old, name) is getattr(design, name)

@@ -226,7 +226,5 @@ def test_draws_without_chain_and_draw_axes_are_rejected():
 
 def test_diagnostics_keeps_the_public_names():
     import noisycal_bayes.diagnostics as diagnostics
-    import noisycal_bayes.diagnostics.mcmc as old
 
-    for module in (diagnostics, old):
-        assert module.check_mcmc is check_mcmc and module.mcmc_diagnostics is mcmc_diagnostics
+    assert diagnostics.check_mcmc is check_mcmc and diagnostics.mcmc_diagnostics is mcmc_diagnostics

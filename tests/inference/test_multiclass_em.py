@@ -8,7 +8,6 @@ import pytest
 from scipy.stats import norm
 
 from noisycal_bayes.core import annotator_weights
-from noisycal_bayes.inference import fit_em
 from noisycal_bayes.inference.multiclass_em import MulticlassEMFit, fit_em_multiclass
 from noisycal_bayes.simulate import random_confusion, simulate_annotations, simulate_multiclass
 from noisycal_bayes.warnings import IdentifiabilityWarning, SmallGapWarning
@@ -16,51 +15,11 @@ from noisycal_bayes.warnings import IdentifiabilityWarning, SmallGapWarning
 FPR, TPR = [0.1, 0.2, 0.15], [0.85, 0.75, 0.8]
 
 
-def as_multiclass(sim_binary):
-    """Stand-in for MulticlassAnnotationSet (data/multiclass.py, another helper's piece) built from binary data."""
-    d = sim_binary.data
-    s = np.asarray(d.scores, dtype=np.float64)
-    return SimpleNamespace(responses=d.responses, n_items=d.n_items, n_annotators=d.n_annotators, n_classes=2,
-                           probs=np.stack([1 - s, s], axis=1), gold=None, classes=(0, 1))
-
-
 def stand_in(sim, gold=None, label=None, probs=None):
     """A MulticlassAnnotationSet-like object from a MulticlassSimulation (optionally with gold / new labels)."""
     return SimpleNamespace(responses=(sim.item, sim.annotator, sim.label if label is None else label),
                            n_items=sim.probs.shape[0], n_annotators=sim.confusion.shape[0],
                            n_classes=sim.probs.shape[1], probs=sim.probs if probs is None else probs, gold=gold)
-
-
-@pytest.fixture(scope="module")
-def binary_sim():
-    return simulate_annotations(3000, fpr=FPR, tpr=TPR, curve="overconfident", seed=7)
-
-
-def test_k2_equals_binary_dawid_skene(binary_sim):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ref = fit_em(binary_sim.data, model="dawid_skene", tol=1e-11, max_iter=5000)
-    fit = fit_em_multiclass(as_multiclass(binary_sim), model="dawid_skene", tol=1e-11, max_iter=5000)
-    assert isinstance(fit, MulticlassEMFit) and fit.converged and fit.path == "patterns"
-    np.testing.assert_allclose(fit.confusion[:, 0, 1], ref.channel.fpr, atol=1e-6)
-    np.testing.assert_allclose(fit.confusion[:, 1, 1], ref.channel.tpr, atol=1e-6)
-    np.testing.assert_allclose(fit.prevalence[0, 1], np.ravel(ref.prevalence)[0], atol=1e-6)
-    assert fit.log_likelihood == pytest.approx(ref.loglik, abs=1e-6)
-    # EM never decreases the objective along the selected start.
-    assert np.all(np.diff(fit.loglik_trace) >= -1e-8 * abs(fit.loglik_trace[-1]))
-
-
-@pytest.mark.slow
-def test_k2_equals_binary_grouped_with_identical_groups(binary_sim):
-    group = np.minimum((np.asarray(binary_sim.data.scores) * 4).astype(np.int64), 3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ref = fit_em(binary_sim.data, model="grouped", groups=group, tol=1e-11, max_iter=5000)
-    fit = fit_em_multiclass(as_multiclass(binary_sim), model="grouped", groups=group, tol=1e-11, max_iter=5000)
-    np.testing.assert_allclose(fit.confusion[:, 0, 1], ref.channel.fpr, atol=1e-6)
-    np.testing.assert_allclose(fit.confusion[:, 1, 1], ref.channel.tpr, atol=1e-6)
-    np.testing.assert_allclose(fit.prevalence[:, 1], np.ravel(ref.prevalence), atol=1e-6)
-    assert fit.log_likelihood == pytest.approx(ref.loglik, abs=1e-6)
 
 
 @pytest.mark.slow

@@ -175,23 +175,6 @@ def test_map_equals_direct_optimum_and_paths_agree():
     np.testing.assert_allclose(fit.confusion, conf, atol=1e-4)
 
 
-@pytest.mark.slow  # fit_map_multiclass is fit_em_multiclass(prior=...) (checked by default below), whose K = 2 fit
-# equals the binary EM's in tests/inference/test_multiclass_em.py; this end-to-end route runs in make test-all
-def test_k2_map_equals_binary_em():
-    """K = 2, flat prior: the MAP is the maximum-likelihood estimate, equal to the binary grouped EM's."""
-    data, group, _, _ = simulate(500, 3, 2, 3, seed=2)
-    fit = fit_map_multiclass(data, groups=group, prior=MulticlassPrior(diagonal=1, off_diagonal=1, prevalence=1),
-                             tol=1e-12, max_iter=20000)
-    item, ann, lab = data.responses
-    labels = np.full((500, 3), -1)
-    labels[item, ann] = lab
-    binary = fit_em(AnnotationSet.from_wide(labels), model="grouped", groups=group, tol=1e-12, max_iter=20000)
-    np.testing.assert_allclose(fit.confusion[:, 0, 1], binary.point["fpr"], atol=1e-7)
-    np.testing.assert_allclose(fit.confusion[:, 1, 1], binary.point["tpr"], atol=1e-7)
-    np.testing.assert_allclose(fit.prevalence[:, 1], binary.point["prevalence"], atol=1e-7)
-    assert abs(fit.log_likelihood - binary.loglik) < 1e-6
-
-
 @pytest.mark.slow  # a K = 4 EM compile; the model-level relabelling test runs by default
 def test_relabelling_classes_permutes_the_map():
     data, group, _, _ = simulate(300, 3, 4, 2, seed=9, gold_frac=0.05)

@@ -8,7 +8,7 @@ import pytest
 
 from noisycal_bayes import AnnotationSet, Binning, ece, simulate_annotations
 from noisycal_bayes.inference import fit_em
-from noisycal_bayes.inference._inputs import prepare_inputs
+from noisycal_bayes.models.inputs import prepare_inputs
 from noisycal_bayes.labels import compare_models, joint_prediction_groups
 from noisycal_bayes.warnings import DataWarning
 

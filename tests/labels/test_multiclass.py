@@ -6,8 +6,6 @@ prevalence, 5 lines of NumPy) instead of the multiclass EM, which another module
 import numpy as np
 import pytest
 
-from noisycal_bayes import simulate_annotations
-from noisycal_bayes.inference.em import fit_em
 from noisycal_bayes.labels import corrected_accuracy_multiclass, label_issues, multiclass_label_issues
 from noisycal_bayes.warnings import DataWarning
 
@@ -63,20 +61,6 @@ def test_label_issues_with_draws_gives_intervals_and_class_names():
     assert set(out["majority_label"]) <= {"cat", "dog", "fox"} and out.attrs["n_draws"] == 20
     ok = out["p_majority_wrong_lower"] <= out["p_majority_wrong"] + 1e-12
     assert ok.all() and (out["p_majority_wrong"] <= out["p_majority_wrong_upper"] + 1e-12).all()
-
-
-def test_label_issues_k2_equals_binary_label_issues():
-    # K = 2 with the binary fit's own posterior: P(majority wrong) equals the binary label_issues' column
-    # (same majority rule: with an odd number of labels per item there are no ties).
-    sim = simulate_annotations(400, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=4)
-    fit = fit_em(sim.data, model="dawid_skene", n_starts=2)
-    binary = label_issues(sim.data, fit).set_index("item").sort_index()
-    p1 = binary["p_positive"].to_numpy()
-    d = sim.data
-    ii, jj = np.nonzero(d.labels >= 0)
-    out = multiclass_label_issues((ii, jj, d.labels[ii, jj]), np.c_[1 - p1, p1]).set_index("item").sort_index()
-    np.testing.assert_allclose(out["p_majority_wrong"].to_numpy(), binary["p_majority_wrong"].to_numpy(), atol=1e-12)
-    np.testing.assert_array_equal(out["majority_label"].to_numpy().astype(int), binary["majority_label"].to_numpy())
 
 
 def test_label_issues_relabelling_classes_permutes_only():

@@ -32,10 +32,3 @@ def test_old_keyword_errors_name_what_the_caller_wrote(small):
     with pytest.raises(TypeError, match="got both `prob` .* and `level`"):
         item_posteriors(sim.data, fit, prob=0.8, level=0.7)
 
-
-@pytest.mark.filterwarnings("ignore::noisycal_bayes.warnings.DataWarning")  # scores vs a marginal fit: irrelevant here
-def test_result_attribute_prob_is_a_deprecated_alias_of_level(small):
-    sim, fit = small
-    res = corrected_accuracy(sim.data, fit, scores=sim.data.scores, level=0.8, n_replicates=50)
-    with pytest.warns(DeprecationWarning, match="CorrectedAccuracy.prob"):
-        assert res.prob == res.level == 0.8

@@ -129,40 +129,6 @@ def test_relabelling_classes_permutes():
     np.testing.assert_allclose(np.asarray(jb)[:, sigma], np.asarray(ja), rtol=0, atol=1e-12)
 
 
-def test_k2_log_density_equals_binary_model():
-    """K = 2 with flat priors: the multiclass and the binary grouped model have the same log density.
-
-    Flat priors make both prior densities 1 (Beta(1, 1) on fpr, u, prevalence; Dirichlet(1, 1) on each row and
-    each prevalence), so the log densities are the two log-likelihoods at C[j] = [[1 - fpr, fpr], [1 - tpr, tpr]],
-    prevalence [1 - pi, pi].
-    """
-    rng = np.random.default_rng(5)
-    n, n_ann, n_groups = 150, 3, 2
-    fpr, tpr = np.array([0.1, 0.25, 0.2]), np.array([0.85, 0.7, 0.9])
-    pi = np.array([0.3, 0.7])
-    group = rng.integers(0, n_groups, n)
-    y = rng.random(n) < pi[group]
-    labels = (rng.random((n, n_ann)) < np.where(y[:, None], tpr, fpr)).astype(np.int32)
-    labels[rng.random((n, n_ann)) < 0.15] = -1
-    ii, jj = np.nonzero(labels >= 0)
-    conf = np.stack([[[1 - f, f], [1 - t, t]] for f, t in zip(fpr, tpr)])
-    prev = np.stack([1 - pi, pi], axis=1)
-    flat_binary = Prior(fpr=(1, 1), u=(1, 1), prevalence=(1, 1)).params()
-    flat_multi = MulticlassPrior(diagonal=1, off_diagonal=1, prevalence=1).params()
-    with x64():
-        binary = jax.jit(lambda lab, grp, s: log_density(grouped_dawid_skene, (lab, grp, None), dict(
-            n_annotators=n_ann, n_groups=n_groups, prior=flat_binary), s)[0])(
-            jnp.asarray(labels), jnp.asarray(group),
-            {"fpr": jnp.asarray(fpr), "u": jnp.asarray((tpr - fpr) / (1 - fpr)), "prevalence": jnp.asarray(pi)})
-        for table in (sparse_table(ii, jj, labels[ii, jj], group),
-                      compress_multiclass(ii, jj, labels[ii, jj], group, None, n_items=n, n_annotators=n_ann,
-                                          n_classes=2)[0]):
-            multi = _density(grouped_multiclass, type(table)(*map(jnp.asarray, table)),
-                             dict(n_annotators=n_ann, n_classes=2, n_groups=n_groups, prior=flat_multi),
-                             {"confusion": jnp.asarray(conf), "prevalence": jnp.asarray(prev)})
-            assert abs(multi - float(binary)) < 1e-10
-
-
 @pytest.mark.slow  # compiles a K-class program (~10-40 s on 2 loaded cores); make test-all
 def test_dawid_skene_ignores_groups_and_pooled_confusion_is_softmax(crowd):
     item, ann, lab, group, gold, conf, prev = crowd

@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 
 from noisycal_bayes.data import Binning
-from noisycal_bayes.inference._inputs import GroupAssignment, prepare_inputs
+from noisycal_bayes.models.inputs import GroupAssignment, prepare_inputs
 from noisycal_bayes.inference.em import fit_em
-from noisycal_bayes.inference.result import FitResult, channel_from
+from noisycal_bayes.models.result import FitResult, channel_from
 
 #: Channels of the simulated data shared by the NC-ECE tests (conftest.py).
 FPR, TPR = [0.1, 0.2, 0.15], [0.85, 0.8, 0.9]

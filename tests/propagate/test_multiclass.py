@@ -16,8 +16,6 @@ from noisycal_bayes.propagate import MC_TARGETS, posterior_classwise_nc_ece, pos
 from noisycal_bayes.reference import classwise_nc_ece, naive_multiclass_ece, top_label_nc_ece
 from noisycal_bayes.warnings import DataWarning, IdentifiabilityWarning
 
-from ._fakes import FPR, TPR, channel_draws, fake_nuts, histogram_fit
-
 
 # ----------------------------------------------------------------------------- helpers
 def sim_multiclass(n, k, j, *, seed, acc=0.75, curve=1.0):
@@ -50,74 +48,9 @@ def dirichlet_draws(conf, n_draws, rng, concentration=300.0):
     return out
 
 
-def binary_confusion(fpr, tpr):
-    """(..., J) fpr / tpr -> (..., J, 2, 2) confusion: C[y=0] = (1 - fpr, fpr), C[y=1] = (1 - tpr, tpr)."""
-    fpr, tpr = np.asarray(fpr, float), np.asarray(tpr, float)
-    return np.stack([np.stack([1 - fpr, fpr], -1), np.stack([1 - tpr, tpr], -1)], -2)
-
-
-@pytest.fixture(scope="module")
-def binary_case():
-    sim = simulate_annotations(800, fpr=FPR, tpr=TPR, curve="overconfident", missing=0.2, seed=3)
-    em = histogram_fit(sim.data)
-    rng = np.random.default_rng(0)
-    f, t = channel_draws(rng, FPR, TPR, 2, 30)
-    post = fake_nuts(em, {"fpr": f, "tpr": t, "prevalence": np.broadcast_to(em.point["prevalence"],
-                                                                           (2, 30, em.groups.n_groups))})
-    d = sim.data
-    ii, jj = np.nonzero(d.labels >= 0)
-    resp = (ii, jj, d.labels[ii, jj])
-    probs = np.c_[1 - d.scores, d.scores]
-    conf = binary_confusion(f.reshape(-1, 3), t.reshape(-1, 3))
-    return sim, post, probs, resp, conf
-
-
 @pytest.fixture(scope="module")
 def mc3():
     return sim_multiclass(600, 3, 3, seed=5, curve=0.6)
-
-
-# ----------------------------------------------------------------------------- K = 2 equals binary
-@pytest.mark.parametrize("weights", ["iv", "equal"])
-@pytest.mark.parametrize("bootstrap", [False, True])
-def test_k2_classwise_class1_equals_binary_posterior_nc_ece(binary_case, weights, bootstrap):
-    # Same data, same channel draws, same weights rule: class 1's class-wise NC-ECE is the binary plug-in
-    # NC-ECE of p[:, 1]. The definitions match exactly (IV: binary mu = mean equally weighted corrected label,
-    # here the prevalence=None route), so the draws agree to rounding (1e-10). With the bootstrap they agree
-    # too because both draw the (60, n) exponential item weights in one block from the same seed.
-    sim, post, probs, resp, conf = binary_case
-    # bias_correct=False: the binary route's bin centres (the K-class default corrects them, tested below);
-    # calibrate=False: the mean over classes at the nominal level (per class it is nominal anyway;
-    # test_abs_estimator.py).
-    b = posterior_nc_ece(sim.data, post, bins=Binning.equal_width(15), weights=weights, bootstrap=bootstrap)
-    m = posterior_classwise_nc_ece(probs, resp, conf, bins=15, weights=weights, bootstrap=bootstrap,
-                                   bias_correct=False, calibrate=False)
-    np.testing.assert_allclose(m.per_class[1].draws, b.draws, rtol=0, atol=1e-10)
-    assert m.per_class[1].value == pytest.approx(b.value, abs=1e-10)
-    assert m.per_class[1].debiased == pytest.approx(b.debiased, abs=1e-10)
-    assert b.two_sided_level == b.level == m.two_sided_level == 0.9  # the binary route is never calibrated
-    # The K-class interval centres the binary debiased draws on the debiased estimate (propagate.intervals
-    # .centred): the binary draws shifted by (their mean - the estimate), clipped at 0.
-    centred = np.maximum(b.debiased_draws - (b.debiased_draws.mean() - b.debiased), 0.0)
-    np.testing.assert_allclose(m.per_class[1].debiased_draws, centred, rtol=0, atol=1e-10)
-    q = np.quantile(centred, [0.05, 0.95], method="weibull")
-    assert (m.per_class[1].lower, m.per_class[1].upper) == pytest.approx(tuple(q), abs=1e-10)
-    # Class 0 (bins on 1 - z, mirrored equal-width edges) gives the same residual masses with flipped sign.
-    np.testing.assert_allclose(m.per_class[0].draws, b.draws, rtol=0, atol=1e-10)
-
-
-def test_k2_top_label_is_the_folded_binary_table(binary_case):
-    # Top-label with K = 2 and 10 equal-width bins: confidence bin b (b >= 5) holds items with z in bin b
-    # (predicted 1) and with z in the mirrored bin 9 - b (predicted 0, residual sign flipped), so the signed
-    # residual mass is D[b] - D[9 - b] with D the binary per-bin (corrected frequency - score) sums.
-    sim, post, probs, resp, conf = binary_case
-    ch = Channel(FPR, TPR)
-    b = posterior_nc_ece(sim.data, ch, bins=Binning.equal_width(10), bootstrap=False, n_draws=1)
-    d = (b.table["residual"] * b.table["count"]).fillna(0.0).to_numpy()
-    folded = sum(abs(d[k] - d[9 - k]) for k in range(5, 10)) / sim.data.n_items
-    m = posterior_top_label_nc_ece(probs, resp, binary_confusion(FPR, TPR), bins=10, bootstrap=False, n_draws=1)
-    assert m.value == pytest.approx(folded, abs=1e-12)
-    assert m.draws[0] == pytest.approx(folded, abs=1e-12)
 
 
 # ----------------------------------------------------------------------------- point value and references
@@ -180,7 +113,6 @@ def test_bias_correction_centres_bins_on_2_point_minus_mean_of_draws(mc3):
     a = posterior_top_label_nc_ece(p, resp, conf, n_draws=30)
     b = posterior_top_label_nc_ece(p, resp, conf, n_draws=30, bias_correct=False)
     assert (a.debiased, a.lower, a.upper) == (b.debiased, b.lower, b.upper)
-
 
 
 def test_point_confusion_moves_the_value_and_the_bias_correction_centre(mc3):

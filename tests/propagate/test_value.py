@@ -1,5 +1,5 @@
 """``PosteriorNCECE.value`` is the paper's NC-ECE at the point channel on every route; ``.debiased`` is the
-bias-corrected estimate (formerly ``.estimate``, now a deprecated alias) (issue 15, items 5 and 7)."""
+bias-corrected estimate (issue 15, items 5 and 7)."""
 import numpy as np
 import pytest
 
@@ -34,10 +34,6 @@ def test_value_from_sufficient_statistics_matches_the_items(sim, em):
     assert a.value == pytest.approx(b.value, rel=1e-10)
 
 
-def test_estimate_is_a_deprecated_alias_of_debiased(sim, em):
+def test_summary_names_the_value_and_the_debiased_estimate(sim, em):
     res = posterior_nc_ece(sim.data, em, n_draws=20)
-    with pytest.warns(DeprecationWarning, match=r"PosteriorNCECE.estimate.*use `.debiased`"):
-        assert res.estimate == res.debiased
-    with pytest.warns(DeprecationWarning, match="float"):
-        assert float(res) == res.debiased
     assert f"NC-ECE {res.value:.4f}" in res.summary() and f"debiased {res.debiased:.4f}" in res.summary()

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from noisycal_bayes import simulate_annotations
 from noisycal_bayes.data import Binning
 from noisycal_bayes.recalibration import (MulticlassTemperatureScaling, NotFittedError, PosteriorMulticlassTemperature,
                                           PosteriorTemperature, PosteriorTopLabelHistogram, TemperatureScaling,
@@ -89,52 +88,6 @@ def crowd():
     return z, y, labels
 
 
-@pytest.fixture(scope="module")
-def sim2():
-    # The binary maps' test data (tests/recalibration/test_maps.py): same shapes, so JAX reuses its compilations.
-    return simulate_annotations(2000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.75], curve="overconfident",
-                                missing=0.25, seed=12)
-
-
-def binary_confusion(channel):
-    f, t = channel.fpr, channel.fpr + channel.gap
-    return np.stack([np.stack([1 - f, f], axis=1), np.stack([1 - t, t], axis=1)], axis=1)
-
-
-# ----------------------------------------------------------------------------- K = 2 equals the binary maps
-def test_k2_temperature_scaling_equals_binary_on_corrected_labels(sim2):
-    # softmax((z_0, z_1) / T)_1 = sigmoid((z_1 - z_0) / T), and log(clip p_1) - log(clip(1 - p_1)) is the binary
-    # clipped logit; the corrected loss -(1 - y) log q_0 - y log q_1 is the binary softplus(s / T) - y s / T.
-    z = sim2.data.scores
-    binary = TemperatureScaling().fit(z, sim2.data, channel=sim2.channel, weights="gap")
-    y = corrected_item_labels(sim2.data, sim2.channel, weights="gap").values
-    assert y.min() < 0 and y.max() > 1  # corrected labels leave [0, 1]
-    # The multiclass corrected targets with the same (gap) weights on both coordinates are (1 - y, y).
-    w = np.repeat((sim2.channel.gap / sim2.channel.gap.sum())[:, None], 2, axis=1)
-    r = sim2.data.responses
-    t = _combine(_response_design((r.item, r.annotator, r.label), sim2.data.n_items, 3, 2),
-                 corrected_vectors(binary_confusion(sim2.channel))[None], w[None])[0]
-    np.testing.assert_allclose(t, np.c_[1 - y, y], rtol=1e-12, atol=1e-12)
-    multi = MulticlassTemperatureScaling().fit(np.c_[1 - z, z], t)
-    assert multi.temperature_ == pytest.approx(binary.temperature_, rel=1e-10)
-    assert multi.loss_ == pytest.approx(binary.loss_, rel=1e-10)
-    np.testing.assert_allclose(multi.predict_proba(np.c_[1 - z, z])[:, 1], binary.predict(z), rtol=1e-10)
-
-
-@pytest.mark.slow
-def test_k2_posterior_temperature_equals_binary(sim2):
-    # Same channel, IV weights and bootstrap seed: the per-draw temperatures of both routes coincide.
-    z = sim2.data.scores
-    binary = PosteriorTemperature(n_draws=24, seed=5).fit(sim2.data, sim2.channel)
-    multi = PosteriorMulticlassTemperature(n_draws=24, seed=5).fit(np.c_[1 - z, z], sim2.data.responses,
-                                                                   binary_confusion(sim2.channel))
-    np.testing.assert_allclose(multi.temperature_draws_, binary.temperature_draws_, rtol=1e-8)
-    lo, hi = multi.predict_interval(np.c_[1 - z, z][:50])
-    blo, bhi = binary.predict_interval(z[:50])
-    np.testing.assert_allclose(lo[:, 1], blo, rtol=1e-7)
-    np.testing.assert_allclose(hi[:, 1], bhi, rtol=1e-7)
-
-
 def test_batched_targets_equal_the_per_draw_contract_formula(crowd):
     # _target_draws combines all draws in one sparse product; the loop of corrected_targets is the reference.
     _, _, labels = crowd
@@ -153,17 +106,6 @@ def test_batched_targets_equal_the_per_draw_contract_formula(crowd):
             np.testing.assert_allclose(got[s], corrected_targets(resp, 60, c, weights=w), rtol=1e-12, atol=1e-14)
     assert np.isnan(got[:, 5]).all() and np.isfinite(got[:, 7]).all()
     np.testing.assert_allclose(got[:, 7], np.linalg.inv(draws[:, 0])[:, labels[7, 0]], rtol=1e-12)
-
-
-def test_k2_iv_weights_are_the_binary_inverse_variance_weights(sim2):
-    # E_Y[Var(T[j, A, 1] | Y)] = [mu tpr (1 - tpr) + (1 - mu) fpr (1 - fpr)] / gap^2 (the binary IV, core/weights.py).
-    ch, mu = sim2.channel, 0.37
-    w = annotator_weights(binary_confusion(ch), np.array([1 - mu, mu]), rule="iv")
-    tpr = ch.fpr + ch.gap
-    var = (mu * tpr * (1 - tpr) + (1 - mu) * ch.fpr * (1 - ch.fpr)) / ch.gap**2
-    # core.weights.annotator_weights normalises each coordinate's weights to sum 1 over the annotators.
-    np.testing.assert_allclose(w[:, 1], (1 / var) / np.sum(1 / var), rtol=1e-12)
-    np.testing.assert_allclose(w[:, 0], w[:, 1], rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- recovery and unbiasedness
@@ -261,7 +203,6 @@ def test_vector_scaling_newton_fit_is_the_minimum_found_by_a_generic_optimiser(c
     np.testing.assert_allclose(np.r_[vs.scale_, vs.bias_], ref.x, atol=1e-7)
     assert objective(np.r_[vs.scale_, vs.bias_])[0] <= ref.fun + 1e-13
     assert vs.bias_.sum() == pytest.approx(0, abs=1e-9)  # the ridge picks the centred bias (shift invariance)
-
 
 
 def unbounded_problem():

@@ -10,8 +10,6 @@ import warnings
 import numpy as np
 import pytest
 
-from noisycal_bayes import Binning, simulate_annotations
-from noisycal_bayes.reference import bootstrap_nc_ece, nc_ece
 from noisycal_bayes.core import (annotator_weights, classwise_ece, corrected_targets, corrected_vectors,
                                  top_label_ece)
 from noisycal_bayes.reference import (bootstrap_classwise_nc_ece, bootstrap_multiclass_nc_ece,
@@ -37,20 +35,6 @@ def simulate(n, k, j, *, seed, acc=0.75):
     return p, y, labels, conf, (np.repeat(np.arange(n), j), np.tile(np.arange(j), n), labels.reshape(-1))
 
 
-def binary_confusion(fpr, tpr):
-    fpr, tpr = np.asarray(fpr, float), np.asarray(tpr, float)
-    return np.stack([np.stack([1 - fpr, fpr], -1), np.stack([1 - tpr, tpr], -1)], -2)
-
-
-@pytest.fixture(scope="module")
-def binary():
-    sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident", missing=0.2,
-                               seed=3)
-    d = sim.data
-    ii, jj = np.nonzero(d.labels >= 0)
-    return sim, np.c_[1 - d.scores, d.scores], (ii, jj, d.labels[ii, jj])
-
-
 @pytest.fixture(scope="module")
 def mc():
     return simulate(500, 3, 3, seed=8)
@@ -62,48 +46,6 @@ def test_corrected_vectors_are_exactly_unbiased(mc):
     conf = mc[3]
     t = corrected_vectors(conf)
     np.testing.assert_allclose(np.einsum("jya,jak->jyk", conf, t), np.broadcast_to(np.eye(3), (3, 3, 3)), atol=1e-12)
-
-
-def test_k2_iv_weights_are_the_binary_inverse_variances():
-    # Binary sigma_j^2 = [mu tpr (1 - tpr) + (1 - mu) fpr (1 - fpr)] / gap^2 (paper §4.4); both coordinates.
-    fpr, tpr, mu = np.array([0.1, 0.3]), np.array([0.8, 0.7]), 0.35
-    w = annotator_weights(binary_confusion(fpr, tpr), np.array([1 - mu, mu]), rule="iv")
-    sigma2 = (mu * tpr * (1 - tpr) + (1 - mu) * fpr * (1 - fpr)) / (tpr - fpr) ** 2
-    iv = (1 / sigma2) / np.sum(1 / sigma2)  # each column normalised over the annotators
-    np.testing.assert_allclose(w, np.c_[iv, iv], rtol=1e-12)
-    # Leading draw axes: a batch of draws gives each draw's weights.
-    conf = np.stack([binary_confusion(fpr, tpr), binary_confusion(fpr[::-1], tpr[::-1])])
-    wb = annotator_weights(conf, np.array([[1 - mu, mu], [1 - mu, mu]]), rule="iv")
-    np.testing.assert_allclose(wb[0], w, rtol=1e-12)
-    np.testing.assert_allclose(wb[1], w[::-1], rtol=1e-12)
-
-
-# ----------------------------------------------------------------------------- K = 2 equals binary
-# Slow: compiles the binary JAX bin_table (~5 s). The non-slow K = 2 checks are the IV-weight identity above and
-# tests/propagate/test_multiclass.py (against posterior_nc_ece).
-@pytest.mark.slow
-@pytest.mark.parametrize("weights", ["iv", "equal"])
-def test_k2_classwise_equals_binary_nc_ece(binary, weights):
-    # Class 1's class-wise NC-ECE is the paper's NC-ECE of p[:, 1] (same channel, weights, 15 equal-width bins;
-    # IV with the prevalence estimated as binary mu): equal to rounding. Class 0 mirrors it.
-    sim, probs, resp = binary
-    ref = nc_ece(sim.data, sim.channel, bins=Binning.equal_width(15), weights=weights).value
-    res = classwise_nc_ece(probs, resp, binary_confusion(sim.channel.fpr, sim.channel.tpr), weights=weights)
-    assert res.per_class[1] == pytest.approx(ref, abs=1e-12)
-    assert res.per_class[0] == pytest.approx(ref, abs=1e-12)
-
-
-@pytest.mark.slow  # compiles the binary bootstrap's JAX code (~5 s)
-def test_k2_bootstrap_replicates_equal_binary_bootstrap(binary):
-    # Same seed -> same resampled items (rng.integers(0, n, n) per replicate), same known channel, same weights:
-    # the class-1 replicates equal the binary bootstrap_nc_ece's to rounding.
-    sim, probs, resp = binary
-    conf = binary_confusion(sim.channel.fpr, sim.channel.tpr)
-    b = bootstrap_nc_ece(sim.data, estimator=lambda d: sim.channel, n_boot=25, bins=Binning.equal_width(15), seed=5)
-    m = bootstrap_multiclass_nc_ece(probs, resp, estimator=lambda r, n, p: (conf, None), n_boot=25, seed=5)
-    np.testing.assert_allclose(m.classwise.per_class_replicates[:, 1], b.replicates, atol=1e-10)
-    assert m.classwise.per_class["value"][1] == pytest.approx(b.value, abs=1e-12)
-    assert tuple(m.classwise.per_class.loc[1, ["lower", "upper"]]) == pytest.approx(b.interval, abs=1e-10)
 
 
 # ----------------------------------------------------------------------------- identities and naive ECEs

@@ -320,12 +320,10 @@ def test_inputs_are_not_modified(sim):
     np.testing.assert_array_equal(sim.data.scores, before[1])
 
 
-def test_bootstrap_result_estimate_is_a_deprecated_alias_of_full_sample():
+def test_bootstrap_result_value_is_the_full_sample_value():
     # Issue 15, item 7: `.value` is the one point estimate; the full-sample NCECEResult is `.full_sample`.
     from noisycal_bayes import simulate_annotations
 
     sim = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
     res = bootstrap_nc_ece(sim.data, estimator=lambda d: sim.channel, n_boot=5, seed=1)
     assert res.value == res.full_sample.value
-    with pytest.warns(DeprecationWarning, match="BootstrapNCECEResult.estimate"):
-        assert res.estimate is res.full_sample
