@@ -38,7 +38,7 @@ from noisycal_bayes.models.multiclass import compress_multiclass, sparse_table
 from noisycal_bayes.propagate import posterior_classwise_nc_ece, posterior_nc_ece, posterior_top_label_nc_ece
 from noisycal_bayes.recalibration import (MulticlassTemperatureScaling, PosteriorMulticlassTemperature,
                                           PosteriorTemperature, TemperatureScaling)
-from noisycal_bayes.recalibration.multiclass import _combine, _response_design
+from noisycal_bayes.recalibration.posterior import _combine, _response_design
 from noisycal_bayes.reference import bootstrap_multiclass_nc_ece, bootstrap_nc_ece, classwise_nc_ece, nc_ece
 from noisycal_bayes.reference.recalibration import corrected_item_labels
 
