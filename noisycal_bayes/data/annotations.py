@@ -672,13 +672,14 @@ class MulticlassAnnotationSet(AnnotationSet):
     response of its own, conditionally independent of the others given the item's clean label. Functions
     for binary data only test ``data.kind == "binary"`` and refuse this set.
 
+    Its ``responses`` are ``item`` (int32), ``annotator`` (int32) and ``label`` (int16 class index in
+    ``0 .. K - 1``), each of shape (n_responses,), sorted by item then annotator (repeats of a pair in input
+    order), read-only.
+
     Attributes
     ----------
     classes : tuple of int or str
         The class names; class index ``k`` stands for ``classes[k]``. ``n_classes = len(classes)``.
-    responses : Responses
-        ``item`` (int32), ``annotator`` (int32), ``label`` (int16 class index in ``0 .. K - 1``), each of
-        shape (n_responses,), sorted by item then annotator (repeats of a pair in input order). Read-only.
     probs : ndarray of shape (n_items, n_classes), float64, or None
         Classifier probabilities, column ``k`` for ``classes[k]``; rows sum to 1. Read-only.
     gold : ndarray of shape (n_items,), int16, or None

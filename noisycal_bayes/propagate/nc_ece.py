@@ -772,9 +772,10 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
         *Joint draws*, as for :func:`posterior_top_label_nc_ece`. They enter the *mean over classes* only;
         ``per_class`` keeps fresh weights (``seed``; their joint draws were too narrow: docs/coverage.md).
 
-    Raises, Warns
-    -------------
-    As :func:`posterior_top_label_nc_ece`.
+    Raises
+    ------
+    ValueError
+        As :func:`posterior_top_label_nc_ece` (which also lists the warnings).
 
     Returns
     -------
