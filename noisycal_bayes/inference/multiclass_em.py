@@ -133,7 +133,7 @@ def _n_repeats(x: _Arrays) -> int:
 
 
 def _resolve_groups(x: _Arrays, model: str, groups, func: str):
-    if model not in ("grouped", "dawid_skene"):
+    if model not in ("grouped", "dawid_skene"):  # "pooled" is dispatched before (fit_em_multiclass)
         raise ValueError(f"{func}: `model` must be 'grouped' or 'dawid_skene'; got {model!r}.")
     if model == "dawid_skene":
         return np.zeros(x.n_items, np.int32), 1, "one group (dawid_skene)"
@@ -576,8 +576,10 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         Any object with ``responses`` (item, annotator, label), ``n_items``, ``n_annotators``, ``n_classes``,
         ``probs`` ((n_items, K) or None) and ``gold`` ((n_items,), -1 unknown, or None); or the output of
         :func:`~noisycal_bayes.simulate.simulate_multiclass`.
-    model : {"grouped", "dawid_skene"}, default "grouped"
+    model : {"grouped", "dawid_skene", "pooled"}, default "grouped"
         ``"dawid_skene"``: one prevalence vector. ``"grouped"``: one per score group, confusions shared.
+        ``"pooled"``: partially pooled confusions around a learned population
+        (:func:`~noisycal_bayes.inference.population.fit_em_population`).
     groups : int array of shape (n_items,), optional
         Group of each item (``0..G-1``; a group without items keeps a uniform prevalence). Default
         :func:`~noisycal_bayes.core.score_groups` of ``data.probs`` (predicted class x 2 confidence quantiles), or
@@ -655,6 +657,13 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     (True, 'patterns')
     """
     func = "fit_em_multiclass"
+    # --- model="pooled" dispatch (branch crowd): the partially pooled Dawid-Skene of inference/population.py; it
+    # takes max_iter, tol, weights and init (the other settings belong to the Dawid-Skene EM and are ignored).
+    if model == "pooled":
+        from .population import fit_em_population
+        return fit_em_population(data, max_iter=max_iter, tol=tol, weights=weights,
+                                 init=init)
+    # --- end of the model="pooled" dispatch
     x = _as_arrays(data, func)
     n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
     _, max_iter, tol, _ = check_em_settings(1, max_iter, tol, 0.0)

@@ -1,0 +1,171 @@
+"""Partially pooled (Bayesian) Dawid-Skene for crowds of any K: EM with a learned population of confusion rows.
+
+Model: clean labels ``Y_i ~ Categorical(pi)``, ``pi ~ Dirichlet(prevalence_prior)``; annotator ``j``'s row
+``C[j, y, :] ~ Dirichlet(s_y m_y)`` around the population mean row ``m_y`` with concentration ``s_y``; responses
+``A_r ~ Categorical(C[j_r, Y_{i_r}, :])``. Maximum-likelihood Dawid-Skene fits ``K (K - 1)`` free cells per
+annotator from a handful of labels and over-fits; the population shrinks each annotator towards the crowd, as
+much as the crowd's own spread ``s_y`` says (IBCC, Kim & Ghahramani 2012; EBCC, Li, Rubinstein & Cohn 2019).
+
+One iteration (empirical Bayes inside the EM, NumPy float64, :mod:`noisycal_bayes.core.population`):
+
+1. expected counts ``n[j, y, a]`` from the posteriors ``T`` (item weights ``w`` multiply them);
+2. per class ``y``, ``(m_y, s_y)`` by type-II maximum likelihood of the Dirichlet-multinomial on ``n[:, y, :]``
+   (Minka's fixed point, warm-started at the previous iteration's value);
+3. ``C[j, y, :]`` = posterior mean ``(n[j, y, :] + s_y m_y) / (N_jy + s_y)`` (every annotator keeps a usable row,
+   the population mean where it has no label of class ``y``); ``pi`` the posterior mean under its Dirichlet;
+4. E-step as in :func:`~noisycal_bayes.inference.fit_em_multiclass` (gold items fixed at their label).
+
+The start is the majority vote (or ``init``'s E-step); iterations stop when no posterior moves by more than
+``tol``. Orientation is hard, at the crowd's level: the population mean confusion (rows ``m_y``) must have its row
+maxima on the diagonal; otherwise the latent classes are relabelled (a linear assignment), and if no relabelling
+gives that, an :class:`~noisycal_bayes.warnings.IdentifiabilityWarning`. For K = 2 this is the binary crowd rule
+read on the population mean (``m_1[1] > 1/2 > m_0[1]``).
+"""
+from __future__ import annotations
+
+import warnings as _warnings
+
+import numpy as np
+
+from .._validation import check_em_settings
+from ..core.population import expected_counts, fit_dirichlet_multinomial, population_m_step
+from ..warnings import ConvergenceWarning, IdentifiabilityWarning
+from .multiclass_em import MulticlassEMFit, _as_arrays, _diagonally_dominant, _log_joint_items, _logsumexp_rows
+
+__all__ = ["fit_em_population"]
+
+#: Minka fixed-point steps per EM iteration (warm-started: a generalised EM step on the population).
+DM_STEPS = 20
+
+
+def _posterior(x, C, pi, group):
+    lj = _log_joint_items(x.item, x.annotator, x.label, x.n_items, group, x.gold, C, pi[None])
+    ll = _logsumexp_rows(lj)
+    return np.exp(lj - ll[:, None]), ll
+
+
+def _vote(x):
+    """Majority-vote posteriors (label frequencies per item; uniform for an unlabelled item; gold one-hot)."""
+    K = x.n_classes
+    T = np.stack([np.bincount(x.item, weights=(x.label == k).astype(np.float64), minlength=x.n_items)
+                  for k in range(K)], axis=1) + 1e-9
+    T /= T.sum(axis=1, keepdims=True)
+    if x.gold is not None:
+        g = x.gold >= 0
+        T[g] = np.eye(K)[x.gold[g]]
+    return T
+
+
+def _orient_population(C, pi, m, s):
+    """Relabel the latent classes so that the population mean confusion is diagonally dominant."""
+    if _diagonally_dominant(m):
+        return C, pi, m, s, None, True
+    from scipy.optimize import linear_sum_assignment
+
+    _, sigma = linear_sum_assignment(-m)
+    if np.array_equal(sigma, np.arange(m.shape[0])):
+        return C, pi, m, s, None, False
+    inv = np.argsort(sigma)
+    m2 = m[inv]
+    return C[:, inv, :], pi[inv], m2, s[inv], tuple(int(v) for v in sigma), _diagonally_dominant(m2)
+
+
+def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalence_prior: float = 1.0,
+                      concentration_power: float = 2.5, weights=None, init=None) -> MulticlassEMFit:
+    """Partially pooled Dawid-Skene by EM with empirical-Bayes population rows (module docstring).
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet or MulticlassSimulation
+        As in :func:`~noisycal_bayes.inference.fit_em_multiclass`; K = 2 included. Gold labels (``data.gold``) fix
+        their items' clean labels; repeated labels of one annotator on one item are independent responses.
+    max_iter, tol : int, float
+        Iteration cap; stop when ``max |T_new - T_old| < tol`` over items and classes.
+    prevalence_prior : float, default 1.0
+        Dirichlet pseudo-count per class added to the prevalence's expected counts (posterior mean).
+    concentration_power : float, default 2.5
+        Hyperprior ``p(s_y) ∝ s_y^(-power)`` on each concentration
+        (:func:`~noisycal_bayes.core.population.fit_dirichlet_multinomial`); 0 for type-II maximum likelihood.
+    weights : array of shape (n_items,), optional
+        Item weights (a Bayesian bootstrap's), multiplying each item's expected counts.
+    init : MulticlassEMFit, optional
+        Start from its confusion and prevalence (E-step first) instead of the majority vote.
+
+    Returns
+    -------
+    MulticlassEMFit
+        ``model="pooled"``, ``path="sparse"``, one group; ``prior = (s[:, None] * m, prevalence pseudo-counts)``:
+        row ``y`` of the first array is the fitted population ``alpha_y = s_y m_y`` (so ``m_y = alpha_y /
+        alpha_y.sum()``, ``s_y = alpha_y.sum()``); ``objective`` is the log-likelihood plus the
+        Dirichlet-multinomial log-marginal of the expected counts; ``start_logliks`` holds the one start.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_multiclass
+    >>> sim = simulate_multiclass(300, 20, 3, labels_per_item=3, seed=0)
+    >>> fit = fit_em_population(sim)
+    >>> fit.model, fit.confusion.shape
+    ('pooled', (20, 3, 3))
+    """
+    func = "fit_em_multiclass(model='pooled')"
+    x = _as_arrays(data, func)
+    _, max_iter, tol, _ = check_em_settings(1, max_iter, tol, 0.0)
+    J, K, n = x.n_annotators, x.n_classes, x.n_items
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (n,) or not np.all(np.isfinite(weights)) or (weights < 0).any():
+            raise ValueError(f"{func}: `weights` must be None or finite non-negative numbers of shape ({n},); got "
+                             f"shape {weights.shape}.")
+    if prevalence_prior < 0:
+        raise ValueError(f"{func}: `prevalence_prior` must be >= 0; got {prevalence_prior}.")
+    group = np.zeros(n, np.int64)
+    w_items = np.ones(n) if weights is None else weights
+    n_labels = np.bincount(x.annotator, weights=w_items[x.item], minlength=J).astype(np.float64)
+    if init is None:
+        T = _vote(x)
+    else:
+        T, _ = _posterior(x, np.asarray(init.confusion, np.float64),
+                          np.asarray(init.prevalence, np.float64).reshape(-1, K)[0], group)
+    alpha = [None] * K
+    trace, converged, it = [], False, 0
+    for it in range(1, max_iter + 1):
+        counts = expected_counts(x.item, x.annotator, x.label, T, J, weights)
+        m, s = np.zeros((K, K)), np.zeros(K)
+        for y in range(K):
+            m[y], s[y] = fit_dirichlet_multinomial(counts[:, y, :], alpha[y], max_iter=DM_STEPS,
+                                                   power=concentration_power)
+            alpha[y] = s[y] * m[y]
+        C = population_m_step(counts, m, s)
+        pi = (w_items @ T) + prevalence_prior
+        pi = pi / pi.sum()
+        T_new, ll = _posterior(x, C, pi, group)
+        trace.append(float(np.sum(w_items * ll)))
+        delta = float(np.max(np.abs(T_new - T)))
+        T = T_new
+        if delta < tol:
+            converged = True
+            break
+    counts = expected_counts(x.item, x.annotator, x.label, T, J, weights)
+    from ..core.population import dirichlet_multinomial_loglik
+
+    marginal = sum(dirichlet_multinomial_loglik(counts[:, y, :], s[y] * m[y]) for y in range(K))
+    C, pi, m, s, perm, ok = _orient_population(C, pi, m, s)
+    notes = []
+    if not converged:
+        notes.append((ConvergenceWarning, f"{func}: the posteriors still moved by {delta:.3g} >= tol={tol:g} after "
+                      f"max_iter={max_iter} iterations; the last iterate is returned with converged=False. Raise "
+                      "`max_iter`, or loosen `tol`."))
+    if not ok:
+        notes.append((IdentifiabilityWarning, f"{func}: the population mean confusion has no relabelling with its row "
+                      "maxima on the diagonal: the crowd does not say which latent class is which. Add reliable "
+                      "annotators or gold labels."))
+    for cls, text in notes:
+        _warnings.warn(text, cls, stacklevel=3)
+    loglik = trace[-1]
+    return MulticlassEMFit(confusion=C, prevalence=pi[None], groups=group, n_groups=1, log_likelihood=loglik,
+                           n_iter=it, converged=bool(converged and ok), path="sparse", model="pooled",
+                           classes=x.classes, warnings=tuple(t for _, t in notes), objective=loglik + marginal,
+                           start_logliks=np.array([loglik + marginal]), selected_start=0,
+                           loglik_trace=np.asarray(trace), path_reason="population model: NumPy sparse EM",
+                           groups_reason="population model: one group", label_permutation=perm,
+                           prior=(s[:, None] * m, np.full(K, float(prevalence_prior))), n_labels=n_labels)
