@@ -1,0 +1,161 @@
+"""Partially pooled Dawid-Skene (inference/population.py, core/population.py): simulated sparse crowds with a
+population of confusion rows, the negative control, gold and repeated labels, K = 2, orientation, the
+Dirichlet-multinomial fit against scipy.optimize, and cf from the shared data."""
+from types import SimpleNamespace
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize
+
+import noisycal_bayes as nb
+from noisycal_bayes.core.population import (dirichlet_multinomial_loglik, expected_counts,
+                                            fit_dirichlet_multinomial, population_m_step)
+from noisycal_bayes.inference.population import fit_em_population
+
+
+def _crowd(K, J, n_items, lo, hi, seed, s=8.0, acc=0.7, gold_frac=0.0, repeat=0.0):
+    """Sparse crowd: annotator rows C[j, y] ~ Dirichlet(s m_y), m_y = acc on the diagonal; each annotator labels
+    lo..hi random items (repeats: a second label of the same item with probability ``repeat``)."""
+    rng = np.random.default_rng(seed)
+    m = np.full((K, K), (1 - acc) / (K - 1))
+    np.fill_diagonal(m, acc)
+    C = np.stack([[rng.dirichlet(s * m[y]) for y in range(K)] for _ in range(J)])
+    y_true = rng.integers(0, K, n_items)
+    items, anns = [], []
+    for j in range(J):
+        its = rng.choice(n_items, rng.integers(lo, hi + 1), replace=False)
+        its = np.concatenate([its, its[rng.random(its.size) < repeat]])
+        items.append(its)
+        anns.append(np.full(its.size, j))
+    item, ann = np.concatenate(items), np.concatenate(anns)
+    u = rng.random(item.size)
+    label = (np.cumsum(C[ann, y_true[item]], axis=1) < u[:, None]).sum(axis=1).clip(0, K - 1)
+    gold = None
+    if gold_frac:
+        gold = np.where(rng.random(n_items) < gold_frac, y_true, -1)
+    data = SimpleNamespace(responses=(item, ann, label), n_items=n_items, n_annotators=J, n_classes=K,
+                           probs=None, gold=gold)
+    return data, y_true, m
+
+
+def _acc(fit, data, y):
+    return float(np.mean(np.argmax(fit.clean_label_probability(data), axis=1) == y))
+
+
+def _quiet(f, *a, **k):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return f(*a, **k)
+
+
+@pytest.mark.parametrize("K,J", [(3, 300), (5, 400)])
+def test_pooled_beats_ml_and_recovers_population(K, J):
+    data, y, m = _crowd(K, J, 1500, 5, 30, seed=K)
+    pooled = _quiet(nb.fit_em_multiclass, data, model="pooled")
+    ml = _quiet(nb.fit_em_multiclass, data, model="dawid_skene", n_starts=0)
+    a_p, a_m = _acc(pooled, data, y), _acc(ml, data, y)
+    se = np.sqrt(a_m * (1 - a_m) / y.size)
+    assert a_p >= a_m - 2 * se, (a_p, a_m)
+    alpha = pooled.prior[0]
+    m_hat = alpha / alpha.sum(axis=1, keepdims=True)
+    # SE of a population mean cell: Dirichlet spread of one row over J annotators (s = 8), plus label noise.
+    se_m = np.sqrt(m * (1 - m) / (8 + 1) / J + m * (1 - m) / (J * 5))
+    assert np.all(np.abs(m_hat - m) < 4 * se_m + 0.01), np.abs(m_hat - m).max()
+    assert pooled.model == "pooled" and pooled.confusion.shape == (J, K, K)
+    assert np.all(pooled.confusion > 0)
+
+
+def test_many_labels_pooled_and_ml_agree():
+    data, y, _ = _crowd(3, 10, 2000, 1500, 2000, seed=1)
+    pooled = _quiet(nb.fit_em_multiclass, data, model="pooled")
+    ml = _quiet(nb.fit_em_multiclass, data, model="dawid_skene", n_starts=0)
+    assert np.abs(pooled.confusion - ml.confusion).max() < 0.02
+    same = np.argmax(pooled.clean_label_probability(data), 1) == np.argmax(ml.clean_label_probability(data), 1)
+    assert same.mean() > 0.99
+
+
+def test_gold_and_repeated_labels():
+    data, y, _ = _crowd(3, 200, 800, 3, 10, seed=2, gold_frac=0.2, repeat=0.3)
+    fit = _quiet(fit_em_population, data)
+    T = fit.clean_label_probability(data)
+    g = data.gold >= 0
+    assert np.array_equal(np.argmax(T[g], 1), data.gold[g]) and np.allclose(T[g].max(1), 1.0)
+    # repeats are extra responses: the expected counts add up to the number of responses (including repeats)
+    n = expected_counts(*data.responses, T, data.n_annotators)
+    assert np.isclose(n.sum(), data.responses[0].size)
+    ml = _quiet(nb.fit_em_multiclass, data, model="dawid_skene", n_starts=0)
+    a_p, a_m = _acc(fit, data, y), _acc(ml, data, y)  # about two labels per item: both far from perfect
+    assert a_p >= a_m - 2 * np.sqrt(a_m * (1 - a_m) / y.size), (a_p, a_m)
+
+
+def test_binary_goes_through_the_same_function():
+    data, y, _ = _crowd(2, 300, 1000, 5, 20, seed=3, acc=0.75)
+    fit = _quiet(nb.fit_em_multiclass, data, model="pooled")
+    assert fit.confusion.shape == (300, 2, 2) and fit.converged
+    ml = _quiet(nb.fit_em_multiclass, data, model="dawid_skene", n_starts=0)
+    a_p, a_m = _acc(fit, data, y), _acc(ml, data, y)
+    assert a_p >= a_m - 2 * np.sqrt(a_m * (1 - a_m) / y.size), (a_p, a_m)
+    alpha = fit.prior[0]
+    assert alpha[1, 1] / alpha[1].sum() > 0.5 > alpha[0, 1] / alpha[0].sum()  # the crowd rule on the population
+
+
+def test_flipped_start_comes_back_oriented():
+    data, y, _ = _crowd(3, 300, 1000, 5, 20, seed=4)
+    fit = _quiet(fit_em_population, data)
+    perm = np.array([2, 0, 1])
+    flipped = SimpleNamespace(confusion=fit.confusion[:, perm, :], prevalence=fit.prevalence[:, perm])
+    refit = _quiet(fit_em_population, data, init=flipped)
+    assert refit.label_permutation is not None
+    alpha = refit.prior[0]
+    mbar = alpha / alpha.sum(1, keepdims=True)
+    assert np.all(np.argmax(mbar, axis=1) == np.arange(3))
+    assert _acc(refit, data, y) == pytest.approx(_acc(fit, data, y), abs=0.01)
+
+
+def _scipy_dm(counts):
+    K = counts.shape[1]
+    res = minimize(lambda la: -dirichlet_multinomial_loglik(counts, np.exp(la)), np.zeros(K), method="Nelder-Mead",
+                   options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 20000, "maxfev": 20000})
+    a = np.exp(res.x)
+    return a / a.sum(), a.sum()
+
+
+def test_dirichlet_multinomial_fit_matches_scipy():
+    rng = np.random.default_rng(5)
+    alpha = np.array([4.0, 1.0, 0.5])
+    p = rng.dirichlet(alpha, size=300)
+    counts = np.stack([rng.multinomial(rng.integers(3, 15), q) for q in p]).astype(float)
+    counts[:20] *= 0.5  # fractional (expected) counts
+    m, s = fit_dirichlet_multinomial(counts, max_iter=5000, tol=1e-12)
+    m2, s2 = _scipy_dm(counts)
+    assert np.allclose(m, m2, atol=1e-3) and s == pytest.approx(s2, rel=1e-2)
+    # the hyperprior lowers the concentration and the fixed point's likelihood is not above the ML one
+    m3, s3 = fit_dirichlet_multinomial(counts, max_iter=5000, tol=1e-12, power=2.5)
+    assert s3 < s
+    assert dirichlet_multinomial_loglik(counts, s3 * m3) <= dirichlet_multinomial_loglik(counts, s * m) + 1e-9
+
+
+def test_population_m_step_keeps_unlabelled_annotators_at_the_mean():
+    counts = np.zeros((2, 2, 2))
+    counts[0] = [[3.0, 1.0], [0.0, 2.0]]
+    mean = np.array([[0.8, 0.2], [0.3, 0.7]])
+    C = population_m_step(counts, mean, np.array([5.0, 10.0]))
+    assert np.allclose(C[1], mean)
+    assert np.allclose(C[0, 0], (np.array([3.0, 1.0]) + 5 * mean[0]) / 9.0)
+
+
+def test_cf_real_crowd():
+    from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_path
+
+    path = shared_data_path("crowds/cf.csv")
+    if path is None:
+        pytest.skip(f"crowds/cf.csv not found ({SHARED_DATA_HINT})")
+    frame = pd.read_csv(path)
+    data = nb.load_multiclass(str(path))
+    gold = frame.groupby("item")["gold"].first().reindex(list(data.item_ids)).to_numpy()
+    fit = _quiet(nb.fit_em_multiclass, data, model="pooled")
+    pred = np.asarray(data.classes)[np.argmax(fit.clean_label_probability(data), 1)]
+    acc = float(np.mean(pred.astype(str) == gold.astype(str)))
+    assert acc >= 0.873  # IBCC's published 0.883 - 0.01 (crowds README)
