@@ -1,0 +1,97 @@
+"""Partially pooled Dawid-Skene against plain Dawid-Skene and majority vote on real crowds with gold labels.
+
+    PYTHONPATH=$PWD python benchmarks/bench_crowds_bayes.py [--reps 3] [--out FILE]
+
+Sets: the five ``crowds/`` (cf, ms, zencrowd_us, sp, adult; README there: sources, licences, published figures)
+and ``crowd_gold/{bluebirds,rte,temp}.csv`` of the shared data folder. Each file is read with
+:func:`noisycal_bayes.load_multiclass` without its gold column (the fit never sees gold); accuracy is the argmax
+of the clean-label posterior against gold on the items that have one. Routes: ``ds`` =
+``fit_em_multiclass(data, model="dawid_skene")`` (the plain EM, default starts), ``pooled`` =
+``fit_em_multiclass(data, model="pooled")``, ``vote`` = majority vote (ties to the lowest class index).
+``first_s`` is the first call in the process, ``warm_s`` the median of ``--reps`` later calls.
+Results: ``benchmarks/results/crowds_bayes.json``; table in docs/crowds.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import noisycal_bayes as nb
+from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_path
+
+SETS = ("crowds/cf", "crowds/ms", "crowds/zencrowd_us", "crowds/sp", "crowds/adult",
+        "crowd_gold/bluebirds", "crowd_gold/rte", "crowd_gold/temp")
+
+
+def _vote(data):
+    item, _, label = (np.asarray(v) for v in data.responses)
+    counts = np.zeros((data.n_items, data.n_classes))
+    np.add.at(counts, (item, label), 1.0)
+    return counts
+
+
+def _timed(fn, reps):
+    times, out = [], None
+    for _ in range(1 + reps):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn()
+        times.append(time.perf_counter() - t0)
+    return out, times[0], float(np.median(times[1:])) if reps else times[0]
+
+
+def _gold_of(path, item_ids):
+    """The gold column per item, in the data's item order (the fit never sees it)."""
+    per_item = pd.read_csv(path, usecols=["item", "gold"]).drop_duplicates("item").set_index("item")["gold"]
+    return per_item.reindex(list(item_ids)).to_numpy()
+
+
+def run(name, reps):
+    if (path := shared_data_path(f"{name}.csv")) is None:
+        raise SystemExit(f"{name}.csv not found: {SHARED_DATA_HINT}.")
+    data = nb.load_multiclass(str(path))
+    gold = _gold_of(path, data.item_ids)
+    known = ~pd.isna(gold) & (gold.astype(str) != "-1")  # -1: no gold label (adult: 333 gold items)
+    classes = np.asarray(data.classes)
+
+    def acc(scores):
+        pred = classes[np.argmax(scores, axis=1)]
+        return float(np.mean(pred[known].astype(str) == gold[known].astype(str)))
+
+    row = {"data": name, "n_items": int(data.n_items), "n_annotators": int(data.n_annotators),
+           "n_classes": int(data.n_classes), "n_labels": int(np.asarray(data.responses[0]).size),
+           "n_gold": int(known.sum())}
+    for route, fn in (("vote", lambda: _vote(data)),
+                      ("ds", lambda: nb.fit_em_multiclass(data, model="dawid_skene")),
+                      ("pooled", lambda: nb.fit_em_multiclass(data, model="pooled"))):
+        out, first, warm = _timed(fn, reps)
+        scores = out if route == "vote" else out.clean_label_probability(data)
+        row[route] = {"accuracy": acc(scores), "first_s": first, "warm_s": warm}
+        if route != "vote":
+            row[route].update(converged=bool(out.converged), n_iter=int(out.n_iter))
+        if route == "pooled":
+            row[route]["concentration"] = [float(v) for v in out.prior[0].sum(axis=1)]
+    print(json.dumps({k: row[k] for k in ("data", "n_classes")} | {r: round(row[r]["accuracy"], 4)
+                                                                  for r in ("vote", "ds", "pooled")}), flush=True)
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "crowds_bayes.json"))
+    ap.add_argument("--sets", nargs="*", default=list(SETS))
+    args = ap.parse_args(argv)
+    rows = [run(name, args.reps) for name in args.sets]
+    Path(args.out).write_text(json.dumps({"settings": {"reps": args.reps}, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
