@@ -134,7 +134,8 @@ def _n_repeats(x: _Arrays) -> int:
 
 def _resolve_groups(x: _Arrays, model: str, groups, func: str):
     if model not in ("grouped", "dawid_skene"):  # "pooled" is dispatched before (fit_em_multiclass)
-        raise ValueError(f"{func}: `model` must be 'grouped' or 'dawid_skene'; got {model!r}.")
+        raise ValueError(f"{func}: `model` must be 'grouped' or 'dawid_skene' (or 'pooled' in fit_em_multiclass); "
+                         f"got {model!r}.")
     if model == "dawid_skene":
         return np.zeros(x.n_items, np.int32), 1, "one group (dawid_skene)"
     if groups is None:
@@ -657,13 +658,15 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     (True, 'patterns')
     """
     func = "fit_em_multiclass"
-    # --- model="pooled" dispatch (branch crowd): the partially pooled Dawid-Skene of inference/population.py; it
-    # takes max_iter, tol, weights and init (the other settings belong to the Dawid-Skene EM and are ignored).
-    if model == "pooled":
+    if model == "pooled":   # the partially pooled Dawid-Skene (inference/population.py): one group, its own prior
+        unused = [name for name, is_set in (("groups", groups is not None), ("prior", prior is not None),
+                                            ("path", path != "auto"), ("n_starts", n_starts != 4)) if is_set]
+        if unused:
+            raise ValueError(f"{func}: model='pooled' learns its own population prior from one vote start on the "
+                             f"sparse path, with one prevalence vector; {', '.join(unused)} cannot be set with it "
+                             "(use model='grouped' or 'dawid_skene' for them).")
         from .population import fit_em_population
-        return fit_em_population(data, max_iter=max_iter, tol=tol, weights=weights,
-                                 init=init)
-    # --- end of the model="pooled" dispatch
+        return fit_em_population(data, max_iter=max_iter, tol=tol, weights=weights, init=init)
     x = _as_arrays(data, func)
     n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
     _, max_iter, tol, _ = check_em_settings(1, max_iter, tol, 0.0)

@@ -159,3 +159,13 @@ def test_cf_real_crowd():
     pred = np.asarray(data.classes)[np.argmax(fit.clean_label_probability(data), 1)]
     acc = float(np.mean(pred.astype(str) == gold.astype(str)))
     assert acc >= 0.873  # IBCC's published 0.883 - 0.01 (crowds README)
+
+
+def test_pooled_refuses_settings_it_cannot_honour():
+    """model='pooled' has one group, one vote start and its own learned prior: setting groups, prior, path or
+    n_starts is an error naming them, not a silently ignored option."""
+    data, _, _ = _crowd(3, 30, 60, 5, 10, seed=5)
+    with pytest.raises(ValueError, match=r"groups, prior cannot be set"):
+        nb.fit_em_multiclass(data, model="pooled", groups=np.zeros(60, int), prior=(1.0, 1.0))
+    with pytest.raises(ValueError, match=r"n_starts cannot be set"):
+        nb.fit_em_multiclass(data, model="pooled", n_starts=10)
