@@ -310,7 +310,8 @@ def test_usable_from_draws_falls_back_to_the_posterior_mean_when_no_annotator_pa
     from noisycal_bayes.reference.calibration import usable_from_draws
 
     eye = np.eye(3)
-    flat = np.array([[0.34, 0.33, 0.33], [0.33, 0.34, 0.33], [0.33, 0.33, 0.34]])
+    # condition number 1 / 0.004 = 250 (not a value on the 100 threshold, where rounding would decide)
+    flat = np.array([[0.336, 0.332, 0.332], [0.332, 0.336, 0.332], [0.332, 0.332, 0.336]])
     draws = np.stack([np.stack([eye, eye]) if s % 2 else np.stack([flat, flat]) for s in range(40)])
     assert (confusion_condition(draws)[::2] > 100).all() and (confusion_condition(draws.mean(0)[None]) < 100).all()
     with pytest.warns(IdentifiabilityWarning, match="posterior-mean matrix"):
