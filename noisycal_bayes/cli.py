@@ -288,8 +288,8 @@ def _cmd_evaluate_multiclass(args, json_path, out_dir) -> int:
     print(ev.summary(title=f"noisycal-bayes evaluate {args.annotations} ({data.n_classes} classes)"))
     if out_dir is not None:
         ev.write_report(out_dir, source=str(args.annotations))
-        print(f"\nReport written to {out_dir}/ (report.html, summary.md, results.json, top_label_reliability.png, "
-              "confusion_matrices.png).")
+        print(f"\nReport written to {out_dir}/ (report.html, summary.md, results.json, annotators.csv, "
+              "top_label_reliability.png, confusion_matrices.png).")
     if json_path is not None:
         atomic_write_text(json_path, ev.to_json())
         print(f"Results written to {json_path}.")

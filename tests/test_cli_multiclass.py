@@ -64,7 +64,7 @@ def test_k_class_files_give_the_documented_json(run, capsys):
 def test_report_folder(run):
     _, _, payload, out = run
     names = {p.name for p in out.iterdir()}
-    assert names == {"report.html", "summary.md", "results.json", "top_label_reliability.png",
+    assert names == {"report.html", "summary.md", "results.json", "annotators.csv", "top_label_reliability.png",
                      "confusion_matrices.png"}
     assert json.loads((out / "results.json").read_text())["nc_ece"] == payload["nc_ece"]
     page = (out / "report.html").read_text()

@@ -164,3 +164,56 @@ def test_one_label_per_pair_methods_name_themselves_and_the_fix(repeated_crowd):
             call()
     with pytest.raises(ValueError, match="method='latent' .* sparse responses .* Use method='plugin'"):
         posterior_nc_ece(data, fit, method="latent", bins=Binning.equal_width(5))
+
+
+def test_k_class_crowd_summary_flags_spammers_and_adversaries(tmp_path):
+    """K classes: a crowd (more than 12 annotators) is summarised by its population and its flagged annotators
+    (spammers near singular, a label-permuting annotator adversarial), in every output; every annotator stays
+    in results.json and annotators.csv."""
+    from noisycal_bayes import MulticlassAnnotationSet, evaluate_multiclass
+    from noisycal_bayes.simulate import random_confusion, simulate_multiclass
+
+    K, J = 3, 30
+    conf = np.asarray(random_confusion(J, K, accuracy=0.85, seed=1))
+    conf[:3] = np.full((K, K), 1.0 / K)              # spammers: labels independent of the clean class
+    conf[3] = np.roll(np.eye(K) * 0.85 + 0.05, 1, axis=1)  # adversary: reliably reports another class
+    sim = simulate_multiclass(1500, J, K, confusion=conf, labels_per_item=8, seed=3)
+    data = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=K, probs=sim.probs)
+    ev = evaluate_multiclass(data, method="em", n_boot=0, checks=False, seed=0)
+    table_text = ev.summary()
+    assert "Population of 30 annotators" in table_text and "Flagged:" in table_text
+    assert "ECE vs annotator " not in table_text and "ECE vs single annotators (median)" in table_text
+    ev.write_report(tmp_path / "rep")
+    table = pd.read_csv(tmp_path / "rep" / "annotators.csv")
+    payload = json.loads((tmp_path / "rep" / "results.json").read_text())
+    assert len(table) == J == len(payload["crowd"]["annotators"]) == len(payload["confusion"])
+    flags = dict(zip(table["annotator"], table["flag"]))
+    assert all(flags[a] == "uninformative" for a in (0, 1, 2)) and flags[3] == "adversarial"
+    assert set(flags[a] for a in range(4, J)) == {"ok"}
+    assert sum(payload["crowd"]["flag_counts"].values()) == J
+    assert table["n_labels"].sum() == data.n_responses
+    typical = np.asarray(payload["crowd"]["typical_confusion"])
+    assert typical.shape == (K, K) and np.allclose(typical.sum(axis=1), 1.0)
+    assert "Population of 30 annotators" in (tmp_path / "rep" / "summary.md").read_text()
+    assert "Population of 30 annotators" in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_k_class_gap_is_the_binary_gap_at_k2():
+    """The K-class gap (trace - 1) / (K - 1) is tpr - fpr for two classes, 0 for a spammer, 1 for a perfect
+    annotator."""
+    from types import SimpleNamespace
+
+    from noisycal_bayes.report import annotator_table
+
+    fpr, tpr = np.array([0.1, 0.4, 0.5, 0.0]), np.array([0.8, 0.1, 0.5, 1.0])
+    conf = np.stack([np.array([[1 - f, f], [1 - t, t]]) for f, t in zip(fpr, tpr)])
+    resp = SimpleNamespace(annotator=np.repeat(np.arange(4), 200))   # 200 labels each, prevalence 1/2
+    ev = SimpleNamespace(kind="multiclass", confusion=conf, usable=np.array([True, True, False, True]),
+                         annotator_ids=("a", "b", "c", "d"), classes=(0, 1), data=SimpleNamespace(responses=resp),
+                         prevalence=np.array([[0.5, 0.5]]))
+    t = annotator_table(ev)
+    np.testing.assert_allclose(t["gap"], tpr - fpr, atol=1e-15)
+    t_, f_ = (100 * tpr + 0.5) / 101, (100 * fpr + 0.5) / 101      # Jeffreys' half count on 100 labels per class
+    se = np.sqrt(t_ * (1 - t_) / 100 + f_ * (1 - f_) / 100)         # the binary gap's binomial se
+    np.testing.assert_allclose(t["gap_upper"] - t["gap"], 1.96 * se, rtol=1e-12)
+    assert t["flag"].tolist() == ["ok", "adversarial", "uninformative", "ok"]

@@ -98,22 +98,63 @@ CROWD_TABLE_LIMIT = SPARSE_MIN_ANNOTATORS
 MAX_FLAGGED_ROWS = 20
 
 
-def annotator_table(ev):
-    """One row per annotator: ``annotator``, ``n_labels``, ``fpr``, ``tpr``, ``gap``, their interval bounds
-    (``*_lower`` / ``*_upper``, NaN when the evaluation has none) and ``flag``.
+def _labels_per_annotator(ev, n_annotators: int):
+    data = getattr(ev, "data", None)
+    return (np.bincount(np.asarray(data.responses.annotator), minlength=n_annotators)
+            if data is not None else np.full(n_annotators, np.nan))
 
-    ``flag``: ``"uninformative"`` where the gap's interval contains 0 (the annotator gets weight 0 in the
-    corrected labels), ``"adversarial"`` where the gap is negative and its interval excludes 0, else
-    ``"ok"``. The intervals are the evaluation's (posterior or bootstrap), and the flags those the fit
-    reported (:attr:`FitResult.annotators`, EM) or, without them, read from these intervals.
+
+def annotator_table(ev):
+    """One row per annotator, with its ``flag``; every annotator of a crowd is in this table (``annotators.csv``).
+
+    Binary: ``annotator``, ``n_labels``, ``fpr``, ``tpr``, ``gap``, their interval bounds (``*_lower`` /
+    ``*_upper``, NaN when the evaluation has none) and ``flag``: ``"uninformative"`` where the gap's interval
+    contains 0 (the annotator gets weight 0 in the corrected labels), ``"adversarial"`` where the gap is negative
+    and its interval excludes 0, else ``"ok"``. The intervals are the evaluation's (posterior or bootstrap), and
+    the flags those the fit reported (:attr:`FitResult.annotators`, EM) or, without them, read from these
+    intervals.
+
+    K classes: ``annotator``, ``n_labels``, ``gap`` = ``(trace(C_j) - 1) / (K - 1)`` (0 for a spammer, whose
+    rows are all equal; 1 for a perfect annotator; ``tpr - fpr`` at K = 2) with ``gap_lower`` / ``gap_upper``, its
+    approximate 95% interval ``gap -+ 1.96 se``, ``se^2 = sum_y c_y (1 - c_y) / n_jy / (K - 1)^2`` with
+    ``n_jy = n_labels_j * prevalence_y`` and ``c_y = (n_jy C_yy + 1/2) / (n_jy + 1)`` (the binomial variance of
+    each diagonal entry, with Jeffreys' half count so that entries of 0 or 1 keep a variance; at K = 2 the binary
+    ``tpr (1 - tpr) / n_1 + fpr (1 - fpr) / n_0``); ``mean_diagonal``, ``min_diagonal`` and its
+    ``min_diagonal_class``, ``condition`` (2-norm condition number of ``C_j``), ``usable`` and ``flag``:
+    ``"adversarial"`` where the gap's interval lies below 0 (less often right than a spammer),
+    ``"uninformative"`` where it contains 0 (spammer-like), ``"near_singular"`` where the confusion matrix is not
+    usable (condition number above the limit: weight 0 in the corrected labels), else ``"ok"``.
     """
     import pandas as pd
 
+    if _is_k(ev):
+        from ..core import confusion_condition
+
+        conf = np.asarray(ev.confusion, dtype=np.float64)
+        K = conf.shape[1]
+        diag = np.diagonal(conf, axis1=1, axis2=2)
+        gap = (diag.sum(axis=1) - 1.0) / (K - 1)
+        usable = np.asarray(ev.usable, dtype=bool)
+        out = pd.DataFrame({"annotator": list(ev.annotator_ids)})
+        out["n_labels"] = _labels_per_annotator(ev, len(out))
+        prev = np.asarray(ev.prevalence, dtype=np.float64).reshape(-1, K).mean(axis=0)
+        n_jy = np.maximum(np.asarray(out["n_labels"], dtype=np.float64)[:, None] * prev[None, :], 1.0)
+        c = (diag * n_jy + 0.5) / (n_jy + 1.0)  # Jeffreys: entries of 0 or 1 keep a variance
+        se = np.sqrt((c * (1.0 - c) / n_jy).sum(axis=1)) / (K - 1)
+        out["gap"] = gap
+        out["gap_lower"], out["gap_upper"] = gap - 1.96 * se, gap + 1.96 * se
+        out["mean_diagonal"] = diag.mean(axis=1)
+        out["min_diagonal"] = diag.min(axis=1)
+        out["min_diagonal_class"] = [ev.classes[int(k)] for k in np.argmin(diag, axis=1)]
+        out["condition"] = np.asarray(confusion_condition(conf), dtype=np.float64)
+        out["usable"] = usable
+        lo, hi = out["gap_lower"].to_numpy(), out["gap_upper"].to_numpy()
+        out["flag"] = np.where(hi < 0, "adversarial", np.where(lo <= 0, "uninformative",
+                                                                np.where(~usable, "near_singular", "ok")))
+        return out
     ch = ev.channel
     out = pd.DataFrame({"annotator": list(ch.annotator_ids)})
-    data = getattr(ev, "data", None)
-    out["n_labels"] = (np.bincount(np.asarray(data.responses.annotator), minlength=len(out))
-                       if data is not None else np.nan)
+    out["n_labels"] = _labels_per_annotator(ev, len(out))
     for q in ("fpr", "tpr", "gap"):
         out[q] = np.asarray(getattr(ch, q), dtype=np.float64)
         iv = (ev.channel_intervals or {}).get(q)
@@ -133,31 +174,55 @@ def annotator_table(ev):
 
 
 def _is_crowd(ev) -> bool:
-    return len(ev.channel.annotator_ids) > CROWD_TABLE_LIMIT
+    n = len(ev.annotator_ids) if _is_k(ev) else len(ev.channel.annotator_ids)
+    return n > CROWD_TABLE_LIMIT
+
+
+def typical_confusion(ev) -> np.ndarray:
+    """K classes: the crowd's typical confusion matrix, the label-weighted mean ``sum_j n_j C_j / sum_j n_j``
+    (``n_j`` the annotator's responses), shape (K, K); rows are clean classes."""
+    conf = np.asarray(ev.confusion, dtype=np.float64)
+    n = np.asarray(_labels_per_annotator(ev, conf.shape[0]), dtype=np.float64)
+    w = n if np.isfinite(n).all() and n.sum() > 0 else np.ones(conf.shape[0])
+    return np.einsum("j,jyk->yk", w, conf) / w.sum()
 
 
 def _population_lines(ev) -> list:
-    """Crowds: the population of channels in a few lines, and where the full table is."""
+    """Crowds: the population of channels (K classes: of confusion matrices) in a few lines, and where the full
+    table is."""
     if not _is_crowd(ev):
         return []
     t = annotator_table(ev)
 
-    def spread(col):
-        v = t[col].to_numpy()
+    def spread(col, name=None):
+        v = t[col].to_numpy(dtype=np.float64)
         lo, med, hi = np.quantile(v, [0.05, 0.5, 0.95])
-        return f"{col} median {med:.3f} (5-95%: {lo:.3f} to {hi:.3f})"
+        return f"{name or col} median {med:.3f} (5-95%: {lo:.3f} to {hi:.3f})"
 
     n_lab = t["n_labels"].to_numpy(dtype=np.float64)
     counts = t["flag"].value_counts()
-    lines = [f"Population of {len(t)} annotators: {spread('fpr')}; {spread('tpr')}; {spread('gap')}."]
-    if np.isfinite(n_lab).all():
-        lines.append(f"Labels per annotator: median {np.median(n_lab):.0f} (min {n_lab.min():.0f}, max "
-                     f"{n_lab.max():.0f}).")
-    lines.append(f"Flagged: {int(counts.get('uninformative', 0))} uninformative (gap interval contains 0: weight 0 "
+    if _is_k(ev):
+        diag = np.diagonal(typical_confusion(ev))
+        shown = ", ".join(f"{c} {d:.2f}" for c, d in zip(ev.classes[:MAX_DIAGONAL_COLUMNS], diag))
+        more = ", ..." if len(diag) > MAX_DIAGONAL_COLUMNS else ""
+        lines = [f"Population of {len(t)} annotators: {spread('gap', 'gap (trace - 1) / (K - 1)')}; "
+                 f"{spread('mean_diagonal', 'mean diagonal')}.",
+                 f"Typical confusion matrix (label-weighted mean; results.json `crowd`): diagonal {shown}{more}."]
+        flags = (f"Flagged: {int(counts.get('uninformative', 0))} uninformative (gap interval contains 0), "
+                 f"{int(counts.get('adversarial', 0))} adversarial (gap interval below 0), "
+                 f"{int(counts.get('near_singular', 0))} near singular (condition number above the limit: weight 0 "
+                 "in the corrected labels). The table lists them; every annotator is in results.json (`confusion`, "
+                 "`crowd`) and annotators.csv.")
+    else:
+        lines = [f"Population of {len(t)} annotators: {spread('fpr')}; {spread('tpr')}; {spread('gap')}."]
+        flags = (f"Flagged: {int(counts.get('uninformative', 0))} uninformative (gap interval contains 0: weight 0 "
                  f"in the corrected labels), {int(counts.get('adversarial', 0))} adversarial (gap < 0: labels used "
                  "with their sign). The table lists them; every annotator is in results.json (`channels`) and "
                  "annotators.csv.")
-    return lines
+    if np.isfinite(n_lab).all():
+        lines.append(f"Labels per annotator: median {np.median(n_lab):.0f} (min {n_lab.min():.0f}, max "
+                     f"{n_lab.max():.0f}).")
+    return lines + [flags]
 
 
 def _channel_rows(ev, truth_channel=None):
@@ -187,15 +252,23 @@ def _flagged_rows(ev):
     """Crowds: the flagged annotators (most labels first), at most ``MAX_FLAGGED_ROWS``."""
     t = annotator_table(ev)
     flagged = t[t["flag"] != "ok"].sort_values("n_labels", ascending=False, kind="stable")
-    header = ["annotator", "flag", "labels", "fpr", "tpr", "gap", "gap interval"]
+    if _is_k(ev):
+        header = ["annotator", "flag", "labels", "gap", "gap interval", "min diagonal (class)", "condition"]
+    else:
+        header = ["annotator", "flag", "labels", "fpr", "tpr", "gap", "gap interval"]
     rows = []
     for r in flagged.head(MAX_FLAGGED_ROWS).itertuples(index=False):
-        rows.append([str(r.annotator), r.flag, "" if not np.isfinite(r.n_labels) else f"{int(r.n_labels)}",
-                     _num(r.fpr), _num(r.tpr), _num(r.gap), _interval(r.gap_lower, r.gap_upper, 2)])
+        row = [str(r.annotator), r.flag, "" if not np.isfinite(r.n_labels) else f"{int(r.n_labels)}"]
+        if _is_k(ev):
+            row += [_num(r.gap), _interval(r.gap_lower, r.gap_upper, 2), f"{_num(r.min_diagonal)} ({r.min_diagonal_class})",
+                    f"{r.condition:.3g}"]
+        else:
+            row += [_num(r.fpr), _num(r.tpr), _num(r.gap), _interval(r.gap_lower, r.gap_upper, 2)]
+        rows.append(row)
     if len(flagged) > MAX_FLAGGED_ROWS:
-        rows.append([f"... {len(flagged) - MAX_FLAGGED_ROWS} more", "", "", "", "", "", ""])
+        rows.append([f"... {len(flagged) - MAX_FLAGGED_ROWS} more"] + [""] * (len(header) - 1))
     if not rows:
-        rows.append(["(none flagged)", "", "", "", "", "", ""])
+        rows.append(["(none flagged)"] + [""] * (len(header) - 1))
     return header, rows
 
 
@@ -573,11 +646,19 @@ def _calibration_rows_k(ev):
     nc, cw = ev.nc_ece, ev.classwise_nc_ece
     rows = [["NC-ECE (noise-corrected)", _num(nc.value), _interval(nc.lower, nc.upper), _num(cw.value),
              _interval(cw.lower, cw.upper), f"at {_point_name(ev)}"]]
-    for r in ev.naive.itertuples(index=False):
+    single = ev.naive["target"].astype(str).str.startswith("annotator ")
+    crowd = _is_crowd(ev) and bool(single.any())
+    for r in ev.naive[~single].itertuples(index=False) if crowd else ev.naive.itertuples(index=False):
         name = {"majority_vote": "ECE vs majority vote", "vote_distribution": "SMECE vs vote distribution"}.get(
             r.target, f"ECE vs {r.target}")
         note = "truth, for checking" if "oracle" in str(r.target) else f"{int(r.n_items)} items"
         rows.append([name, _num(float(r.top_label_ece)), "", _num(float(r.classwise_ece)), "", note])
+    if crowd:  # one summary row for the single annotators, as for binary crowds (every one is in results.json)
+        t = ev.naive[single]
+        e, c = t["top_label_ece"].to_numpy(dtype=np.float64), t["classwise_ece"].to_numpy(dtype=np.float64)
+        rows.insert(2, ["ECE vs single annotators (median)", _num(float(np.nanmedian(e))), "",
+                        _num(float(np.nanmedian(c))), "", f"{len(t)} annotators, each on its own items; top-label "
+                        f"range {np.nanmin(e):.3f} to {np.nanmax(e):.3f} (every one in results.json)"])
     return ["metric", "top-label", "interval", "class-wise", "interval", "note"], rows
 
 
@@ -589,7 +670,10 @@ def _per_class_rows(ev):
 
 
 def _diagonal_rows(ev, *, compact: bool = False):
-    """Per annotator: usable, and the diagonal ``P(label = k | Y = k)`` per class with its interval."""
+    """Per annotator: usable, and the diagonal ``P(label = k | Y = k)`` per class with its interval; a crowd
+    (more than ``CROWD_TABLE_LIMIT`` annotators): its flagged annotators only (:func:`_flagged_rows`)."""
+    if _is_crowd(ev):
+        return _flagged_rows(ev)
     k = ev.n_classes
     diag = np.diagonal(ev.confusion, axis1=1, axis2=2)
     has = ev.confusion_lower is not None
@@ -646,8 +730,8 @@ def format_multiclass_summary(ev, *, title: str | None = None) -> str:
             _text_table(*_calibration_rows_k(ev))]
     out += ["", _classwise_line(ev), "", f"Class-wise NC-ECE per class (mean {_num(ev.classwise_nc_ece.value)})",
             _text_table(*_per_class_rows(ev))]
-    out += ["", f"Confusion matrices: P(label = k | clean class = k) per annotator ({ev.method_detail})",
-            _text_table(*_diagonal_rows(ev))]
+    out += ["", f"Confusion matrices: P(label = k | clean class = k) per annotator ({ev.method_detail})"]
+    out += _population_lines(ev) + [_text_table(*_diagonal_rows(ev))]
     out += ["", _diagnostic_text_k(ev)]
     out += _check_lines(ev)
     if ev.warnings:
@@ -668,8 +752,8 @@ def summary_markdown_multiclass(ev, *, figures=(), title: str = "Calibration rep
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the annotators' "
             "confusion matrices.", ""]
     out += ["## Class-wise NC-ECE", "", _classwise_line(ev), "", _md_table(*_per_class_rows(ev)), ""]
-    out += ["## Confusion matrices", "", ev.method_detail + ".", "", _md_table(*_diagonal_rows(ev)), "",
-            _diagnostic_text_k(ev), ""]
+    out += ["## Confusion matrices", "", ev.method_detail + ".", ""] + [line + "\n" for line in _population_lines(ev)]
+    out += [_md_table(*_diagonal_rows(ev)), "", _diagnostic_text_k(ev), ""]
     out += _md_checks_and_warnings(ev)
     if figures:
         out += ["## Figures", ""] + [f"![{name}]({name})\n" for name in figures]
@@ -682,7 +766,8 @@ def multiclass_html(ev) -> str:
     lead, rest = _headline(ev)
     out = [f"<div><p><b>Calibration evaluation, K classes</b> ({esc(ev.method_detail)}): {esc(_data_text_k(ev))}</p>",
            f"<p><b>{esc(lead)}</b> {esc(rest)}.</p>", _html_table(*_calibration_rows_k(ev)),
-           f"<p>{esc(_classwise_line(ev))}</p>", _html_table(*_per_class_rows(ev)), _html_table(*_diagonal_rows(ev))]
+           f"<p>{esc(_classwise_line(ev))}</p>", _html_table(*_per_class_rows(ev)),
+           *(f"<p>{esc(line)}</p>" for line in _population_lines(ev)), _html_table(*_diagonal_rows(ev))]
     if ev.warnings:
         out.append("<p><b>Warnings</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in ev.warnings) + "</ul>")
     return "\n".join(out) + "</div>"
@@ -701,7 +786,8 @@ def multiclass_to_dict(ev) -> dict:
     ``reliability`` (one object per confidence bin: bin, lower, upper, count, mean_confidence,
     corrected_accuracy, residual, band_lower, band_upper); ``checks`` (name, status, statistic, p_value, detail);
     ``diagnostics`` (the fit's, plus ``warnings``); ``settings`` {method, method_detail, bins, groups, weights,
-    level, seed}.
+    level, seed}; for a crowd (more than ``CROWD_TABLE_LIMIT`` annotators) ``crowd`` {typical_confusion (K x K,
+    :func:`typical_confusion`), flag_counts, annotators (the rows of :func:`annotator_table`)}.
     """
     nc, cw = ev.nc_ece, ev.classwise_nc_ece
     confusion = []
@@ -734,6 +820,11 @@ def multiclass_to_dict(ev) -> dict:
         "settings": {"method": ev.method, "method_detail": ev.method_detail, "bins": ev.bins, "groups": ev.n_groups,
                      "weights": ev.weights, "level": ev.level, "seed": ev.seed},
     }
+    if _is_crowd(ev):
+        t = annotator_table(ev)
+        out["crowd"] = {"typical_confusion": typical_confusion(ev),
+                        "flag_counts": {k: int(v) for k, v in t["flag"].value_counts().items()},
+                        "annotators": t.to_dict(orient="records")}
     return _clean(out)
 
 
@@ -925,7 +1016,8 @@ def write_multiclass_report(out_dir, ev, *, title: str = "Calibration report (K 
                             dpi: int = 110) -> list[Path]:
     """Write the report folder of a K-class evaluation: ``top_label_reliability.png`` (corrected top-label reliability
     diagram with bands and the naive curves), ``confusion_matrices.png`` (the confusion matrices as heat maps),
-    ``summary.md``, ``results.json`` (:func:`multiclass_to_dict`) and ``report.html``
+    ``summary.md``, ``results.json`` (:func:`multiclass_to_dict`), ``annotators.csv`` (:func:`annotator_table`) and
+    ``report.html``
     (:func:`multiclass_report_page`).
 
     Parameters
@@ -956,6 +1048,7 @@ def write_multiclass_report(out_dir, ev, *, title: str = "Calibration report (K 
         (tmp / "summary.md").write_text(summary_markdown_multiclass(ev, figures=list(figs), title=title,
                                                                      source=source), encoding="utf-8")
         (tmp / "results.json").write_text(json_text(multiclass_to_dict(ev)), encoding="utf-8")
+        annotator_table(ev).to_csv(tmp / "annotators.csv", index=False)
         page = multiclass_report_page(ev, figures={n: (tmp / n).read_bytes() for n in figs}, title=title,
                                       source=source)
         (tmp / "report.html").write_text(page, encoding="utf-8")

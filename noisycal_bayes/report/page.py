@@ -175,6 +175,7 @@ def multiclass_report_page(ev, *, figures=None, title: str = "Calibration report
     if check_lines:
         parts.append(_section("checks", check_lines[1], *(_p(line.strip()) for line in check_lines[2:])))
     parts.append(_section("confusion", "Confusion matrices", _p(ev.method_detail + "."),
+                          *(_p(line) for line in _population_lines(ev)),
                           _html_table(*_diagonal_rows(ev)), _p(_diagnostic_text_k(ev))))
     if figures:
         parts.append(_section("figures", "Figures", *(_figure(n, b) for n, b in figures.items())))
