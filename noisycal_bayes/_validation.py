@@ -11,6 +11,8 @@ import numpy as np
 
 # The annotator weight rules every public function accepts (formulas in ``core/weights.py``).
 WEIGHT_RULES = ("iv", "equal", "gap", "squared_gap")
+#: The weight rules of the K-class corrected targets (``core/confusion.py``).
+MC_WEIGHT_RULES = ("iv", "equal")
 #: Rows of class probabilities must sum to 1 within this (probabilities stored with 4-5 decimals sum to 1 within
 #: about 1e-4; float32 softmax outputs within about 1e-6).
 PROBS_TOL = 1e-3
@@ -284,26 +286,34 @@ def renamed_keyword(func: str, old: str, new: str, old_value, new_value, default
     return old_value, old
 
 
-def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):
+def check_weights(weights, n_annotators: int, *, allow_zero: bool = True, n_classes=None):
     """Validate annotator weights: a rule name, or an explicit vector of shape (n_annotators,).
 
     Returns ``(rule, label)``: the rule name twice, or the vector normalised to sum 1 and ``"explicit"``.
     ``allow_zero=False`` (for code paths that cannot drop items whose annotators all weigh 0) requires
     every explicit weight to be positive.
+
+    With ``n_classes`` (K-class corrected targets): a rule of ``MC_WEIGHT_RULES``, or positive weights of shape
+    (n_annotators,) (the same for every class) or (n_annotators, n_classes), returned as given with shape
+    (n_annotators, n_classes) (the K-class rule normalises them per item and class).
     """
+    rules = WEIGHT_RULES if n_classes is None else MC_WEIGHT_RULES
+    shapes = [(n_annotators,)] + ([] if n_classes is None else [(n_annotators, n_classes)])
+    shape_text = " or ".join(map(str, shapes))
     if isinstance(weights, str):
-        if weights not in WEIGHT_RULES:
-            raise ValueError(f"`weights` must be one of {WEIGHT_RULES} or an array of shape ({n_annotators},); got "
-                             f"{weights!r}.")
+        if weights not in rules:
+            raise ValueError(f"`weights` must be one of {rules} or an array of shape {shape_text}; got {weights!r}.")
         return weights, weights
     w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n_annotators,):
-        raise ValueError(f"explicit `weights` must have shape ({n_annotators},); got {w.shape}.")
-    if allow_zero:
+    if w.shape not in shapes:
+        raise ValueError(f"explicit `weights` must have shape {shape_text}; got {w.shape}.")
+    if allow_zero and n_classes is None:
         if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
             raise ValueError(f"explicit `weights` must be finite, non-negative and not all zero; got {w.tolist()}.")
     elif not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise ValueError(f"explicit `weights` must be finite and positive; got {w.tolist()}.")
+    if n_classes is not None:
+        return np.broadcast_to(w.reshape(n_annotators, -1), (n_annotators, n_classes)).copy(), "explicit"
     return w / w.sum(), "explicit"
 
 

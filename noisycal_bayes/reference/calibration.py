@@ -185,8 +185,6 @@ def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edge
 PROBS_ROW_TOL = 1e-4
 #: Default largest condition number of a usable confusion matrix (``usable_confusions``).
 MAX_CONDITION = 100.0
-#: Named weight rules of the multiclass corrected targets.
-MC_WEIGHT_RULES = ("iv", "equal")
 
 
 def check_probs(probs, *, name: str = "probs") -> np.ndarray:
@@ -288,24 +286,6 @@ def check_confusion(confusion, n_annotators: int, n_classes: int, *, name: str =
         raise ValueError(f"rows of `{name}` must sum to 1 (C[j, y, a] = P(A_j = a | Y = y)); (annotator, class) "
                          f"{_preview([tuple(int(v) for v in r) for r in np.unique(where, axis=0)])} do not.")
     return c
-
-
-def check_mc_weights(weights, n_annotators: int, n_classes: int):
-    """``(rule or (J, K) array, label)``: a name in ``MC_WEIGHT_RULES`` or explicit positive weights (J,) / (J, K)."""
-    if isinstance(weights, str):
-        if weights not in MC_WEIGHT_RULES:
-            raise ValueError(f"`weights` must be one of {MC_WEIGHT_RULES} or an array of shape ({n_annotators},) or "
-                             f"({n_annotators}, {n_classes}); got {weights!r}.")
-        return weights, weights
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape == (n_annotators,):
-        w = np.repeat(w[:, None], n_classes, axis=1)
-    if w.shape != (n_annotators, n_classes):
-        raise ValueError(f"explicit `weights` must have shape ({n_annotators},) or ({n_annotators}, {n_classes}); got "
-                         f"{np.shape(weights)}.")
-    if not np.isfinite(w).all() or (w <= 0).any():
-        raise ValueError("explicit `weights` must be finite and positive.")
-    return w, "explicit"
 
 
 def check_prevalence(prevalence, n_classes: int, *, n_draws=None):
@@ -498,7 +478,7 @@ def point_nc_ece(probs, responses, confusion, *, prevalence, bins, weights, kind
     n, k = p.shape
     resp = check_responses(responses, n, k, func=func)
     c = check_confusion(confusion, resp.n_annotators, k)
-    rule, label = check_mc_weights(weights, resp.n_annotators, k)
+    rule, label = check_weights(weights, resp.n_annotators, n_classes=k)
     prev = check_prevalence(prevalence, k)
     use = usable_confusions(c, max_condition=max_condition) if usable is None else np.asarray(usable, bool)
     warn_unusable(use, np.arange(resp.n_annotators), func, stacklevel=stacklevel + 1)

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, check_level, check_positive_int, one_line
+from .._validation import _preview, check_level, check_positive_int, check_weights, one_line
 from ..data import AnnotationSet, as_binning
 from ..warnings import IdentifiabilityWarning
 from ._estimated import (_EstimationFailed, _bin_sums, _check_common, _check_estimator, _estimate_channel,
                          _fit_or_raise, _warn_unconverged, _weights_for)
-from .calibration import (MAX_CONDITION, MCResponses, MulticlassNCECE, bin_edges, check_confusion, check_mc_weights,
+from .calibration import (MAX_CONDITION, MCResponses, MulticlassNCECE, bin_edges, check_confusion,
                           check_probs, check_responses, nc_ece, point_nc_ece)
 
 
@@ -462,7 +462,7 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     level = check_level(level)
     if method not in ("percentile", "basic"):
         raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
-    rule, label = check_mc_weights(weights, resp.n_annotators, k)
+    rule, label = check_weights(weights, resp.n_annotators, n_classes=k)
     j = resp.n_annotators
     conf, prev, raw_prev = _call_estimator(estimator, takes, resp[:3], n, p, None, gold, j, k)
     edges = {kind: bin_edges(p, bins, kind) for kind in ("top_label", "classwise")}
