@@ -21,7 +21,7 @@ from dataclasses import FrozenInstanceError
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_binary_labels, check_choice, check_scores
+from .._validation import PROBS_TOL, _preview, check_binary_labels, check_choice, check_scores
 from ..core.tables import Responses
 from ..warnings import DataWarning
 from .classes import MISSING, _check_classes, _class_name, _encode
@@ -29,10 +29,6 @@ from .responses import pair_keys, repeated_runs, sort_responses
 
 #: What to do when an annotator labels the same item more than once (see :meth:`AnnotationSet.from_responses`).
 REPEATED = ("keep", "first", "error")
-#: Largest ``|sum_k probs[i, k] - 1|`` accepted (rows within it are renormalised). A float16 / float32 softmax
-#: rounded to 4-5 decimals sums to 1 within about 1e-4; a larger gap means the columns are not the
-#: probabilities of these classes (a class column missing, logits, percentages).
-PROBS_TOL = 1e-3
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 

@@ -109,11 +109,11 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_choice, check_level, check_weights
+from .._validation import _preview, check_choice, check_confusion, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..data.columns import response_columns
 from ..core import confusion_condition
-from ..reference.calibration import (MAX_CONDITION, bin_edges, check_confusion, check_prevalence,
+from ..reference.calibration import (MAX_CONDITION, bin_edges, check_prevalence,
                                      check_probs, check_responses, usable_from_draws, warn_unusable)
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .result import PosteriorClasswiseNCECE, PosteriorNCECE, _bin_table
@@ -134,7 +134,6 @@ TARGETS = {
     "model": "conditional binned ECE: sum_k (n_k/n) |mean_{i in B_k} (m(Z_i) - Z_i)|",
     "latent": "sample oracle ECE: sum_k (n_k/n) |mean_{i in B_k} (Y_i - Z_i)| with the items' clean labels",
 }
-READINGS = ("two_sided", "upper_one_sided")
 #: How the interval is computed from the draws: see :func:`posterior_nc_ece` Notes.
 INTERVAL_METHODS = ("debiased", "posterior")
 DEFAULT_INTERVAL = "debiased"
@@ -503,7 +502,6 @@ MC_TARGETS = {
     "no_bootstrap": ("none: NC-ECE of this sample with confusion uncertainty only (no evaluation-sample "
                      "uncertainty, so the interval is too narrow for any target)"),
 }
-# Work arrays of at most this many entries per chunk of draws (as propagate._sums).
 
 
 def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weights, level, interval, n_draws,
@@ -512,7 +510,8 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
     p = check_probs(probs)
     n, k = p.shape
     resp = check_responses(responses, n, k, func=func)
-    conf = check_confusion(confusion_draws, resp.n_annotators, k, name="confusion_draws", draws=True)
+    conf = check_confusion(confusion_draws, name="confusion_draws", n_annotators=resp.n_annotators, n_classes=k,
+                           draws=True)
     is_posterior = conf.shape[0] > 1
     prev = check_prevalence(prevalence, k, n_draws=conf.shape[0])
     rule, label = check_weights(weights, resp.n_annotators, n_classes=k)
@@ -623,7 +622,7 @@ def _check_point_confusion(point_confusion, conf, func: str) -> np.ndarray:
                          "confusion matrix per annotator (a point estimate) pass that alone.")
     j, k = conf.shape[1], conf.shape[2]
     try:
-        return check_confusion(point_confusion, j, k, name="point_confusion")
+        return check_confusion(point_confusion, name="point_confusion", n_annotators=j, n_classes=k)
     except ValueError as err:
         raise ValueError(f"{func}: {err}") from None
 

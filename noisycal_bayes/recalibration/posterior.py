@@ -32,7 +32,8 @@ import numpy as np
 from scipy import sparse
 from scipy.special import softmax
 
-from .._validation import _preview, check_bounds, check_choice, check_level, check_scores, check_weights
+from .._validation import (_preview, check_bounds, check_choice, check_confusion, check_level, check_scores,
+                           check_weights)
 from ..core import annotator_weights, clipped_logit, corrected_vectors, item_corrected_label, usable_confusions, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
@@ -426,23 +427,10 @@ def _check_confusion(confusion, func):
     """``(draws (S, J, K, K), is_posterior)`` from draws, one confusion (J, K, K) or a fit with ``.confusion``."""
     c = getattr(confusion, "confusion", confusion)
     try:
-        c = np.array(c, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{func}: `confusion` must be an array of shape (n_draws, J, K, K) or (J, K, K); could not "
-                         f"convert: {exc}") from None
-    if c.ndim not in (3, 4) or c.shape[-1] != c.shape[-2] or c.shape[-1] < 2:
-        raise ValueError(f"{func}: `confusion` must have shape (n_draws, J, K, K) or (J, K, K) with K >= 2; got "
-                         f"{c.shape}.")
-    is_posterior = c.ndim == 4
-    c = c if is_posterior else c[None]
-    if not np.isfinite(c).all() or (c < 0).any():
-        raise ValueError(f"{func}: `confusion` must be finite and non-negative.")
-    off = np.abs(c.sum(axis=-1) - 1) > 1e-6
-    if off.any():
-        s, j, y = np.argwhere(off)[0]
-        raise ValueError(f"{func}: each confusion row C[j, y, :] must sum to 1 (row-stochastic); draw {s}, annotator "
-                         f"{j}, row {y} sums to {c[s, j, y].sum():.6g}.")
-    return c, is_posterior
+        draws = check_confusion(c, draws=True)
+    except ValueError as err:
+        raise ValueError(f"{func}: {err}") from None
+    return draws, np.ndim(c) == 4
 
 
 def _check_responses(responses, n_items, n_annotators, n_classes, func):

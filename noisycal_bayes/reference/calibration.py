@@ -32,7 +32,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_binary_labels, check_same_length, check_scores, check_soft_labels, check_weights
+from .._validation import (_preview, check_binary_labels, check_confusion, check_same_length, check_scores,
+                           check_soft_labels, check_weights)
+from .._validation import check_probs as _check_probs
 from ..core import bin_stats, bin_table, binned_abs_residual, pad_bin_stats, x64
 from ..data.columns import response_columns
 from ..core import annotator_weights, confusion_condition, corrected_targets, usable_confusions
@@ -189,22 +191,7 @@ MAX_CONDITION = 100.0
 
 def check_probs(probs, *, name: str = "probs") -> np.ndarray:
     """``probs`` as float64 (n_items, K), K >= 2, finite, in [0, 1], rows summing to 1 within ``PROBS_ROW_TOL``."""
-    try:
-        p = np.array(probs, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`{name}` must be a numeric (n_items, n_classes) array; could not convert: {exc}") from None
-    if p.ndim != 2 or p.shape[1] < 2 or p.shape[0] == 0:
-        raise ValueError(f"`{name}` must have shape (n_items, n_classes) with n_classes >= 2; got {p.shape}.")
-    bad = ~np.isfinite(p).all(axis=1) | (p < 0).any(axis=1) | (p > 1).any(axis=1)
-    if bad.any():
-        raise ValueError(f"`{name}` must be finite probabilities in [0, 1]; rows {_preview(np.flatnonzero(bad))} are "
-                         "not.")
-    off = np.abs(p.sum(axis=1) - 1.0) > PROBS_ROW_TOL
-    if off.any():
-        raise ValueError(f"rows of `{name}` must sum to 1 (within {PROBS_ROW_TOL}); rows "
-                         f"{_preview(np.flatnonzero(off))} "
-                         f"sum to {_preview(np.round(p.sum(axis=1)[off], 6))}. Pass softmax outputs, not logits.")
-    return p
+    return _check_probs(probs, name=name, tol=PROBS_ROW_TOL, hint="Pass softmax outputs, not logits.")
 
 
 class MCResponses(NamedTuple):
@@ -265,27 +252,6 @@ def check_responses(responses, n_items: int, n_classes: int, *, n_annotators=Non
         raise ValueError(f"{where}annotator indices must lie in 0..{j - 1}; got {_preview(np.unique(ann[ann >= j]))}.")
     order = np.argsort(item, kind="stable")
     return MCResponses(item[order], ann[order], lab[order], int(n_items), j, int(n_classes))
-
-
-def check_confusion(confusion, n_annotators: int, n_classes: int, *, name: str = "confusion",
-                    draws: bool = False) -> np.ndarray:
-    """Confusion matrices as float64 (J, K, K), or with ``draws`` (S, J, K, K) (a (J, K, K) point becomes S = 1):
-    finite, non-negative, rows summing to 1 (within 1e-6)."""
-    c = np.array(confusion, dtype=np.float64)
-    want = (n_annotators, n_classes, n_classes)
-    if draws and c.ndim == 3:
-        c = c[None]
-    if (c.ndim != (4 if draws else 3)) or c.shape[-3:] != want:
-        shape = f"(n_draws, {n_annotators}, {n_classes}, {n_classes}) or {want}" if draws else str(want)
-        raise ValueError(f"`{name}` must have shape {shape} (annotators x true class x given label); got {c.shape}.")
-    if not np.isfinite(c).all() or (c < 0).any():
-        raise ValueError(f"`{name}` must be finite and non-negative.")
-    off = np.abs(c.sum(axis=-1) - 1.0) > 1e-6
-    if off.any():
-        where = np.argwhere(off)[:, -2:]
-        raise ValueError(f"rows of `{name}` must sum to 1 (C[j, y, a] = P(A_j = a | Y = y)); (annotator, class) "
-                         f"{_preview([tuple(int(v) for v in r) for r in np.unique(where, axis=0)])} do not.")
-    return c
 
 
 def check_prevalence(prevalence, n_classes: int, *, n_draws=None):
@@ -477,7 +443,7 @@ def point_nc_ece(probs, responses, confusion, *, prevalence, bins, weights, kind
     p = check_probs(probs)
     n, k = p.shape
     resp = check_responses(responses, n, k, func=func)
-    c = check_confusion(confusion, resp.n_annotators, k)
+    c = check_confusion(confusion, n_annotators=resp.n_annotators, n_classes=k)
     rule, label = check_weights(weights, resp.n_annotators, n_classes=k)
     prev = check_prevalence(prevalence, k)
     use = usable_confusions(c, max_condition=max_condition) if usable is None else np.asarray(usable, bool)

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, check_level, check_positive_int, check_weights, one_line
+from .._validation import _preview, check_confusion, check_level, check_positive_int, check_weights, one_line
 from ..data import AnnotationSet, as_binning
 from ..warnings import IdentifiabilityWarning
 from ._estimated import (_EstimationFailed, _bin_sums, _check_common, _check_estimator, _estimate_channel,
                          _fit_or_raise, _warn_unconverged, _weights_for)
-from .calibration import (MAX_CONDITION, MCResponses, MulticlassNCECE, bin_edges, check_confusion,
+from .calibration import (MAX_CONDITION, MCResponses, MulticlassNCECE, bin_edges,
                           check_probs, check_responses, nc_ece, point_nc_ece)
 
 
@@ -326,7 +326,7 @@ def _call_estimator(estimator, takes, resp_tuple, n, probs, init, gold, j, k):
     out = estimator(resp_tuple, n, probs, **kw)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise ValueError(f"`estimator` must return (confusion, prevalence); got {type(out).__name__}.")
-    conf = check_confusion(out[0], j, k, name="estimator(...)[0]")
+    conf = check_confusion(out[0], name="estimator(...)[0]", n_annotators=j, n_classes=k)
     raw = None if out[1] is None else np.asarray(out[1], dtype=np.float64)
     # grouped prevalences (G, K): the overall prevalence is estimated from the data instead (kept for init)
     prev = raw if raw is not None and raw.shape == (k,) else None
