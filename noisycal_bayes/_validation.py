@@ -5,8 +5,6 @@ name the offending entries and, where possible, suggest the fix.
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 # The annotator weight rules every public function accepts (formulas in ``core/weights.py``).
@@ -284,32 +282,6 @@ def check_targets(scores, targets, item_weights=None) -> tuple:
     if bad.any():
         raise ValueError(f"`targets` must be finite; got NaN or inf at items {_preview(np.flatnonzero(bad))}.")
     return z, y, check_item_weights(item_weights, z.size)
-
-
-# ----------------------------------------------------------------------------- renamed keywords (issue 15, item 7)
-class _NotGiven:
-    """Default of a deprecated keyword: tells "not passed" from any value the user may pass."""
-
-    def __repr__(self):
-        return "<not given>"
-
-
-NOT_GIVEN = _NotGiven()
-
-
-def renamed_keyword(func: str, old: str, new: str, old_value, new_value, default):
-    """``(value, name)`` of a renamed keyword; the old name still works, with a ``DeprecationWarning``.
-
-    ``name`` is the spelling the caller used, so that a later validation message names what they wrote.
-    Passing both names (the new one with a non-default value) is an error.
-    """
-    if old_value is NOT_GIVEN:
-        return new_value, new
-    if new_value is not default and new_value != default:
-        raise TypeError(f"{func}() got both `{old}` (deprecated) and `{new}`; pass only `{new}`.")
-    warnings.warn(f"{func}(): `{old}` is deprecated and will be removed; use `{new}` (same meaning).",
-                  DeprecationWarning, stacklevel=3)
-    return old_value, old
 
 
 def check_weights(weights, n_annotators: int, *, allow_zero: bool = True, n_classes=None):

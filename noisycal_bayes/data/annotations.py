@@ -184,10 +184,8 @@ class AnnotationSet:
         """Build from integer arrays of responses, one (item, annotator, label) triple each: the fast route.
 
         No ids are factorised and no dense matrix is built: the cost is a few passes over the arrays, plus
-        one sort when they are not already sorted by item then annotator. Measured on 2 cores, 10 million
-        responses on 1 million items and 10,000 annotators: about 0.3 s sorted, 0.8 s in random order,
-        with a peak of 0.21 GB (sorted) to 0.34 GB (random order) above the input, and 0.13 GB held by the
-        set (``benchmarks/bench_from_responses.py``).
+        one sort when they are not already sorted by item then annotator (time and memory at 10 million
+        responses: docs/user_guide.md, *Large crowds*).
 
         Parameters
         ----------

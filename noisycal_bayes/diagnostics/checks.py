@@ -822,7 +822,7 @@ def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected)
         obs_stats.append((d_obs + mod)[:1])
         fit_stats.append(mod.mean(axis=0, keepdims=True))
         obs_n.append(n[None])
-    n_gp = f" in a score group" if n_groups > 1 else ""
+    n_gp = " in a score group" if n_groups > 1 else ""
     rows = [dict(name="posterior_predictive", status="not_testable", statistic=np.nan, p_value=np.nan,
                  detail=f"{why}; the cell-count X^2 needs response patterns that repeat (the agreement checks "
                         "below compare responses instead)")]

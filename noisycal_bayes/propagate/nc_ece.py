@@ -117,7 +117,6 @@ from ..reference.calibration import (MAX_CONDITION, bin_edges, check_prevalence,
                                      check_probs, check_responses, usable_from_draws, warn_unusable)
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .result import PosteriorClasswiseNCECE, PosteriorNCECE, _bin_table
-from .result import debias_abs  # noqa: F401 (re-exported)
 from .draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
 from .intervals import read_interval
 from ._sums import (Atoms, DrawWeights, atom_sums, group_bin_counts, item_cells, latent_atoms, latent_freq, model_freq,
