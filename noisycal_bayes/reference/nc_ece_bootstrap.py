@@ -82,8 +82,7 @@ class BootstrapNCECEResult(_BootstrapInterval):
     n_unconverged : int
         Replicates whose estimator reported ``converged = False`` (kept).
     full_sample : NCECEResult
-        The full-sample NC-ECE (per-bin table, weights, channel); ``value`` is its ``.value``. (Formerly
-        ``estimate``, still readable with a ``DeprecationWarning``.)
+        The full-sample NC-ECE (per-bin table, weights, channel); ``value`` is its ``.value``.
     edges : ndarray of shape (n_bins + 1,)
         The partition, fixed from the full sample and used in every replicate.
     weights_rule : str
