@@ -181,8 +181,8 @@ def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edge
 
 
 # ----------------------------------------------------------------------------- K classes: inputs
-# The K-class input checks (one per input) and the usability rule stay here, out of ``__all__`` and shared with
-# propagate and labels, until ``_validation.py`` holds the one probs and the one confusion checker.
+# The K-class responses, prevalence and usability checks, out of ``__all__`` and shared with propagate and labels;
+# probabilities and confusion matrices are checked by ``_validation`` (``check_probs`` here fixes the tolerance).
 #: Rows of ``probs`` must sum to 1 within this absolute tolerance (float32 softmax outputs sum to 1 to rounding).
 PROBS_ROW_TOL = 1e-4
 #: Default largest condition number of a usable confusion matrix (``usable_confusions``).
