@@ -333,11 +333,7 @@ def _evaluation_bins(data, z, bins, func) -> _Bins:
     if z is None:
         edges = _stats_edges(data, bins, func)
         return _Bins(edges, None, data.bin_counts, np.asarray(data.score_sum, dtype=np.float64))
-    edges = as_binning(10 if bins is None else bins).edges_for(z)
-    n_bins = edges.size - 1
-    bin_idx = bin_index(z, edges)
-    return _Bins(edges, bin_idx, np.bincount(bin_idx, minlength=n_bins).astype(np.float64),
-                 np.bincount(bin_idx, weights=z, minlength=n_bins))
+    return _evaluation_bins_on(z, as_binning(10 if bins is None else bins).edges_for(z))
 
 
 def _evaluation_bins_on(z, edges) -> _Bins:
