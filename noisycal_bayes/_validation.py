@@ -291,7 +291,7 @@ def check_weights(weights, n_annotators: int, *, allow_zero: bool = True, n_clas
     ``allow_zero=False`` (for code paths that cannot drop items whose annotators all weigh 0) requires
     every explicit weight to be positive.
 
-    With ``n_classes`` (K-class corrected targets): a rule of ``MC_WEIGHT_RULES``, or positive weights of shape
+    With ``n_classes`` (K-class corrected targets): a rule of ``MC_WEIGHT_RULES``, or weights of shape
     (n_annotators,) (the same for every class) or (n_annotators, n_classes), returned as given with shape
     (n_annotators, n_classes) (the K-class rule normalises them per item and class).
     """
@@ -305,7 +305,7 @@ def check_weights(weights, n_annotators: int, *, allow_zero: bool = True, n_clas
     w = np.asarray(weights, dtype=np.float64)
     if w.shape not in shapes:
         raise ValueError(f"explicit `weights` must have shape {shape_text}; got {w.shape}.")
-    if allow_zero and n_classes is None:
+    if allow_zero:
         if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
             raise ValueError(f"explicit `weights` must be finite, non-negative and not all zero; got {w.tolist()}.")
     elif not np.all(np.isfinite(w)) or np.any(w <= 0):

@@ -509,7 +509,7 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
                            draws=True)
     is_posterior = conf.shape[0] > 1
     prev = check_prevalence(prevalence, k, n_draws=conf.shape[0])
-    rule, label = check_weights(weights, resp.n_annotators, n_classes=k)
+    rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     level = check_level(level)
     if interval not in INTERVAL_METHODS:
         raise ValueError(f"{func}: `interval` must be one of {INTERVAL_METHODS}; got {interval!r}.")

@@ -32,12 +32,12 @@ import numpy as np
 from scipy import sparse
 from scipy.special import softmax
 
-from .._validation import (_preview, check_bounds, check_choice, check_confusion, check_level, check_scores,
-                           check_weights)
+from .._validation import _preview, check_bounds, check_confusion, check_level, check_scores, check_weights
 from ..core import annotator_weights, clipped_logit, corrected_vectors, item_corrected_label, usable_confusions, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
 from ..propagate.draws import check_fit, extract_draws, output_index
+from ..reference.calibration import check_responses
 from ..reference.recalibration import TEMPERATURE_BOUNDS
 from ..warnings import BoundaryWarning, DataWarning
 from ._newton import newton_temperatures
@@ -433,31 +433,9 @@ def _check_confusion(confusion, func):
     return draws, np.ndim(c) == 4
 
 
-def _check_responses(responses, n_items, n_annotators, n_classes, func):
-    """``(item, annotator, label)`` int arrays from a Responses, a 3-tuple, or an object with ``.responses``."""
-    r = getattr(responses, "responses", responses)
-    try:
-        item, annotator, label = (np.asarray(x) for x in tuple(r)[:3])
-    except (TypeError, ValueError):
-        raise ValueError(f"{func}: `responses` must be a Responses (item, annotator, label) or a data set with "
-                         f"`.responses`; got {type(responses).__name__}.") from None
-    if not (item.shape == annotator.shape == label.shape) or item.ndim != 1 or item.size == 0:
-        raise ValueError(f"{func}: `responses` needs three 1-d arrays of one length; got shapes {item.shape}, "
-                         f"{annotator.shape}, {label.shape}.")
-    for name, arr, top in (("item", item, n_items), ("annotator", annotator, n_annotators), ("label", label, n_classes)):
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"{func}: response `{name}` must be integers; got dtype {arr.dtype}.")
-        bad = (arr < 0) | (arr >= top)
-        if bad.any():
-            raise ValueError(f"{func}: response `{name}` must lie in 0..{top - 1}; got {_preview(arr[bad])} at "
-                             f"responses {_preview(np.flatnonzero(bad))}.")
-    return item.astype(np.int64), annotator.astype(np.int64), label.astype(np.int64)
-
-
-
 def _response_design(responses, n_items, n_annotators, n_classes):
     """Sparse (n_items, J K) counts of each item's (annotator, label) responses (repeats count twice)."""
-    item, annotator, label = responses
+    item, annotator, label = responses[:3]
     return sparse.csr_matrix((np.ones(item.size), (item, annotator * n_classes + label)),
                              shape=(n_items, n_annotators * n_classes))
 
@@ -522,18 +500,11 @@ class _PosteriorMulticlassMap(_Fitted):
             raise ValueError(f"{func}: the confusion matrices are {conf.shape[-1]} x {conf.shape[-1]} but the inputs "
                              f"have {k} classes.")
         j = conf.shape[1]
-        resp = _check_responses(responses, n, j, k, func)
-        rule = self.weights
-        if isinstance(rule, str):
-            check_choice(rule, ("iv", "equal"), name="weights", func=func)
-        else:
-            w = np.asarray(rule, dtype=np.float64)
-            if w.shape == (j,):
-                w = np.repeat(w[:, None], k, axis=1)
-            if w.shape != (j, k) or not np.isfinite(w).all() or (w < 0).any():
-                raise ValueError(f"{func}: explicit `weights` must be finite, non-negative, of shape ({j},) or "
-                                 f"({j}, {k}); got shape {np.shape(rule)}.")
-            rule = w
+        resp = check_responses(responses, n, k, n_annotators=j, func=func)
+        try:
+            rule, _ = check_weights(self.weights, j, n_classes=k)
+        except ValueError as err:
+            raise ValueError(f"{func}: {err}") from None
         n_source = conf.shape[0]
         if prevalence is not None:
             pi = np.array(prevalence, dtype=np.float64)

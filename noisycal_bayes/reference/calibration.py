@@ -444,7 +444,7 @@ def point_nc_ece(probs, responses, confusion, *, prevalence, bins, weights, kind
     n, k = p.shape
     resp = check_responses(responses, n, k, func=func)
     c = check_confusion(confusion, n_annotators=resp.n_annotators, n_classes=k)
-    rule, label = check_weights(weights, resp.n_annotators, n_classes=k)
+    rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     prev = check_prevalence(prevalence, k)
     use = usable_confusions(c, max_condition=max_condition) if usable is None else np.asarray(usable, bool)
     warn_unusable(use, np.arange(resp.n_annotators), func, stacklevel=stacklevel + 1)

@@ -461,7 +461,7 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     level = check_level(level)
     if method not in ("percentile", "basic"):
         raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
-    rule, label = check_weights(weights, resp.n_annotators, n_classes=k)
+    rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     j = resp.n_annotators
     conf, prev, raw_prev = _call_estimator(estimator, takes, resp[:3], n, p, None, gold, j, k)
     edges = {kind: bin_edges(p, bins, kind) for kind in ("top_label", "classwise")}
