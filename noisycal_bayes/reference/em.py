@@ -260,9 +260,8 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     The rules of both EMs (starts, iteration and stopping, orientation, screening, selection) are spelled
     out once, in :mod:`noisycal_bayes.core.starts`. Only the iteration is this module's own: one start
     after another, each in a compiled ``lax.while_loop`` of :func:`~noisycal_bayes.core.em_step`. Neither EM
-    adds a moment-estimator start (this one did for three or more annotators before issue 15): stack
-    :func:`~noisycal_bayes.reference.moments.moment_start` under :func:`em_starts` and pass ``starts=`` to
-    reproduce such a fit.
+    adds a moment-estimator start: stack :func:`~noisycal_bayes.reference.moments.moment_start` under
+    :func:`em_starts` and pass ``starts=`` for one.
 
     Examples
     --------
