@@ -5,14 +5,15 @@ name the offending entries and, where possible, suggest the fix.
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 # The annotator weight rules every public function accepts (formulas in ``core/weights.py``).
 WEIGHT_RULES = ("iv", "equal", "gap", "squared_gap")
-#: Rows of class probabilities must sum to 1 within this (probabilities stored with 4-5 decimals sum to 1 within
-#: about 1e-4; float32 softmax outputs within about 1e-6).
+#: The weight rules of the K-class corrected targets (``core/confusion.py``).
+MC_WEIGHT_RULES = ("iv", "equal")
+#: Largest ``|sum_k probs[i, k] - 1|`` accepted (stored data renormalise such rows). A float16 / float32 softmax
+#: rounded to 4-5 decimals sums to 1 within about 1e-4; a larger gap means the columns are not the probabilities
+#: of these classes (a class column missing, logits, percentages).
 PROBS_TOL = 1e-3
 # Entries of a confusion matrix may stray this far outside [0, 1] by rounding; rows must sum to 1 within 1e-6.
 _CONFUSION_SLACK = 1e-9
@@ -75,21 +76,35 @@ def check_scores(scores, *, name: str = "scores", ids=None) -> np.ndarray:
     return arr
 
 
-def check_probs(probs, *, name: str = "probs", tol: float = PROBS_TOL, ids=None) -> np.ndarray:
-    """Return class probabilities as a float64 copy of shape (n_items, K), K >= 2: finite, in [0, 1], each row
-    summing to 1 within ``tol``.
+def as_float_matrix(values, *, name: str, copy: bool | None = True) -> np.ndarray:
+    """``values`` as float64 of shape (n_items, n_classes), n_items >= 1 and n_classes >= 2: a copy, or with
+    ``copy=None`` a copy only where the conversion needs one."""
+    try:
+        arr = np.array(values, dtype=np.float64, copy=copy)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be a numeric array of shape (n_items, n_classes); could not convert: "
+                         f"{exc}") from None
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] < 2:
+        raise ValueError(f"`{name}` must have shape (n_items, n_classes) with n_items >= 1 and n_classes >= 2; got "
+                         f"shape {arr.shape}.")
+    return arr
 
-    ``ids`` (n_items,), optional, names the offending items in messages (default: their positions). The rows are
-    returned as given (not renormalised): a caller that stores them decides.
+
+def check_probs(probs, *, name: str = "probs", tol: float = PROBS_TOL, ids=None,
+                hint: str = "Normalise the class probabilities first.") -> np.ndarray:
+    """Return class probabilities as float64 of shape (n_items, K), K >= 2: finite, in [0, 1], each row summing
+    to 1 within ``tol`` (not copied when already float64; never modified).
+
+    ``ids`` (n_items,), optional, names the offending items in messages (default: their positions); ``hint`` ends
+    the message of rows that do not sum to 1. The rows are returned as given (not renormalised): a caller that
+    stores them decides.
 
     Examples
     --------
     >>> check_probs([[0.2, 0.8], [0.5, 0.5]]).shape
     (2, 2)
     """
-    p = np.asarray(probs, dtype=np.float64)
-    if p.ndim != 2 or p.shape[1] < 2:
-        raise ValueError(f"`{name}` must have shape (n_items, K) with K >= 2; got {p.shape}.")
+    p = as_float_matrix(probs, name=name, copy=None)
     where = np.arange(p.shape[0]) if ids is None else np.asarray(ids, dtype=object)
     bad = ~np.isfinite(p) | (p < 0) | (p > 1)
     if bad.any():
@@ -98,34 +113,45 @@ def check_probs(probs, *, name: str = "probs", tol: float = PROBS_TOL, ids=None)
     off = np.abs(p.sum(axis=1) - 1.0) > tol
     if off.any():
         raise ValueError(f"`{name}` rows must sum to 1 (within {tol}); items {_preview(where[off])} sum to "
-                         f"{_preview(np.round(p.sum(axis=1)[off], 6))}. Normalise the class probabilities first.")
+                         f"{_preview(np.round(p.sum(axis=1)[off], 6))}. {hint}")
     return p
 
 
-def check_confusion(confusion, *, name: str = "confusion") -> np.ndarray:
+def check_confusion(confusion, *, name: str = "confusion", n_annotators=None, n_classes=None,
+                    draws: bool = False) -> np.ndarray:
     """Return confusion matrices as a float64 array of shape (n_annotators, K, K), K >= 2 (one (K, K) matrix
-    becomes n_annotators = 1): entries in [0, 1], rows ``C[j, y, :] = P(A_j = . | Y = y)`` summing to 1.
+    becomes n_annotators = 1), or with ``draws`` of shape (n_draws, n_annotators, K, K) (one set (J, K, K) becomes
+    n_draws = 1): entries in [0, 1], rows ``C[j, y, :] = P(A_j = . | Y = y)`` summing to 1. ``n_annotators`` and
+    ``n_classes``, when given, are the shape required.
 
     Examples
     --------
     >>> check_confusion([[0.9, 0.1], [0.2, 0.8]]).shape
     (1, 2, 2)
     """
-    c = np.asarray(confusion, dtype=np.float64)
-    if c.ndim == 2:
+    try:
+        c = np.array(confusion, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be a numeric array of confusion matrices; could not convert: {exc}") from None
+    ndim = 4 if draws else 3
+    if c.ndim == ndim - 1:
         c = c[None]
-    if c.ndim != 3 or c.shape[1] != c.shape[2] or c.shape[1] < 2:
-        raise ValueError(f"`{name}` must have shape (n_annotators, K, K) with K >= 2; got {c.shape}.")
+    j, k = n_annotators or "J", n_classes or "K"
+    if (c.ndim != ndim or c.shape[-1] != c.shape[-2] or c.shape[-1] < 2 or n_classes not in (None, c.shape[-1])
+            or n_annotators not in (None, c.shape[-3])):
+        one = f"({j}, {k}, {k})"
+        raise ValueError(f"`{name}` must have shape {f'(n_draws, {j}, {k}, {k}) or ' if draws else ''}{one} "
+                         f"(annotators x true class x given label) with K >= 2; got {c.shape}.")
     bad = ~np.isfinite(c) | (c < -_CONFUSION_SLACK) | (c > 1 + _CONFUSION_SLACK)
     if bad.any():
         raise ValueError(f"`{name}` must hold probabilities in [0, 1]; got {_preview(c[bad])} at annotators "
-                         f"{_preview(np.unique(np.nonzero(bad)[0]))}.")
-    rows = c.sum(axis=2)
+                         f"{_preview(np.unique(np.nonzero(bad)[-3]))}.")
+    rows = c.sum(axis=-1)
     off = np.abs(rows - 1.0) > _CONFUSION_ROW_TOL
     if off.any():
-        j, y = np.nonzero(off)
+        where = sorted({(a, y) for a, y in np.argwhere(off)[:, -2:].tolist()})
         raise ValueError(f"`{name}` rows must sum to 1 (C[j, y, a] = P(A_j = a | Y = y)); rows (annotator, class) "
-                         f"{_preview(list(zip(j.tolist(), y.tolist())))} sum to {_preview(np.round(rows[off], 6))}.")
+                         f"{_preview(where)} sum to {_preview(np.round(rows[off], 6))}.")
     return c
 
 
@@ -258,52 +284,34 @@ def check_targets(scores, targets, item_weights=None) -> tuple:
     return z, y, check_item_weights(item_weights, z.size)
 
 
-# ----------------------------------------------------------------------------- renamed keywords (issue 15, item 7)
-class _NotGiven:
-    """Default of a deprecated keyword: tells "not passed" from any value the user may pass."""
-
-    def __repr__(self):
-        return "<not given>"
-
-
-NOT_GIVEN = _NotGiven()
-
-
-def renamed_keyword(func: str, old: str, new: str, old_value, new_value, default):
-    """``(value, name)`` of a renamed keyword; the old name still works, with a ``DeprecationWarning``.
-
-    ``name`` is the spelling the caller used, so that a later validation message names what they wrote.
-    Passing both names (the new one with a non-default value) is an error.
-    """
-    if old_value is NOT_GIVEN:
-        return new_value, new
-    if new_value is not default and new_value != default:
-        raise TypeError(f"{func}() got both `{old}` (deprecated) and `{new}`; pass only `{new}`.")
-    warnings.warn(f"{func}(): `{old}` is deprecated and will be removed; use `{new}` (same meaning).",
-                  DeprecationWarning, stacklevel=3)
-    return old_value, old
-
-
-def check_weights(weights, n_annotators: int, *, allow_zero: bool = True):
+def check_weights(weights, n_annotators: int, *, allow_zero: bool = True, n_classes=None):
     """Validate annotator weights: a rule name, or an explicit vector of shape (n_annotators,).
 
     Returns ``(rule, label)``: the rule name twice, or the vector normalised to sum 1 and ``"explicit"``.
     ``allow_zero=False`` (for code paths that cannot drop items whose annotators all weigh 0) requires
     every explicit weight to be positive.
+
+    With ``n_classes`` (K-class corrected targets): a rule of ``MC_WEIGHT_RULES``, or weights of shape
+    (n_annotators,) (the same for every class) or (n_annotators, n_classes), returned as given with shape
+    (n_annotators, n_classes) (the K-class rule normalises them per item and class).
     """
+    rules = WEIGHT_RULES if n_classes is None else MC_WEIGHT_RULES
+    shapes = [(n_annotators,)] + ([] if n_classes is None else [(n_annotators, n_classes)])
+    shape_text = " or ".join(map(str, shapes))
     if isinstance(weights, str):
-        if weights not in WEIGHT_RULES:
-            raise ValueError(f"`weights` must be one of {WEIGHT_RULES} or an array of shape ({n_annotators},); got "
-                             f"{weights!r}.")
+        if weights not in rules:
+            raise ValueError(f"`weights` must be one of {rules} or an array of shape {shape_text}; got {weights!r}.")
         return weights, weights
     w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n_annotators,):
-        raise ValueError(f"explicit `weights` must have shape ({n_annotators},); got {w.shape}.")
+    if w.shape not in shapes:
+        raise ValueError(f"explicit `weights` must have shape {shape_text}; got {w.shape}.")
     if allow_zero:
         if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
             raise ValueError(f"explicit `weights` must be finite, non-negative and not all zero; got {w.tolist()}.")
     elif not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise ValueError(f"explicit `weights` must be finite and positive; got {w.tolist()}.")
+    if n_classes is not None:
+        return np.broadcast_to(w.reshape(n_annotators, -1), (n_annotators, n_classes)).copy(), "explicit"
     return w / w.sum(), "explicit"
 
 

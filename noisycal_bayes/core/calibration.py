@@ -67,8 +67,8 @@ def _bin_stats_dense(labels, scores, bin_idx, n_bins: int, item_weights) -> BinS
     """:func:`bin_stats` chunk by chunk into a dense table of all ``n_bins * 2**J`` (bin, mask) keys.
 
     The same rows in the same order as the ``np.unique`` route (increasing key), with memory bounded by
-    the table and chunk-sized temporaries instead of several full-length arrays (measured at 1e7 items
-    and 3 annotators: ~560 MB). None when the table would be too large or a bin index is out of range.
+    the table and chunk-sized temporaries instead of several full-length arrays (docs/performance.md,
+    *Implementation choices*). None when the table would be too large or a bin index is out of range.
     """
     n, j = labels.shape
     if j > 16 or n_bins << j > _DENSE_KEYS:

@@ -284,9 +284,9 @@ def materialise(table):
     """``table`` itself, computed once into a buffer before it is gathered from.
 
     XLA on CPU fuses an elementwise producer into a gather that reads it, so a table of logarithms gathered once per
-    response is re-evaluated once per response (measured: 55 ms instead of 4 ms for 4 logs gathered 10^6 times;
-    ``lax.optimization_barrier`` did not stop the fusion). A scatter is never fused into its consumer: adding the
-    table into zeros at its own indices costs one pass over the (small) table and forces the buffer.
+    response would be re-evaluated once per response (docs/performance.md, *Implementation choices*). A scatter is
+    never fused into its consumer: adding the table into zeros at its own indices costs one pass over the (small)
+    table and forces the buffer.
     """
     flat = table.reshape(-1)
     return jnp.zeros_like(flat).at[jnp.arange(flat.size)].add(flat).reshape(table.shape)

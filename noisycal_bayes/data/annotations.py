@@ -21,7 +21,7 @@ from dataclasses import FrozenInstanceError
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_binary_labels, check_choice, check_scores
+from .._validation import PROBS_TOL, _preview, check_binary_labels, check_choice, check_scores
 from ..core.tables import Responses
 from ..warnings import DataWarning
 from .classes import MISSING, _check_classes, _class_name, _encode
@@ -29,10 +29,6 @@ from .responses import pair_keys, repeated_runs, sort_responses
 
 #: What to do when an annotator labels the same item more than once (see :meth:`AnnotationSet.from_responses`).
 REPEATED = ("keep", "first", "error")
-#: Largest ``|sum_k probs[i, k] - 1|`` accepted (rows within it are renormalised). A float16 / float32 softmax
-#: rounded to 4-5 decimals sums to 1 within about 1e-4; a larger gap means the columns are not the
-#: probabilities of these classes (a class column missing, logits, percentages).
-PROBS_TOL = 1e-3
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 
@@ -188,10 +184,8 @@ class AnnotationSet:
         """Build from integer arrays of responses, one (item, annotator, label) triple each: the fast route.
 
         No ids are factorised and no dense matrix is built: the cost is a few passes over the arrays, plus
-        one sort when they are not already sorted by item then annotator. Measured on 2 cores, 10 million
-        responses on 1 million items and 10,000 annotators: about 0.3 s sorted, 0.8 s in random order,
-        with a peak of 0.21 GB (sorted) to 0.34 GB (random order) above the input, and 0.13 GB held by the
-        set (``benchmarks/bench_from_responses.py``).
+        one sort when they are not already sorted by item then annotator (time and memory at 10 million
+        responses: docs/user_guide.md, *Large crowds*).
 
         Parameters
         ----------

@@ -71,7 +71,7 @@ def _compress_dense(labels: np.ndarray, group, n_groups: int) -> PatternCounts |
 
     Gives exactly what the ``np.unique`` route gives (rows in increasing code order, the same inverse), but
     its memory is the inverse index (8 bytes per item) plus chunk-sized temporaries, instead of several
-    int64 arrays of the full length for sorting (measured at 1e7 items: ~57 bytes per item). Returns None
+    int64 arrays of the full length for sorting (docs/performance.md, *Implementation choices*). Returns None
     when the codes do not fit the dense table or the input is out of range (the caller then sorts).
     """
     n, j = labels.shape

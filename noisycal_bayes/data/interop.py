@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview
+from .._validation import _preview, check_probs
 from .annotations import AnnotationSet, MulticlassAnnotationSet, _check_unique_ids, _factorize
 from .classes import MISSING, _class_name
 
@@ -312,16 +312,6 @@ def _positive_class_probs(pred_probs, labels, item_ids) -> np.ndarray:
     if probs.shape[1] != 2 or probs.shape[0] != n:
         raise ValueError(f"`pred_probs` must have shape ({n}, 2), one row per row of `labels_multiannotator`; "
                          f"got {probs.shape}.")
-    bad = ~np.isfinite(probs).all(axis=1)
-    if bad.any():
-        raise ValueError(f"`pred_probs` must be finite; NaN or inf at items {_preview(np.asarray(item_ids)[bad])}.")
-    bad = ((probs < 0) | (probs > 1)).any(axis=1)
-    if bad.any():
-        raise ValueError(f"`pred_probs` must lie in [0, 1]; not so at items {_preview(np.asarray(item_ids)[bad])}. "
-                         "Pass probabilities (a softmax), not logits.")
-    sums = probs.sum(axis=1)
-    bad = np.abs(sums - 1.0) > 1e-4
-    if bad.any():
-        raise ValueError(f"each row of `pred_probs` must sum to 1 (probabilities of classes 0 and 1); items "
-                         f"{_preview(np.asarray(item_ids)[bad])} sum to {_preview(np.round(sums[bad], 6))}.")
+    probs = check_probs(probs, name="pred_probs", tol=1e-4, ids=item_ids,
+                        hint="Pass probabilities (a softmax) of classes 0 and 1, not logits.")
     return probs[:, 1].copy()

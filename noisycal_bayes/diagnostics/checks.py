@@ -85,8 +85,6 @@ from .._progress import progress
 ALPHA = 0.05
 #: Cells with a smaller fitted expected count are pooled (Cochran's rule for Pearson's X^2).
 MIN_EXPECTED = 5.0
-#: Models whose cell probabilities the checks evaluate (closed-form EM refits).
-CHECKABLE_MODELS = ("dawid_skene", "grouped", "histogram")
 #: Largest number of (stratum, pattern) cells (2^J patterns per stratum).
 MAX_CELLS = 200_000
 # Bootstrap refits per batched EM call (a fixed size: one compiled program per design).
@@ -396,15 +394,16 @@ def _max_z(d_obs, d_rep, m_obs, m_rep, n):
 def _check_iv(data, fit, n_replicates, seed, alpha, min_expected):
     from ..data import AnnotationSet
     from ..data.outofcore import SufficientStats
+    from ..models.em_result import EM_MODELS
     from ..models.result import FitResult
     from ..models.inputs import prepare_inputs
 
     if not isinstance(fit, FitResult):
         raise ValueError(f"model_checks: `fit` must be a FitResult of fit_em, fit_map or fit_nuts; got "
                          f"{type(fit).__name__}.")
-    if fit.model not in CHECKABLE_MODELS:
+    if fit.model not in EM_MODELS:
         raise ValueError(f"model_checks: model={fit.model!r} is not supported; the checks need one of "
-                         f"{list(CHECKABLE_MODELS)} (closed-form EM refits on the (group, pattern) counts).")
+                         f"{list(EM_MODELS)} (closed-form EM refits on the (group, pattern) counts).")
     if fit.channel is None:
         raise ValueError(f"model_checks: this fit has no estimate ({fit.reason or 'every EM start failed'}).")
     if fit.method == "nuts" and fit.draws is None:
@@ -823,7 +822,7 @@ def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected)
         obs_stats.append((d_obs + mod)[:1])
         fit_stats.append(mod.mean(axis=0, keepdims=True))
         obs_n.append(n[None])
-    n_gp = f" in a score group" if n_groups > 1 else ""
+    n_gp = " in a score group" if n_groups > 1 else ""
     rows = [dict(name="posterior_predictive", status="not_testable", statistic=np.nan, p_value=np.nan,
                  detail=f"{why}; the cell-count X^2 needs response patterns that repeat (the agreement checks "
                         "below compare responses instead)")]

@@ -261,8 +261,6 @@ class GapSensitivity:
         (against the sample oracle ECE), ``debiased, lower, upper, width`` (means of the ``method``'s
         debiased estimate and reported interval with the EM channels treated as known), ``coverage`` (share
         of those intervals covering the target), ``n_failed`` (EM fits that failed).
-        Both modes keep an ``estimate`` column equal to ``debiased`` (its old name, deprecated; it will be
-        removed).
     replicates : DataFrame or None
         ``mode="simulate"``: one row per simulated data set.
     mode : str
@@ -383,7 +381,7 @@ def _perturb_sweep(data, fit, func, *, factors, bins, weights, level, n_draws, s
         n_eff = diag.bins.loc[diag.bins["count"] > 0, "effective_clean_labels"]
         # res.value: the plug-in NC-ECE at the perturbed channel (no bootstrap), the paper's number.
         rows.append({"factor": float(fac), "mean_gap": float(gap.mean()), "nc_ece": res.value,
-                     "debiased": res.debiased, "estimate": res.debiased, "lower": res.lower, "upper": res.upper,
+                     "debiased": res.debiased, "lower": res.lower, "upper": res.upper,
                      "upper_one_sided": res.upper_one_sided, "interval_to_read": res.interval_to_read,
                      "width": res.upper - res.lower, "min_effective_clean_labels": float(n_eff.min())})
     return GapSensitivity(pd.DataFrame(rows), None, "perturb", level,
@@ -411,14 +409,14 @@ def _simulated_replicate(gap, rep, seed, *, n_items, n_annotators, curve, method
         em = fit_em(sim.data, model="histogram", groups=Binning.from_edges(edges), n_starts=5, seed=seed)
         row = {"gap": float(gap), "rep": rep, "seed": seed, "oracle_ece": oracle, "conditional_ece": conditional,
                "target": oracle if method == "latent" else conditional, "nc_ece_known": known,
-               "nc_ece_em": np.nan, "debiased": np.nan, "estimate": np.nan, "lower": np.nan, "upper": np.nan,
+               "nc_ece_em": np.nan, "debiased": np.nan, "lower": np.nan, "upper": np.nan,
                "failed": em.channel is None}
         if em.channel is not None:
             res = posterior_nc_ece(sim.data, em, bins=binning, weights=weights, level=level, method=method,
                                    seed=seed, n_draws=n_draws)
             lo, hi = res.reported_interval
             # res.value is the plug-in NC-ECE at the EM channels whatever the route.
-            row.update(nc_ece_em=res.value, debiased=res.debiased, estimate=res.debiased, lower=lo, upper=hi)
+            row.update(nc_ece_em=res.value, debiased=res.debiased, lower=lo, upper=hi)
     return row
 
 
@@ -434,7 +432,7 @@ def _summarise_gap(gap, grp: pd.DataFrame) -> dict:
             "nc_ece_known": grp["nc_ece_known"].mean(), "nc_ece_em": mean_ok("nc_ece_em"),
             "rmse_known": float(np.sqrt(np.mean(err_k**2))),
             "rmse_em": float(np.sqrt(np.mean(err_e**2))) if ok.any() else np.nan,
-            "debiased": mean_ok("debiased"), "estimate": mean_ok("debiased"), "lower": mean_ok("lower"),
+            "debiased": mean_ok("debiased"), "lower": mean_ok("lower"),
             "upper": mean_ok("upper"),
             "width": float((grp["upper"] - grp["lower"])[ok].mean()) if ok.any() else np.nan,
             "coverage": float(cover.mean()) if ok.any() else np.nan, "n_failed": int((~ok).sum())}

@@ -192,7 +192,7 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
         Run exactly these seeds instead of ``range(n_seeds)`` (e.g. one at a time, to checkpoint).
     fractions : (train, fit, test) shares of the stratified split
     maps : subset of ``("temperature", "platt", "histogram")``
-    n_starts : random EM starts per channel fit (``reference.fit_em`` adds no moment start since issue 15)
+    n_starts : random EM starts per channel fit (``reference.fit_em`` adds no moment start)
     point : bool, default True
         Emit the base and point-map rows; ``point=False, bayes=True`` gives only the Bayesian rows (to
         add them to an earlier point run of the same seeds).

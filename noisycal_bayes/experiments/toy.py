@@ -53,7 +53,7 @@ def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, t
     n_reps : int, default 200 (the paper's)
     fpr, tpr : channels of the annotators, shape (n_annotators,)
     estimators : subset of ``("known", "independent", "reuse", "cross_fit")``
-    n_starts : random EM starts per channel fit (``reference.fit_em`` adds no moment start since issue 15)
+    n_starts : random EM starts per channel fit (``reference.fit_em`` adds no moment start)
     n_folds : folds of cross-fitting
     bayes : bool
         Also fit the grouped model by NUTS (2 chains) and propagate (``estimator = "bayes"`` rows).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import _preview, check_level, check_positive_int, renamed_keyword
+from .._validation import _preview, check_level, check_positive_int
 from ..core import clipped_logit, x64
 from ..core.posterior import posterior_positive_draws
 from ..data import AnnotationSet, compress_patterns
@@ -47,15 +47,9 @@ def check_fit(fit, func: str):
     return fit
 
 
-def level_and_draws(func: str, level, n_draws, prob, max_draws) -> tuple[float, int | None]:
-    """Validated ``level`` and ``n_draws`` of a public function, also accepting the deprecated ``prob`` and
-    ``max_draws`` (with a ``DeprecationWarning``; error messages name the keyword the caller used)."""
-    level, name = renamed_keyword(func, "prob", "level", prob, level, 0.9)
-    level = check_level(level, name=name)
-    n_draws, name = renamed_keyword(func, "max_draws", "n_draws", max_draws, n_draws, 1000)
-    if n_draws is not None:
-        n_draws = check_positive_int(n_draws, name=name)
-    return level, n_draws
+def level_and_draws(level, n_draws) -> tuple[float, int | None]:
+    """Validated ``level`` and ``n_draws`` (None: every draw) of a public function."""
+    return check_level(level), None if n_draws is None else check_positive_int(n_draws, name="n_draws")
 
 
 def _item_groups(data: AnnotationSet, fit, func: str) -> np.ndarray:

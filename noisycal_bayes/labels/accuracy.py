@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import (NOT_GIVEN, _preview, check_level, check_positive_int, check_probability, check_scores,
+from .._validation import (_preview, check_level, check_positive_int, check_probability, check_scores,
                            check_weights)
 from ..data import Binning, bin_index
 from ..propagate.draws import thin_index
@@ -184,8 +184,7 @@ def naive_accuracies(data, yhat: np.ndarray) -> tuple:
 
 def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, level: float = 0.9,
                        n_replicates: int = 2000, bootstrap: bool = True, weights="iv",
-                       n_draws: int | None = 1000, seed: int = 0, prob=NOT_GIVEN,
-                       max_draws=NOT_GIVEN) -> CorrectedAccuracy:
+                       n_draws: int | None = 1000, seed: int = 0) -> CorrectedAccuracy:
     """Accuracy (and error rate) of ``1[score >= threshold]`` on the clean labels, with an interval.
 
     Parameters
@@ -211,8 +210,6 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, l
         Thin the fit's posterior draws to at most this many.
     seed : int, default 0
         Seed of the replicates (and of the EM starts when ``fit`` is None).
-    prob, max_draws
-        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -255,7 +252,7 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, l
     if z.shape != (data.n_items,):
         raise ValueError(f"{func}: `scores` must have shape ({data.n_items},), one per item; got {z.shape}.")
     t = check_probability(threshold, name="threshold")
-    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    level, n_draws = level_and_draws(level, n_draws)
     n_replicates = check_positive_int(n_replicates, name="n_replicates")
     w_rule, _ = check_weights(weights, data.n_annotators)
     yhat = predictions(z, t)

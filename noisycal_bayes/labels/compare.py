@@ -16,10 +16,8 @@ expectation, unbiased for a model whose predictions are a function of the fit's 
 (tower property; :mod:`noisycal_bayes.labels.accuracy`), and biased for the others, so the default fit of
 :func:`compare_models` conditions on groups that refine the joint prediction pattern of all models: for any
 discrete grouping ``Y | group ~ Bernoulli(pi_group)`` is exactly right, and only the channel assumptions
-remain. On CIFAR-10N (docs/label_errors.md) the joint pattern alone over-estimated every model's accuracy
-by 0.002 (annotators there err more on the images the classifier finds hard, so the channel is not quite
-score-invariant); refined by 50 score bins it matched the accuracy against ``y_ref`` within 0.0002. The
-NC-ECE uses the channel only, never a prior from any model's scores.
+remain; the groups also split by score, which absorbs annotator errors that depend on the score (CIFAR-10N:
+docs/label_errors.md, section 5). The NC-ECE uses the channel only, never a prior from any model's scores.
 """
 from __future__ import annotations
 
@@ -28,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import NOT_GIVEN, _preview, check_positive_int, check_probability, check_scores, check_weights
+from .._validation import _preview, check_positive_int, check_probability, check_scores, check_weights
 from ..core import ece_from_labels, x64
 from ..data import Binning, as_binning, bin_index
 from ._posterior import check_data, level_and_draws, posterior_mean_accuracy
@@ -140,7 +138,7 @@ def comparison_groups(yhat: np.ndarray, scores) -> np.ndarray:
 
 def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weights="iv", level: float = 0.9,
                    n_replicates: int = 1000, bootstrap: bool = True, n_draws: int | None = 1000,
-                   seed: int = 0, prob=NOT_GIVEN, max_draws=NOT_GIVEN) -> ModelComparison:
+                   seed: int = 0) -> ModelComparison:
     """Posterior probability that each classifier is the most accurate / best calibrated on clean labels.
 
     Parameters
@@ -167,8 +165,6 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
         False: accuracy on these items' clean labels; the NC-ECE then varies with the channel values only.
     n_draws : int or None, default 1000
     seed : int, default 0
-    prob, max_draws
-        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -197,7 +193,7 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     sc = _check_scores_dict(scores, data, func)
     names = tuple(sc)
     th = _thresholds(threshold, names, func)
-    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    level, n_draws = level_and_draws(level, n_draws)
     n_replicates = check_positive_int(n_replicates, name="n_replicates")
     w_rule, _ = check_weights(weights, data.n_annotators)
     binning = as_binning(bins)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import Binning
-from .._validation import NOT_GIVEN, check_choice, check_level
+from .._validation import check_choice, check_level
 from ._posterior import (RowPosteriors, check_clean_probs, check_data, check_fit, class_names, class_votes,
                          equal_tailed, level_and_draws, row_posteriors)
 
@@ -41,19 +41,8 @@ def default_issue_fit(data, *, n_starts: int = 5, seed: int = 0):
     ``min(50, max(2, n_items // 100))`` equal-mass score bins (one bin per 100 items, at most 50),
     fitted by EM. Without scores: the marginal Dawid-Skene model.
 
-    Why this model. Simulations (``benchmarks/label_errors_cifar10n.py``, section *model choice*; table in
-    ``docs/label_errors.md``) compared the precision at k of the ``P(majority wrong)`` ranking for the
-    marginal model, 5 score groups, histograms with 10 / 20 / 50 bins and the Platt curve model, over
-    five curve / annotator settings. Every score-aware model beat the marginal one by a wide margin
-    (the score is the main evidence for items with split votes). Fine histograms beat 5 groups, most
-    clearly with sharp scores (CIFAR-like simulation: 0.83 vs 0.70), because a wide group gives every
-    item in it the same prior; 10, 20 and 50 bins were within one standard error of each other. The
-    Platt model was within one standard error of the histograms everywhere (ahead by about 0.01 when
-    the true curve is logit-linear, behind by as much when it is not), and it needs an optimiser (or
-    per-item NUTS) instead of closed-form EM. On CIFAR-10N (scores piled up at 0 and 1) 50 bins and
-    Platt both reached precision 0.68 at k = 433 and 20 bins 0.66, hence bins as fine as 100 items
-    each, up to 50. So the default is the histogram: as good a ranking as the best alternative, no
-    parametric assumption about the curve, and a fit that takes milliseconds after compilation.
+    Why: the score is the main evidence for items with split votes, and a fine histogram ranks as well as the best
+    alternative with no parametric curve and closed-form EM (the comparison: docs/label_errors.md, *model choice*).
     """
     from ..inference.em import fit_em
 
@@ -96,7 +85,7 @@ def _describe(fit, rp: RowPosteriors) -> dict:
 
 
 def item_posteriors(data, fit, *, level: float = 0.9, ties: str = "positive",
-                    n_draws: int | None = 1000, prob=NOT_GIVEN, max_draws=NOT_GIVEN) -> pd.DataFrame:
+                    n_draws: int | None = 1000) -> pd.DataFrame:
     """Posterior of each item's clean label, and of its majority label being wrong.
 
     Parameters
@@ -113,8 +102,6 @@ def item_posteriors(data, fit, *, level: float = 0.9, ties: str = "positive",
     n_draws : int or None, default 1000
         Thin the posterior draws evenly to at most this many (None: all). For the per-item Platt model
         the draws are also capped so that draws x items stays below 1e7.
-    prob, max_draws
-        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -145,7 +132,7 @@ def item_posteriors(data, fit, *, level: float = 0.9, ties: str = "positive",
     func = "item_posteriors"
     data = check_data(data, func)
     fit = check_fit(fit, func)
-    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    level, n_draws = level_and_draws(level, n_draws)
     ties = check_choice(ties, ("positive", "negative"), name="ties")
     rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
     out = _item_frame(data, rp, level, ties)
@@ -153,16 +140,13 @@ def item_posteriors(data, fit, *, level: float = 0.9, ties: str = "positive",
     return out
 
 
-def annotation_posteriors(data, fit, *, level: float = 0.9, n_draws: int | None = 1000, prob=NOT_GIVEN,
-                          max_draws=NOT_GIVEN) -> pd.DataFrame:
+def annotation_posteriors(data, fit, *, level: float = 0.9, n_draws: int | None = 1000) -> pd.DataFrame:
     """``P(A_ij is wrong | data) = P(Y_i != A_ij | data)`` for every observed annotation.
 
     Parameters
     ----------
     data, fit, level, n_draws
         As in :func:`item_posteriors`.
-    prob, max_draws
-        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -179,7 +163,7 @@ def annotation_posteriors(data, fit, *, level: float = 0.9, n_draws: int | None 
     func = "annotation_posteriors"
     data = check_data(data, func)
     fit = check_fit(fit, func)
-    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    level, n_draws = level_and_draws(level, n_draws)
     rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
     p = rp.item_mean()
     lo, hi = _interval(rp, level)
@@ -197,7 +181,7 @@ def annotation_posteriors(data, fit, *, level: float = 0.9, n_draws: int | None 
 
 
 def label_issues(data, fit=None, *, level: float = 0.9, ties: str = "positive", n_draws: int | None = 1000,
-                 seed: int = 0, prob=NOT_GIVEN, max_draws=NOT_GIVEN) -> pd.DataFrame:
+                 seed: int = 0) -> pd.DataFrame:
     """Items ranked by the posterior probability that their majority label is wrong, largest first.
 
     Parameters
@@ -211,8 +195,6 @@ def label_issues(data, fit=None, *, level: float = 0.9, ties: str = "positive", 
         As in :func:`item_posteriors`.
     seed : int, default 0
         Seed of the EM starts when ``fit`` is None.
-    prob, max_draws
-        Deprecated spellings of ``level`` and ``n_draws``: they still work, with a ``DeprecationWarning``.
 
     Returns
     -------
@@ -255,7 +237,7 @@ def label_issues(data, fit=None, *, level: float = 0.9, ties: str = "positive", 
     """
     func = "label_issues"
     data = check_data(data, func)
-    level, n_draws = level_and_draws(func, level, n_draws, prob, max_draws)
+    level, n_draws = level_and_draws(level, n_draws)
     ties = check_choice(ties, ("positive", "negative"), name="ties")
     if fit is None:
         fit = default_issue_fit(data, seed=seed)

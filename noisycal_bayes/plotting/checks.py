@@ -29,10 +29,7 @@ def check_residuals(result, *, ax=None, value: str = "standardized", title: str 
     """
     from ..diagnostics.checks import ModelChecks
 
-    if not isinstance(result, ModelChecks):
-        raise ValueError(f"`result` must be the output of noisycal_bayes.diagnostics.model_checks; got "
-                         f"{type(result).__name__}.")
-    return result.plot(ax, value=value, title=title)
+    return _drawn(result, ModelChecks, "model_checks", ax, value=value, title=title)
 
 
 def plot_prior_predictive(result, *, ax=None, statistics=("positive_rate", "agreement"), title: str | None = None):
@@ -61,7 +58,13 @@ def plot_prior_predictive(result, *, ax=None, statistics=("positive_rate", "agre
     """
     from ..diagnostics.prior_predictive import PriorPredictiveCheck
 
-    if not isinstance(result, PriorPredictiveCheck):
-        raise ValueError(f"`result` must be the output of noisycal_bayes.diagnostics.prior_predictive_check; got "
+    return _drawn(result, PriorPredictiveCheck, "prior_predictive_check", ax, statistics=statistics, title=title)
+
+
+def _drawn(result, kind, producer: str, ax, **options):
+    """The figure a diagnostics result draws itself (``result.plot``), once ``result`` is checked to be a ``kind``
+    (the output of ``diagnostics.<producer>``)."""
+    if not isinstance(result, kind):
+        raise ValueError(f"`result` must be the output of noisycal_bayes.diagnostics.{producer}; got "
                          f"{type(result).__name__}.")
-    return result.plot(ax, statistics=statistics, title=title)
+    return result.plot(ax, **options)

@@ -109,15 +109,14 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_choice, check_level, check_weights
+from .._validation import _preview, check_choice, check_confusion, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..data.columns import response_columns
 from ..core import confusion_condition
-from ..reference.calibration import (MAX_CONDITION, bin_edges, check_confusion, check_mc_weights, check_prevalence,
+from ..reference.calibration import (MAX_CONDITION, bin_edges, check_prevalence,
                                      check_probs, check_responses, usable_from_draws, warn_unusable)
 from ..warnings import DataWarning, IdentifiabilityWarning
 from .result import PosteriorClasswiseNCECE, PosteriorNCECE, _bin_table
-from .result import debias_abs  # noqa: F401 (re-exported)
 from .draws import Draws, check_fit, check_same_items, extract_draws, is_fit_result, output_index, stats_fit_rows
 from .intervals import read_interval
 from ._sums import (Atoms, DrawWeights, atom_sums, group_bin_counts, item_cells, latent_atoms, latent_freq, model_freq,
@@ -134,7 +133,6 @@ TARGETS = {
     "model": "conditional binned ECE: sum_k (n_k/n) |mean_{i in B_k} (m(Z_i) - Z_i)|",
     "latent": "sample oracle ECE: sum_k (n_k/n) |mean_{i in B_k} (Y_i - Z_i)| with the items' clean labels",
 }
-READINGS = ("two_sided", "upper_one_sided")
 #: How the interval is computed from the draws: see :func:`posterior_nc_ece` Notes.
 INTERVAL_METHODS = ("debiased", "posterior")
 DEFAULT_INTERVAL = "debiased"
@@ -335,11 +333,7 @@ def _evaluation_bins(data, z, bins, func) -> _Bins:
     if z is None:
         edges = _stats_edges(data, bins, func)
         return _Bins(edges, None, data.bin_counts, np.asarray(data.score_sum, dtype=np.float64))
-    edges = as_binning(10 if bins is None else bins).edges_for(z)
-    n_bins = edges.size - 1
-    bin_idx = bin_index(z, edges)
-    return _Bins(edges, bin_idx, np.bincount(bin_idx, minlength=n_bins).astype(np.float64),
-                 np.bincount(bin_idx, weights=z, minlength=n_bins))
+    return _evaluation_bins_on(z, as_binning(10 if bins is None else bins).edges_for(z))
 
 
 def _evaluation_bins_on(z, edges) -> _Bins:
@@ -503,7 +497,6 @@ MC_TARGETS = {
     "no_bootstrap": ("none: NC-ECE of this sample with confusion uncertainty only (no evaluation-sample "
                      "uncertainty, so the interval is too narrow for any target)"),
 }
-# Work arrays of at most this many entries per chunk of draws (as propagate._sums).
 
 
 def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weights, level, interval, n_draws,
@@ -512,10 +505,11 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
     p = check_probs(probs)
     n, k = p.shape
     resp = check_responses(responses, n, k, func=func)
-    conf = check_confusion(confusion_draws, resp.n_annotators, k, name="confusion_draws", draws=True)
+    conf = check_confusion(confusion_draws, name="confusion_draws", n_annotators=resp.n_annotators, n_classes=k,
+                           draws=True)
     is_posterior = conf.shape[0] > 1
     prev = check_prevalence(prevalence, k, n_draws=conf.shape[0])
-    rule, label = check_mc_weights(weights, resp.n_annotators, k)
+    rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     level = check_level(level)
     if interval not in INTERVAL_METHODS:
         raise ValueError(f"{func}: `interval` must be one of {INTERVAL_METHODS}; got {interval!r}.")
@@ -573,6 +567,9 @@ def _check_draw_weights(item_weights, n_source: int, n_items: int, bootstrap: bo
 def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, weights, level, seed, interval,
          bootstrap, n_draws, usable, max_condition, bias_correct=True, calibrate=True, item_weights=None,
          point_confusion=None):
+    """``(count, score, freq, point, design, meta, fresh)``: the per-draw sums (n_out, n_segments) of the output
+    draws, the sums at the point confusion, the design, how the draws were made, and the sums and meta with fresh
+    item weights (the class-wise per-class intervals; the same as the first four without ``item_weights``)."""
     p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_post = _prepare(
         func, probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
         interval=interval, n_draws=n_draws, usable=usable, max_condition=max_condition, kind=kind)
@@ -580,22 +577,34 @@ def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, wei
     joint = _check_draw_weights(item_weights, conf.shape[0], p.shape[0], bool(bootstrap), func)
     if joint is not None:
         joint = DrawWeights(joint, idx, des.has, func)
-    rng = np.random.default_rng(seed)
     prev_out = prev[idx] if prev is not None and prev.ndim == 2 else (None if prev is None else
                                                                       np.broadcast_to(prev, (idx.size, des.k)))
-    count, score, freq = atom_sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), rng, max_condition, joint)
+
+    def sums(weights):
+        # Fresh Bayesian-bootstrap weights come from ``seed`` (joint draws use none): both sums share the seed.
+        return atom_sums(des, conf[idx], prev_out, rule, usable, bool(bootstrap), np.random.default_rng(seed),
+                         max_condition, weights)
+
+    def uncertainty(weights):
+        parts = ["confusion posterior draws" if is_post else "confusion fixed at the point estimate"]
+        if bootstrap:
+            parts.append("Bayesian bootstrap of the evaluated items" + ("" if weights is None else
+                                                                       " (each draw's own item weights: joint draws)"))
+        return " + ".join(parts)
+
+    count, score, freq = sums(joint)
     # The point value: the same sums at the fit the draws scatter around (``point_confusion``; default the draws'
     # mean confusion) and the mean prevalence, without the bootstrap.
     prev_pt = None if prev is None else (prev.mean(axis=0) if prev.ndim == 2 else prev)[None]
     c0, s0, f0 = atom_sums(des, centre[None], prev_pt, rule, usable, False, None, max_condition)
-    parts = ["confusion posterior draws" if is_post else "confusion fixed at the point estimate"]
-    if bootstrap:
-        parts.append("Bayesian bootstrap of the evaluated items" + ("" if joint is None else
-                                                                   " (each draw's own item weights: joint draws)"))
-    meta = dict(target=MC_TARGETS[kind] if bootstrap else MC_TARGETS["no_bootstrap"], uncertainty=" + ".join(parts),
+    meta = dict(target=MC_TARGETS[kind] if bootstrap else MC_TARGETS["no_bootstrap"], uncertainty=uncertainty(joint),
                 label=label, fit_method="draws" if is_post else "point", n_items=des.n, edges=edges, level=level,
                 bias_correct=bool(bias_correct) and is_post, calibrate=bool(calibrate))
-    return count, score, freq, (c0[0], s0[0], f0[0]), des, meta
+    # Class-wise: the per-class intervals keep fresh item weights (their joint draws were too narrow:
+    # docs/coverage.md); the same seed gives the draws of the call without ``item_weights``.
+    fresh = (count, score, freq, meta) if joint is None or kind != "classwise" else (
+        *sums(None), {**meta, "uncertainty": uncertainty(None)})
+    return count, score, freq, (c0[0], s0[0], f0[0]), des, meta, fresh
 
 
 def _check_point_confusion(point_confusion, conf, func: str) -> np.ndarray:
@@ -608,7 +617,7 @@ def _check_point_confusion(point_confusion, conf, func: str) -> np.ndarray:
                          "confusion matrix per annotator (a point estimate) pass that alone.")
     j, k = conf.shape[1], conf.shape[2]
     try:
-        return check_confusion(point_confusion, j, k, name="point_confusion")
+        return check_confusion(point_confusion, name="point_confusion", n_annotators=j, n_classes=k)
     except ValueError as err:
         raise ValueError(f"{func}: {err}") from None
 
@@ -740,7 +749,7 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
     (True, 50)
     """
     func = "posterior_top_label_nc_ece"
-    count, score, freq, point, des, meta = _run(func, "top_label", probs, responses, confusion_draws, prevalence,
+    count, score, freq, point, _, meta, _ = _run(func, "top_label", probs, responses, confusion_draws, prevalence,
                                                 bins=bins, weights=weights, level=level, seed=seed, interval=interval,
                                                 bootstrap=bootstrap, n_draws=n_draws, usable=usable,
                                                 max_condition=max_condition, bias_correct=bias_correct,
@@ -801,7 +810,7 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
     (2, ['class', 'value', 'debiased'])
     """
     func = "posterior_classwise_nc_ece"
-    count, score, freq, point, des, meta = _run(func, "classwise", probs, responses, confusion_draws, prevalence,
+    count, score, freq, point, des, meta, fresh = _run(func, "classwise", probs, responses, confusion_draws, prevalence,
                                                 bins=bins, weights=weights, level=level, seed=seed, interval=interval,
                                                 bootstrap=bootstrap, n_draws=n_draws, usable=usable,
                                                 max_condition=max_condition, bias_correct=bias_correct,
@@ -809,15 +818,7 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
                                                 point_confusion=point_confusion)
     level = meta["level"]
     off = des.entries.offset
-    pc_count, pc_score, pc_freq, pc_meta = count, score, freq, meta
-    if item_weights is not None:
-        # Per class (15 bins, like the top-label) fresh item weights: their joint draws were too narrow
-        # (docs/coverage.md); the same seed gives the draws of the call without item_weights.
-        pc_count, pc_score, pc_freq, _, _, pc_meta = _run(
-            func, "classwise", probs, responses, confusion_draws, prevalence, bins=bins, weights=weights, level=level,
-            seed=seed, interval=interval, bootstrap=bootstrap, n_draws=n_draws, usable=usable,
-            max_condition=max_condition, bias_correct=bias_correct, calibrate=calibrate,
-            point_confusion=point_confusion)
+    pc_count, pc_score, pc_freq, pc_meta = fresh  # fresh item weights per class (``_run``)
     # Per class (15 bins): the nominal level; only the mean over classes (K x bins terms) is calibrated.
     per = tuple(_result(pc_count[:, a:b], pc_score[:, a:b], pc_freq[:, a:b], tuple(x[a:b] for x in point),
                         meta["edges"][c], {**pc_meta, "calibrate": False}, interval, bootstrap, seed, level)

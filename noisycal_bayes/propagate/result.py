@@ -17,7 +17,8 @@ import pandas as pd
 class _DrawSummary:
     """The fields every posterior NC-ECE result starts with (binary, top-label, class-wise mean): the point value,
     the debiased estimate, the draws and the interval read from them (:func:`~noisycal_bayes.propagate.intervals.
-    read_interval`), the target and what varied across draws. Attributes are documented on :class:`PosteriorNCECE`."""
+    read_interval`), the target, what varied across draws and how they were made (weights, fit, bootstrap, seed).
+    Attributes are documented on :class:`PosteriorNCECE`."""
 
     value: float
     debiased: float
@@ -36,6 +37,12 @@ class _DrawSummary:
     target: str
     method: str
     uncertainty: str
+    weights_rule: str
+    fit_method: str
+    model: str | None
+    bootstrap: bool
+    n_items: int
+    seed: int
 
     @property
     def interval(self) -> tuple:
@@ -124,12 +131,6 @@ class PosteriorNCECE(_DrawSummary):
 
     table: pd.DataFrame = field(repr=False)
     edges: np.ndarray = field(repr=False)
-    weights_rule: str
-    fit_method: str
-    model: str | None
-    bootstrap: bool
-    n_items: int
-    seed: int
 
     def summary(self) -> str:
         """One line: the paper's NC-ECE, the debiased estimate with the interval to read, and the target."""
@@ -157,12 +158,6 @@ class PosteriorClasswiseNCECE(_DrawSummary):
     per_class: tuple = field(repr=False)
     per_class_table: pd.DataFrame = field(repr=False)
     edges: list = field(repr=False)
-    weights_rule: str
-    fit_method: str
-    model: str | None
-    bootstrap: bool
-    n_items: int
-    seed: int
 
     @property
     def table(self) -> pd.DataFrame:

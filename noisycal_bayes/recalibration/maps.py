@@ -48,7 +48,7 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from .._validation import _preview, check_bounds, check_choice, check_soft_labels
+from .._validation import _preview, as_float_matrix, check_bounds, check_choice, check_probs, check_soft_labels
 from ..data import AnnotationSet, Binning, as_binning, bin_index
 from ..reference.recalibration import (PLATT_ALPHA_BOUNDS, PLATT_BETA_BOUNDS, TEMPERATURE_BOUNDS,
                                        corrected_item_labels, fit_platt, fit_projected_histogram, fit_temperature,
@@ -63,9 +63,6 @@ SCALE_BOUNDS = (0.01, 20.0)
 BIAS_BOUNDS = (-10.0, 10.0)
 #: Default ridge of vector scaling toward the identity map.
 VECTOR_L2 = 1e-3
-#: Rows of ``probs`` must sum to 1 within this (absolute); they are then renormalised. Probabilities written
-#: with 5 decimals are off by up to a few 1e-5; a row off by more is not a probability vector.
-PROBS_SUM_TOL = 1e-3
 LOGIT_CLIP = 1e-6
 _INPUTS = ("probs", "logits")
 
@@ -336,46 +333,16 @@ class ProjectedHistogram(_Map):
 
 
 # ----------------------------------------------------------------------------- K-class inputs (one helper per kind)
-def _check_probs(probs, *, name="probs") -> np.ndarray:
-    """``probs`` as a float64 (n, K) copy: finite, in [0, 1], rows summing to 1 within PROBS_SUM_TOL (renormalised)."""
-    p = _matrix(probs, name)
-    bad = ~np.isfinite(p).all(axis=1)
-    if bad.any():
-        raise ValueError(f"`{name}` must be finite; got NaN or inf in rows {_preview(np.flatnonzero(bad))}.")
-    bad = ((p < 0) | (p > 1)).any(axis=1)
-    if bad.any():
-        raise ValueError(f"`{name}` must lie in [0, 1]; got values outside in rows {_preview(np.flatnonzero(bad))}. "
-                         "Pass logits with `inputs='logits'`.")
-    off = np.abs(p.sum(axis=1) - 1.0) > PROBS_SUM_TOL
-    if off.any():
-        rows = np.flatnonzero(off)
-        raise ValueError(f"rows of `{name}` must sum to 1 (within {PROBS_SUM_TOL}); rows {_preview(rows)} sum to "
-                         f"{_preview(np.round(p[rows].sum(axis=1), 6))}. Pass softmax probabilities, or logits with "
-                         "`inputs='logits'`.")
-    return p / p.sum(axis=1, keepdims=True)
-
-
-def _matrix(x, name) -> np.ndarray:
-    try:
-        a = np.array(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`{name}` must be a numeric array of shape (n_items, n_classes); could not convert: "
-                         f"{exc}") from None
-    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] < 2:
-        raise ValueError(f"`{name}` must have shape (n_items, n_classes) with n_items >= 1 and n_classes >= 2; got "
-                         f"shape {a.shape}.")
-    return a
-
-
 def _check_logits_or_probs(x, inputs, *, n_classes=None, name=None):
     """``(logits, probs)`` of validated inputs, each float64 (n, K); ``n_classes`` checks a fitted map's K."""
     if inputs == "probs":
         name = name or "probs"
-        p = _check_probs(x, name=name)
+        p = check_probs(x, name=name, hint="Pass softmax probabilities, or logits with `inputs='logits'`.")
+        p = p / p.sum(axis=1, keepdims=True)  # rows within PROBS_TOL of 1, renormalised
         z = np.log(np.clip(p, LOGIT_CLIP, 1 - LOGIT_CLIP))
     else:
         name = name or "logits"
-        z = _matrix(x, name)
+        z = as_float_matrix(x, name=name)
         bad = ~np.isfinite(z).all(axis=1)
         if bad.any():
             raise ValueError(f"`{name}` must be finite; got NaN or inf in rows {_preview(np.flatnonzero(bad))}.")
@@ -387,7 +354,7 @@ def _check_logits_or_probs(x, inputs, *, n_classes=None, name=None):
 
 def _check_targets(targets, shape) -> np.ndarray:
     """Target matrix of shape ``shape`` = (n, K): finite reals (corrected targets may leave [0, 1])."""
-    t = _matrix(targets, "targets")
+    t = as_float_matrix(targets, name="targets")
     if t.shape != shape:
         raise ValueError(f"`targets` must have the shape of the inputs {shape}; got {t.shape}.")
     bad = ~np.isfinite(t).all(axis=1)

@@ -32,11 +32,12 @@ import numpy as np
 from scipy import sparse
 from scipy.special import softmax
 
-from .._validation import _preview, check_bounds, check_choice, check_level, check_scores, check_weights
+from .._validation import _preview, check_bounds, check_confusion, check_level, check_scores, check_weights
 from ..core import annotator_weights, clipped_logit, corrected_vectors, item_corrected_label, usable_confusions, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
 from ..propagate.draws import check_fit, extract_draws, output_index
+from ..reference.calibration import check_responses
 from ..reference.recalibration import TEMPERATURE_BOUNDS
 from ..warnings import BoundaryWarning, DataWarning
 from ._newton import newton_temperatures
@@ -426,50 +427,15 @@ def _check_confusion(confusion, func):
     """``(draws (S, J, K, K), is_posterior)`` from draws, one confusion (J, K, K) or a fit with ``.confusion``."""
     c = getattr(confusion, "confusion", confusion)
     try:
-        c = np.array(c, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{func}: `confusion` must be an array of shape (n_draws, J, K, K) or (J, K, K); could not "
-                         f"convert: {exc}") from None
-    if c.ndim not in (3, 4) or c.shape[-1] != c.shape[-2] or c.shape[-1] < 2:
-        raise ValueError(f"{func}: `confusion` must have shape (n_draws, J, K, K) or (J, K, K) with K >= 2; got "
-                         f"{c.shape}.")
-    is_posterior = c.ndim == 4
-    c = c if is_posterior else c[None]
-    if not np.isfinite(c).all() or (c < 0).any():
-        raise ValueError(f"{func}: `confusion` must be finite and non-negative.")
-    off = np.abs(c.sum(axis=-1) - 1) > 1e-6
-    if off.any():
-        s, j, y = np.argwhere(off)[0]
-        raise ValueError(f"{func}: each confusion row C[j, y, :] must sum to 1 (row-stochastic); draw {s}, annotator "
-                         f"{j}, row {y} sums to {c[s, j, y].sum():.6g}.")
-    return c, is_posterior
-
-
-def _check_responses(responses, n_items, n_annotators, n_classes, func):
-    """``(item, annotator, label)`` int arrays from a Responses, a 3-tuple, or an object with ``.responses``."""
-    r = getattr(responses, "responses", responses)
-    try:
-        item, annotator, label = (np.asarray(x) for x in tuple(r)[:3])
-    except (TypeError, ValueError):
-        raise ValueError(f"{func}: `responses` must be a Responses (item, annotator, label) or a data set with "
-                         f"`.responses`; got {type(responses).__name__}.") from None
-    if not (item.shape == annotator.shape == label.shape) or item.ndim != 1 or item.size == 0:
-        raise ValueError(f"{func}: `responses` needs three 1-d arrays of one length; got shapes {item.shape}, "
-                         f"{annotator.shape}, {label.shape}.")
-    for name, arr, top in (("item", item, n_items), ("annotator", annotator, n_annotators), ("label", label, n_classes)):
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"{func}: response `{name}` must be integers; got dtype {arr.dtype}.")
-        bad = (arr < 0) | (arr >= top)
-        if bad.any():
-            raise ValueError(f"{func}: response `{name}` must lie in 0..{top - 1}; got {_preview(arr[bad])} at "
-                             f"responses {_preview(np.flatnonzero(bad))}.")
-    return item.astype(np.int64), annotator.astype(np.int64), label.astype(np.int64)
-
+        draws = check_confusion(c, draws=True)
+    except ValueError as err:
+        raise ValueError(f"{func}: {err}") from None
+    return draws, np.ndim(c) == 4
 
 
 def _response_design(responses, n_items, n_annotators, n_classes):
     """Sparse (n_items, J K) counts of each item's (annotator, label) responses (repeats count twice)."""
-    item, annotator, label = responses
+    item, annotator, label = responses[:3]
     return sparse.csr_matrix((np.ones(item.size), (item, annotator * n_classes + label)),
                              shape=(n_items, n_annotators * n_classes))
 
@@ -534,18 +500,11 @@ class _PosteriorMulticlassMap(_Fitted):
             raise ValueError(f"{func}: the confusion matrices are {conf.shape[-1]} x {conf.shape[-1]} but the inputs "
                              f"have {k} classes.")
         j = conf.shape[1]
-        resp = _check_responses(responses, n, j, k, func)
-        rule = self.weights
-        if isinstance(rule, str):
-            check_choice(rule, ("iv", "equal"), name="weights", func=func)
-        else:
-            w = np.asarray(rule, dtype=np.float64)
-            if w.shape == (j,):
-                w = np.repeat(w[:, None], k, axis=1)
-            if w.shape != (j, k) or not np.isfinite(w).all() or (w < 0).any():
-                raise ValueError(f"{func}: explicit `weights` must be finite, non-negative, of shape ({j},) or "
-                                 f"({j}, {k}); got shape {np.shape(rule)}.")
-            rule = w
+        resp = check_responses(responses, n, k, n_annotators=j, func=func)
+        try:
+            rule, _ = check_weights(self.weights, j, n_classes=k)
+        except ValueError as err:
+            raise ValueError(f"{func}: {err}") from None
         n_source = conf.shape[0]
         if prevalence is not None:
             pi = np.array(prevalence, dtype=np.float64)

@@ -32,7 +32,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_binary_labels, check_same_length, check_scores, check_soft_labels, check_weights
+from .._validation import (_preview, check_binary_labels, check_confusion, check_same_length, check_scores,
+                           check_soft_labels, check_weights)
+from .._validation import check_probs as _check_probs
 from ..core import bin_stats, bin_table, binned_abs_residual, pad_bin_stats, x64
 from ..data.columns import response_columns
 from ..core import annotator_weights, confusion_condition, corrected_targets, usable_confusions
@@ -179,34 +181,17 @@ def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edge
 
 
 # ----------------------------------------------------------------------------- K classes: inputs
-# The K-class input checks (one per input) and the usability rule stay here, out of ``__all__`` and shared with
-# propagate and labels, until ``_validation.py`` holds the one probs and the one confusion checker.
+# The K-class responses, prevalence and usability checks, out of ``__all__`` and shared with propagate and labels;
+# probabilities and confusion matrices are checked by ``_validation`` (``check_probs`` here fixes the tolerance).
 #: Rows of ``probs`` must sum to 1 within this absolute tolerance (float32 softmax outputs sum to 1 to rounding).
 PROBS_ROW_TOL = 1e-4
 #: Default largest condition number of a usable confusion matrix (``usable_confusions``).
 MAX_CONDITION = 100.0
-#: Named weight rules of the multiclass corrected targets.
-MC_WEIGHT_RULES = ("iv", "equal")
 
 
 def check_probs(probs, *, name: str = "probs") -> np.ndarray:
     """``probs`` as float64 (n_items, K), K >= 2, finite, in [0, 1], rows summing to 1 within ``PROBS_ROW_TOL``."""
-    try:
-        p = np.array(probs, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`{name}` must be a numeric (n_items, n_classes) array; could not convert: {exc}") from None
-    if p.ndim != 2 or p.shape[1] < 2 or p.shape[0] == 0:
-        raise ValueError(f"`{name}` must have shape (n_items, n_classes) with n_classes >= 2; got {p.shape}.")
-    bad = ~np.isfinite(p).all(axis=1) | (p < 0).any(axis=1) | (p > 1).any(axis=1)
-    if bad.any():
-        raise ValueError(f"`{name}` must be finite probabilities in [0, 1]; rows {_preview(np.flatnonzero(bad))} are "
-                         "not.")
-    off = np.abs(p.sum(axis=1) - 1.0) > PROBS_ROW_TOL
-    if off.any():
-        raise ValueError(f"rows of `{name}` must sum to 1 (within {PROBS_ROW_TOL}); rows "
-                         f"{_preview(np.flatnonzero(off))} "
-                         f"sum to {_preview(np.round(p.sum(axis=1)[off], 6))}. Pass softmax outputs, not logits.")
-    return p
+    return _check_probs(probs, name=name, tol=PROBS_ROW_TOL, hint="Pass softmax outputs, not logits.")
 
 
 class MCResponses(NamedTuple):
@@ -267,45 +252,6 @@ def check_responses(responses, n_items: int, n_classes: int, *, n_annotators=Non
         raise ValueError(f"{where}annotator indices must lie in 0..{j - 1}; got {_preview(np.unique(ann[ann >= j]))}.")
     order = np.argsort(item, kind="stable")
     return MCResponses(item[order], ann[order], lab[order], int(n_items), j, int(n_classes))
-
-
-def check_confusion(confusion, n_annotators: int, n_classes: int, *, name: str = "confusion",
-                    draws: bool = False) -> np.ndarray:
-    """Confusion matrices as float64 (J, K, K), or with ``draws`` (S, J, K, K) (a (J, K, K) point becomes S = 1):
-    finite, non-negative, rows summing to 1 (within 1e-6)."""
-    c = np.array(confusion, dtype=np.float64)
-    want = (n_annotators, n_classes, n_classes)
-    if draws and c.ndim == 3:
-        c = c[None]
-    if (c.ndim != (4 if draws else 3)) or c.shape[-3:] != want:
-        shape = f"(n_draws, {n_annotators}, {n_classes}, {n_classes}) or {want}" if draws else str(want)
-        raise ValueError(f"`{name}` must have shape {shape} (annotators x true class x given label); got {c.shape}.")
-    if not np.isfinite(c).all() or (c < 0).any():
-        raise ValueError(f"`{name}` must be finite and non-negative.")
-    off = np.abs(c.sum(axis=-1) - 1.0) > 1e-6
-    if off.any():
-        where = np.argwhere(off)[:, -2:]
-        raise ValueError(f"rows of `{name}` must sum to 1 (C[j, y, a] = P(A_j = a | Y = y)); (annotator, class) "
-                         f"{_preview([tuple(int(v) for v in r) for r in np.unique(where, axis=0)])} do not.")
-    return c
-
-
-def check_mc_weights(weights, n_annotators: int, n_classes: int):
-    """``(rule or (J, K) array, label)``: a name in ``MC_WEIGHT_RULES`` or explicit positive weights (J,) / (J, K)."""
-    if isinstance(weights, str):
-        if weights not in MC_WEIGHT_RULES:
-            raise ValueError(f"`weights` must be one of {MC_WEIGHT_RULES} or an array of shape ({n_annotators},) or "
-                             f"({n_annotators}, {n_classes}); got {weights!r}.")
-        return weights, weights
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape == (n_annotators,):
-        w = np.repeat(w[:, None], n_classes, axis=1)
-    if w.shape != (n_annotators, n_classes):
-        raise ValueError(f"explicit `weights` must have shape ({n_annotators},) or ({n_annotators}, {n_classes}); got "
-                         f"{np.shape(weights)}.")
-    if not np.isfinite(w).all() or (w <= 0).any():
-        raise ValueError("explicit `weights` must be finite and positive.")
-    return w, "explicit"
 
 
 def check_prevalence(prevalence, n_classes: int, *, n_draws=None):
@@ -497,8 +443,8 @@ def point_nc_ece(probs, responses, confusion, *, prevalence, bins, weights, kind
     p = check_probs(probs)
     n, k = p.shape
     resp = check_responses(responses, n, k, func=func)
-    c = check_confusion(confusion, resp.n_annotators, k)
-    rule, label = check_mc_weights(weights, resp.n_annotators, k)
+    c = check_confusion(confusion, n_annotators=resp.n_annotators, n_classes=k)
+    rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     prev = check_prevalence(prevalence, k)
     use = usable_confusions(c, max_condition=max_condition) if usable is None else np.asarray(usable, bool)
     warn_unusable(use, np.arange(resp.n_annotators), func, stacklevel=stacklevel + 1)

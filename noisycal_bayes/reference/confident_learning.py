@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview
+from .._validation import _preview, check_probs
 
 FILTERS = ("prune_by_noise_rate", "confident_learning")
 # Tolerance on a row of predicted probabilities summing to one (float32 soft-max outputs).
@@ -49,23 +49,12 @@ def _check_inputs(labels, pred_probs):
     if p is None or p.ndim not in (1, 2) or p.size == 0:
         raise ValueError("`pred_probs` must be an array of shape (n_items,) (binary P(class 1)) or (n_items, "
                          f"n_classes); got {np.shape(pred_probs) if p is not None else type(pred_probs).__name__}.")
-    bad = ~np.isfinite(p)
-    if bad.any():
-        rows = np.flatnonzero(bad.reshape(p.shape[0], -1).any(axis=1))
-        raise ValueError(f"`pred_probs` must be finite; got NaN or inf at items {_preview(rows)}.")
-    if np.any((p < 0) | (p > 1)):
-        rows = np.flatnonzero(((p < 0) | (p > 1)).reshape(p.shape[0], -1).any(axis=1))
-        raise ValueError(f"`pred_probs` must lie in [0, 1]; got values outside at items {_preview(rows)}. Pass "
-                         "probabilities, not logits.")
     if p.ndim == 1:
         p = np.stack([1 - p, p], axis=1)
     n, k = p.shape
     if k < 2:
         raise ValueError(f"`pred_probs` needs at least 2 classes (columns); got {k}.")
-    off = np.abs(p.sum(axis=1) - 1) > _SUM_TOL
-    if off.any():
-        raise ValueError(f"each row of `pred_probs` must sum to 1; rows {_preview(np.flatnonzero(off))} do not "
-                         f"(e.g. {p[off][0].sum():.6g}).")
+    p = check_probs(p, name="pred_probs", tol=_SUM_TOL, hint="Pass probabilities, not logits.")
     lab = np.asarray(labels)
     if lab.ndim != 1:
         raise ValueError(f"`labels` must be one noisy label per item, shape (n_items,); got shape {lab.shape}.")

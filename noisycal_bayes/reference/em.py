@@ -112,16 +112,6 @@ def _run_start(theta0, arrays, n_annotators, n_groups, prior, max_iter, tol):
     return np.asarray(theta, dtype=np.float64), float(obj), it, np.asarray(trace)[:max_iter + 1], status
 
 
-def _resolve_model(model, groups, data):
-    """``model`` and ``groups``, mapping the deprecated ``groups=None`` to ``model="dawid_skene"`` for an
-    AnnotationSet (for SufficientStats, ``groups=None`` means their own groups, as in ``noisycal_bayes.fit_em``)."""
-    if groups is None and model != "dawid_skene" and not isinstance(data, SufficientStats):
-        warnings.warn("reference.fit_em: groups=None (one prevalence) is deprecated; pass model='dawid_skene' "
-                      "(the same fit).", DeprecationWarning, stacklevel=3)
-        return "dawid_skene", None
-    return model, groups
-
-
 def _run_all(inputs, fpr0, tpr0, prev0, prior_counts, max_iter, tol):
     """Every start in turn; returns stacked ``(theta, objective, n_iter, status, trace)``."""
     n_ann, n_groups = inputs.n_annotators, inputs.n_groups
@@ -225,8 +215,8 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         pooled-gap rule, in code of its own, before the shared selection.
     groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
         Score groups, as in :func:`noisycal_bayes.fit_em` (an int ``k`` is ``Binning.equal_width(k)``; needs
-        scores); empty groups are dropped. ``None`` is deprecated for an AnnotationSet: it means ``model="dawid_skene"`` (the old
-        default); for SufficientStats it means their own groups, as in :func:`noisycal_bayes.fit_em`.
+        scores); empty groups are dropped. ``None``: for SufficientStats their own groups, as in
+        :func:`noisycal_bayes.fit_em`.
     prior : None or Prior
         As in :func:`noisycal_bayes.fit_em`. Deprecated: three Beta pairs ``((a_fpr, b_fpr), (a_tpr, b_tpr),
         (a_prev, b_prev))`` (each value >= 1), used as the M-step pseudo-counts directly
@@ -263,16 +253,15 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     ConvergenceWarning
         No start converged (the estimate is the best unconverged one), or no start was accepted.
     DeprecationWarning
-        ``groups=None`` or a tuple ``prior``.
+        A tuple ``prior``.
 
     Notes
     -----
     The rules of both EMs (starts, iteration and stopping, orientation, screening, selection) are spelled
     out once, in :mod:`noisycal_bayes.core.starts`. Only the iteration is this module's own: one start
     after another, each in a compiled ``lax.while_loop`` of :func:`~noisycal_bayes.core.em_step`. Neither EM
-    adds a moment-estimator start (this one did for three or more annotators before issue 15): stack
-    :func:`~noisycal_bayes.reference.moments.moment_start` under :func:`em_starts` and pass ``starts=`` to
-    reproduce such a fit.
+    adds a moment-estimator start: stack :func:`~noisycal_bayes.reference.moments.moment_start` under
+    :func:`em_starts` and pass ``starts=`` for one.
 
     Examples
     --------
@@ -288,7 +277,6 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
         raise ValueError("reference.fit_em works on compressed (group, pattern) counts and cannot use gold labels "
                          "(observed latent labels enter item by item); use noisycal_bayes.fit_em, whose sparse path "
                          "takes them.")
-    model, groups = _resolve_model(model, groups, data)
     prior_counts = _check_prior(prior)
     data, model, assignment, notes, inputs, settings = prepare_em(
         data, model=model, groups=groups, n_starts=n_starts, seed=seed, max_iter=max_iter, tol=tol, min_gap=min_gap,

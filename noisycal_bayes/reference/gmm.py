@@ -281,8 +281,8 @@ def _minimise_all(starts, args, n_ann, n_groups, max_iter):
     results, failed = [], []
     for s, x0 in enumerate(starts):
         # ftol far below the default: the objective is O(1/n) at its minimum (0 for exact moments), and the
-        # default (1e-6) would stop long before the parameters settle. SLSQP rather than L-BFGS-B: on this
-        # machine L-BFGS-B's multi-threaded BLAS calls made it 20x slower on 9 parameters.
+        # default (1e-6) would stop long before the parameters settle. SLSQP rather than L-BFGS-B, whose
+        # multi-threaded BLAS calls are slow on 9 parameters (docs/performance.md, *Implementation choices*).
         res = minimize(gmm_objective, x0, args=args, jac=True, method="SLSQP", bounds=bounds,
                        options={"maxiter": max_iter, "ftol": 1e-20})
         results.append(res)

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, check_level, check_positive_int, one_line
+from .._validation import _preview, check_confusion, check_level, check_positive_int, check_weights, one_line
 from ..data import AnnotationSet, as_binning
 from ..warnings import IdentifiabilityWarning
 from ._estimated import (_EstimationFailed, _bin_sums, _check_common, _check_estimator, _estimate_channel,
                          _fit_or_raise, _warn_unconverged, _weights_for)
-from .calibration import (MAX_CONDITION, MCResponses, MulticlassNCECE, bin_edges, check_confusion, check_mc_weights,
+from .calibration import (MAX_CONDITION, MCResponses, MulticlassNCECE, bin_edges,
                           check_probs, check_responses, nc_ece, point_nc_ece)
 
 
@@ -82,8 +82,7 @@ class BootstrapNCECEResult(_BootstrapInterval):
     n_unconverged : int
         Replicates whose estimator reported ``converged = False`` (kept).
     full_sample : NCECEResult
-        The full-sample NC-ECE (per-bin table, weights, channel); ``value`` is its ``.value``. (Formerly
-        ``estimate``, still readable with a ``DeprecationWarning``.)
+        The full-sample NC-ECE (per-bin table, weights, channel); ``value`` is its ``.value``.
     edges : ndarray of shape (n_bins + 1,)
         The partition, fixed from the full sample and used in every replicate.
     weights_rule : str
@@ -326,7 +325,7 @@ def _call_estimator(estimator, takes, resp_tuple, n, probs, init, gold, j, k):
     out = estimator(resp_tuple, n, probs, **kw)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise ValueError(f"`estimator` must return (confusion, prevalence); got {type(out).__name__}.")
-    conf = check_confusion(out[0], j, k, name="estimator(...)[0]")
+    conf = check_confusion(out[0], name="estimator(...)[0]", n_annotators=j, n_classes=k)
     raw = None if out[1] is None else np.asarray(out[1], dtype=np.float64)
     # grouped prevalences (G, K): the overall prevalence is estimated from the data instead (kept for init)
     prev = raw if raw is not None and raw.shape == (k,) else None
@@ -462,7 +461,7 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     level = check_level(level)
     if method not in ("percentile", "basic"):
         raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
-    rule, label = check_mc_weights(weights, resp.n_annotators, k)
+    rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     j = resp.n_annotators
     conf, prev, raw_prev = _call_estimator(estimator, takes, resp[:3], n, p, None, gold, j, k)
     edges = {kind: bin_edges(p, bins, kind) for kind in ("top_label", "classwise")}

@@ -14,8 +14,6 @@ from .._validation import check_positive_int
 from ..data import AnnotationSet
 from .annotations import CURVES
 
-#: Kinds of simulated annotators.
-KINDS = ("honest", "spammer", "adversary")
 # Items per chunk of the Gumbel top-k draw of annotators (bounds the (chunk, n_annotators) key array).
 _CHUNK_CELLS = 4_000_000
 

@@ -250,7 +250,7 @@ def test_errors():
         top_label_ece(np.eye(2), np.eye(3))
     with pytest.raises(ValueError, match="`bins` must be a positive integer"):
         classwise_ece(np.eye(2), np.eye(2), bins=0)
-    with pytest.raises(ValueError, match="shape \\(n_items, K\\)"):
+    with pytest.raises(ValueError, match="shape \\(n_items, n_classes\\)"):
         score_groups(np.ones(3))
     with pytest.raises(ValueError, match="`n_quantiles`"):
         score_groups(np.eye(2), n_quantiles=0)

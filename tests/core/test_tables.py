@@ -35,7 +35,7 @@ def test_check_probs_names_items_by_id_or_position():
         check_probs(p)
     with pytest.raises(ValueError, match=r"items \['b'\] sum to"):
         check_probs(p, ids=["a", "b"])
-    with pytest.raises(ValueError, match=r"shape \(n_items, K\)"):
+    with pytest.raises(ValueError, match=r"shape \(n_items, n_classes\)"):
         check_probs(np.ones(3))
     near = np.array([[0.5, 0.5 + 0.5 * PROBS_TOL]])
     assert check_probs(near).shape == (1, 2)

@@ -159,8 +159,8 @@ def test_from_cleanlab_score_is_column_one_not_the_row_max():
     ([[1.0, 0.0], [0.0, 1.0]], np.array([0.2, 0.8]), r"must have shape \(2, 2\).*got shape \(2,\).*from_wide"),
     ([[1.0, 0.0], [0.0, 1.0]], np.full((3, 2), 0.5), r"one row per row of `labels_multiannotator`; got \(3, 2\)"),
     ([[1.0, 0.0], [0.0, 1.0]], np.array([[0.5, 0.5], [0.5, 0.6]]), r"must sum to 1.*items \[1\] sum to \[1\.1\]"),
-    ([[1.0, 0.0], [0.0, 1.0]], np.array([[-1.0, 2.0], [0.5, 0.5]]), r"must lie in \[0, 1\]; not so at items \[0\]"),
-    ([[1.0, 0.0], [0.0, 1.0]], np.array([[np.nan, 0.5], [0.5, 0.5]]), r"must be finite; NaN or inf at items \[0\]"),
+    ([[1.0, 0.0], [0.0, 1.0]], np.array([[-1.0, 2.0], [0.5, 0.5]]), r"must hold probabilities in \[0, 1\]; got \[-1\.0, 2\.0\] at items \[0\]"),
+    ([[1.0, 0.0], [0.0, 1.0]], np.array([[np.nan, 0.5], [0.5, 0.5]]), r"must hold probabilities in \[0, 1\]; got \[nan\] at items \[0\]"),
 ])
 def test_from_cleanlab_errors_name_the_offending_entries(labels, probs, message):
     with pytest.raises(ValueError, match=message):

@@ -140,7 +140,7 @@ def test_plot_both_modes(sim):
     perturb = gap_sensitivity(sim.data, sim.channel, factors=(0.75, 1.0), n_draws=50)
     simulated = gap_sensitivity(mode="simulate", gaps=(0.5, 0.8), n_reps=1, n_items=300, n_draws=30, bins=5)
     # The figure draws the table's values (not only some axes): each labelled line's points are its column.
-    columns = {"perturb": {"debiased estimate": "estimate", "NC-ECE at the perturbed channels": "nc_ece"},
+    columns = {"perturb": {"debiased estimate": "debiased", "NC-ECE at the perturbed channels": "nc_ece"},
                "simulate": {"sample oracle ECE (truth)": "oracle_ece", "NC-ECE, true channels": "nc_ece_known",
                             "NC-ECE, EM channels": "nc_ece_em"}}
     for res, x_col in ((perturb, "factor"), (simulated, "gap")):

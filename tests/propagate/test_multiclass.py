@@ -145,7 +145,7 @@ def test_point_confusion_moves_the_value_and_the_bias_correction_centre(mc3):
 @pytest.mark.parametrize("point, match", [
     ("point estimate", "confusion \\*draws\\*"),
     (np.full((3, 3, 3), 1 / 3)[:2], "point_confusion.*must have shape"),
-    (np.full((3, 3, 3), 0.5), "rows of `point_confusion` must sum to 1"),
+    (np.full((3, 3, 3), 0.5), "`point_confusion` rows must sum to 1"),
 ])
 def test_bad_point_confusion_raises(mc3, point, match):
     p, y, labels, conf, resp = mc3
@@ -366,7 +366,7 @@ def test_bad_item_weights_raise(tiny_joint, change, match):
     (dict(probs=np.full((600, 3), 0.3)), "must sum to 1"),
     (dict(probs=np.ones(600)), "shape"),
     (dict(confusion_draws=np.ones((3, 3, 2))), "must have shape"),
-    (dict(confusion_draws=np.full((3, 3, 3), 0.5)), "rows of `confusion_draws` must sum to 1"),
+    (dict(confusion_draws=np.full((3, 3, 3), 0.5)), "`confusion_draws` rows must sum to 1"),
     (dict(prevalence=np.ones(4) / 4), "prevalence"),
     (dict(weights="gap"), "weights"),
     (dict(weights=np.ones(2)), "explicit `weights`"),

@@ -15,7 +15,7 @@ from noisycal_bayes.core import bin_stats, nc_ece_from_stats, posterior_positive
 from noisycal_bayes.propagate import TARGETS, posterior_nc_ece
 from noisycal_bayes.propagate.draws import output_index
 from noisycal_bayes.propagate._sums import chunk_size, item_cells, plugin_sums
-from noisycal_bayes.propagate.nc_ece import debias_abs
+from noisycal_bayes.propagate.result import debias_abs
 from noisycal_bayes.warnings import DataWarning
 
 from ._fakes import FPR, TPR, channel_draws, fake_nuts, fake_platt, histogram_fit

@@ -390,9 +390,9 @@ def test_clear_errors_for_bad_inputs():
         TopLabelHistogram().fit(p, t[:3])
     bad = p.copy()
     bad[2] = [0.5, 0.4, 0.3]
-    with pytest.raises(ValueError, match=r"must sum to 1 .*rows \[2\] sum to \[1.2\]"):
+    with pytest.raises(ValueError, match=r"must sum to 1 .*items \[2\] sum to \[1.2\]"):
         MulticlassTemperatureScaling().fit(bad, t)
-    with pytest.raises(ValueError, match=r"in \[0, 1\].*rows \[1\]"):
+    with pytest.raises(ValueError, match=r"in \[0, 1\].*items \[1\]"):
         MulticlassTemperatureScaling().fit(p - np.array([[0], [0.5], [0], [0]]), t)
     nan_t = t.astype(float)
     nan_t[3] = np.nan
@@ -426,13 +426,13 @@ def test_clear_errors_for_bad_posterior_inputs(crowd):
         pt.fit(p, resp, CONF3[0])
     off = CONF3.copy()
     off[1, 2, 0] += 0.1
-    with pytest.raises(ValueError, match=r"annotator 1, row 2 sums to 1.1"):
+    with pytest.raises(ValueError, match=r"rows \(annotator, class\) \[\(1, 2\)\] sum to \[1.1\]"):
         pt.fit(p, resp, off)
     with pytest.raises(ValueError, match="2 x 2 but the inputs have 3 classes"):
         pt.fit(p, resp, CONF3[:, :2, :2] / CONF3[:, :2, :2].sum(-1, keepdims=True))
-    with pytest.raises(ValueError, match=r"response `label` must lie in 0..2; got \[3\]"):
+    with pytest.raises(ValueError, match=r"labels must be class indices in 0..2 .*; got \[3\]"):
         pt.fit(p, (resp[0], resp[1], np.where(np.arange(resp[2].size) == 4, 3, resp[2])), CONF3)
-    with pytest.raises(ValueError, match=r"response `annotator` must lie in 0..1"):
+    with pytest.raises(ValueError, match=r"annotator indices must lie in 0..1"):
         pt.fit(p, resp, CONF3[:2])
     with pytest.raises(ValueError, match=r"`prevalence` must have shape \(3,\)"):
         pt.fit(p, resp, CONF3, prevalence=[0.5, 0.5])

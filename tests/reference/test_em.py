@@ -376,11 +376,9 @@ def test_explicit_identical_starts_agree_with_the_vectorised_em(model, groups):
 
 def test_deprecated_forms_map_to_the_new_contract():
     sim = simulate_annotations(1000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=52)
-    with pytest.warns(DeprecationWarning, match="groups=None"):
-        old = fit_em(sim.data, groups=None, n_starts=3)
-    new = fit_em(sim.data, model="dawid_skene", n_starts=3)
-    assert old.model == "dawid_skene" and old.n_groups == 1
-    np.testing.assert_array_equal(old.point["fpr"], new.point["fpr"])
+    # groups=None on an AnnotationSet is the vectorised EM's error (one contract), no longer model="dawid_skene".
+    with pytest.raises(ValueError, match="model='grouped' needs `groups`"):
+        fit_em(sim.data, groups=None, n_starts=3)
     # A tuple prior with a_tpr = 1 is the Prior named in the warning: the same pseudo-counts, the same fit.
     with pytest.warns(DeprecationWarning, match=r"Prior\(fpr=\(2, 7\), u=\(1, 3\)"):
         old = fit_em(sim.data, groups=Binning.equal_mass(2), n_starts=3, prior=((2, 4), (1, 3), (2, 2)))

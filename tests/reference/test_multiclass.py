@@ -174,8 +174,8 @@ def test_all_replicates_failing_raises(mc):
 
 @pytest.mark.parametrize("change, match", [
     (dict(probs=np.full((500, 3), 0.5)), "sum to 1"),
-    (dict(probs=-np.ones((500, 3))), "finite probabilities"),
-    (dict(confusion=np.ones((3, 3, 3))), "rows of `confusion` must sum to 1"),
+    (dict(probs=-np.ones((500, 3))), "must hold probabilities in"),
+    (dict(confusion=np.ones((3, 3, 3))), "`confusion` rows must sum to 1"),
     (dict(confusion=np.ones((2, 3, 3)) / 3), "must have shape"),
     (dict(prevalence=np.ones(2) / 2), "prevalence"),
     (dict(weights="squared_gap"), "weights"),

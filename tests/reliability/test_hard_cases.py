@@ -381,9 +381,8 @@ def test_a_single_annotator_is_an_error_for_every_estimator(sim3):
 def test_two_annotators_without_groups_warn_and_are_flagged(which, sim3):
     d = sim3.data
     data = AnnotationSet(d.labels[:, :2], d.scores, d.item_ids, d.annotator_ids[:2])
-    kw = {"model": "dawid_skene"} if which == "inference" else {"groups": None}
     with pytest.warns(IdentifiabilityWarning, match="continuum"):
-        fit = FITS[which](data, **kw)
+        fit = FITS[which](data, model="dawid_skene")
     assert not fit.identified and "not identified" in fit.reason
 
 

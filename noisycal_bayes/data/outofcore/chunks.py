@@ -170,8 +170,7 @@ def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int
 
     The files of ``pyarrow.dataset.dataset(path)`` are read one after the other with
     ``pyarrow.parquet.ParquetFile.iter_batches(batch_size=..., columns=...)``: memory grows with the batch
-    size (measured: about 100 MB above the baseline at the default 2**18 rows, 280 MB at 2**20), not with
-    the data. See :func:`stats_from_chunks` for the layouts, ``bins`` and errors; long
+    size, not with the data (docs/performance.md, *Implementation choices*). See :func:`stats_from_chunks` for the layouts, ``bins`` and errors; long
     data must be sorted by item across the files in path order. Equal-mass bins read the data twice, as in
     :func:`read_stats_csv`.
 
@@ -205,8 +204,7 @@ def read_stats_parquet(path, *, layout: str = "wide", bins=None, batch_size: int
         ann = list(annotators) if annotators is not None else [c for c in names if c not in (item, score)]
         columns = [item] + ann + ([score] if edges is not None else [])
     _check_columns(names, columns, where=str(path))
-    # File by file with ParquetFile.iter_batches: memory grows with the batch size only. (Dataset.to_batches reads
-    # ahead several batches of several files: measured 1.8 GB at 2**20 rows a batch, 0.7 GB without read-ahead.)
+    # File by file with ParquetFile.iter_batches: Dataset.to_batches reads ahead across files (docs/performance.md).
     try:
         return stats_from_chunks(batches(columns), layout=layout, bins=bins, item=item, annotator=annotator, label=label,
                                  score=score, annotators=annotators)
