@@ -355,3 +355,30 @@ def unconverged_message(func: str, max_iter: int, selection: dict,
             "max_iter and is returned with converged=False. Raise `max_iter` (or loosen `tol`), or try other starts "
             f"({other_starts}); EM also crawls where the likelihood is nearly flat (weakly identified "
             "channels: few labels per annotator, score groups with similar prevalences).")
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def diagonally_dominant(confusion) -> np.ndarray:
+    """Whether the annotators' average confusion is diagonally dominant, per draw.
+
+    Parameters
+    ----------
+    confusion : array of shape (..., J, K, K)
+
+    Returns
+    -------
+    ndarray of bool, shape (...)
+        ``mean_j C[j, y, y] > mean_j C[j, y, a]`` for every row ``y`` and every ``a != y`` (the orientation
+        constraint of the module docstring).
+
+    Examples
+    --------
+    >>> c = np.array([[[0.8, 0.2], [0.3, 0.7]]])
+    >>> bool(diagonally_dominant(c)), bool(diagonally_dominant(c[:, ::-1]))
+    (True, False)
+    """
+    avg = np.asarray(confusion, np.float64).mean(axis=-3)
+    k = avg.shape[-1]
+    diag = np.diagonal(avg, axis1=-2, axis2=-1)
+    off = np.where(np.eye(k, dtype=bool), -np.inf, avg)
+    return np.all(diag > off.max(axis=-1), axis=-1)

@@ -31,10 +31,12 @@ import numpy as np
 from .._validation import check_positive_int
 from ..core import x64
 from ..core.tables import PatternTable, SparseTable
-from ..models.multiclass import (DEFAULT_MULTICLASS_PRIOR, MULTICLASS_MODELS, LogRatioScaling, MulticlassPrior,
-                                 MulticlassPriorParams, class_log_joint, compress_multiclass,
-                                 diagonally_dominant, grouped_multiclass_log_ratio,
-                                 log_ratio_point, log_ratio_scaling, multiclass_loglik_rows)
+from ..core.likelihood import class_log_joint, multiclass_loglik_rows
+from ..core.starts import diagonally_dominant
+from ..data.compress import compress_multiclass
+from ..models import MULTICLASS_MODELS
+from ..models.log_ratio import LogRatioScaling, grouped_multiclass_log_ratio, log_ratio_point, log_ratio_scaling
+from ..models.priors import DEFAULT_MULTICLASS_PRIOR, MulticlassPrior, MulticlassPriorParams
 from ..models.result import MAX_LOGLIK_VALUES, _arviz_major
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, PriorWarning
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width

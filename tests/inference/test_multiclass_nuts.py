@@ -18,7 +18,9 @@ from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_em, fit_map_multiclass, fit_nuts_multiclass
 from noisycal_bayes.inference import fit_em_multiclass
 from noisycal_bayes.inference.multiclass_nuts import PRIOR_PULL_FLOOR, _expected_counts, _np_map_em, _prior_pull_note
-from noisycal_bayes.models.multiclass import MulticlassPrior, class_log_joint, compress_multiclass, sparse_table
+from noisycal_bayes.core.likelihood import class_log_joint
+from noisycal_bayes.data.compress import compress_multiclass, sparse_table
+from noisycal_bayes.models.priors import MulticlassPrior
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning, PriorWarning
 
 
