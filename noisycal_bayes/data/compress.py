@@ -229,3 +229,44 @@ def compress_multiclass(item, annotator, label, item_group, gold, *, n_items: in
     cnt = np.zeros(size, np.float64)
     cnt[:n_rows] = counts
     return PatternTable(patterns, group, gold_rows, cnt), inverse.reshape(-1).astype(np.int64)
+
+
+def bucket_size(n: int) -> int:
+    """``n`` rounded up to a size with 3 significant bits (>= 8): at most 1/8 padding, few distinct shapes to
+    compile."""
+    n = max(int(n), 8)
+    step = 1 << max(n.bit_length() - 3, 0)
+    return -(-n // step) * step
+
+
+def class_pattern_grid(item, annotator, label, group, *, n_items: int, n_annotators: int, n_classes: int,
+                       n_groups: int):
+    """(group x pattern) counts of the items, ``(patterns (P, J), counts (G, P))``: the distinct response patterns
+    (``-1`` missing) of K-class responses (one per (item, annotator) pair) and the items per (group, pattern) cell.
+    ``P`` is padded (:func:`bucket_size`; padded patterns have count 0) so that few shapes are compiled."""
+    K1, J = n_classes + 1, n_annotators
+    # Pattern code: sum_j (label_j + 1) (K + 1)^j (0 = missing), then the group as the most significant digit.
+    digit = (label + 1) * (K1 ** annotator)
+    if float(K1) ** J < 2.0**52:
+        # bincount sums in float64: exact for integer codes below 2^53, and much faster than np.add.at.
+        code = np.rint(np.bincount(item, weights=digit.astype(np.float64), minlength=n_items)).astype(np.int64)
+    else:
+        code = np.zeros(n_items, np.int64)
+        np.add.at(code, item, digit)
+    key = group.astype(np.int64) * K1**J + code
+    space = n_groups * K1**J
+    if space <= 1 << 22:
+        counts = np.bincount(key, minlength=space)
+        uniq = np.flatnonzero(counts)
+        counts = counts[uniq]
+    else:
+        uniq, counts = np.unique(key, return_counts=True)
+    codes, pattern_index = np.unique(uniq % K1**J, return_inverse=True)
+    digits = (codes[:, None] // (K1 ** np.arange(J, dtype=np.int64))[None, :]) % K1
+    p = codes.size
+    p_pad = bucket_size(p)
+    patterns = np.full((p_pad, J), -1, np.int32)
+    patterns[:p] = digits - 1
+    grid = np.zeros((n_groups, p_pad))
+    grid[uniq // K1**J, pattern_index.reshape(-1)] = counts
+    return patterns, grid

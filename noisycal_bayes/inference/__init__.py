@@ -4,14 +4,13 @@
 ``check_mcmc`` / ``mcmc_diagnostics`` in :mod:`noisycal_bayes.inference.mcmc`.
 """
 from ..models.inputs import MODEL_NAMES, GroupAssignment, ModelInputs
-from ..models.result import FitResult
+from ..models.result import FitResult, MulticlassEMFit
 from ._sampler import clear_sampler_cache
-from .bootstrap import bootstrap_em
+from .bootstrap import bootstrap_em, multiclass_em_estimator
 from .cache import clear_cache
-from .em import em_starts, fit_em
+from .em import em_starts, fit_em, fit_em_multiclass
 from .map import fit_map
 from .mcmc import check_mcmc, mcmc_diagnostics
-from .multiclass_em import MulticlassEMFit, fit_em_multiclass, multiclass_em_estimator
 from .multiclass_nuts import MulticlassMAPFit, MulticlassPosterior, fit_map_multiclass, fit_nuts_multiclass
 from .nuts import enable_compilation_cache, fit_nuts, sample_model
 from .setup import configure_jax

@@ -41,7 +41,7 @@ from ..models.result import MAX_LOGLIK_VALUES, _arviz_major
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, PriorWarning
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .mcmc import check_mcmc, mcmc_diagnostics
-from .multiclass_em import fit_em_multiclass
+from .em import fit_em_multiclass
 
 __all__ = ["MulticlassMAPFit", "MulticlassPosterior", "fit_map_multiclass", "fit_nuts_multiclass"]
 

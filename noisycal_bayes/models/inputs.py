@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-from ..core import clipped_logit
+from .._validation import _preview
+from ..core import clipped_logit, score_groups
+from ..core.likelihood import rows_class_log_joint
+from ..core.tables import Responses
 from ..data import (AnnotationSet, Binning, bin_index, groups_from_int, compress_patterns, grid_patterns, pad_patterns, padded_size,
                     resolve_groups)
 from ..data.compress import PatternCounts
 from ..data.responses import pair_keys, repeated_runs
 from ..data.outofcore import SufficientStats
+from ..simulate.annotations import MulticlassSimulation
 
 #: Models whose likelihood depends on the data only through (group, response pattern) counts.
 GROUPED_MODELS = ("dawid_skene", "grouped", "histogram", "monotone")
@@ -362,3 +367,118 @@ def _stats_inputs(stats: SufficientStats, model: str, assignment: GroupAssignmen
     pc = PatternCounts(np.asarray(stats.patterns)[first], (uniq // 3 ** j).astype(np.int32), counts,
                        assignment.n_groups, None)
     return _compressed_inputs(model, stats.n_items, pc)
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+class ClassData(NamedTuple):
+    """K-class data as validated arrays: what the K-class fits read (:func:`class_arrays`), and a data object they
+    accept (a bootstrap replicate's rows, a fit on the annotators with labels).
+
+    ``responses`` (item, annotator, label) int64 of shape (n_responses,); ``probs`` (n_items, K) float64 or None;
+    ``gold`` (n_items,) int64 with -1 unknown, or None; ``classes`` the class names (empty: ``0..K-1``).
+    """
+
+    responses: Responses
+    n_items: int
+    n_annotators: int
+    n_classes: int
+    probs: np.ndarray | None = None
+    gold: np.ndarray | None = None
+    classes: tuple = ()
+
+    @property
+    def item(self):
+        return self.responses[0]
+
+    @property
+    def annotator(self):
+        return self.responses[1]
+
+    @property
+    def label(self):
+        return self.responses[2]
+
+def class_arrays(data, func: str) -> ClassData:
+    """Duck-typed adapter: a MulticlassAnnotationSet-like object (``responses``, ``n_items``, ``n_annotators``,
+    ``n_classes``, ``probs``, ``gold``) or a :class:`~noisycal_bayes.simulate.MulticlassSimulation`."""
+    if isinstance(data, MulticlassSimulation):
+        item, ann, lab = data.item, data.annotator, data.label
+        n, J, K = data.probs.shape[0], data.confusion.shape[0], data.probs.shape[1]
+        probs, gold, classes = data.probs, None, tuple(range(K))
+    elif all(hasattr(data, a) for a in ("responses", "n_items", "n_annotators", "n_classes")):
+        item, ann, lab = data.responses
+        n, J, K = int(data.n_items), int(data.n_annotators), int(data.n_classes)
+        probs, gold = getattr(data, "probs", None), getattr(data, "gold", None)
+        classes = tuple(getattr(data, "classes", None) or range(K))
+    else:
+        raise ValueError(f"{func}: `data` must be a MulticlassAnnotationSet (responses, n_items, n_annotators, "
+                         f"n_classes, probs, gold) or a MulticlassSimulation; got {type(data).__name__}.")
+    item, ann, lab = (np.asarray(v).astype(np.int64) for v in (item, ann, lab))
+    if K < 2:
+        raise ValueError(f"{func}: needs at least 2 classes; got n_classes={K}.")
+    if J < 2:
+        raise ValueError(f"{func}: {J} annotator cannot identify K x K channels (any channel with the observed label "
+                         "frequencies fits equally well). Add annotators, or supply the confusion matrix.")
+    if not (item.shape == ann.shape == lab.shape) or item.size == 0:
+        raise ValueError(f"{func}: `responses` must be three arrays of one positive length; got shapes "
+                         f"{item.shape}, {ann.shape}, {lab.shape}.")
+    for name, v, hi in (("item", item, n), ("annotator", ann, J), ("label", lab, K)):
+        bad = (v < 0) | (v >= hi)
+        if bad.any():
+            raise ValueError(f"{func}: response {name}s must lie in 0..{hi - 1}; got {_preview(v[bad])} at responses "
+                             f"{_preview(np.flatnonzero(bad))}."
+                             + (" Map the classes to 0..K-1 first." if name == "label" else ""))
+    if probs is not None:
+        probs = np.asarray(probs, dtype=np.float64)
+        if probs.shape != (n, K):
+            raise ValueError(f"{func}: `probs` must have shape ({n}, {K}); got {probs.shape}.")
+    if gold is not None:
+        gold = np.asarray(gold).astype(np.int64)
+        if gold.shape != (n,):
+            raise ValueError(f"{func}: `gold` must have shape ({n},); got {gold.shape}.")
+        bad = (gold < -1) | (gold >= K)
+        if bad.any():
+            raise ValueError(f"{func}: `gold` must be -1 (unknown) or a class in 0..{K - 1}; got {_preview(gold[bad])} "
+                             f"at items {_preview(np.flatnonzero(bad))}.")
+        if not (gold >= 0).any():
+            gold = None
+    return ClassData(Responses(item, ann, lab), n, J, K, probs, gold, classes)
+
+
+def repeat_count(item, annotator, n_annotators: int) -> int:
+    """Responses that repeat an (item, annotator) pair of an earlier response."""
+    key = np.asarray(item).astype(np.int64) * n_annotators + annotator
+    if key.size > 1 and np.all(key[1:] >= key[:-1]):
+        return int(np.sum(key[1:] == key[:-1]))
+    return int(key.size - np.unique(key).size)
+
+
+def resolve_class_groups(model: str, groups, *, n_items: int, n_classes: int, probs, func: str):
+    """``(index (n_items,), n_groups, reason)``: the score groups of a K-class fit.
+
+    One group for ``model="dawid_skene"`` or without ``probs``; ``groups=None``:
+    :func:`~noisycal_bayes.core.score_groups` ``(probs)`` (predicted class x 2 confidence quantiles, ``n_groups =
+    2 K``); else ``groups`` validated (an int per item, >= 0; ``n_groups = max + 1``).
+    """
+    if model == "dawid_skene":
+        return np.zeros(n_items, np.int32), 1, "one group (dawid_skene)"
+    if groups is None:
+        if probs is None:
+            return np.zeros(n_items, np.int32), 1, "one group (no probs)"
+        g = score_groups(np.asarray(probs))
+        return g, n_classes * 2, "score_groups(probs): predicted class x 2 confidence quantiles"
+    g = np.asarray(groups)
+    if g.shape != (n_items,) or not np.issubdtype(g.dtype, np.integer):
+        raise ValueError(f"{func}: `groups` must be None or an int array of shape ({n_items},) (a score group per "
+                         f"item); got {g.dtype} of shape {g.shape}.")
+    if (g < 0).any():
+        raise ValueError(f"{func}: `groups` must be >= 0; got {_preview(g[g < 0])} at items "
+                         f"{_preview(np.flatnonzero(g < 0))}.")
+    return g.astype(np.int32), int(g.max()) + 1, "given"
+
+
+def class_log_joint_items(x: ClassData, group, confusion, prevalence):
+    """``log P(Y_i = y, A_i)`` per item, shape (n_items, K) (NumPy, float64; gold items -inf off their label), with
+    the logs clipped at 1e-12 as the EM's E-step does."""
+    return rows_class_log_joint(x.item, x.annotator, x.label, x.n_items, group, x.gold,
+                                np.log(np.clip(confusion, 1e-12, 1.0)), np.log(np.clip(prevalence, 1e-12, 1.0)))

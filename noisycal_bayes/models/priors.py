@@ -319,3 +319,24 @@ class MulticlassPrior:
 
 
 DEFAULT_MULTICLASS_PRIOR = MulticlassPrior()
+
+
+def dirichlet_prior_counts(prior, K: int, func: str):
+    """``(conf_pc (K, K), prev_pc (K,))`` Dirichlet pseudo-counts ``alpha - 1`` (zeros for None)."""
+    if prior is None:
+        return np.zeros((K, K)), np.zeros(K)
+    if isinstance(prior, tuple) and len(prior) == 2:
+        a_c, a_p = prior
+    else:
+        a_c, a_p = prior, 1.0
+    try:
+        a_c = np.broadcast_to(np.asarray(a_c, dtype=np.float64), (K, K)).copy()
+        a_p = np.broadcast_to(np.asarray(a_p, dtype=np.float64), (K,)).copy()
+    except (TypeError, ValueError):
+        raise ValueError(f"{func}: `prior` must be None, a Dirichlet concentration alpha >= 1 for every confusion row "
+                         f"(a number or a ({K}, {K}) array), or a tuple (alpha_confusion, alpha_prevalence); got "
+                         f"{prior!r}.") from None
+    if not (np.all(np.isfinite(a_c)) and np.all(a_c >= 1) and np.all(np.isfinite(a_p)) and np.all(a_p >= 1)):
+        raise ValueError(f"{func}: Dirichlet concentrations in `prior` must be >= 1 (the posterior mode is then inside "
+                         f"the simplex); got {prior!r}.")
+    return a_c - 1.0, a_p - 1.0

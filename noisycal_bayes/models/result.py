@@ -1,4 +1,5 @@
-"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts``."""
+"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts``; the K-class fits' results
+(:class:`ConfusionFit` and its kinds: ``fit_em_multiclass``, ``fit_map_multiclass``, ``fit_nuts_multiclass``)."""
 from __future__ import annotations
 
 import warnings
@@ -8,10 +9,13 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
+from ..core import usable_confusions, x64
+from ..core.channel import MAX_CONDITION
+from ..core.likelihood import logsumexp_rows
 from ..data import AnnotationSet, Channel
 from ..data.columns import response_columns
 from ..data.responses import pair_keys, repeated_runs
-from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs
+from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs, class_arrays, class_log_joint_items
 
 #: Above this many (draw x item) log-likelihood values, ``to_arviz()`` leaves the per-item
 #: log-likelihood out unless asked explicitly (8 bytes each: 5e7 is 400 MB).
@@ -603,3 +607,107 @@ def _platt_columns(inp):
     resp = AnnotationSet.from_responses(item, ann, lab, n_items=inp.n_items, n_annotators=inp.n_annotators)
     cols = response_columns(resp, np.ones(inp.n_annotators, bool), func="clean_label_probability")
     return cols.labels, cols.annotator
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+@dataclass(frozen=True, eq=False)
+class ConfusionFit:
+    """What every K-class point fit holds: confusion matrices, prevalences and how they were made.
+
+    Attributes
+    ----------
+    confusion : ndarray of shape (n_annotators, K, K)
+        ``confusion[j, y, a] = P(A_j = a | Y = y)``, oriented (rule K3 of :mod:`noisycal_bayes.core.starts`).
+    prevalence : ndarray of shape (n_groups, K)
+        Clean-label class frequencies per score group.
+    groups : ndarray of int32, shape (n_items,)
+        The group of each item.
+    n_groups : int
+    log_likelihood : float
+        At the estimate (without the prior's log density for MAP; gold items: ``log p(Y = gold, A)``).
+    n_iter : int
+    converged : bool
+    path : {"patterns", "sparse"}
+    model : str
+    classes : tuple
+        Class names; index ``k`` <-> ``classes[k]``.
+    """
+
+    confusion: np.ndarray
+    prevalence: np.ndarray
+    groups: np.ndarray
+    n_groups: int
+    log_likelihood: float
+    n_iter: int
+    converged: bool
+    path: str
+    model: str
+    classes: tuple
+
+    @property
+    def n_annotators(self) -> int:
+        return int(self.confusion.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.confusion.shape[1])
+
+    def usable_annotators(self, *, max_condition: float = MAX_CONDITION) -> np.ndarray:
+        """:func:`~noisycal_bayes.core.usable_confusions` of the fitted confusions, shape (n_annotators,) bool."""
+        with x64():
+            return np.asarray(usable_confusions(self.confusion, max_condition=max_condition))
+
+
+@dataclass(frozen=True)
+class MulticlassEMFit(ConfusionFit):
+    """A K-class EM (or MAP-EM) fit of the (grouped) Dawid-Skene model.
+
+    Attributes
+    ----------
+    confusion, prevalence, groups, n_groups, log_likelihood, n_iter, path, classes
+        As in :class:`ConfusionFit`.
+    converged : bool
+        The selected start converged and satisfies the orientation rule.
+    model : {"grouped", "dawid_skene", "pooled"}
+    warnings : tuple of str
+        The texts of the warnings issued by the fit.
+    objective : float
+        Log-likelihood plus the Dirichlet log-kernels (equals ``log_likelihood`` without a prior).
+    start_logliks : ndarray of shape (n_starts_total,)
+        Final objective of every start (NaN where non-finite); start 0 is the majority-vote start (or ``init``).
+    selected_start : int
+    loglik_trace : ndarray
+        Objective at the start and after each iteration of the selected start.
+    path_reason : str
+    groups_reason : str
+    label_permutation : tuple or None
+        The relabelling applied to the selected start (rule K3), ``None`` when none was needed.
+    prior : tuple of ndarray or None
+        Dirichlet concentrations ``(alpha_confusion (K, K), alpha_prevalence (K,))`` for MAP, None for ML.
+    n_labels : ndarray of shape (n_annotators,)
+        Responses per annotator.
+    """
+
+    warnings: tuple = ()
+    objective: float = np.nan
+    start_logliks: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    selected_start: int = 0
+    loglik_trace: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    path_reason: str = ""
+    groups_reason: str = ""
+    label_permutation: tuple | None = None
+    prior: tuple | None = None
+    n_labels: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def clean_label_probability(self, data) -> np.ndarray:
+        """``P(Y_i = k | A_i, group_i)`` at the estimate, shape (n_items, K); gold items one-hot.
+
+        ``data`` must be the data the model was fitted to (or data with the same items and annotators).
+        """
+        x = class_arrays(data, "clean_label_probability")
+        if x.n_items != self.groups.shape[0] or x.n_annotators != self.n_annotators or x.n_classes != self.n_classes:
+            raise ValueError(f"clean_label_probability: `data` has {x.n_items} items, {x.n_annotators} annotators, "
+                             f"{x.n_classes} classes; the fit has {self.groups.shape[0]}, {self.n_annotators}, "
+                             f"{self.n_classes}. Pass the data the model was fitted to.")
+        lj = class_log_joint_items(x, self.groups, self.confusion, self.prevalence)
+        return np.exp(lj - logsumexp_rows(lj)[:, None])

@@ -254,7 +254,7 @@ def test_em_program_is_saved_in_the_compilation_cache_and_reused(tmp_path):
     # process) loads it instead of tracing the loop again, and gives the same estimate.
     import jax
 
-    from noisycal_bayes.inference import em as em_module
+    from noisycal_bayes.inference import _em_loop as em_module
 
     sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.75, 0.8], seed=11)
     old = jax.config.jax_compilation_cache_dir
@@ -286,7 +286,7 @@ def test_starts_padded_to_a_bucket_give_the_unpadded_results_and_share_one_progr
     import jax
 
     from noisycal_bayes.core import x64
-    from noisycal_bayes.inference import em as em_mod
+    from noisycal_bayes.inference import _em_loop as em_mod
     from noisycal_bayes.models.inputs import prepare_inputs, resolve_assignment
 
     inputs = prepare_inputs(SIM.data, "dawid_skene", resolve_assignment(SIM.data, "dawid_skene", None, "t"))

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import norm
 
 from noisycal_bayes.core import annotator_weights
-from noisycal_bayes.inference.multiclass_em import MulticlassEMFit, fit_em_multiclass
+from noisycal_bayes.inference import MulticlassEMFit, fit_em_multiclass
 from noisycal_bayes.simulate import random_confusion, simulate_annotations, simulate_multiclass
 from noisycal_bayes.warnings import IdentifiabilityWarning, SmallGapWarning
 
@@ -155,13 +155,13 @@ def test_two_annotators_one_group_warns():
 
 def test_orientation_relabels_a_label_switched_solution():
     # A fit with the latent classes permuted (same likelihood) is relabelled back by the assignment rule.
-    from noisycal_bayes.inference.multiclass_em import _diagonally_dominant, _orient
+    from noisycal_bayes.core.starts import diagonally_dominant, orient_classes as _orient
 
     C = random_confusion(3, 4, accuracy=[0.8, 0.6, 0.7], seed=4)
     pi = np.array([[0.1, 0.2, 0.3, 0.4]])
     sigma = np.array([1, 3, 0, 2])                          # latent y is stored at position sigma[y]
     Cs, ps = C[:, np.argsort(sigma)], pi[:, np.argsort(sigma)]
-    assert not _diagonally_dominant(np.mean(Cs, axis=0))
+    assert not diagonally_dominant(Cs)
     Co, po, perm, ok = _orient(Cs, ps, np.ones(3))
     assert ok and perm is not None
     np.testing.assert_allclose(Co, C)
@@ -170,12 +170,14 @@ def test_orientation_relabels_a_label_switched_solution():
 
 
 def test_compressed_counts_reproduce_the_labels():
-    from noisycal_bayes.inference.multiclass_em import _as_arrays, _compress
+    from noisycal_bayes.data.compress import class_pattern_grid
+    from noisycal_bayes.models.inputs import class_arrays as _as_arrays
 
     sim = simulate_multiclass(500, 3, 4, labels_per_item=2, seed=9)
     x = _as_arrays(sim, "test")
     group = (np.arange(500) % 3).astype(np.int32)
-    patterns, grid = _compress(x, group, 3)
+    patterns, grid = class_pattern_grid(x.item, x.annotator, x.label, group, n_items=500, n_annotators=3, n_classes=4,
+                                        n_groups=3)
     dense = np.full((500, 3), -1)
     dense[sim.item, sim.annotator] = sim.label
     ref = {}
@@ -229,16 +231,16 @@ def test_a_converged_start_beats_unconverged_ones():
 
 def test_no_finite_start_is_a_clear_error(monkeypatch):
     # No estimate only when no start ends finite: a ValueError naming each start's reason, not a RuntimeError.
-    from noisycal_bayes.inference import multiclass_em as mc
+    from noisycal_bayes.inference import em as mc
 
     sim = simulate_multiclass(200, 3, 3, seed=0)
-    real = mc._run_patterns
+    real = mc.run_class_patterns
 
     def nonfinite(*args, **kw):
         theta, obj, n_iter, status, trace = real(*args, **kw)
         return theta * np.nan, obj * np.nan, n_iter, np.full_like(status, 2), trace  # 2 = non-finite parameters
 
-    monkeypatch.setattr(mc, "_run_patterns", nonfinite)
+    monkeypatch.setattr(mc, "run_class_patterns", nonfinite)
     with pytest.raises(ValueError, match=r"all 3 EM starts failed, so there is no estimate: no start gave a finite "
                                          r"likelihood \(start 0: non-finite parameters at iteration"):
         fit_em_multiclass(sim, model="dawid_skene", n_starts=2, path="patterns")
