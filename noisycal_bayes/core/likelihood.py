@@ -18,9 +18,11 @@ import numpy as np
 
 from .tables import PatternTable
 
+
 # Rates of exactly 0 or 1 (a perfect annotator, an empty group) would give log(0) = -inf and NaN
 # gradients; clipping costs nothing measurable in the likelihood.
 _EPS = 1e-12
+
 
 def _eager_jit(fn=None, *, static_argnames=()):
     """``fn`` compiled with ``jax.jit`` when called on concrete inputs (NumPy or JAX arrays), and ``fn`` itself
@@ -43,6 +45,7 @@ def _eager_jit(fn=None, *, static_argnames=()):
 
     call.jitted = jitted  # its ``_cache_size()`` counts the compiled programs
     return call
+
 
 def _log(p):
     return jnp.log(jnp.clip(p, _EPS, 1.0))

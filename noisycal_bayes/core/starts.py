@@ -73,6 +73,7 @@ import numpy as np
 
 from .._validation import _preview, check_positive_int
 
+
 #: Random starts: fpr ~ U(FPR_RANGE), tpr ~ U(TPR_RANGE), prevalence ~ U(PREVALENCE_RANGE).
 FPR_RANGE = (0.05, 0.45)
 TPR_RANGE = (0.55, 0.95)
@@ -84,6 +85,7 @@ ORIENTATIONS = ("auto", "every", "crowd")
 #: Starts (user or warm) are clipped into ``[START_EPS, 1 - START_EPS]``: EM from a rate of exactly 0 or 1 stays
 #: there (the E-step gives that class zero weight) and its log-likelihood can be -inf (issue 16, low noise).
 START_EPS = 1e-6
+
 
 #: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
 TIE_RTOL = 1e-9
@@ -535,3 +537,15 @@ def select_class_start(theta, objective, n_iter, status, *, shape, n_labels, max
     pool = next(t for t in tiers if t)
     top = max(c[6] for c in pool)
     return min((c for c in pool if c[6] >= top - TIE_RTOL * (1.0 + abs(top))), key=lambda c: c[0])
+
+
+def orientation_message(confusion, func: str, what: str) -> str | None:
+    """The IdentifiabilityWarning text when some of ``confusion`` (..., J, K, K) are not diagonally dominant (else None)."""
+    ok = diagonally_dominant(confusion)
+    frac_bad = float(1.0 - np.mean(ok))
+    if frac_bad == 0.0:
+        return None
+    msg = (f"{func}: the annotators' average confusion matrix is not diagonally dominant in {frac_bad:.1%} of the "
+           f"{what}: the class labelling (orientation) is not fixed there, or the crowd confuses some class with "
+           "another more often than it names it. Check the fit's confusion matrices; add gold items or annotators.")
+    return msg

@@ -35,6 +35,7 @@ from ._saved import SavedProgram
 __all__ = ["DEFAULT_N_STARTS", "SQUAREM_MSTEP", "em_loop", "padded_class_responses", "resolve_accelerate", "run_class_patterns",
            "run_class_sparse", "small_change", "squarem_cycle"]
 
+
 #: SQUAREM's step-length growth factor (``mstep`` of Varadhan & Roland 2008, their default).
 SQUAREM_MSTEP = 4.0
 
@@ -204,6 +205,7 @@ def squarem_cycle(theta, obj, post, step_max, evaluate, em_map, tol, running, *,
 def _split(theta, n_annotators):
     return theta[:n_annotators], theta[n_annotators:2 * n_annotators], theta[2 * n_annotators:]
 
+
 def _em_program(n_rows: int, n_starts: int, *, n_annotators: int, n_groups: int, prior, max_iter: int):
     """The compiled EM for one static configuration and input shape (:func:`_run_all`), kept per process and,
     with the compilation cache on, saved across processes (:class:`~._sampler.SavedProgram`): a new process
@@ -219,8 +221,10 @@ def _em_program(n_rows: int, n_starts: int, *, n_annotators: int, n_groups: int,
 # EM programs by static configuration and shape (see `_em_program`); the padded row counts keep them few.
 _EM_PROGRAMS: dict = {}
 
+
 #: Random starts of :func:`fit_em` when they are random and ``n_starts`` is not given.
 DEFAULT_N_STARTS = 10
+
 
 def _start_bucket(n_starts: int) -> int:
     """The number of starts the pattern-path EM program runs for ``n_starts`` starts: 1, 2, 4, 10 (the default
@@ -230,10 +234,12 @@ def _start_bucket(n_starts: int) -> int:
             return size
     return 1 << (int(n_starts) - 1).bit_length()
 
+
 def _pad_starts(theta0):
     """``theta0`` (S, K) with copies of its first row appended up to :func:`_start_bucket` ``(S)`` rows."""
     extra = _start_bucket(theta0.shape[0]) - theta0.shape[0]
     return np.concatenate([theta0, np.repeat(theta0[:1], extra, axis=0)]) if extra else theta0
+
 
 def _pattern_steps(patterns, group, counts, *, n_annotators, n_groups, prior):
     """``(evaluate, em_map)`` of :func:`~._em_loop.em_loop` on compressed rows, for one start ``theta`` (K,):
@@ -249,6 +255,7 @@ def _pattern_steps(patterns, group, counts, *, n_annotators, n_groups, prior):
 
     return evaluate, em_map
 
+
 def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
     """EM from every start (rows of ``theta0``) with one :func:`~._em_loop.em_loop` each, batched by ``vmap``.
 
@@ -257,6 +264,7 @@ def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, pr
     evaluate, em_map = _pattern_steps(patterns, group, counts, n_annotators=n_annotators, n_groups=n_groups,
                                       prior=prior)
     return jax.vmap(lambda th0: em_loop(th0, evaluate, em_map, tol, max_iter=max_iter))(theta0)
+
 
 def _run_all_sparse(theta0, item, annotator, label, item_group, gold, tol, item_weight=None, padded=None, *,
                     n_annotators, n_groups, prior, max_iter, keep_trace: bool = True, accelerate: bool = False):
@@ -291,6 +299,7 @@ def _run_all_sparse(theta0, item, annotator, label, item_group, gold, tol, item_
 # Compiled sparse EM programs by static configuration (jit keeps one executable per input shape).
 _SPARSE_PROGRAMS: dict = {}
 
+
 def _sparse_program(n_annotators: int, n_groups: int, prior, max_iter: int, keep_trace: bool = True,
                     accelerate: bool = False):
     """The compiled :func:`_run_all_sparse` for one static configuration (one executable per input shape)."""
@@ -309,6 +318,7 @@ def _log_prior(C, pi, conf_pc, prev_pc):
     return (jnp.sum(conf_pc * jnp.log(jnp.clip(C, 1e-12, 1.0)))
             + jnp.sum(prev_pc * jnp.log(jnp.clip(pi, 1e-12, 1.0))))
 
+
 def _flat_steps(e_step, m_step, conf_pc, prev_pc, shape_c):
     """``(evaluate, em_map)`` of :func:`~._em_loop.em_loop` on one start's flat ``theta = [C.ravel(), pi.ravel()]``
     from the K-class ``e_step(C, pi) -> (loglik, T)`` and ``m_step(T) -> (C, pi)``; the objective adds the
@@ -326,6 +336,7 @@ def _flat_steps(e_step, m_step, conf_pc, prev_pc, shape_c):
 
     return evaluate, em_map
 
+
 def _patterns_loop(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter, shape_c):
     """EM from every start (rows of ``theta0``) on compressed rows, one plain :func:`~._em_loop.em_loop` per start
     under ``vmap``. Returns ``(theta, objective, n_iter, status, trace)``."""
@@ -333,6 +344,7 @@ def _patterns_loop(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter,
                                    lambda post: multiclass_m_step(patterns, counts, post, conf_pc, prev_pc),
                                    conf_pc, prev_pc, shape_c)
     return jax.vmap(lambda th: em_loop(th, evaluate, em_map, tol, max_iter=max_iter))(theta0)
+
 
 def _sparse_loop(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
                  max_iter, shape_c, accelerate, plain_steps):
@@ -351,6 +363,7 @@ def _sparse_loop(theta0, item, annotator, label, item_group, gold, item_weight, 
 # keep them few), saved across processes with the compilation cache on (`._saved.SavedProgram`).
 _PROGRAMS: dict = {}
 
+
 def _call(fn, args, **static):
     """``fn(*args, **static)`` by its program (:class:`~._saved.SavedProgram`, one per configuration and shape)."""
     shapes = tuple((np.shape(a), np.asarray(a).dtype.str) for a in args)
@@ -361,10 +374,12 @@ def _call(fn, args, **static):
                                                 name=("em_multiclass",) + tuple(map(repr, key)))
     return program(*args)
 
+
 def run_class_patterns(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter, shape_c):
     """:func:`_patterns_loop`, compiled once per configuration and shape (:func:`_call`)."""
     return _call(_patterns_loop, (theta0, patterns, counts, conf_pc, prev_pc, tol), max_iter=max_iter,
                  shape_c=shape_c)
+
 
 def run_class_sparse(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
                 max_iter, shape_c, accelerate=False, plain_steps=0):
@@ -372,6 +387,7 @@ def run_class_sparse(theta0, item, annotator, label, item_group, gold, item_weig
     return _call(_sparse_loop, (theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol),
                  n_groups=n_groups, max_iter=max_iter, shape_c=shape_c, accelerate=accelerate,
                  plain_steps=plain_steps)
+
 
 def padded_class_responses(x, group, item_weight=None):
     """Padded sparse arrays: responses and items up to :func:`~noisycal_bayes.data.compress.bucket_size` sizes. Items have weight ``item_weight``

@@ -30,6 +30,7 @@ from ..warnings import ConvergenceWarning
 from ._em_loop import _pattern_steps, _sparse_program, em_loop
 from .em import fit_em_multiclass
 
+
 #: Warm starts are clipped into ``[START_CLIP, 1 - START_CLIP]``: EM from a rate of exactly 0 or 1 stays there
 #: (the E-step gives that class zero weight), and its log-likelihood can be -inf (issue 16).
 START_CLIP = START_EPS

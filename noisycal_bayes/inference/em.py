@@ -535,6 +535,7 @@ def _warm_start(init, J: int, K: int, G: int, func: str):
                          f"(K,) or (G, K) or None); got {type(init).__name__}.")
     return check_warm_start(conf, prev, J, K, G, func)
 
+
 def _fit_labelled(x: ClassData, init, G: int, func: str, **kwargs) -> MulticlassEMFit:
     """:func:`fit_em_multiclass` with ``init`` when some annotators have no label in ``x`` (a bootstrap replicate
     that drew none of their items): the annotators with labels are fitted, warm-started at ``init``; the others
@@ -568,6 +569,7 @@ def _fit_labelled(x: ClassData, init, G: int, func: str, **kwargs) -> Multiclass
         texts.append(text)
         _warnings.warn(text, w.category, stacklevel=3)
     return replace(fit, confusion=kept, classes=x.classes, warnings=tuple(texts), n_labels=n_labels)
+
 
 def _log_joint_patterns(patterns, confusion):
     """``log P(pattern_p | Y = y)``, shape (P, K) (NumPy, float64; -1 = missing adds 0)."""

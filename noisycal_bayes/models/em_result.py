@@ -18,7 +18,7 @@ from ..core.channel import MAX_CONDITION
 from ..core.starts import all_failed_message, check_orientation, small_gap_message, unconverged_message
 from ..data.design import check_design, check_prevalence_spread, require_two_annotators
 from ..data.outofcore import SufficientStats
-from .inputs import check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
+from .inputs import PATHS, check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
 from ..warnings import ConvergenceWarning, SmallGapWarning
 from .result import FitResult, channel_from, point_dict
 
@@ -26,7 +26,7 @@ from .result import FitResult, channel_from, point_dict
 #: Models with a closed-form M-step (the others go to ``fit_map`` or ``fit_nuts``).
 EM_MODELS = ("dawid_skene", "grouped", "histogram")
 #: Values of ``path``: compressed (group, pattern) counts, or sparse responses with segment sums.
-EM_PATHS = ("auto", "patterns", "sparse")
+EM_PATHS = PATHS
 #: ``path="auto"`` takes the sparse path above this many annotators: with J annotators a group has up to
 #: 3**J patterns, and beyond about a dozen sparse crowds rarely repeat a pattern, so compression stops paying
 #: (each distinct row costs J cells against one cell per response on the sparse path).
@@ -422,6 +422,7 @@ def sparse_args(inputs):
     return (np.asarray(inputs.item, np.int32), np.asarray(inputs.annotator, np.int32),
             np.asarray(inputs.label, np.int32), np.asarray(inputs.row_group, np.int32), gold)
 
+
 def _log_odds(inputs, fpr, tpr, prevalence):
     """``(x, w0, w1, gold)``: each item's (sparse) or row's (patterns) posterior log-odds of ``Y = 1`` without its
     gold label, ``logit pi_g + sum_r [A w1_j + (1 - A) w0_j]`` with ``w1 = log(tpr/fpr)``, ``w0 = log((1 - tpr)/(1 -
@@ -440,8 +441,10 @@ def _log_odds(inputs, fpr, tpr, prevalence):
         x = (pat == 1) @ w1 + (pat == 0) @ w0
     return x + (np.log(p) - np.log1p(-p))[group], w0, w1, gold
 
+
 def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))  # sigmoid without overflow
+
 
 def _item_posterior(inputs, fpr, tpr, prevalence):
     """``T_i = P(Y_i = 1 | A_i)`` per item (sparse) or per row (patterns), in NumPy (float64, no compilation):
@@ -449,6 +452,7 @@ def _item_posterior(inputs, fpr, tpr, prevalence):
     x, _, _, gold = _log_odds(inputs, fpr, tpr, prevalence)
     post = _sigmoid(x)
     return post if gold is None else np.where(gold >= 0, gold, post)
+
 
 def cavity_pairs(inputs, fpr, tpr, prevalence, annotators=None) -> CavityPairs:
     """Each (item, annotator) pair's labels and the item's clean-label probability given the OTHER annotators.
@@ -489,6 +493,7 @@ def cavity_pairs(inputs, fpr, tpr, prevalence, annotators=None) -> CavityPairs:
     one = (pat[row, col] == 1).astype(np.float64)
     q = _sigmoid(x[row] - np.where(one > 0, w1[col], w0[col]))
     return CavityPairs(col, one, 1.0 - one, q, c[row])
+
 
 def soft_counts(inputs, fpr, tpr, prevalence):
     """E-step soft counts at an estimate, ``(s0, n0, s1, n1, m0, m1)`` each of shape (n_annotators,) (float64),

@@ -9,19 +9,26 @@ import numpy as np
 from .._validation import _preview
 from ..core import clipped_logit, score_groups
 from ..core.likelihood import rows_class_log_joint
-from ..core.tables import Responses
+from ..core.tables import Responses, SparseTable
 from ..data import (AnnotationSet, Binning, bin_index, groups_from_int, compress_patterns, grid_patterns, pad_patterns, padded_size,
                     resolve_groups)
-from ..data.compress import PatternCounts
+from ..data.compress import PatternCounts, compress_multiclass
 from ..data.responses import pair_keys, repeated_runs
 from ..data.outofcore import SufficientStats
 from ..simulate.annotations import MulticlassSimulation
+
 
 #: Models whose likelihood depends on the data only through (group, response pattern) counts.
 GROUPED_MODELS = ("dawid_skene", "grouped", "histogram", "monotone")
 MODEL_NAMES = GROUPED_MODELS + ("platt",)
 #: Name of the prevalence dimension per model (None: a scalar prevalence or no prevalence at all).
 PREVALENCE_DIM = {"dawid_skene": None, "grouped": "group", "histogram": "bin", "monotone": "bin", "platt": None}
+#: Values of ``path`` (every EM and the K-class NUTS): compressed pattern counts or sparse responses.
+PATHS = ("auto", "patterns", "sparse")
+# Patterns path only for few annotators: (K+1)^J keys and the one-hot (rows, J K) stay small.
+MAX_PATTERN_ANNOTATORS = 8
+#: What a K-class data object must have (:func:`check_class_data`).
+CLASS_DATA_FIELDS = ("responses", "n_items", "n_annotators", "n_classes", "probs", "gold", "classes")
 
 
 def _readonly(a):
@@ -398,6 +405,7 @@ class ClassData(NamedTuple):
     def label(self):
         return self.responses[2]
 
+
 def class_arrays(data, func: str) -> ClassData:
     """Duck-typed adapter: a MulticlassAnnotationSet-like object (``responses``, ``n_items``, ``n_annotators``,
     ``n_classes``, ``probs``, ``gold``) or a :class:`~noisycal_bayes.simulate.MulticlassSimulation`."""
@@ -482,3 +490,83 @@ def class_log_joint_items(x: ClassData, group, confusion, prevalence):
     the logs clipped at 1e-12 as the EM's E-step does."""
     return rows_class_log_joint(x.item, x.annotator, x.label, x.n_items, group, x.gold,
                                 np.log(np.clip(confusion, 1e-12, 1.0)), np.log(np.clip(prevalence, 1e-12, 1.0)))
+
+
+def check_class_data(data, func: str):
+    """``(item, annotator, label, gold)`` as int arrays, validated against the duck-typed data's sizes."""
+    missing = [a for a in CLASS_DATA_FIELDS if not hasattr(data, a)]
+    if missing:
+        raise ValueError(f"{func}: `data` must be a MulticlassAnnotationSet (or an object with {list(CLASS_DATA_FIELDS)}); "
+                         f"{type(data).__name__} has no {missing}.")
+    n, n_ann, k = int(data.n_items), int(data.n_annotators), int(data.n_classes)
+    if k < 2:
+        raise ValueError(f"{func}: `n_classes` must be at least 2; got {k}.")
+    if n < 1 or n_ann < 1:
+        raise ValueError(f"{func}: the data hold {n} items and {n_ann} annotators; need at least one of each.")
+    item, ann, lab = (np.asarray(a) for a in data.responses)
+    if item.size == 0:
+        raise ValueError(f"{func}: the data hold no responses.")
+    bad = np.flatnonzero((lab < 0) | (lab >= k))
+    if bad.size:
+        raise ValueError(f"{func}: labels must lie in 0..{k - 1}; got {lab[bad[:5]].tolist()} at responses "
+                         f"{bad[:5].tolist()}.")
+    if item.min() < 0 or item.max() >= n or ann.min() < 0 or ann.max() >= n_ann:
+        raise ValueError(f"{func}: response indices out of range (items 0..{n - 1}, annotators 0..{n_ann - 1}).")
+    gold = data.gold
+    if gold is None:
+        gold = np.full(n, -1, np.int32)
+    gold = np.asarray(gold)
+    if gold.shape != (n,):
+        raise ValueError(f"{func}: `gold` must have shape ({n},); got {gold.shape}.")
+    bad = np.flatnonzero((gold < -1) | (gold >= k))
+    if bad.size:
+        raise ValueError(f"{func}: gold labels must be -1 (unknown) or in 0..{k - 1}; got {gold[bad[:5]].tolist()} "
+                         f"at items {bad[:5].tolist()}.")
+    return item.astype(np.int32), ann.astype(np.int32), lab.astype(np.int32), gold.astype(np.int32)
+
+
+def patterns_feasible(item, ann, *, path, func, n_groups, n_annotators, n_classes) -> bool:
+    """Whether the responses fit the pattern path; ValueError for an unknown ``path`` or ``"patterns"`` when they
+    do not."""
+    if path not in PATHS:
+        raise ValueError(f"{func}: `path` must be one of {list(PATHS)}; got {path!r}.")
+    # Python ints: exact at any number of annotators (a float (K + 1)^(J + 1) overflows for a crowd).
+    fits_key = n_groups * (n_classes + 1) ** (n_annotators + 1) < 2 ** 62
+    feasible = (fits_key and n_annotators <= MAX_PATTERN_ANNOTATORS and not repeat_count(item, ann, n_annotators))
+    if path == "patterns" and not feasible:
+        raise ValueError(f"{func}: path='patterns' needs one response per (item, annotator) pair and at most "
+                         f"{MAX_PATTERN_ANNOTATORS} annotators; use path='sparse' (or 'auto').")
+    return feasible
+
+
+def build_class_tables(item, ann, lab, gold, index, *, n_groups, n_items, n_annotators, n_classes, path, func):
+    """``(table for the likelihood, sparse table, path used)``."""
+    sparse = SparseTable(*sorted_responses(item, ann, lab), index, gold)
+    feasible = patterns_feasible(item, ann, path=path, func=func, n_groups=n_groups, n_annotators=n_annotators,
+                                  n_classes=n_classes)
+    if path == "sparse" or (path == "auto" and not feasible):
+        return sparse, sparse, "sparse"
+    table, _ = compress_multiclass(item, ann, lab, index, gold, n_items=n_items, n_annotators=n_annotators,
+                                   n_classes=n_classes)
+    n_rows = int(np.count_nonzero(table.counts))
+    if path == "auto" and n_rows > n_items / 2:
+        return sparse, sparse, "sparse"  # compression does not pay
+    # Padded to a power of two: data sets of one design (e.g. SBC replicates) share one compiled sampler.
+    size = max(16, 1 << (n_rows - 1).bit_length())
+    table, _ = compress_multiclass(item, ann, lab, index, gold, n_items=n_items, n_annotators=n_annotators,
+                                   n_classes=n_classes, pad_to=size)
+    return table, sparse, "patterns"
+
+
+def sorted_responses(item, ann, lab):
+    """The responses sorted by item (stable), as they are when already sorted."""
+    if item.size > 1 and np.any(np.diff(item) < 0):
+        order = np.argsort(item, kind="stable")
+        return item[order], ann[order], lab[order]
+    return item, ann, lab
+
+
+def table_args(table):
+    """A table's arrays as NumPy float64 / int32 (the traced arguments of a compiled program)."""
+    return tuple(np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a, np.int32)
+                 for a in table)

@@ -63,6 +63,7 @@ from .priors import DEFAULT_MULTICLASS_PRIOR, DEFAULT_PRIOR, Prior
 
 _EPS = 1e-12  # prevalence kept off {0, 1} before its log (as core.sparse)
 
+
 #: The prevalence structures a pooled channel model can be combined with (same names as ``model=``).
 POOLED_KINDS = ("dawid_skene", "grouped", "histogram", "monotone", "platt")
 #: Sample sites of the population (hyper-)parameters, in the order results report them.
@@ -272,6 +273,7 @@ def pooled_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int
 # all gradient evaluations of a fit. Sampling each site as ``(u - shift) / scale``, with ``scale`` the normal
 # approximation below, makes the identity matrix nearly right from the first iteration (and the start's jitter
 # of +-0.5 a jitter of half a posterior standard deviation). Adaptation then proceeds as before.
+
 
 # Support -> (to the sampler's unconstrained coordinates, back); a real site is its own coordinate.
 _TRANSFORMS = {"positive": (np.log, np.exp),

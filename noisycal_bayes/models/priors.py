@@ -340,3 +340,53 @@ def dirichlet_prior_counts(prior, K: int, func: str):
         raise ValueError(f"{func}: Dirichlet concentrations in `prior` must be >= 1 (the posterior mode is then inside "
                          f"the simplex); got {prior!r}.")
     return a_c - 1.0, a_p - 1.0
+
+
+def check_class_prior(prior, func: str) -> MulticlassPrior:
+    """``prior`` of a K-class fit: None means :data:`DEFAULT_MULTICLASS_PRIOR`; else a :class:`MulticlassPrior`."""
+    if prior is None:
+        return DEFAULT_MULTICLASS_PRIOR
+    if not isinstance(prior, MulticlassPrior):
+        raise ValueError(f"{func}: `prior` must be None or a MulticlassPrior; got {type(prior).__name__}.")
+    return prior
+
+
+# When the prior's pull on the diagonal is worth a warning: the label-weighted mean shift of the posterior-mean
+# diagonal exceeds both this floor (the NC-ECE moves by about as much or more, since the corrected targets invert
+# the confusion matrices; below it the shift is small against any interval we report) and one standard error of
+# that mean diagonal (the bias then matters against the channels' own uncertainty). Measured: docs/coverage.md
+# ("The PriorWarning threshold").
+PRIOR_PULL_FLOOR = 0.005
+
+
+def prior_pull_note(prior: MulticlassPrior, counts, func: str) -> str:
+    """A warning text when the Dirichlet rows' pseudo-counts pull the diagonal too far (else ``""``).
+
+    ``counts`` (J, K, K): expected label counts at the MAP start. With ``n_y`` a row's labels, ``d_y`` its
+    diagonal proportion and ``s_y`` the shift of its posterior-mean diagonal entry
+    (:meth:`MulticlassPrior.diagonal_pull`), the mean shift is
+    ``sum n_y s_y / sum n_y`` and the standard error of the mean diagonal ``sqrt(sum n_y d_y (1 - d_y)) / sum n_y``
+    (rows independent, binomial). Warns when the mean shift exceeds :data:`PRIOR_PULL_FLOOR` and that error.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    pull = prior.diagonal_pull(counts)
+    n_row = counts.sum(axis=-1)
+    total_n = n_row.sum()
+    if total_n <= 0:
+        return ""
+    d = np.divide(np.diagonal(counts, axis1=-2, axis2=-1), n_row, out=np.zeros_like(n_row), where=n_row > 0)
+    mean_pull = float((pull * n_row).sum() / total_n)
+    se = float(np.sqrt((n_row * d * (1 - d)).sum()) / total_n)
+    if abs(mean_pull) <= max(PRIOR_PULL_FLOOR, se):
+        return ""
+    k = int(counts.shape[-1])
+    total = prior.diagonal + (k - 1) * prior.off_diagonal
+    return (f"{func}: the prior's pseudo-counts ({total:g} per confusion row: {prior.diagonal:g} on the diagonal, "
+            f"{prior.off_diagonal:g} on each of the {k - 1} other classes) are large against the labels per row "
+            f"(median {np.median(n_row[n_row > 0]):.0f}): they shift the posterior mean of the diagonal entries by "
+            f"{mean_pull:+.3f} on average ({abs(mean_pull) / max(se, 1e-12):.1f} standard errors; worst row "
+            f"{pull.flat[np.argmax(np.abs(pull))]:+.3f}) towards the prior's mean diagonal "
+            f"{prior.diagonal / total:.2f}, and the NC-ECE and the channels with them. "
+            f"Use the EM route, more labels, or a prior with fewer off-diagonal pseudo-counts, e.g. "
+            f"MulticlassPrior(off_diagonal={1 / max(k - 1, 1):.3g}) (1 / (K - 1): slower to sample, "
+            f"docs/multiclass.md).")
