@@ -8,7 +8,9 @@ K classes (Dawid & Skene 1979): the channel of annotator ``j`` is a row-stochast
 (K x K), ``C_j[y, a] = P(A_j = a | Y = y)``, and a pattern's term is ``L[p, y] = sum_{j observed} log C_j[y, A_pj]``
 (:func:`multiclass_pattern_loglik`). The K-class array functions of :mod:`noisycal_bayes.core` run in NumPy
 (float64, nothing to compile) when their inputs are NumPy arrays, and in ``jax.numpy`` when any input is a JAX
-array or a tracer (:func:`_xp`): then they work under ``jit`` and ``vmap``.
+array or a tracer (:func:`_xp`): then they work under ``jit`` and ``vmap``. :func:`class_log_joint` is the K-class
+log joint ``log P(Y = y, A_row)`` of the NumPyro models on a :class:`~noisycal_bayes.core.tables.PatternTable` or
+:class:`~noisycal_bayes.core.tables.SparseTable` (JAX); :func:`rows_class_log_joint` the same on responses in NumPy.
 """
 from functools import partial, wraps
 

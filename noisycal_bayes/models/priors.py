@@ -3,6 +3,10 @@
 Parametrisation with a hard orientation constraint (DESIGN §4): ``fpr_j ~ Beta(fpr)``,
 ``u_j ~ Beta(u)``, ``tpr_j = fpr_j + (1 - fpr_j) u_j``, so ``gap_j = (1 - fpr_j) u_j > 0`` in every
 draw and the posterior cannot switch labels.
+
+K classes: :class:`MulticlassPrior` (Dirichlet confusion rows favouring the diagonal, Dirichlet prevalences, and
+the pooled K-class model's population), the Dirichlet pseudo-counts of the K-class MAP-EM
+(:func:`dirichlet_prior_counts`) and the warning when those pseudo-counts pull the diagonal (:func:`prior_pull_note`).
 """
 from __future__ import annotations
 

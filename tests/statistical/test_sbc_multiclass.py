@@ -16,7 +16,7 @@ up, so the truth ranks low.
 **Cheap version** (default run): with a gold label on every item the posterior is conjugate and exact,
 ``C[j, y, :] ~ Dirichlet(alpha_y + N_jy)`` and ``prevalence[g] ~ Dirichlet(beta + M_g)`` (``N_jy`` the counts
 of annotator j's labels on items of class y, ``M_g`` the class counts of group g). One NUTS run (the shapes of
-tests/inference/test_multiclass_nuts.py, so the compiled sampler is shared) must match its means within
+tests/inference/test_confusion_nuts.py, so the compiled sampler is shared) must match its means within
 Monte Carlo error: ``|mean_NUTS - mean_exact| < z sd_exact / sqrt(ESS)``, ``z`` for a false-alarm rate of
 1e-3 over the 33 scalars (Bonferroni), ESS the bulk ESS of each scalar. Its negative control (a wrong prior,
 ``diagonal=40``, against the exact posterior of the right one) must fail.
@@ -32,7 +32,7 @@ from noisycal_bayes.inference import fit_nuts_multiclass
 from noisycal_bayes.core.starts import diagonally_dominant
 from noisycal_bayes.models.priors import MulticlassPrior
 from noisycal_bayes.warnings import ConvergenceWarning
-from tests.inference.test_multiclass_nuts import G, J, K, N, NUTS, Crowd, simulate
+from tests.inference.test_confusion_nuts import G, J, K, N, NUTS, Crowd, simulate
 
 pytestmark = pytest.mark.statistical
 
