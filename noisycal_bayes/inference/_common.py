@@ -2,12 +2,16 @@
 transforms, draws back in the model's terms."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 import jax
 import numpy as np
 
 from ..core.em import expected_class_counts
 from ..core.likelihood import softmax_rows
 from ..core.starts import diagonally_dominant
+from ..data import AnnotationSet, Binning
 from ..models import MODELS, MULTICLASS_MODELS
 from ..models.log_ratio import grouped_multiclass_log_ratio, insert_diagonal_zero, log_ratio_point
 
@@ -464,3 +468,50 @@ def class_draws(got: dict, model: str, scaling, *, n_chains: int, n_draws: int, 
         draws.update(population_confusion=pop, sigma=got["sigma"])
         dims.update(population_confusion=("true_class", "label_class"), sigma=())
     return conf, prev, pop, extra, draws, dims
+
+
+# ------------------------------------------------------------------------------------------------ one door per fit
+def class_door(name: str, *, passed: tuple, renamed: dict | None = None):
+    """A fit's one door: K-class data (more than two classes) goes to the K-class fit ``name`` (a function of the
+    decorated fit's module) with only the options the caller set (``renamed`` maps a binary name to the K-class one),
+    so that ``fit_em(data)`` equals ``fit_em_multiclass(data)``; binary data (two classes) to the decorated fit,
+    unchanged.
+
+    An option outside ``passed`` has no K-class meaning: a value other than the binary default is a ValueError naming
+    it. ``groups`` passes on only as a group label per item (a Binning or a number of bins is binary).
+    """
+    renamed = renamed or {}
+
+    def wrap(binary):
+        params = inspect.signature(binary).parameters
+        names = set(params) - {"data"}
+
+        @functools.wraps(binary)
+        def door(data, **options):
+            if not (isinstance(data, AnnotationSet) and data.n_classes > 2):
+                return binary(data, **options)
+            func = binary.__name__
+            unknown = sorted(set(options) - names)
+            if unknown:
+                raise TypeError(f"{func}() got an unexpected keyword argument {unknown[0]!r}")
+            groups = options.get("groups", params["groups"].default)
+            per_item = not (groups is params["groups"].default or isinstance(groups, (Binning, int, np.integer)))
+            binary_only = [k for k, v in options.items()
+                           if k not in passed and k not in renamed and not (k == "groups" and per_item)
+                           and not (k != "groups" and _is_default(v, params[k].default))]
+            if binary_only:
+                raise ValueError(f"{func}: {binary_only} apply to binary data only; for K-class data call "
+                                 f"{name}(data, ...) directly.")
+            kept = {renamed.get(k, k): v for k, v in options.items() if k in passed or k in renamed
+                    or (k == "groups" and per_item)}
+            return binary.__globals__[name](data, **kept)
+
+        return door
+
+    return wrap
+
+
+def _is_default(value, default) -> bool:
+    # Scalars compare by value; anything else (arrays, tuples of arrays, objects) only by identity.
+    scalar = (str, bool, int, float, type(None))
+    return value is default or (isinstance(value, scalar) and isinstance(default, scalar) and value == default)

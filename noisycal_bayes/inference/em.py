@@ -40,6 +40,7 @@ from ..models.inputs import (ClassData, class_arrays, class_log_joint_items, pre
 from ..models.priors import dirichlet_prior_counts, em_prior_counts
 from ..models.result import FitResult, MulticlassEMFit, point_dict
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
+from ._common import class_door
 from ._em_loop import (DEFAULT_N_STARTS, _em_program, _pad_starts, _sparse_program, padded_class_responses,
                        resolve_accelerate as _resolve_accelerate, run_class_patterns, run_class_sparse)
 
@@ -165,10 +166,16 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
     return out
 
 
+@class_door("fit_em_multiclass", passed=("model", "n_starts", "seed", "prior", "max_iter", "tol", "path", "accelerate"))
 def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts=None, seed: int = 0, prior=None,
            max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None, orientation: str = "auto",
            path: str = "auto", accelerate="auto") -> FitResult:
     """Maximum-likelihood (or MAP) channels by EM in JAX, all starts at once.
+
+    K classes: data with more than two classes (a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`) go to
+    :func:`fit_em_multiclass` with its own defaults and those of ``model``, ``groups`` (a group per item), ``n_starts``,
+    ``seed``, ``prior``, ``max_iter``, ``tol``, ``path`` and ``accelerate`` that the caller set (the others are
+    binary: setting one is an error); the defaults below are those of binary data.
 
     Parameters
     ----------

@@ -33,7 +33,7 @@ from ..data.design import check_design, check_prevalence_spread
 from ..models.priors import check_class_prior, check_prior
 from ..models.result import MulticlassMAPFit
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning
-from ._common import (bound_model, channel_or_none, check_class_model, check_pooling, pooled_bound, pooled_derived,
+from ._common import (bound_model, channel_or_none, check_class_model, class_door, check_pooling, pooled_bound, pooled_derived,
                       pooled_fit_inputs, pooled_inputs,
                       pooled_start, population_summary, sample_sites, with_derived)
 from ..models.inputs import (check_class_data, check_data, check_model, patterns_feasible, prepare_inputs,
@@ -165,9 +165,14 @@ def map_fit(data, inputs, assignment, model, prior, *, n_starts, seed, init, max
             "loglik": loglik}
 
 
+@class_door("fit_map_multiclass", passed=("model", "prior"))
 def fit_map(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts: int = 10, seed: int = 0, prior=None,
             init: str = "em", pooling: str = "none") -> FitResult:
     """Posterior mode by Newton's method on the NumPyro log density (every model, including Platt and monotone).
+
+    K classes: data with more than two classes go to :func:`fit_map_multiclass` (MAP-EM) with its own defaults and
+    those of ``model``, ``groups`` (a group per item) and ``prior`` that the caller set (the others are binary:
+    setting one is an error); the defaults below are those of binary data.
 
     Parameters
     ----------

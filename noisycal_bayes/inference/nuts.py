@@ -22,13 +22,10 @@ whole, which makes NUTS on compressed counts about 1.6x faster). Otherwise ``"se
 With the compilation cache on, the sampler is also saved across processes (``_sampler.SavedProgram``).
 
 K classes (:func:`fit_nuts_multiclass`): the same compiled driver samples the K-class models
-(:data:`~noisycal_bayes.models.MULTICLASS_MODELS`, by default in the log-ratio coordinates of
-:mod:`noisycal_bayes.models.log_ratio`), started at the MAP-EM fit, and returns a
-:class:`~noisycal_bayes.models.result.MulticlassPosterior`. The likelihood runs on compressed (group, gold,
-response pattern) rows with counts (``path="patterns"``; ``G (K+1)^J`` possible patterns, so a gradient costs the
-same for 1e3 or 1e6 items) or on the responses summed per item (``"sparse"``; many annotators); ``"auto"`` takes
-patterns when every (item, annotator) pair has at most one response, ``J <= 8`` and the distinct rows are at most
-half the items (:func:`~noisycal_bayes.models.inputs.build_class_tables`).
+(:data:`~noisycal_bayes.models.MULTICLASS_MODELS`, by default in the coordinates of :mod:`noisycal_bayes.models.log_ratio`)
+from the MAP-EM fit, on compressed (group, gold, response pattern) rows or on responses
+(:func:`~noisycal_bayes.models.inputs.build_class_tables`), and returns a
+:class:`~noisycal_bayes.models.result.MulticlassPosterior`.
 """
 from __future__ import annotations
 
@@ -49,7 +46,7 @@ from ..models.log_ratio import LogRatioScaling, log_ratio_scaling
 from ..models.priors import (DEFAULT_MULTICLASS_PRIOR, MulticlassPriorParams, check_class_prior, check_prior,
                              prior_pull_note)
 from ._common import (ARG_CENTERING, NOT_DOMINANT, bound_class_model, bound_log_ratio, bound_model, check_class_model,
-                      check_pooling, class_draws, class_start_from_init, class_start_sites, pooled_bound, pooled_derived,
+                      check_pooling, class_door, class_draws, class_start_from_init, class_start_sites, pooled_bound, pooled_derived,
                       pooled_fit_inputs, pooled_start,
                       population_summary, sample_sites, with_derived, channel_or_none, flag_annotators)
 from ..models.inputs import (GROUPED_MODELS, build_class_tables, check_class_data, check_data, check_model,
@@ -78,11 +75,18 @@ def _start_point(data, inputs, model, seed):
     return point_dict(model, fpr[0], tpr[0], prev, slope=1.0, intercept=0.0), "random"
 
 
+@class_door("fit_nuts_multiclass", passed=("model", "n_chains", "n_warmup", "seed", "prior", "progress_bar",
+                                           "target_accept", "max_tree_depth", "dense_mass", "chain_method", "precision"),
+            renamed={"n_draws": "n_samples"})
 def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_chains: int = 4, n_warmup: int = 1000, n_draws: int = 1000,
              seed: int = 0, prior=None, progress_bar: bool = True, target_accept: float = 0.8,
              max_tree_depth: int = 10, dense_mass: bool | None = None, chain_method: str | None = None,
              precision: str = "float64", compress: bool = True, pooling: str = "none") -> FitResult:
     """Posterior draws of a channel model by NumPyro's NUTS.
+
+    K classes: data with more than two classes go to :func:`fit_nuts_multiclass` with its own defaults (2 x 500
+    draws) and the sampler options and ``model``, ``groups`` (a group per item), ``prior`` the caller set
+    (``n_draws`` as its ``n_samples``; ``compress`` and ``pooling`` are binary: setting one is an error).
 
     Parameters
     ----------

@@ -583,3 +583,30 @@ def test_weighted_distinct_rows_equal_the_full_data_fit():
         fit_em_multiclass(cells, groups=rows[:, 0], weights=-counts)
     with pytest.raises(ValueError, match="does not take item `weights`"):
         fit_em_multiclass(cells, groups=rows[:, 0], weights=counts, path="patterns")
+
+
+def _class_data(n=600, k=3, seed=0):
+    """A K-class data set (MulticlassAnnotationSet) from a simulation."""
+    from noisycal_bayes.data import MulticlassAnnotationSet
+
+    sim = simulate_multiclass(n, 3, k, accuracy=0.8, seed=seed)
+    return MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=k, probs=sim.probs)
+
+
+def test_fit_em_on_class_data_is_fit_em_multiclass():
+    # One door: fit_em(K-class data) is fit_em_multiclass with its own defaults and the options the caller set;
+    # options without a K-class meaning are an error naming them.
+    data = _class_data()
+    a, b = fit_em(data), fit_em_multiclass(data)
+    assert isinstance(a, MulticlassEMFit)
+    np.testing.assert_array_equal(a.confusion, b.confusion)
+    np.testing.assert_array_equal(a.prevalence, b.prevalence)
+    c, d = fit_em(data, model="dawid_skene", n_starts=1, seed=3), fit_em_multiclass(data, model="dawid_skene", n_starts=1, seed=3)
+    np.testing.assert_array_equal(c.confusion, d.confusion)
+    assert c.model == "dawid_skene" and len(c.start_logliks) == 2
+    groups = np.arange(data.n_items) % 2
+    np.testing.assert_array_equal(fit_em(data, groups=groups).groups, groups)
+    with pytest.raises(ValueError, match=r"\['orientation'\] apply to binary data only.*fit_em_multiclass"):
+        fit_em(data, orientation="crowd")
+    with pytest.raises(ValueError, match=r"\['groups'\] apply to binary data only"):
+        fit_em(data, groups=Binning.equal_mass(3))
