@@ -98,7 +98,7 @@ class Timer:
         import numpy as np
 
         import noisycal_bayes.inference._sampler as sampler
-        import noisycal_bayes.inference.multiclass_nuts as mc
+        import noisycal_bayes.inference.nuts as mc
 
         self._saved = [(mc, "_map_fit", mc._map_fit), (mc, "mcmc_diagnostics", mc.mcmc_diagnostics),
                        (sampler.NutsProgram, "_start", sampler.NutsProgram._start),

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import coverage_multiclass as cm  # noqa: E402
 from noisycal_bayes import MulticlassAnnotationSet  # noqa: E402
 from noisycal_bayes.inference import fit_nuts_multiclass  # noqa: E402
-from noisycal_bayes.models.multiclass import MulticlassPrior  # noqa: E402
+from noisycal_bayes.models import MulticlassPrior  # noqa: E402
 from noisycal_bayes.propagate import posterior_classwise_nc_ece, posterior_top_label_nc_ece  # noqa: E402
 from noisycal_bayes.propagate.nc_ece import USABLE_LEVEL  # noqa: E402
 from noisycal_bayes.reference.calibration import usable_from_draws  # noqa: E402

@@ -9,7 +9,7 @@ from noisycal_bayes import evaluate, simulate_annotations
 from noisycal_bayes.core import top_label_ece
 from noisycal_bayes.data import Binning, Channel, MulticlassAnnotationSet
 from noisycal_bayes.evaluation import MulticlassEvaluation, evaluate_multiclass
-from noisycal_bayes.models.multiclass import MulticlassPrior
+from noisycal_bayes.models.priors import MulticlassPrior
 from noisycal_bayes.reference.calibration import classwise_nc_ece, top_label_nc_ece
 from noisycal_bayes.simulate import simulate_multiclass
 

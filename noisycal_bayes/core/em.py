@@ -15,13 +15,19 @@ L[p, y]`` (:func:`~noisycal_bayes.core.likelihood.multiclass_pattern_loglik`), t
 ``sum_{g,p} c_gp logsumexp_y l_gp(y)`` and the E-step ``T_gp = softmax_y l_gp(y)``; the M-step is that of
 :mod:`~noisycal_bayes.core.sparse` with the pattern counts as item weights. This form suits a few annotators who
 label every item; crowds, repeats and gold labels take the sparse form.
+
+The same E-step in NumPy on a K-class table (:class:`~noisycal_bayes.core.tables.PatternTable` rows or
+:class:`~noisycal_bayes.core.tables.SparseTable` items): :func:`expected_class_counts` (nothing to compile for one
+pass: the NUTS start and its scaling).
 """
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .likelihood import (_EPS, _eager_jit, _one_hot, _row_logs, _xp, multiclass_pattern_loglik, pattern_loglik,
+from .likelihood import (_EPS, _eager_jit, rows_class_log_joint, _one_hot, _row_logs, _xp, multiclass_pattern_loglik, pattern_loglik,
                          posterior_positive)
 from .sparse import _normalise_rows
+from .tables import PatternTable
 
 
 @_eager_jit  # one fused program per shape when called eagerly (core.likelihood._eager_jit)
@@ -124,3 +130,54 @@ def multiclass_m_step(patterns, counts, posterior, conf_pc=None, prev_pc=None):
     if prev_pc is not None:
         t_g = t_g + prev_pc
     return _normalise_rows(n), _normalise_rows(t_g)
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def table_responses(table):
+    """``(row, annotator, label)`` of every response (rows of a PatternTable or items of a SparseTable)."""
+    if isinstance(table, PatternTable):
+        pat = np.asarray(table.patterns)
+        n_rows, n_ann = pat.shape
+        row, ann, lab = np.repeat(np.arange(n_rows), n_ann), np.tile(np.arange(n_ann), n_rows), pat.reshape(-1)
+        keep = lab >= 0
+        return row[keep], ann[keep], lab[keep]
+    return tuple(np.asarray(a) for a in (table.item, table.annotator, table.label))
+
+
+def table_posterior(table, responses, log_c, log_p):
+    """``(P(Y = y | A_row) (n_rows, K), log P(A_row) (n_rows,))`` in NumPy float64; gold rows one-hot."""
+    row, ann, lab = responses
+    group = np.asarray(table.group if isinstance(table, PatternTable) else table.item_group)
+    gold = np.asarray(table.gold)
+    ll = rows_class_log_joint(row, ann, lab, group.shape[0], group, gold, log_c, log_p)
+    top = ll.max(axis=1, keepdims=True)
+    post = np.exp(ll - top)                                                # shift by the row maximum before exp
+    total = post.sum(axis=1, keepdims=True)
+    return post / total, (top + np.log(total))[:, 0]
+
+
+def table_counts(table, responses, post, n_annotators, n_groups):
+    """Expected counts ``(confusion [j, y, a] (J, K, K), prevalence (G, K))`` from a row posterior (times row counts)."""
+    row, ann, lab = responses
+    k = post.shape[1]
+    if isinstance(table, PatternTable):
+        post, group = np.asarray(table.counts, np.float64)[:, None] * post, np.asarray(table.group)
+    else:
+        group = np.asarray(table.item_group)
+    cell = ann * k + lab
+    conf = np.stack([np.bincount(cell, post[row, y], minlength=n_annotators * k) for y in range(k)], 1)
+    prev = np.stack([np.bincount(group, post[:, y], minlength=n_groups) for y in range(k)], 1)
+    return conf.reshape(n_annotators, k, k).transpose(0, 2, 1), prev          # [j, a, y] -> [j, y, a]
+
+
+def expected_class_counts(table, confusion, prevalence, n_groups):
+    """One E-step in NumPy (float64): ``(confusion counts (J, K, K) [j, y, a], prevalence counts (G, K))``.
+
+    ``P(Y = y | A_row)`` at the point, weighted by the row counts (patterns) and summed per (annotator, class,
+    label) and per (group, class); gold rows are one-hot. NumPy: no JAX program to compile for one pass.
+    """
+    log_c = np.log(np.clip(np.asarray(confusion, np.float64), 1e-300, 1.0))
+    log_p = np.log(np.clip(np.asarray(prevalence, np.float64), 1e-300, 1.0)).reshape(n_groups, -1)
+    responses = table_responses(table)
+    post, _ = table_posterior(table, responses, log_c, log_p)
+    return table_counts(table, responses, post, log_c.shape[0], n_groups)

@@ -8,7 +8,9 @@ K classes (Dawid & Skene 1979): the channel of annotator ``j`` is a row-stochast
 (K x K), ``C_j[y, a] = P(A_j = a | Y = y)``, and a pattern's term is ``L[p, y] = sum_{j observed} log C_j[y, A_pj]``
 (:func:`multiclass_pattern_loglik`). The K-class array functions of :mod:`noisycal_bayes.core` run in NumPy
 (float64, nothing to compile) when their inputs are NumPy arrays, and in ``jax.numpy`` when any input is a JAX
-array or a tracer (:func:`_xp`): then they work under ``jit`` and ``vmap``.
+array or a tracer (:func:`_xp`): then they work under ``jit`` and ``vmap``. :func:`class_log_joint` is the K-class
+log joint ``log P(Y = y, A_row)`` of the NumPyro models on a :class:`~noisycal_bayes.core.tables.PatternTable` or
+:class:`~noisycal_bayes.core.tables.SparseTable` (JAX); :func:`rows_class_log_joint` the same on responses in NumPy.
 """
 from functools import partial, wraps
 
@@ -16,9 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .tables import PatternTable
+
+
 # Rates of exactly 0 or 1 (a perfect annotator, an empty group) would give log(0) = -inf and NaN
 # gradients; clipping costs nothing measurable in the likelihood.
 _EPS = 1e-12
+
 
 def _eager_jit(fn=None, *, static_argnames=()):
     """``fn`` compiled with ``jax.jit`` when called on concrete inputs (NumPy or JAX arrays), and ``fn`` itself
@@ -41,6 +47,7 @@ def _eager_jit(fn=None, *, static_argnames=()):
 
     call.jitted = jitted  # its ``_cache_size()`` counts the compiled programs
     return call
+
 
 def _log(p):
     return jnp.log(jnp.clip(p, _EPS, 1.0))
@@ -179,3 +186,87 @@ def multiclass_pattern_loglik(patterns, confusion):
     logc = _log_clip(xp.asarray(confusion))                            # (J, K, K)
     onehot = _one_hot(xp, xp.asarray(patterns), logc.shape[1], logc.dtype)   # (P, J, K)
     return xp.einsum("pja,jya->py", onehot, logc)
+
+
+def class_log_joint(table, log_confusion, log_prevalence):
+    """``log P(Y = y, A_row)`` per row (pattern or item) and class, shape (n_rows, K); ``-inf`` off a gold label.
+
+    Parameters
+    ----------
+    table : PatternTable or SparseTable
+    log_confusion : array of shape (J, K, K)
+        ``log C[j, y, a]``.
+    log_prevalence : array of shape (G, K)
+
+    Notes
+    -----
+    Patterns: ``sum_j log C[j, y, a_j]`` is one product of the one-hot responses (R, J K) with the stacked
+    ``log C[j, y, a]`` (J K, K) (missing responses are all-zero rows of the one-hot, so they drop out).
+    Responses: ``log C[j_r, :, a_r]`` (n_responses, K) summed over each item's run of responses (sorted:
+    ``indices_are_sorted=True``).
+    """
+    n_ann, k, _ = log_confusion.shape
+    if isinstance(table, PatternTable):
+        # One gather of log C[j, :, a_j] per annotator (a_j = -1, missing, adds 0), not a one-hot matrix product
+        # (the same numbers, slower inside the NUTS loop: docs/performance.md, K-class NUTS section).
+        ll = 0.0
+        for j in range(n_ann):
+            a = table.patterns[:, j]
+            ll = ll + jnp.where((a >= 0)[:, None], log_confusion[j].T[jnp.maximum(a, 0)], 0.0)
+        group, gold = table.group, table.gold
+    else:
+        per_response = log_confusion[table.annotator, :, table.label]  # (n_responses, K)
+        ll = jax.ops.segment_sum(per_response, table.item, num_segments=table.item_group.shape[0],
+                                 indices_are_sorted=True)
+        group, gold = table.item_group, table.gold
+    joint = ll + log_prevalence[group]
+    # A gold item: only its known class has positive probability (observed latent label).
+    keep = (gold[:, None] < 0) | (gold[:, None] == jnp.arange(k))
+    return jnp.where(keep, joint, -jnp.inf)
+
+
+def multiclass_loglik_rows(table, log_confusion, log_prevalence):
+    """``log P(A_row)`` (``log P(Y = gold, A_row)`` for gold rows) per row, shape (n_rows,) (not times counts)."""
+    return jax.nn.logsumexp(class_log_joint(table, log_confusion, log_prevalence), axis=-1)
+
+
+# Probabilities of exactly 0 (an empty row entry at a boundary draw) would give log 0 = -inf and NaN gradients in
+# the K-class NumPyro models; this floor changes no likelihood value measurably.
+TINY = 1e-300
+
+
+def tiny_log(p):
+    """``log p`` with ``p`` clipped into ``[tiny, 1]``, ``tiny`` = :data:`TINY` in float64 (the K-class models)."""
+    p = jnp.asarray(p)
+    # The floor in p's own type: 1e-300 would round to 0 in float32 (log 0 = -inf).
+    tiny = TINY if p.dtype == jnp.float64 else float(jnp.finfo(p.dtype).tiny)
+    return jnp.log(jnp.clip(p, tiny, 1.0))
+
+
+def rows_class_log_joint(row, annotator, label, n_rows: int, group, gold, log_confusion, log_prevalence):
+    """``log P(Y = y, A_row)`` per row (item or pattern row) and class in NumPy float64, shape (n_rows, K).
+
+    ``(row, annotator, label)`` are the responses (row index, annotator, label), ``group`` (n_rows,) the rows'
+    groups, ``gold`` (n_rows,) -1 or a known class (``-inf`` off it; None: no gold), ``log_confusion`` (J, K, K)
+    and ``log_prevalence`` (G, K) the (clipped) logs. :func:`class_log_joint` in NumPy: nothing to compile.
+    """
+    k = log_confusion.shape[-1]
+    per = log_confusion[annotator, :, label]                               # (n_responses, K)
+    out = np.stack([np.bincount(row, weights=per[:, y], minlength=n_rows) for y in range(k)], axis=1)
+    out += log_prevalence[group]
+    if gold is not None:
+        out = np.where((gold[:, None] < 0) | (gold[:, None] == np.arange(k)[None, :]), out, -np.inf)
+    return out
+
+
+def logsumexp_rows(a):
+    """``log sum_k exp a[:, k]`` per row of a NumPy (n, K) array."""
+    m = np.max(a, axis=1, keepdims=True)
+    return m[:, 0] + np.log(np.sum(np.exp(a - m), axis=1))  # the max shifted out: no overflow
+
+
+def softmax_rows(x):
+    """``softmax`` over the last axis of a NumPy array."""
+    x = x - x.max(axis=-1, keepdims=True)  # shift by the row maximum: exp never overflows
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)

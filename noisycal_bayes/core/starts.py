@@ -47,10 +47,32 @@ data (how much a typical label says about ``Y``), it changes sign under the exch
 Rules 1 and 3-5 are :func:`noisycal_bayes.core.starts.em_starts`, ``orient`` and ``select_start``. EM
 never decreases the objective (the test suite asserts it along ``loglik_trace``). A converged start
 certifies a stationary point, not the global maximum (paper §D.6): hence several starts.
+
+**K classes** (``fit_em_multiclass``; the binary rules adapted, the EM loop and status codes shared):
+
+K1. *Starts*: start 0 is the majority-vote start (:func:`class_vote_start`: the M-step at each item's vote
+    distribution, gold items one-hot; the standard Dawid-Skene initialisation, crowd-kit's too), or the warm start
+    ``init`` when given (:func:`check_warm_start`); then ``n_starts`` random diagonal-dominant starts
+    (:func:`class_random_starts`: ``C_j[y, y] ~ U(0.5, 0.95)``, the rest of the row split by a flat Dirichlet;
+    prevalence rows ~ Dirichlet(5)), reproducible from ``seed``.
+K2. *Iteration*: ``theta = (confusion, prevalence)``, rule 2 with the objective log-likelihood plus the Dirichlet
+    log-kernels for MAP.
+K3. *Orientation*: the likelihood is invariant under relabelling the latent classes; the labelling is fixed by the
+    crowd's average confusion ``Cbar = sum_j n_j C_j / sum_j n_j`` (``n_j`` the labels of annotator ``j``): each
+    row's diagonal entry must be its strict maximum (class ``y``'s most frequent label is ``y``;
+    :func:`diagonally_dominant`). A converged start that breaks it is relabelled by the permutation maximising
+    ``sum_y Cbar[y, sigma(y)]`` (an assignment problem; the binary label exchange is the K = 2 case,
+    :func:`orient_classes`) and accepted if the result satisfies it.
+K4. *Selection* (:func:`select_class_start`): among accepted (converged, oriented) starts the highest objective
+    wins, ties within ``1e-9 (1 + |best|)`` to the lowest start index. When none is accepted, rule 5's second
+    tier: the best oriented start stopped by ``max_iter`` (``converged=False``, a ConvergenceWarning); when no
+    start is oriented, the best converged (else finite) start with an IdentifiabilityWarning. No estimate (a
+    ``ValueError``) only when no start ends finite.
 """
 import numpy as np
 
 from .._validation import _preview, check_positive_int
+
 
 #: Random starts: fpr ~ U(FPR_RANGE), tpr ~ U(TPR_RANGE), prevalence ~ U(PREVALENCE_RANGE).
 FPR_RANGE = (0.05, 0.45)
@@ -64,8 +86,12 @@ ORIENTATIONS = ("auto", "every", "crowd")
 #: there (the E-step gives that class zero weight) and its log-likelihood can be -inf (issue 16, low noise).
 START_EPS = 1e-6
 
+
 #: Accepted starts whose objective is within this relative distance of the best are ties (lowest index wins).
 TIE_RTOL = 1e-9
+#: A K-class warm start (``init``) is mixed with the uniform rows by this much only (off exact zeros, far below
+#: any tolerance).
+WARM_EPS = 1e-13
 #: Status of one EM run: still iterating, converged, non-finite parameters, ``max_iter`` reached, or a
 #: non-finite objective at the start.
 RUNNING, CONVERGED, NONFINITE, MAX_ITER, BAD_START = 0, 1, 2, 3, 4
@@ -355,3 +381,171 @@ def unconverged_message(func: str, max_iter: int, selection: dict,
             "max_iter and is returned with converged=False. Raise `max_iter` (or loosen `tol`), or try other starts "
             f"({other_starts}); EM also crawls where the likelihood is nearly flat (weakly identified "
             "channels: few labels per annotator, score groups with similar prevalences).")
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def diagonally_dominant(confusion) -> np.ndarray:
+    """Whether the annotators' average confusion is diagonally dominant, per draw.
+
+    Parameters
+    ----------
+    confusion : array of shape (..., J, K, K)
+
+    Returns
+    -------
+    ndarray of bool, shape (...)
+        ``mean_j C[j, y, y] > mean_j C[j, y, a]`` for every row ``y`` and every ``a != y`` (the orientation
+        constraint of the module docstring).
+
+    Examples
+    --------
+    >>> c = np.array([[[0.8, 0.2], [0.3, 0.7]]])
+    >>> bool(diagonally_dominant(c)), bool(diagonally_dominant(c[:, ::-1]))
+    (True, False)
+    """
+    avg = np.asarray(confusion, np.float64).mean(axis=-3)
+    k = avg.shape[-1]
+    diag = np.diagonal(avg, axis1=-2, axis2=-1)
+    off = np.where(np.eye(k, dtype=bool), -np.inf, avg)
+    return np.all(diag > off.max(axis=-1), axis=-1)
+
+
+def normalised_rows(x, eps=START_EPS):
+    """Rows of ``x`` divided by their sums (uniform where a row sums to ~0), mixed with the uniform row by ``eps``."""
+    # Rows mixed with the uniform row by ``eps``: EM from an exact zero cell stays at zero.
+    s = x.sum(axis=-1, keepdims=True)
+    out = np.where(s > 1e-12, x / np.where(s > 1e-12, s, 1.0), 1.0 / x.shape[-1])
+    return (1 - eps) * out + eps / x.shape[-1]
+
+
+def class_vote_start(item, annotator, label, group, *, n_items: int, n_annotators: int, n_classes: int, n_groups: int,
+                     gold, conf_pc, prev_pc, compressed=None, item_weight=None):
+    """Start 0: the M-step (with the prior's pseudo-counts) at each item's vote distribution (gold items one-hot),
+    each item counted ``item_weight[i]`` times (None: once).
+
+    On compressed rows (``compressed`` from :func:`~noisycal_bayes.data.compress.class_pattern_grid`) the vote distribution is that of each pattern;
+    else ``N[j, y, a] = sum_{responses (i, j, a)} t[i, y]`` is one sparse product ``M t`` with ``M`` the
+    (annotator-label key x item) response counts.
+    """
+    from scipy import sparse
+
+    K, J, n = n_classes, n_annotators, n_items
+    if compressed is not None:
+        patterns, grid = compressed
+        onehot = (patterns[:, :, None] == np.arange(K)).astype(np.float64)      # (P, J, K)
+        votes = onehot.sum(axis=1)
+        tp = np.where(votes.sum(1, keepdims=True) > 0, votes / np.maximum(votes.sum(1, keepdims=True), 1), 1.0 / K)
+        n_jya = np.einsum("py,pja->jya", grid.sum(axis=0)[:, None] * tp, onehot)
+        prev = grid @ tp
+    else:
+        ones = np.ones(item.size)
+        votes = sparse.csr_matrix((ones, (item, label)), shape=(n, K)).toarray()
+        tot = votes.sum(axis=1, keepdims=True)
+        t = np.where(tot > 0, votes / np.maximum(tot, 1.0), 1.0 / K)
+        if gold is not None:
+            g = gold >= 0
+            t[g] = np.eye(K)[gold[g]]
+        if item_weight is not None:
+            t = t * item_weight[:, None]
+        m = sparse.csr_matrix((ones, (annotator * K + label, item)), shape=(J * K, n))
+        n_jya = np.swapaxes(np.asarray(m @ t).reshape(J, K, K), 1, 2)           # (J, a, y) -> (J, y, a)
+        prev = np.stack([np.bincount(group, weights=t[:, y], minlength=n_groups) for y in range(K)], axis=1)
+    return normalised_rows(n_jya + conf_pc), normalised_rows(prev + prev_pc)
+
+
+def class_random_starts(n_starts: int, J: int, K: int, G: int, seed: int):
+    """``n_starts`` random diagonal-dominant starts ``(C (S, J, K, K), pi (S, G, K))`` (rule K1)."""
+    rng = np.random.default_rng(seed)
+    d = rng.uniform(0.5, 0.95, size=(n_starts, J, K))
+    off = rng.dirichlet(np.ones(K - 1), size=(n_starts, J, K))
+    C = np.zeros((n_starts, J, K, K))
+    for y in range(K):
+        others = [a for a in range(K) if a != y]
+        C[:, :, y, y] = d[:, :, y]
+        C[:, :, y, others] = (1 - d[:, :, y])[..., None] * off[:, :, y]
+    prev = rng.dirichlet(5.0 * np.ones(K), size=(n_starts, G))
+    return normalised_rows(C), normalised_rows(prev)
+
+
+def check_warm_start(conf, prev, J: int, K: int, G: int, func: str):
+    """``(C (J, K, K), pi (G, K))`` of a warm start, validated: a prevalence of shape (K,) is used for every group,
+    ``None`` starts every group uniform. Rows are renormalised and mixed with the uniform matrix by :data:`WARM_EPS`
+    (EM never leaves an exact zero cell; the cold starts' ``START_EPS`` would move a converged fit by more than the
+    tolerance, and the refit would crawl back at EM's linear rate)."""
+    conf = np.asarray(conf, dtype=np.float64)
+    if conf.shape != (J, K, K):
+        raise ValueError(f"{func}: `init` confusion must have shape ({J}, {K}, {K}); got {conf.shape}.")
+    prev = np.full(K, 1.0 / K) if prev is None else np.asarray(prev, dtype=np.float64)
+    if prev.shape == (K,):
+        prev = np.broadcast_to(prev, (G, K))
+    if prev.shape != (G, K):
+        raise ValueError(f"{func}: `init` prevalence must have shape ({K},) or ({G}, {K}) (one row per group); got "
+                         f"{prev.shape}.")
+    for name, arr in (("confusion", conf), ("prevalence", prev)):
+        rows = arr.sum(axis=-1)
+        bad = ~(np.all(np.isfinite(arr), axis=-1) & np.all(arr >= 0, axis=-1) & (np.abs(rows - 1) <= 1e-6))
+        if bad.any():
+            raise ValueError(f"{func}: `init` {name} rows must be finite, >= 0 and sum to 1 (within 1e-6); rows "
+                             f"{_preview([tuple(int(i) for i in r) for r in np.argwhere(bad)])} do not.")
+    return normalised_rows(conf, WARM_EPS), normalised_rows(prev, WARM_EPS)
+
+
+def _average_confusion(C, n_labels):
+    w = np.asarray(n_labels, np.float64)
+    return np.einsum("j,jya->ya", w, C) / w.sum()
+
+
+def orient_classes(C, pi, n_labels):
+    """``(C, pi, permutation or None, ok)``: relabel the latent classes so that the crowd's average confusion has
+    its row maxima on the diagonal (rule K3); ``permutation[y]`` is the new index of latent class ``y``."""
+    cbar = _average_confusion(C, n_labels)
+    if diagonally_dominant(cbar[None]):
+        return C, pi, None, True
+    from scipy.optimize import linear_sum_assignment
+
+    rows, sigma = linear_sum_assignment(-cbar)       # maximise sum_y Cbar[y, sigma(y)]
+    inv = np.argsort(sigma)                           # the latent class that becomes class k
+    C2, pi2 = C[:, inv, :], pi[:, inv]
+    if np.array_equal(sigma, np.arange(cbar.shape[0])):
+        return C, pi, None, False
+    return C2, pi2, tuple(int(s) for s in sigma), bool(diagonally_dominant(_average_confusion(C2, n_labels)[None]))
+
+
+def select_class_start(theta, objective, n_iter, status, *, shape, n_labels, max_iter: int, func: str):
+    """Orient every finite K-class EM run (rule K3) and select the estimate (rule K4).
+
+    ``theta`` (S, J K K + G K) holds each start's final ``concat(C.ravel(), pi.ravel())``, ``shape`` is
+    ``(J, K, G)``. Returns ``(start, C, pi, permutation, oriented, converged, objective)`` of the selected start;
+    a ValueError naming every start's failure when no start ends finite.
+    """
+    J, K, G = shape
+    nc = J * K * K
+    cands = []
+    for s in range(theta.shape[0]):
+        if not (np.isfinite(objective[s]) and np.all(np.isfinite(theta[s]))):
+            continue
+        C, pi = theta[s, :nc].reshape(J, K, K), theta[s, nc:].reshape(G, K)
+        C, pi, perm, ok = orient_classes(C, pi, n_labels)
+        cands.append((s, C, pi, perm, ok, status[s] == CONVERGED, float(objective[s])))
+    if not cands:
+        failed = [(int(k), failure_reason(status[k], n_iter[k], max_iter)) for k in range(theta.shape[0])]
+        raise ValueError(all_failed_message(func, theta.shape[0], failed, "nonfinite"))
+    # The binary contract (rule 5) with the K-class orientation rule (K3) as the screen: converged oriented starts,
+    # else oriented starts stopped by max_iter; then, K-class only, the best converged (else finite) start although
+    # no start is oriented (the caller warns).
+    tiers = ([c for c in cands if c[4] and c[5]], [c for c in cands if c[4]], [c for c in cands if c[5]], cands)
+    pool = next(t for t in tiers if t)
+    top = max(c[6] for c in pool)
+    return min((c for c in pool if c[6] >= top - TIE_RTOL * (1.0 + abs(top))), key=lambda c: c[0])
+
+
+def orientation_message(confusion, func: str, what: str) -> str | None:
+    """The IdentifiabilityWarning text when some of ``confusion`` (..., J, K, K) are not diagonally dominant (else None)."""
+    ok = diagonally_dominant(confusion)
+    frac_bad = float(1.0 - np.mean(ok))
+    if frac_bad == 0.0:
+        return None
+    msg = (f"{func}: the annotators' average confusion matrix is not diagonally dominant in {frac_bad:.1%} of the "
+           f"{what}: the class labelling (orientation) is not fixed there, or the crowd confuses some class with "
+           "another more often than it names it. Check the fit's confusion matrices; add gold items or annotators.")
+    return msg

@@ -2,12 +2,18 @@
 
 The grouped Dawid-Skene likelihood depends on the data only through these counts, so one O(n J)
 pass here makes every later EM step and NUTS gradient independent of the number of items.
+
+Binary rows (:func:`compress_patterns`) use base-3 keys with the first annotator most significant (the key
+layout of :class:`~noisycal_bayes.data.SufficientStats`, kept exactly); K-class rows (:func:`compress_multiclass`,
+:func:`class_pattern_grid`) use base ``K + 1``.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import numpy as np
+
+from ..core.tables import PatternTable, SparseTable
 
 
 class PatternCounts(NamedTuple):
@@ -181,3 +187,86 @@ def padded_size(n_patterns: int, n_groups: int, n_annotators: int) -> int:
     if full is not None and full <= 4096:
         return full
     return int(2 ** int(np.ceil(np.log2(max(n_patterns, 1)))))
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def sparse_table(item, annotator, label, item_group, gold=None) -> SparseTable:
+    """A :class:`SparseTable` from NumPy arrays (sorted by item if they are not; ``gold=None``: all unknown)."""
+    item = np.asarray(item, np.int32)
+    order = np.argsort(item, kind="stable") if item.size > 1 and np.any(np.diff(item) < 0) else slice(None)
+    item_group = np.asarray(item_group, np.int32)
+    gold = np.full(item_group.shape[0], -1, np.int32) if gold is None else np.asarray(gold, np.int32)
+    return SparseTable(item[order], np.asarray(annotator, np.int32)[order], np.asarray(label, np.int32)[order],
+                       item_group, gold)
+
+
+def compress_multiclass(item, annotator, label, item_group, gold, *, n_items: int, n_annotators: int,
+                        n_classes: int, pad_to: int | None = None):
+    """``(PatternTable, inverse)``: distinct ``(group, gold, pattern)`` rows with counts; ``inverse`` (n_items,).
+
+    One response per (item, annotator) pair is required (a dense pattern); the caller uses the sparse form
+    otherwise. Rows are padded with zero-count rows up to ``pad_to`` (so that data sets of one design share a
+    compiled sampler). ``inverse[i]`` is the row of item ``i``.
+    """
+    k1 = n_classes + 1
+    dense = np.full((n_items, n_annotators), -1, np.int64)
+    dense[np.asarray(item), np.asarray(annotator)] = np.asarray(label)
+    gold = np.full(n_items, -1, np.int64) if gold is None else np.asarray(gold, np.int64)
+    # One int64 key per item: group, then gold + 1, then each response + 1, in base K + 1 (the caller checks
+    # that G (K+1)^(J+1) fits in int64).
+    key = np.asarray(item_group, np.int64) * k1 + (gold + 1)
+    for j in range(n_annotators):
+        key = key * k1 + (dense[:, j] + 1)
+    uniq, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    n_rows = uniq.size
+    size = n_rows if pad_to is None else max(int(pad_to), n_rows)
+    patterns = np.zeros((size, n_annotators), np.int32)
+    patterns[:n_rows] = dense[first]
+    group = np.zeros(size, np.int32)
+    group[:n_rows] = np.asarray(item_group)[first]
+    gold_rows = np.full(size, -1, np.int32)
+    gold_rows[:n_rows] = gold[first]
+    cnt = np.zeros(size, np.float64)
+    cnt[:n_rows] = counts
+    return PatternTable(patterns, group, gold_rows, cnt), inverse.reshape(-1).astype(np.int64)
+
+
+def bucket_size(n: int) -> int:
+    """``n`` rounded up to a size with 3 significant bits (>= 8): at most 1/8 padding, few distinct shapes to
+    compile."""
+    n = max(int(n), 8)
+    step = 1 << max(n.bit_length() - 3, 0)
+    return -(-n // step) * step
+
+
+def class_pattern_grid(item, annotator, label, group, *, n_items: int, n_annotators: int, n_classes: int,
+                       n_groups: int):
+    """(group x pattern) counts of the items, ``(patterns (P, J), counts (G, P))``: the distinct response patterns
+    (``-1`` missing) of K-class responses (one per (item, annotator) pair) and the items per (group, pattern) cell.
+    ``P`` is padded (:func:`bucket_size`; padded patterns have count 0) so that few shapes are compiled."""
+    K1, J = n_classes + 1, n_annotators
+    # Pattern code: sum_j (label_j + 1) (K + 1)^j (0 = missing), then the group as the most significant digit.
+    digit = (label + 1) * (K1 ** annotator)
+    if float(K1) ** J < 2.0**52:
+        # bincount sums in float64: exact for integer codes below 2^53, and much faster than np.add.at.
+        code = np.rint(np.bincount(item, weights=digit.astype(np.float64), minlength=n_items)).astype(np.int64)
+    else:
+        code = np.zeros(n_items, np.int64)
+        np.add.at(code, item, digit)
+    key = group.astype(np.int64) * K1**J + code
+    space = n_groups * K1**J
+    if space <= 1 << 22:
+        counts = np.bincount(key, minlength=space)
+        uniq = np.flatnonzero(counts)
+        counts = counts[uniq]
+    else:
+        uniq, counts = np.unique(key, return_counts=True)
+    codes, pattern_index = np.unique(uniq % K1**J, return_inverse=True)
+    digits = (codes[:, None] // (K1 ** np.arange(J, dtype=np.int64))[None, :]) % K1
+    p = codes.size
+    p_pad = bucket_size(p)
+    patterns = np.full((p_pad, J), -1, np.int32)
+    patterns[:p] = digits - 1
+    grid = np.zeros((n_groups, p_pad))
+    grid[uniq // K1**J, pattern_index.reshape(-1)] = counts
+    return patterns, grid

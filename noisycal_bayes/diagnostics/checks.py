@@ -1250,8 +1250,8 @@ def run_multiclass_checks(data, fit, *, method: str = "em", seed: int = 0) -> tu
         t_obs = float(_x2(observed, expected, pooled, n_pooled))
         cells, cell_group = _cell_responses(fam)
         # One padded size for every replicate: 10% above the expected number of occupied cells (and of their
-        # responses), in the buckets the sparse EM compiles for (inference.multiclass_em._bucket).
-        from ..inference.multiclass_em import _bucket
+        # responses), in the buckets the sparse EM compiles for (data.compress.bucket_size).
+        from ..data.compress import bucket_size as _bucket
 
         occupied = 1.0 - (1.0 - np.minimum(expected / size[stratum], 1.0)) ** size[stratum]
         per_cell = np.bincount(cells[0], minlength=fam.n_cells)

@@ -121,7 +121,7 @@ def _check_k_options(kw: dict) -> None:
         raise ValueError(f"evaluate_multiclass: `groups` must be None (2 confidence quantiles per predicted class) or "
                          f"a positive int (that many quantiles); got {groups!r}.")
     if kw["prior"] is not None:
-        from ..models.multiclass import MulticlassPrior
+        from ..models import MulticlassPrior
 
         if kw["method"] != "nuts":
             raise ValueError("evaluate_multiclass: `prior` is used by method='nuts' only (the EM route fits the "

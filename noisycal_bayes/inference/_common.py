@@ -1,9 +1,20 @@
-"""Helpers shared by fit_map and fit_nuts: model binding, start values, unconstrained transforms."""
+"""Helpers shared by fit_map and fit_nuts (and their K-class forms): model binding, start values, unconstrained
+transforms, draws back in the model's terms."""
 from __future__ import annotations
 
+import functools
+import inspect
+
+import jax
 import numpy as np
 
-from ..models import MODELS
+from ..core.em import expected_class_counts
+from ..core.likelihood import softmax_rows
+from ..core.starts import diagonally_dominant
+from ..data import AnnotationSet, Binning
+from ..models import MODELS, MULTICLASS_MODELS
+from ..models.log_ratio import grouped_multiclass_log_ratio, insert_diagonal_zero, log_ratio_point
+
 
 # Keep starting values off the boundary, where the unconstrained coordinates are infinite.
 _CLIP = (1e-3, 1 - 1e-3)
@@ -347,3 +358,160 @@ def channel_or_none(fpr, tpr, annotator_ids):
 
     crowd = bool(np.any(np.asarray(tpr) <= np.asarray(fpr)))
     return channel_from(fpr, tpr, annotator_ids, orientation="crowd" if crowd else "every")
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def check_class_model(model, func: str) -> str:
+    """``model`` of a K-class fit: a key of :data:`~noisycal_bayes.models.MULTICLASS_MODELS`."""
+    if model not in tuple(MULTICLASS_MODELS):
+        raise ValueError(f"{func}: `model` must be one of {list(tuple(MULTICLASS_MODELS))}; got {model!r}.")
+    return model
+
+
+def bound_log_ratio(table_type, static: dict):
+    """The log-ratio model with sizes bound; positional args = the table's arrays, the scaling, the prior."""
+    def bound(*args):
+        *arrays, scaling, prior = args
+        return grouped_multiclass_log_ratio(table_type(*arrays), scaling, prior=prior, **static)
+
+    bound.__name__ = "grouped_multiclass_log_ratio_bound"
+    return bound
+
+
+def bound_class_model(model: str, table_type, static: dict):
+    """The model function with sizes bound; positional args = the table's arrays, then the prior params."""
+    fn = MULTICLASS_MODELS[model]
+
+    def bound(*args):
+        *arrays, prior = args
+        return fn(table_type(*arrays), prior=prior, **static)
+
+    bound.__name__ = f"{model}_multiclass_bound"
+    return bound
+
+
+# Starting values are kept this far inside the simplex: on its boundary the sampler's unconstrained
+# (stick-breaking) coordinates are infinite.
+START_FLOOR = 1e-3
+
+
+def class_start_sites(model, confusion, prevalence, n_groups):
+    """Constrained sample-site values at a point, kept ``START_FLOOR`` inside the simplices."""
+    k = confusion.shape[-1]
+    conf = (np.asarray(confusion, np.float64) + START_FLOOR) / (1 + k * START_FLOOR)
+    prev = (np.asarray(prevalence, np.float64).reshape(n_groups, k) + START_FLOOR) / (1 + k * START_FLOOR)
+    if model == "dawid_skene":
+        return {"confusion": conf, "prevalence": prev[0]}
+    if model == "grouped":
+        return {"confusion": conf, "prevalence": prev}
+    # Pooled: log-odds against the diagonal, their mean over annotators, spread and standardised offsets.
+    log_c = np.log(conf)
+    eta = log_c - np.diagonal(log_c, axis1=-2, axis2=-1)[..., None]
+    off = ~np.eye(k, dtype=bool)
+    eta = eta[:, off].reshape(conf.shape[0], k, k - 1)
+    mu = eta.mean(axis=0)
+    sigma = max(float(np.std(eta - mu)), 0.2)
+    return {"mu": mu, "sigma": np.float64(sigma), "z": np.clip((eta - mu) / sigma, -3, 3), "prevalence": prev}
+
+
+NOT_DOMINANT = ("{func}: the start's average confusion matrix is not diagonally dominant, so the class labelling is "
+                "not fixed (models/dawid_skene.py, 'K classes'). Pass an `init` whose average confusion has the "
+                "largest entry of each row on the diagonal, or add gold items.")
+
+
+def class_start_from_init(init, table, prior, sizes, func):
+    """``(confusion, prevalence)`` from ``init``: an object with ``confusion`` (and ``prevalence``) or an array."""
+    j, k, g = sizes["n_annotators"], sizes["n_classes"], sizes["n_groups"]
+    conf = np.asarray(getattr(init, "confusion", init), np.float64)
+    if conf.shape != (j, k, k) or not np.all(np.isfinite(conf)) or np.any(conf < 0):
+        raise ValueError(f"{func}: `init` must be a confusion array of shape ({j}, {k}, {k}) (or a fit with "
+                         f"`confusion`); got shape {conf.shape}.")
+    conf = conf / conf.sum(-1, keepdims=True)
+    if not diagonally_dominant(conf[None])[0]:
+        raise ValueError(NOT_DOMINANT.format(func=func))
+    prev = getattr(init, "prevalence", None)
+    if prev is not None and np.shape(prev) == (g, k):
+        return conf, np.asarray(prev, np.float64)
+    # Prevalence from one E-step at the given channels (uniform prevalence), plus the prior's pseudo-counts.
+    _, m = expected_class_counts(table, conf, np.full((g, k), 1.0 / k), g)
+    m = m + (prior.prevalence - 1.0)
+    tot = m.sum(-1, keepdims=True)
+    return conf, np.where(tot > 0, m / np.where(tot > 0, tot, 1.0), 1.0 / k)  # an empty group: uniform
+
+
+def class_draws(got: dict, model: str, scaling, *, n_chains: int, n_draws: int, n_classes: int):
+    """The K-class sampler's draws (chain, draw, ...) back in the model's terms: ``(confusion, prevalence (chain,
+    draw, G, K), population_confusion or None, extra scalar draws, draws for the diagnostics, their dims)``.
+
+    Pooled: confusion rows ``softmax([0 at y, mu_y + sigma z_jy])``; log-ratio coordinates (``scaling`` not None):
+    :func:`~noisycal_bayes.models.log_ratio.log_ratio_point` in float64; otherwise the draws themselves.
+    """
+    got = {k_: np.asarray(v, np.float64) for k_, v in got.items()}
+    k = n_classes
+    extra, pop = {}, None
+    if model == "pooled":
+        eta = np.asarray(insert_diagonal_zero(got["mu"][:, :, None] + got["sigma"][:, :, None, None, None] * got["z"], np))
+        conf = softmax_rows(eta)
+        pop = softmax_rows(np.asarray(insert_diagonal_zero(got["mu"], np)))
+        extra["sigma"] = got["sigma"].reshape(-1)
+    elif scaling is not None:
+        # Back to the simplex in float64 (the same map as the model's, on the float32 draws).
+        log_c, log_p = log_ratio_point(jax.tree.map(np.asarray, scaling), got["confusion_u"], got["prevalence_u"])
+        conf, got["prevalence"] = np.exp(log_c), np.exp(log_p)
+    else:
+        conf = got["confusion"]
+    prev = got["prevalence"].reshape(n_chains, n_draws, -1, k)
+
+    draws = {"confusion": conf, "prevalence": prev}
+    dims = {"confusion": ("annotator", "true_class", "label_class"), "prevalence": ("group", "true_class")}
+    if pop is not None:
+        draws.update(population_confusion=pop, sigma=got["sigma"])
+        dims.update(population_confusion=("true_class", "label_class"), sigma=())
+    return conf, prev, pop, extra, draws, dims
+
+
+# ------------------------------------------------------------------------------------------------ one door per fit
+def class_door(name: str, *, passed: tuple, renamed: dict | None = None):
+    """A fit's one door: K-class data (more than two classes) goes to the K-class fit ``name`` (a function of the
+    decorated fit's module) with only the options the caller set (``renamed`` maps a binary name to the K-class one),
+    so that ``fit_em(data)`` equals ``fit_em_multiclass(data)``; binary data (two classes) to the decorated fit,
+    unchanged.
+
+    An option outside ``passed`` has no K-class meaning: a value other than the binary default is a ValueError naming
+    it. ``groups`` passes on only as a group label per item (a Binning or a number of bins is binary).
+    """
+    renamed = renamed or {}
+
+    def wrap(binary):
+        params = inspect.signature(binary).parameters
+        names = set(params) - {"data"}
+
+        @functools.wraps(binary)
+        def door(data, **options):
+            if not (isinstance(data, AnnotationSet) and data.n_classes > 2):
+                return binary(data, **options)
+            func = binary.__name__
+            unknown = sorted(set(options) - names)
+            if unknown:
+                raise TypeError(f"{func}() got an unexpected keyword argument {unknown[0]!r}")
+            groups = options.get("groups", params["groups"].default)
+            per_item = not (groups is params["groups"].default or isinstance(groups, (Binning, int, np.integer)))
+            binary_only = [k for k, v in options.items()
+                           if k not in passed and k not in renamed and not (k == "groups" and per_item)
+                           and not (k != "groups" and _is_default(v, params[k].default))]
+            if binary_only:
+                raise ValueError(f"{func}: {binary_only} apply to binary data only; for K-class data call "
+                                 f"{name}(data, ...) directly.")
+            kept = {renamed.get(k, k): v for k, v in options.items() if k in passed or k in renamed
+                    or (k == "groups" and per_item)}
+            return binary.__globals__[name](data, **kept)
+
+        return door
+
+    return wrap
+
+
+def _is_default(value, default) -> bool:
+    # Scalars compare by value; anything else (arrays, tuples of arrays, objects) only by identity.
+    scalar = (str, bool, int, float, type(None))
+    return value is default or (isinstance(value, scalar) and isinstance(default, scalar) and value == default)

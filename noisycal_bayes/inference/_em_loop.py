@@ -2,7 +2,7 @@
 and an objective, as plain EM steps or as SQUAREM cycles.
 
 The binary EM (:mod:`.em`: pattern and sparse paths), its bootstrap (:mod:`.bootstrap`) and the K-class EM
-(:mod:`.multiclass_em`) differ only in what one EM step computes; the iteration, the status codes
+(:func:`.em.fit_em_multiclass`) differ only in what one EM step computes; the iteration, the status codes
 (:mod:`noisycal_bayes.core.starts`) and the stopping rule are these:
 
 - ``theta_t = F(theta_{t-1})`` with ``F`` the EM map (the M-step at the E-step's posterior), in float64;
@@ -18,13 +18,23 @@ values while the others iterate, so each start's result is that of its own loop.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import multiclass_e_step, multiclass_m_step, sparse_multiclass_e_step, sparse_multiclass_m_step
+from ..core.em import e_step, log_prior, m_step
+from ..core.sparse import coded_e_step, coded_m_step, coded_responses, sparse_totals
 from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING
+from ..core.tables import Responses
+from ..data.compress import bucket_size
+from ._saved import SavedProgram
 
-__all__ = ["SQUAREM_MSTEP", "em_loop", "resolve_accelerate", "small_change", "squarem_cycle"]
+__all__ = ["DEFAULT_N_STARTS", "SQUAREM_MSTEP", "em_loop", "padded_class_responses", "resolve_accelerate", "run_class_patterns",
+           "run_class_sparse", "small_change", "squarem_cycle"]
+
 
 #: SQUAREM's step-length growth factor (``mstep`` of Varadhan & Roland 2008, their default).
 SQUAREM_MSTEP = 4.0
@@ -188,3 +198,210 @@ def squarem_cycle(theta, obj, post, step_max, evaluate, em_map, tol, running, *,
     # A converged start stops at p1 (the plain EM step), as the plain loop would.
     return (_where_start(small, p1, p_out, 0), jnp.where(small, obj1, obj_out),
             _where_start(small, post1, post_out, post_axis), small, step_new)
+
+
+# ------------------------------------------------------------------------------------------------ compiled programs
+# The binary EM: patterns (one em_loop per start under vmap) and sparse responses (a batch of starts).
+def _split(theta, n_annotators):
+    return theta[:n_annotators], theta[n_annotators:2 * n_annotators], theta[2 * n_annotators:]
+
+
+def _em_program(n_rows: int, n_starts: int, *, n_annotators: int, n_groups: int, prior, max_iter: int):
+    """The compiled EM for one static configuration and input shape (:func:`_run_all`), kept per process and,
+    with the compilation cache on, saved across processes (:class:`~._sampler.SavedProgram`): a new process
+    then neither traces the EM loop again nor compiles it."""
+    key = ("em", n_rows, n_starts, n_annotators, n_groups, prior, max_iter)
+    program = _EM_PROGRAMS.get(key)
+    if program is None:
+        fn = partial(_run_all, n_annotators=n_annotators, n_groups=n_groups, prior=prior, max_iter=max_iter)
+        program = _EM_PROGRAMS[key] = SavedProgram(fn, partial(jax.jit, keep_unused=True), 0,
+                                                   name=("em",) + tuple(map(repr, key[1:])))
+    return program
+
+# EM programs by static configuration and shape (see `_em_program`); the padded row counts keep them few.
+_EM_PROGRAMS: dict = {}
+
+
+#: Random starts of :func:`fit_em` when they are random and ``n_starts`` is not given.
+DEFAULT_N_STARTS = 10
+
+
+def _start_bucket(n_starts: int) -> int:
+    """The number of starts the pattern-path EM program runs for ``n_starts`` starts: 1, 2, 4, 10 (the default
+    ``n_starts``), then powers of 2, so that a handful of compiled programs serve every ``n_starts``."""
+    for size in (1, 2, 4, DEFAULT_N_STARTS):
+        if n_starts <= size:
+            return size
+    return 1 << (int(n_starts) - 1).bit_length()
+
+
+def _pad_starts(theta0):
+    """``theta0`` (S, K) with copies of its first row appended up to :func:`_start_bucket` ``(S)`` rows."""
+    extra = _start_bucket(theta0.shape[0]) - theta0.shape[0]
+    return np.concatenate([theta0, np.repeat(theta0[:1], extra, axis=0)]) if extra else theta0
+
+
+def _pattern_steps(patterns, group, counts, *, n_annotators, n_groups, prior):
+    """``(evaluate, em_map)`` of :func:`~._em_loop.em_loop` on compressed rows, for one start ``theta`` (K,):
+    the objective and the E-step at ``theta`` (one pass over the rows serves both), and the M-step."""
+
+    def evaluate(theta):
+        f, t, p = _split(theta, n_annotators)
+        loglik, posterior = e_step(patterns, group, counts, f, t, p)
+        return loglik + log_prior((f, t, p), prior), posterior
+
+    def em_map(post):
+        return jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
+
+    return evaluate, em_map
+
+
+def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
+    """EM from every start (rows of ``theta0``) with one :func:`~._em_loop.em_loop` each, batched by ``vmap``.
+
+    Returns ``(theta (S, K), objective (S,), n_iter (S,), status (S,), trace (S, max_iter + 1))``.
+    """
+    evaluate, em_map = _pattern_steps(patterns, group, counts, n_annotators=n_annotators, n_groups=n_groups,
+                                      prior=prior)
+    return jax.vmap(lambda th0: em_loop(th0, evaluate, em_map, tol, max_iter=max_iter))(theta0)
+
+
+def _run_all_sparse(theta0, item, annotator, label, item_group, gold, tol, item_weight=None, padded=None, *,
+                    n_annotators, n_groups, prior, max_iter, keep_trace: bool = True, accelerate: bool = False):
+    """:func:`_run_all` on sparse responses: the same iteration, stopping rule and outputs, every start at once.
+
+    The starts form a trailing batch axis of the parameters (``fpr`` (J, S), ...) and each EM step is
+    :func:`~noisycal_bayes.core.sparse.coded_m_step` then :func:`~noisycal_bayes.core.sparse.coded_e_step`
+    (one gather and one segment sum of each kind for all starts; see :mod:`noisycal_bayes.core.sparse`), in one
+    batched :func:`~._em_loop.em_loop`. ``item_weight`` (n_items, S) reweights the items per start (bootstrap);
+    ``padded`` (n_items, L) the codes per item (:func:`~noisycal_bayes.core.sparse.padded_codes`) or None;
+    ``keep_trace=False`` returns a trace of shape (S, 1) (the bootstrap needs none). ``accelerate``: SQUAREM
+    cycles instead of single EM steps (:func:`~._em_loop.squarem_cycle`); an iteration is then one cycle.
+    """
+    responses = Responses(item, annotator, label)
+    coded = coded_responses(responses, padded)
+    totals = sparse_totals(responses, item_group, n_groups, n_annotators, item_weight)
+    J = n_annotators
+
+    def evaluate(theta):  # theta (S, K) -> objective (S,), posterior (n_items, S)
+        f, t, p = theta[:, :J].T, theta[:, J:2 * J].T, theta[:, 2 * J:].T
+        loglik, posterior = coded_e_step(coded, item_group, totals, f, t, p, gold=gold)
+        if prior is not None:
+            loglik = loglik + jax.vmap(lambda th: log_prior(_split(th, J), prior))(theta)
+        return loglik, posterior
+
+    def em_map(post):  # the M-step from the posterior: the EM map's second half, theta (S, K)
+        return jnp.concatenate(coded_m_step(coded, item_group, totals, J, post, prior), axis=0).T
+
+    return em_loop(theta0, evaluate, em_map, tol, max_iter=max_iter, keep_trace=keep_trace, accelerate=accelerate,
+                   post_axis=-1)
+
+# Compiled sparse EM programs by static configuration (jit keeps one executable per input shape).
+_SPARSE_PROGRAMS: dict = {}
+
+
+def _sparse_program(n_annotators: int, n_groups: int, prior, max_iter: int, keep_trace: bool = True,
+                    accelerate: bool = False):
+    """The compiled :func:`_run_all_sparse` for one static configuration (one executable per input shape)."""
+    key = (n_annotators, n_groups, prior, max_iter, keep_trace, accelerate)
+    program = _SPARSE_PROGRAMS.get(key)
+    if program is None:
+        program = _SPARSE_PROGRAMS[key] = jax.jit(partial(_run_all_sparse, n_annotators=n_annotators,
+                                                          n_groups=n_groups, prior=prior, max_iter=max_iter,
+                                                          keep_trace=keep_trace, accelerate=accelerate))
+    return program
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def _log_prior(C, pi, conf_pc, prev_pc):
+    # Clip as the likelihood does, so a zero cell with a flat prior contributes 0, not 0 * -inf = NaN.
+    return (jnp.sum(conf_pc * jnp.log(jnp.clip(C, 1e-12, 1.0)))
+            + jnp.sum(prev_pc * jnp.log(jnp.clip(pi, 1e-12, 1.0))))
+
+
+def _flat_steps(e_step, m_step, conf_pc, prev_pc, shape_c):
+    """``(evaluate, em_map)`` of :func:`~._em_loop.em_loop` on one start's flat ``theta = [C.ravel(), pi.ravel()]``
+    from the K-class ``e_step(C, pi) -> (loglik, T)`` and ``m_step(T) -> (C, pi)``; the objective adds the
+    Dirichlet log-kernels."""
+    nc = int(np.prod(shape_c))
+
+    def evaluate(theta):
+        C, pi = theta[:nc].reshape(shape_c), theta[nc:].reshape(-1, shape_c[-1])
+        ll, post = e_step(C, pi)
+        return ll + _log_prior(C, pi, conf_pc, prev_pc), post
+
+    def em_map(post):
+        C, pi = m_step(post)
+        return jnp.concatenate([C.ravel(), pi.ravel()])
+
+    return evaluate, em_map
+
+
+def _patterns_loop(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter, shape_c):
+    """EM from every start (rows of ``theta0``) on compressed rows, one plain :func:`~._em_loop.em_loop` per start
+    under ``vmap``. Returns ``(theta, objective, n_iter, status, trace)``."""
+    evaluate, em_map = _flat_steps(lambda C, pi: multiclass_e_step(patterns, counts, C, pi),
+                                   lambda post: multiclass_m_step(patterns, counts, post, conf_pc, prev_pc),
+                                   conf_pc, prev_pc, shape_c)
+    return jax.vmap(lambda th: em_loop(th, evaluate, em_map, tol, max_iter=max_iter))(theta0)
+
+
+def _sparse_loop(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
+                 max_iter, shape_c, accelerate, plain_steps):
+    """EM from every start (rows of ``theta0``) on sparse responses, one batched :func:`~._em_loop.em_loop` (the
+    steps mapped over the starts), plain or SQUAREM cycles (``accelerate``) after ``plain_steps`` plain steps."""
+    responses = (item, annotator, label)
+    evaluate, em_map = _flat_steps(
+        lambda C, pi: sparse_multiclass_e_step(responses, item_group, C, pi, gold, item_weight),
+        lambda post: sparse_multiclass_m_step(responses, item_group, n_groups, shape_c[0], post, conf_pc, prev_pc,
+                                              item_weight),
+        conf_pc, prev_pc, shape_c)
+    return em_loop(theta0, jax.vmap(evaluate), jax.vmap(em_map), tol, max_iter=max_iter, accelerate=accelerate,
+                   plain_steps=plain_steps, post_axis=0)
+
+# Compiled K-class EM programs by path, static configuration and argument shapes (the padded sizes of `bucket_size`
+# keep them few), saved across processes with the compilation cache on (`._saved.SavedProgram`).
+_PROGRAMS: dict = {}
+
+
+def _call(fn, args, **static):
+    """``fn(*args, **static)`` by its program (:class:`~._saved.SavedProgram`, one per configuration and shape)."""
+    shapes = tuple((np.shape(a), np.asarray(a).dtype.str) for a in args)
+    key = (fn.__name__,) + tuple(sorted(static.items())) + shapes
+    program = _PROGRAMS.get(key)
+    if program is None:
+        program = _PROGRAMS[key] = SavedProgram(partial(fn, **static), partial(jax.jit, keep_unused=True), 0,
+                                                name=("em_multiclass",) + tuple(map(repr, key)))
+    return program(*args)
+
+
+def run_class_patterns(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter, shape_c):
+    """:func:`_patterns_loop`, compiled once per configuration and shape (:func:`_call`)."""
+    return _call(_patterns_loop, (theta0, patterns, counts, conf_pc, prev_pc, tol), max_iter=max_iter,
+                 shape_c=shape_c)
+
+
+def run_class_sparse(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
+                max_iter, shape_c, accelerate=False, plain_steps=0):
+    """:func:`_sparse_loop`, compiled once per configuration and shape (:func:`_call`)."""
+    return _call(_sparse_loop, (theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol),
+                 n_groups=n_groups, max_iter=max_iter, shape_c=shape_c, accelerate=accelerate,
+                 plain_steps=plain_steps)
+
+
+def padded_class_responses(x, group, item_weight=None):
+    """Padded sparse arrays: responses and items up to :func:`~noisycal_bayes.data.compress.bucket_size` sizes. Items have weight ``item_weight``
+    (None: 1); padded items have weight 0 (they add nothing to the likelihood or the M-step); padded responses
+    belong to the first padded item."""
+    n, m = x.n_items, x.item.size
+    n_pad, m_pad = bucket_size(n + 1), bucket_size(m)
+    fill = np.full(m_pad - m, n, np.int32)
+    item = np.concatenate([x.item.astype(np.int32), fill])
+    ann = np.concatenate([x.annotator.astype(np.int32), np.zeros(m_pad - m, np.int32)])
+    lab = np.concatenate([x.label.astype(np.int32), np.zeros(m_pad - m, np.int32)])
+    grp = np.concatenate([group.astype(np.int32), np.zeros(n_pad - n, np.int32)])
+    gold = np.full(n_pad, -1, np.int32)
+    if x.gold is not None:
+        gold[:n] = x.gold
+    weight = np.concatenate([np.ones(n) if item_weight is None else item_weight, np.zeros(n_pad - n)])
+    return item, ann, lab, grp, gold, weight

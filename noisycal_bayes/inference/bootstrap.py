@@ -18,15 +18,18 @@ import jax
 import numpy as np
 
 from .._validation import _preview, check_positive_int
-from ..core import x64
+from ..core import score_groups, x64
 from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, START_EPS, orient, orient_crowd
+from ..core.tables import Responses
 from ..data import AnnotationSet
-from ..models.inputs import differing_items
+from ..models.em_result import sparse_args as _sparse_args
+from ..models.inputs import ClassData, differing_items
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
 from ..warnings import ConvergenceWarning
-from ._em_loop import em_loop
-from .em import _pattern_steps, _sparse_args, _sparse_program
+from ._em_loop import _pattern_steps, _sparse_program, em_loop
+from .em import fit_em_multiclass
+
 
 #: Warm starts are clipped into ``[START_CLIP, 1 - START_CLIP]``: EM from a rate of exactly 0 or 1 stays there
 #: (the E-step gives that class zero weight), and its log-likelihood can be -inf (issue 16).
@@ -324,3 +327,68 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
                      identified=fit.identified, reason=fit.reason, loglik=fit.loglik, n_iter=fit.n_iter,
                      failed_starts=fit.failed_starts, warnings=tuple(notes),
                      settings={**(fit.settings or {}), **settings}, details=details)
+
+
+def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_starts: int = 4, refit_starts: int = 0,
+                            seed: int = 0, max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto"):
+    """The ``estimator`` of :func:`~noisycal_bayes.reference.bootstrap_multiclass_nc_ece`: EM, warm-started refits.
+
+    Parameters
+    ----------
+    model : {"grouped", "dawid_skene"}, default "grouped"
+        As in :func:`~noisycal_bayes.inference.fit_em_multiclass`; the grouped model's groups are
+        :func:`~noisycal_bayes.core.score_groups` ``(probs, n_quantiles=n_quantiles)`` of the items passed (the
+        replicate's items: the same recipe, predicted class x confidence quantile, on every replicate).
+    n_quantiles : int, default 2
+    n_starts : int, default 4
+        Random starts besides the majority-vote start for a call without ``init`` (the full-sample fit).
+    refit_starts : int, default 0
+        Random starts besides the warm start for a call with ``init`` (a replicate): 0 refits from the full-sample
+        fit alone, which is both faster and the mode that the replicate's likelihood surface has near the fit.
+    seed, max_iter, tol, prior, path
+        As in :func:`~noisycal_bayes.inference.fit_em_multiclass`.
+
+    Returns
+    -------
+    callable
+        ``estimator(responses, n_items, probs, *, init=None, gold=None) -> (confusion (J, K, K), prevalence)``;
+        ``responses`` an ``(item, annotator, label)`` tuple, ``probs`` (n_items, K), ``init`` a
+        ``(confusion, prevalence)`` warm start (:func:`~noisycal_bayes.inference.fit_em_multiclass`'s ``init``), ``gold`` (n_items,) observed
+        clean labels (-1 unknown) of the items passed. ``prevalence`` is (K,) for ``"dawid_skene"`` and (G, K) for
+        ``"grouped"``.
+
+    Raises
+    ------
+    ValueError
+        Bad ``model`` or ``n_quantiles``; when called, as :func:`~noisycal_bayes.inference.fit_em_multiclass`.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_multiclass
+    >>> sim = simulate_multiclass(2000, 3, 3, accuracy=0.8, seed=0)
+    >>> est = multiclass_em_estimator(model="dawid_skene")
+    >>> resp = (sim.item, sim.annotator, sim.label)
+    >>> conf, prev = est(resp, 2000, sim.probs)
+    >>> conf2, _ = est(resp, 2000, sim.probs, init=(conf, prev))  # a warm refit on the same data
+    >>> bool(np.abs(conf2 - conf).max() < 1e-5), prev.shape
+    (True, (3,))
+    """
+    if model not in ("grouped", "dawid_skene"):
+        raise ValueError(f"multiclass_em_estimator: `model` must be 'grouped' or 'dawid_skene'; got {model!r}.")
+    n_quantiles = check_positive_int(n_quantiles, name="n_quantiles")
+    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
+    refit_starts = check_positive_int(refit_starts, name="refit_starts", minimum=0)
+
+    def estimator(responses, n_items, probs, *, init=None, gold=None):
+        item, ann, lab = (np.asarray(v) for v in responses)
+        probs = np.asarray(probs, dtype=np.float64)
+        K = probs.shape[1]
+        J = int(ann.max()) + 1 if init is None else int(np.shape(init[0])[0])
+        data = ClassData(Responses(item, ann, lab), int(n_items), J, K, probs, gold)
+        groups = score_groups(probs, n_quantiles=n_quantiles) if model == "grouped" else None
+        fit = fit_em_multiclass(data, model=model, groups=groups, n_starts=n_starts if init is None else refit_starts,
+                                seed=seed, max_iter=max_iter, tol=tol, prior=prior, path=path, init=init)
+        prev = fit.prevalence[0] if model == "dawid_skene" else fit.prevalence
+        return np.asarray(fit.confusion), np.asarray(prev)
+
+    return estimator

@@ -1,7 +1,7 @@
 """One switch for every compiled program this package keeps: :func:`clear_cache`."""
 from __future__ import annotations
 
-from . import _sampler, em
+from . import _em_loop, _sampler
 
 
 def clear_cache(*, files: bool = False) -> None:
@@ -25,4 +25,4 @@ def clear_cache(*, files: bool = False) -> None:
     >>> clear_cache()
     """
     _sampler.clear_programs(files=files)
-    em._EM_PROGRAMS.clear()
+    _em_loop._EM_PROGRAMS.clear()

@@ -9,266 +9,43 @@ so that the two agree to rounding from identical starts. Two paths, the same ite
 - ``"sparse"``: :func:`~noisycal_bayes.core.sparse.sparse_m_step` then
   :func:`~noisycal_bayes.core.sparse.sparse_e_step` on (item, annotator, label) responses with segment sums
   (gold labels as observed latent labels). Cost per iteration ~ responses; nothing items x annotators.
+
+K classes (:func:`fit_em_multiclass`): the same iteration with the K-class steps of :mod:`noisycal_bayes.core.em`
+(``"patterns"``: (group x pattern) counts, ``(K + 1)^J`` possible patterns per group; a few annotators, one label
+per (item, annotator), no gold labels) and :mod:`noisycal_bayes.core.sparse` (``"sparse"``: segment sums over the
+responses; crowds, repeated labels, gold labels). Its starts, orientation and selection are rules K1-K4 of
+:mod:`noisycal_bayes.core.starts`; the compiled loops are in :mod:`._em_loop`.
 """
 from __future__ import annotations
 
-from functools import partial
+import warnings as _warnings
+from dataclasses import replace
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
+from .._validation import _preview, check_em_settings, check_positive_int
 from ..core import ds_loglik, x64
-from ..core.em import e_step, log_prior, m_step
-from ..core.sparse import coded_e_step, coded_m_step, coded_responses, sparse_e_step, sparse_totals
-from ..core.starts import START_EPS, TIE_RTOL, check_starts as _check_starts, em_starts, select_start
+from ..core.likelihood import logsumexp_rows
+from ..core.sparse import sparse_e_step
+from ..core.starts import (START_EPS, TIE_RTOL, check_starts as _check_starts, check_warm_start, class_random_starts,
+                           class_vote_start, em_starts, select_class_start, select_start, unconverged_message)
+from ..core import usable_confusions
 from ..core.tables import Responses
-from ..models.em_result import GRID_LABELS, CavityPairs, em_result, prepare_em
-from ..models.inputs import prepare_inputs, resolve_assignment
-from ..models.priors import em_prior_counts
-from ..models.result import FitResult, point_dict
-from ._em_loop import em_loop, resolve_accelerate as _resolve_accelerate
-from ._saved import SavedProgram
 from ..data.binning import Binning
+from ..data.compress import class_pattern_grid
+from ..models.em_result import (choose_class_path, em_result, prepare_em, soft_counts, sparse_args as _sparse_args,
+                                unusable_message)
+from ..models.inputs import (ClassData, class_arrays, class_log_joint_items, prepare_inputs, repeat_count,
+                             resolve_assignment, resolve_class_groups)
+from ..models.priors import dirichlet_prior_counts, em_prior_counts
+from ..models.result import FitResult, MulticlassEMFit, point_dict
+from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
+from ._common import class_door
+from ._em_loop import (DEFAULT_N_STARTS, _em_program, _pad_starts, _sparse_program, padded_class_responses,
+                       resolve_accelerate as _resolve_accelerate, run_class_patterns, run_class_sparse)
 
-__all__ = ["ACCELERATE_MIN_RESPONSES", "DEFAULT_N_STARTS", "TIE_RTOL", "em_starts", "fit_em", "resolve_accelerate", "resolve_starts",
-           "run_em",
-           "start_point"]
-
-
-def _split(theta, n_annotators):
-    return theta[:n_annotators], theta[n_annotators:2 * n_annotators], theta[2 * n_annotators:]
-
-
-def _em_program(n_rows: int, n_starts: int, *, n_annotators: int, n_groups: int, prior, max_iter: int):
-    """The compiled EM for one static configuration and input shape (:func:`_run_all`), kept per process and,
-    with the compilation cache on, saved across processes (:class:`~._sampler.SavedProgram`): a new process
-    then neither traces the EM loop again nor compiles it."""
-    key = ("em", n_rows, n_starts, n_annotators, n_groups, prior, max_iter)
-    program = _EM_PROGRAMS.get(key)
-    if program is None:
-        fn = partial(_run_all, n_annotators=n_annotators, n_groups=n_groups, prior=prior, max_iter=max_iter)
-        program = _EM_PROGRAMS[key] = SavedProgram(fn, partial(jax.jit, keep_unused=True), 0,
-                                                   name=("em",) + tuple(map(repr, key[1:])))
-    return program
-
-
-# EM programs by static configuration and shape (see `_em_program`); the padded row counts keep them few.
-_EM_PROGRAMS: dict = {}
-
-
-def _start_bucket(n_starts: int) -> int:
-    """The number of starts the pattern-path EM program runs for ``n_starts`` starts: 1, 2, 4, 10 (the default
-    ``n_starts``), then powers of 2, so that a handful of compiled programs serve every ``n_starts``."""
-    for size in (1, 2, 4, DEFAULT_N_STARTS):
-        if n_starts <= size:
-            return size
-    return 1 << (int(n_starts) - 1).bit_length()
-
-
-def _pad_starts(theta0):
-    """``theta0`` (S, K) with copies of its first row appended up to :func:`_start_bucket` ``(S)`` rows."""
-    extra = _start_bucket(theta0.shape[0]) - theta0.shape[0]
-    return np.concatenate([theta0, np.repeat(theta0[:1], extra, axis=0)]) if extra else theta0
-
-
-def _pattern_steps(patterns, group, counts, *, n_annotators, n_groups, prior):
-    """``(evaluate, em_map)`` of :func:`~._em_loop.em_loop` on compressed rows, for one start ``theta`` (K,):
-    the objective and the E-step at ``theta`` (one pass over the rows serves both), and the M-step."""
-
-    def evaluate(theta):
-        f, t, p = _split(theta, n_annotators)
-        loglik, posterior = e_step(patterns, group, counts, f, t, p)
-        return loglik + log_prior((f, t, p), prior), posterior
-
-    def em_map(post):
-        return jnp.concatenate(m_step(patterns, group, counts, n_groups, post, prior))
-
-    return evaluate, em_map
-
-
-def _run_all(theta0, patterns, group, counts, tol, *, n_annotators, n_groups, prior, max_iter):
-    """EM from every start (rows of ``theta0``) with one :func:`~._em_loop.em_loop` each, batched by ``vmap``.
-
-    Returns ``(theta (S, K), objective (S,), n_iter (S,), status (S,), trace (S, max_iter + 1))``.
-    """
-    evaluate, em_map = _pattern_steps(patterns, group, counts, n_annotators=n_annotators, n_groups=n_groups,
-                                      prior=prior)
-    return jax.vmap(lambda th0: em_loop(th0, evaluate, em_map, tol, max_iter=max_iter))(theta0)
-
-
-def _run_all_sparse(theta0, item, annotator, label, item_group, gold, tol, item_weight=None, padded=None, *,
-                    n_annotators, n_groups, prior, max_iter, keep_trace: bool = True, accelerate: bool = False):
-    """:func:`_run_all` on sparse responses: the same iteration, stopping rule and outputs, every start at once.
-
-    The starts form a trailing batch axis of the parameters (``fpr`` (J, S), ...) and each EM step is
-    :func:`~noisycal_bayes.core.sparse.coded_m_step` then :func:`~noisycal_bayes.core.sparse.coded_e_step`
-    (one gather and one segment sum of each kind for all starts; see :mod:`noisycal_bayes.core.sparse`), in one
-    batched :func:`~._em_loop.em_loop`. ``item_weight`` (n_items, S) reweights the items per start (bootstrap);
-    ``padded`` (n_items, L) the codes per item (:func:`~noisycal_bayes.core.sparse.padded_codes`) or None;
-    ``keep_trace=False`` returns a trace of shape (S, 1) (the bootstrap needs none). ``accelerate``: SQUAREM
-    cycles instead of single EM steps (:func:`~._em_loop.squarem_cycle`); an iteration is then one cycle.
-    """
-    responses = Responses(item, annotator, label)
-    coded = coded_responses(responses, padded)
-    totals = sparse_totals(responses, item_group, n_groups, n_annotators, item_weight)
-    J = n_annotators
-
-    def evaluate(theta):  # theta (S, K) -> objective (S,), posterior (n_items, S)
-        f, t, p = theta[:, :J].T, theta[:, J:2 * J].T, theta[:, 2 * J:].T
-        loglik, posterior = coded_e_step(coded, item_group, totals, f, t, p, gold=gold)
-        if prior is not None:
-            loglik = loglik + jax.vmap(lambda th: log_prior(_split(th, J), prior))(theta)
-        return loglik, posterior
-
-    def em_map(post):  # the M-step from the posterior: the EM map's second half, theta (S, K)
-        return jnp.concatenate(coded_m_step(coded, item_group, totals, J, post, prior), axis=0).T
-
-    return em_loop(theta0, evaluate, em_map, tol, max_iter=max_iter, keep_trace=keep_trace, accelerate=accelerate,
-                   post_axis=-1)
-
-
-# Compiled sparse EM programs by static configuration (jit keeps one executable per input shape).
-_SPARSE_PROGRAMS: dict = {}
-
-
-def _sparse_program(n_annotators: int, n_groups: int, prior, max_iter: int, keep_trace: bool = True,
-                    accelerate: bool = False):
-    """The compiled :func:`_run_all_sparse` for one static configuration (one executable per input shape)."""
-    key = (n_annotators, n_groups, prior, max_iter, keep_trace, accelerate)
-    program = _SPARSE_PROGRAMS.get(key)
-    if program is None:
-        program = _SPARSE_PROGRAMS[key] = jax.jit(partial(_run_all_sparse, n_annotators=n_annotators,
-                                                          n_groups=n_groups, prior=prior, max_iter=max_iter,
-                                                          keep_trace=keep_trace, accelerate=accelerate))
-    return program
-
-
-def _sparse_args(inputs):
-    """NumPy arrays of the sparse path: responses, item groups and gold (-1 everywhere when there is none)."""
-    gold = (np.full(inputs.n_items, -1, np.int32) if inputs.gold is None else np.asarray(inputs.gold, np.int32))
-    return (np.asarray(inputs.item, np.int32), np.asarray(inputs.annotator, np.int32),
-            np.asarray(inputs.label, np.int32), np.asarray(inputs.row_group, np.int32), gold)
-
-
-def _log_odds(inputs, fpr, tpr, prevalence):
-    """``(x, w0, w1, gold)``: each item's (sparse) or row's (patterns) posterior log-odds of ``Y = 1`` without its
-    gold label, ``logit pi_g + sum_r [A w1_j + (1 - A) w0_j]`` with ``w1 = log(tpr/fpr)``, ``w0 = log((1 - tpr)/(1 -
-    fpr))``; ``gold`` is None on the pattern path. NumPy, float64."""
-    f = np.clip(np.asarray(fpr, np.float64), 1e-12, 1 - 1e-12)
-    t = np.clip(np.asarray(tpr, np.float64), 1e-12, 1 - 1e-12)
-    p = np.clip(np.atleast_1d(np.asarray(prevalence, np.float64)), 1e-12, 1 - 1e-12)
-    w1, w0 = np.log(t) - np.log(f), np.log1p(-t) - np.log1p(-f)
-    if inputs.sparse:
-        item, ann, lab, group, gold = _sparse_args(inputs)
-        # One gather from the per-code table [w0_j, w1_j] (code 2 j + A) instead of two gathers and a select.
-        x = np.bincount(item, weights=np.stack([w0, w1], axis=1).reshape(-1)[2 * ann + lab], minlength=inputs.n_items)
-    else:
-        pat = np.asarray(inputs.patterns)
-        group, gold = np.asarray(inputs.row_group), None
-        x = (pat == 1) @ w1 + (pat == 0) @ w0
-    return x + (np.log(p) - np.log1p(-p))[group], w0, w1, gold
-
-
-def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))  # sigmoid without overflow
-
-
-def _item_posterior(inputs, fpr, tpr, prevalence):
-    """``T_i = P(Y_i = 1 | A_i)`` per item (sparse) or per row (patterns), in NumPy (float64, no compilation):
-    ``sigmoid(logit pi_g + sum_r [A log(tpr/fpr) + (1 - A) log((1 - tpr)/(1 - fpr))])``, gold items their label."""
-    x, _, _, gold = _log_odds(inputs, fpr, tpr, prevalence)
-    post = _sigmoid(x)
-    return post if gold is None else np.where(gold >= 0, gold, post)
-
-
-def cavity_pairs(inputs, fpr, tpr, prevalence, annotators=None) -> CavityPairs:
-    """Each (item, annotator) pair's labels and the item's clean-label probability given the OTHER annotators.
-
-    For the pair of item ``i`` and annotator ``j``: ``k1``, ``k0`` = the numbers of labels 1 and 0 that ``j`` gave
-    ``i`` (more than one with repeated labels), ``q = P(Y_i = 1 | labels of i by annotators other than j)`` at the
-    estimate (the item's log-odds minus ``j``'s own log-likelihood ratios; the gold label where known) and the
-    pair's weight (1, or the row count on the pattern path). Annotator ``j``'s likelihood given the others'
-    channels is then ``prod_pairs [q tpr^k1 (1 - tpr)^k0 + (1 - q) fpr^k1 (1 - fpr)^k0]^weight``, which
-    :func:`~noisycal_bayes.models.em_result.annotator_table` evaluates on a grid for annotators with few labels.
-    ``annotators`` (bool, shape (J,)), optional: only the pairs of these annotators (the others' pairs would be
-    unused; on a large crowd they are most of the responses). NumPy, float64.
-    """
-    x, w0, w1, gold = _log_odds(inputs, fpr, tpr, prevalence)
-    if inputs.sparse:
-        item, ann, lab, _, gold = _sparse_args(inputs)
-        if annotators is not None:
-            keep = np.asarray(annotators, bool)[ann]
-            item, ann, lab = item[keep], ann[keep], lab[keep]
-        if item.size == 0:
-            empty = np.zeros(0)
-            return CavityPairs(np.zeros(0, np.int32), empty, empty, empty, empty)
-        lr = np.stack([w0, w1], axis=1).reshape(-1)[2 * ann + lab]
-        # Responses are sorted by item, then annotator: a pair's repeated labels are adjacent.
-        first = np.r_[True, (item[1:] != item[:-1]) | (ann[1:] != ann[:-1])]
-        pair = np.cumsum(first) - 1
-        own, k1 = np.bincount(pair, weights=lr), np.bincount(pair, weights=lab)
-        k = np.bincount(pair).astype(np.float64)
-        i_pair = item[first]
-        q = np.where(gold[i_pair] >= 0, gold[i_pair], _sigmoid(x[i_pair] - own))
-        return CavityPairs(ann[first], k1, k - k1, q, np.ones_like(q))
-    pat = np.asarray(inputs.patterns)
-    c = np.asarray(inputs.counts, np.float64)
-    cells = (pat >= 0) & (c[:, None] > 0)
-    if annotators is not None:
-        cells &= np.asarray(annotators, bool)[None, :]
-    row, col = np.nonzero(cells)
-    one = (pat[row, col] == 1).astype(np.float64)
-    q = _sigmoid(x[row] - np.where(one > 0, w1[col], w0[col]))
-    return CavityPairs(col, one, 1.0 - one, q, c[row])
-
-
-def soft_counts(inputs, fpr, tpr, prevalence):
-    """E-step soft counts at an estimate, ``(s0, n0, s1, n1, m0, m1)`` each of shape (n_annotators,) (float64),
-    followed by the annotators' :func:`cavity_pairs`.
-
-    ``n1_j = sum_r T_{i_r}`` over annotator ``j``'s responses (``T_i = P(Y_i = 1 | A_i)``, the gold label where
-    known), ``s1_j = sum_r T_{i_r} A_r``; ``n0``, ``s0`` the same with ``1 - T``. ``m1_j`` is the missing
-    information about ``tpr_j`` (Louis 1982, the diagonal term): ``sum_i T_i (1 - T_i) u_ij^2`` with ``u_ij =
-    sum_{r in (i, j)} [A_r / tpr_j - (1 - A_r) / (1 - tpr_j)]`` the complete-data score of item ``i`` when
-    ``Y_i = 1``; ``m0`` the same for fpr. Pattern inputs weight each compressed row by its count. Used for the
-    per-annotator intervals (:func:`~noisycal_bayes.models.em_result.annotator_table`). NumPy: nothing to compile.
-    """
-    post = _item_posterior(inputs, fpr, tpr, prevalence)
-    f = np.clip(np.asarray(fpr, np.float64), 1e-12, 1 - 1e-12)
-    t = np.clip(np.asarray(tpr, np.float64), 1e-12, 1 - 1e-12)
-    n = inputs.n_annotators
-    if inputs.sparse:
-        item, ann, lab, _, _ = _sparse_args(inputs)
-        code = 2 * ann + lab  # one gather per per-annotator quantity (code 2 j + A)
-        w1 = post[item]
-        # n1_j = sum T, s1_j = sum T A; n0 and s0 from the label counts (no products with A over the responses).
-        n1 = np.bincount(ann, weights=w1, minlength=n)
-        s1 = np.bincount(ann[lab == 1], weights=w1[lab == 1], minlength=n)
-        n_lab, c1 = np.bincount(ann, minlength=n).astype(np.float64), np.bincount(ann, weights=lab, minlength=n)
-        # Complete-data scores per response: A / r - (1 - A) / (1 - r), from per-code tables.
-        u1 = np.stack([-1 / (1 - t), 1 / t], axis=1).reshape(-1)[code]
-        u0 = np.stack([-1 / (1 - f), 1 / f], axis=1).reshape(-1)[code]
-        # Scores summed per (item, annotator) pair first (repeated labels of one pair share one Y_i); responses
-        # are sorted by item, then annotator, so a pair's repeats are adjacent.
-        first = np.r_[True, (item[1:] != item[:-1]) | (ann[1:] != ann[:-1])]
-        if not first.all():
-            pair = np.cumsum(first) - 1
-            u1, u0 = np.bincount(pair, weights=u1), np.bincount(pair, weights=u0)
-            item, ann = item[first], ann[first]
-        v = (post * (1 - post))[item]
-        return (c1 - s1, n_lab - n1, s1, n1, np.bincount(ann, weights=v * u0**2, minlength=n),
-                np.bincount(ann, weights=v * u1**2, minlength=n),
-                cavity_pairs(inputs, fpr, tpr, prevalence, annotators=n_lab < GRID_LABELS))
-    pat = np.asarray(inputs.patterns)
-    c = np.asarray(inputs.counts, np.float64)
-    obs, pos = (pat >= 0).astype(np.float64), (pat == 1).astype(np.float64)
-    w1, w0 = c * post, c * (1 - post)
-    cv = c * post * (1 - post)
-    u1 = np.where(pos > 0, 1 / t, -1 / (1 - t)) * obs
-    u0 = np.where(pos > 0, 1 / f, -1 / (1 - f)) * obs
-    return (w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs, cv @ u0**2, cv @ u1**2,
-            cavity_pairs(inputs, fpr, tpr, prevalence, annotators=c @ obs < GRID_LABELS))
+__all__ = ["ACCELERATE_MIN_RESPONSES", "DEFAULT_N_STARTS", "PLAIN_STEPS", "TIE_RTOL", "em_starts", "fit_em",
+           "fit_em_multiclass", "resolve_accelerate", "resolve_starts", "run_em", "start_point"]
 
 
 def vote_start(inputs):
@@ -303,13 +80,13 @@ def vote_start(inputs):
     return tuple(np.clip(np.nan_to_num(v, nan=0.5), START_EPS, 1 - START_EPS)[None] for v in parts)
 
 
-#: Random starts of :func:`fit_em` when they are random and ``n_starts`` is not given.
-DEFAULT_N_STARTS = 10
-
 #: ``accelerate="auto"`` turns SQUAREM on for sparse fits with at least this many responses: there an EM step
 #: costs milliseconds and convergence hundreds of them; below it plain EM is fast and keeps the reference EM's
 #: iterate sequence (identical traces, tests/inference/test_crowd_em.py).
 ACCELERATE_MIN_RESPONSES = 100_000
+#: ``accelerate="auto"`` in :func:`fit_em_multiclass` runs this many plain EM iterations before the SQUAREM cycles: a fit that plain EM stops by
+#: then keeps the plain iterate sequence; the slow ones (sparse crowds: often past ``max_iter``) are accelerated.
+PLAIN_STEPS = 100
 
 
 def resolve_starts(starts, n_starts, sparse: bool, func: str = "fit_em"):
@@ -389,10 +166,16 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
     return out
 
 
+@class_door("fit_em_multiclass", passed=("model", "n_starts", "seed", "prior", "max_iter", "tol", "path", "accelerate"))
 def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts=None, seed: int = 0, prior=None,
            max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None, orientation: str = "auto",
            path: str = "auto", accelerate="auto") -> FitResult:
     """Maximum-likelihood (or MAP) channels by EM in JAX, all starts at once.
+
+    K classes: data with more than two classes (a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`) go to
+    :func:`fit_em_multiclass` with its own defaults and those of ``model``, ``groups`` (a group per item), ``n_starts``,
+    ``seed``, ``prior``, ``max_iter``, ``tol``, ``path`` and ``accelerate`` that the caller set (the others are
+    binary: setting one is an error); the defaults below are those of binary data.
 
     Parameters
     ----------
@@ -540,3 +323,264 @@ def start_point(data, inputs, model: str, seed: int = 0):
     var = w @ (s_g - sm) ** 2
     slope = (w @ ((s_g - sm) * (y - ym))) / var if var > 0 else 1.0
     return point_dict("platt", out["fpr"], out["tpr"], slope=slope, intercept=ym - slope * sm)
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: int = 4, seed: int = 0,
+                      max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto",
+                      init=None, weights=None, accelerate="auto") -> MulticlassEMFit:
+    """Maximum-likelihood (or MAP) K x K confusion matrices and class prevalences by EM in JAX, all starts at once.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet or MulticlassSimulation
+        Any object with ``responses`` (item, annotator, label), ``n_items``, ``n_annotators``, ``n_classes``,
+        ``probs`` ((n_items, K) or None) and ``gold`` ((n_items,), -1 unknown, or None); or the output of
+        :func:`~noisycal_bayes.simulate.simulate_multiclass`.
+    model : {"grouped", "dawid_skene", "pooled"}, default "grouped"
+        ``"dawid_skene"``: one prevalence vector. ``"grouped"``: one per score group, confusions shared.
+        ``"pooled"``: partially pooled confusions around a learned population
+        (:func:`~noisycal_bayes.inference.population.fit_em_population`).
+    groups : int array of shape (n_items,), optional
+        Group of each item (``0..G-1``; a group without items keeps a uniform prevalence). Default
+        :func:`~noisycal_bayes.core.score_groups` of ``data.probs`` (predicted class x 2 confidence quantiles), or
+        one group without probs. Ignored by ``"dawid_skene"``.
+    n_starts : int, default 4
+        Random diagonal-dominant starts, besides the majority-vote start (:mod:`noisycal_bayes.core.starts`, rule K1); 0 runs the vote start (or ``init``) only.
+    seed : int, default 0
+        Seed of the random starts.
+    max_iter : int, default 1000
+    tol : float, default 1e-8
+        Convergence tolerance (rule K2).
+    prior : None, float, (K, K) array or tuple, optional
+        None: maximum likelihood. Otherwise Dirichlet concentrations (each >= 1) for MAP: ``alpha`` for every
+        confusion row (a number or a (K, K) array, row ``y`` the concentration of ``C_j[y, :]``), or a tuple
+        ``(alpha_confusion, alpha_prevalence)``. A weak prior such as ``1.01`` keeps near-perfect annotators' zero
+        cells off the boundary and gives rows without any soft count a defined value.
+    path : {"auto", "patterns", "sparse"}, default "auto"
+        ``"auto"``: sparse with gold labels, repeated labels, or more possible patterns ``(K + 1)^J`` than items;
+        else patterns. Both give the same fit (to rounding) where both apply.
+    init : MulticlassEMFit or tuple, optional
+        A warm start that replaces the majority-vote start as start 0: a previous fit, or ``(confusion (J, K, K),
+        prevalence)`` with ``prevalence`` of shape (K,) (every group), (G, K) (one row per group) or None
+        (uniform). A fit with another number of groups gives its item-weighted overall prevalence to every group.
+        With ``n_starts=0`` the fit runs from ``init`` alone: the cheap refit of a bootstrap replicate at the
+        full-sample fit (:func:`~noisycal_bayes.inference.multiclass_em_estimator`). The orientation and selection rules apply as usual.
+        An annotator without a label in ``data`` keeps its ``init`` matrix (``data`` does not identify it, and no
+        item depends on it): a bootstrap replicate of a sparse crowd that drew none of that annotator's items.
+    weights : float array of shape (n_items,), optional
+        Item ``i`` counted ``weights[i]`` times in the likelihood, the M-step, the vote start and the label counts
+        of the orientation rule (None: once). With the distinct (group, response pattern) rows as items and their
+        counts as weights this is the fit of the full data on the sparse path at the cost of the distinct rows (the
+        refits of the K-class pattern check). Sparse path only (``path="auto"`` chooses it).
+    accelerate : {"auto", True, False}, default "auto"
+        Run the EM loop as SQUAREM cycles (:func:`~noisycal_bayes.inference.fit_em`'s ``accelerate``: the same
+        cycle, safeguard and stopping rule, :func:`~noisycal_bayes.inference._em_loop.squarem_cycle`), sparse path
+        only. ``"auto"``: on the sparse path without ``init``, after :data:`PLAIN_STEPS` plain iterations (a fit
+        that plain EM stops by then is the plain fit; a warm refit from ``init`` stays plain); True: from the first
+        iteration. ``n_iter``, ``max_iter`` and ``loglik_trace``
+        then count the plain iterations and the cycles (three EM steps each).
+
+    Returns
+    -------
+    MulticlassEMFit
+
+    Raises
+    ------
+    ValueError
+        No EM start ended with a finite likelihood; data of the wrong kind; fewer than two annotators or classes;
+        labels, annotators or items out of range; bad ``groups``, ``prior``, ``path``, ``init`` (shapes, rows not on
+        the simplex), ``weights`` or numeric settings; ``path="patterns"`` with repeats, gold labels or weights;
+        annotators without a label and no ``init``.
+
+    Warns
+    -----
+    IdentifiabilityWarning
+        Two annotators and one group (K x K channels are not identified); the selected fit breaks the orientation
+        rule.
+    SmallGapWarning
+        Annotators with a near-singular fitted confusion matrix (:func:`~noisycal_bayes.core.usable_confusions`).
+    ConvergenceWarning
+        No start converged (the best one is returned with ``converged=False``; rule K4).
+
+    Notes
+    -----
+    E- and M-steps: :mod:`noisycal_bayes.core.em` and :mod:`noisycal_bayes.core.sparse`; the starts, stopping rule, orientation and selection are
+    rules K1-K4 of :mod:`noisycal_bayes.core.starts`. For K = 2 this is :func:`~noisycal_bayes.inference.fit_em` (same
+    estimate to rounding, with ``fpr = C[:, 0, 1]``, ``tpr = C[:, 1, 1]``).
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_multiclass
+    >>> sim = simulate_multiclass(4000, 3, 3, accuracy=0.8, seed=0)
+    >>> fit = fit_em_multiclass(sim, model="dawid_skene", n_starts=2)
+    >>> bool(np.abs(fit.confusion - sim.confusion).max() < 0.06), fit.path
+    (True, 'patterns')
+    """
+    func = "fit_em_multiclass"
+    if model == "pooled":   # the partially pooled Dawid-Skene (inference/population.py): one group, its own prior
+        unused = [name for name, is_set in (("groups", groups is not None), ("prior", prior is not None),
+                                            ("path", path != "auto"), ("n_starts", n_starts != 4)) if is_set]
+        if unused:
+            raise ValueError(f"{func}: model='pooled' learns its own population prior from one vote start on the "
+                             f"sparse path, with one prevalence vector; {', '.join(unused)} cannot be set with it "
+                             "(use model='grouped' or 'dawid_skene' for them).")
+        from .population import fit_em_population
+        return fit_em_population(data, max_iter=max_iter, tol=tol, weights=weights, init=init)
+    x = class_arrays(data, func)
+    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
+    _, max_iter, tol, _ = check_em_settings(1, max_iter, tol, 0.0)
+    J, K = x.n_annotators, x.n_classes
+    if model not in ("grouped", "dawid_skene"):
+        raise ValueError(f"{func}: `model` must be 'grouped' or 'dawid_skene' (or 'pooled' in fit_em_multiclass); "
+                         f"got {model!r}.")
+    group, G, groups_reason = resolve_class_groups(model, groups, n_items=x.n_items, n_classes=K, probs=x.probs,
+                                                   func=func)
+    n_rep = repeat_count(x.item, x.annotator, J)
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (x.n_items,) or not np.all(np.isfinite(weights)) or (weights < 0).any():
+            raise ValueError(f"{func}: `weights` must be None or finite non-negative numbers of shape ({x.n_items},), "
+                             f"one per item; got shape {weights.shape}.")
+        if path == "patterns":
+            raise ValueError(f"{func}: path='patterns' does not take item `weights`; use path='sparse' or 'auto'.")
+        path, path_reason = "sparse", "item weights"
+    else:
+        path, path_reason = choose_class_path(x, path, n_rep, func)
+    # "auto": SQUAREM after PLAIN_STEPS plain iterations on the sparse path (fits that plain EM settles by then keep
+    # its result); a warm refit (`init`, the bootstrap's) stays plain: from the fit it converges in a few steps.
+    accelerated = _resolve_accelerate(accelerate, path == "sparse" and (init is None or accelerate is True),
+                                     x.item.size, min_responses=0)
+    plain_steps = PLAIN_STEPS if accelerated and isinstance(accelerate, str) else 0
+    conf_pc, prev_pc = dirichlet_prior_counts(prior, K, func)
+    notes = []
+    n_labels = np.bincount(x.annotator, weights=None if weights is None else weights[x.item],
+                           minlength=J).astype(np.float64)
+    if (n_labels == 0).any():
+        if init is None:
+            raise ValueError(f"{func}: annotators {_preview(np.flatnonzero(n_labels == 0))} gave no label. Drop them, "
+                             "or pass `init` to keep their confusion matrices at a previous fit.")
+        return _fit_labelled(x, init, G, func, model=model, groups=groups, n_starts=n_starts, seed=seed,
+                             max_iter=max_iter, tol=tol, prior=prior, path=path, accelerate=accelerate)
+    if J == 2 and len(np.unique(group)) == 1:
+        notes.append((IdentifiabilityWarning,
+                      f"{func}: two annotators and one group do not identify K x K channels (K^2 - 1 free cell "
+                      "probabilities cannot pin 2 K (K - 1) + K - 1 parameters); the fit is one of many. Add "
+                      "annotators, score groups or gold labels."))
+    compressed = (class_pattern_grid(x.item, x.annotator, x.label, group, n_items=x.n_items, n_annotators=J,
+                                     n_classes=K, n_groups=G) if path == "patterns" else None)
+    if init is None:
+        C0, p0 = class_vote_start(x.item, x.annotator, x.label, group, n_items=x.n_items, n_annotators=J, n_classes=K,
+                                  n_groups=G, gold=x.gold, conf_pc=conf_pc, prev_pc=prev_pc, compressed=compressed,
+                                  item_weight=weights)
+    else:
+        C0, p0 = _warm_start(init, J, K, G, func)
+    Cr, pr = class_random_starts(n_starts, J, K, G, seed)
+    theta0 = np.concatenate([np.concatenate([C0.ravel(), p0.ravel()])[None],
+                             np.concatenate([Cr.reshape(n_starts, J * K * K), pr.reshape(n_starts, G * K)], axis=1)])  # explicit sizes: n_starts may be 0
+    shape_c = (J, K, K)
+    with x64():
+        if path == "patterns":
+            patterns, grid = compressed
+            out = run_class_patterns(theta0, patterns, grid, conf_pc, prev_pc, np.float64(tol), max_iter=max_iter,
+                                shape_c=shape_c)
+        else:
+            out = run_class_sparse(theta0, *padded_class_responses(x, group, weights), conf_pc, prev_pc, np.float64(tol), n_groups=G,
+                              max_iter=max_iter, shape_c=shape_c, accelerate=accelerated, plain_steps=plain_steps)
+        theta, obj, n_iter, status, trace = (np.asarray(v) for v in out)
+    sel = select_class_start(theta, obj, n_iter, status, shape=(J, K, G), n_labels=n_labels, max_iter=max_iter,
+                             func=func)
+    s, C, pi, perm, ok, conv, objective = sel
+    if not conv:
+        notes.append((ConvergenceWarning, unconverged_message(
+            func, max_iter, {"selected": int(s), "objective": objective},
+            other_starts="more `n_starts`, or `init=` a previous fit")))
+    if not ok:
+        notes.append((IdentifiabilityWarning,
+                      f"{func}: no {'converged ' if conv else ''}start has a crowd-average confusion matrix whose row "
+                      "maxima lie on the diagonal, even after relabelling the classes: the crowd does not say which "
+                      "latent class is which. The highest-likelihood fit is returned; add reliable annotators or gold "
+                      "labels."))
+    lj = None
+    if path == "patterns":
+        lp = _log_joint_patterns(patterns, C)[None, :, :] + np.log(np.clip(pi, 1e-12, 1.0))[:, None, :]
+        loglik = float(np.sum(grid * logsumexp_rows(lp.reshape(-1, K)).reshape(grid.shape)))
+    else:
+        lj = class_log_joint_items(x, group, C, pi)
+        loglik = float(np.sum(logsumexp_rows(lj) if weights is None else weights * logsumexp_rows(lj)))
+    with x64():
+        use = np.asarray(usable_confusions(C))
+    if not use.all():
+        notes.append((SmallGapWarning, unusable_message(func, np.flatnonzero(~use))))
+    for cls, text in notes:
+        _warnings.warn(text, cls, stacklevel=2)
+    it = int(n_iter[s])
+    prior_out = None if prior is None else (conf_pc + 1.0, prev_pc + 1.0)
+    return MulticlassEMFit(confusion=C, prevalence=pi, groups=group, n_groups=G, log_likelihood=loglik, n_iter=it,
+                           converged=bool(conv and ok), path=path, model=model, classes=x.classes,
+                           warnings=tuple(t for _, t in notes), objective=objective,
+                           start_logliks=np.where(np.isfinite(obj), obj, np.nan), selected_start=int(s),
+                           loglik_trace=trace[s, :it + 1], path_reason=path_reason, groups_reason=groups_reason,
+                           label_permutation=perm, prior=prior_out, n_labels=n_labels)
+
+
+def _warm_start(init, J: int, K: int, G: int, func: str):
+    """``(C (J, K, K), pi (G, K))`` from ``init``: a :class:`MulticlassEMFit` or ``(confusion, prevalence)``.
+
+    A fit with another number of groups gives its item-weighted overall prevalence to every group; the rest is
+    :func:`~noisycal_bayes.core.starts.check_warm_start`.
+    """
+    if isinstance(init, MulticlassEMFit):
+        conf, prev = init.confusion, init.prevalence
+        if prev.shape[0] != G:
+            w = np.bincount(init.groups, minlength=prev.shape[0]).astype(np.float64)
+            prev = w @ prev / max(w.sum(), 1.0)  # overall prevalence: groups weighted by their items
+    elif isinstance(init, tuple) and len(init) == 2:
+        conf, prev = init
+    else:
+        raise ValueError(f"{func}: `init` must be None, a MulticlassEMFit or a tuple (confusion (J, K, K), prevalence "
+                         f"(K,) or (G, K) or None); got {type(init).__name__}.")
+    return check_warm_start(conf, prev, J, K, G, func)
+
+
+def _fit_labelled(x: ClassData, init, G: int, func: str, **kwargs) -> MulticlassEMFit:
+    """:func:`fit_em_multiclass` with ``init`` when some annotators have no label in ``x`` (a bootstrap replicate
+    that drew none of their items): the annotators with labels are fitted, warm-started at ``init``; the others
+    keep their ``init`` confusion matrix (relabelled with the fit's latent classes when rule K3 relabels them).
+
+    The likelihood of ``x`` does not depend on the confusion matrix of an annotator without labels, and no item of
+    ``x`` is corrected with it, so every value is a maximiser and the data's NC-ECE is the same for all; the warm
+    start is the one that leaves a bootstrap's confusion draws centred at the full-sample fit.
+    """
+    J, K = x.n_annotators, x.n_classes
+    C0, p0 = _warm_start(init, J, K, G, func)  # validated at full size
+    kept = np.asarray(init.confusion if isinstance(init, MulticlassEMFit) else init[0], dtype=np.float64).copy()
+    n_labels = np.bincount(x.annotator, minlength=J).astype(np.float64)
+    present = np.flatnonzero(n_labels > 0)
+    index = np.full(J, -1, np.int64)
+    index[present] = np.arange(present.size)
+    sub = ClassData(Responses(x.item, index[x.annotator], x.label), x.n_items, int(present.size), K, x.probs, x.gold)
+    with _warnings.catch_warnings(record=True) as record:  # re-issued below with the full data's indices
+        _warnings.simplefilter("always")
+        fit = fit_em_multiclass(sub, init=(C0[present], p0), **kwargs)
+    if fit.label_permutation is not None:  # the latent classes of the kept matrices follow the fit's relabelling
+        kept = kept[:, np.argsort(fit.label_permutation), :]
+    kept[present] = fit.confusion
+    texts = []
+    for w in record:
+        text = str(w.message)
+        if issubclass(w.category, SmallGapWarning):
+            with x64():
+                use = np.asarray(usable_confusions(fit.confusion))
+            text = unusable_message(func, present[~use])
+        texts.append(text)
+        _warnings.warn(text, w.category, stacklevel=3)
+    return replace(fit, confusion=kept, classes=x.classes, warnings=tuple(texts), n_labels=n_labels)
+
+
+def _log_joint_patterns(patterns, confusion):
+    """``log P(pattern_p | Y = y)``, shape (P, K) (NumPy, float64; -1 = missing adds 0)."""
+    J, K = confusion.shape[0], confusion.shape[1]
+    logc = np.concatenate([np.log(np.clip(confusion, 1e-12, 1.0)), np.zeros((J, K, 1))], axis=2)
+    pat = np.where(patterns < 0, K, patterns)
+    return logc[np.arange(J)[None, :], :, pat].sum(axis=1)

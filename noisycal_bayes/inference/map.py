@@ -7,6 +7,10 @@ default prior (flat over oriented channels) the MAP is the maximum-likelihood es
 It is maximised over unconstrained coordinates (a bijection, which moves no mode) by damped Newton
 steps with exact Hessians in float64, from several starts. (BFGS from ``jax.scipy.optimize`` compiled
 several times slower here and stopped further from the mode.)
+
+K classes (:func:`fit_map_multiclass`): the posterior mode of the Dawid-Skene / grouped K-class model by MAP-EM,
+i.e. :func:`~noisycal_bayes.inference.fit_em_multiclass` with the Dirichlet prior's pseudo-counts, from the
+majority-vote start (the NUTS start uses the same iterations in NumPy on compressed rows, :func:`_np_map_em`).
 """
 from __future__ import annotations
 
@@ -23,14 +27,18 @@ from numpyro.infer.util import constrain_fn, log_density, potential_energy, unco
 
 from .._validation import check_positive_int
 from ..core import ds_loglik, x64
+from ..core.em import table_counts, table_posterior, table_responses
+from ..core.starts import orientation_message
 from ..data.design import check_design, check_prevalence_spread
-from ..models.priors import check_prior
-from ..warnings import ConvergenceWarning
-from ._common import (bound_model, channel_or_none, check_pooling, pooled_bound, pooled_derived,
+from ..models.priors import check_class_prior, check_prior
+from ..models.result import MulticlassMAPFit
+from ..warnings import ConvergenceWarning, IdentifiabilityWarning
+from ._common import (bound_model, channel_or_none, check_class_model, class_door, check_pooling, pooled_bound, pooled_derived,
                       pooled_fit_inputs, pooled_inputs,
                       pooled_start, population_summary, sample_sites, with_derived)
-from ..models.inputs import check_data, check_model, prepare_inputs, resolve_assignment
-from .em import em_starts, start_point
+from ..models.inputs import (check_class_data, check_data, check_model, patterns_feasible, prepare_inputs,
+                             resolve_assignment, resolve_class_groups)
+from .em import em_starts, fit_em_multiclass, start_point
 from ..models.result import FitResult, channel_from, point_dict
 from ..data.binning import Binning
 
@@ -157,9 +165,14 @@ def map_fit(data, inputs, assignment, model, prior, *, n_starts, seed, init, max
             "loglik": loglik}
 
 
+@class_door("fit_map_multiclass", passed=("model", "prior"))
 def fit_map(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts: int = 10, seed: int = 0, prior=None,
             init: str = "em", pooling: str = "none") -> FitResult:
     """Posterior mode by Newton's method on the NumPyro log density (every model, including Platt and monotone).
+
+    K classes: data with more than two classes go to :func:`fit_map_multiclass` (MAP-EM) with its own defaults and
+    those of ``model``, ``groups`` (a group per item) and ``prior`` that the caller set (the others are binary:
+    setting one is an error); the defaults below are those of binary data.
 
     Parameters
     ----------
@@ -360,3 +373,181 @@ def _fit_map_pooled(data, model, assignment, prior, func):
                      details={"population": population_summary(population), "population_point": population,
                               "sites": sites, "success": ok, "flagged": flagged,
                               "n_gold": 0 if data.gold is None else int((data.gold >= 0).sum())})
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def _class_groups(data, model: str, groups, func: str):
+    """``(index (n,) int32, n_groups)`` of a K-class MAP or NUTS fit: :func:`~noisycal_bayes.models.inputs.resolve_class_groups`
+    with ``n_groups`` the largest group + 1."""
+    index, _, _ = resolve_class_groups(model, groups, n_items=int(data.n_items), n_classes=int(data.n_classes),
+                                       probs=data.probs, func=func)
+    index = np.asarray(index).astype(np.int32)
+    return index, int(index.max()) + 1
+
+
+def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None, path: str = "auto",
+                       max_iter: int = 5000, tol: float = 1e-8) -> MulticlassMAPFit:
+    """Posterior mode of the K-class Dawid-Skene model (``"dawid_skene"``) or its grouped version, by MAP-EM.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet
+        Or any object with ``responses``, ``n_items``, ``n_annotators``, ``n_classes``, ``probs``, ``gold``,
+        ``classes`` (module docstring).
+    model : {"grouped", "dawid_skene"}, default "grouped"
+        (The pooled model has no useful mode in its own coordinates; sample it with
+        :func:`fit_nuts_multiclass`.)
+    groups : int array of shape (n_items,) or None
+        Score group of each item (``G = max + 1`` groups, empty ones allowed). None: the score groups of
+        ``noisycal_bayes.core.score_groups(data.probs)`` (predicted class x top-probability
+        quantile), or one group without ``probs``. Ignored by ``"dawid_skene"``.
+    prior : MulticlassPrior or None
+        None: :class:`~noisycal_bayes.models.MulticlassPrior` defaults. Its concentrations must be
+        >= 1 (an interior mode, closed-form M-step).
+    path : {"auto", "patterns", "sparse"}
+        Compressed (group x pattern) counts or responses (:func:`~noisycal_bayes.inference.fit_em_multiclass`;
+        ``"auto"`` chooses as it does). ``"patterns"`` with gold labels runs on responses, where gold items enter
+        as observed clean labels. The same mode either way, to rounding.
+    max_iter : int, default 5000
+    tol : float, default 1e-8
+        Converged when no probability changes by more than ``tol`` in an iteration and the log posterior by at
+        most ``tol (1 + |objective|)`` (fit_em_multiclass's rule 2).
+
+    Returns
+    -------
+    MulticlassMAPFit
+
+    Raises
+    ------
+    ValueError
+        Bad data, model, groups, path or prior (a concentration below 1), or model="pooled"; fewer than two
+        annotators, or an annotator without labels (fit_em_multiclass's checks).
+
+    Warns
+    -----
+    ConvergenceWarning
+        ``max_iter`` reached.
+    IdentifiabilityWarning
+        The mode's average confusion is not diagonally dominant (orientation, see
+        :mod:`noisycal_bayes.models.dawid_skene`, "K classes"); two annotators and one group (not identified).
+    SmallGapWarning
+        Annotators with a near-singular fitted confusion matrix.
+
+    Notes
+    -----
+    Maximises ``log p(A | C, pi) + sum (alpha - 1) log C + (beta - 1) log pi`` over the simplices; EM
+    (Dawid & Skene 1979) with the Dirichlet pseudo-counts added to the expected counts in the M-step:
+    ``C[j, y, a] = (sum_r [j_r = j, a_r = a] T_{i_r y} + alpha_{ya} - 1) / (row total)``,
+    ``pi[g, y] = (sum_{i in g} T_iy + beta - 1) / (group total)``. This is
+    ``fit_em_multiclass(data, model=model, groups=groups, prior=(alpha, beta), n_starts=0)``: the iterations start
+    from the vote share of each item (majority-vote-like, which leads to the diagonal-dominant mode), and a mode
+    whose crowd-average confusion is not diagonally dominant is relabelled when a relabelling makes it so
+    (fit_em_multiclass's rule 3). K = 2 gives the binary Dawid-Skene EM.
+    """
+    func = "fit_map_multiclass"
+    model = check_class_model(model, func)
+    if model == "pooled":
+        raise ValueError(f"{func}: the pooled model has no useful posterior mode in its own coordinates (its density "
+                         "grows without bound as the spread goes to 0); use fit_nuts_multiclass(model='pooled'), or "
+                         "model='grouped' for a point fit.")
+    prior = check_class_prior(prior, func)
+    if min(prior.diagonal, prior.off_diagonal, prior.prevalence) < 1:
+        raise ValueError(f"{func}: MAP-EM needs Dirichlet concentrations >= 1 (an interior mode); got diagonal="
+                         f"{prior.diagonal}, off_diagonal={prior.off_diagonal}, prevalence={prior.prevalence}.")
+    max_iter = check_positive_int(max_iter, name="max_iter")
+    item, ann, lab, gold = check_class_data(data, func)
+    index, n_groups = _class_groups(data, model, groups, func)
+    sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
+    patterns_feasible(item, ann, path=path, func=func, **sizes)
+    return _map_fit(data, None, path, index, model, prior, sizes, max_iter=max_iter, tol=float(tol), func=func)
+
+
+def _map_fit(data, table, used, index, model, prior, sizes, *, max_iter, tol, func, stacklevel=3, engine="jax"):
+    """The MAP-EM fit as a :class:`MulticlassMAPFit`.
+
+    ``engine="jax"``: :func:`~noisycal_bayes.inference.fit_em_multiclass` with the prior's concentrations, from the
+    vote start alone (``n_starts=0``); ``used`` is the path asked for (``"auto"``, ``"patterns"`` or ``"sparse"``;
+    ``"patterns"`` runs on responses when there are gold labels, which fit_em_multiclass's pattern counts do not
+    hold) and ``table`` is not read. ``engine="numpy"``: :func:`_np_map_em` on the compressed ``table`` (the NUTS
+    start: the same iterations with no JAX loop to compile).
+    """
+    k = sizes["n_classes"]
+    conf_pc, prev_pc = np.asarray(prior.pseudo_counts(k), np.float64), prior.prevalence - 1.0
+    if engine == "numpy":
+        conf, prev, ll, _, it, ok = _np_map_em(table, prior, max_iter=max_iter, tol=tol, **sizes)
+        notes = [] if ok else [(ConvergenceWarning, f"{func}: EM stopped after {max_iter} iterations with "
+                                                    f"probabilities still moving by more than {tol}; raise `max_iter`.")]
+    else:
+        gold = getattr(data, "gold", None)
+        has_gold = gold is not None and bool(np.any(np.asarray(gold) >= 0))
+        path = "sparse" if used == "patterns" and has_gold else used
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                fit = fit_em_multiclass(data, model=model, groups=index if model == "grouped" else None, n_starts=0,
+                                        max_iter=max_iter, tol=tol, prior=(conf_pc + 1.0, prior.prevalence),
+                                        path=path)
+            except ValueError as exc:  # its data checks, in this function's name
+                raise ValueError(str(exc).replace("fit_em_multiclass:", f"{func}:", 1)) from None
+        notes = [(w.category, str(w.message).replace("fit_em_multiclass:", f"{func}:", 1)) for w in caught]
+        conf, prev, ll, it, used = fit.confusion, fit.prevalence, fit.log_likelihood, fit.n_iter, fit.path
+        ok = not any(issubclass(cls, ConvergenceWarning) for cls, _ in notes)
+    orient = orientation_message(conf[None], func, "mode")
+    if orient:
+        notes.append((IdentifiabilityWarning, orient))
+    for cls, text in notes:
+        warnings.warn(text, cls, stacklevel=stacklevel)
+    return MulticlassMAPFit(confusion=conf, prevalence=prev, groups=index, n_groups=sizes["n_groups"],
+                            log_likelihood=float(ll), log_posterior=float(ll) + _log_kernels(conf, prev, conf_pc,
+                                                                                              prev_pc),
+                            n_iter=int(it), converged=bool(ok), path=used, model=model,
+                            classes=tuple(data.classes), warnings=tuple(text for _, text in notes))
+
+
+def _log_kernels(confusion, prevalence, conf_pc, prev_pc) -> float:
+    """``sum (alpha - 1) log C + sum (beta - 1) log pi``: the Dirichlet log kernels in simplex coordinates."""
+    log_c = np.log(np.clip(np.asarray(confusion, np.float64), 1e-300, 1.0))
+    log_p = np.log(np.clip(np.asarray(prevalence, np.float64), 1e-300, 1.0))
+    # 0 * log 0 = 0: a zero pseudo-count contributes nothing even where the estimate is 0.
+    return float(np.sum(np.where(conf_pc > 0, conf_pc * log_c, 0.0)) + np.sum(np.where(prev_pc > 0, prev_pc * log_p,
+                                                                                      0.0)))
+
+
+def _np_map_em(table, prior, *, n_annotators, n_classes, n_groups, max_iter, tol):
+    """MAP-EM in NumPy on a compressed table, the start of :func:`fit_nuts_multiclass` (a few thousand rows: cheap
+    NumPy iterations instead of compiling a first :func:`~noisycal_bayes.inference.fit_em_multiclass` program).
+    The updates of fit_em_multiclass (vote-share start, M-step with the prior's pseudo-counts); it stops when no
+    probability moves by more than ``tol``. Returns ``(confusion, prevalence, log_likelihood, log_posterior, n_iter,
+    converged)``."""
+    k = n_classes
+    responses = table_responses(table)
+    conf_pc, prev_pc = prior.pseudo_counts(k), prior.prevalence - 1.0
+    row, ann, lab = responses
+    n_rows = np.asarray(table.gold).shape[0]
+    votes = np.stack([np.bincount(row, lab == y, minlength=n_rows) for y in range(k)], 1).astype(np.float64)
+    tot = votes.sum(1, keepdims=True)
+    post = np.where(tot > 0, votes / np.where(tot > 0, tot, 1.0), 1.0 / k)
+    gold = np.asarray(table.gold)
+    post = np.where(gold[:, None] >= 0, np.eye(k)[np.maximum(gold, 0)], post)
+
+    def m_step(post):
+        n_conf, n_prev = table_counts(table, responses, post, n_annotators, n_groups)
+        counts, m = n_conf + conf_pc, n_prev + prev_pc
+        t, tg = counts.sum(-1, keepdims=True), m.sum(-1, keepdims=True)
+        # Rows or groups without data (and zero pseudo-counts): uniform instead of 0 / 0, as the JAX M-step.
+        return (np.where(t > 0, counts / np.where(t > 0, t, 1.0), 1.0 / k),
+                np.where(tg > 0, m / np.where(tg > 0, tg, 1.0), 1.0 / k))
+
+    def logs(conf, prev):
+        return np.log(np.clip(conf, 1e-300, 1.0)), np.log(np.clip(prev, 1e-300, 1.0))
+
+    conf, prev = m_step(post)
+    it, change = 0, np.inf
+    while it < max_iter and change > tol:
+        new_conf, new_prev = m_step(table_posterior(table, responses, *logs(conf, prev))[0])
+        change = max(np.abs(new_conf - conf).max(), np.abs(new_prev - prev).max())
+        conf, prev, it = new_conf, new_prev, it + 1
+    rows = table_posterior(table, responses, *logs(conf, prev))[1]
+    weight = np.asarray(table.counts, np.float64)
+    ll = float(np.sum(np.where(weight > 0, weight * rows, 0.0)))
+    return conf, prev, ll, ll + _log_kernels(conf, prev, conf_pc, prev_pc), it, bool(change <= tol)

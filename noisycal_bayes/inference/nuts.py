@@ -20,41 +20,49 @@ cannot arrange after JAX has started: a script or notebook calls
 :func:`noisycal_bayes.inference.configure_jax` first thing (one device per core, and small loops compiled
 whole, which makes NUTS on compressed counts about 1.6x faster). Otherwise ``"sequential"``.
 With the compilation cache on, the sampler is also saved across processes (``_sampler.SavedProgram``).
+
+K classes (:func:`fit_nuts_multiclass`): the same compiled driver samples the K-class models
+(:data:`~noisycal_bayes.models.MULTICLASS_MODELS`, by default in the coordinates of :mod:`noisycal_bayes.models.log_ratio`)
+from the MAP-EM fit, on compressed (group, gold, response pattern) rows or on responses
+(:func:`~noisycal_bayes.models.inputs.build_class_tables`), and returns a
+:class:`~noisycal_bayes.models.result.MulticlassPosterior`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import warnings
 
 import jax
 import numpy as np
 
 from .._validation import check_positive_int
 from ..core import x64
+from ..core.em import expected_class_counts
+from ..core.starts import diagonally_dominant, orientation_message
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
-from ..models.priors import check_prior
-from ._common import (ARG_CENTERING, bound_model, check_pooling, pooled_bound, pooled_derived,
+from ..models.log_ratio import LogRatioScaling, log_ratio_scaling
+from ..models.priors import (DEFAULT_MULTICLASS_PRIOR, MulticlassPriorParams, check_class_prior, check_prior,
+                             prior_pull_note)
+from ._common import (ARG_CENTERING, NOT_DOMINANT, bound_class_model, bound_log_ratio, bound_model, check_class_model,
+                      check_pooling, class_door, class_draws, class_start_from_init, class_start_sites, pooled_bound, pooled_derived,
                       pooled_fit_inputs, pooled_start,
                       population_summary, sample_sites, with_derived, channel_or_none, flag_annotators)
-from ..models.inputs import GROUPED_MODELS, check_data, check_model, prepare_inputs, resolve_assignment
+from ..models.inputs import (GROUPED_MODELS, build_class_tables, check_class_data, check_data, check_model,
+                             prepare_inputs, resolve_assignment, table_args)
 from ._sampler import NutsProgram, chain_keys, choose_chain_method, chunk_size, get_program, parallel_width
 from .em import em_starts, start_point
-from .map import pooled_data_inputs
+from .map import _class_groups, _map_fit, pooled_data_inputs
 from ..models.pooled import posterior_scales, precondition_start, unprecondition_draws
-from ..models.result import FitResult, channel_from, point_dict
+from ..models.result import FitResult, MulticlassPosterior, channel_from, point_dict
+from ..warnings import IdentifiabilityWarning, PriorWarning
 from ..data.binning import Binning
 
 PRECISIONS = ("float64", "float32")
-
-
-def enable_compilation_cache(directory: str, *, min_compile_time_secs: float = 1.0) -> None:
-    """Opt in to JAX's persistent compilation cache (it writes compiled programs to ``directory``).
-
-    A repeated script then skips most of its compilation (measured here: a 6-fit script from 60 s to 19 s).
-    Equivalent to setting ``JAX_COMPILATION_CACHE_DIR``; affects the whole process.
-    """
-    jax.config.update("jax_compilation_cache_dir", str(directory))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
+#: ``precision`` of :func:`fit_nuts_multiclass` (``"auto"``: float32 on compressed patterns, float64 on responses).
+CLASS_PRECISIONS = ("auto", "float32", "float64")
+PARAMETRISATIONS = ("log_ratio", "simplex")
 
 
 def _start_point(data, inputs, model, seed):
@@ -67,19 +75,23 @@ def _start_point(data, inputs, model, seed):
     return point_dict(model, fpr[0], tpr[0], prev, slope=1.0, intercept=0.0), "random"
 
 
+@class_door("fit_nuts_multiclass", passed=("model", "n_chains", "n_warmup", "seed", "prior", "progress_bar",
+                                           "target_accept", "max_tree_depth", "dense_mass", "chain_method", "precision"),
+            renamed={"n_draws": "n_samples"})
 def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_chains: int = 4, n_warmup: int = 1000, n_draws: int = 1000,
              seed: int = 0, prior=None, progress_bar: bool = True, target_accept: float = 0.8,
              max_tree_depth: int = 10, dense_mass: bool | None = None, chain_method: str | None = None,
              precision: str = "float64", compress: bool = True, pooling: str = "none") -> FitResult:
     """Posterior draws of a channel model by NumPyro's NUTS.
 
+    K classes: data with more than two classes go to :func:`fit_nuts_multiclass` with its own defaults (2 x 500
+    draws) and the sampler options and ``model``, ``groups`` (a group per item), ``prior`` the caller set
+    (``n_draws`` as its ``n_samples``; ``compress`` and ``pooling`` are binary: setting one is an error).
+
     Parameters
     ----------
-    data : AnnotationSet
-    model : {"grouped", "dawid_skene", "histogram", "monotone", "platt"}, default "grouped"
-    groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
-        Score groups (bins), as in :func:`~noisycal_bayes.inference.fit_em` (an int ``k`` is
-        ``Binning.equal_width(k)``). Ignored by ``"dawid_skene"`` and ``"platt"``.
+    data, model, groups
+        As in :func:`~noisycal_bayes.inference.fit_map` (``groups`` ignored by ``"dawid_skene"`` and ``"platt"``).
     n_chains, n_warmup, n_draws : int, defaults 4, 1000, 1000
     seed : int, default 0
         Seeds the EM start, and through ``numpy.random.SeedSequence(seed)`` one JAX key per chain (its
@@ -396,3 +408,205 @@ class _null:
 
     def __exit__(self, *exc):
         return False
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: int = 2, n_warmup: int = 500,
+                        n_samples: int = 500, seed: int = 0, init=None, prior=None, path: str = "auto",
+                        target_accept: float = 0.8, max_tree_depth: int = 10, dense_mass: bool = False,
+                        chain_method: str | None = None, precision: str = "auto",
+                        parametrisation: str = "log_ratio", progress_bar: bool = False) -> MulticlassPosterior:
+    """Posterior draws of a K-class channel model by NumPyro's NUTS.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet
+        Or any object with ``responses``, ``n_items``, ``n_annotators``, ``n_classes``, ``probs``, ``gold``,
+        ``classes``. Gold labels (``gold >= 0``) enter as observed clean labels.
+    model : {"grouped", "dawid_skene", "pooled"}, default "grouped"
+        :mod:`noisycal_bayes.models.dawid_skene` ("K classes"): Dirichlet confusion rows with a prevalence per score group,
+        one prevalence, or confusion matrices pooled around a population (for many annotators; prevalence
+        per group).
+    groups : int array of shape (n_items,) or None
+        As in :func:`~noisycal_bayes.inference.fit_map_multiclass`; ignored by ``"dawid_skene"``.
+    n_chains, n_warmup, n_samples : int, defaults 2, 500, 500
+        Warm-up from the MAP start is short in the log-ratio coordinates, so few warm-up steps serve; R-hat on
+        CIFAR-10N's shape: docs/performance.md ("K classes: NUTS on the CIFAR-10N shape").
+    seed : int, default 0
+        One JAX key per chain through ``numpy.random.SeedSequence(seed)``.
+    init : None, ndarray of shape (J, K, K), or a fit with ``confusion`` (and ``prevalence`` (G, K))
+        Where the chains start (e.g. an EM fit). None: the MAP-EM fit of :func:`~noisycal_bayes.inference.fit_map_multiclass` for the
+        grouped model (marginal model: of itself), to ``tol=1e-6``; on compressed rows its iterations run in
+        NumPy (the same updates; no JAX loop to compile). It must be diagonally dominant on average (orientation).
+    prior : MulticlassPrior or None
+    path : {"auto", "patterns", "sparse"}
+        Likelihood on compressed pattern counts or on responses (module docstring).
+    target_accept : float, default 0.8
+    max_tree_depth : int, default 10
+    dense_mass : bool, default False
+        Diagonal mass matrix by default: a K = 10 model has hundreds of parameters, too many for a dense
+        matrix to be learnt in a normal warm-up.
+    chain_method : {None, "parallel", "sequential", "vectorized"}
+        None: parallel when JAX has two or more devices (:func:`~noisycal_bayes.inference.configure_jax`).
+    precision : {"auto", "float32", "float64"}, default "auto"
+        Floating-point type of the sampler. ``"auto"``: float32 on the compressed pattern path (a sum over a
+        few thousand rows with counts, where float32 is precise enough and faster per leapfrog step), float64 on
+        the sparse path (a sum over every item, which loses precision in float32 at large n). The MAP-EM start
+        is always computed in float64. Speed: docs/performance.md ("K classes: NUTS on the CIFAR-10N shape").
+    parametrisation : {"log_ratio", "simplex"}, default "log_ratio"
+        Coordinates of the sampler for the ``"grouped"`` and ``"dawid_skene"`` models (the model, its prior and
+        posterior are the same either way). ``"log_ratio"``: each confusion row's log-odds against its diagonal
+        and each group's log-odds against its largest class, shifted and scaled so that the conjugate
+        Dirichlet posterior given the start's expected counts is standard normal
+        (:func:`~noisycal_bayes.models.log_ratio.grouped_multiclass_log_ratio`): no stick-breaking transforms
+        or Dirichlet terms to evaluate per gradient, and the chains start near the bulk on a near-unit scale,
+        so they need no long warm-up (cost per gradient: docs/performance.md, "K classes: NUTS on the CIFAR-10N
+        shape"). ``"simplex"``: NumPyro's
+        stick-breaking coordinates of the Dirichlet sites
+        (:func:`~noisycal_bayes.models.dawid_skene.grouped_multiclass`), the earlier default. The pooled
+        model has its own log-odds coordinates and ignores this.
+    progress_bar : bool, default False
+
+    Returns
+    -------
+    MulticlassPosterior
+
+    Raises
+    ------
+    ValueError
+        Bad data, model, groups, prior, path, init or sampler settings; an ``init`` whose average confusion is
+        not diagonally dominant.
+
+    Warns
+    -----
+    ConvergenceWarning
+        Divergences, R-hat above 1.01, low ESS, saturated tree depth (:func:`~noisycal_bayes.inference.check_mcmc`).
+    IdentifiabilityWarning
+        Some draws' average confusion is not diagonally dominant (label switching or a crowd that confuses
+        classes systematically).
+
+    Notes
+    -----
+    The orientation constraint and the models are documented in :mod:`noisycal_bayes.models.dawid_skene` ("K classes").
+    ``"simplex"`` and the pooled model: chains start at the MAP-EM point plus uniform jitter of +-0.5 in
+    unconstrained coordinates. ``"log_ratio"``: at the mean of the Dirichlet approximation given the expected
+    counts at the MAP-EM point (u = 0) plus the same jitter, i.e. +-0.5 approximate posterior standard
+    deviations.
+
+    Examples
+    --------
+    >>> fit = fit_nuts_multiclass(data, groups=groups)  # doctest: +SKIP
+    >>> fit.confusion.shape  # doctest: +SKIP
+    (1000, 3, 10, 10)
+    """
+    func = "fit_nuts_multiclass"
+    model = check_class_model(model, func)
+    prior = check_class_prior(prior, func)
+    n_chains = check_positive_int(n_chains, name="n_chains")
+    n_warmup = check_positive_int(n_warmup, name="n_warmup", minimum=0)
+    n_samples = check_positive_int(n_samples, name="n_samples")
+    seed = check_positive_int(seed, name="seed", minimum=0)
+    max_tree_depth = check_positive_int(max_tree_depth, name="max_tree_depth")
+    target_accept = float(target_accept)
+    if not 0 < target_accept < 1:
+        raise ValueError(f"{func}: `target_accept` must lie strictly between 0 and 1; got {target_accept}.")
+    chain_method = choose_chain_method(n_chains, chain_method)
+    if precision not in CLASS_PRECISIONS:
+        raise ValueError(f"{func}: `precision` must be one of {list(CLASS_PRECISIONS)}; got {precision!r}.")
+    if parametrisation not in PARAMETRISATIONS:
+        raise ValueError(f"{func}: `parametrisation` must be one of {list(PARAMETRISATIONS)}; got "
+                         f"{parametrisation!r}.")
+    item, ann, lab, gold = check_class_data(data, func)
+    index, n_groups = _class_groups(data, model, groups, func)
+    sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
+    table, sparse, used = build_class_tables(item, ann, lab, gold, index, n_items=int(data.n_items), path=path,
+                                        func=func, **sizes)
+    notes = []
+    start_fit = None
+    if init is None:
+        map_prior = prior if min(prior.diagonal, prior.off_diagonal, prior.prevalence) >= 1 else DEFAULT_MULTICLASS_PRIOR
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # Compressed rows: EM in NumPy (no JAX loop to compile for a start; same iterations as fit_map_multiclass).
+            start_fit = _map_fit(data, table, used, index, "dawid_skene" if model == "dawid_skene" else "grouped",
+                                 map_prior, sizes, max_iter=5000, tol=1e-6, func=func,
+                                 engine="numpy" if used == "patterns" else "jax")
+        conf0, prev0 = start_fit.confusion, start_fit.prevalence
+    else:
+        conf0, prev0 = class_start_from_init(init, table, prior, sizes, func)
+    if not diagonally_dominant(conf0[None])[0]:
+        raise ValueError(NOT_DOMINANT.format(func=func))
+    log_ratio = parametrisation == "log_ratio" and model != "pooled"
+    scaling = None
+    counts = expected_class_counts(table, conf0, prev0, n_groups) if model != "pooled" else None
+    if counts is not None:
+        pull = prior_pull_note(prior, counts[0], func)
+        if pull:
+            notes.append(pull)
+            warnings.warn(pull, PriorWarning, stacklevel=2)
+    if log_ratio:
+        scaling = log_ratio_scaling(*counts, prior)
+        sites = {"confusion_u": np.zeros(scaling.conf_scale.shape), "prevalence_u": np.zeros(scaling.prev_scale.shape)}
+    else:
+        sites = class_start_sites(model, conf0, prev0, n_groups)
+
+    chunk = chunk_size(n_warmup, n_samples)
+    width = parallel_width(n_chains) if chain_method == "parallel" else 1
+    layout = {"sequential": None, "parallel": width}.get(chain_method, n_chains)
+    if precision == "auto":
+        precision = "float32" if used == "patterns" else "float64"
+    dtype = np.float64 if precision == "float64" else np.float32
+    # NumPy arrays of the sampler's float type in: no eager JAX conversion (each would compile a program).
+    args = tuple(a.astype(dtype) if a.dtype.kind == "f" else a for a in table_args(table))
+    if log_ratio:
+        args += (LogRatioScaling(*(np.asarray(a, dtype) if a.dtype.kind == "f" else a for a in scaling)),)
+    sites = {k_: np.asarray(v, dtype) for k_, v in sites.items()}
+    static = dict(sizes) if model != "dawid_skene" else dict(sizes, n_groups=1)
+    key = ("nuts-multiclass", "grouped-log-ratio" if log_ratio else model, type(table).__name__,
+           tuple(sorted(static.items())), tuple(np.shape(a) for a in args[:len(table)]), layout, n_warmup, chunk,
+           chain_method, target_accept, max_tree_depth, bool(dense_mass), precision)
+    model_fn = bound_log_ratio(type(table), static) if log_ratio else bound_class_model(model, type(table), static)
+
+    def build():
+        return NutsProgram(model_fn, n_warmup=n_warmup, chunk=chunk,
+                           chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
+                           dense_mass=bool(dense_mass), width=width, key=key)
+
+    with (x64() if precision == "float64" else contextlib.nullcontext()):
+        program = get_program(key, build)
+        prior_params = MulticlassPriorParams(*(dtype(v) for v in prior.params()))
+        got, stats = program.run(chain_keys(seed, n_chains), sites, args + (prior_params,), n_draws=n_samples,
+                                 progress_bar=progress_bar, desc=f"NUTS multiclass {model}")
+    conf, prev, pop, extra, draws, dims = class_draws(got, model, scaling if log_ratio else None, n_chains=n_chains,
+                                                      n_draws=n_samples, n_classes=sizes["n_classes"])
+    k = sizes["n_classes"]
+    table_diag = mcmc_diagnostics(draws, dims)
+    n_divergent = int(stats["diverging"].sum())
+    # A trajectory of depth d has 2**d - 1 leapfrog steps: that count at the cap means the doubling was stopped by it.
+    at_max = stats["n_steps"] >= 2 ** max_tree_depth - 1
+    notes += check_mcmc(table_diag, n_chains=n_chains, n_divergent=n_divergent, n_draws=n_samples,
+                        n_max_depth=int(at_max.sum()), max_tree_depth=max_tree_depth, func=func)
+    flat_conf = conf.reshape((-1,) + conf.shape[2:])
+    dominant = diagonally_dominant(flat_conf)
+    orient = orientation_message(flat_conf, func, "posterior draws")
+    if orient:
+        notes.append(orient)
+        warnings.warn(orient, IdentifiabilityWarning, stacklevel=2)
+    diagnostics = {"max_rhat": float(np.nanmax(table_diag["r_hat"])) if n_chains > 1 else float("nan"),
+                   "min_ess_bulk": float(np.nanmin(table_diag["ess_bulk"])),
+                   "min_ess_tail": float(np.nanmin(table_diag["ess_tail"])),
+                   "frac_max_treedepth": float(at_max.mean()), "n_divergent": n_divergent,
+                   "frac_not_dominant": float(1.0 - dominant.mean()),
+                   "mean_tree_depth": float(np.mean(stats["tree_depth"]))}
+    ids = getattr(data, "annotator_ids", None)
+    return MulticlassPosterior(
+        confusion=flat_conf, prevalence=prev.reshape((-1,) + prev.shape[2:]), groups=index, diagnostics=diagnostics,
+        classes=tuple(data.classes), model=model, n_chains=n_chains, n_draws=n_samples,
+        population_confusion=None if pop is None else pop.reshape((-1, k, k)), sample_stats=stats,
+        diagnostics_table=table_diag, start=start_fit,
+        settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path=used,
+                      chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
+                      dense_mass=bool(dense_mass), precision=precision, start="map-em" if init is None else "init",
+                      parametrisation="log_ratio" if log_ratio else ("log_odds" if model == "pooled" else "simplex"),
+                      n_rows=int(np.count_nonzero(table.counts)) if used == "patterns" else int(data.n_items)),
+        warnings=tuple(notes), annotator_ids=None if ids is None else tuple(ids), table=sparse, extra_draws=extra)

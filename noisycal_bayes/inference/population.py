@@ -28,9 +28,12 @@ import warnings as _warnings
 import numpy as np
 
 from .._validation import check_em_settings
+from ..core.likelihood import logsumexp_rows
 from ..core.population import expected_counts, fit_dirichlet_multinomial, population_m_step
+from ..core.starts import diagonally_dominant
+from ..models.inputs import class_arrays, class_log_joint_items
+from ..models.result import MulticlassEMFit
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning
-from .multiclass_em import MulticlassEMFit, _as_arrays, _diagonally_dominant, _log_joint_items, _logsumexp_rows
 
 __all__ = ["fit_em_population"]
 
@@ -39,8 +42,8 @@ DM_STEPS = 20
 
 
 def _posterior(x, C, pi, group):
-    lj = _log_joint_items(x.item, x.annotator, x.label, x.n_items, group, x.gold, C, pi[None])
-    ll = _logsumexp_rows(lj)
+    lj = class_log_joint_items(x, group, C, pi[None])
+    ll = logsumexp_rows(lj)
     return np.exp(lj - ll[:, None]), ll
 
 
@@ -58,7 +61,7 @@ def _vote(x):
 
 def _orient_population(C, pi, m, s):
     """Relabel the latent classes so that the population mean confusion is diagonally dominant."""
-    if _diagonally_dominant(m):
+    if diagonally_dominant(m[None]):
         return C, pi, m, s, None, True
     from scipy.optimize import linear_sum_assignment
 
@@ -67,7 +70,7 @@ def _orient_population(C, pi, m, s):
         return C, pi, m, s, None, False
     inv = np.argsort(sigma)
     m2 = m[inv]
-    return C[:, inv, :], pi[inv], m2, s[inv], tuple(int(v) for v in sigma), _diagonally_dominant(m2)
+    return C[:, inv, :], pi[inv], m2, s[inv], tuple(int(v) for v in sigma), bool(diagonally_dominant(m2[None]))
 
 
 def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalence_prior: float = 1.0,
@@ -108,7 +111,7 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
     ('pooled', (20, 3, 3))
     """
     func = "fit_em_multiclass(model='pooled')"
-    x = _as_arrays(data, func)
+    x = class_arrays(data, func)
     _, max_iter, tol, _ = check_em_settings(1, max_iter, tol, 0.0)
     J, K, n = x.n_annotators, x.n_classes, x.n_items
     if weights is not None:

@@ -94,8 +94,18 @@ def configure_jax(*, n_devices: int | str | None = "auto", small_loops: bool = T
         applied["n_devices"] = n_devices
         applied["small_loops"] = small_loops and _SMALL_LOOP_FLAG in flags
     if cache_dir is not None:
-        from .nuts import enable_compilation_cache
-
         enable_compilation_cache(str(cache_dir), min_compile_time_secs=0.5)
         applied["cache_dir"] = str(cache_dir)
     return applied
+
+
+def enable_compilation_cache(directory: str, *, min_compile_time_secs: float = 1.0) -> None:
+    """Opt in to JAX's persistent compilation cache (it writes compiled programs to ``directory``).
+
+    A repeated script then skips most of its compilation (measured here: a 6-fit script from 60 s to 19 s).
+    Equivalent to setting ``JAX_COMPILATION_CACHE_DIR``; affects the whole process.
+    """
+    import jax  # here, not at import: configure_jax must run before JAX starts
+
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))

@@ -15,14 +15,22 @@ name               function                                     clean-label prob
 Each of them also comes with partially pooled channels (``pooling="partial"`` in ``fit_nuts`` / ``fit_map``):
 :func:`pooled_model` with ``kind=`` the name above, for crowds of many sparse annotators
 (:mod:`noisycal_bayes.models.pooled`).
+
+K classes (``fit_em_multiclass`` / ``fit_map_multiclass`` / ``fit_nuts_multiclass``, :data:`MULTICLASS_MODELS`):
+:func:`dawid_skene_multiclass` and :func:`grouped_multiclass` (Dirichlet confusion rows,
+:mod:`~noisycal_bayes.models.dawid_skene`), :func:`pooled_multiclass` (:mod:`~noisycal_bayes.models.pooled`), and
+the NUTS coordinates :func:`grouped_multiclass_log_ratio` (:mod:`~noisycal_bayes.models.log_ratio`); priors
+:class:`MulticlassPrior` (:mod:`~noisycal_bayes.models.priors`).
 """
 from .curves import histogram_dawid_skene, monotone_dawid_skene, platt_dawid_skene
 from .dawid_skene import dawid_skene, grouped_dawid_skene, oriented_channels, responses
 from .pooled import (POOLED_KINDS, POPULATION_SITES, PRECOND_SUFFIX, pooled_channels, pooled_model, posterior_scales,
                      precondition_start, unprecondition_draws)
 from .priors import DEFAULT_PRIOR, Prior, PriorParams
-from .multiclass import (MULTICLASS_MODELS, LogRatioScaling, MulticlassPrior, dawid_skene_multiclass,
-                         grouped_multiclass, grouped_multiclass_log_ratio, log_ratio_scaling, pooled_multiclass)
+from .dawid_skene import dawid_skene_multiclass, grouped_multiclass
+from .log_ratio import LogRatioScaling, grouped_multiclass_log_ratio, log_ratio_scaling
+from .pooled import pooled_multiclass
+from .priors import DEFAULT_MULTICLASS_PRIOR, MulticlassPrior, MulticlassPriorParams
 
 #: Model functions by the name used in ``model=``.
 MODELS = {
@@ -32,6 +40,10 @@ MODELS = {
     "monotone": monotone_dawid_skene,
     "platt": platt_dawid_skene,
 }
+
+#: K-class model functions by the name used in ``model=`` of ``fit_nuts_multiclass``.
+MULTICLASS_MODELS = {"dawid_skene": dawid_skene_multiclass, "grouped": grouped_multiclass,
+                     "pooled": pooled_multiclass}
 
 __all__ = ["DEFAULT_PRIOR", "MODELS", "POOLED_KINDS", "POPULATION_SITES", "Prior", "PriorParams", "dawid_skene",
            "grouped_dawid_skene", "histogram_dawid_skene", "monotone_dawid_skene", "oriented_channels",

@@ -11,6 +11,35 @@ order (``grid=True``, :func:`noisycal_bayes.data.grid_patterns`) is evaluated wi
 
 With ``labels=None`` a model samples the prior predictive: clean labels ``y`` and complete
 responses ``labels`` for the rows given by ``group``.
+
+**K classes** (Dawid & Skene 1979; DESIGN §8 "K classes"). The channel of annotator ``j`` is a row-stochastic
+K x K confusion matrix, ``C[j, y, a] = P(A_j = a | Y = y)``. The clean label ``Y_i`` of item ``i`` in score group
+``g(i)`` has prior ``prevalence[g(i)]`` (a point of the K-simplex) and is summed out in log space,
+``log p(A_i) = logsumexp_y [log pi_{g(i), y} + sum_{r: i_r = i} log C[j_r, y, a_r]]``
+(:func:`~noisycal_bayes.core.likelihood.class_log_joint`); an item with a known clean label (``gold_i = y``)
+contributes the single term of ``y``. Missing responses drop out; a repeated response of one annotator is one
+more conditionally independent factor. :func:`dawid_skene_multiclass` has one prevalence (``prevalence`` (K,)),
+:func:`grouped_multiclass` one per score group (``prevalence`` (G, K)); both sample ``confusion`` (J, K, K) with
+Dirichlet rows: row ``y`` of ``C_j`` is ``Dirichlet(alpha_y)`` with ``alpha_{y,y} = diagonal`` and ``alpha_{y,a} =
+off_diagonal`` (:class:`~noisycal_bayes.models.priors.MulticlassPrior`), prevalences ``Dirichlet(prevalence * 1_K)``.
+The partially pooled K-class model is :func:`~noisycal_bayes.models.pooled.pooled_multiclass`; the NUTS
+coordinates are in :mod:`noisycal_bayes.models.log_ratio`.
+
+*Orientation (label switching).* The likelihood is invariant under a relabelling of the clean classes (permute
+the rows of every ``C_j`` and the prevalence entries together). The labelling is fixed by diagonal dominance of
+the crowd's average confusion matrix, ``mean_j C[j, y, y] > mean_j C[j, y, a]`` for all ``a != y``
+(:func:`~noisycal_bayes.core.starts.diagonally_dominant`). It is enforced by the Dirichlet prior's pull towards
+the diagonal, by starting every chain at a diagonal-dominant MAP-EM point, and by a post-hoc check of every draw
+(a warning naming the fraction of violating draws); it is not a hard constraint of the parametrisation: when the
+crowd is better than chance the relabelled modes are separated by regions of negligible posterior mass, so
+chains started in the dominant mode stay there, whereas a hard constraint on the average of J matrices would
+couple every annotator's rows and put a boundary inside the sampler's space (NUTS degrades at such walls).
+
+*Two input forms* (:class:`~noisycal_bayes.core.tables.PatternTable`,
+:class:`~noisycal_bayes.core.tables.SparseTable`): compressed ``(group, gold, response pattern)`` rows with
+counts, patterns in ``{-1, 0, ..., K-1}^J`` (at most ``G (K+1)^J (K+1)`` distinct rows, so a gradient costs
+``O(n_rows J K)`` whatever the number of items; zero-count padding rows drop out); or the ``(item, annotator,
+label)`` triples sorted by item, with segment sums over items (``O(n_responses K)``), for many annotators.
 """
 from __future__ import annotations
 
@@ -18,9 +47,10 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
-from ..core.likelihood import ds_loglik_rows, grid_loglik
+from ..core.likelihood import ds_loglik_rows, grid_loglik, multiclass_loglik_rows, tiny_log
+from ..core.tables import PatternTable
 from ..data.compress import all_patterns
-from .priors import DEFAULT_PRIOR, Prior
+from .priors import DEFAULT_MULTICLASS_PRIOR, DEFAULT_PRIOR, Prior
 
 
 def oriented_channels(n_annotators: int, prior: Prior):
@@ -113,3 +143,76 @@ def dawid_skene(labels=None, group=None, counts=None, *, n_annotators: int, n_gr
     n_rows = (labels if labels is not None else group).shape[0]
     return responses(labels, jnp.zeros(n_rows, jnp.int32), prevalence[None], fpr, tpr, counts, grid=grid,
                      record_loglik=record_loglik)
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def dirichlet_alpha(prior, n_classes: int):
+    """Dirichlet concentrations of the confusion rows, (K, K): ``diagonal`` on the diagonal, ``off_diagonal`` off it."""
+    eye = jnp.eye(n_classes)
+    return prior.off_diagonal + (prior.diagonal - prior.off_diagonal) * eye
+
+
+def add_class_likelihood(table, log_conf, log_prev, record_loglik):
+    """The factor ``responses`` of a K-class model: the row log-likelihoods times the row counts, summed
+    (a deterministic site ``log_likelihood`` per row too when ``record_loglik``)."""
+    rows = multiclass_loglik_rows(table, log_conf, log_prev)
+    if record_loglik:
+        numpyro.deterministic("log_likelihood", rows)
+    if isinstance(table, PatternTable):
+        # Padding rows have count 0; where(...) keeps a -inf there (impossible padded gold row) from giving NaN.
+        total = jnp.sum(jnp.where(table.counts > 0, table.counts * rows, 0.0))
+    else:
+        total = jnp.sum(rows)
+    numpyro.factor("responses", total)
+
+
+def _dirichlet_channels(n_annotators: int, n_classes: int, prior):
+    alpha = dirichlet_alpha(prior, n_classes)
+    return numpyro.sample("confusion", dist.Dirichlet(alpha).expand([n_annotators, n_classes]).to_event(2))
+
+
+def group_prevalence(n_groups: int, n_classes: int, prior):
+    """The site ``prevalence`` (G, K): one ``Dirichlet(prior.prevalence * 1_K)`` point per group."""
+    conc = jnp.full(n_classes, 1.0) * prior.prevalence
+    return numpyro.sample("prevalence", dist.Dirichlet(conc).expand([n_groups]).to_event(1))
+
+
+def dawid_skene_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int = 1,
+                           prior=DEFAULT_MULTICLASS_PRIOR, record_loglik: bool = False):
+    """K-class Dawid-Skene with one class prevalence: ``Y_i ~ Categorical(prevalence)``.
+
+    Parameters
+    ----------
+    table : PatternTable or SparseTable
+        The data (module docstring); its groups are ignored (every row uses the one prevalence).
+    n_annotators, n_classes : int
+        Static sizes J and K.
+    n_groups : int, default 1
+        Must be 1 (accepted so that every model takes the same keywords).
+    prior : MulticlassPrior or MulticlassPriorParams
+    record_loglik : bool
+        Add a deterministic site ``log_likelihood`` per row (per item for a SparseTable).
+
+    Sites: ``confusion`` (J, K, K), ``prevalence`` (K,).
+    """
+    if n_groups != 1:
+        raise ValueError(f"the marginal model has one prevalence; got n_groups={n_groups}.")
+    confusion = _dirichlet_channels(n_annotators, n_classes, prior)
+    prevalence = numpyro.sample("prevalence", dist.Dirichlet(jnp.full(n_classes, 1.0) * prior.prevalence))
+    if isinstance(table, PatternTable):
+        table = table._replace(group=jnp.zeros_like(table.group))
+    else:
+        table = table._replace(item_group=jnp.zeros_like(table.item_group))
+    add_class_likelihood(table, tiny_log(confusion), tiny_log(prevalence[None]), record_loglik)
+
+
+def grouped_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int,
+                       prior=DEFAULT_MULTICLASS_PRIOR, record_loglik: bool = False):
+    """K-class Dawid-Skene with a class prevalence per score group: ``Y_i ~ Categorical(prevalence[g(i)])``.
+
+    Same arguments as :func:`dawid_skene_multiclass`; the table's groups lie in ``0..n_groups-1``.
+    Sites: ``confusion`` (J, K, K), ``prevalence`` (G, K).
+    """
+    confusion = _dirichlet_channels(n_annotators, n_classes, prior)
+    prevalence = group_prevalence(n_groups, n_classes, prior)
+    add_class_likelihood(table, tiny_log(confusion), tiny_log(prevalence), record_loglik)

@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_em_settings
+from ..core.channel import MAX_CONDITION
 from ..core.starts import all_failed_message, check_orientation, small_gap_message, unconverged_message
 from ..data.design import check_design, check_prevalence_spread, require_two_annotators
 from ..data.outofcore import SufficientStats
-from .inputs import check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
+from .inputs import PATHS, check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
 from ..warnings import ConvergenceWarning, SmallGapWarning
 from .result import FitResult, channel_from, point_dict
 
@@ -25,7 +26,7 @@ from .result import FitResult, channel_from, point_dict
 #: Models with a closed-form M-step (the others go to ``fit_map`` or ``fit_nuts``).
 EM_MODELS = ("dawid_skene", "grouped", "histogram")
 #: Values of ``path``: compressed (group, pattern) counts, or sparse responses with segment sums.
-EM_PATHS = ("auto", "patterns", "sparse")
+EM_PATHS = PATHS
 #: ``path="auto"`` takes the sparse path above this many annotators: with J annotators a group has up to
 #: 3**J patterns, and beyond about a dozen sparse crowds rarely repeat a pattern, so compression stops paying
 #: (each distinct row costs J cells against one cell per response on the sparse path).
@@ -412,3 +413,168 @@ def em_result(data, model: str, assignment, inputs, selection: dict, prior, note
     return FitResult(channel=channel, point=point_dict(model, fpr, tpr, prev), converged=converged,
                      identified=identified, reason=reason, loglik=float(loglik), n_iter=int(selection["n_iter"]),
                      warnings=tuple(notes), **common)
+
+
+# ------------------------------------------------------------------------------------------------ soft counts
+def sparse_args(inputs):
+    """NumPy arrays of the sparse path: responses, item groups and gold (-1 everywhere when there is none)."""
+    gold = (np.full(inputs.n_items, -1, np.int32) if inputs.gold is None else np.asarray(inputs.gold, np.int32))
+    return (np.asarray(inputs.item, np.int32), np.asarray(inputs.annotator, np.int32),
+            np.asarray(inputs.label, np.int32), np.asarray(inputs.row_group, np.int32), gold)
+
+
+def _log_odds(inputs, fpr, tpr, prevalence):
+    """``(x, w0, w1, gold)``: each item's (sparse) or row's (patterns) posterior log-odds of ``Y = 1`` without its
+    gold label, ``logit pi_g + sum_r [A w1_j + (1 - A) w0_j]`` with ``w1 = log(tpr/fpr)``, ``w0 = log((1 - tpr)/(1 -
+    fpr))``; ``gold`` is None on the pattern path. NumPy, float64."""
+    f = np.clip(np.asarray(fpr, np.float64), 1e-12, 1 - 1e-12)
+    t = np.clip(np.asarray(tpr, np.float64), 1e-12, 1 - 1e-12)
+    p = np.clip(np.atleast_1d(np.asarray(prevalence, np.float64)), 1e-12, 1 - 1e-12)
+    w1, w0 = np.log(t) - np.log(f), np.log1p(-t) - np.log1p(-f)
+    if inputs.sparse:
+        item, ann, lab, group, gold = sparse_args(inputs)
+        # One gather from the per-code table [w0_j, w1_j] (code 2 j + A) instead of two gathers and a select.
+        x = np.bincount(item, weights=np.stack([w0, w1], axis=1).reshape(-1)[2 * ann + lab], minlength=inputs.n_items)
+    else:
+        pat = np.asarray(inputs.patterns)
+        group, gold = np.asarray(inputs.row_group), None
+        x = (pat == 1) @ w1 + (pat == 0) @ w0
+    return x + (np.log(p) - np.log1p(-p))[group], w0, w1, gold
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # sigmoid without overflow
+
+
+def _item_posterior(inputs, fpr, tpr, prevalence):
+    """``T_i = P(Y_i = 1 | A_i)`` per item (sparse) or per row (patterns), in NumPy (float64, no compilation):
+    ``sigmoid(logit pi_g + sum_r [A log(tpr/fpr) + (1 - A) log((1 - tpr)/(1 - fpr))])``, gold items their label."""
+    x, _, _, gold = _log_odds(inputs, fpr, tpr, prevalence)
+    post = _sigmoid(x)
+    return post if gold is None else np.where(gold >= 0, gold, post)
+
+
+def cavity_pairs(inputs, fpr, tpr, prevalence, annotators=None) -> CavityPairs:
+    """Each (item, annotator) pair's labels and the item's clean-label probability given the OTHER annotators.
+
+    For the pair of item ``i`` and annotator ``j``: ``k1``, ``k0`` = the numbers of labels 1 and 0 that ``j`` gave
+    ``i`` (more than one with repeated labels), ``q = P(Y_i = 1 | labels of i by annotators other than j)`` at the
+    estimate (the item's log-odds minus ``j``'s own log-likelihood ratios; the gold label where known) and the
+    pair's weight (1, or the row count on the pattern path). Annotator ``j``'s likelihood given the others'
+    channels is then ``prod_pairs [q tpr^k1 (1 - tpr)^k0 + (1 - q) fpr^k1 (1 - fpr)^k0]^weight``, which
+    :func:`~noisycal_bayes.models.em_result.annotator_table` evaluates on a grid for annotators with few labels.
+    ``annotators`` (bool, shape (J,)), optional: only the pairs of these annotators (the others' pairs would be
+    unused; on a large crowd they are most of the responses). NumPy, float64.
+    """
+    x, w0, w1, gold = _log_odds(inputs, fpr, tpr, prevalence)
+    if inputs.sparse:
+        item, ann, lab, _, gold = sparse_args(inputs)
+        if annotators is not None:
+            keep = np.asarray(annotators, bool)[ann]
+            item, ann, lab = item[keep], ann[keep], lab[keep]
+        if item.size == 0:
+            empty = np.zeros(0)
+            return CavityPairs(np.zeros(0, np.int32), empty, empty, empty, empty)
+        lr = np.stack([w0, w1], axis=1).reshape(-1)[2 * ann + lab]
+        # Responses are sorted by item, then annotator: a pair's repeated labels are adjacent.
+        first = np.r_[True, (item[1:] != item[:-1]) | (ann[1:] != ann[:-1])]
+        pair = np.cumsum(first) - 1
+        own, k1 = np.bincount(pair, weights=lr), np.bincount(pair, weights=lab)
+        k = np.bincount(pair).astype(np.float64)
+        i_pair = item[first]
+        q = np.where(gold[i_pair] >= 0, gold[i_pair], _sigmoid(x[i_pair] - own))
+        return CavityPairs(ann[first], k1, k - k1, q, np.ones_like(q))
+    pat = np.asarray(inputs.patterns)
+    c = np.asarray(inputs.counts, np.float64)
+    cells = (pat >= 0) & (c[:, None] > 0)
+    if annotators is not None:
+        cells &= np.asarray(annotators, bool)[None, :]
+    row, col = np.nonzero(cells)
+    one = (pat[row, col] == 1).astype(np.float64)
+    q = _sigmoid(x[row] - np.where(one > 0, w1[col], w0[col]))
+    return CavityPairs(col, one, 1.0 - one, q, c[row])
+
+
+def soft_counts(inputs, fpr, tpr, prevalence):
+    """E-step soft counts at an estimate, ``(s0, n0, s1, n1, m0, m1)`` each of shape (n_annotators,) (float64),
+    followed by the annotators' :func:`cavity_pairs`.
+
+    ``n1_j = sum_r T_{i_r}`` over annotator ``j``'s responses (``T_i = P(Y_i = 1 | A_i)``, the gold label where
+    known), ``s1_j = sum_r T_{i_r} A_r``; ``n0``, ``s0`` the same with ``1 - T``. ``m1_j`` is the missing
+    information about ``tpr_j`` (Louis 1982, the diagonal term): ``sum_i T_i (1 - T_i) u_ij^2`` with ``u_ij =
+    sum_{r in (i, j)} [A_r / tpr_j - (1 - A_r) / (1 - tpr_j)]`` the complete-data score of item ``i`` when
+    ``Y_i = 1``; ``m0`` the same for fpr. Pattern inputs weight each compressed row by its count. Used for the
+    per-annotator intervals (:func:`~noisycal_bayes.models.em_result.annotator_table`). NumPy: nothing to compile.
+    """
+    post = _item_posterior(inputs, fpr, tpr, prevalence)
+    f = np.clip(np.asarray(fpr, np.float64), 1e-12, 1 - 1e-12)
+    t = np.clip(np.asarray(tpr, np.float64), 1e-12, 1 - 1e-12)
+    n = inputs.n_annotators
+    if inputs.sparse:
+        item, ann, lab, _, _ = sparse_args(inputs)
+        code = 2 * ann + lab  # one gather per per-annotator quantity (code 2 j + A)
+        w1 = post[item]
+        # n1_j = sum T, s1_j = sum T A; n0 and s0 from the label counts (no products with A over the responses).
+        n1 = np.bincount(ann, weights=w1, minlength=n)
+        s1 = np.bincount(ann[lab == 1], weights=w1[lab == 1], minlength=n)
+        n_lab, c1 = np.bincount(ann, minlength=n).astype(np.float64), np.bincount(ann, weights=lab, minlength=n)
+        # Complete-data scores per response: A / r - (1 - A) / (1 - r), from per-code tables.
+        u1 = np.stack([-1 / (1 - t), 1 / t], axis=1).reshape(-1)[code]
+        u0 = np.stack([-1 / (1 - f), 1 / f], axis=1).reshape(-1)[code]
+        # Scores summed per (item, annotator) pair first (repeated labels of one pair share one Y_i); responses
+        # are sorted by item, then annotator, so a pair's repeats are adjacent.
+        first = np.r_[True, (item[1:] != item[:-1]) | (ann[1:] != ann[:-1])]
+        if not first.all():
+            pair = np.cumsum(first) - 1
+            u1, u0 = np.bincount(pair, weights=u1), np.bincount(pair, weights=u0)
+            item, ann = item[first], ann[first]
+        v = (post * (1 - post))[item]
+        return (c1 - s1, n_lab - n1, s1, n1, np.bincount(ann, weights=v * u0**2, minlength=n),
+                np.bincount(ann, weights=v * u1**2, minlength=n),
+                cavity_pairs(inputs, fpr, tpr, prevalence, annotators=n_lab < GRID_LABELS))
+    pat = np.asarray(inputs.patterns)
+    c = np.asarray(inputs.counts, np.float64)
+    obs, pos = (pat >= 0).astype(np.float64), (pat == 1).astype(np.float64)
+    w1, w0 = c * post, c * (1 - post)
+    cv = c * post * (1 - post)
+    u1 = np.where(pos > 0, 1 / t, -1 / (1 - t)) * obs
+    u0 = np.where(pos > 0, 1 / f, -1 / (1 - f)) * obs
+    return (w0 @ pos, w0 @ obs, w1 @ pos, w1 @ obs, cv @ u0**2, cv @ u1**2,
+            cavity_pairs(inputs, fpr, tpr, prevalence, annotators=c @ obs < GRID_LABELS))
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+def choose_class_path(x, path: str, n_repeats: int, func: str):
+    """``(path, reason)`` of the K-class EM for :class:`~noisycal_bayes.models.inputs.ClassData` ``x``: ``"sparse"``
+    with gold labels, repeated labels, or more possible patterns ``(K + 1)^J`` than items; else ``"patterns"``."""
+    if path not in EM_PATHS:
+        raise ValueError(f"{func}: `path` must be one of {list(EM_PATHS)}; got {path!r}.")
+    n_gold = 0 if x.gold is None else int(np.sum(x.gold >= 0))
+    space = (x.n_classes + 1) ** x.n_annotators
+    if path == "sparse":
+        return "sparse", "requested"
+    if path == "patterns":
+        if n_repeats:
+            raise ValueError(f"{func}: path='patterns' holds one label per (item, annotator); these data have "
+                             f"{n_repeats} repeated labels. Use path='sparse' or 'auto'.")
+        if n_gold:
+            raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels (observed clean labels "
+                             "enter item by item); use path='sparse' or 'auto'.")
+        if space > 2**62:  # Python ints: exact (a float overflows for a crowd)
+            raise ValueError(f"{func}: path='patterns' needs (K + 1)^J < 2^62 pattern codes; got (K + 1)^J = "
+                             f"{x.n_classes + 1}^{x.n_annotators}. Use path='sparse'.")
+        return "patterns", "requested"
+    if n_gold:
+        return "sparse", f"{n_gold} gold labels (observed clean labels)"
+    if n_repeats:
+        return "sparse", f"{n_repeats} repeated labels (each a response of its own)"
+    if space > x.n_items:
+        return "sparse", f"(K + 1)^J = {space} possible patterns > {x.n_items} items (patterns do not compress)"
+    return "patterns", f"(K + 1)^J = {space} possible patterns <= {x.n_items} items (patterns compress)"
+
+
+def unusable_message(func: str, annotators) -> str:
+    """The SmallGapWarning text for the annotators (indices) whose fitted confusion matrix is near singular."""
+    return (f"{func}: annotators {_preview(annotators)} have a near-singular fitted confusion matrix (condition number "
+            f"> {MAX_CONDITION}): their labels say little about the clean label (spammers) and get weight 0 in "
+            "corrected targets.")

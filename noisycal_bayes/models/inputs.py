@@ -2,21 +2,33 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-from ..core import clipped_logit
+from .._validation import _preview
+from ..core import clipped_logit, score_groups
+from ..core.likelihood import rows_class_log_joint
+from ..core.tables import Responses, SparseTable
 from ..data import (AnnotationSet, Binning, bin_index, groups_from_int, compress_patterns, grid_patterns, pad_patterns, padded_size,
                     resolve_groups)
-from ..data.compress import PatternCounts
+from ..data.compress import PatternCounts, compress_multiclass
 from ..data.responses import pair_keys, repeated_runs
 from ..data.outofcore import SufficientStats
+from ..simulate.annotations import MulticlassSimulation
+
 
 #: Models whose likelihood depends on the data only through (group, response pattern) counts.
 GROUPED_MODELS = ("dawid_skene", "grouped", "histogram", "monotone")
 MODEL_NAMES = GROUPED_MODELS + ("platt",)
 #: Name of the prevalence dimension per model (None: a scalar prevalence or no prevalence at all).
 PREVALENCE_DIM = {"dawid_skene": None, "grouped": "group", "histogram": "bin", "monotone": "bin", "platt": None}
+#: Values of ``path`` (every EM and the K-class NUTS): compressed pattern counts or sparse responses.
+PATHS = ("auto", "patterns", "sparse")
+# Patterns path only for few annotators: (K+1)^J keys and the one-hot (rows, J K) stay small.
+MAX_PATTERN_ANNOTATORS = 8
+#: What a K-class data object must have (:func:`check_class_data`).
+CLASS_DATA_FIELDS = ("responses", "n_items", "n_annotators", "n_classes", "probs", "gold", "classes")
 
 
 def _readonly(a):
@@ -362,3 +374,199 @@ def _stats_inputs(stats: SufficientStats, model: str, assignment: GroupAssignmen
     pc = PatternCounts(np.asarray(stats.patterns)[first], (uniq // 3 ** j).astype(np.int32), counts,
                        assignment.n_groups, None)
     return _compressed_inputs(model, stats.n_items, pc)
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+class ClassData(NamedTuple):
+    """K-class data as validated arrays: what the K-class fits read (:func:`class_arrays`), and a data object they
+    accept (a bootstrap replicate's rows, a fit on the annotators with labels).
+
+    ``responses`` (item, annotator, label) int64 of shape (n_responses,); ``probs`` (n_items, K) float64 or None;
+    ``gold`` (n_items,) int64 with -1 unknown, or None; ``classes`` the class names (empty: ``0..K-1``).
+    """
+
+    responses: Responses
+    n_items: int
+    n_annotators: int
+    n_classes: int
+    probs: np.ndarray | None = None
+    gold: np.ndarray | None = None
+    classes: tuple = ()
+
+    @property
+    def item(self):
+        return self.responses[0]
+
+    @property
+    def annotator(self):
+        return self.responses[1]
+
+    @property
+    def label(self):
+        return self.responses[2]
+
+
+def class_arrays(data, func: str) -> ClassData:
+    """Duck-typed adapter: a MulticlassAnnotationSet-like object (``responses``, ``n_items``, ``n_annotators``,
+    ``n_classes``, ``probs``, ``gold``) or a :class:`~noisycal_bayes.simulate.MulticlassSimulation`."""
+    if isinstance(data, MulticlassSimulation):
+        item, ann, lab = data.item, data.annotator, data.label
+        n, J, K = data.probs.shape[0], data.confusion.shape[0], data.probs.shape[1]
+        probs, gold, classes = data.probs, None, tuple(range(K))
+    elif all(hasattr(data, a) for a in ("responses", "n_items", "n_annotators", "n_classes")):
+        item, ann, lab = data.responses
+        n, J, K = int(data.n_items), int(data.n_annotators), int(data.n_classes)
+        probs, gold = getattr(data, "probs", None), getattr(data, "gold", None)
+        classes = tuple(getattr(data, "classes", None) or range(K))
+    else:
+        raise ValueError(f"{func}: `data` must be a MulticlassAnnotationSet (responses, n_items, n_annotators, "
+                         f"n_classes, probs, gold) or a MulticlassSimulation; got {type(data).__name__}.")
+    item, ann, lab = (np.asarray(v).astype(np.int64) for v in (item, ann, lab))
+    if K < 2:
+        raise ValueError(f"{func}: needs at least 2 classes; got n_classes={K}.")
+    if J < 2:
+        raise ValueError(f"{func}: {J} annotator cannot identify K x K channels (any channel with the observed label "
+                         "frequencies fits equally well). Add annotators, or supply the confusion matrix.")
+    if not (item.shape == ann.shape == lab.shape) or item.size == 0:
+        raise ValueError(f"{func}: `responses` must be three arrays of one positive length; got shapes "
+                         f"{item.shape}, {ann.shape}, {lab.shape}.")
+    for name, v, hi in (("item", item, n), ("annotator", ann, J), ("label", lab, K)):
+        bad = (v < 0) | (v >= hi)
+        if bad.any():
+            raise ValueError(f"{func}: response {name}s must lie in 0..{hi - 1}; got {_preview(v[bad])} at responses "
+                             f"{_preview(np.flatnonzero(bad))}."
+                             + (" Map the classes to 0..K-1 first." if name == "label" else ""))
+    if probs is not None:
+        probs = np.asarray(probs, dtype=np.float64)
+        if probs.shape != (n, K):
+            raise ValueError(f"{func}: `probs` must have shape ({n}, {K}); got {probs.shape}.")
+    if gold is not None:
+        gold = np.asarray(gold).astype(np.int64)
+        if gold.shape != (n,):
+            raise ValueError(f"{func}: `gold` must have shape ({n},); got {gold.shape}.")
+        bad = (gold < -1) | (gold >= K)
+        if bad.any():
+            raise ValueError(f"{func}: `gold` must be -1 (unknown) or a class in 0..{K - 1}; got {_preview(gold[bad])} "
+                             f"at items {_preview(np.flatnonzero(bad))}.")
+        if not (gold >= 0).any():
+            gold = None
+    return ClassData(Responses(item, ann, lab), n, J, K, probs, gold, classes)
+
+
+def repeat_count(item, annotator, n_annotators: int) -> int:
+    """Responses that repeat an (item, annotator) pair of an earlier response."""
+    key = np.asarray(item).astype(np.int64) * n_annotators + annotator
+    if key.size > 1 and np.all(key[1:] >= key[:-1]):
+        return int(np.sum(key[1:] == key[:-1]))
+    return int(key.size - np.unique(key).size)
+
+
+def resolve_class_groups(model: str, groups, *, n_items: int, n_classes: int, probs, func: str):
+    """``(index (n_items,), n_groups, reason)``: the score groups of a K-class fit.
+
+    One group for ``model="dawid_skene"`` or without ``probs``; ``groups=None``:
+    :func:`~noisycal_bayes.core.score_groups` ``(probs)`` (predicted class x 2 confidence quantiles, ``n_groups =
+    2 K``); else ``groups`` validated (an int per item, >= 0; ``n_groups = max + 1``).
+    """
+    if model == "dawid_skene":
+        return np.zeros(n_items, np.int32), 1, "one group (dawid_skene)"
+    if groups is None:
+        if probs is None:
+            return np.zeros(n_items, np.int32), 1, "one group (no probs)"
+        g = score_groups(np.asarray(probs))
+        return g, n_classes * 2, "score_groups(probs): predicted class x 2 confidence quantiles"
+    g = np.asarray(groups)
+    if g.shape != (n_items,) or not np.issubdtype(g.dtype, np.integer):
+        raise ValueError(f"{func}: `groups` must be None or an int array of shape ({n_items},) (a score group per "
+                         f"item); got {g.dtype} of shape {g.shape}.")
+    if (g < 0).any():
+        raise ValueError(f"{func}: `groups` must be >= 0; got {_preview(g[g < 0])} at items "
+                         f"{_preview(np.flatnonzero(g < 0))}.")
+    return g.astype(np.int32), int(g.max()) + 1, "given"
+
+
+def class_log_joint_items(x: ClassData, group, confusion, prevalence):
+    """``log P(Y_i = y, A_i)`` per item, shape (n_items, K) (NumPy, float64; gold items -inf off their label), with
+    the logs clipped at 1e-12 as the EM's E-step does."""
+    return rows_class_log_joint(x.item, x.annotator, x.label, x.n_items, group, x.gold,
+                                np.log(np.clip(confusion, 1e-12, 1.0)), np.log(np.clip(prevalence, 1e-12, 1.0)))
+
+
+def check_class_data(data, func: str):
+    """``(item, annotator, label, gold)`` as int arrays, validated against the duck-typed data's sizes."""
+    missing = [a for a in CLASS_DATA_FIELDS if not hasattr(data, a)]
+    if missing:
+        raise ValueError(f"{func}: `data` must be a MulticlassAnnotationSet (or an object with {list(CLASS_DATA_FIELDS)}); "
+                         f"{type(data).__name__} has no {missing}.")
+    n, n_ann, k = int(data.n_items), int(data.n_annotators), int(data.n_classes)
+    if k < 2:
+        raise ValueError(f"{func}: `n_classes` must be at least 2; got {k}.")
+    if n < 1 or n_ann < 1:
+        raise ValueError(f"{func}: the data hold {n} items and {n_ann} annotators; need at least one of each.")
+    item, ann, lab = (np.asarray(a) for a in data.responses)
+    if item.size == 0:
+        raise ValueError(f"{func}: the data hold no responses.")
+    bad = np.flatnonzero((lab < 0) | (lab >= k))
+    if bad.size:
+        raise ValueError(f"{func}: labels must lie in 0..{k - 1}; got {lab[bad[:5]].tolist()} at responses "
+                         f"{bad[:5].tolist()}.")
+    if item.min() < 0 or item.max() >= n or ann.min() < 0 or ann.max() >= n_ann:
+        raise ValueError(f"{func}: response indices out of range (items 0..{n - 1}, annotators 0..{n_ann - 1}).")
+    gold = data.gold
+    if gold is None:
+        gold = np.full(n, -1, np.int32)
+    gold = np.asarray(gold)
+    if gold.shape != (n,):
+        raise ValueError(f"{func}: `gold` must have shape ({n},); got {gold.shape}.")
+    bad = np.flatnonzero((gold < -1) | (gold >= k))
+    if bad.size:
+        raise ValueError(f"{func}: gold labels must be -1 (unknown) or in 0..{k - 1}; got {gold[bad[:5]].tolist()} "
+                         f"at items {bad[:5].tolist()}.")
+    return item.astype(np.int32), ann.astype(np.int32), lab.astype(np.int32), gold.astype(np.int32)
+
+
+def patterns_feasible(item, ann, *, path, func, n_groups, n_annotators, n_classes) -> bool:
+    """Whether the responses fit the pattern path; ValueError for an unknown ``path`` or ``"patterns"`` when they
+    do not."""
+    if path not in PATHS:
+        raise ValueError(f"{func}: `path` must be one of {list(PATHS)}; got {path!r}.")
+    # Python ints: exact at any number of annotators (a float (K + 1)^(J + 1) overflows for a crowd).
+    fits_key = n_groups * (n_classes + 1) ** (n_annotators + 1) < 2 ** 62
+    feasible = (fits_key and n_annotators <= MAX_PATTERN_ANNOTATORS and not repeat_count(item, ann, n_annotators))
+    if path == "patterns" and not feasible:
+        raise ValueError(f"{func}: path='patterns' needs one response per (item, annotator) pair and at most "
+                         f"{MAX_PATTERN_ANNOTATORS} annotators; use path='sparse' (or 'auto').")
+    return feasible
+
+
+def build_class_tables(item, ann, lab, gold, index, *, n_groups, n_items, n_annotators, n_classes, path, func):
+    """``(table for the likelihood, sparse table, path used)``."""
+    sparse = SparseTable(*sorted_responses(item, ann, lab), index, gold)
+    feasible = patterns_feasible(item, ann, path=path, func=func, n_groups=n_groups, n_annotators=n_annotators,
+                                  n_classes=n_classes)
+    if path == "sparse" or (path == "auto" and not feasible):
+        return sparse, sparse, "sparse"
+    table, _ = compress_multiclass(item, ann, lab, index, gold, n_items=n_items, n_annotators=n_annotators,
+                                   n_classes=n_classes)
+    n_rows = int(np.count_nonzero(table.counts))
+    if path == "auto" and n_rows > n_items / 2:
+        return sparse, sparse, "sparse"  # compression does not pay
+    # Padded to a power of two: data sets of one design (e.g. SBC replicates) share one compiled sampler.
+    size = max(16, 1 << (n_rows - 1).bit_length())
+    table, _ = compress_multiclass(item, ann, lab, index, gold, n_items=n_items, n_annotators=n_annotators,
+                                   n_classes=n_classes, pad_to=size)
+    return table, sparse, "patterns"
+
+
+def sorted_responses(item, ann, lab):
+    """The responses sorted by item (stable), as they are when already sorted."""
+    if item.size > 1 and np.any(np.diff(item) < 0):
+        order = np.argsort(item, kind="stable")
+        return item[order], ann[order], lab[order]
+    return item, ann, lab
+
+
+def table_args(table):
+    """A table's arrays as NumPy float64 / int32 (the traced arguments of a compiled program)."""
+    return tuple(np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a, np.int32)
+                 for a in table)

@@ -37,6 +37,14 @@ log pi_i + l1_i)`` with ``l_y = sum_{r: i_r = i} log P(A_r | Y = y)``; items wit
 ``log P(Y_i = gold_i, A_i)`` (an observed latent label). The cost is O(n_responses), with no dense
 items x annotators array; an annotator may label an item more than once (conditionally independent
 responses given ``Y_i``).
+
+**K classes** (:func:`pooled_multiclass`, a different model from the binary one: one spread, soft orientation).
+Each confusion row is written in log-odds against its diagonal entry, ``eta_{j,y,a} = log(C[j,y,a] / C[j,y,y]) =
+mu_{y,a} + sigma z_{j,y,a}`` (a != y; ``eta_{j,y,y} = 0``, which removes the softmax's shift redundancy) with
+``mu_{y,a} ~ Normal(population_loc, population_scale)``, ``sigma ~ HalfNormal(population_spread)``, ``z ~ Normal(0,
+1)`` (numbers from :class:`~noisycal_bayes.models.MulticlassPrior`); ``C[j, y] = softmax(eta_{j,y})``. The
+population's typical confusion is ``softmax([0 at y, mu_y])`` (deterministic site ``population_confusion``).
+Orientation is that of the other K-class models (:mod:`noisycal_bayes.models.dawid_skene`, "K classes").
 """
 from __future__ import annotations
 
@@ -47,10 +55,14 @@ import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions.transforms import AffineTransform, biject_to
 
+from ..core.likelihood import tiny_log
 from ..core.sparse import channel_tables, code_sums, response_codes
-from .priors import DEFAULT_PRIOR, Prior
+from .dawid_skene import add_class_likelihood, group_prevalence
+from .log_ratio import insert_diagonal_zero
+from .priors import DEFAULT_MULTICLASS_PRIOR, DEFAULT_PRIOR, Prior
 
 _EPS = 1e-12  # prevalence kept off {0, 1} before its log (as core.sparse)
+
 
 #: The prevalence structures a pooled channel model can be combined with (same names as ``model=``).
 POOLED_KINDS = ("dawid_skene", "grouped", "histogram", "monotone", "platt")
@@ -222,6 +234,34 @@ def pooled_model(item, annotator, label=None, item_group=None, gold=None, logit_
     return None
 
 
+def population_confusion(mu):
+    """The population's typical confusion ``softmax([0 at y, mu_y])`` per row, from ``mu`` (..., K, K-1)."""
+    return jax.nn.softmax(insert_diagonal_zero(jnp.asarray(mu)), axis=-1)
+
+
+def pooled_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int = 1,
+                      prior=DEFAULT_MULTICLASS_PRIOR, record_loglik: bool = False):
+    """K-class Dawid-Skene with partially pooled confusion matrices (many annotators, few labels each).
+
+    ``log(C[j,y,a] / C[j,y,y]) = mu_{y,a} + sigma z_{j,y,a}`` (non-centred; module docstring, "K classes"), prevalence per
+    group as :func:`grouped_multiclass` (``n_groups = 1``: one prevalence).
+
+    Sites: ``mu`` (K, K-1), ``sigma`` (), ``z`` (J, K, K-1), ``prevalence`` (G, K); deterministic
+    ``confusion`` (J, K, K) and ``population_confusion`` (K, K).
+    """
+    k = n_classes
+    mu = numpyro.sample("mu", dist.Normal(prior.population_loc, prior.population_scale).expand([k, k - 1]).to_event(2))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(prior.population_spread))
+    z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([n_annotators, k, k - 1]).to_event(3))
+    eta = insert_diagonal_zero(mu + sigma * z, jnp)
+    # log-softmax directly: the log confusion without an exp / log round trip.
+    log_conf = jax.nn.log_softmax(eta, axis=-1)
+    numpyro.deterministic("confusion", jnp.exp(log_conf))
+    numpyro.deterministic("population_confusion", population_confusion(mu))
+    prevalence = group_prevalence(n_groups, k, prior)
+    add_class_likelihood(table, log_conf, tiny_log(prevalence), record_loglik)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Preconditioning for NUTS (NumPy): where each site starts and how wide its posterior is, in the sampler's
 # unconstrained coordinates.
@@ -234,22 +274,20 @@ def pooled_model(item, annotator, label=None, item_group=None, gold=None, logit_
 # approximation below, makes the identity matrix nearly right from the first iteration (and the start's jitter
 # of +-0.5 a jitter of half a posterior standard deviation). Adaptation then proceeds as before.
 
+
+# Support -> (to the sampler's unconstrained coordinates, back); a real site is its own coordinate.
+_TRANSFORMS = {"positive": (np.log, np.exp),
+               "unit": (lambda x: np.log(x) - np.log1p(-x), lambda u: 1.0 / (1.0 + np.exp(-u)))}
+
+
 def _to_unconstrained(support: str, x):
     x = np.asarray(x, np.float64)
-    if support == "positive":
-        return np.log(x)
-    if support == "unit":
-        return np.log(x) - np.log1p(-x)
-    return x
+    return _TRANSFORMS[support][0](x) if support in _TRANSFORMS else x
 
 
 def _from_unconstrained(support: str, u):
     u = np.asarray(u, np.float64)
-    if support == "positive":
-        return np.exp(u)
-    if support == "unit":
-        return 1.0 / (1.0 + np.exp(-u))
-    return u
+    return _TRANSFORMS[support][1](u) if support in _TRANSFORMS else u
 
 
 def posterior_scales(start: dict, centering, *, n0, n1, item_posterior, item_group, n_groups: int, kind: str,

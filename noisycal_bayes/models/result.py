@@ -1,21 +1,28 @@
-"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts``."""
+"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts``; the K-class fits' results
+(:class:`ConfusionFit` and its kinds: ``fit_em_multiclass``, ``fit_map_multiclass``, ``fit_nuts_multiclass``)."""
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from .._validation import check_positive_int
+from ..core import usable_confusions, x64
+from ..core.channel import MAX_CONDITION
+from ..core.likelihood import class_log_joint, logsumexp_rows, multiclass_loglik_rows
+from ..core.tables import SparseTable
 from ..data import AnnotationSet, Channel
 from ..data.columns import response_columns
 from ..data.responses import pair_keys, repeated_runs
-from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs
+from .arviz import confusion_to_arviz, fit_to_arviz
+from .inputs import (PREVALENCE_DIM, GroupAssignment, ModelInputs, check_class_data, class_arrays, class_log_joint_items,
+                     sorted_responses, table_args)
 
-#: Above this many (draw x item) log-likelihood values, ``to_arviz()`` leaves the per-item
-#: log-likelihood out unless asked explicitly (8 bytes each: 5e7 is 400 MB).
-MAX_LOGLIK_VALUES = 50_000_000
 
 
 def channel_from(fpr, tpr, annotator_ids=None, *, orientation: str = "every") -> Channel:
@@ -56,13 +63,6 @@ def _dims_for(model: str) -> dict:
     return dims
 
 
-def _arviz_major() -> int:
-    import arviz as az
-
-    try:
-        return int(str(az.__version__).split(".")[0])
-    except ValueError:  # pragma: no cover - unusual version strings
-        return 1 if not hasattr(az, "InferenceData") else 0
 
 
 class ChannelAccess:
@@ -482,52 +482,7 @@ class FitResult(ChannelAccess):
         ValueError
             The result has no draws (EM / MAP fits); ``log_likelihood=True`` for a fit from SufficientStats.
         """
-        import xarray as xr
-
-        if self.draws is None:
-            raise ValueError(f"a {self.method!r} fit has no posterior draws to convert; use fit_nuts.")
-        coords = self.coords
-        dims = self.dims
-        post = xr.Dataset({k: (("chain", "draw") + dims[k], v) for k, v in self.draws.items()},
-                          coords={"chain": np.arange(self.n_chains), "draw": np.arange(self.n_draws),
-                                  **{d: coords[d] for d in set(sum((dims[k] for k in self.draws), ()))}})
-        stats = xr.Dataset({k: (("chain", "draw"), v) for k, v in self.sample_stats.items()},
-                           coords={"chain": np.arange(self.n_chains), "draw": np.arange(self.n_draws)})
-        groups = {"posterior": post, "sample_stats": stats}
-        n_values = self.n_chains * self.n_draws * self.inputs.n_items
-        include = log_likelihood is True or (log_likelihood == "auto" and n_values <= MAX_LOGLIK_VALUES)
-        if self.inputs.inverse is None:
-            # A fit from SufficientStats: no items, hence no per-item observed data or log-likelihood.
-            if log_likelihood is True:
-                self.inputs.item_rows()  # raises the explanation
-            include = False
-        else:
-            labels = self.details.get("labels")
-            obs_vars = {"group": (("item",), np.asarray(self.groups.index))}
-            if labels is not None:
-                obs_vars["labels"] = (("item", "annotator"), labels)
-            if self.details.get("scores") is not None:
-                obs_vars["scores"] = (("item",), self.details["scores"])
-            groups["observed_data"] = xr.Dataset(obs_vars, coords={"item": np.arange(self.inputs.n_items),
-                                                                   "annotator": coords["annotator"]})
-        if log_likelihood == "auto" and not include and self.inputs.inverse is not None:
-            warnings.warn(f"to_arviz: the per-item log-likelihood would hold {n_values:.3g} values (> {MAX_LOGLIK_VALUES:.0e}); "
-                          "it was left out. Pass log_likelihood=True to build it anyway.", UserWarning, stacklevel=2)
-        if include:
-            ll = self.log_likelihood(per="item")
-            groups["log_likelihood"] = xr.Dataset(
-                {"labels": (("chain", "draw", "item"), ll)},
-                coords={"chain": np.arange(self.n_chains), "draw": np.arange(self.n_draws),
-                        "item": np.arange(self.inputs.n_items)})
-        attrs = {"created_by": "noisycal_bayes", "inference_library": "numpyro", "model": self.model,
-                 "method": self.method}
-        for ds in groups.values():
-            ds.attrs.update(attrs)
-        if _arviz_major() >= 1:
-            return xr.DataTree.from_dict(groups)
-        import arviz as az
-
-        return az.InferenceData(**groups)
+        return fit_to_arviz(self, log_likelihood)
 
     def summary(self, *, level: float = 0.9, prob: float | None = None) -> pd.DataFrame:
         """A pandas table: one row per scalar parameter.
@@ -603,3 +558,250 @@ def _platt_columns(inp):
     resp = AnnotationSet.from_responses(item, ann, lab, n_items=inp.n_items, n_annotators=inp.n_annotators)
     cols = response_columns(resp, np.ones(inp.n_annotators, bool), func="clean_label_probability")
     return cols.labels, cols.annotator
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+@dataclass(frozen=True, eq=False)
+class ConfusionFit:
+    """What every K-class point fit holds: confusion matrices, prevalences and how they were made.
+
+    Attributes
+    ----------
+    confusion : ndarray of shape (n_annotators, K, K)
+        ``confusion[j, y, a] = P(A_j = a | Y = y)``, oriented (rule K3 of :mod:`noisycal_bayes.core.starts`).
+    prevalence : ndarray of shape (n_groups, K)
+        Clean-label class frequencies per score group.
+    groups : ndarray of int32, shape (n_items,)
+        The group of each item.
+    n_groups : int
+    log_likelihood : float
+        At the estimate (without the prior's log density for MAP; gold items: ``log p(Y = gold, A)``).
+    n_iter : int
+    converged : bool
+    path : {"patterns", "sparse"}
+    model : str
+    classes : tuple
+        Class names; index ``k`` <-> ``classes[k]``.
+    """
+
+    confusion: np.ndarray
+    prevalence: np.ndarray
+    groups: np.ndarray
+    n_groups: int
+    log_likelihood: float
+    n_iter: int
+    converged: bool
+    path: str
+    model: str
+    classes: tuple
+
+    @property
+    def n_annotators(self) -> int:
+        return int(self.confusion.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.confusion.shape[1])
+
+    def usable_annotators(self, *, max_condition: float = MAX_CONDITION) -> np.ndarray:
+        """:func:`~noisycal_bayes.core.usable_confusions` of the fitted confusions, shape (n_annotators,) bool."""
+        with x64():
+            return np.asarray(usable_confusions(self.confusion, max_condition=max_condition))
+
+
+@dataclass(frozen=True)
+class MulticlassEMFit(ConfusionFit):
+    """A K-class EM (or MAP-EM) fit of the (grouped) Dawid-Skene model.
+
+    Attributes
+    ----------
+    confusion, prevalence, groups, n_groups, log_likelihood, n_iter, path, classes
+        As in :class:`ConfusionFit`.
+    converged : bool
+        The selected start converged and satisfies the orientation rule.
+    model : {"grouped", "dawid_skene", "pooled"}
+    warnings : tuple of str
+        The texts of the warnings issued by the fit.
+    objective : float
+        Log-likelihood plus the Dirichlet log-kernels (equals ``log_likelihood`` without a prior).
+    start_logliks : ndarray of shape (n_starts_total,)
+        Final objective of every start (NaN where non-finite); start 0 is the majority-vote start (or ``init``).
+    selected_start : int
+    loglik_trace : ndarray
+        Objective at the start and after each iteration of the selected start.
+    path_reason : str
+    groups_reason : str
+    label_permutation : tuple or None
+        The relabelling applied to the selected start (rule K3), ``None`` when none was needed.
+    prior : tuple of ndarray or None
+        Dirichlet concentrations ``(alpha_confusion (K, K), alpha_prevalence (K,))`` for MAP, None for ML.
+    n_labels : ndarray of shape (n_annotators,)
+        Responses per annotator.
+    """
+
+    warnings: tuple = ()
+    objective: float = np.nan
+    start_logliks: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    selected_start: int = 0
+    loglik_trace: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    path_reason: str = ""
+    groups_reason: str = ""
+    label_permutation: tuple | None = None
+    prior: tuple | None = None
+    n_labels: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def clean_label_probability(self, data) -> np.ndarray:
+        """``P(Y_i = k | A_i, group_i)`` at the estimate, shape (n_items, K); gold items one-hot.
+
+        ``data`` must be the data the model was fitted to (or data with the same items and annotators).
+        """
+        x = class_arrays(data, "clean_label_probability")
+        if x.n_items != self.groups.shape[0] or x.n_annotators != self.n_annotators or x.n_classes != self.n_classes:
+            raise ValueError(f"clean_label_probability: `data` has {x.n_items} items, {x.n_annotators} annotators, "
+                             f"{x.n_classes} classes; the fit has {self.groups.shape[0]}, {self.n_annotators}, "
+                             f"{self.n_classes}. Pass the data the model was fitted to.")
+        lj = class_log_joint_items(x, self.groups, self.confusion, self.prevalence)
+        return np.exp(lj - logsumexp_rows(lj)[:, None])
+
+
+@dataclass(frozen=True, eq=False)
+class MulticlassMAPFit(ConfusionFit):
+    """Posterior mode of a K-class channel model (``fit_map_multiclass``); the attribute names of
+    ``MulticlassEMFit``.
+
+    Attributes
+    ----------
+    confusion, prevalence, groups, n_groups, log_likelihood, n_iter, model, classes
+        As in :class:`ConfusionFit`.
+    log_posterior : float
+        ``log p(A | theta) + log p(theta)`` in simplex coordinates (up to the Dirichlet normalisers).
+    n_iter : int
+    converged : bool
+        The EM stopping rule was met within ``max_iter``.
+    path : {"patterns", "sparse"}
+        The path the EM ran on (:func:`~noisycal_bayes.inference.fit_em_multiclass`'s ``path``).
+    model : str
+    classes : tuple
+    warnings : tuple of str
+    """
+
+    log_posterior: float = np.nan
+    warnings: tuple = ()
+
+    def clean_label_probability(self, data) -> np.ndarray:
+        """``P(Y_i = y | A_i)`` at the mode, shape (n_items, K); gold items are one-hot."""
+        item, ann, lab, gold = check_class_data(data, "clean_label_probability")
+        table = SparseTable(*sorted_responses(item, ann, lab), self.groups, gold)
+        with x64():
+            lj = class_log_joint(table, jnp.log(jnp.asarray(self.confusion)), jnp.log(jnp.asarray(self.prevalence)))
+            return np.asarray(jax.nn.softmax(lj, axis=-1))
+
+
+@dataclass(frozen=True, eq=False)
+class MulticlassPosterior:
+    """Posterior draws of a K-class channel model (``fit_nuts_multiclass``).
+
+    Attributes
+    ----------
+    confusion : ndarray of shape (n_draws_total, n_annotators, K, K)
+        Draws of ``C[j, y, a]``, chains flattened (chain-major: draw ``c * n_draws + d``).
+    prevalence : ndarray of shape (n_draws_total, n_groups, K)
+    groups : ndarray of shape (n_items,), int32
+    diagnostics : dict
+        ``max_rhat``, ``min_ess_bulk``, ``frac_max_treedepth``, ``n_divergent``, ``frac_not_dominant``
+        (draws whose average confusion is not diagonally dominant).
+    classes : tuple
+    model : str
+    n_chains, n_draws : int
+    population_confusion : ndarray of shape (n_draws_total, K, K) or None
+        Pooled model: the population's typical confusion ``softmax([0, mu_y])`` per row.
+    sample_stats : dict of name -> ndarray (n_chains, n_draws)
+    diagnostics_table : DataFrame
+        R-hat and bulk/tail ESS per scalar (:func:`~noisycal_bayes.inference.mcmc_diagnostics`).
+    start : MulticlassMAPFit or None
+        The MAP-EM fit the chains started from (None when ``init`` gave the start).
+    settings : dict
+    warnings : tuple of str
+    """
+
+    confusion: np.ndarray
+    prevalence: np.ndarray
+    groups: np.ndarray
+    diagnostics: dict
+    classes: tuple
+    model: str
+    n_chains: int
+    n_draws: int
+    population_confusion: np.ndarray | None = None
+    sample_stats: dict = field(default_factory=dict)
+    diagnostics_table: object = None
+    start: MulticlassMAPFit | None = None
+    settings: dict = field(default_factory=dict)
+    warnings: tuple = ()
+    annotator_ids: tuple | None = None
+    table: SparseTable | None = None
+    extra_draws: dict = field(default_factory=dict)
+
+    def _chain_draw(self, x):
+        return np.asarray(x).reshape((self.n_chains, self.n_draws) + np.shape(x)[1:])
+
+    def clean_label_probability(self, data, *, max_draws: int | None = None) -> np.ndarray:
+        """Posterior mean of ``P(Y_i = y | A_i, theta)``, shape (n_items, K); gold items are one-hot.
+
+        Parameters
+        ----------
+        data : MulticlassAnnotationSet
+            The fitted data (or data on the same annotators, classes and groups).
+        max_draws : int or None
+            Average over at most this many evenly thinned draws (None: all).
+        """
+        item, ann, lab, gold = check_class_data(data, "clean_label_probability")
+        groups = self.groups
+        if groups.shape[0] != int(data.n_items):
+            raise ValueError(f"clean_label_probability: the fit has groups for {groups.shape[0]} items; `data` has "
+                             f"{data.n_items}.")
+        table = SparseTable(*sorted_responses(item, ann, lab), groups, gold)
+        conf, prev = self.confusion, self.prevalence
+        if max_draws is not None:
+            pick = np.unique(np.linspace(0, conf.shape[0] - 1, check_positive_int(max_draws, name="max_draws")).astype(int))
+            conf, prev = conf[pick], prev[pick]
+        with x64():
+            mean = _posterior_mean_probs(table_args(table), np.log(np.clip(conf, 1e-300, 1)),
+                                         np.log(np.clip(prev, 1e-300, 1)))
+        return np.asarray(mean)
+
+    def log_likelihood(self) -> np.ndarray:
+        """Per-item log-likelihood of every draw, shape (n_chains, n_draws, n_items)."""
+        with x64():
+            ll = _per_item_loglik(table_args(self.table), np.log(np.clip(self.confusion, 1e-300, 1)),
+                                  np.log(np.clip(self.prevalence, 1e-300, 1)))
+        return self._chain_draw(np.asarray(ll))
+
+    def to_arviz(self, *, log_likelihood="auto"):
+        """Convert to ArviZ: ``InferenceData`` with ArviZ 0.x, an ``xarray.DataTree`` with ArviZ >= 1.
+
+        Groups: ``posterior`` (``confusion`` (chain, draw, annotator, true_class, label_class), ``prevalence``
+        (chain, draw, group, true_class); pooled: ``population_confusion`` (chain, draw, true_class,
+        label_class), ``sigma``), ``sample_stats``, ``observed_data`` (``response_item``, ``response_annotator``,
+        ``labels`` per response, ``group`` and ``gold`` per item) and ``log_likelihood`` (``labels`` (chain, draw, item)) unless
+        it would hold more than 5e7 values (``log_likelihood="auto"``) or ``log_likelihood=False``.
+        """
+        return confusion_to_arviz(self, log_likelihood)
+
+
+@jax.jit
+def _posterior_mean_probs(args, log_conf, log_prev):
+    table = SparseTable(*args)
+
+    def add(acc, theta):
+        return acc + jax.nn.softmax(class_log_joint(table, *theta), axis=-1), None
+
+    init = jnp.zeros((table.item_group.shape[0], log_conf.shape[-1]), log_conf.dtype)
+    total, _ = jax.lax.scan(add, init, (log_conf, log_prev))
+    return total / log_conf.shape[0]
+
+
+@jax.jit
+def _per_item_loglik(args, log_conf, log_prev):
+    table = SparseTable(*args)
+    return jax.lax.map(lambda theta: multiclass_loglik_rows(table, *theta), (log_conf, log_prev))

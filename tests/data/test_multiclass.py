@@ -424,8 +424,9 @@ def test_binary_only_functions_refuse_the_multiclass_set():
     from noisycal_bayes import fit_em, nc_ece
     from noisycal_bayes.data import SufficientStats
     k = MulticlassAnnotationSet.from_long(_long(), _probs())
-    with pytest.raises(ValueError, match="got MulticlassAnnotationSet"):
-        fit_em(k)
+    # fit_em is one door (K-class data go to fit_em_multiclass); its binary-only options refuse K-class data.
+    with pytest.raises(ValueError, match="apply to binary data only"):
+        fit_em(k, orientation="crowd")
     with pytest.raises(ValueError, match="binary scores"):
         nc_ece(k, None)
     with pytest.raises(ValueError, match="binary response patterns"):

@@ -34,7 +34,7 @@ from noisycal_bayes.core.em import e_step as binary_e_step
 from noisycal_bayes.inference import MulticlassEMFit, fit_em, fit_em_multiclass, fit_map_multiclass
 from noisycal_bayes.labels import label_issues, multiclass_label_issues
 from noisycal_bayes.models import MulticlassPrior, Prior, grouped_dawid_skene, grouped_multiclass
-from noisycal_bayes.models.multiclass import compress_multiclass, sparse_table
+from noisycal_bayes.data.compress import compress_multiclass, sparse_table
 from noisycal_bayes.propagate import posterior_classwise_nc_ece, posterior_nc_ece, posterior_top_label_nc_ece
 from noisycal_bayes.recalibration import (MulticlassTemperatureScaling, PosteriorMulticlassTemperature,
                                           PosteriorTemperature, TemperatureScaling)

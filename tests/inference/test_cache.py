@@ -12,7 +12,7 @@ import pytest
 from noisycal_bayes import fit_em
 from noisycal_bayes.inference import _sampler, clear_cache, clear_sampler_cache
 from noisycal_bayes.inference import _saved
-from noisycal_bayes.inference import em as em_module
+from noisycal_bayes.inference import _em_loop as em_module
 from noisycal_bayes.inference._common import bound_model
 from noisycal_bayes.simulate import simulate_annotations
 from noisycal_bayes.data import Binning

@@ -128,7 +128,7 @@ def test_soft_counts_by_hand_with_repeated_labels():
     """soft_counts on the sparse path (per-code gathers, label-count identities, pair sums when there are repeats)
     against a loop over items and annotators written from its docstring. NumPy only: nothing to compile."""
     from noisycal_bayes import AnnotationSet
-    from noisycal_bayes.inference.em import soft_counts
+    from noisycal_bayes.models.em_result import soft_counts
     from noisycal_bayes.models.inputs import resolve_assignment, sparse_inputs
 
     item = np.array([0, 0, 0, 1, 1, 2, 2, 2, 3])
@@ -158,7 +158,7 @@ def test_soft_counts_by_hand_with_repeated_labels():
     np.testing.assert_allclose(np.stack(got[:6]), want, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(np.stack(got[6], axis=1), np.array(pairs, float), rtol=1e-12, atol=1e-14)
     # Only some annotators' pairs (soft_counts keeps those under GRID_LABELS): the same rows, the others dropped.
-    from noisycal_bayes.inference.em import cavity_pairs
+    from noisycal_bayes.models.em_result import cavity_pairs
 
     some = cavity_pairs(inp, f, t, p, annotators=np.array([True, False, True]))
     want_some = np.array([r for r in pairs if r[0] != 1], float)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from noisycal_bayes.inference import fit_em_multiclass
-from noisycal_bayes.inference import multiclass_em as mc
+from noisycal_bayes.inference import em as mc
 from noisycal_bayes.simulate import simulate_multiclass
 
 

@@ -168,3 +168,19 @@ def test_pooled_fits_need_an_annotation_set_with_two_annotators(fit_name):
     one = AnnotationSet.from_wide(sim.data.labels[:, :1], sim.data.scores)
     with pytest.raises(ValueError, match=f"{fit_name}: the pooled model needs at least 2 annotators; got 1"):
         fit(one, pooling="partial", groups=Binning.equal_width(5))
+
+
+def test_fit_map_on_class_data_is_fit_map_multiclass():
+    # One door: fit_map(K-class data) is fit_map_multiclass with its own defaults (MAP-EM, MulticlassPrior()).
+    from noisycal_bayes.data import MulticlassAnnotationSet
+    from noisycal_bayes.inference import MulticlassMAPFit, fit_map_multiclass
+    from noisycal_bayes.simulate import simulate_multiclass
+
+    sim = simulate_multiclass(600, 3, 3, accuracy=0.8, seed=1)
+    data = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=3, probs=sim.probs)
+    a, b = fit_map(data, model="dawid_skene"), fit_map_multiclass(data, model="dawid_skene")
+    assert isinstance(a, MulticlassMAPFit)
+    np.testing.assert_array_equal(a.confusion, b.confusion)
+    assert a.log_posterior == b.log_posterior
+    with pytest.raises(ValueError, match=r"\['n_starts'\] apply to binary data only.*fit_map_multiclass"):
+        fit_map(data, n_starts=3)

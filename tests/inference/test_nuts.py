@@ -513,3 +513,22 @@ def test_pooled_fit_takes_repeated_labels_as_responses():
     # The non-pooled models compress one label per (item, annotator): a clear error naming the fix.
     with pytest.raises(ValueError, match=r"fit_nuts \(model='dawid_skene'.* 45 repeated .*pooling='partial'"):
         fit_nuts(data, model="dawid_skene", n_chains=1, n_warmup=10, n_draws=10, progress_bar=False)
+
+
+def test_fit_nuts_on_class_data_is_fit_nuts_multiclass():
+    # One door: fit_nuts(K-class data) is fit_nuts_multiclass with its own defaults, ``n_draws`` as its ``n_samples``.
+    from noisycal_bayes.data import MulticlassAnnotationSet
+    from noisycal_bayes.inference import MulticlassPosterior, fit_nuts_multiclass
+    from noisycal_bayes.simulate import simulate_multiclass
+
+    sim = simulate_multiclass(300, 3, 3, accuracy=0.8, seed=2)
+    data = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=3, probs=sim.probs)
+    kw = dict(model="dawid_skene", n_chains=1, n_warmup=50, seed=4, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = fit_nuts(data, n_draws=50, **kw)
+        b = fit_nuts_multiclass(data, n_samples=50, **kw)
+    assert isinstance(a, MulticlassPosterior) and a.n_draws == 50
+    np.testing.assert_array_equal(a.confusion, b.confusion)
+    with pytest.raises(ValueError, match=r"\['pooling'\] apply to binary data only.*fit_nuts_multiclass"):
+        fit_nuts(data, pooling="partial")

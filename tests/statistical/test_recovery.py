@@ -181,7 +181,7 @@ def test_crowd_em_intervals_off_the_boundary_cover_at_the_nominal_rate():
     counts taken as complete data) coverage drops, per crowd, by more than 3.29 paired standard errors.
     """
     from noisycal_bayes import fit_em
-    from noisycal_bayes.inference.em import soft_counts
+    from noisycal_bayes.models.em_result import soft_counts
     from noisycal_bayes.models.em_result import annotator_table
     from noisycal_bayes.simulate import simulate_crowd
 

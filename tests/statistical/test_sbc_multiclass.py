@@ -1,4 +1,4 @@
-"""Posterior calibration of the K-class grouped model (models/multiclass.py) sampled by fit_nuts_multiclass.
+"""Posterior calibration of the K-class grouped model (models/dawid_skene.py, "K classes") sampled by fit_nuts_multiclass.
 
 **SBC** (slow; Talts et al. 2018, as tests/statistical/test_sbc.py, whose rank test ``_check`` is reused): for
 theta ~ prior and data ~ model(theta), the rank of each true scalar among L = 49 thinned posterior draws is
@@ -6,7 +6,7 @@ uniform on {0, ..., 49}. Design per replicate: K = 3 classes, 3 annotators label
 groups of 75; one chain, 200 warm-up steps and 200 draws thinned by 4. Scalars: the 9 diagonal entries
 ``C[j, y, y]`` and ``prevalence[g, 0]`` of both groups (11). The prior is ``MulticlassPrior(diagonal=8,
 off_diagonal=1, prevalence=2)`` restricted to the orientation region (the annotators' average confusion
-diagonally dominant, module docstring of models/multiclass.py): the sampler starts there and stays in that
+diagonally dominant, module docstring of models/dawid_skene.py, "K classes"): the sampler starts there and stays in that
 mode, so the truth is drawn from the prior conditioned on it (rejection; about 1% of draws are rejected).
 Ranks in 10 bins of 5, chi-square per scalar (9 df, expected 6 per bin at 60 replicates); false-alarm rate
 1e-3 per model, Bonferroni over the 11 scalars. Negative control (must FAIL): fitted with ``diagonal=40``
@@ -16,7 +16,7 @@ up, so the truth ranks low.
 **Cheap version** (default run): with a gold label on every item the posterior is conjugate and exact,
 ``C[j, y, :] ~ Dirichlet(alpha_y + N_jy)`` and ``prevalence[g] ~ Dirichlet(beta + M_g)`` (``N_jy`` the counts
 of annotator j's labels on items of class y, ``M_g`` the class counts of group g). One NUTS run (the shapes of
-tests/inference/test_multiclass_nuts.py, so the compiled sampler is shared) must match its means within
+tests/inference/test_confusion_nuts.py, so the compiled sampler is shared) must match its means within
 Monte Carlo error: ``|mean_NUTS - mean_exact| < z sd_exact / sqrt(ESS)``, ``z`` for a false-alarm rate of
 1e-3 over the 33 scalars (Bonferroni), ESS the bulk ESS of each scalar. Its negative control (a wrong prior,
 ``diagonal=40``, against the exact posterior of the right one) must fail.
@@ -29,9 +29,10 @@ from scipy.special import ndtri
 from test_sbc import FAMILY_ALPHA, L, _check
 
 from noisycal_bayes.inference import fit_nuts_multiclass
-from noisycal_bayes.models.multiclass import MulticlassPrior, diagonally_dominant
+from noisycal_bayes.core.starts import diagonally_dominant
+from noisycal_bayes.models.priors import MulticlassPrior
 from noisycal_bayes.warnings import ConvergenceWarning
-from tests.inference.test_multiclass_nuts import G, J, K, N, NUTS, Crowd, simulate
+from tests.inference.test_confusion_nuts import G, J, K, N, NUTS, Crowd, simulate
 
 pytestmark = pytest.mark.statistical
 

@@ -1,4 +1,4 @@
-"""K-class channel models (noisycal_bayes/models/multiclass.py): independent routes to the likelihood agree,
+"""K-class channel models (models/dawid_skene.py, pooled.py, log_ratio.py; core/likelihood.py): independent routes to the likelihood agree,
 K = 2 equals the binary model, relabelling permutes, gold labels are observed latent labels."""
 import jax
 import jax.numpy as jnp
@@ -9,12 +9,13 @@ from numpyro.infer.util import log_density
 from noisycal_bayes.core import x64
 from noisycal_bayes.core.tables import PatternTable, SparseTable
 from noisycal_bayes.models import Prior, grouped_dawid_skene
-from noisycal_bayes.models.multiclass import (LogRatioScaling, MulticlassPrior,
-                                              class_log_joint, compress_multiclass, dawid_skene_multiclass,
-                                              diagonally_dominant, grouped_multiclass, grouped_multiclass_log_ratio,
-                                              log_ratio_coordinates, log_ratio_point, log_ratio_scaling,
-                                              multiclass_loglik_rows, pooled_multiclass, population_confusion,
-                                              sparse_table)
+from noisycal_bayes.core.likelihood import class_log_joint, multiclass_loglik_rows
+from noisycal_bayes.core.starts import diagonally_dominant
+from noisycal_bayes.data.compress import compress_multiclass, sparse_table
+from noisycal_bayes.models.dawid_skene import dawid_skene_multiclass, grouped_multiclass
+from noisycal_bayes.models.log_ratio import LogRatioScaling, grouped_multiclass_log_ratio, log_ratio_coordinates, log_ratio_point, log_ratio_scaling
+from noisycal_bayes.models.pooled import pooled_multiclass, population_confusion
+from noisycal_bayes.models.priors import MulticlassPrior
 
 
 # One compiled program per function (eager JAX would compile every small operation separately).

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from noisycal_bayes.inference.multiclass_em import fit_em_multiclass, multiclass_em_estimator
+from noisycal_bayes.inference import fit_em_multiclass, multiclass_em_estimator
 from noisycal_bayes.simulate import simulate_multiclass
 
 
@@ -89,7 +89,8 @@ def test_estimator_uses_gold_labels_and_warm_starts():
 
 def test_stand_in_object_with_gold_reaches_the_sparse_path():
     # The adapter reads gold from any object; fitting is not needed to check the route choice.
-    from noisycal_bayes.inference.multiclass_em import _as_arrays, _choose_path, _n_repeats
+    from noisycal_bayes.models.em_result import choose_class_path as _choose_path
+    from noisycal_bayes.models.inputs import class_arrays as _as_arrays, repeat_count
 
     s = simulate_multiclass(50, 3, 3, seed=2)
     gold = np.full(50, -1)
@@ -97,7 +98,7 @@ def test_stand_in_object_with_gold_reaches_the_sparse_path():
     data = SimpleNamespace(responses=(s.item, s.annotator, s.label), n_items=50, n_annotators=3, n_classes=3,
                            probs=s.probs, gold=gold)
     x = _as_arrays(data, "t")
-    assert _choose_path(x, "auto", _n_repeats(x), "t")[0] == "sparse"
+    assert _choose_path(x, "auto", repeat_count(x.item, x.annotator, x.n_annotators), "t")[0] == "sparse"
 
 
 def test_annotator_without_labels_keeps_its_warm_start(sim):

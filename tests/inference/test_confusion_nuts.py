@@ -1,4 +1,4 @@
-"""fit_map_multiclass / fit_nuts_multiclass (noisycal_bayes/inference/multiclass_nuts.py).
+"""fit_map_multiclass / fit_nuts_multiclass (noisycal_bayes/inference/map.py, nuts.py).
 
 The data object is a local stand-in for MulticlassAnnotationSet (a NamedTuple with the attributes the fits read),
 built from a few lines of NumPy simulation.
@@ -17,8 +17,12 @@ from noisycal_bayes.core import x64
 from noisycal_bayes.data import AnnotationSet
 from noisycal_bayes.inference import fit_em, fit_map_multiclass, fit_nuts_multiclass
 from noisycal_bayes.inference import fit_em_multiclass
-from noisycal_bayes.inference.multiclass_nuts import PRIOR_PULL_FLOOR, _expected_counts, _np_map_em, _prior_pull_note
-from noisycal_bayes.models.multiclass import MulticlassPrior, class_log_joint, compress_multiclass, sparse_table
+from noisycal_bayes.core.em import expected_class_counts as _expected_counts
+from noisycal_bayes.inference.map import _np_map_em
+from noisycal_bayes.models.priors import PRIOR_PULL_FLOOR, prior_pull_note as _prior_pull_note
+from noisycal_bayes.core.likelihood import class_log_joint
+from noisycal_bayes.data.compress import compress_multiclass, sparse_table
+from noisycal_bayes.models.priors import MulticlassPrior
 from noisycal_bayes.warnings import ConvergenceWarning, IdentifiabilityWarning, PriorWarning
 
 
@@ -259,7 +263,7 @@ def test_errors():
     item, ann, lab = data.responses
     with pytest.raises(ValueError, match="labels must lie in 0..2; got \\[3\\]"):
         fit_map_multiclass(data._replace(responses=(item, ann, np.where(np.arange(lab.size) == 4, 3, lab))))
-    with pytest.raises(ValueError, match="`groups` must be an int array of shape \\(60,\\)"):
+    with pytest.raises(ValueError, match="`groups` must be None or an int array of shape \\(60,\\)"):
         fit_map_multiclass(data, groups=group[:10])
     with pytest.raises(ValueError, match="`groups` must be >= 0"):
         fit_map_multiclass(data, groups=group - 1)
@@ -412,7 +416,7 @@ def test_numpy_em_start_equals_fit_map_and_fit_em():
 
 def test_pattern_path_feasibility_for_a_large_crowd():
     # Regression: (K + 1)^(J + 1) as a float overflowed (OverflowError) for a crowd of hundreds of annotators.
-    from noisycal_bayes.inference.multiclass_nuts import _patterns_feasible
+    from noisycal_bayes.models.inputs import patterns_feasible as _patterns_feasible
 
     item, ann = np.arange(500), np.arange(500)
     assert not _patterns_feasible(item, ann, path="auto", func="f", n_groups=10, n_annotators=500, n_classes=5)
