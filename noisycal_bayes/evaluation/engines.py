@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.binning import DEFAULT_GROUPS
+from ..models.em_result import SPARSE_MIN_ANNOTATORS
 from ..diagnostics.checks import N_CHECK_REPLICATES, check_row, run_multiclass_checks
 from .result import ClasswiseSummary, Evaluation, MulticlassEvaluation, NCECESummary
 from .._validation import one_line as _one_line
@@ -382,18 +383,30 @@ def _check_clean_labels(clean_labels, data):
 
 
 def _engine_em_k(data, s: Settings, groups):
-    """EM on the full sample; item bootstrap with the EM refitted per replicate, the refits propagated."""
+    """EM on the full sample; item bootstrap with the EM refitted per replicate, the refits propagated.
+
+    ``groups`` None (a crowd, :func:`_pooled_crowd`): the partially pooled Dawid-Skene
+    (``fit_em_multiclass(model="pooled")``), refitted the same way, population included."""
     from ..inference import fit_em_multiclass, multiclass_em_estimator
     from ..propagate.nc_ece import posterior_classwise_nc_ece, posterior_top_label_nc_ece
     from ..reference.calibration import classwise_nc_ece, top_label_nc_ece
     from ..reference.nc_ece_bootstrap import bootstrap_multiclass_nc_ece
 
-    fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS_K, seed=s.seed)
+    if groups is None:
+        fit = fit_em_multiclass(data, model="pooled")
+        detail = (f"EM (partially pooled Dawid-Skene: each of the {data.n_annotators} annotators' confusion rows "
+                  "shrunk towards a population learned from the crowd)")
+        refit = multiclass_em_estimator(model="pooled")
+    else:
+        fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS_K, seed=s.seed)
+        detail = f"EM (grouped model, {fit.n_groups} score groups, {N_STARTS_K + 1} starts)"
+        # Replicates are refitted from the full-sample fit (warm start), with their items' gold labels; their groups
+        # are the same recipe (predicted class x confidence quantile) applied to the replicate's items.
+        refit = multiclass_em_estimator(model="grouped", n_quantiles=s.groups, n_starts=N_STARTS_K, seed=s.seed)
     probs, resp = data.probs, data.responses
     usable = np.asarray(fit.usable_annotators(), dtype=bool)
     top = top_label_nc_ece(probs, resp, fit.confusion, bins=s.bins, weights=s.weights)
     cw = classwise_nc_ece(probs, resp, fit.confusion, bins=s.bins, weights=s.weights)
-    detail = f"EM (grouped model, {fit.n_groups} score groups, {N_STARTS_K + 1} starts)"
     out = dict(fit=fit, confusion=np.asarray(fit.confusion), prevalence=np.asarray(fit.prevalence), usable=usable,
                top=top, cw=cw, lower=None, upper=None, top_iv=None, cw_iv=None, band=None, draws=None, notes=[],
                diagnostics={"converged": bool(fit.converged), "n_iter": int(fit.n_iter),
@@ -403,9 +416,6 @@ def _engine_em_k(data, s: Settings, groups):
         out["detail"] = detail
         return out
     refits, counts = [], []
-    # Replicates are refitted from the full-sample fit (warm start), with their items' gold labels; their groups are
-    # the same recipe (predicted class x confidence quantile) applied to the replicate's items.
-    refit = multiclass_em_estimator(model="grouped", n_quantiles=s.groups, n_starts=N_STARTS_K, seed=s.seed)
     # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate; the
     # same stream here, matched on the replicate's probabilities (a failed refit skips one), gives each refit's item
     # multiplicities for the class-wise joint draws.
@@ -485,6 +495,14 @@ def _engine_nuts_k(data, s: Settings, groups):
                 draws=np.asarray(top.debiased_draws if top.interval_method == "debiased" else top.draws), notes=[],
                 detail=detail, diagnostics={k: d.get(k) for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
                                                                   "n_divergent", "frac_max_treedepth")})
+
+
+def _pooled_crowd(data, s: Settings, groups, prior) -> bool:
+    """A K-class crowd on the EM route, with neither ``groups`` nor ``prior`` set: more than
+    ``SPARSE_MIN_ANNOTATORS`` annotators. Its EM is the partially pooled Dawid-Skene (no annotator's confusion
+    matrix left near singular for having few labels; docs/crowds.md); the NUTS route keeps the grouped model."""
+    return (s.method == "em" and groups is None and prior is None
+            and int(data.n_annotators) > SPARSE_MIN_ANNOTATORS)
 
 
 #: K-class channel engines by ``method`` name: ``(data, Settings, groups) -> dict``.
@@ -583,7 +601,11 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         Equal-width bins on the confidence (top-label) and on each class's probability (class-wise).
     groups : None or int, default None
         Score groups of the grouped model: predicted class x ``groups`` confidence quantiles
-        (:func:`~noisycal_bayes.core.score_groups`); None means 2.
+        (:func:`~noisycal_bayes.core.score_groups`); None means 2, except for a crowd on the EM route (more than 12
+        annotators, ``prior`` None): there the EM fits the partially pooled Dawid-Skene
+        (``fit_em_multiclass(model="pooled")``: every annotator's confusion rows shrunk towards a population
+        learned from the crowd, one group), refitted on each bootstrap replicate. Set ``groups`` to keep the
+        grouped model.
     weights : {"iv", "equal"}, default "iv"
         Per-coordinate annotator weights of the corrected targets.
     level : float, default 0.9
@@ -645,6 +667,7 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
     clean_labels = _check_clean_labels(clean_labels, data)
     group_of = score_groups(data.probs, n_quantiles=s.groups)
     n_nonempty = int(np.unique(group_of).size)
+    pooled = _pooled_crowd(data, s, groups, prior)
     with warnings.catch_warnings(record=True):  # its warnings become the error below
         warnings.simplefilter("always")
         problems = check_multiclass_design(data, "grouped", n_groups=n_nonempty, func="evaluate_multiclass")
@@ -652,7 +675,7 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         raise ValueError(" ".join(problems))
     caught: list = []
     with collect_warnings(caught):
-        res = _K_ENGINES[s.method](data, s, group_of)
+        res = _K_ENGINES[s.method](data, s, None if pooled else group_of)
         naive, curves = _naive(data, s, clean_labels)
         top, notes = _top_summary(res, s)
         cw = _classwise_summary(res, s, data.classes)

@@ -335,10 +335,12 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
 
     Parameters
     ----------
-    model : {"grouped", "dawid_skene"}, default "grouped"
+    model : {"grouped", "dawid_skene", "pooled"}, default "grouped"
         As in :func:`~noisycal_bayes.inference.fit_em_multiclass`; the grouped model's groups are
         :func:`~noisycal_bayes.core.score_groups` ``(probs, n_quantiles=n_quantiles)`` of the items passed (the
         replicate's items: the same recipe, predicted class x confidence quantile, on every replicate).
+        ``"pooled"`` (crowds) refits the partially pooled Dawid-Skene, population included, from the warm start;
+        it takes no starts, groups, ``prior`` or ``path`` of its own.
     n_quantiles : int, default 2
     n_starts : int, default 4
         Random starts besides the majority-vote start for a call without ``init`` (the full-sample fit).
@@ -354,8 +356,8 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
         ``estimator(responses, n_items, probs, *, init=None, gold=None) -> (confusion (J, K, K), prevalence)``;
         ``responses`` an ``(item, annotator, label)`` tuple, ``probs`` (n_items, K), ``init`` a
         ``(confusion, prevalence)`` warm start (:func:`~noisycal_bayes.inference.fit_em_multiclass`'s ``init``), ``gold`` (n_items,) observed
-        clean labels (-1 unknown) of the items passed. ``prevalence`` is (K,) for ``"dawid_skene"`` and (G, K) for
-        ``"grouped"``.
+        clean labels (-1 unknown) of the items passed. ``prevalence`` is (K,) for ``"dawid_skene"`` and ``"pooled"``, (G, K)
+        for ``"grouped"``.
 
     Raises
     ------
@@ -373,8 +375,9 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
     >>> bool(np.abs(conf2 - conf).max() < 1e-5), prev.shape
     (True, (3,))
     """
-    if model not in ("grouped", "dawid_skene"):
-        raise ValueError(f"multiclass_em_estimator: `model` must be 'grouped' or 'dawid_skene'; got {model!r}.")
+    if model not in ("grouped", "dawid_skene", "pooled"):
+        raise ValueError(f"multiclass_em_estimator: `model` must be 'grouped', 'dawid_skene' or 'pooled'; got "
+                         f"{model!r}.")
     n_quantiles = check_positive_int(n_quantiles, name="n_quantiles")
     n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
     refit_starts = check_positive_int(refit_starts, name="refit_starts", minimum=0)
@@ -385,6 +388,9 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
         K = probs.shape[1]
         J = int(ann.max()) + 1 if init is None else int(np.shape(init[0])[0])
         data = ClassData(Responses(item, ann, lab), int(n_items), J, K, probs, gold)
+        if model == "pooled":
+            fit = fit_em_multiclass(data, model=model, max_iter=max_iter, tol=tol, init=init)
+            return np.asarray(fit.confusion), np.asarray(fit.prevalence[0])
         groups = score_groups(probs, n_quantiles=n_quantiles) if model == "grouped" else None
         fit = fit_em_multiclass(data, model=model, groups=groups, n_starts=n_starts if init is None else refit_starts,
                                 seed=seed, max_iter=max_iter, tol=tol, prior=prior, path=path, init=init)

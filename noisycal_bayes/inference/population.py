@@ -91,8 +91,9 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
         (:func:`~noisycal_bayes.core.population.fit_dirichlet_multinomial`); 0 for type-II maximum likelihood.
     weights : array of shape (n_items,), optional
         Item weights (a Bayesian bootstrap's), multiplying each item's expected counts.
-    init : MulticlassEMFit, optional
-        Start from its confusion and prevalence (E-step first) instead of the majority vote.
+    init : MulticlassEMFit or tuple (confusion (J, K, K), prevalence (K,) or (1, K)), optional
+        Start from its confusion and prevalence (E-step first) instead of the majority vote (a bootstrap
+        replicate's warm start from the full-sample fit).
 
     Returns
     -------
@@ -127,8 +128,8 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
     if init is None:
         T = _vote(x)
     else:
-        T, _ = _posterior(x, np.asarray(init.confusion, np.float64),
-                          np.asarray(init.prevalence, np.float64).reshape(-1, K)[0], group)
+        c0, p0 = init if isinstance(init, tuple) else (init.confusion, init.prevalence)
+        T, _ = _posterior(x, np.asarray(c0, np.float64), np.asarray(p0, np.float64).reshape(-1, K)[0], group)
     alpha = [None] * K
     trace, converged, it = [], False, 0
     for it in range(1, max_iter + 1):
