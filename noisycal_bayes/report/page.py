@@ -12,9 +12,10 @@ import base64
 import html
 from pathlib import PurePath
 
-from . import (_CAPTIONS, SCHEMA_VERSION, _calibration_rows, _calibration_rows_k, _channel_rows, _check_lines,
-               _comparison_rows, _data_text_k, _diagnostic_text_k, _diagonal_rows, _headline, _html_table,
-               _interval_lines, _is_k, _num, _oracle, _per_class_rows, _population_lines, _recal_rows)
+from . import _CAPTIONS
+from .rows import (SCHEMA_VERSION, _calibration_rows, _calibration_rows_k, _channel_rows, _check_lines, _comparison_rows,
+                   _data_text_k, _diagnostic_text_k, _diagonal_rows, _headline, _html_table, _interval_lines, _is_k,
+                   _num, _oracle, _per_class_rows, _population_lines, _recal_rows)
 
 __all__ = ["multiclass_report_page", "report_page"]
 
