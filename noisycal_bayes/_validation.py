@@ -58,6 +58,36 @@ def as_float_vector(values, *, name: str, what: str = "numeric") -> np.ndarray:
     return arr
 
 
+def binary_only(value, func: str, instead: str | None, *, name: str = "data") -> None:
+    """Refuse K-class input to the binary-only function ``func``: one ``ValueError`` naming ``instead``.
+
+    ``value`` is the function's annotation set (``name="data"``) or its scores (any other ``name``). Refused: a
+    set whose ``kind`` is not ``"binary"`` (a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, whatever
+    its number of classes) and scores with two dimensions (one column per class). Anything else passes
+    unchanged, for the function's own checks. With two classes the set is refused too (which class is positive
+    is the caller's choice), and the message names the binary view: ``data.to_binary()`` (class index 1
+    positive) or the column ``probs[:, 1]``. ``instead`` completes "For K classes use ..." (None: the feature
+    has no K-class counterpart). The table of alternatives: ``docs/multiclass.md``, "Binary-only features".
+    """
+    kind = getattr(value, "kind", None)
+    if isinstance(kind, str) and hasattr(value, "n_classes"):
+        if kind == "binary":
+            return
+        k = value.n_classes
+        got = f"`{name}` is a {type(value).__name__} with {k} classes {_preview(list(value.classes))}"
+        two = " With two classes, `data.to_binary()` gives the binary set (class index 1 is the positive class)."
+    elif (name != "data" and kind is None and not isinstance(value, (str, bytes, dict)) and np.ndim(value) == 2
+          and np.shape(value)[1] > 1):
+        k = np.shape(value)[1]
+        got = f"`{name}` has shape {np.shape(value)}, one column per class"
+        two = " With two classes, pass the positive class's column (`probs[:, 1]`)."
+    else:
+        return
+    alternative = f" For K classes use {instead}." if instead else " It has no K-class counterpart."
+    raise ValueError(f"{func} is defined for two classes (a binary AnnotationSet: 0/1 labels, scores P(Y = 1) of "
+                     f"shape (n_items,)); {got}.{alternative}{two if k == 2 else ''}")
+
+
 def check_scores(scores, *, name: str = "scores", ids=None) -> np.ndarray:
     """Return ``scores`` as a float64 copy of shape (n,), checked to lie in [0, 1] and be finite."""
     arr = as_float_vector(scores, name=name, what="numeric probabilities in [0, 1]")
@@ -299,6 +329,10 @@ def check_weights(weights, n_annotators: int, *, allow_zero: bool = True, n_clas
     shapes = [(n_annotators,)] + ([] if n_classes is None else [(n_annotators, n_classes)])
     shape_text = " or ".join(map(str, shapes))
     if isinstance(weights, str):
+        if n_classes is not None and weights in WEIGHT_RULES and weights not in rules:
+            raise ValueError(f"weights={weights!r} is defined for two classes (it reads the binary gap tpr - fpr); "
+                             f"these are {n_classes}-class corrected targets. For K classes use weights='iv' or "
+                             "'equal'.")
         if weights not in rules:
             raise ValueError(f"`weights` must be one of {rules} or an array of shape {shape_text}; got {weights!r}.")
         return weights, weights

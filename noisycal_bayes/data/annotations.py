@@ -21,7 +21,7 @@ from dataclasses import FrozenInstanceError
 import numpy as np
 import pandas as pd
 
-from .._validation import PROBS_TOL, _preview, check_binary_labels, check_choice, check_scores
+from .._validation import PROBS_TOL, _preview, binary_only, check_binary_labels, check_choice, check_scores
 from ..core.tables import Responses
 from ..warnings import DataWarning
 from .classes import MISSING, _check_classes, _class_name, _encode
@@ -664,7 +664,8 @@ class MulticlassAnnotationSet(AnnotationSet):
     ``probs`` (``scores`` is None): the storage, repeats, ids, :meth:`subset`, :meth:`summary` and
     :meth:`to_long` are the binary set's. An annotator may label an item more than once: each label is a
     response of its own, conditionally independent of the others given the item's clean label. Functions
-    for binary data only test ``data.kind == "binary"`` and refuse this set.
+    for binary data only refuse this set, whatever its number of classes, with one message naming their
+    K-class alternative (``docs/multiclass.md``, "Binary-only features").
 
     Its ``responses`` are ``item`` (int32), ``annotator`` (int32) and ``label`` (int16 class index in
     ``0 .. K - 1``), each of shape (n_responses,), sorted by item then annotator (repeats of a pair in input
@@ -949,9 +950,7 @@ class MulticlassAnnotationSet(AnnotationSet):
                                             gold=self.gold, repeated="keep")
 
     def require_scores(self) -> np.ndarray:
-        raise ValueError("this computation reads binary scores P(Y = 1), and this MulticlassAnnotationSet has "
-                         f"{self.n_classes} classes {_preview(list(self.classes))}: use its K-class counterpart "
-                         "(class probabilities: `probs`), or `to_binary()` for two classes.")
+        binary_only(self, "this computation", "its K-class counterpart (class probabilities: `probs`)")
 
     def with_scores(self, scores):
         raise ValueError("a MulticlassAnnotationSet holds class probabilities, not scores: build a new set with "

@@ -80,6 +80,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
+from .._validation import binary_only
 
 #: Default rate at which each check warns when the model is right (its p-value is at most ``alpha``).
 ALPHA = 0.05
@@ -514,6 +515,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     >>> one.status, one.df
     ('not_testable', 0)
     """
+    binary_only(data, "model_checks", "evaluate_multiclass (which runs the K-class model checks)")
     n_replicates, alpha, min_expected = _check_iv(data, fit, n_replicates, seed, alpha, min_expected)
     inp = fit.inputs
     j, n_groups = inp.n_annotators, inp.n_groups

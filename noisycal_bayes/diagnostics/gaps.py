@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, check_level, check_positive_int, check_weights
+from .._validation import _preview, binary_only, check_level, check_positive_int, check_weights
 from ..core import x64
 from ..core.weights import annotator_noise_variance, weights_for_labels
 from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
@@ -132,6 +132,7 @@ def gap_diagnostics(data: AnnotationSet, fit, *, min_gap: float = MIN_GAP, bins=
     >>> diag.annotators["alarming"].tolist()
     [False, True, False]
     """
+    binary_only(data, "gap_diagnostics", "usable_confusions (noisycal_bayes.core), the confusions' condition numbers")
     func = "gap_diagnostics"
     z, level, rule, src = _check_diagnostics_args(data, fit, func, min_gap=min_gap, level=level,
                                                   alarm_probability=alarm_probability, weights=weights)
@@ -330,6 +331,7 @@ def gap_sensitivity(data: AnnotationSet | None = None, fit=None, *, mode: str = 
     >>> res.table["factor"].tolist()
     [0.5, 1.0]
     """
+    binary_only(data, "gap_sensitivity", "usable_confusions (noisycal_bayes.core), the confusions' condition numbers")
     func = "gap_sensitivity"
     level = check_level(level)
     n_draws = check_positive_int(n_draws, name="n_draws")

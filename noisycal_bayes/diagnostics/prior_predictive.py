@@ -235,13 +235,14 @@ def prior_predictive_check(data, *, model: str = "grouped", groups=None, prior=N
     >>> prior_predictive_check(sim.data, prior=Prior(fpr=(50, 1)), n_draws=99).status  # fpr near 1: all positive
     'warn'
     """
-    from .._validation import check_level, check_positive_int
+    from .._validation import binary_only, check_level, check_positive_int
     from ..data import AnnotationSet, Binning
     from ..models import DEFAULT_PRIOR
     from ..models.inputs import resolve_assignment
     from ..models.priors import check_prior
 
     func = "prior_predictive_check"
+    binary_only(data, func, None)
     if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     if model not in PRIOR_PREDICTIVE_MODELS:

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import check_level
+from .._validation import binary_only, check_level
 from ..data import AnnotationSet, Binning, Channel
 
 __all__ = ["GapProfile", "gap_profile", "profile_fit"]
@@ -273,6 +273,7 @@ def gap_profile(data: AnnotationSet, fit, *, factors=DEFAULT_FACTORS, level: flo
     >>> bool(0.8 < lo < 1.0 < hi < 1.2)
     True
     """
+    binary_only(data, "gap_profile", "usable_confusions (noisycal_bayes.core), the confusions' condition numbers")
     from scipy.optimize import brentq
     from scipy.stats import chi2
 

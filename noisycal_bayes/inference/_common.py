@@ -8,6 +8,7 @@ import inspect
 import jax
 import numpy as np
 
+from .._validation import binary_only
 from ..core.em import expected_class_counts
 from ..core.likelihood import softmax_rows
 from ..core.starts import diagonally_dominant
@@ -494,13 +495,16 @@ def class_door(name: str, *, passed: tuple, renamed: dict | None = None):
             unknown = sorted(set(options) - names)
             if unknown:
                 raise TypeError(f"{func}() got an unexpected keyword argument {unknown[0]!r}")
+            model = options.get("model", params["model"].default)
+            if model in MODELS and model not in MULTICLASS_MODELS:  # the calibration-curve models of P(Y = 1)
+                binary_only(data, f"{func}(model={model!r})", f"{name} with model 'grouped', 'dawid_skene' or 'pooled'")
             groups = options.get("groups", params["groups"].default)
             per_item = not (groups is params["groups"].default or isinstance(groups, (Binning, int, np.integer)))
-            binary_only = [k for k, v in options.items()
+            binary_options = [k for k, v in options.items()
                            if k not in passed and k not in renamed and not (k == "groups" and per_item)
                            and not (k != "groups" and _is_default(v, params[k].default))]
-            if binary_only:
-                raise ValueError(f"{func}: {binary_only} apply to binary data only; for K-class data call "
+            if binary_options:
+                raise ValueError(f"{func}: {binary_options} apply to binary data only; for K-class data call "
                                  f"{name}(data, ...) directly.")
             kept = {renamed.get(k, k): v for k, v in options.items() if k in passed or k in renamed
                     or (k == "groups" and per_item)}

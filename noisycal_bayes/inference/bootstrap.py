@@ -17,7 +17,7 @@ from functools import partial
 import jax
 import numpy as np
 
-from .._validation import _preview, check_positive_int
+from .._validation import _preview, binary_only, check_positive_int
 from ..core import score_groups, x64
 from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, START_EPS, orient, orient_crowd
 from ..core.tables import Responses
@@ -276,6 +276,7 @@ def bootstrap_em(data, fit, *, n_boot: int = 200, seed: int = 0, progress_bar: b
     >>> bool(np.all((sd > 0.005) & (sd < 0.05)))
     True
     """
+    binary_only(data, "bootstrap_em", "bootstrap_multiclass_nc_ece (which refits fit_em_multiclass per replicate)")
     n_boot = _check(data, fit, n_boot)
     return _bootstrap(fit, item_weights(seed, n_boot, fit.inputs.n_items), n_boot,
                       settings={"n_boot": n_boot, "seed": seed}, progress_bar=progress_bar)

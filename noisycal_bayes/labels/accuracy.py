@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import (_preview, check_level, check_positive_int, check_probability, check_scores,
+from .._validation import (_preview, binary_only, check_level, check_positive_int, check_probability, check_scores,
                            check_weights)
 from ..data import Binning, bin_index
 from ..propagate.draws import thin_index
@@ -246,6 +246,7 @@ def corrected_accuracy(data, fit=None, *, scores=None, threshold: float = 0.5, l
     >>> bool(res.lower < truth < res.upper)
     True
     """
+    binary_only(data, "corrected_accuracy", "corrected_accuracy_multiclass")
     func = "corrected_accuracy"
     data = check_data(data, func)
     z = data.require_scores() if scores is None else check_scores(scores, ids=data.item_ids)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_positive_int, check_probability, check_scores, check_weights
+from .._validation import _preview, binary_only, check_positive_int, check_probability, check_scores, check_weights
 from ..core import ece_from_labels, x64
 from ..data import Binning, as_binning, bin_index
 from ._posterior import check_data, level_and_draws, posterior_mean_accuracy
@@ -188,6 +188,7 @@ def compare_models(data, scores: dict, fit=None, *, threshold=0.5, bins=10, weig
     weighted-likelihood bootstrap refits of an EM fit), the latent labels, and Bayesian-bootstrap item
     weights shared by every model in the replicate.
     """
+    binary_only(data, "compare_models", "corrected_accuracy_multiclass, once per model")
     func = "compare_models"
     data = check_data(data, func)
     sc = _check_scores_dict(scores, data, func)

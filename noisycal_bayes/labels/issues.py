@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import Binning
-from .._validation import check_choice, check_level
+from .._validation import binary_only, check_choice, check_level
 from ._posterior import (RowPosteriors, check_clean_probs, check_data, check_fit, class_names, class_votes,
                          equal_tailed, level_and_draws, row_posteriors)
 
@@ -129,6 +129,7 @@ def item_posteriors(data, fit, *, level: float = 0.9, ties: str = "positive",
     >>> bool(((post["p_positive"] > 0.5) == sim.clean_labels.astype(bool)).mean() > 0.9)
     True
     """
+    binary_only(data, "item_posteriors", "fit_em_multiclass(data).clean_label_probability(data)")
     func = "item_posteriors"
     data = check_data(data, func)
     fit = check_fit(fit, func)
@@ -160,6 +161,8 @@ def annotation_posteriors(data, fit, *, level: float = 0.9, n_draws: int | None 
     already includes that response (it is the posterior that the response is an error, not a
     leave-one-out prediction).
     """
+    binary_only(data, "annotation_posteriors", "fit_em_multiclass(data).clean_label_probability(data) (a response "
+                "in class k is wrong with probability 1 - P(Y = k))")
     func = "annotation_posteriors"
     data = check_data(data, func)
     fit = check_fit(fit, func)
@@ -235,6 +238,7 @@ def label_issues(data, fit=None, *, level: float = 0.9, ties: str = "positive", 
     >>> bool(issues["p_majority_wrong"].is_monotonic_decreasing)
     True
     """
+    binary_only(data, "label_issues", "multiclass_label_issues")
     func = "label_issues"
     data = check_data(data, func)
     level, n_draws = level_and_draws(level, n_draws)

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import _preview
+from .._validation import _preview, binary_only
 from ..core import clipped_logit, score_groups
 from ..core.likelihood import rows_class_log_joint
 from ..core.tables import Responses, SparseTable
@@ -175,6 +175,9 @@ STATS_ONLY = ("this fit was made from SufficientStats, which hold counts of (sco
 
 def check_data(data, func: str) -> AnnotationSet | SufficientStats:
     """``data`` if it is an AnnotationSet or (for the grouped models, checked later) SufficientStats."""
+    # K > 2 classes never get here (the fit's class_door sends them to the K-class fit); a two-class
+    # MulticlassAnnotationSet does, and is told to pick its positive class (to_binary) or the K-class fit.
+    binary_only(data, func, f"{func}_multiclass" if func in ("fit_em", "fit_map", "fit_nuts") else "fit_em_multiclass")
     if not isinstance(data, (AnnotationSet, SufficientStats)) or getattr(data, "kind", "binary") != "binary":
         raise ValueError(f"{func}: `data` must be an AnnotationSet (or SufficientStats for the grouped models); got "
                          f"{type(data).__name__}. Build one with AnnotationSet.from_long or AnnotationSet.from_wide.")

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from .._validation import check_level
+from .._validation import binary_only, check_level
 from ._mpl import CORRECTED, MAJORITY, new_figure
 from .reliability import _edges_and_table, reliability_table
 
@@ -193,6 +193,8 @@ class NoisyCalibrationDisplay:
         NoisyCalibrationDisplay
             Already plotted.
         """
+        binary_only(scores, "NoisyCalibrationDisplay.from_predictions", "plot_top_label_reliability", name="scores")
+        binary_only(data, "NoisyCalibrationDisplay.from_predictions", "plot_top_label_reliability")
         from ..propagate import posterior_reliability
 
         if not hasattr(data, "with_scores") or not hasattr(data, "majority_vote"):

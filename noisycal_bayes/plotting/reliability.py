@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ._mpl import CORRECTED, MAJORITY, ORACLE, VOTE_FRACTION, new_figure
+from .._validation import binary_only
 
 #: Colours of the naive top-label curves, in the order given (majority vote and vote distribution first, as in the
 #: binary diagram).
@@ -40,6 +41,7 @@ def reliability_table(scores, labels, edges) -> pd.DataFrame:
     -------
     DataFrame with columns ``bin, count, mean_score, frequency`` (NaN means in empty bins).
     """
+    binary_only(scores, "reliability_table", "top_label_ece (noisycal_bayes.core; its table)", name="scores")
     z = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     edges = np.asarray(edges, dtype=np.float64)
@@ -90,6 +92,7 @@ def reliability_diagram(result, *, lower=None, upper=None, level=None, data=None
     mean corrected label ``mean_{i in B_k} Ytilde_i`` (paper §3), unbiased for the clean frequency
     given the channels. Corrected frequencies may leave [0, 1] in small bins: that is noise, not an error.
     """
+    binary_only(data, "reliability_diagram", "plot_top_label_reliability")
     edges, table = _edges_and_table(result)
     if ax is None:
         if histogram:

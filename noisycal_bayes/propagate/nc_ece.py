@@ -109,7 +109,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .._validation import _preview, check_choice, check_confusion, check_level, check_weights
+from .._validation import _preview, binary_only, check_choice, check_confusion, check_level, check_weights
 from ..data import AnnotationSet, Binning, SufficientStats, as_binning, bin_index
 from ..data.columns import response_columns
 from ..core import confusion_condition
@@ -256,6 +256,7 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     >>> bool(abs(same.median - posterior_nc_ece(sim.data, fit, bootstrap=False, n_draws=5).median) < 1e-12)
     True
     """
+    binary_only(data, "posterior_nc_ece", "posterior_top_label_nc_ece or posterior_classwise_nc_ece")
     func = "posterior_nc_ece"
     z, level, rule, rule_label, fit = _check_inputs(data, fit, func, method=method, interval=interval,
                                                    weights=weights, level=level)

@@ -6,6 +6,7 @@ import pandas as pd
 
 from ..data import AnnotationSet, SufficientStats
 from .nc_ece import DEFAULT_METHOD, posterior_nc_ece
+from .._validation import binary_only
 
 
 def posterior_reliability(data, fit, *, bins=None, weights="iv", level: float = 0.9, seed: int = 0,
@@ -51,6 +52,8 @@ def posterior_reliability(data, fit, *, bins=None, weights="iv", level: float = 
     >>> list(table.columns[-2:])
     ['majority_vote_frequency', 'vote_fraction_frequency']
     """
+    binary_only(data, "posterior_reliability",
+                "posterior_top_label_nc_ece (its reliability table) or posterior_classwise_nc_ece")
     res = posterior_nc_ece(data, fit, bins=bins, weights=weights, level=level, seed=seed, method=method,
                            bootstrap=bootstrap, n_draws=n_draws)
     table = res.table.copy()

@@ -48,7 +48,8 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from .._validation import _preview, as_float_matrix, check_bounds, check_choice, check_probs, check_soft_labels
+from .._validation import (_preview, as_float_matrix, binary_only, check_bounds, check_choice, check_probs,
+                           check_soft_labels)
 from ..data import AnnotationSet, Binning, as_binning, bin_index
 from ..reference.recalibration import (PLATT_ALPHA_BOUNDS, PLATT_BETA_BOUNDS, TEMPERATURE_BOUNDS,
                                        corrected_item_labels, fit_platt, fit_projected_histogram, fit_temperature,
@@ -215,6 +216,8 @@ class TemperatureScaling(_Map):
         -------
         self
         """
+        binary_only(scores, "TemperatureScaling.fit", "MulticlassTemperatureScaling", name="scores")
+        binary_only(data, "TemperatureScaling.fit", "MulticlassTemperatureScaling")
         y, kind, w = _targets(scores, data, channel, weights)
         fit = fit_temperature(scores, y, bounds=self.bounds)
         self.temperature_, self.loss_, self.on_boundary_ = fit.temperature, fit.loss, fit.on_boundary
@@ -263,6 +266,8 @@ class PlattScaling(_Map):
 
     def fit(self, scores, data, *, channel=None, weights=None) -> "PlattScaling":
         """Fit ``(alpha, beta)``; arguments as in :meth:`TemperatureScaling.fit`. Returns self."""
+        binary_only(scores, "PlattScaling.fit", "VectorScaling or MulticlassTemperatureScaling", name="scores")
+        binary_only(data, "PlattScaling.fit", "VectorScaling or MulticlassTemperatureScaling")
         y, kind, w = _targets(scores, data, channel, weights)
         fit = fit_platt(scores, y, alpha_bounds=self.alpha_bounds, beta_bounds=self.beta_bounds)
         self.alpha_, self.beta_, self.loss_ = fit.alpha, fit.beta, fit.loss
@@ -310,6 +315,8 @@ class ProjectedHistogram(_Map):
 
     def fit(self, scores, data, *, channel=None, weights=None) -> "ProjectedHistogram":
         """Fit the bin values; arguments as in :meth:`TemperatureScaling.fit`. Returns self."""
+        binary_only(scores, "ProjectedHistogram.fit", "TopLabelHistogram", name="scores")
+        binary_only(data, "ProjectedHistogram.fit", "TopLabelHistogram")
         binning = as_binning(self.bins)
         y, kind, w = _targets(scores, data, channel, weights)
         fit = fit_projected_histogram(scores, y, bins=binning)

@@ -32,7 +32,7 @@ import numpy as np
 from scipy import sparse
 from scipy.special import softmax
 
-from .._validation import _preview, check_bounds, check_confusion, check_level, check_scores, check_weights
+from .._validation import _preview, binary_only, check_bounds, check_confusion, check_level, check_scores, check_weights
 from ..core import annotator_weights, clipped_logit, corrected_vectors, item_corrected_label, usable_confusions, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
@@ -183,6 +183,7 @@ class PosteriorHistogram(_ThinnedDrawsMap):
 
         ``data`` is the fitted AnnotationSet (checked for size). Returns self.
         """
+        binary_only(data, "PosteriorHistogram.fit", "PosteriorTopLabelHistogram")
         func = "PosteriorHistogram.fit"
         _check_data(data, func)
         result = _need_draws(result, func, ("histogram", "monotone", "grouped"))
@@ -250,6 +251,7 @@ class PosteriorPlatt(_ThinnedDrawsMap):
 
     def fit(self, data: AnnotationSet, result) -> "PosteriorPlatt":
         """Take the (slope, intercept) draws of a ``fit_nuts(model="platt")`` result. Returns self."""
+        binary_only(data, "PosteriorPlatt.fit", "PosteriorMulticlassTemperature")
         func = "PosteriorPlatt.fit"
         _check_data(data, func)
         result = _need_draws(result, func, ("platt",))
@@ -383,6 +385,7 @@ class PosteriorTemperature(_PosteriorMap):
         ``result`` is a FitResult (NUTS draws, or an EM / MAP point) or a known Channel, for the
         annotators of ``data``. Returns self.
         """
+        binary_only(data, "PosteriorTemperature.fit", "PosteriorMulticlassTemperature")
         func = "PosteriorTemperature.fit"
         z = _check_data(data, func)
         data.require_one_label_per_pair(func, "Use PosteriorHistogram, or the point maps of "

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import check_binary_labels, check_choice
+from .._validation import binary_only, check_binary_labels, check_choice
 from ..core import classwise_ece, top_label_ece
 from ..data import AnnotationSet, Binning, as_binning
 from .calibration import check_probs, check_responses, ece, smece
@@ -110,6 +110,7 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     >>> res.n_ties, round(res.majority_vote_ece, 6)
     (1, 0.233333)
     """
+    binary_only(data, "naive_calibration", "naive_multiclass_ece")
     if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}.")
     check_choice(ties, ("positive", "negative"), name="ties")

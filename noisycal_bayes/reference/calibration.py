@@ -34,7 +34,7 @@ import pandas as pd
 
 from .._validation import (_preview, check_binary_labels, check_confusion, check_same_length, check_scores,
                            check_soft_labels, check_weights)
-from .._validation import check_probs as _check_probs
+from .._validation import binary_only, check_probs as _check_probs
 from ..core import bin_stats, bin_table, binned_abs_residual, pad_bin_stats, x64
 from ..data.columns import response_columns
 from ..core import annotator_weights, confusion_condition, corrected_targets, usable_confusions
@@ -57,6 +57,7 @@ def ece(scores, labels, *, bins=10) -> float:
     >>> round(ece([0.2, 0.8], [0, 1], bins=2), 12)
     0.2
     """
+    binary_only(scores, "ece", "top_label_ece or classwise_ece (noisycal_bayes.core)", name="scores")
     z = check_scores(scores)
     y = check_binary_labels(labels).astype(np.float64)
     check_same_length(z, y)
@@ -69,6 +70,7 @@ def smece(scores, soft_labels, *, bins=10) -> float:
     Unbiased for the clean calibration error only when ``q`` are true probabilities of the label;
     vote fractions of noisy annotators are biased towards ``a + delta m(z)`` (DESIGN §2).
     """
+    binary_only(scores, "smece", "classwise_ece (noisycal_bayes.core) with soft targets", name="scores")
     z = check_scores(scores)
     q = check_soft_labels(soft_labels)
     check_same_length(z, q, ("scores", "soft_labels"))
@@ -150,6 +152,7 @@ def nc_ece(data: AnnotationSet, channel: Channel, *, bins=10, weights="iv", edge
     >>> round(nc_ece(data, Channel.identity(2), bins=2).value, 6)
     0.2
     """
+    binary_only(data, "nc_ece", "top_label_nc_ece or classwise_nc_ece (with a K-class fit's confusion)")
     z = data.require_scores()
     channel = check_channel(channel, data)
     rule, label = check_weights(weights, data.n_annotators)

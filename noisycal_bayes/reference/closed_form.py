@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from .._validation import _preview
+from .._validation import _preview, binary_only
 from .channels import (ChannelEstimate, check_annotation_set, group_moments, infeasibility, make_channel,
                        require_several_annotators, resolve_data_groups)
 
@@ -142,6 +142,7 @@ def closed_form_two_groups(data, groups, *, annotators=None) -> ChannelEstimate:
     >>> bool(np.allclose(est.channel.fpr, [0.1, 0.2], atol=0.05))
     True
     """
+    binary_only(data, "closed_form_two_groups", "fit_em_multiclass")
     func = "closed_form_two_groups"
     data = check_annotation_set(data, func)
     data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")

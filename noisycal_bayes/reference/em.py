@@ -32,6 +32,7 @@ from ..models.em_result import CavityPairs, em_result, prepare_em
 from ..models.priors import em_prior_counts
 from ..models.result import FitResult
 from ..data.binning import Binning
+from .._validation import binary_only
 
 METHOD = "em"
 
@@ -271,6 +272,7 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     >>> est.identified, bool(np.allclose(est.channel.fpr, [0.1, 0.2, 0.1], atol=0.05))
     (True, True)
     """
+    binary_only(data, "reference.fit_em", "fit_em_multiclass")
     func = "fit_em"
     gold = getattr(data, "gold", None)
     if gold is not None and np.any(np.asarray(gold) >= 0):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import minimize
 
-from .._validation import _preview, check_positive_int
+from .._validation import _preview, binary_only, check_positive_int
 from ..core import ds_loglik, x64
 from ..data import compress_patterns, pad_patterns, padded_size
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
@@ -140,6 +140,7 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
     >>> bool(np.allclose(est.channel.tpr, [0.9, 0.7], atol=0.05))
     True
     """
+    binary_only(data, "fit_gmm", "fit_em_multiclass")
     func = "fit_gmm"
     data = check_annotation_set(data, func)
     data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")

@@ -17,7 +17,7 @@ from itertools import combinations
 
 import numpy as np
 
-from .._validation import _preview, check_positive_int
+from .._validation import _preview, binary_only, check_positive_int
 from .channels import (ChannelEstimate, check_annotation_set, group_moments, infeasibility, make_channel,
                        require_several_annotators, resolve_data_groups)
 
@@ -151,6 +151,7 @@ def moments_three(data, *, min_items: int = 10) -> ChannelEstimate:
     >>> bool(np.allclose(est.channel.tpr, [0.9, 0.8, 0.7], atol=0.05))
     True
     """
+    binary_only(data, "moments_three", "fit_em_multiclass")
     func = "moments_three"
     data = check_annotation_set(data, func)
     data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")

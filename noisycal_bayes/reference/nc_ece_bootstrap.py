@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, check_confusion, check_level, check_positive_int, check_weights, one_line
+from .._validation import (_preview, binary_only, check_confusion, check_level, check_positive_int, check_weights,
+                           one_line)
 from ..data import AnnotationSet, as_binning
 from ..warnings import IdentifiabilityWarning
 from ._estimated import (_EstimationFailed, _bin_sums, _check_common, _check_estimator, _estimate_channel,
@@ -153,6 +154,7 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     >>> res.n_failed, res.interval[0] <= res.interval[1]
     (0, True)
     """
+    binary_only(data, "bootstrap_nc_ece", "bootstrap_top_label_nc_ece or bootstrap_classwise_nc_ece")
     z, rule, label = _check_common(data, weights, "bootstrap_nc_ece")
     estimator = _check_estimator(estimator)
     n_boot = check_positive_int(n_boot, name="n_boot")

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import optimize
 
-from .._validation import _preview, check_bounds, check_scores, check_targets
+from .._validation import _preview, binary_only, check_bounds, check_scores, check_targets
 from ..core import clipped_logit, corrected_log_loss, item_corrected_label, platt_map, temperature_map, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, as_binning, bin_index
@@ -199,6 +199,7 @@ def fit_temperature(scores, targets, *, bounds=TEMPERATURE_BOUNDS, item_weights=
     >>> round(fit_temperature(z, z).temperature, 4)   # the scores' own probabilities: T = 1
     1.0
     """
+    binary_only(scores, "fit_temperature", "MulticlassTemperatureScaling", name="scores")
     z, y, w = check_targets(scores, targets, item_weights)
     t_lo, t_hi = check_bounds(bounds, name="bounds", positive=True)
     if np.all(z == 0.5):
@@ -288,6 +289,7 @@ def fit_platt(scores, targets, *, alpha_bounds=PLATT_ALPHA_BOUNDS, beta_bounds=P
     >>> round(fit.alpha, 4), round(fit.beta, 4) + 0.0
     (1.0, 0.0)
     """
+    binary_only(scores, "fit_platt", "VectorScaling or MulticlassTemperatureScaling", name="scores")
     z, y, w = check_targets(scores, targets, item_weights)
     a_box = check_bounds(alpha_bounds, name="alpha_bounds")
     b_box = check_bounds(beta_bounds, name="beta_bounds")
@@ -368,6 +370,7 @@ def fit_projected_histogram(scores, targets, *, bins=10, item_weights=None) -> H
     >>> fit.bin_values.tolist(), fit.clipped_bins
     ([0.1, 1.0], (1,))
     """
+    binary_only(scores, "fit_projected_histogram", "TopLabelHistogram", name="scores")
     z, y, w = check_targets(scores, targets, item_weights)
     edges = as_binning(bins).edges_for(z)
     n_bins = edges.size - 1

@@ -31,13 +31,17 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import check_positive_int
+from .._validation import binary_only, check_positive_int
 from ..data import AnnotationSet, as_binning
 from ..warnings import DataWarning
 from ._estimated import (_TARGET, DEFAULT_EM_GROUPS, _bin_sums, _check_common, _check_estimator,  # noqa: F401
                          _fit_or_raise, _require_all_annotators, _subset, _table, _warn_unconverged, _weights_for)
 from .calibration import nc_ece
 from .nc_ece_bootstrap import BootstrapNCECEResult, bootstrap_nc_ece  # noqa: F401 (re-exported)
+
+# The K-class alternative every variant names when refusing K-class data.
+_K_CLASS = ("top_label_nc_ece or classwise_nc_ece, or bootstrap_multiclass_nc_ece (which refits the channels per "
+            "replicate)")
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,7 @@ def nc_ece_split(data: AnnotationSet, *, estimator=None, bins=10, weights="iv", 
     >>> res.variant, res.n_fit, res.n_eval
     ('independent', 200, 200)
     """
+    binary_only(data, "nc_ece_split", _K_CLASS)
     z, rule, label = _check_common(data, weights, "nc_ece_split")
     estimator = _check_estimator(estimator)
     fraction = float(fraction)
@@ -184,6 +189,7 @@ def nc_ece_reuse(data: AnnotationSet, *, estimator=None, bins, weights="iv") -> 
     >>> nc_ece_reuse(sim.data, estimator=lambda d: sim.channel, bins=5).variant
     'reuse'
     """
+    binary_only(data, "nc_ece_reuse", _K_CLASS)
     z, rule, label = _check_common(data, weights, "nc_ece_reuse")
     estimator = _check_estimator(estimator)
     binning = as_binning(bins)
@@ -237,6 +243,7 @@ def nc_ece_cross_fit(data: AnnotationSet, *, estimator=None, n_folds: int = 5, b
     >>> len(res.channels), int(res.table["count"].sum())
     (5, 500)
     """
+    binary_only(data, "nc_ece_cross_fit", _K_CLASS)
     z, rule, label = _check_common(data, weights, "nc_ece_cross_fit")
     estimator = _check_estimator(estimator)
     n = data.n_items

@@ -436,7 +436,7 @@ def test_clear_errors_for_bad_posterior_inputs(crowd):
         pt.fit(p, resp, CONF3[:2])
     with pytest.raises(ValueError, match=r"`prevalence` must have shape \(3,\)"):
         pt.fit(p, resp, CONF3, prevalence=[0.5, 0.5])
-    with pytest.raises(ValueError, match="`weights` must be"):
+    with pytest.raises(ValueError, match=r"weights='gap' is defined for two classes.*'iv' or 'equal'"):
         PosteriorMulticlassTemperature(weights="gap").fit(p, resp, CONF3)
     with pytest.raises(ValueError, match=r"invertible enough in draws \[0, 1\]"):
         pt.fit(p, resp, np.full((3, 3, 3), 1 / 3))

@@ -11,6 +11,10 @@ from ..binning import Binning
 MAX_ANNOTATORS = 30
 _LAYOUTS = ("long", "wide")
 
+#: The K-class answer of the out-of-core path, which is binary: completes "for K classes use ...".
+NO_K_CLASS = ("load_multiclass and fit_em_multiclass: K-class out-of-core statistics are not available, and the "
+              "responses load as a sparse in-memory MulticlassAnnotationSet (about 10 bytes per response)")
+
 
 # ---------------------------------------------------------------------------------------------- helpers
 def _readonly(a):
@@ -145,6 +149,7 @@ def _label_values(series: pd.Series, *, allow_missing: bool, where) -> np.ndarra
     if not ok.all():
         bad = ~ok
         raise ValueError(f"labels must be 0 or 1{' (or missing)' if allow_missing else ''}; got "
-                         f"{_preview(pd.unique(raw[bad])[:5])} at {where(bad)}. Map your classes to 0/1 first.")
+                         f"{_preview(pd.unique(raw[bad])[:5])} at {where(bad)}. Map your classes to 0/1 first: "
+                         f"SufficientStats are defined for two classes. For K classes use {NO_K_CLASS}.")
     out = np.where(np.isnan(num), -1, num).astype(np.int8)
     return out

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..._validation import _preview
+from ..._validation import _preview, binary_only
 from ...core.calibration import bin_index
 from ..binning import Binning
 from ..compress import PatternCounts, compress_patterns
-from ._common import MAX_ANNOTATORS, _count_keys, _decode, _keys, _readonly, _resolve_edges, _sorted_ids
+from ._common import MAX_ANNOTATORS, NO_K_CLASS, _count_keys, _decode, _keys, _readonly, _resolve_edges, _sorted_ids
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,8 +207,7 @@ class SufficientStats:
             Score bins (equal-mass edges come from ``data.scores``); None: one bin (the scores are not used,
             no score sums or row moments).
         """
-        if data.kind != "binary":
-            raise ValueError(f"SufficientStats hold binary response patterns; got a {type(data).__name__}.")
+        binary_only(data, "SufficientStats.from_annotations", NO_K_CLASS)
         if bins is not None and data.scores is None:
             raise ValueError("`bins` need scores, and this AnnotationSet has none.")
         data.require_one_label_per_pair("SufficientStats.from_annotations (one response pattern per item)",
