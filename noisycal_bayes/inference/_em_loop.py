@@ -347,7 +347,7 @@ def _patterns_loop(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter,
     return jax.vmap(lambda th: em_loop(th, evaluate, em_map, tol, max_iter=max_iter))(theta0)
 
 
-def _sparse_loop(theta0, item, code, padded, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
+def _sparse_loop(theta0, item, code, padded, by_code, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
                  max_iter, shape_c, accelerate, plain_steps):
     """EM from every start (rows of ``theta0``) on coded sparse responses (:func:`padded_class_responses`), one
     batched :func:`~._em_loop.em_loop` whose steps take every start at once (the starts a trailing axis of the
@@ -363,7 +363,7 @@ def _sparse_loop(theta0, item, code, padded, item_group, gold, item_weight, conf
         return ll + jax.vmap(_log_prior, in_axes=(0, 0, None, None))(C, pi, conf_pc, prev_pc), post
 
     def em_map(post):
-        C, pi = coded_class_m_step(coded, item_group, n_groups, J, post, conf_pc, prev_pc, item_weight)
+        C, pi = coded_class_m_step(coded, item_group, n_groups, J, post, conf_pc, prev_pc, item_weight, by_code)
         return jnp.concatenate([C.reshape(C.shape[0], -1), pi.reshape(pi.shape[0], -1)], axis=1)
 
     return em_loop(theta0, evaluate, em_map, tol, max_iter=max_iter, accelerate=accelerate,
@@ -391,22 +391,25 @@ def run_class_patterns(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_i
                  shape_c=shape_c)
 
 
-def run_class_sparse(theta0, item, code, padded, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
-                     max_iter, shape_c, accelerate=False, plain_steps=0):
+def run_class_sparse(theta0, item, code, padded, by_code, item_group, gold, item_weight, conf_pc, prev_pc, tol, *,
+                     n_groups, max_iter, shape_c, accelerate=False, plain_steps=0):
     """:func:`_sparse_loop`, compiled once per configuration and shape (:func:`_call`)."""
-    return _call(_sparse_loop, (theta0, item, code, padded, item_group, gold, item_weight, conf_pc, prev_pc, tol),
+    return _call(_sparse_loop, (theta0, item, code, padded, by_code, item_group, gold, item_weight, conf_pc, prev_pc,
+                                tol),
                  n_groups=n_groups, max_iter=max_iter, shape_c=shape_c, accelerate=accelerate,
                  plain_steps=plain_steps)
 
 
 def padded_class_responses(x, group, item_weight=None):
     """Coded sparse arrays for :func:`run_class_sparse`, responses and items padded up to
-    :func:`~noisycal_bayes.data.compress.bucket_size` sizes: ``(item, code, padded, group, gold, weight)``.
+    :func:`~noisycal_bayes.data.compress.bucket_size` sizes: ``(item, code, padded, by_code, group, gold, weight)``.
 
     ``code = K annotator + label`` (:func:`~noisycal_bayes.core.sparse.class_codes`); padded responses carry the pad
     code ``J K`` (a zero table row, a dropped bin) and belong to the first padded item. ``padded`` is the (items, L)
     code matrix (:func:`~noisycal_bayes.core.sparse.padded_codes`, ``L`` rounded up to a bucket size) or None when
-    it would exceed twice the responses. Items have weight ``item_weight`` (None: 1); padded items weight 0."""
+    it would exceed twice the responses; ``by_code`` the ``(item, code)`` pairs sorted by code when ``padded`` is None
+    (the M-step's scatter then takes sorted indices), else None. Items have weight ``item_weight`` (None: 1); padded
+    items weight 0."""
     n, m = x.n_items, x.item.size
     J, K = x.n_annotators, x.n_classes
     n_pad, m_pad = bucket_size(n + 1), bucket_size(m)
@@ -423,9 +426,13 @@ def padded_class_responses(x, group, item_weight=None):
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])
         padded = np.full((n_pad, width), pad_code, np.int32)
         padded[it, np.arange(m) - first[it]] = code[:m]
+    by_code = None
+    if padded is None:
+        by = np.argsort(code, kind="stable")
+        by_code = (item[by], code[by])
     grp = np.concatenate([group.astype(np.int32), np.zeros(n_pad - n, np.int32)])
     gold = np.full(n_pad, -1, np.int32)
     if x.gold is not None:
         gold[:n] = x.gold
     weight = np.concatenate([np.ones(n) if item_weight is None else item_weight, np.zeros(n_pad - n)])
-    return item, code, padded, grp, gold, weight
+    return item, code, padded, by_code, grp, gold, weight

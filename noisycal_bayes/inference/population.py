@@ -96,7 +96,7 @@ def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7):
     return a / s[:, None], s
 
 
-def _pooled_loop(T0, item, code, padded, item_group, gold, item_weight, real, tol, prevalence_prior, power, *,
+def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight, real, tol, prevalence_prior, power, *,
                  n_annotators: int, max_iter: int):
     """The EM iterations of :func:`fit_em_population` (module docstring, steps 1-4) in one ``lax.while_loop``, on
     the coded sparse responses of the K-class EM (:func:`~noisycal_bayes.inference._em_loop.padded_class_responses`;
@@ -113,7 +113,7 @@ def _pooled_loop(T0, item, code, padded, item_group, gold, item_weight, real, to
 
     def body(c):
         it, T, alpha, _, _, _, _, _, tr = c
-        counts = coded_class_counts(coded, J, T[:, :, None], item_weight)[0][0]          # (J, y, a)
+        counts = coded_class_counts(coded, J, T[:, :, None], item_weight, by_code)[0][0]          # (J, y, a)
         m, s = _dm_fit(jnp.swapaxes(counts, 0, 1), alpha, it > 0, power, steps=DM_STEPS)
         alpha_new = s[:, None] * m
         num = counts + alpha_new[None]
@@ -202,12 +202,12 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
                           np.asarray(init.prevalence, np.float64).reshape(-1, K)[0], group)
     from ._em_loop import _call, padded_class_responses
 
-    item, code, padded, grp, gold, w_pad = padded_class_responses(x, group, weights)
+    item, code, padded, by_code, grp, gold, w_pad = padded_class_responses(x, group, weights)
     n_pad = grp.size
     T0 = np.concatenate([T, np.full((n_pad - n, K), 1.0 / K)])
     real = np.arange(n_pad) < n
     with x64():
-        out = _call(_pooled_loop, (T0, item, code, padded, grp, gold, w_pad, real, np.float64(tol),
+        out = _call(_pooled_loop, (T0, item, code, padded, by_code, grp, gold, w_pad, real, np.float64(tol),
                                    np.float64(prevalence_prior), np.float64(concentration_power)),
                     n_annotators=J, max_iter=max_iter)
         C, pi, m, s, T, it, converged, delta, trace = (np.asarray(v) for v in out)

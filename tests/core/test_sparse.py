@@ -174,17 +174,20 @@ def test_coded_class_steps_are_the_per_start_sparse_steps(layout):
     gold[:10] = sim.y[:10]
     x = x._replace(gold=gold)
     weight = np.random.default_rng(1).exponential(size=x.n_items)
-    item, code, padded, grp, gld, w = padded_class_responses(x, group, weight)
+    item, code, padded, by_code, grp, gld, w = padded_class_responses(x, group, weight)
     coded = CodedResponses(jnp.asarray(item), jnp.asarray(code), None if layout == "segments" else padded)
     if layout == "padded":
         assert padded is not None
+    else:  # the M-step's scatter over the responses sorted by code
+        by = np.argsort(code, kind="stable")
+        by_code = (jnp.asarray(item[by]), jnp.asarray(code[by]))
     rng = np.random.default_rng(0)
     C = rng.dirichlet(np.ones(K), size=(S, J, K))
     pi = rng.dirichlet(np.ones(K), size=(S, G))
     with x64():
         ll, T = coded_class_e_step(coded, jnp.asarray(grp), C, pi, jnp.asarray(gld), jnp.asarray(w))
         C2, pi2 = coded_class_m_step(coded, jnp.asarray(grp), G, J, T, 0.5 * np.ones((K, K)), np.ones(K),
-                                     jnp.asarray(w))
+                                     jnp.asarray(w), by_code)
         r = (x.item, x.annotator, x.label)
         for s in range(S):
             ll_s, T_s = sparse_multiclass_e_step(r, group, C[s], pi[s], gold, weight)
