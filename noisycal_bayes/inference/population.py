@@ -6,7 +6,8 @@ Model: clean labels ``Y_i ~ Categorical(pi)``, ``pi ~ Dirichlet(prevalence_prior
 annotator from a handful of labels and over-fits; the population shrinks each annotator towards the crowd, as
 much as the crowd's own spread ``s_y`` says (IBCC, Kim & Ghahramani 2012; EBCC, Li, Rubinstein & Cohn 2019).
 
-One iteration (empirical Bayes inside the EM, NumPy float64, :mod:`noisycal_bayes.core.population`):
+One iteration (empirical Bayes inside the EM; the formulas of :mod:`noisycal_bayes.core.population`, run in JAX
+float64 as one compiled ``lax.while_loop`` on the K-class EM's coded sparse steps, :func:`_pooled_loop`):
 
 1. expected counts ``n[j, y, a]`` from the posteriors ``T`` (item weights ``w`` multiply them);
 2. per class ``y``, ``(m_y, s_y)`` by type-II maximum likelihood of the Dirichlet-multinomial on ``n[:, y, :]``
