@@ -516,18 +516,18 @@ def coded_class_e_step(coded: CodedResponses, item_group, confusion, prevalence,
 def coded_class_counts(coded: CodedResponses, n_annotators: int, posterior, item_weight=None, by_code=None):
     """Expected counts for S starts from ``T = posterior`` (n_items, K, S): ``N[s, j, y, a] = sum_{r: j_r = j, A_r = a}
     w T_{i_r}(y)`` (S, J, K, K) and the weighted posteriors ``w T`` (n_items, K S) (one scatter, module notes).
-    ``by_code``: ``(item, code)`` of the responses sorted by code, or None; without the padded layout the scatter then
-    takes sorted indices (measured 4x faster on cf's shape, the same on adult's)."""
+    ``by_code``: ``(item, code)`` of the responses sorted by code, or None; the scatter then takes sorted indices
+    and skips the padded layout's pad slots (measured 4x faster on cf's shape, the same on adult's)."""
     n_items, K, S = posterior.shape
     J = n_annotators
     wt = (posterior if item_weight is None else item_weight[:, None, None] * posterior).reshape(n_items, K * S)
     n_codes = J * K + 1   # the last bin collects the pad slots and is dropped
-    if coded.padded is not None:
-        vals = jnp.broadcast_to(wt[:, None, :], coded.padded.shape + (K * S,)).reshape(-1, K * S)
-        sums = jax.ops.segment_sum(vals, coded.padded.reshape(-1), num_segments=n_codes)
-    elif by_code is not None:
+    if by_code is not None:
         sums = jax.ops.segment_sum(_take_rows(wt, by_code[0]), by_code[1], num_segments=n_codes,
                                    indices_are_sorted=True)
+    elif coded.padded is not None:
+        vals = jnp.broadcast_to(wt[:, None, :], coded.padded.shape + (K * S,)).reshape(-1, K * S)
+        sums = jax.ops.segment_sum(vals, coded.padded.reshape(-1), num_segments=n_codes)
     else:
         sums = jax.ops.segment_sum(_take_rows(wt, coded.item), coded.code, num_segments=n_codes)
     return jnp.transpose(sums[:-1].reshape(J, K, K, S), (3, 0, 2, 1)), wt   # (j, a, y, s) -> (s, j, y, a)

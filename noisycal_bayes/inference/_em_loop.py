@@ -407,8 +407,8 @@ def padded_class_responses(x, group, item_weight=None):
     ``code = K annotator + label`` (:func:`~noisycal_bayes.core.sparse.class_codes`); padded responses carry the pad
     code ``J K`` (a zero table row, a dropped bin) and belong to the first padded item. ``padded`` is the (items, L)
     code matrix (:func:`~noisycal_bayes.core.sparse.padded_codes`, ``L`` rounded up to a bucket size) or None when
-    it would exceed twice the responses; ``by_code`` the ``(item, code)`` pairs sorted by code when ``padded`` is None
-    (the M-step's scatter then takes sorted indices), else None. Items have weight ``item_weight`` (None: 1); padded
+    it would exceed twice the responses; ``by_code`` the ``(item, code)`` pairs sorted by code (the M-step's scatter
+    takes sorted indices). Items have weight ``item_weight`` (None: 1); padded
     items weight 0."""
     n, m = x.n_items, x.item.size
     J, K = x.n_annotators, x.n_classes
@@ -426,10 +426,8 @@ def padded_class_responses(x, group, item_weight=None):
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])
         padded = np.full((n_pad, width), pad_code, np.int32)
         padded[it, np.arange(m) - first[it]] = code[:m]
-    by_code = None
-    if padded is None:
-        by = np.argsort(code, kind="stable")
-        by_code = (item[by], code[by])
+    by = np.argsort(code, kind="stable")
+    by_code = (item[by], code[by])
     grp = np.concatenate([group.astype(np.int32), np.zeros(n_pad - n, np.int32)])
     gold = np.full(n_pad, -1, np.int32)
     if x.gold is not None:
