@@ -30,7 +30,7 @@ import numpy as np
 
 from .._validation import check_em_settings
 from ..core.likelihood import logsumexp_rows
-from ..core._x64 import x64
+from ..core import x64
 from ..core.population import ALPHA_MIN, S_MAX, expected_counts
 from ..core.starts import diagonally_dominant
 from ..models.inputs import class_arrays, class_log_joint_items
