@@ -7,7 +7,9 @@ and ``crowd_gold/{bluebirds,rte,temp}.csv`` of the shared data folder. Each file
 :func:`noisycal_bayes.load_multiclass` without its gold column (the fit never sees gold); accuracy is the argmax
 of the clean-label posterior against gold on the items that have one. Routes: ``ds`` =
 ``fit_em_multiclass(data, model="dawid_skene")`` (the plain EM, default starts), ``pooled`` =
-``fit_em_multiclass(data, model="pooled")``, ``vote`` = majority vote (ties to the lowest class index).
+``fit_em_multiclass(data, model="pooled")``, ``pooled_refit`` = the pooled fit of one Bayesian-bootstrap replicate
+(item weights ~ Exp(1), seed 0) warm-started from the full pooled fit (``init=``, as ``evaluate``'s bootstrap refits),
+``vote`` = majority vote (ties to the lowest class index).
 ``first_s`` is the first call in the process, ``warm_s`` the median of ``--reps`` later calls.
 Results: ``benchmarks/results/crowds_bayes.json``; table in docs/crowds.md.
 """
@@ -68,18 +70,24 @@ def run(name, reps):
     row = {"data": name, "n_items": int(data.n_items), "n_annotators": int(data.n_annotators),
            "n_classes": int(data.n_classes), "n_labels": int(np.asarray(data.responses[0]).size),
            "n_gold": int(known.sum())}
+    weights = np.random.default_rng(0).exponential(size=data.n_items)
+    full = {}
     for route, fn in (("vote", lambda: _vote(data)),
                       ("ds", lambda: nb.fit_em_multiclass(data, model="dawid_skene")),
-                      ("pooled", lambda: nb.fit_em_multiclass(data, model="pooled"))):
+                      ("pooled", lambda: nb.fit_em_multiclass(data, model="pooled")),
+                      ("pooled_refit", lambda: nb.fit_em_multiclass(data, model="pooled", init=full["pooled"],
+                                                                    weights=weights))):
         out, first, warm = _timed(fn, reps)
+        full[route] = out
         scores = out if route == "vote" else out.clean_label_probability(data)
         row[route] = {"accuracy": acc(scores), "first_s": first, "warm_s": warm}
         if route != "vote":
             row[route].update(converged=bool(out.converged), n_iter=int(out.n_iter))
-        if route == "pooled":
+        if route.startswith("pooled"):
             row[route]["concentration"] = [float(v) for v in out.prior[0].sum(axis=1)]
     print(json.dumps({k: row[k] for k in ("data", "n_classes")} | {r: round(row[r]["accuracy"], 4)
-                                                                  for r in ("vote", "ds", "pooled")}), flush=True)
+                                                                  for r in ("vote", "ds", "pooled")})
+          | {f"{r}_s": round(row[r]["warm_s"], 3) for r in ("ds", "pooled", "pooled_refit")}, flush=True)
     return row
 
 

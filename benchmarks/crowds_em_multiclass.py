@@ -80,7 +80,9 @@ def main():
     if args.out:
         out = Path(args.out)
         old = json.loads(out.read_text()) if out.exists() else {"rows": []}
-        out.write_text(json.dumps({"about": __doc__.splitlines()[0], "rows": old["rows"] + rows}, indent=1) + "\n")
+        # The file's other keys (settings, machine notes) are kept.
+        out.write_text(json.dumps(old | {"about": __doc__.splitlines()[0], "rows": old["rows"] + rows}, indent=1)
+                       + "\n")
 
 
 if __name__ == "__main__":

@@ -24,9 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import multiclass_e_step, multiclass_m_step, sparse_multiclass_e_step, sparse_multiclass_m_step
+from ..core import multiclass_e_step, multiclass_m_step
 from ..core.em import e_step, log_prior, m_step
-from ..core.sparse import coded_e_step, coded_m_step, coded_responses, sparse_totals
+from ..core.sparse import (CodedResponses, coded_class_e_step, coded_class_m_step, coded_e_step, coded_m_step,
+                           coded_responses, sparse_totals)
 from ..core.starts import BAD_START, CONVERGED, MAX_ITER, NONFINITE, RUNNING
 from ..core.tables import Responses
 from ..data.compress import bucket_size
@@ -346,18 +347,27 @@ def _patterns_loop(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_iter,
     return jax.vmap(lambda th: em_loop(th, evaluate, em_map, tol, max_iter=max_iter))(theta0)
 
 
-def _sparse_loop(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
+def _sparse_loop(theta0, item, code, padded, by_code, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
                  max_iter, shape_c, accelerate, plain_steps):
-    """EM from every start (rows of ``theta0``) on sparse responses, one batched :func:`~._em_loop.em_loop` (the
-    steps mapped over the starts), plain or SQUAREM cycles (``accelerate``) after ``plain_steps`` plain steps."""
-    responses = (item, annotator, label)
-    evaluate, em_map = _flat_steps(
-        lambda C, pi: sparse_multiclass_e_step(responses, item_group, C, pi, gold, item_weight),
-        lambda post: sparse_multiclass_m_step(responses, item_group, n_groups, shape_c[0], post, conf_pc, prev_pc,
-                                              item_weight),
-        conf_pc, prev_pc, shape_c)
-    return em_loop(theta0, jax.vmap(evaluate), jax.vmap(em_map), tol, max_iter=max_iter, accelerate=accelerate,
-                   plain_steps=plain_steps, post_axis=0)
+    """EM from every start (rows of ``theta0``) on coded sparse responses (:func:`padded_class_responses`), one
+    batched :func:`~._em_loop.em_loop` whose steps take every start at once (the starts a trailing axis of the
+    tables: :func:`~noisycal_bayes.core.sparse.coded_class_e_step`), plain or SQUAREM cycles (``accelerate``) after
+    ``plain_steps`` plain steps."""
+    J, K, _ = shape_c
+    nc = J * K * K
+    coded = CodedResponses(item, code, padded)
+
+    def evaluate(theta):  # theta (S, P) -> objective (S,), posterior (n_items, K, S)
+        C, pi = theta[:, :nc].reshape((-1,) + shape_c), theta[:, nc:].reshape(theta.shape[0], -1, K)
+        ll, post = coded_class_e_step(coded, item_group, C, pi, gold, item_weight)
+        return ll + jax.vmap(_log_prior, in_axes=(0, 0, None, None))(C, pi, conf_pc, prev_pc), post
+
+    def em_map(post):
+        C, pi = coded_class_m_step(coded, item_group, n_groups, J, post, conf_pc, prev_pc, item_weight, by_code)
+        return jnp.concatenate([C.reshape(C.shape[0], -1), pi.reshape(pi.shape[0], -1)], axis=1)
+
+    return em_loop(theta0, evaluate, em_map, tol, max_iter=max_iter, accelerate=accelerate,
+                   plain_steps=plain_steps, post_axis=-1)
 
 # Compiled K-class EM programs by path, static configuration and argument shapes (the padded sizes of `bucket_size`
 # keep them few), saved across processes with the compilation cache on (`._saved.SavedProgram`).
@@ -381,27 +391,46 @@ def run_class_patterns(theta0, patterns, counts, conf_pc, prev_pc, tol, *, max_i
                  shape_c=shape_c)
 
 
-def run_class_sparse(theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol, *, n_groups,
-                max_iter, shape_c, accelerate=False, plain_steps=0):
+def run_class_sparse(theta0, item, code, padded, by_code, item_group, gold, item_weight, conf_pc, prev_pc, tol, *,
+                     n_groups, max_iter, shape_c, accelerate=False, plain_steps=0):
     """:func:`_sparse_loop`, compiled once per configuration and shape (:func:`_call`)."""
-    return _call(_sparse_loop, (theta0, item, annotator, label, item_group, gold, item_weight, conf_pc, prev_pc, tol),
+    return _call(_sparse_loop, (theta0, item, code, padded, by_code, item_group, gold, item_weight, conf_pc, prev_pc,
+                                tol),
                  n_groups=n_groups, max_iter=max_iter, shape_c=shape_c, accelerate=accelerate,
                  plain_steps=plain_steps)
 
 
 def padded_class_responses(x, group, item_weight=None):
-    """Padded sparse arrays: responses and items up to :func:`~noisycal_bayes.data.compress.bucket_size` sizes. Items have weight ``item_weight``
-    (None: 1); padded items have weight 0 (they add nothing to the likelihood or the M-step); padded responses
-    belong to the first padded item."""
+    """Coded sparse arrays for :func:`run_class_sparse`, responses and items padded up to
+    :func:`~noisycal_bayes.data.compress.bucket_size` sizes: ``(item, code, padded, by_code, group, gold, weight)``.
+
+    ``code = K annotator + label`` (:func:`~noisycal_bayes.core.sparse.class_codes`); padded responses carry the pad
+    code ``J K`` (a zero table row, a dropped bin) and belong to the first padded item. ``padded`` is the (items, L)
+    code matrix (:func:`~noisycal_bayes.core.sparse.padded_codes`, ``L`` rounded up to a bucket size) or None when
+    it would exceed twice the responses; ``by_code`` the ``(item, code)`` pairs sorted by code (the M-step's scatter
+    takes sorted indices). Items have weight ``item_weight`` (None: 1); padded
+    items weight 0."""
     n, m = x.n_items, x.item.size
+    J, K = x.n_annotators, x.n_classes
     n_pad, m_pad = bucket_size(n + 1), bucket_size(m)
-    fill = np.full(m_pad - m, n, np.int32)
-    item = np.concatenate([x.item.astype(np.int32), fill])
-    ann = np.concatenate([x.annotator.astype(np.int32), np.zeros(m_pad - m, np.int32)])
-    lab = np.concatenate([x.label.astype(np.int32), np.zeros(m_pad - m, np.int32)])
+    pad_code = J * K
+    order = np.argsort(x.item, kind="stable")  # sorted by item: the segment sums take sorted indices
+    it = x.item[order].astype(np.int32)
+    item = np.concatenate([it, np.full(m_pad - m, n, np.int32)])
+    code = np.concatenate([(K * x.annotator + x.label)[order].astype(np.int32),
+                           np.full(m_pad - m, pad_code, np.int32)])
+    counts = np.bincount(x.item, minlength=n)
+    width = bucket_size(int(counts.max()) if counts.size else 1)
+    padded = None
+    if n_pad * width <= 2 * m_pad:
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        padded = np.full((n_pad, width), pad_code, np.int32)
+        padded[it, np.arange(m) - first[it]] = code[:m]
+    by = np.argsort(code, kind="stable")
+    by_code = (item[by], code[by])
     grp = np.concatenate([group.astype(np.int32), np.zeros(n_pad - n, np.int32)])
     gold = np.full(n_pad, -1, np.int32)
     if x.gold is not None:
         gold[:n] = x.gold
     weight = np.concatenate([np.ones(n) if item_weight is None else item_weight, np.zeros(n_pad - n)])
-    return item, ann, lab, grp, gold, weight
+    return item, code, padded, by_code, grp, gold, weight

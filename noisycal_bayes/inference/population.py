@@ -6,7 +6,8 @@ Model: clean labels ``Y_i ~ Categorical(pi)``, ``pi ~ Dirichlet(prevalence_prior
 annotator from a handful of labels and over-fits; the population shrinks each annotator towards the crowd, as
 much as the crowd's own spread ``s_y`` says (IBCC, Kim & Ghahramani 2012; EBCC, Li, Rubinstein & Cohn 2019).
 
-One iteration (empirical Bayes inside the EM, NumPy float64, :mod:`noisycal_bayes.core.population`):
+One iteration (empirical Bayes inside the EM; the formulas of :mod:`noisycal_bayes.core.population`, run in JAX
+float64 as one compiled ``lax.while_loop`` on the K-class EM's coded sparse steps, :func:`_pooled_loop`):
 
 1. expected counts ``n[j, y, a]`` from the posteriors ``T`` (item weights ``w`` multiply them);
 2. per class ``y``, ``(m_y, s_y)`` by type-II maximum likelihood of the Dirichlet-multinomial on ``n[:, y, :]``
@@ -29,7 +30,8 @@ import numpy as np
 
 from .._validation import check_em_settings
 from ..core.likelihood import logsumexp_rows
-from ..core.population import expected_counts, fit_dirichlet_multinomial, population_m_step
+from ..core import x64
+from ..core.population import ALPHA_MIN, S_MAX, expected_counts
 from ..core.starts import diagonally_dominant
 from ..models.inputs import class_arrays, class_log_joint_items
 from ..models.result import MulticlassEMFit
@@ -57,6 +59,76 @@ def _vote(x):
         g = x.gold >= 0
         T[g] = np.eye(K)[x.gold[g]]
     return T
+
+
+def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7):
+    """:func:`~noisycal_bayes.core.population.fit_dirichlet_multinomial` for every class at once, in JAX: ``n``
+    (K_y, J, K) the expected counts (rows without counts drop out), ``alpha`` (K_y, K) the warm start (used where
+    ``has_alpha``). The same fixed point, bounds and per-class stopping (``den <= 0``: stop before the step;
+    relative change ``< tol``: stop after it). Returns ``(m (K_y, K), s (K_y,))``."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.special import digamma
+
+    K = n.shape[-1]
+    N = n.sum(axis=-1)                                            # (K_y, J)
+    valid = N > 0
+    tot = jnp.sum(jnp.where(valid[..., None], n, 0.0), axis=1) + 1e-3
+    a = jnp.where(has_alpha, jnp.clip(alpha, ALPHA_MIN, S_MAX), K * tot / tot.sum(axis=-1, keepdims=True))
+
+    def body(c):
+        k, a, done = c
+        a0 = a.sum(axis=-1)
+        den = jnp.sum(jnp.where(valid, digamma(N + a0[:, None]) - digamma(a0[:, None]), 0.0), axis=1) + power / a0
+        num = jnp.sum(jnp.where(valid[..., None], digamma(n + a[:, None, :]) - digamma(a[:, None, :]), 0.0), axis=1)
+        halt = den <= 0   # every row has one label: the concentration is not identified (stop before the step)
+        new = jnp.clip(a * num / jnp.where(halt, 1.0, den)[:, None], ALPHA_MIN, S_MAX)
+        tot_new = new.sum(axis=-1, keepdims=True)
+        new = jnp.where(tot_new > S_MAX, new * (S_MAX / tot_new), new)
+        small = jnp.max(jnp.abs(new - a) / a, axis=-1) < tol
+        move = ~done & ~halt
+        return k + 1, jnp.where(move[:, None], new, a), done | halt | small
+
+    _, a, _ = jax.lax.while_loop(lambda c: (c[0] < steps) & ~jnp.all(c[2]), body,
+                                 (jnp.int32(0), a, ~valid.any(axis=1)))
+    empty = ~valid.any(axis=1)   # no counts at all: the uniform row with s = K
+    a = jnp.where(empty[:, None], 1.0, a)
+    s = a.sum(axis=-1)
+    return a / s[:, None], s
+
+
+def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight, real, tol, prevalence_prior, power, *,
+                 n_annotators: int, max_iter: int):
+    """The EM iterations of :func:`fit_em_population` (module docstring, steps 1-4) in one ``lax.while_loop``, on
+    the coded sparse responses of the K-class EM (:func:`~noisycal_bayes.inference._em_loop.padded_class_responses`;
+    padded items have weight 0 and ``real`` False, and do not enter the stopping rule). Returns ``(C, pi, m, s, T,
+    n_iter, converged, delta, trace)``."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..core.sparse import CodedResponses, coded_class_counts, coded_class_e_step
+
+    coded = CodedResponses(item, code, padded)
+    n, K = T0.shape
+    J = n_annotators
+
+    def body(c):
+        it, T, alpha, _, _, _, _, _, tr = c
+        counts = coded_class_counts(coded, J, T[:, :, None], item_weight, by_code)[0][0]          # (J, y, a)
+        m, s = _dm_fit(jnp.swapaxes(counts, 0, 1), alpha, it > 0, power, steps=DM_STEPS)
+        alpha_new = s[:, None] * m
+        num = counts + alpha_new[None]
+        C = num / num.sum(axis=2, keepdims=True)
+        pi = item_weight @ T + prevalence_prior
+        pi = pi / pi.sum()
+        ll, T_new = coded_class_e_step(coded, item_group, C[None], pi[None, None, :], gold, item_weight)
+        delta = jnp.max(jnp.where(real[:, None], jnp.abs(T_new[:, :, 0] - T), 0.0))
+        return it + 1, T_new[:, :, 0], alpha_new, C, pi, m, s, delta, tr.at[it].set(ll[0])
+
+    init = (jnp.int32(0), T0, jnp.ones((K, K)), jnp.zeros((J, K, K)), jnp.zeros(K), jnp.zeros((K, K)), jnp.zeros(K),
+            jnp.inf, jnp.full(max_iter, jnp.nan))
+    it, T, _, C, pi, m, s, delta, tr = jax.lax.while_loop(lambda c: (c[0] < max_iter) & ~(c[7] < tol), body, init)
+    return C, pi, m, s, T, it, delta < tol, delta, tr
 
 
 def _orient_population(C, pi, m, s):
@@ -130,25 +202,19 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
     else:
         c0, p0 = init if isinstance(init, tuple) else (init.confusion, init.prevalence)
         T, _ = _posterior(x, np.asarray(c0, np.float64), np.asarray(p0, np.float64).reshape(-1, K)[0], group)
-    alpha = [None] * K
-    trace, converged, it = [], False, 0
-    for it in range(1, max_iter + 1):
-        counts = expected_counts(x.item, x.annotator, x.label, T, J, weights)
-        m, s = np.zeros((K, K)), np.zeros(K)
-        for y in range(K):
-            m[y], s[y] = fit_dirichlet_multinomial(counts[:, y, :], alpha[y], max_iter=DM_STEPS,
-                                                   power=concentration_power)
-            alpha[y] = s[y] * m[y]
-        C = population_m_step(counts, m, s)
-        pi = (w_items @ T) + prevalence_prior
-        pi = pi / pi.sum()
-        T_new, ll = _posterior(x, C, pi, group)
-        trace.append(float(np.sum(w_items * ll)))
-        delta = float(np.max(np.abs(T_new - T)))
-        T = T_new
-        if delta < tol:
-            converged = True
-            break
+    from ._em_loop import _call, padded_class_responses
+
+    item, code, padded, by_code, grp, gold, w_pad = padded_class_responses(x, group, weights)
+    n_pad = grp.size
+    T0 = np.concatenate([T, np.full((n_pad - n, K), 1.0 / K)])
+    real = np.arange(n_pad) < n
+    with x64():
+        out = _call(_pooled_loop, (T0, item, code, padded, by_code, grp, gold, w_pad, real, np.float64(tol),
+                                   np.float64(prevalence_prior), np.float64(concentration_power)),
+                    n_annotators=J, max_iter=max_iter)
+        C, pi, m, s, T, it, converged, delta, trace = (np.asarray(v) for v in out)
+    it, converged, delta = int(it), bool(converged), float(delta)
+    T, trace = T[:n], trace[:it]
     counts = expected_counts(x.item, x.annotator, x.label, T, J, weights)
     from ..core.population import dirichlet_multinomial_loglik
 
@@ -165,11 +231,11 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
                       "annotators or gold labels."))
     for cls, text in notes:
         _warnings.warn(text, cls, stacklevel=3)
-    loglik = trace[-1]
+    loglik = float(trace[-1])
     return MulticlassEMFit(confusion=C, prevalence=pi[None], groups=group, n_groups=1, log_likelihood=loglik,
                            n_iter=it, converged=bool(converged and ok), path="sparse", model="pooled",
                            classes=x.classes, warnings=tuple(t for _, t in notes), objective=loglik + marginal,
                            start_logliks=np.array([loglik + marginal]), selected_start=0,
-                           loglik_trace=np.asarray(trace), path_reason="population model: NumPy sparse EM",
+                           loglik_trace=np.asarray(trace), path_reason="population model: sparse EM",
                            groups_reason="population model: one group", label_permutation=perm,
                            prior=(s[:, None] * m, np.full(K, float(prevalence_prior))), n_labels=n_labels)

@@ -154,3 +154,45 @@ def test_materialise_keeps_values_and_gradients():
         same, g_total, g_plain = both(jnp.asarray(x), jnp.array([0.3, -0.2, 0.5, 1.1]))
     np.testing.assert_array_equal(same, x)
     np.testing.assert_allclose(g_total, g_plain, rtol=1e-14)
+
+
+@pytest.mark.parametrize("layout", ["padded", "segments"])
+def test_coded_class_steps_are_the_per_start_sparse_steps(layout):
+    # Independent routes agree: the batched, coded K-class steps of the EM loop (all starts at once, codes
+    # K j + a, padded or segment layout) give sparse_multiclass_e_step / _m_step start by start, to rounding.
+    from noisycal_bayes.core.sparse import (CodedResponses, coded_class_e_step, coded_class_m_step,
+                                            sparse_multiclass_e_step, sparse_multiclass_m_step)
+    from noisycal_bayes.inference._em_loop import padded_class_responses
+    from noisycal_bayes.models.inputs import class_arrays
+    from noisycal_bayes.simulate import simulate_multiclass
+
+    sim = simulate_multiclass(120, 9, 4, accuracy=0.7, labels_per_item=4, repeat_rate=0.2, seed=3)
+    x = class_arrays(sim, "test")
+    J, K, G, S = x.n_annotators, x.n_classes, 2, 3
+    group = (np.arange(x.n_items) % G).astype(np.int32)
+    gold = np.full(x.n_items, -1)
+    gold[:10] = sim.y[:10]
+    x = x._replace(gold=gold)
+    weight = np.random.default_rng(1).exponential(size=x.n_items)
+    item, code, padded, by_code, grp, gld, w = padded_class_responses(x, group, weight)
+    coded = CodedResponses(jnp.asarray(item), jnp.asarray(code), None if layout == "segments" else padded)
+    if layout == "padded":
+        assert padded is not None
+    else:  # the M-step's scatter over the responses sorted by code
+        by = np.argsort(code, kind="stable")
+        by_code = (jnp.asarray(item[by]), jnp.asarray(code[by]))
+    rng = np.random.default_rng(0)
+    C = rng.dirichlet(np.ones(K), size=(S, J, K))
+    pi = rng.dirichlet(np.ones(K), size=(S, G))
+    with x64():
+        ll, T = coded_class_e_step(coded, jnp.asarray(grp), C, pi, jnp.asarray(gld), jnp.asarray(w))
+        C2, pi2 = coded_class_m_step(coded, jnp.asarray(grp), G, J, T, 0.5 * np.ones((K, K)), np.ones(K),
+                                     jnp.asarray(w), by_code)
+        r = (x.item, x.annotator, x.label)
+        for s in range(S):
+            ll_s, T_s = sparse_multiclass_e_step(r, group, C[s], pi[s], gold, weight)
+            np.testing.assert_allclose(ll[s], ll_s, rtol=1e-12)
+            np.testing.assert_allclose(np.asarray(T)[:x.n_items, :, s], T_s, rtol=1e-10, atol=1e-14)
+            Cm, pm = sparse_multiclass_m_step(r, group, G, J, T_s, 0.5 * np.ones((K, K)), np.ones(K), weight)
+            np.testing.assert_allclose(np.asarray(C2)[s], Cm, rtol=1e-10, atol=1e-14)
+            np.testing.assert_allclose(np.asarray(pi2)[s], pm, rtol=1e-10, atol=1e-14)
