@@ -57,8 +57,8 @@ def test_warm_start_errors(sim):
     for init, match in cases:
         with pytest.raises(ValueError, match=match):
             fit_em_multiclass(sim, model="dawid_skene", init=init)
-    with pytest.raises(ValueError, match="`model` must be 'grouped' or 'dawid_skene'"):
-        multiclass_em_estimator(model="pooled")
+    with pytest.raises(ValueError, match="`model` must be 'grouped', 'dawid_skene' or 'pooled'"):
+        multiclass_em_estimator(model="platt")
     with pytest.raises(ValueError, match="`refit_starts`"):
         multiclass_em_estimator(refit_starts=-1)
 
