@@ -58,9 +58,17 @@ def test_write_real_set_keeps_every_label(tmp_path):
     assert info["n_items"] == N_ITEMS and info["synthetic_scores"]
 
 
+#: The NUTS route of `make test` runs on one set of each design (binary and K classes dense, a binary crowd with
+#: repeated labels, a K-class sparse crowd); the others' NUTS runs are marked slow (`make test-all`), and CI's
+#: `make real-data` runs both routes on every set at full size.
+NUTS_IN_MAKE_TEST = ("cifar10n_vehicle", "cifar10n_10class", "zencrowd_us", "cf")
+CASES = [pytest.param(name, route, marks=[pytest.mark.slow] if route == "nuts" and name not in NUTS_IN_MAKE_TEST
+                      else [])
+         for name in REAL_SETS for route in ("em", "nuts")]
+
+
 @needs_data
-@pytest.mark.parametrize("route", ["em", "nuts"])
-@pytest.mark.parametrize("name", list(REAL_SETS))
+@pytest.mark.parametrize("name, route", CASES)
 def test_evaluate_runs_on_every_real_set(name, route, tmp_path, capsys):
     info = write_real_set(name, tmp_path, n_items=N_ITEMS)
     out = tmp_path / "out.json"
