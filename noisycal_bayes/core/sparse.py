@@ -292,6 +292,15 @@ def materialise(table):
     return jnp.zeros_like(flat).at[jnp.arange(flat.size)].add(flat).reshape(table.shape)
 
 
+def _item_sums(table, coded, n_items: int):
+    """Per item, the sum of the table rows of its coded responses, shape (n_items, B): from the padded
+    (item, slot) code matrix when there is one, else a sorted segment sum over the responses."""
+    if coded.padded is not None:
+        return _take_rows(table, coded.padded).sum(axis=1)
+    return jax.ops.segment_sum(_take_rows(table, coded.code), coded.item, num_segments=n_items,
+                               indices_are_sorted=True)
+
+
 def _take_rows(table, index):
     """``table[index]`` for ``table`` (M, B) and integer ``index`` of any shape: shape ``index.shape + (B,)``."""
     b = table.shape[1]
@@ -317,11 +326,7 @@ def coded_e_step(coded: CodedResponses, item_group, totals: SparseTotals, fpr, t
     both = materialise(jnp.concatenate([table, logit_p]))
     table, logit_p = both[:table.shape[0]], both[table.shape[0]:]
     n_items = item_group.shape[0]
-    if coded.padded is not None:
-        x = _take_rows(table, coded.padded).sum(axis=1)
-    else:
-        x = jax.ops.segment_sum(_take_rows(table, coded.code), coded.item, num_segments=n_items,
-                                indices_are_sorted=True)
+    x = _item_sums(table, coded, n_items)
     x = x + _take_rows(logit_p, item_group)
     h, post = _item_terms(x, gold)
     c0 = totals.n_labels - totals.c1
@@ -495,11 +500,7 @@ def coded_class_e_step(coded: CodedResponses, item_group, confusion, prevalence,
     both = jax.lax.optimization_barrier(jnp.concatenate([table, jnp.zeros((1, K * S), table.dtype), logp]))
     table, logp = both[:J * K + 1], both[J * K + 1:]
     n_items = item_group.shape[0]
-    if coded.padded is not None:
-        x = _take_rows(table, coded.padded).sum(axis=1)
-    else:
-        x = jax.ops.segment_sum(_take_rows(table, coded.code), coded.item, num_segments=n_items,
-                                indices_are_sorted=True)
+    x = _item_sums(table, coded, n_items)
     lp = (x + _take_rows(logp, item_group)).reshape(n_items, K, S)
     if gold is not None:
         keep = (gold[:, None] < 0) | (gold[:, None] == jnp.arange(K)[None, :])
