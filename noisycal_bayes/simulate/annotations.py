@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import check_positive_int
-from ..data import AnnotationSet, Channel
+from ..data import AnnotationSet, Channel, MulticlassAnnotationSet
 
 
 def _logit(z):
@@ -129,6 +129,16 @@ class MulticlassSimulation(NamedTuple):
     confusion: np.ndarray
     clean_probs: np.ndarray
 
+    @property
+    def data(self) -> MulticlassAnnotationSet:
+        """The simulated responses and class probabilities as a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`
+        (every item and annotator of the simulation, classes ``0..K-1``), as :attr:`Simulation.data` for two classes.
+        """
+        return MulticlassAnnotationSet.from_responses(self.item, self.annotator, self.label,
+                                                      n_items=self.probs.shape[0],
+                                                      n_annotators=self.confusion.shape[0],
+                                                      n_classes=self.probs.shape[1], probs=self.probs)
+
 
 def _softmax(x):
     x = x - x.max(axis=1, keepdims=True)  # shift out the max: exp never overflows
@@ -223,6 +233,8 @@ def simulate_multiclass(n_items: int, n_annotators: int, n_classes: int, *, conf
     >>> sim = simulate_multiclass(1000, 3, 4, seed=0)
     >>> sim.probs.shape, sim.confusion.shape, int(sim.item.size)
     ((1000, 4), (3, 4, 4), 3000)
+    >>> sim.data.n_items, sim.data.n_classes  # the responses as a MulticlassAnnotationSet
+    (1000, 4)
     >>> conf = sim.probs.max(axis=1)
     >>> bool(sim.clean_probs[np.arange(1000), sim.probs.argmax(axis=1)].mean() < conf.mean())  # overconfident
     True

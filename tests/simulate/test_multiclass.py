@@ -60,3 +60,16 @@ def test_errors():
         simulate_multiclass(10, 2, 2, confusion=np.ones((2, 2, 2)))
     with pytest.raises(ValueError, match="`accuracy` must be"):
         random_confusion(2, 3, accuracy=[0.5, 1.5])
+
+
+def test_data_holds_every_response_item_and_annotator():
+    # A sparse design where the last annotator answers nothing and some items get one label: `data` must
+    # still have every item and annotator of the simulation, and the responses unchanged.
+    sim = simulate_multiclass(200, 6, 3, labels_per_item=1, seed=3)
+    data = sim.data
+    assert (data.n_items, data.n_annotators, data.n_classes) == (200, 6, 3)
+    np.testing.assert_array_equal(data.probs, sim.probs)
+    assert data.vote_counts().sum() == sim.item.size
+    counts = np.zeros((200, 3), dtype=int)
+    np.add.at(counts, (sim.item, sim.label), 1)
+    np.testing.assert_array_equal(data.vote_counts(), counts)
