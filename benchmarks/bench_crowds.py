@@ -778,9 +778,12 @@ def combine(paths, out=None):
     def sections(r):  # the sections a run measured (an interrupted run lists more in its settings)
         return list(dict.fromkeys(row["section"] for row in r["rows"]))
 
+    def parts(r):  # a combined file keeps the runs it was made of
+        return (r["settings"].get("runs")
+                or [{"only": sections(r), "machine": r["machine"], "settings": r["settings"]}])
+
     settings = dict(first["settings"], only=[x for r in runs for x in sections(r)],
-                    spark_crowd=SPARK_CROWD,
-                    runs=[{"only": sections(r), "machine": r["machine"], "settings": r["settings"]} for r in runs])
+                    spark_crowd=SPARK_CROWD, runs=[p for r in runs for p in parts(r)])
     machine_info = dict(first["machine"], load_avg_end=runs[-1]["machine"].get("load_avg_end"),
                         finished_utc=runs[-1]["machine"].get("finished_utc"))
     rows = [row for r in runs for row in r["rows"] if row.get("stage") != "goal"]

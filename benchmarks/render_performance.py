@@ -77,7 +77,7 @@ SECTIONS = [
      "then warm compilation cache), `warm_s` a later call. `em_stopped_by_rule`: the selected start met the stopping "
      "rule before max_iter; `converged` also asks the orientation rule (cf and adult fail it at the ML optimum). "
      "Goal (issues 34, 35): converged on all five and no slower than crowd-kit's DawidSkene at 100 iterations "
-     "(1.7-4.8 s recorded on main 57abeab; crowd-kit is not installed here).",
+     "(measured side by side in the section \"The five public crowds of any K\" of the crowd benchmark below).",
      ["label", "data", "n_classes", "n_labels", "em_stopped_by_rule", "converged", "n_iter", "warm_s", "first_s",
       "accuracy", "loglik"]),
     ("bench_multiclass_nuts", "K classes: NUTS on the CIFAR-10N shape",
@@ -233,6 +233,9 @@ CROWD_SECTIONS = [
     ("gold", "crowd_gold: accuracy against gold and EM time",
      ["data", "stage", "n_annotators", "n_responses", "settings", "starts", "accelerated", "accuracy", "first_call_s", "median_s", "n_iter",
       "accuracy_minus_crowdkit", "crowdkit_over_ours"]),
+    ("crowds", "The five public crowds of any K: accuracy against gold and EM time, beside crowd-kit",
+     ["data", "n_classes", "n_annotators", "n_responses", "n_gold", "stage", "settings", "accuracy", "converged",
+      "n_iter", "first_call_s", "median_s", "crowdkit_100_over_ours", "accuracy_minus_crowdkit_converged"]),
     ("rte", "Pooled NUTS on rte",
      ["stage", "settings", "wall_s", "cpu_s", "load_avg_1min", "r_hat_max", "ess_bulk_min", "ess_tail_min",
       "n_divergent", "n_max_depth", "tree_depth_mean", "leapfrog_per_draw", "step_size_mean", "accuracy"]),
@@ -369,6 +372,9 @@ def render() -> Path:
         notes = (payload.get("settings") or {}).get("notes")
         if notes:
             lines += [""] + [f"- {n}" for n in (notes if isinstance(notes, list) else [notes])]
+        prose = RESULTS / f"{stem}.notes.md"  # hand-written analysis of a run, kept beside its results
+        if prose.exists():
+            lines += ["", prose.read_text().rstrip()]
         lines.append("")
     lines += crowd_lines(load("bench_crowds"))
     if memory is not None:
@@ -381,6 +387,9 @@ def render() -> Path:
         lines += [f"| {k} | {fmt(v.get('peak_extra_mb'))} | {fmt(v.get('seconds'))} |" for k, v in steps.items()]
         lines.append("")
     lines += checks_section(load("bench_checks"))
+    choices = RESULTS / "implementation_choices.notes.md"  # hand-written: measurements behind choices in the code
+    if choices.exists():
+        lines += ["## Implementation choices", "", choices.read_text().strip(), ""]
     lines += gates_section(load("gates_baseline"))
     DOC.write_text("\n".join(lines).rstrip() + "\n")
     return DOC
