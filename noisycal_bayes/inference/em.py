@@ -500,7 +500,6 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                       "maxima lie on the diagonal, even after relabelling the classes: the crowd does not say which "
                       "latent class is which. The highest-likelihood fit is returned; add reliable annotators or gold "
                       "labels."))
-    lj = None
     if path == "patterns":
         lp = _log_joint_patterns(patterns, C)[None, :, :] + np.log(np.clip(pi, 1e-12, 1.0))[:, None, :]
         loglik = float(np.sum(grid * logsumexp_rows(lp.reshape(-1, K)).reshape(grid.shape)))

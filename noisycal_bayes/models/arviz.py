@@ -25,12 +25,6 @@ def _arviz_major() -> int:
         return 1 if not hasattr(az, "InferenceData") else 0
 
 
-def _left_out(n_values) -> None:
-    # stacklevel 4: the user's call of to_arviz (warn <- _left_out <- *_to_arviz <- to_arviz).
-    warnings.warn(f"to_arviz: the per-item log-likelihood would hold {n_values:.3g} values (> {MAX_LOGLIK_VALUES:.0e}); "
-                  "it was left out. Pass log_likelihood=True to build it anyway.", UserWarning, stacklevel=4)
-
-
 def _container(groups: dict, attrs: dict):
     """The groups (name -> ``xarray.Dataset``) with ``attrs`` on each, in the installed ArviZ line's container."""
     import xarray as xr
@@ -71,8 +65,10 @@ def fit_to_arviz(fit, log_likelihood="auto"):
         n_items = len(obs_coords["item"])
         n_values = fit.n_chains * fit.n_draws * n_items
         include = log_likelihood is True or (log_likelihood == "auto" and n_values <= MAX_LOGLIK_VALUES)
-        if log_likelihood == "auto" and not include:
-            _left_out(n_values)
+        if log_likelihood == "auto" and not include:  # stacklevel 3: the user's call of to_arviz
+            warnings.warn(f"to_arviz: the per-item log-likelihood would hold {n_values:.3g} values (> "
+                          f"{MAX_LOGLIK_VALUES:.0e}); it was left out. Pass log_likelihood=True to build it anyway.",
+                          UserWarning, stacklevel=3)
     if include:
         groups["log_likelihood"] = xr.Dataset({"labels": (("chain", "draw", "item"), fit.log_likelihood(per="item"))},
                                               coords={**base, "item": np.arange(n_items)})

@@ -100,8 +100,8 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
         return "sparse", f"{n_repeats} repeated labels (each a response of its own)"
     if classes:
         fits = space <= data.n_items
-        return ("patterns" if fits else "sparse"), (f"(K + 1)^J = {space} possible patterns {'<=' if fits else '>'} "
-                                                    f"{data.n_items} items (patterns {'' if fits else 'do not '}compress)")
+        why = f"(K + 1)^J = {space} possible patterns {'<=' if fits else '>'} {data.n_items} items"
+        return ("patterns", why + " (patterns compress)") if fits else ("sparse", why + " (patterns do not compress)")
     if data.n_annotators > SPARSE_MIN_ANNOTATORS:
         return "sparse", f"{data.n_annotators} annotators > {SPARSE_MIN_ANNOTATORS} (patterns do not compress)"
     return "patterns", f"{data.n_annotators} annotators <= {SPARSE_MIN_ANNOTATORS} (patterns compress)"

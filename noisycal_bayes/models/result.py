@@ -1,31 +1,28 @@
-"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts`` for any number of classes.
-
-Binary fits are ``FitResult`` itself (channels ``fpr``, ``tpr``); K-class fits are its subclasses on confusion matrices
-(:class:`ConfusionFit`: :class:`MulticlassEMFit`, :class:`MulticlassMAPFit`, :class:`MulticlassPosterior`), so
-``isinstance(fit, FitResult)`` holds for every fit. The surface shared by every K (``n_classes``, ``n_annotators``,
-``confusion``, ``prevalence``, ``converged``, ``loglik``, ``clean_label_probability``, ``summary``, ``to_arviz``,
-``repr``) is written once, on :class:`FitResult`; each storage kind supplies its values (:meth:`FitResult._values`) and
-its per-item kernel.
-"""
+"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts`` for any number of classes: binary fits
+are ``FitResult`` itself (channels), K-class fits its subclasses on confusion matrices (:class:`ConfusionFit`). The
+surface every K shares is written once, on :class:`FitResult`; each kind supplies its values and per-item kernel."""
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
 from .._validation import check_positive_int
 from ..core import usable_confusions, x64
 from ..core.channel import MAX_CONDITION
-from ..core.likelihood import logsumexp_rows, rows_class_log_joint
+from ..core.likelihood import class_log_joint, logsumexp_rows, rows_class_log_joint
 from ..core.tables import SparseTable
 from ..data import AnnotationSet, Channel
 from ..data.columns import response_columns
 from ..data.responses import pair_keys, repeated_runs
 from .arviz import fit_to_arviz
-from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs, class_arrays
+from ..data.compress import sparse_table
+from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs, class_arrays, table_args
 
 
 
@@ -55,28 +52,9 @@ def point_dict(model, fpr, tpr, prevalence=None, slope=None, intercept=None) -> 
     return out
 
 
-def _dims_for(model: str) -> dict:
-    dims = {"fpr": ("annotator",), "u": ("annotator",), "tpr": ("annotator",), "gap": ("annotator",)}
-    if model == "platt":
-        dims.update(slope=(), intercept=())
-    else:
-        pdim = PREVALENCE_DIM[model]
-        dims["prevalence"] = () if pdim is None else (pdim,)
-        if model == "monotone":
-            dims["increments"] = ("increment",)
-    return dims
-
-
-
-
 class view:
-    """A computed read-only attribute that a subclass may store as a dataclass field of the same name instead.
-
-    A non-data descriptor (no ``__set__``): a value in the instance's ``__dict__`` wins. ``FitResult`` computes
-    ``prevalence``, ``n_chains``, ... from its channel and draws, while the K-class kinds store them (a ``property``
-    would refuse the dataclass ``__init__``'s assignment). A subclass field of such a name is declared ``= field()`` so
-    that the descriptor is not taken as its default.
-    """
+    """A computed read-only attribute that a subclass may store as a dataclass field (declared ``= field()``) instead:
+    a non-data descriptor, so a value in the instance's ``__dict__`` wins (a ``property`` would refuse it)."""
 
     def __init__(self, fget):
         self.fget, self.__doc__ = fget, fget.__doc__
@@ -227,7 +205,12 @@ class FitResult(ChannelAccess):
     @property
     def dims(self) -> dict:
         """Trailing dimension names of each variable in ``draws`` / ``point`` (after ``chain, draw``)."""
-        return _dims_for(self.model)
+        dims = {"fpr": ("annotator",), "u": ("annotator",), "tpr": ("annotator",), "gap": ("annotator",)}
+        if self.model == "platt":
+            return {**dims, "slope": (), "intercept": ()}
+        pdim = PREVALENCE_DIM[self.model]
+        dims["prevalence"] = () if pdim is None else (pdim,)
+        return {**dims, "increments": ("increment",)} if self.model == "monotone" else dims
 
     @property
     def coords(self) -> dict:
@@ -407,15 +390,15 @@ class FitResult(ChannelAccess):
         return self._per_draw(rows)
 
     def _samples(self, names=None) -> dict:
-        """The variables (those in ``names``) with one leading sample axis: the draws, chains flattened, or the
-        estimate."""
+        """The variables (those in ``names``) with a leading sample axis: draws (chains flattened) or the estimate."""
         if self.draws is not None:
             return {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items() if names is None or k in names}
         return {k: np.asarray(v)[None] for k, v in self.point.items() if names is None or k in names}
 
     def _per_draw(self, values):
         """Values with one leading sample axis as (n_chains, n_draws, ...), or the estimate's without it."""
-        return values[0] if self.draws is None else values.reshape((self.n_chains, self.n_draws) + values.shape[1:])
+        values = np.asarray(values)
+        return values[0] if not self.n_chains else values.reshape((self.n_chains, self.n_draws) + values.shape[1:])
 
     def _gold(self):
         """Known clean labels (n_items,) with -1 unknown, or None: carried by the inputs (pooled fits and the sparse
@@ -451,11 +434,9 @@ class FitResult(ChannelAccess):
         Notes
         -----
         Bayes' rule with the latent label's prior ``pi_{g(i)}`` (or ``m(z_i)`` for Platt). Binary:
-        ``sigmoid(log pi + l1 - log(1 - pi) - l0)`` (:func:`noisycal_bayes.core.posterior_positive`), evaluated per
-        compressed row and expanded to items; drawing ``Y_i ~ Bernoulli`` of these, draw by draw, gives posterior
-        draws of the clean labels (e.g. for the sample oracle ECE). K classes: ``softmax_y(log pi_{g(i), y} + sum_r
-        log C[j_r, y, a_r])`` (:func:`noisycal_bayes.core.likelihood.rows_class_log_joint`). Items with a gold label
-        get that label: it is observed.
+        ``sigmoid(log pi + l1 - log(1 - pi) - l0)`` (:func:`noisycal_bayes.core.posterior_positive`) per compressed
+        row; K classes: ``softmax_y(log pi_{g(i), y} + sum_r log C[j_r, y, a_r])``
+        (:func:`noisycal_bayes.core.likelihood.rows_class_log_joint`). Gold items get their (observed) label.
         """
         return self._item_values("posterior", data, max_values=max_values, max_draws=max_draws)
 
@@ -565,8 +546,7 @@ class FitResult(ChannelAccess):
         The sampler is NumPyro's NUTS kernel driven by a cached compiled program, not ``numpyro.infer.MCMC``,
         so ``az.from_numpyro`` does not apply; and ``from_numpyro``'s automatic log-likelihood would be
         meaningless here anyway (the likelihood enters through ``numpyro.factor`` on compressed counts,
-        ENVIRONMENT.md). The groups are built as ``xarray.Dataset`` objects and wrapped in the container
-        of the installed ArviZ line, so the same code serves ArviZ 0.23 (Python 3.11) and 1.x (Python >= 3.12).
+        ENVIRONMENT.md). The same code serves ArviZ 0.23 (Python 3.11) and 1.x (Python >= 3.12).
 
         Raises
         ------
@@ -737,7 +717,7 @@ class ConfusionFit(FitResult):
 
     def _item_values(self, what: str, data, *, max_values, max_draws):
         """The K-class kernel: ``log P(A_i)`` per draw (``what="loglik"``, shape (n_samples, n_items)) or the
-        clean-label posterior averaged over the (thinned) draws (shape (n_items, K)), in NumPy float64."""
+        clean-label posterior averaged over the (thinned) draws (shape (n_items, K)), in float64."""
         func = "log_likelihood" if what == "loglik" else "clean_label_probability"
         n = int(np.shape(self.groups)[0])
         if data is not None:
@@ -756,14 +736,17 @@ class ConfusionFit(FitResult):
             conf, prev = conf[pick], prev[pick]
         if max_values is not None and conf.shape[0] * n > max_values:
             raise ValueError(f"the result would have {conf.shape[0] * n} values (> max_values={max_values}).")
-        group, out = np.asarray(self.groups), []
+        group = np.asarray(self.groups)
         with np.errstate(divide="ignore"):  # a floor of 0 (MAP): log 0 = -inf, as the fit's own likelihood
-            for c, p in zip(conf, prev):
-                lj = rows_class_log_joint(item, ann, lab, n, group, gold, np.log(np.clip(c, self.LOG_FLOOR, 1.0)),
-                                          np.log(np.clip(p, self.LOG_FLOOR, 1.0)))
-                total = logsumexp_rows(lj)
-                out.append(total if what == "loglik" else np.exp(lj - total[:, None]))
-        return np.stack(out) if what == "loglik" else sum(out) / len(out)
+            log_c, log_p = np.log(np.clip(conf, self.LOG_FLOOR, 1.0)), np.log(np.clip(prev, self.LOG_FLOOR, 1.0))
+        if conf.shape[0] > 1:  # draws: one compiled scan (XLA fuses the passes a NumPy loop makes draw by draw)
+            table = sparse_table(item, ann, lab, group, gold)
+            with x64():
+                return np.asarray(_class_draw_values(table_args(table), log_c, log_p, loglik=what == "loglik"))
+        # One estimate: NumPy, nothing to compile.
+        lj = rows_class_log_joint(item, ann, lab, n, group, gold, log_c[0], log_p[0])
+        total = logsumexp_rows(lj)
+        return total[None] if what == "loglik" else np.exp(lj - total[:, None])
 
 
 @dataclass(frozen=True, eq=False, kw_only=True, repr=False)
@@ -786,19 +769,14 @@ class MulticlassEMFit(_ConfusionEstimate):
 
     Attributes
     ----------
-    confusion, prevalence, groups, classes, model
-        As in :class:`ConfusionFit`.
-    n_groups : int
+    confusion, prevalence, groups, classes, model ({"grouped", "dawid_skene", "pooled"}), n_groups, n_iter, warnings
+        As in :class:`ConfusionFit` and :class:`FitResult`.
     log_likelihood : float
-        At the estimate (without the prior's log density for MAP; gold items: ``log p(Y = gold, A)``); also
-        ``loglik``.
-    n_iter : int
+        At the estimate (without the prior's log density for MAP; gold items: ``log p(Y = gold, A)``); = ``loglik``.
     converged : bool
         The selected start converged and satisfies the orientation rule.
-    path : {"patterns", "sparse"}
-    model : {"grouped", "dawid_skene", "pooled"}
-    warnings : tuple of str
-        The texts of the warnings issued by the fit.
+    path, path_reason, groups_reason : str
+        ``"patterns"`` or ``"sparse"``, and why that path and those groups.
     objective : float
         Log-likelihood plus the Dirichlet log-kernels (equals ``log_likelihood`` without a prior).
     start_logliks : ndarray of shape (n_starts_total,)
@@ -806,8 +784,6 @@ class MulticlassEMFit(_ConfusionEstimate):
     selected_start : int
     loglik_trace : ndarray
         Objective at the start and after each iteration of the selected start.
-    path_reason : str
-    groups_reason : str
     label_permutation : tuple or None
         The relabelling applied to the selected start (rule K3), ``None`` when none was needed.
     prior : tuple of ndarray or None
@@ -834,13 +810,10 @@ class MulticlassMAPFit(_ConfusionEstimate):
 
     Attributes
     ----------
-    confusion, prevalence, groups, n_groups, log_likelihood, n_iter, path, model, classes
-        As in :class:`MulticlassEMFit`.
+    confusion, prevalence, groups, n_groups, log_likelihood, n_iter, path, model, classes, warnings
+        As in :class:`MulticlassEMFit`; ``converged``: the EM stopping rule was met within ``max_iter``.
     log_posterior : float
         ``log p(A | theta) + log p(theta)`` in simplex coordinates (up to the Dirichlet normalisers).
-    converged : bool
-        The EM stopping rule was met within ``max_iter``.
-    warnings : tuple of str
     """
 
     method: str = "map"
@@ -891,14 +864,11 @@ class MulticlassPosterior(ConfusionFit):
     extra_draws: dict = field(default_factory=dict)
     LOG_FLOOR = 1e-300
 
-    def _chain_draw(self, x):
-        return np.asarray(x).reshape((self.n_chains, self.n_draws) + np.shape(x)[1:])
-
     def _values(self) -> tuple[dict, bool]:
         out = {"confusion": self.confusion, "prevalence": self.prevalence}
         if self.population_confusion is not None:
             out["population_confusion"] = self.population_confusion
-        return {name: self._chain_draw(v) for name, v in {**out, **self.extra_draws}.items()}, True
+        return {name: self._per_draw(v) for name, v in {**out, **self.extra_draws}.items()}, True
 
     def _diagnostics_table(self) -> pd.DataFrame | None:
         return self.diagnostics_table
@@ -914,4 +884,20 @@ class MulticlassPosterior(ConfusionFit):
         """Per-item log-likelihood of every draw, shape (n_chains, n_draws, n_items) (``per="item"`` only)."""
         if per != "item":
             raise ValueError(f"`per` must be 'item' for a K-class posterior (its rows are the items); got {per!r}.")
-        return self._chain_draw(self._item_values("loglik", None, max_values=max_values, max_draws=None))
+        return self._per_draw(self._item_values("loglik", None, max_values=max_values, max_draws=None))
+
+
+@partial(jax.jit, static_argnames="loglik")
+def _class_draw_values(args, log_conf, log_prev, *, loglik: bool):
+    """Per draw ``log P(A_i)`` (n_draws, n_items) (``loglik``), else the mean over draws of ``P(Y_i = y | A_i)``
+    (n_items, K), on a :class:`~noisycal_bayes.core.tables.SparseTable`'s arrays (:func:`class_log_joint`)."""
+    table = SparseTable(*args)
+
+    def step(acc, theta):
+        lj = class_log_joint(table, *theta)
+        total = jax.nn.logsumexp(lj, axis=-1)
+        return (acc if loglik else acc + jnp.exp(lj - total[:, None])), (total if loglik else None)
+
+    acc, rows = jax.lax.scan(step, jnp.zeros((table.item_group.shape[0], log_conf.shape[-1]), log_conf.dtype),
+                             (log_conf, log_prev))
+    return rows if loglik else acc / log_conf.shape[0]

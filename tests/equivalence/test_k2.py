@@ -428,10 +428,11 @@ def class_data(n, n_ann, k, seed, **kw):
 
 
 def brute_force_posterior(data, groups, confusion, prevalence):
-    """``P(Y_i = y | A_i)`` by a plain loop over items: ``pi[g_i, y] prod_r C[j_r, y, a_r]``, normalised (an
-    implementation independent of the package's kernels)."""
+    """``P(Y_i = y | A_i)`` by a plain loop over items: ``pi[g_i, y] prod_r C[j_r, y, a_r]``, normalised, with the
+    EM's floor of 1e-12 on every probability (an implementation independent of the package's kernels)."""
     item, ann, lab = (np.asarray(v) for v in data.responses)
-    post = np.array(prevalence, dtype=np.float64)[np.asarray(groups)]
+    confusion = np.clip(confusion, 1e-12, 1.0)
+    post = np.clip(np.array(prevalence, dtype=np.float64), 1e-12, 1.0)[np.asarray(groups)]
     for i, j, a in zip(item, ann, lab):
         post[i] *= confusion[j, :, a]
     return post / post.sum(axis=1, keepdims=True)
@@ -459,7 +460,7 @@ def test_fit_em_returns_a_fit_result_for_every_k(binary_sim, k):
     else:
         assert post.shape == (data.n_items, k)
         np.testing.assert_allclose(post, brute_force_posterior(data, fit.groups, fit.confusion, fit.prevalence),
-                                   rtol=1e-9, atol=1e-12)  # the 1e-12 floor inside the logs: no cell is below it here
+                                   rtol=1e-9, atol=1e-15)
         assert fit.prevalence.shape == (fit.n_groups, k)
         assert fit.loglik == fit.log_likelihood
     table = fit.summary()
@@ -550,8 +551,8 @@ def test_map_and_nuts_return_fit_results_with_the_old_per_class_answers():
     assert sorted(idata["observed_data"].data_vars) == ["gold", "group", "labels", "response_annotator",
                                                         "response_item"]
     assert idata["log_likelihood"]["labels"].dims == ("chain", "draw", "item")
-    summary = post.summary()  # r_hat / ESS matched by (variable, index): finite for every scalar
-    assert len(summary) == 3 * 9 + 3 and summary[["r_hat", "ess_bulk"]].notna().all().all()
+    summary = post.summary()  # ESS matched by (variable, index): finite for every scalar (R-hat: NaN, one chain)
+    assert len(summary) == 3 * 9 + 3 and summary["ess_bulk"].notna().all() and "r_hat" in summary
     assert repr(post).startswith("MulticlassPosterior(model='dawid_skene', method='nuts', n_annotators=3, ")
     back = pickle.loads(pickle.dumps(post))
     assert isinstance(back, MulticlassPosterior)
