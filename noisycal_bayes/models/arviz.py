@@ -16,26 +16,18 @@ import numpy as np
 MAX_LOGLIK_VALUES = 50_000_000
 
 
-def _arviz_major() -> int:
-    import arviz as az
-
-    try:
-        return int(str(az.__version__).split(".")[0])
-    except ValueError:  # pragma: no cover - unusual version strings
-        return 1 if not hasattr(az, "InferenceData") else 0
-
-
 def _container(groups: dict, attrs: dict):
     """The groups (name -> ``xarray.Dataset``) with ``attrs`` on each, in the installed ArviZ line's container."""
+    import arviz as az
     import xarray as xr
 
     for ds in groups.values():
         ds.attrs.update(attrs)
-    if _arviz_major() >= 1:
-        return xr.DataTree.from_dict(groups)
-    import arviz as az
-
-    return az.InferenceData(**groups)
+    try:
+        major = int(str(az.__version__).split(".")[0])
+    except ValueError:  # pragma: no cover - unusual version strings
+        major = 1 if not hasattr(az, "InferenceData") else 0
+    return xr.DataTree.from_dict(groups) if major >= 1 else az.InferenceData(**groups)
 
 
 def fit_to_arviz(fit, log_likelihood="auto"):

@@ -26,8 +26,6 @@ from .result import FitResult, channel_from, point_dict
 
 #: Models with a closed-form M-step (the others go to ``fit_map`` or ``fit_nuts``).
 EM_MODELS = ("dawid_skene", "grouped", "histogram")
-#: Values of ``path``: compressed (group, pattern) counts, or sparse responses with segment sums.
-EM_PATHS = PATHS
 #: ``path="auto"`` takes the sparse path above this many annotators: with J annotators a group has up to
 #: 3**J patterns, and beyond about a dozen sparse crowds rarely repeat a pattern, so compression stops paying
 #: (each distinct row costs J cells against one cell per response on the sparse path).
@@ -57,7 +55,7 @@ class CavityPairs(NamedTuple):
 
 
 def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
-    """``(path, reason)``: the EM path for ``data`` (``path`` one of :data:`EM_PATHS`) and why, for any K.
+    """``(path, reason)``: the EM path for ``data`` (``path``: compressed counts or sparse responses) and why, any K.
 
     ``"auto"``: ``"sparse"`` when there are gold labels (observed clean labels, handled per item), repeated labels
     (each a response of its own: a pattern row holds one label per annotator) or when patterns do not compress:
@@ -65,8 +63,8 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
     (:class:`~noisycal_bayes.models.inputs.ClassData`) with more possible patterns ``(K + 1)^J`` than items;
     otherwise ``"patterns"``. SufficientStats always take the pattern path (they hold no responses).
     """
-    if path not in EM_PATHS:
-        raise ValueError(f"{func}: `path` must be one of {list(EM_PATHS)}; got {path!r}.")
+    if path not in PATHS:
+        raise ValueError(f"{func}: `path` must be one of {list(PATHS)}; got {path!r}.")
     stats, classes = isinstance(data, SufficientStats), isinstance(data, ClassData)
     gold = None if stats else getattr(data, "gold", None)
     n_gold = 0 if gold is None else int(np.sum(np.asarray(gold) >= 0))

@@ -25,7 +25,6 @@ from ..data.compress import sparse_table
 from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs, class_arrays, table_args
 
 
-
 def channel_from(fpr, tpr, annotator_ids=None, *, orientation: str = "every") -> Channel:
     """A Channel from estimated rates (rounding excursions beyond [0, 1] clipped); ``orientation`` as in Channel."""
     return Channel(np.clip(np.asarray(fpr, dtype=np.float64), 0.0, 1.0),
@@ -180,8 +179,7 @@ class FitResult(ChannelAccess):
         return len(self.annotator_ids) if conf is None else int(np.shape(conf)[-3])
 
     def _values(self) -> tuple[dict, bool]:
-        """``(values, per_draw)``: every variable by name, with leading (chain, draw) axes when ``per_draw``, else the
-        estimate (``point``). What :meth:`summary` and :meth:`to_arviz` read, for any storage kind."""
+        """``(values, per_draw)``: the variables, with (chain, draw) axes when ``per_draw``, else the estimate."""
         return (self.point, False) if self.draws is None else (self.draws, True)
 
     def _diagnostics_table(self) -> pd.DataFrame | None:
@@ -344,9 +342,6 @@ class FitResult(ChannelAccess):
         same formula the sampler used: ``log p(A_i) = logaddexp(log(1 - pi_i) + l0_i, log pi_i + l1_i)``.
         Items with a gold label ``g`` (``inputs.gold``) give ``log P(Y_i = g, A_i)``, as in the fit.
         """
-        import jax
-
-        from ..core import x64
         from . import MODELS
         from numpyro.handlers import substitute, trace
 
@@ -463,10 +458,7 @@ class FitResult(ChannelAccess):
 
     def _pattern_posterior(self, n_samples: int) -> np.ndarray:
         """``P(Y_i = 1 | A_i)`` of shape (n_samples, n_items) from the compressed inputs, without gold labels."""
-        import jax
-        import jax.numpy as jnp
-
-        from ..core import posterior_positive, x64
+        from ..core import posterior_positive
 
         src, inp = self._samples(), self.inputs
         with x64():
@@ -490,9 +482,6 @@ class FitResult(ChannelAccess):
     def _sparse_item_values(self, what: str, *, per: str, max_values):
         """Per-item log-likelihood or ``P(Y_i = 1 | A_i)`` of a fit on sparse responses, at every draw
         (bootstrap) or at the estimate, by :mod:`noisycal_bayes.core.sparse` (gold items: their known label)."""
-        import jax
-
-        from ..core import x64
         from ..core.sparse import sparse_e_step, sparse_item_loglik
         from ..core.tables import Responses
 
@@ -668,9 +657,7 @@ class ConfusionFit(FitResult):
         Class names; index ``k`` <-> ``classes[k]``.
     model : str
     method : {"em", "map", "nuts"}
-
-    The binary fields of :class:`FitResult` keep their defaults: ``channel`` is None (so ``fpr``, ``tpr`` and
-    ``gap`` are None), as are ``inputs`` and ``draws``.
+        The binary fields of :class:`FitResult` keep their defaults: ``channel``, ``fpr``, ``inputs``... are None.
     """
 
     confusion: np.ndarray = field()
@@ -818,8 +805,7 @@ class MulticlassMAPFit(_ConfusionEstimate):
 
     method: str = "map"
     log_posterior: float = np.nan
-    #: No floor: the mode's own likelihood (its Dirichlet prior keeps the cells positive).
-    LOG_FLOOR = 0.0
+    LOG_FLOOR = 0.0  # no floor: the mode's own likelihood (its Dirichlet prior keeps the cells positive)
 
 
 @dataclass(frozen=True, eq=False, kw_only=True, repr=False)
