@@ -726,7 +726,7 @@ class ConfusionFit(FitResult):
         group = np.asarray(self.groups)
         with np.errstate(divide="ignore"):  # a floor of 0 (MAP): log 0 = -inf, as the fit's own likelihood
             log_c, log_p = np.log(np.clip(conf, self.LOG_FLOOR, 1.0)), np.log(np.clip(prev, self.LOG_FLOOR, 1.0))
-        if conf.shape[0] > 1:  # draws: one compiled scan (XLA fuses the passes a NumPy loop makes draw by draw)
+        if conf.shape[0] > 1:  # draws: one compiled scan, several times a NumPy loop's speed (docs/performance.md)
             table = sparse_table(item, ann, lab, group, gold)
             with x64():
                 return np.asarray(_class_draw_values(table_args(table), log_c, log_p, loglik=what == "loglik"))
