@@ -33,9 +33,9 @@ from ..core import usable_confusions
 from ..core.tables import Responses
 from ..data.binning import Binning
 from ..data.compress import class_pattern_grid
-from ..models.em_result import (choose_class_path, em_result, prepare_em, soft_counts, sparse_args as _sparse_args,
+from ..models.em_result import (choose_path, em_result, prepare_em, soft_counts, sparse_args as _sparse_args,
                                 unusable_message)
-from ..models.inputs import (ClassData, class_arrays, class_log_joint_items, prepare_inputs, repeat_count,
+from ..models.inputs import (ClassData, class_arrays, class_log_joint_items, prepare_inputs,
                              resolve_assignment, resolve_class_groups)
 from ..models.priors import dirichlet_prior_counts, em_prior_counts
 from ..models.result import FitResult, MulticlassEMFit, point_dict
@@ -436,7 +436,6 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                          f"got {model!r}.")
     group, G, groups_reason = resolve_class_groups(model, groups, n_items=x.n_items, n_classes=K, probs=x.probs,
                                                    func=func)
-    n_rep = repeat_count(x.item, x.annotator, J)
     if weights is not None:
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != (x.n_items,) or not np.all(np.isfinite(weights)) or (weights < 0).any():
@@ -446,7 +445,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
             raise ValueError(f"{func}: path='patterns' does not take item `weights`; use path='sparse' or 'auto'.")
         path, path_reason = "sparse", "item weights"
     else:
-        path, path_reason = choose_class_path(x, path, n_rep, func)
+        path, path_reason = choose_path(x, path, func)
     # "auto": SQUAREM after PLAIN_STEPS plain iterations on the sparse path (fits that plain EM settles by then keep
     # its result); a warm refit (`init`, the bootstrap's) stays plain: from the fit it converges in a few steps.
     accelerated = _resolve_accelerate(accelerate, path == "sparse" and (init is None or accelerate is True),
@@ -501,7 +500,6 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                       "maxima lie on the diagonal, even after relabelling the classes: the crowd does not say which "
                       "latent class is which. The highest-likelihood fit is returned; add reliable annotators or gold "
                       "labels."))
-    lj = None
     if path == "patterns":
         lp = _log_joint_patterns(patterns, C)[None, :, :] + np.log(np.clip(pi, 1e-12, 1.0))[:, None, :]
         loglik = float(np.sum(grid * logsumexp_rows(lp.reshape(-1, K)).reshape(grid.shape)))

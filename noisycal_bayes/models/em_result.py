@@ -18,15 +18,14 @@ from ..core.channel import MAX_CONDITION
 from ..core.starts import all_failed_message, check_orientation, small_gap_message, unconverged_message
 from ..data.design import check_design, check_prevalence_spread, require_two_annotators
 from ..data.outofcore import SufficientStats
-from .inputs import PATHS, check_data, check_model, prepare_inputs, resolve_assignment, sparse_inputs
+from .inputs import (PATHS, ClassData, check_data, check_model, prepare_inputs, repeat_count, resolve_assignment,
+                     sparse_inputs)
 from ..warnings import ConvergenceWarning, SmallGapWarning
 from .result import FitResult, channel_from, point_dict
 
 
 #: Models with a closed-form M-step (the others go to ``fit_map`` or ``fit_nuts``).
 EM_MODELS = ("dawid_skene", "grouped", "histogram")
-#: Values of ``path``: compressed (group, pattern) counts, or sparse responses with segment sums.
-EM_PATHS = PATHS
 #: ``path="auto"`` takes the sparse path above this many annotators: with J annotators a group has up to
 #: 3**J patterns, and beyond about a dozen sparse crowds rarely repeat a pattern, so compression stops paying
 #: (each distinct row costs J cells against one cell per response on the sparse path).
@@ -56,21 +55,26 @@ class CavityPairs(NamedTuple):
 
 
 def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
-    """``(path, reason)``: the EM path for ``data`` (``path`` one of :data:`EM_PATHS`) and why.
+    """``(path, reason)``: the EM path for ``data`` (``path``: compressed counts or sparse responses) and why, any K.
 
-    ``"auto"``: ``"sparse"`` when there are gold labels (observed latent labels, handled per item), repeated
-    labels (``n_responses`` above the observed cells) or more than :data:`SPARSE_MIN_ANNOTATORS` annotators;
-    otherwise ``"patterns"``. SufficientStats always take the
-    pattern path (they hold no responses).
+    ``"auto"``: ``"sparse"`` when there are gold labels (observed clean labels, handled per item), repeated labels
+    (each a response of its own: a pattern row holds one label per annotator) or when patterns do not compress:
+    binary data with more than :data:`SPARSE_MIN_ANNOTATORS` annotators, K-class data
+    (:class:`~noisycal_bayes.models.inputs.ClassData`) with more possible patterns ``(K + 1)^J`` than items;
+    otherwise ``"patterns"``. SufficientStats always take the pattern path (they hold no responses).
     """
-    if path not in EM_PATHS:
-        raise ValueError(f"{func}: `path` must be one of {list(EM_PATHS)}; got {path!r}.")
-    stats = isinstance(data, SufficientStats)
+    if path not in PATHS:
+        raise ValueError(f"{func}: `path` must be one of {list(PATHS)}; got {path!r}.")
+    stats, classes = isinstance(data, SufficientStats), isinstance(data, ClassData)
     gold = None if stats else getattr(data, "gold", None)
     n_gold = 0 if gold is None else int(np.sum(np.asarray(gold) >= 0))
-    # Repeated labels (one annotator, one item, several responses) exist only as responses: a pattern row holds
-    # one label per annotator, so they need the sparse path.
-    n_repeats = 0 if stats else _repeated_responses(data)
+    observed = "observed clean labels" if classes else "observed latent labels"
+    n_repeats = 0  # counted on the responses, never on a dense (items x annotators) mask (1e6 x 1e4: 10 GB)
+    if classes:
+        n_repeats = repeat_count(data.item, data.annotator, data.n_annotators)
+    elif getattr(data, "has_repeats", False):  # (SufficientStats hold none)
+        n_repeats = repeat_count(*data.responses[:2], data.n_annotators)
+    space = (data.n_classes + 1) ** data.n_annotators if classes else 0  # Python ints: exact for a crowd
     if path == "sparse":
         if stats:
             raise ValueError(f"{func}: path='sparse' needs an AnnotationSet; SufficientStats hold compressed counts only.")
@@ -80,28 +84,25 @@ def choose_path(data, path: str, func: str = "fit_em") -> tuple[str, str]:
             raise ValueError(f"{func}: path='patterns' holds one label per (item, annotator); these data have "
                              f"{n_repeats} repeated labels. Use path='sparse' or 'auto'.")
         if n_gold:
-            raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels (observed latent labels "
-                             "enter item by item); use path='sparse' or 'auto'.")
+            raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels ({observed} enter item by "
+                             "item); use path='sparse' or 'auto'.")
+        if space > 2**62:
+            raise ValueError(f"{func}: path='patterns' needs (K + 1)^J < 2^62 pattern codes; got (K + 1)^J = "
+                             f"{data.n_classes + 1}^{data.n_annotators}. Use path='sparse'.")
         return "patterns", "requested"
     if stats:
         return "patterns", "SufficientStats (compressed counts)"
     if n_gold:
-        return "sparse", f"{n_gold} gold labels (observed latent labels)"
+        return "sparse", f"{n_gold} gold labels ({observed})"
     if n_repeats > 0:
         return "sparse", f"{n_repeats} repeated labels (each a response of its own)"
+    if classes:
+        fits = space <= data.n_items
+        why = f"(K + 1)^J = {space} possible patterns {'<=' if fits else '>'} {data.n_items} items"
+        return ("patterns", why + " (patterns compress)") if fits else ("sparse", why + " (patterns do not compress)")
     if data.n_annotators > SPARSE_MIN_ANNOTATORS:
         return "sparse", f"{data.n_annotators} annotators > {SPARSE_MIN_ANNOTATORS} (patterns do not compress)"
     return "patterns", f"{data.n_annotators} annotators <= {SPARSE_MIN_ANNOTATORS} (patterns compress)"
-
-
-def _repeated_responses(data) -> int:
-    """Responses that repeat the (item, annotator) pair before them: O(n_responses) on the sorted triples, never
-    the dense ``observed`` mask (1 million items x 10,000 annotators would be 10 GB)."""
-    if not getattr(data, "has_repeats", False):
-        return 0
-    item, ann, _ = data.responses
-    item, ann = np.asarray(item), np.asarray(ann)
-    return int(np.count_nonzero((item[1:] == item[:-1]) & (ann[1:] == ann[:-1])))
 
 
 def prepare_em(data, *, model: str, groups, n_starts, seed, max_iter, tol, min_gap, starts, func: str = "fit_em",
@@ -544,35 +545,6 @@ def soft_counts(inputs, fpr, tpr, prevalence):
 
 
 # ------------------------------------------------------------------------------------------------ K classes
-def choose_class_path(x, path: str, n_repeats: int, func: str):
-    """``(path, reason)`` of the K-class EM for :class:`~noisycal_bayes.models.inputs.ClassData` ``x``: ``"sparse"``
-    with gold labels, repeated labels, or more possible patterns ``(K + 1)^J`` than items; else ``"patterns"``."""
-    if path not in EM_PATHS:
-        raise ValueError(f"{func}: `path` must be one of {list(EM_PATHS)}; got {path!r}.")
-    n_gold = 0 if x.gold is None else int(np.sum(x.gold >= 0))
-    space = (x.n_classes + 1) ** x.n_annotators
-    if path == "sparse":
-        return "sparse", "requested"
-    if path == "patterns":
-        if n_repeats:
-            raise ValueError(f"{func}: path='patterns' holds one label per (item, annotator); these data have "
-                             f"{n_repeats} repeated labels. Use path='sparse' or 'auto'.")
-        if n_gold:
-            raise ValueError(f"{func}: path='patterns' cannot use the {n_gold} gold labels (observed clean labels "
-                             "enter item by item); use path='sparse' or 'auto'.")
-        if space > 2**62:  # Python ints: exact (a float overflows for a crowd)
-            raise ValueError(f"{func}: path='patterns' needs (K + 1)^J < 2^62 pattern codes; got (K + 1)^J = "
-                             f"{x.n_classes + 1}^{x.n_annotators}. Use path='sparse'.")
-        return "patterns", "requested"
-    if n_gold:
-        return "sparse", f"{n_gold} gold labels (observed clean labels)"
-    if n_repeats:
-        return "sparse", f"{n_repeats} repeated labels (each a response of its own)"
-    if space > x.n_items:
-        return "sparse", f"(K + 1)^J = {space} possible patterns > {x.n_items} items (patterns do not compress)"
-    return "patterns", f"(K + 1)^J = {space} possible patterns <= {x.n_items} items (patterns compress)"
-
-
 def unusable_message(func: str, annotators) -> str:
     """The SmallGapWarning text for the annotators (indices) whose fitted confusion matrix is near singular."""
     return (f"{func}: annotators {_preview(annotators)} have a near-singular fitted confusion matrix (condition number "

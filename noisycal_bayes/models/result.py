@@ -1,5 +1,6 @@
-"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts``; the K-class fits' results
-(:class:`ConfusionFit` and its kinds: ``fit_em_multiclass``, ``fit_map_multiclass``, ``fit_nuts_multiclass``)."""
+"""`FitResult`: the one result type of ``fit_em``, ``fit_map`` and ``fit_nuts`` for any number of classes: binary fits
+are ``FitResult`` itself (channels), K-class fits its subclasses on confusion matrices (:class:`ConfusionFit`). The
+surface every K shares is written once, on :class:`FitResult`; each kind supplies its values and per-item kernel."""
 from __future__ import annotations
 
 import warnings
@@ -14,15 +15,14 @@ import pandas as pd
 from .._validation import check_positive_int
 from ..core import usable_confusions, x64
 from ..core.channel import MAX_CONDITION
-from ..core.likelihood import class_log_joint, logsumexp_rows, multiclass_loglik_rows
+from ..core.likelihood import class_log_joint, logsumexp_rows, rows_class_log_joint
 from ..core.tables import SparseTable
 from ..data import AnnotationSet, Channel
 from ..data.columns import response_columns
 from ..data.responses import pair_keys, repeated_runs
-from .arviz import confusion_to_arviz, fit_to_arviz
-from .inputs import (PREVALENCE_DIM, GroupAssignment, ModelInputs, check_class_data, class_arrays, class_log_joint_items,
-                     sorted_responses, table_args)
-
+from .arviz import fit_to_arviz
+from ..data.compress import sparse_table
+from .inputs import PREVALENCE_DIM, GroupAssignment, ModelInputs, class_arrays, table_args
 
 
 def channel_from(fpr, tpr, annotator_ids=None, *, orientation: str = "every") -> Channel:
@@ -51,18 +51,15 @@ def point_dict(model, fpr, tpr, prevalence=None, slope=None, intercept=None) -> 
     return out
 
 
-def _dims_for(model: str) -> dict:
-    dims = {"fpr": ("annotator",), "u": ("annotator",), "tpr": ("annotator",), "gap": ("annotator",)}
-    if model == "platt":
-        dims.update(slope=(), intercept=())
-    else:
-        pdim = PREVALENCE_DIM[model]
-        dims["prevalence"] = () if pdim is None else (pdim,)
-        if model == "monotone":
-            dims["increments"] = ("increment",)
-    return dims
+class view:
+    """A computed read-only attribute that a subclass may store as a dataclass field (declared ``= field()``) instead:
+    a non-data descriptor, so a value in the instance's ``__dict__`` wins (a ``property`` would refuse it)."""
 
+    def __init__(self, fget):
+        self.fget, self.__doc__ = fget, fget.__doc__
 
+    def __get__(self, obj, owner=None):
+        return self if obj is None else self.fget(obj)
 
 
 class ChannelAccess:
@@ -154,11 +151,64 @@ class FitResult(ChannelAccess):
     settings: dict = field(default_factory=dict)
     details: dict = field(default_factory=dict, repr=False)
 
+    # ------------------------------------------------------------------ the surface of every K
+    @view
+    def classes(self) -> tuple:
+        """Class names, index ``k`` <-> ``classes[k]``: ``(0, 1)`` for a binary fit."""
+        return (0, 1)
+
+    @property
+    def n_classes(self) -> int:
+        """K, the number of classes (2 for a binary fit)."""
+        conf = self.confusion
+        return 2 if conf is None else int(np.shape(conf)[-1])
+
+    @view
+    def confusion(self) -> np.ndarray | None:
+        """Confusion matrices ``C[j, y, a] = P(A_j = a | Y = y)``, shape (n_annotators, K, K).
+
+        Binary fits: ``[[1 - fpr, fpr], [1 - tpr, tpr]]`` of ``channel`` (the estimate, or the posterior mean for
+        NUTS; None without a channel). K-class kinds store theirs: the estimate, or the draws (n_draws_total,
+        n_annotators, K, K) of :class:`MulticlassPosterior`.
+        """
+        return None if self.channel is None else self.channel.confusion
+
+    @property
+    def n_annotators(self) -> int:
+        conf = self.confusion
+        return len(self.annotator_ids) if conf is None else int(np.shape(conf)[-3])
+
+    def _values(self) -> tuple[dict, bool]:
+        """``(values, per_draw)``: the variables, with (chain, draw) axes when ``per_draw``, else the estimate."""
+        return (self.point, False) if self.draws is None else (self.draws, True)
+
+    def _diagnostics_table(self) -> pd.DataFrame | None:
+        """R-hat and ESS per scalar (:func:`~noisycal_bayes.inference.mcmc.mcmc_diagnostics`), or None."""
+        return self.diagnostics
+
+    def _observed_data(self) -> dict | None:
+        """The ``observed_data`` group of :meth:`to_arviz` (name -> (dims, values), with ``item`` / ``annotator`` /
+        ``response`` coordinates under ``"coords"``), or None for a fit without items (SufficientStats)."""
+        if self.inputs.inverse is None:
+            return None
+        labels = self.details.get("labels")
+        out = {"group": (("item",), np.asarray(self.groups.index))}
+        if labels is not None:
+            out["labels"] = (("item", "annotator"), labels)
+        if self.details.get("scores") is not None:
+            out["scores"] = (("item",), self.details["scores"])
+        return {**out, "coords": {"item": np.arange(self.inputs.n_items), "annotator": self.coords["annotator"]}}
+
     # ------------------------------------------------------------------ views
     @property
     def dims(self) -> dict:
         """Trailing dimension names of each variable in ``draws`` / ``point`` (after ``chain, draw``)."""
-        return _dims_for(self.model)
+        dims = {"fpr": ("annotator",), "u": ("annotator",), "tpr": ("annotator",), "gap": ("annotator",)}
+        if self.model == "platt":
+            return {**dims, "slope": (), "intercept": ()}
+        pdim = PREVALENCE_DIM[self.model]
+        dims["prevalence"] = () if pdim is None else (pdim,)
+        return {**dims, "increments": ("increment",)} if self.model == "monotone" else dims
 
     @property
     def coords(self) -> dict:
@@ -171,7 +221,7 @@ class FitResult(ChannelAccess):
             out["increment"] = list(range(self.groups.n_groups + 1))
         return out
 
-    @property
+    @view
     def prevalence(self) -> np.ndarray | None:
         """Prevalence per group / bin, shape (n_groups,) ((1,) for the marginal model; None for Platt).
 
@@ -184,11 +234,11 @@ class FitResult(ChannelAccess):
         out.setflags(write=False)
         return out
 
-    @property
+    @view
     def n_chains(self) -> int:
         return 0 if self.draws is None else int(self.draws["fpr"].shape[0])
 
-    @property
+    @view
     def n_draws(self) -> int:
         return 0 if self.draws is None else int(self.draws["fpr"].shape[1])
 
@@ -206,7 +256,7 @@ class FitResult(ChannelAccess):
         return self._diag_column("ess_tail")
 
     # ---------------------------------------------- what readers of the old reference ChannelEstimate use
-    @property
+    @view
     def n_groups(self) -> int:
         """Number of (non-empty) groups or bins the fit used (1 for the marginal model)."""
         return int(self.groups.n_groups)
@@ -217,7 +267,7 @@ class FitResult(ChannelAccess):
         index = getattr(self.groups, "index", None)
         return None if index is None else np.bincount(np.asarray(index), minlength=self.n_groups)
 
-    @property
+    @view
     def loglik_trace(self) -> np.ndarray:
         """EM: objective at the start and after each iteration of the selected start; empty otherwise."""
         return np.asarray(self.details.get("loglik_trace", np.zeros(0)), dtype=np.float64)
@@ -254,22 +304,23 @@ class FitResult(ChannelAccess):
         return np.asarray(usable_annotators(table["gap"].to_numpy(), table["gap_lower"].to_numpy(),
                                             table["gap_upper"].to_numpy()))
 
-    @property
+    @view
     def start_logliks(self) -> np.ndarray:
         """EM: final objective of every start (NaN where non-finite); empty otherwise."""
         return np.asarray(self.details.get("start_logliks", np.zeros(0)), dtype=np.float64)
 
-    @property
+    @view
     def selected_start(self) -> int:
         """EM: index of the start that gave the estimate (-1 when none or not applicable)."""
         return int(self.details.get("selected_start", -1))
 
     def _diag_column(self, col):
-        if self.diagnostics is None:
+        table = self._diagnostics_table()
+        if table is None:
             return None
         out = {}
-        for name, arr in self.draws.items():
-            vals = self.diagnostics.loc[self.diagnostics["name"] == name, col].to_numpy()
+        for name, arr in self._values()[0].items():
+            vals = table.loc[table["name"] == name, col].to_numpy()
             out[name] = vals.reshape(arr.shape[2:])
         return out
 
@@ -291,9 +342,6 @@ class FitResult(ChannelAccess):
         same formula the sampler used: ``log p(A_i) = logaddexp(log(1 - pi_i) + l0_i, log pi_i + l1_i)``.
         Items with a gold label ``g`` (``inputs.gold``) give ``log P(Y_i = g, A_i)``, as in the fit.
         """
-        import jax
-
-        from ..core import x64
         from . import MODELS
         from numpyro.handlers import substitute, trace
 
@@ -305,13 +353,8 @@ class FitResult(ChannelAccess):
             raise ValueError("per='row' needs a grouped model; the Platt model has one row per item.")
         model_fn = partial(MODELS[self.model], **self.inputs.static_kwargs(), record_loglik=True)
         prior = self.prior if self.prior is not None else _default_prior()
-        names = ["fpr", "u", "prevalence", "increments", "slope", "intercept"]
-        if self.draws is not None:
-            src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items() if k in names}
-            n_samples = self.n_chains * self.n_draws
-        else:
-            src = {k: np.asarray(v)[None] for k, v in self.point.items() if k in names}
-            n_samples = 1
+        src = self._samples(("fpr", "u", "prevalence", "increments", "slope", "intercept"))
+        n_samples = src["fpr"].shape[0]
         if self.model == "monotone" and "increments" not in src:
             p = src["prevalence"]
             src["increments"] = np.diff(np.concatenate([np.zeros((p.shape[0], 1)), p, np.ones((p.shape[0], 1))], 1), axis=1)
@@ -339,9 +382,18 @@ class FitResult(ChannelAccess):
             post = self._pattern_posterior(rows.shape[0])
             with np.errstate(divide="ignore"):  # P(Y_i = g | A_i) = 0 in floating point: -inf, as the product is
                 rows = np.where(gold == 1, rows + np.log(post), np.where(gold == 0, rows + np.log1p(-post), rows))
-        if self.draws is None:
-            return rows[0]
-        return rows.reshape((self.n_chains, self.n_draws) + rows.shape[1:])
+        return self._per_draw(rows)
+
+    def _samples(self, names=None) -> dict:
+        """The variables (those in ``names``) with a leading sample axis: draws (chains flattened) or the estimate."""
+        if self.draws is not None:
+            return {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items() if names is None or k in names}
+        return {k: np.asarray(v)[None] for k, v in self.point.items() if names is None or k in names}
+
+    def _per_draw(self, values):
+        """Values with one leading sample axis as (n_chains, n_draws, ...), or the estimate's without it."""
+        values = np.asarray(values)
+        return values[0] if not self.n_chains else values.reshape((self.n_chains, self.n_draws) + values.shape[1:])
 
     def _gold(self):
         """Known clean labels (n_items,) with -1 unknown, or None: carried by the inputs (pooled fits and the sparse
@@ -351,21 +403,45 @@ class FitResult(ChannelAccess):
             return None
         return np.asarray(gold, np.int32)
 
-    def clean_label_probability(self, *, max_values: int | None = None) -> np.ndarray:
-        """``P(Y_i = 1 | A_i, parameters)`` per item: at every draw (NUTS) or at the point estimate.
+    def clean_label_probability(self, data=None, *, max_values: int | None = None,
+                                max_draws: int | None = None) -> np.ndarray:
+        """The clean label's posterior per item: ``P(Y_i = 1 | A_i)`` (binary) or ``P(Y_i = k | A_i)`` (K classes).
+
+        Parameters
+        ----------
+        data : AnnotationSet, MulticlassAnnotationSet or None
+            The data the fit was made on. Fits that hold their responses (binary fits: ``inputs``; K-class NUTS:
+            ``table``) evaluate those and need none; given, its items, annotators and classes must be the fit's
+            (``ValueError`` otherwise). K-class EM and MAP fits hold only the estimate and the item groups: they read
+            the responses from ``data``, which they need.
+        max_values : int, optional
+            Refuse (``ValueError``) to build more values than this.
+        max_draws : int, optional
+            K-class posterior: average over at most this many evenly thinned draws (None: all). Binary fits return
+            every draw (thin with ``max_values``), so they take none.
 
         Returns
         -------
-        ndarray of shape (n_chains, n_draws, n_items), or (n_items,) without draws.
+        ndarray
+            Binary: shape (n_items,) at the estimate, or (n_chains, n_draws, n_items) at every draw (NUTS).
+            K classes: shape (n_items, K) at the estimate, or its posterior mean over the draws (NUTS).
 
         Notes
         -----
-        Bayes' rule with the latent label's prior ``pi_{g(i)}`` (or ``m(z_i)`` for Platt):
-        ``sigmoid(log pi + l1 - log(1 - pi) - l0)`` (:func:`noisycal_bayes.core.posterior_positive`),
-        evaluated per compressed row and expanded to items. Drawing ``Y_i ~ Bernoulli`` of these, draw by
-        draw, gives posterior draws of the clean labels (e.g. for the sample oracle ECE). Items with a gold
-        label (pooled fits and the sparse path carry them in ``inputs.gold``) get that label: it is observed.
+        Bayes' rule with the latent label's prior ``pi_{g(i)}`` (or ``m(z_i)`` for Platt). Binary:
+        ``sigmoid(log pi + l1 - log(1 - pi) - l0)`` (:func:`noisycal_bayes.core.posterior_positive`) per compressed
+        row; K classes: ``softmax_y(log pi_{g(i), y} + sum_r log C[j_r, y, a_r])``
+        (:func:`noisycal_bayes.core.likelihood.rows_class_log_joint`). Gold items get their (observed) label.
         """
+        return self._item_values("posterior", data, max_values=max_values, max_draws=max_draws)
+
+    def _item_values(self, what: str, data, *, max_values, max_draws):
+        """Binary kernel of :meth:`clean_label_probability` (``what="posterior"``)."""
+        if max_draws is not None:
+            raise ValueError("clean_label_probability: `max_draws` thins the posterior mean of a K-class fit; a binary "
+                             "fit returns every draw (limit them with `max_values`).")
+        if data is not None:
+            check_fitted_data(data, self.inputs.n_items, self.n_annotators, 2)
         if self.channel is None:
             raise ValueError("this fit has no estimate (every EM start failed).")
         if self.inputs.sparse:
@@ -378,22 +454,13 @@ class FitResult(ChannelAccess):
         gold = self._gold()
         if gold is not None:
             out = np.where(gold >= 0, gold, out)  # a gold item's clean label is known
-        if self.draws is None:
-            return out[0]
-        return out.reshape((self.n_chains, self.n_draws, self.inputs.n_items))
+        return self._per_draw(out)
 
     def _pattern_posterior(self, n_samples: int) -> np.ndarray:
         """``P(Y_i = 1 | A_i)`` of shape (n_samples, n_items) from the compressed inputs, without gold labels."""
-        import jax
-        import jax.numpy as jnp
+        from ..core import posterior_positive
 
-        from ..core import posterior_positive, x64
-
-        if self.draws is not None:
-            src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
-        else:
-            src = {k: np.asarray(v)[None] for k, v in self.point.items()}
-        inp = self.inputs
+        src, inp = self._samples(), self.inputs
         with x64():
             if self.model == "platt":
                 dense, col = _platt_columns(inp)
@@ -415,20 +482,13 @@ class FitResult(ChannelAccess):
     def _sparse_item_values(self, what: str, *, per: str, max_values):
         """Per-item log-likelihood or ``P(Y_i = 1 | A_i)`` of a fit on sparse responses, at every draw
         (bootstrap) or at the estimate, by :mod:`noisycal_bayes.core.sparse` (gold items: their known label)."""
-        import jax
-
-        from ..core import x64
         from ..core.sparse import sparse_e_step, sparse_item_loglik
         from ..core.tables import Responses
 
         if per == "row":
             raise ValueError("per='row' needs compressed (group, pattern) rows; this fit used sparse responses "
                              "(details['path'] == 'sparse'), whose rows are the items: use per='item'.")
-        inp = self.inputs
-        if self.draws is not None:
-            src = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
-        else:
-            src = {k: np.asarray(v)[None] for k, v in self.point.items()}
+        src, inp = self._samples(), self.inputs
         n_samples = src["fpr"].shape[0]
         if max_values is not None and n_samples * inp.n_items > max_values:
             raise ValueError(f"the result would have {n_samples * inp.n_items} values (> max_values={max_values}).")
@@ -447,9 +507,7 @@ class FitResult(ChannelAccess):
             # One compiled program (op-by-op dispatch would compile every primitive separately).
             out = np.asarray(jax.jit(jax.vmap(one))(np.asarray(src["fpr"], np.float64),
                                                     np.asarray(src["tpr"], np.float64), prev))
-        if self.draws is None:
-            return out[0]
-        return out.reshape((self.n_chains, self.n_draws, inp.n_items))
+        return self._per_draw(out)
 
     # ------------------------------------------------------------------ ArviZ and tables
     def to_arviz(self, *, log_likelihood="auto"):
@@ -461,7 +519,10 @@ class FitResult(ChannelAccess):
         missing, ``scores`` (item) when present, ``group`` (item)) and ``log_likelihood`` (``labels``
         of shape (chain, draw, item): per-item log-likelihood, so that ``az.loo`` / ``az.waic`` work).
         A fit from :class:`~noisycal_bayes.data.SufficientStats` has no items: it gets ``posterior`` and
-        ``sample_stats`` only (``log_likelihood=True`` raises).
+        ``sample_stats`` only (``log_likelihood=True`` raises). K-class posterior: ``posterior`` holds ``confusion``
+        (chain, draw, annotator, true_class, label_class) and ``prevalence`` (chain, draw, group, true_class) (pooled:
+        also ``population_confusion`` (chain, draw, true_class, label_class) and ``sigma``), ``observed_data``
+        ``response_item``, ``response_annotator``, ``labels`` per response and ``group``, ``gold`` per item.
 
         Parameters
         ----------
@@ -474,8 +535,7 @@ class FitResult(ChannelAccess):
         The sampler is NumPyro's NUTS kernel driven by a cached compiled program, not ``numpyro.infer.MCMC``,
         so ``az.from_numpyro`` does not apply; and ``from_numpyro``'s automatic log-likelihood would be
         meaningless here anyway (the likelihood enters through ``numpyro.factor`` on compressed counts,
-        ENVIRONMENT.md). The groups are built as ``xarray.Dataset`` objects and wrapped in the container
-        of the installed ArviZ line, so the same code serves ArviZ 0.23 (Python 3.11) and 1.x (Python >= 3.12).
+        ENVIRONMENT.md). The same code serves ArviZ 0.23 (Python 3.11) and 1.x (Python >= 3.12).
 
         Raises
         ------
@@ -489,7 +549,8 @@ class FitResult(ChannelAccess):
 
         NUTS: ``mean``, ``sd``, equal-tailed ``level`` interval (``lower``, ``upper``), ``r_hat``,
         ``ess_bulk``, ``ess_tail``. EM / MAP: ``value`` (the point estimate; the column was ``estimate``
-        before issue 15). The row index is ``"name[label]"``.
+        before issue 15). The row index is ``"name[label]"`` (K-class fits: ``confusion[annotator, true class,
+        label class]`` and ``prevalence[group, class]``, and the pooled model's population rows and spread).
         Built here (not with ``az.summary``, whose columns differ between ArviZ 0.23 and 1.x).
         ``prob=`` is the deprecated name of ``level`` (``DeprecationWarning``); ``table.attrs["level"]``
         (and, for old readers, ``attrs["prob"]``) records it.
@@ -501,41 +562,59 @@ class FitResult(ChannelAccess):
         prob = float(level)
         if not 0 < prob < 1:
             raise ValueError(f"`level` must lie strictly between 0 and 1; got {prob}.")
-        rows = []
+        rows, keys = [], []
         coords, dims = self.coords, self.dims
-        src = self.draws if self.draws is not None else self.point
+        src, per_draw = self._values()
         for name, arr in src.items():
             arr = np.asarray(arr)
-            shape = arr.shape[2:] if self.draws is not None else arr.shape
+            shape = arr.shape[2:] if per_draw else arr.shape
             for idx in (np.ndindex(*shape) if shape else [()]):
                 labs = [str(coords.get(dims[name][a], range(10**9))[k]) for a, k in enumerate(idx)]
                 label = name if not idx else f"{name}[{', '.join(labs)}]"
-                if self.draws is None:
+                keys.append((name, idx))
+                if not per_draw:
                     rows.append({"parameter": label, "value": float(arr[idx])})
                     continue
                 x = arr[(slice(None), slice(None)) + idx].ravel()
                 lo, hi = np.quantile(x, [(1 - prob) / 2, (1 + prob) / 2])
                 rows.append({"parameter": label, "mean": x.mean(), "sd": x.std(ddof=1), "lower": lo, "upper": hi})
         table = pd.DataFrame(rows).set_index("parameter")
-        if self.diagnostics is not None:
-            table = table.join(self.diagnostics[["r_hat", "ess_bulk", "ess_tail"]])
+        diag = self._diagnostics_table()
+        if diag is not None:  # matched by (variable, index): the table's row labels may lack the coordinates
+            cols = ["r_hat", "ess_bulk", "ess_tail"]
+            by_key = dict(zip(zip(diag["name"], map(tuple, diag["index"])), diag[cols].to_numpy()))
+            missing = np.full(len(cols), np.nan)
+            table[cols] = np.array([by_key.get(key, missing) for key in keys]).reshape(len(keys), len(cols))
         table.attrs["level"] = table.attrs["prob"] = prob
         return table
 
     def __repr__(self) -> str:
-        ch = "None" if self.channel is None else repr(self.channel)
+        if isinstance(self, ConfusionFit):
+            est = (f"n_annotators={self.n_annotators}, n_classes={self.n_classes}, classes={list(self.classes)}, "
+                   f"n_groups={self.n_groups}")
+        else:
+            prev = self.prevalence
+            est = f"channel={self.channel!r}" + ("" if prev is None else f", prevalence={np.round(prev, 4).tolist()}")
         extra = ""
-        if self.draws is not None:
+        if self.n_chains:
             extra = f", n_chains={self.n_chains}, n_draws={self.n_draws}, n_divergent={self.n_divergent}"
-        prev = self.prevalence
-        prev_s = "" if prev is None else f", prevalence={np.round(prev, 4).tolist()}"
         if self.method == "em" and "path" in self.details:
             # How EM ran (issue 16): which sufficient statistics, which orientation rule, flagged annotators.
             table = self.details.get("annotators")
             n_flag = 0 if table is None else int((table["flag"] != "ok").sum())
             extra += (f", path={self.details['path']!r}, orientation={self.details.get('orientation', 'every')!r}, "
                       f"n_flagged={n_flag}")
-        return f"FitResult(model={self.model!r}, method={self.method!r}, channel={ch}{prev_s}{extra})"
+        elif isinstance(self, ConfusionFit) and self.n_chains == 0:
+            extra += f", path={self.path!r}, converged={self.converged}, loglik={self.loglik:.6g}"
+        return f"{type(self).__name__}(model={self.model!r}, method={self.method!r}, {est}{extra})"
+
+
+def check_fitted_data(data, n_items: int, n_annotators: int, n_classes: int, func: str = "clean_label_probability"):
+    """ValueError unless ``data`` has the fit's numbers of items, annotators and classes."""
+    got = (int(data.n_items), int(data.n_annotators), int(getattr(data, "n_classes", 2)))
+    if got != (n_items, n_annotators, n_classes):
+        raise ValueError(f"{func}: `data` has {got[0]} items, {got[1]} annotators, {got[2]} classes; the fit has "
+                         f"{n_items}, {n_annotators}, {n_classes}. Pass the data the model was fitted to.")
 
 
 def _default_prior():
@@ -561,67 +640,130 @@ def _platt_columns(inp):
 
 
 # ------------------------------------------------------------------------------------------------ K classes
-@dataclass(frozen=True, eq=False)
-class ConfusionFit:
-    """What every K-class point fit holds: confusion matrices, prevalences and how they were made.
+@dataclass(frozen=True, eq=False, kw_only=True, repr=False)
+class ConfusionFit(FitResult):
+    """A K-class fit (every K-class kind): confusion matrices and class prevalences, a :class:`FitResult`.
 
     Attributes
     ----------
     confusion : ndarray of shape (n_annotators, K, K)
-        ``confusion[j, y, a] = P(A_j = a | Y = y)``, oriented (rule K3 of :mod:`noisycal_bayes.core.starts`).
+        ``confusion[j, y, a] = P(A_j = a | Y = y)``, oriented (rule K3 of :mod:`noisycal_bayes.core.starts`); the
+        draws (n_draws_total, n_annotators, K, K) for :class:`MulticlassPosterior`.
     prevalence : ndarray of shape (n_groups, K)
-        Clean-label class frequencies per score group.
-    groups : ndarray of int32, shape (n_items,)
+        Clean-label class frequencies per score group ((n_draws_total, n_groups, K) for the posterior).
+    groups : ndarray of int, shape (n_items,)
         The group of each item.
-    n_groups : int
-    log_likelihood : float
-        At the estimate (without the prior's log density for MAP; gold items: ``log p(Y = gold, A)``).
-    n_iter : int
-    converged : bool
-    path : {"patterns", "sparse"}
-    model : str
     classes : tuple
         Class names; index ``k`` <-> ``classes[k]``.
+    model : str
+    method : {"em", "map", "nuts"}
+        The binary fields of :class:`FitResult` keep their defaults: ``channel``, ``fpr``, ``inputs``... are None.
     """
 
-    confusion: np.ndarray
-    prevalence: np.ndarray
-    groups: np.ndarray
-    n_groups: int
-    log_likelihood: float
-    n_iter: int
-    converged: bool
-    path: str
-    model: str
-    classes: tuple
+    confusion: np.ndarray = field()
+    prevalence: np.ndarray = field()
+    groups: np.ndarray = field()
+    classes: tuple = field()
+    model: str = field()
+    method: str = "em"
+    channel: Channel | None = None
+    point: dict = field(default_factory=dict)
+    inputs: ModelInputs | None = None
+
+    #: Floor of the probabilities inside the logs of :meth:`clean_label_probability` (EM: its E-step's 1e-12).
+    LOG_FLOOR = 1e-12
+
+    @view
+    def n_groups(self) -> int:
+        return int(np.shape(self.prevalence)[-2])
 
     @property
-    def n_annotators(self) -> int:
-        return int(self.confusion.shape[0])
+    def dims(self) -> dict:
+        dims = {"confusion": ("annotator", "true_class", "label_class"), "prevalence": ("group", "true_class")}
+        if getattr(self, "population_confusion", None) is not None:  # the pooled posterior
+            dims["population_confusion"] = ("true_class", "label_class")
+        return {**dims, **{name: () for name in getattr(self, "extra_draws", {})}}
 
     @property
-    def n_classes(self) -> int:
-        return int(self.confusion.shape[1])
+    def coords(self) -> dict:
+        k, ids = self.n_classes, self.annotator_ids
+        classes = list(self.classes) if len(self.classes) == k else list(range(k))
+        return {"annotator": list(ids) if ids else list(range(self.n_annotators)), "true_class": classes,
+                "label_class": classes, "group": list(range(self.n_groups))}
+
+    def _values(self) -> tuple[dict, bool]:
+        return {"confusion": self.confusion, "prevalence": self.prevalence}, False
 
     def usable_annotators(self, *, max_condition: float = MAX_CONDITION) -> np.ndarray:
-        """:func:`~noisycal_bayes.core.usable_confusions` of the fitted confusions, shape (n_annotators,) bool."""
+        """:func:`~noisycal_bayes.core.usable_confusions` of the fitted confusions (the posterior mean for draws),
+        shape (n_annotators,) bool."""
+        conf = np.asarray(self.confusion)
         with x64():
-            return np.asarray(usable_confusions(self.confusion, max_condition=max_condition))
+            return np.asarray(usable_confusions(conf.reshape((-1,) + conf.shape[-3:]).mean(axis=0),
+                                                max_condition=max_condition))
+
+    def _item_values(self, what: str, data, *, max_values, max_draws):
+        """The K-class kernel: ``log P(A_i)`` per draw (``what="loglik"``, shape (n_samples, n_items)) or the
+        clean-label posterior averaged over the (thinned) draws (shape (n_items, K)), in float64."""
+        func = "log_likelihood" if what == "loglik" else "clean_label_probability"
+        n = int(np.shape(self.groups)[0])
+        if data is not None:
+            x = class_arrays(data, func)
+            check_fitted_data(x, n, self.n_annotators, self.n_classes, func)
+            item, ann, lab, gold = x.item, x.annotator, x.label, x.gold
+        elif getattr(self, "table", None) is not None:
+            item, ann, lab, _, gold = (np.asarray(a) for a in self.table)
+        else:
+            raise ValueError(f"{func}: a K-class {self.method.upper()} fit keeps no responses; pass the data it was "
+                             "fitted to.")
+        conf, prev = np.asarray(self.confusion), np.asarray(self.prevalence)
+        conf, prev = conf.reshape((-1,) + conf.shape[-3:]), prev.reshape((-1,) + prev.shape[-2:])
+        if max_draws is not None:
+            pick = np.unique(np.linspace(0, conf.shape[0] - 1, check_positive_int(max_draws, name="max_draws")).astype(int))
+            conf, prev = conf[pick], prev[pick]
+        if max_values is not None and conf.shape[0] * n > max_values:
+            raise ValueError(f"the result would have {conf.shape[0] * n} values (> max_values={max_values}).")
+        group = np.asarray(self.groups)
+        with np.errstate(divide="ignore"):  # a floor of 0 (MAP): log 0 = -inf, as the fit's own likelihood
+            log_c, log_p = np.log(np.clip(conf, self.LOG_FLOOR, 1.0)), np.log(np.clip(prev, self.LOG_FLOOR, 1.0))
+        if conf.shape[0] > 1:  # draws: one compiled scan, several times a NumPy loop's speed (docs/performance.md)
+            table = sparse_table(item, ann, lab, group, gold)
+            with x64():
+                return np.asarray(_class_draw_values(table_args(table), log_c, log_p, loglik=what == "loglik"))
+        # One estimate: NumPy, nothing to compile.
+        lj = rows_class_log_joint(item, ann, lab, n, group, gold, log_c[0], log_p[0])
+        total = logsumexp_rows(lj)
+        return total[None] if what == "loglik" else np.exp(lj - total[:, None])
 
 
-@dataclass(frozen=True)
-class MulticlassEMFit(ConfusionFit):
-    """A K-class EM (or MAP-EM) fit of the (grouped) Dawid-Skene model.
+@dataclass(frozen=True, eq=False, kw_only=True, repr=False)
+class _ConfusionEstimate(ConfusionFit):
+    """What the K-class EM and MAP fits hold besides the estimate (``loglik`` is ``log_likelihood``)."""
+
+    n_groups: int = field()
+    log_likelihood: float = field()
+    n_iter: int = field()
+    converged: bool = field()
+    path: str = field()
+
+    def __post_init__(self):
+        object.__setattr__(self, "loglik", float(self.log_likelihood))
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class MulticlassEMFit(_ConfusionEstimate):
+    """A K-class EM (or MAP-EM) fit of the (grouped) Dawid-Skene model (``fit_em`` / ``fit_em_multiclass``).
 
     Attributes
     ----------
-    confusion, prevalence, groups, n_groups, log_likelihood, n_iter, path, classes
-        As in :class:`ConfusionFit`.
+    confusion, prevalence, groups, classes, model ({"grouped", "dawid_skene", "pooled"}), n_groups, n_iter, warnings
+        As in :class:`ConfusionFit` and :class:`FitResult`.
+    log_likelihood : float
+        At the estimate (without the prior's log density for MAP; gold items: ``log p(Y = gold, A)``); = ``loglik``.
     converged : bool
         The selected start converged and satisfies the orientation rule.
-    model : {"grouped", "dawid_skene", "pooled"}
-    warnings : tuple of str
-        The texts of the warnings issued by the fit.
+    path, path_reason, groups_reason : str
+        ``"patterns"`` or ``"sparse"``, and why that path and those groups.
     objective : float
         Log-likelihood plus the Dirichlet log-kernels (equals ``log_likelihood`` without a prior).
     start_logliks : ndarray of shape (n_starts_total,)
@@ -629,8 +771,6 @@ class MulticlassEMFit(ConfusionFit):
     selected_start : int
     loglik_trace : ndarray
         Objective at the start and after each iteration of the selected start.
-    path_reason : str
-    groups_reason : str
     label_permutation : tuple or None
         The relabelling applied to the selected start (rule K3), ``None`` when none was needed.
     prior : tuple of ndarray or None
@@ -639,7 +779,6 @@ class MulticlassEMFit(ConfusionFit):
         Responses per annotator.
     """
 
-    warnings: tuple = ()
     objective: float = np.nan
     start_logliks: np.ndarray = field(default_factory=lambda: np.zeros(0))
     selected_start: int = 0
@@ -650,56 +789,28 @@ class MulticlassEMFit(ConfusionFit):
     prior: tuple | None = None
     n_labels: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
-    def clean_label_probability(self, data) -> np.ndarray:
-        """``P(Y_i = k | A_i, group_i)`` at the estimate, shape (n_items, K); gold items one-hot.
 
-        ``data`` must be the data the model was fitted to (or data with the same items and annotators).
-        """
-        x = class_arrays(data, "clean_label_probability")
-        if x.n_items != self.groups.shape[0] or x.n_annotators != self.n_annotators or x.n_classes != self.n_classes:
-            raise ValueError(f"clean_label_probability: `data` has {x.n_items} items, {x.n_annotators} annotators, "
-                             f"{x.n_classes} classes; the fit has {self.groups.shape[0]}, {self.n_annotators}, "
-                             f"{self.n_classes}. Pass the data the model was fitted to.")
-        lj = class_log_joint_items(x, self.groups, self.confusion, self.prevalence)
-        return np.exp(lj - logsumexp_rows(lj)[:, None])
-
-
-@dataclass(frozen=True, eq=False)
-class MulticlassMAPFit(ConfusionFit):
-    """Posterior mode of a K-class channel model (``fit_map_multiclass``); the attribute names of
-    ``MulticlassEMFit``.
+@dataclass(frozen=True, eq=False, kw_only=True, repr=False)
+class MulticlassMAPFit(_ConfusionEstimate):
+    """Posterior mode of a K-class channel model (``fit_map`` / ``fit_map_multiclass``); the attribute names of
+    :class:`MulticlassEMFit`.
 
     Attributes
     ----------
-    confusion, prevalence, groups, n_groups, log_likelihood, n_iter, model, classes
-        As in :class:`ConfusionFit`.
+    confusion, prevalence, groups, n_groups, log_likelihood, n_iter, path, model, classes, warnings
+        As in :class:`MulticlassEMFit`; ``converged``: the EM stopping rule was met within ``max_iter``.
     log_posterior : float
         ``log p(A | theta) + log p(theta)`` in simplex coordinates (up to the Dirichlet normalisers).
-    n_iter : int
-    converged : bool
-        The EM stopping rule was met within ``max_iter``.
-    path : {"patterns", "sparse"}
-        The path the EM ran on (:func:`~noisycal_bayes.inference.fit_em_multiclass`'s ``path``).
-    model : str
-    classes : tuple
-    warnings : tuple of str
     """
 
+    method: str = "map"
     log_posterior: float = np.nan
-    warnings: tuple = ()
-
-    def clean_label_probability(self, data) -> np.ndarray:
-        """``P(Y_i = y | A_i)`` at the mode, shape (n_items, K); gold items are one-hot."""
-        item, ann, lab, gold = check_class_data(data, "clean_label_probability")
-        table = SparseTable(*sorted_responses(item, ann, lab), self.groups, gold)
-        with x64():
-            lj = class_log_joint(table, jnp.log(jnp.asarray(self.confusion)), jnp.log(jnp.asarray(self.prevalence)))
-            return np.asarray(jax.nn.softmax(lj, axis=-1))
+    LOG_FLOOR = 0.0  # no floor: the mode's own likelihood (its Dirichlet prior keeps the cells positive)
 
 
-@dataclass(frozen=True, eq=False)
-class MulticlassPosterior:
-    """Posterior draws of a K-class channel model (``fit_nuts_multiclass``).
+@dataclass(frozen=True, eq=False, kw_only=True, repr=False)
+class MulticlassPosterior(ConfusionFit):
+    """Posterior draws of a K-class channel model (``fit_nuts`` / ``fit_nuts_multiclass``).
 
     Attributes
     ----------
@@ -722,86 +833,57 @@ class MulticlassPosterior:
         The MAP-EM fit the chains started from (None when ``init`` gave the start).
     settings : dict
     warnings : tuple of str
+    table : SparseTable
+        The responses, sorted by item, with the items' groups and gold labels.
     """
 
-    confusion: np.ndarray
-    prevalence: np.ndarray
-    groups: np.ndarray
-    diagnostics: dict
-    classes: tuple
-    model: str
-    n_chains: int
-    n_draws: int
+    method: str = "nuts"
+    diagnostics: dict = field()
+    n_chains: int = field()
+    n_draws: int = field()
     population_confusion: np.ndarray | None = None
     sample_stats: dict = field(default_factory=dict)
     diagnostics_table: object = None
     start: MulticlassMAPFit | None = None
-    settings: dict = field(default_factory=dict)
-    warnings: tuple = ()
     annotator_ids: tuple | None = None
     table: SparseTable | None = None
     extra_draws: dict = field(default_factory=dict)
+    LOG_FLOOR = 1e-300
 
-    def _chain_draw(self, x):
-        return np.asarray(x).reshape((self.n_chains, self.n_draws) + np.shape(x)[1:])
+    def _values(self) -> tuple[dict, bool]:
+        out = {"confusion": self.confusion, "prevalence": self.prevalence}
+        if self.population_confusion is not None:
+            out["population_confusion"] = self.population_confusion
+        return {name: self._per_draw(v) for name, v in {**out, **self.extra_draws}.items()}, True
 
-    def clean_label_probability(self, data, *, max_draws: int | None = None) -> np.ndarray:
-        """Posterior mean of ``P(Y_i = y | A_i, theta)``, shape (n_items, K); gold items are one-hot.
+    def _diagnostics_table(self) -> pd.DataFrame | None:
+        return self.diagnostics_table
 
-        Parameters
-        ----------
-        data : MulticlassAnnotationSet
-            The fitted data (or data on the same annotators, classes and groups).
-        max_draws : int or None
-            Average over at most this many evenly thinned draws (None: all).
-        """
-        item, ann, lab, gold = check_class_data(data, "clean_label_probability")
-        groups = self.groups
-        if groups.shape[0] != int(data.n_items):
-            raise ValueError(f"clean_label_probability: the fit has groups for {groups.shape[0]} items; `data` has "
-                             f"{data.n_items}.")
-        table = SparseTable(*sorted_responses(item, ann, lab), groups, gold)
-        conf, prev = self.confusion, self.prevalence
-        if max_draws is not None:
-            pick = np.unique(np.linspace(0, conf.shape[0] - 1, check_positive_int(max_draws, name="max_draws")).astype(int))
-            conf, prev = conf[pick], prev[pick]
-        with x64():
-            mean = _posterior_mean_probs(table_args(table), np.log(np.clip(conf, 1e-300, 1)),
-                                         np.log(np.clip(prev, 1e-300, 1)))
-        return np.asarray(mean)
+    def _observed_data(self) -> dict:
+        t = self.table
+        return {"response_item": (("response",), np.asarray(t.item)),
+                "response_annotator": (("response",), np.asarray(t.annotator)),
+                "labels": (("response",), np.asarray(t.label)), "group": (("item",), np.asarray(t.item_group)),
+                "gold": (("item",), np.asarray(t.gold)), "coords": {"item": np.arange(np.shape(t.item_group)[0])}}
 
-    def log_likelihood(self) -> np.ndarray:
-        """Per-item log-likelihood of every draw, shape (n_chains, n_draws, n_items)."""
-        with x64():
-            ll = _per_item_loglik(table_args(self.table), np.log(np.clip(self.confusion, 1e-300, 1)),
-                                  np.log(np.clip(self.prevalence, 1e-300, 1)))
-        return self._chain_draw(np.asarray(ll))
-
-    def to_arviz(self, *, log_likelihood="auto"):
-        """Convert to ArviZ: ``InferenceData`` with ArviZ 0.x, an ``xarray.DataTree`` with ArviZ >= 1.
-
-        Groups: ``posterior`` (``confusion`` (chain, draw, annotator, true_class, label_class), ``prevalence``
-        (chain, draw, group, true_class); pooled: ``population_confusion`` (chain, draw, true_class,
-        label_class), ``sigma``), ``sample_stats``, ``observed_data`` (``response_item``, ``response_annotator``,
-        ``labels`` per response, ``group`` and ``gold`` per item) and ``log_likelihood`` (``labels`` (chain, draw, item)) unless
-        it would hold more than 5e7 values (``log_likelihood="auto"``) or ``log_likelihood=False``.
-        """
-        return confusion_to_arviz(self, log_likelihood)
+    def log_likelihood(self, *, per: str = "item", max_values: int | None = None) -> np.ndarray:
+        """Per-item log-likelihood of every draw, shape (n_chains, n_draws, n_items) (``per="item"`` only)."""
+        if per != "item":
+            raise ValueError(f"`per` must be 'item' for a K-class posterior (its rows are the items); got {per!r}.")
+        return self._per_draw(self._item_values("loglik", None, max_values=max_values, max_draws=None))
 
 
-@jax.jit
-def _posterior_mean_probs(args, log_conf, log_prev):
+@partial(jax.jit, static_argnames="loglik")
+def _class_draw_values(args, log_conf, log_prev, *, loglik: bool):
+    """Per draw ``log P(A_i)`` (n_draws, n_items) (``loglik``), else the mean over draws of ``P(Y_i = y | A_i)``
+    (n_items, K), on a :class:`~noisycal_bayes.core.tables.SparseTable`'s arrays (:func:`class_log_joint`)."""
     table = SparseTable(*args)
 
-    def add(acc, theta):
-        return acc + jax.nn.softmax(class_log_joint(table, *theta), axis=-1), None
+    def step(acc, theta):
+        lj = class_log_joint(table, *theta)
+        total = jax.nn.logsumexp(lj, axis=-1)
+        return (acc if loglik else acc + jnp.exp(lj - total[:, None])), (total if loglik else None)
 
-    init = jnp.zeros((table.item_group.shape[0], log_conf.shape[-1]), log_conf.dtype)
-    total, _ = jax.lax.scan(add, init, (log_conf, log_prev))
-    return total / log_conf.shape[0]
-
-
-@jax.jit
-def _per_item_loglik(args, log_conf, log_prev):
-    table = SparseTable(*args)
-    return jax.lax.map(lambda theta: multiclass_loglik_rows(table, *theta), (log_conf, log_prev))
+    acc, rows = jax.lax.scan(step, jnp.zeros((table.item_group.shape[0], log_conf.shape[-1]), log_conf.dtype),
+                             (log_conf, log_prev))
+    return rows if loglik else acc / log_conf.shape[0]

@@ -419,3 +419,141 @@ def test_evaluate_class_1_is_the_binary_nc_ece():
     assert ev.classwise_nc_ece.per_class["value"].iloc[1] == pytest.approx(binary.value, abs=SUMS)
     assert ev.nc_ece.value == pytest.approx(evaluate_multiclass(data, n_boot=0, checks=False).nc_ece.value,
                                             abs=EXACT)
+
+
+# ================================================================================ results: one FitResult for every K
+def class_data(n, n_ann, k, seed, **kw):
+    sim = simulate_multiclass(n, n_ann, k, accuracy=0.8, seed=seed, **kw)
+    return MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=k, probs=sim.probs)
+
+
+def brute_force_posterior(data, groups, confusion, prevalence):
+    """``P(Y_i = y | A_i)`` by a plain loop over items: ``pi[g_i, y] prod_r C[j_r, y, a_r]``, normalised, with the
+    EM's floor of 1e-12 on every probability (an implementation independent of the package's kernels)."""
+    item, ann, lab = (np.asarray(v) for v in data.responses)
+    confusion = np.clip(confusion, 1e-12, 1.0)
+    post = np.clip(np.array(prevalence, dtype=np.float64), 1e-12, 1.0)[np.asarray(groups)]
+    for i, j, a in zip(item, ann, lab):
+        post[i] *= confusion[j, :, a]
+    return post / post.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("k", [2, 3, 10])
+def test_fit_em_returns_a_fit_result_for_every_k(binary_sim, k):
+    """One result type: ``fit_em`` gives a FitResult with the same surface for binary data (K = 2) and K classes."""
+    from noisycal_bayes import FitResult
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = binary_sim.data if k == 2 else class_data(2000, 4, k, seed=k)
+        fit = fit_em(data) if k == 2 else fit_em(data, n_starts=1)
+    assert isinstance(fit, FitResult)
+    assert (fit.n_classes, fit.n_annotators) == (k, data.n_annotators)
+    assert fit.confusion.shape == (data.n_annotators, k, k)
+    np.testing.assert_allclose(fit.confusion.sum(axis=2), 1.0, rtol=0, atol=1e-12)
+    assert np.isfinite(fit.loglik) and isinstance(fit.converged, bool) and fit.method == "em"
+    post = fit.clean_label_probability(data)
+    if k == 2:  # binary keeps its shape, P(Y = 1), and reads the inputs it holds (data optional, checked)
+        assert post.shape == (data.n_items,)
+        np.testing.assert_array_equal(post, fit.clean_label_probability())
+        assert fit.classes == (0, 1) and np.ravel(fit.prevalence).shape == (fit.n_groups,)
+    else:
+        assert post.shape == (data.n_items, k)
+        np.testing.assert_allclose(post, brute_force_posterior(data, fit.groups, fit.confusion, fit.prevalence),
+                                   rtol=1e-9, atol=1e-15)
+        assert fit.prevalence.shape == (fit.n_groups, k)
+        assert fit.loglik == fit.log_likelihood
+    table = fit.summary()
+    assert list(table.columns) == ["value"]
+    if k > 2:  # one row per confusion cell and group prevalence, in C order, with their labels
+        assert len(table) == data.n_annotators * k * k + fit.n_groups * k
+        np.testing.assert_array_equal(table["value"].to_numpy()[:data.n_annotators * k * k], fit.confusion.ravel())
+        assert table.index[1] == f"confusion[{data.annotator_ids[0]}, {data.classes[0]}, {data.classes[1]}]"
+    assert repr(fit).startswith(f"{type(fit).__name__}(model='grouped', method='em', ")
+    with pytest.raises(ValueError, match="'em' fit has no posterior draws"):
+        fit.to_arviz()
+
+
+def test_binary_confusion_is_the_channel_at_k2(binary_sim):
+    """K = 2: the binary fit's ``confusion`` is its channel's stack ``[[1 - fpr, fpr], [1 - tpr, tpr]]``, and the
+    K-class EM on the same responses gives the same confusion and clean-label posterior (two EMs: FIXED_POINT)."""
+    kw = dict(model="dawid_skene", tol=1e-11, max_iter=5000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        binary = fit_em(binary_sim.data, **kw)
+        two = two_class(binary_sim.data)
+        multi = fit_em_multiclass(two, **kw)
+    np.testing.assert_array_equal(binary.confusion, Channel(binary.fpr, binary.tpr).confusion)  # EXACT
+    assert binary.n_classes == multi.n_classes == 2 and binary.n_annotators == multi.n_annotators
+    np.testing.assert_allclose(multi.confusion, binary.confusion, atol=FIXED_POINT)
+    np.testing.assert_allclose(multi.clean_label_probability(two)[:, 1], binary.clean_label_probability(),
+                               atol=10 * FIXED_POINT)
+    assert multi.loglik == pytest.approx(binary.loglik, abs=FIXED_POINT)
+
+
+def test_the_data_argument_is_checked_and_needed_where_the_fit_keeps_no_responses(binary_sim):
+    data = class_data(600, 3, 3, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_em(data, n_starts=1)
+        binary = fit_em(binary_sim.data, n_starts=1)
+    with pytest.raises(ValueError, match="a K-class EM fit keeps no responses; pass the data it was fitted to"):
+        fit.clean_label_probability()
+    with pytest.raises(ValueError, match=r"`data` has 500 items, 3 annotators, 3 classes; the fit has 600, 3, 3"):
+        fit.clean_label_probability(class_data(500, 3, 3, seed=2))
+    with pytest.raises(ValueError, match=r"`data` has 600 items, 3 annotators, 3 classes; the fit has 3000, 3, 2"):
+        binary.clean_label_probability(data)
+    with pytest.raises(ValueError, match="`max_draws` thins the posterior mean of a K-class fit"):
+        binary.clean_label_probability(max_draws=10)
+
+
+def test_map_and_nuts_return_fit_results_with_the_old_per_class_answers():
+    """fit_map and fit_nuts on K-class data: FitResults whose clean-label posterior and log-likelihood equal the
+    JAX kernels the per-class code used (``softmax(class_log_joint)`` at the mode; its mean over draws, and
+    ``multiclass_loglik_rows`` per draw, for NUTS) to SUMS; the ArviZ names and dims are unchanged."""
+    import pickle
+
+    from noisycal_bayes import FitResult, fit_map, fit_nuts
+    from noisycal_bayes.core.likelihood import class_log_joint, multiclass_loglik_rows
+    from noisycal_bayes.inference import MulticlassMAPFit, MulticlassPosterior
+
+    sim = simulate_multiclass(300, 3, 3, accuracy=0.8, seed=2)  # the data and settings of tests/inference/test_nuts.py
+    data = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, n_classes=3, probs=sim.probs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mode = fit_map(data, model="dawid_skene")
+        post = fit_nuts(data, model="dawid_skene", n_chains=1, n_warmup=50, n_draws=50, seed=4, progress_bar=False)
+    assert isinstance(mode, MulticlassMAPFit) and isinstance(post, MulticlassPosterior)
+    assert isinstance(mode, FitResult) and isinstance(post, FitResult)
+    assert (mode.method, post.method, post.n_classes, post.n_annotators, post.n_groups) == ("map", "nuts", 3, 3, 1)
+    assert mode.loglik == mode.log_likelihood and np.isnan(post.loglik)
+    assert post.n_divergent == post.diagnostics["n_divergent"]
+    table = post.table
+
+    def old(conf, prev):
+        with x64():
+            return jax.nn.softmax(class_log_joint(table, jnp.log(jnp.asarray(conf)), jnp.log(jnp.asarray(prev))), -1)
+
+    np.testing.assert_allclose(mode.clean_label_probability(data), old(mode.confusion, mode.prevalence),
+                               rtol=0, atol=SUMS)
+    want = np.mean([old(c, p) for c, p in zip(post.confusion, post.prevalence)], axis=0)
+    got = post.clean_label_probability()
+    np.testing.assert_allclose(got, want, rtol=0, atol=SUMS)
+    np.testing.assert_array_equal(post.clean_label_probability(data), got)  # data given: the same responses
+    with x64():
+        ll = np.stack([multiclass_loglik_rows(table, jnp.log(jnp.asarray(c)), jnp.log(jnp.asarray(p)))
+                       for c, p in zip(post.confusion, post.prevalence)])
+    np.testing.assert_allclose(post.log_likelihood(), ll[None], rtol=SUMS)
+    idata = post.to_arviz()
+    assert dict(idata["posterior"]["confusion"].sizes) == {"chain": 1, "draw": 50, "annotator": 3, "true_class": 3,
+                                                           "label_class": 3}
+    assert idata["posterior"]["prevalence"].dims == ("chain", "draw", "group", "true_class")
+    assert sorted(idata["observed_data"].data_vars) == ["gold", "group", "labels", "response_annotator",
+                                                        "response_item"]
+    assert idata["log_likelihood"]["labels"].dims == ("chain", "draw", "item")
+    summary = post.summary()  # ESS matched by (variable, index): finite for every scalar (R-hat: NaN, one chain)
+    assert len(summary) == 3 * 9 + 3 and summary["ess_bulk"].notna().all() and "r_hat" in summary
+    assert repr(post).startswith("MulticlassPosterior(model='dawid_skene', method='nuts', n_annotators=3, ")
+    back = pickle.loads(pickle.dumps(post))
+    assert isinstance(back, MulticlassPosterior)
+    np.testing.assert_array_equal(back.clean_label_probability(), got)

@@ -327,8 +327,14 @@ def fit_record(fit, *, draws: bool = False) -> dict:
     return rec
 
 
+#: Fields a K-class fit inherits from FitResult and leaves at their defaults (``loglik`` repeats ``log_likelihood``):
+#: not part of the K-class record.
+_INHERITED = {"method", "channel", "point", "inputs", "annotator_ids", "draws", "sample_stats", "diagnostics",
+              "n_divergent", "identified", "reason", "loglik", "failed_starts", "settings", "details"}
+
+
 def _em_k_record(fit) -> dict:
-    return {f.name: getattr(fit, f.name) for f in dataclasses.fields(fit) if f.name != "groups"}
+    return {f.name: getattr(fit, f.name) for f in dataclasses.fields(fit) if f.name not in _INHERITED | {"groups"}}
 
 
 def _cli_json(argv_tail) -> dict:

@@ -89,8 +89,8 @@ def test_estimator_uses_gold_labels_and_warm_starts():
 
 def test_stand_in_object_with_gold_reaches_the_sparse_path():
     # The adapter reads gold from any object; fitting is not needed to check the route choice.
-    from noisycal_bayes.models.em_result import choose_class_path as _choose_path
-    from noisycal_bayes.models.inputs import class_arrays as _as_arrays, repeat_count
+    from noisycal_bayes.models.em_result import choose_path
+    from noisycal_bayes.models.inputs import class_arrays as _as_arrays
 
     s = simulate_multiclass(50, 3, 3, seed=2)
     gold = np.full(50, -1)
@@ -98,7 +98,7 @@ def test_stand_in_object_with_gold_reaches_the_sparse_path():
     data = SimpleNamespace(responses=(s.item, s.annotator, s.label), n_items=50, n_annotators=3, n_classes=3,
                            probs=s.probs, gold=gold)
     x = _as_arrays(data, "t")
-    assert _choose_path(x, "auto", repeat_count(x.item, x.annotator, x.n_annotators), "t")[0] == "sparse"
+    assert choose_path(x, "auto", "t") == ("sparse", "5 gold labels (observed clean labels)")
 
 
 def test_annotator_without_labels_keeps_its_warm_start(sim):
