@@ -61,7 +61,7 @@ class GapDiagnostics:
     annotators: pd.DataFrame = field(repr=False)
     bins: pd.DataFrame = field(repr=False)
     alarming: bool
-    messages: tuple
+    messages: tuple[str, ...]
     min_gap: float
     level: float
     min_effective: float

@@ -264,11 +264,10 @@ def gap_profile(data: AnnotationSet, fit, *, factors=DEFAULT_FACTORS, level: flo
 
     Examples
     --------
-    >>> from noisycal_bayes import Binning, fit_em
-    >>> from noisycal_bayes.simulate import simulate_annotations
-    >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
-    >>> fit = fit_em(sim.data, groups=Binning.equal_mass(5), n_starts=3)
-    >>> prof = gap_profile(sim.data, fit, factors=(0.8, 1.0, 1.2))
+    >>> from noisycal_bayes import Binning, fit_em, load_demo
+    >>> data, _ = load_demo()
+    >>> fit = fit_em(data, groups=Binning.equal_mass(5), n_starts=3)
+    >>> prof = gap_profile(data, fit, factors=(0.8, 1.0, 1.2))
     >>> lo, hi = prof.factor_range
     >>> bool(0.8 < lo < 1.0 < hi < 1.2)
     True

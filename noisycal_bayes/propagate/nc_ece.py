@@ -566,8 +566,7 @@ def _check_draw_weights(item_weights, n_source: int, n_items: int, bootstrap: bo
 
 
 def _run(func, kind, probs, responses, confusion_draws, prevalence, *, bins, weights, level, seed, interval,
-         bootstrap, n_draws, usable, max_condition, bias_correct=True, calibrate=True, item_weights=None,
-         point_confusion=None):
+         bootstrap, n_draws, usable, max_condition, bias_correct, calibrate, item_weights, point_confusion):
     """``(count, score, freq, point, design, meta, fresh)``: the per-draw sums (n_out, n_segments) of the output
     draws, the sums at the point confusion, the design, how the draws were made, and the sums and meta with fresh
     item weights (the class-wise per-class intervals; the same as the first four without ``item_weights``)."""
@@ -749,13 +748,8 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
     >>> res.lower <= res.debiased <= res.upper, res.n_draws
     (True, 50)
     """
-    func = "posterior_top_label_nc_ece"
-    count, score, freq, point, _, meta, _ = _run(func, "top_label", probs, responses, confusion_draws, prevalence,
-                                                bins=bins, weights=weights, level=level, seed=seed, interval=interval,
-                                                bootstrap=bootstrap, n_draws=n_draws, usable=usable,
-                                                max_condition=max_condition, bias_correct=bias_correct,
-                                                calibrate=calibrate, item_weights=item_weights,
-                                                point_confusion=point_confusion)
+    # ``locals()`` here is exactly this call's arguments, which ``_run`` takes by the same names.
+    count, score, freq, point, _, meta, _ = _run("posterior_top_label_nc_ece", "top_label", **locals())
     return _result(count, score, freq, point, meta["edges"][0], meta, interval, bootstrap, seed, meta["level"])
 
 
@@ -810,13 +804,8 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
     >>> len(res.per_class), res.per_class_table.columns[:3].tolist()
     (2, ['class', 'value', 'debiased'])
     """
-    func = "posterior_classwise_nc_ece"
-    count, score, freq, point, des, meta, fresh = _run(func, "classwise", probs, responses, confusion_draws, prevalence,
-                                                bins=bins, weights=weights, level=level, seed=seed, interval=interval,
-                                                bootstrap=bootstrap, n_draws=n_draws, usable=usable,
-                                                max_condition=max_condition, bias_correct=bias_correct,
-                                                calibrate=calibrate, item_weights=item_weights,
-                                                point_confusion=point_confusion)
+    # As in :func:`posterior_top_label_nc_ece`: this call's arguments, by name.
+    count, score, freq, point, des, meta, fresh = _run("posterior_classwise_nc_ece", "classwise", **locals())
     level = meta["level"]
     off = des.entries.offset
     pc_count, pc_score, pc_freq, pc_meta = fresh  # fresh item weights per class (``_run``)

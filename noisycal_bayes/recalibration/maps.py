@@ -571,7 +571,8 @@ class MulticlassTemperatureScaling(_MulticlassMap):
 
         Returns
         -------
-        self
+        self : MulticlassTemperatureScaling
+            With ``temperature_`` set.
 
         Raises
         ------
