@@ -35,7 +35,8 @@ import pandas as pd
 from .._validation import _preview, check_choice
 from .._validation import one_line as _one_line
 from ..warnings import DataWarning
-from .annotations import REPEATED, AnnotationSet, MulticlassAnnotationSet, _check_probs
+from ._inputs import _check_probs
+from .annotations import REPEATED, AnnotationSet, MulticlassAnnotationSet
 from .channel import Channel
 from .classes import MISSING, _check_classes, _class_name, _sorted_classes
 
