@@ -333,7 +333,7 @@ def _bootstrap(fit, draw, p_hat, cell_pat, cell_group, n_replicates, *, progress
     reps = np.stack([draw(p_hat) for _ in range(n_replicates)])
     # All refits at once: the EM loop of fit_em (same E- and M-steps, objective and stopping rule), mapped over
     # the replicates' count vectors (inference.bootstrap's batched program; one call per chunk of replicates
-    # instead of one per replicate, which cost 4-5 ms each and dominated the checks at 1e5 items).
+    # instead of one per replicate: docs/performance.md, *Implementation choices*).
     from ..core import x64
     from ..core.starts import CONVERGED, orient
     from ..inference.bootstrap import _batch_program, _warm_start

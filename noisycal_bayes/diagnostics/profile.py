@@ -45,6 +45,15 @@ _TOL = 1e-10
 _MAX_ITER = 5000
 
 
+def check_factors(factors, func: str) -> np.ndarray:
+    """Gap scale factors as a non-empty 1-d float array of finite positive numbers (this profile's and
+    :func:`~noisycal_bayes.diagnostics.gap_sensitivity`'s ``mode="perturb"``)."""
+    f = np.asarray(factors, dtype=np.float64)
+    if f.ndim != 1 or f.size == 0 or np.any(~np.isfinite(f)) or np.any(f <= 0):
+        raise ValueError(f"{func}: `factors` must be positive numbers; got {list(np.atleast_1d(f))}.")
+    return f
+
+
 @dataclass(frozen=True)
 class GapProfile:
     """Profile likelihood of a common gap scale and the NC-ECE it implies (:func:`gap_profile`).
@@ -285,9 +294,7 @@ def gap_profile(data: AnnotationSet, fit, *, factors=DEFAULT_FACTORS, level: flo
                                     "Read the channels' intervals from evaluate (bootstrap or NUTS) instead.")
     data.require_scores()
     level = check_level(level)
-    f = np.asarray(factors, dtype=np.float64)
-    if f.ndim != 1 or f.size == 0 or np.any(~np.isfinite(f)) or np.any(f <= 0):
-        raise ValueError(f"{func}: `factors` must be positive numbers; got {list(np.atleast_1d(f))}.")
+    f = check_factors(factors, func)
     groups = Binning.equal_mass(5) if groups is None else groups
     inp, fpr_hat, tpr_hat, prev_hat, fit = _mle(fit, data, groups, func)
     gap_hat = tpr_hat - fpr_hat
