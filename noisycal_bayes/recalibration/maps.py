@@ -72,8 +72,11 @@ class NotFittedError(ValueError, AttributeError):
     """``predict`` (or ``to_dict`` of fitted values) was called before ``fit``."""
 
 
-def _targets(scores, data, channel, weights):
-    """``(targets, kind, annotator_weights)`` for a corrected fit (AnnotationSet + channel) or a naive one."""
+def _targets(scores, data, channel, weights, func: str, instead: str):
+    """``(targets, kind, annotator_weights)`` for a corrected fit (AnnotationSet + channel) or a naive one, once
+    K-class ``scores`` or ``data`` are refused (``func`` is the binary map's ``fit``, ``instead`` its K-class map)."""
+    binary_only(scores, func, instead, name="scores")
+    binary_only(data, func, instead)
     if isinstance(data, AnnotationSet) and data.kind == "binary":
         if channel is None:
             raise ValueError(
@@ -205,9 +208,7 @@ class TemperatureScaling(_Map):
         -------
         self
         """
-        binary_only(scores, "TemperatureScaling.fit", "MulticlassTemperatureScaling", name="scores")
-        binary_only(data, "TemperatureScaling.fit", "MulticlassTemperatureScaling")
-        y, kind, w = _targets(scores, data, channel, weights)
+        y, kind, w = _targets(scores, data, channel, weights, "TemperatureScaling.fit", "MulticlassTemperatureScaling")
         fit = fit_temperature(scores, y, bounds=self.bounds)
         self.temperature_, self.loss_, self.on_boundary_ = fit.temperature, fit.loss, fit.on_boundary
         self.fit_kind_, self.weights_, self.n_items_ = kind, w, fit.n_items
@@ -255,9 +256,7 @@ class PlattScaling(_Map):
 
     def fit(self, scores, data, *, channel=None, weights=None) -> "PlattScaling":
         """Fit ``(alpha, beta)``; arguments as in :meth:`TemperatureScaling.fit`. Returns self."""
-        binary_only(scores, "PlattScaling.fit", "VectorScaling or MulticlassTemperatureScaling", name="scores")
-        binary_only(data, "PlattScaling.fit", "VectorScaling or MulticlassTemperatureScaling")
-        y, kind, w = _targets(scores, data, channel, weights)
+        y, kind, w = _targets(scores, data, channel, weights, "PlattScaling.fit", "VectorScaling or MulticlassTemperatureScaling")
         fit = fit_platt(scores, y, alpha_bounds=self.alpha_bounds, beta_bounds=self.beta_bounds)
         self.alpha_, self.beta_, self.loss_ = fit.alpha, fit.beta, fit.loss
         self.on_boundary_, self.boundary_params_, self.converged_ = fit.on_boundary, fit.boundary_params, fit.converged
@@ -304,10 +303,8 @@ class ProjectedHistogram(_Map):
 
     def fit(self, scores, data, *, channel=None, weights=None) -> "ProjectedHistogram":
         """Fit the bin values; arguments as in :meth:`TemperatureScaling.fit`. Returns self."""
-        binary_only(scores, "ProjectedHistogram.fit", "TopLabelHistogram", name="scores")
-        binary_only(data, "ProjectedHistogram.fit", "TopLabelHistogram")
         binning = as_binning(self.bins)
-        y, kind, w = _targets(scores, data, channel, weights)
+        y, kind, w = _targets(scores, data, channel, weights, "ProjectedHistogram.fit", "TopLabelHistogram")
         fit = fit_projected_histogram(scores, y, bins=binning)
         self.edges_, self.bin_values_ = fit.edges, fit.bin_values
         self.raw_means_, self.counts_ = fit.raw_means, fit.counts
