@@ -255,7 +255,7 @@ def usable_annotators_of(fit) -> np.ndarray:
 
 
 def usable_for(fit, src: Draws) -> np.ndarray:
-    """Which annotators' labels enter the corrected labels, bool (n_annotators,) (issue 16's downstream rule).
+    """Which annotators' labels enter the corrected labels, bool (n_annotators,) (the downstream rule).
 
     An annotator whose gap interval contains 0 carries no usable information about the clean label, and
     correcting its labels would divide by a gap near 0: it gets weight 0 under every weight rule (its
