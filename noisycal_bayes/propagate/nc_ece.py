@@ -80,15 +80,8 @@ targets ``t_si`` -> per segment the item weight ``N_sb``, score sum ``S_sb`` and
 
 Everything downstream of the sums is the binary summary (``value`` at the point confusion, the draws, the
 debiased estimate and interval, the one-sided reading, the per-bin table), with the K-class interval options of
-:mod:`noisycal_bayes.propagate.intervals`: the debiased draws are always centred on the estimate; with confusion
-*draws* each bin's debiasing is bias-corrected around the fit ``C_0`` they scatter around (``point_confusion=``,
-e.g. the full-sample EM fit whose bootstrap refits the draws are; default the draws' mean); and the class-wise
-mean (and, with ``calibrate=True``, the top-label) is read at a calibrated (prepivoted) level.
-
-*Joint draws* (``item_weights=``, top-label and class-wise mean): when the confusion draws are refits on bootstrap
-item weights, draw ``s`` sums the items with the weights of its own refit instead of fresh ones, which keeps the
-(negative) correlation between the fit's error and the items' sampling error. The per-class intervals keep fresh
-weights; NUTS draws have no item weights and keep the independent bootstrap.
+:mod:`noisycal_bayes.propagate.intervals` (centred, bias-corrected around ``point_confusion``, calibrated) and,
+with ``item_weights=``, joint draws (the parameter's entry says when and why).
 
 For K = 2 the class-wise entry of class 1 is the binary plug-in NC-ECE of the scores ``p_i1`` with the same
 channel draws, weights and item weights: the draws agree with :func:`posterior_nc_ece` to rounding, and with
