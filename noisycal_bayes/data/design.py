@@ -31,7 +31,7 @@ from .responses import pair_keys, repeated_runs
 #: Two-annotator grouped fits warn when max(prevalence) - min(prevalence) is below this (the same
 #: threshold as the reference EM, ``noisycal_bayes.reference.em.MIN_PREVALENCE_SPREAD``).
 MIN_PREVALENCE_SPREAD = 0.05
-#: The K-class channel models the design checks know (contract of issue 18).
+#: The K-class channel models the design checks know.
 MULTICLASS_MODELS = ("dawid_skene", "grouped", "pooled")
 
 

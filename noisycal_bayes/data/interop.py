@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .._validation import _preview, check_probs
-from .annotations import AnnotationSet, MulticlassAnnotationSet, _check_unique_ids, _factorize
+from ._inputs import _check_unique_ids, _factorize
+from .annotations import AnnotationSet, MulticlassAnnotationSet
 from .classes import MISSING, _class_name
 
 __all__ = ["from_cleanlab", "from_crowdkit"]

@@ -52,8 +52,8 @@ def sort_responses(item: np.ndarray, annotator: np.ndarray, label: np.ndarray, n
         return key, None  # already in order (what simulators and sorted files give): O(n), no copy
     idx_bits = int(n - 1).bit_length()
     if int(key.max()).bit_length() + idx_bits <= 63:
-        # Pack the input position into the low bits and sort values, not indices: np.sort is 4-5x faster
-        # than np.argsort on 1e7 int64 here, and ties (repeated pairs) come out in input order for free.
+        # Pack the input position into the low bits and sort values, not indices (faster than np.argsort:
+        # docs/performance.md, *Implementation choices*); ties (repeated pairs) come out in input order for free.
         packed = key
         packed <<= idx_bits
         packed |= np.arange(n, dtype=np.int64)

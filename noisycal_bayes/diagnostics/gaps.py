@@ -26,6 +26,7 @@ from ..propagate.draws import Draws, check_fit, extract_draws, output_index
 from ..propagate.nc_ece import posterior_nc_ece
 from ..simulate import simulate_annotations
 from ..warnings import SmallGapWarning
+from .profile import check_factors
 
 #: Default smallest acceptable gap (the EM screening threshold is 0.05; 0.1 already inflates variance 100x).
 MIN_GAP = 0.1
@@ -61,7 +62,7 @@ class GapDiagnostics:
     annotators: pd.DataFrame = field(repr=False)
     bins: pd.DataFrame = field(repr=False)
     alarming: bool
-    messages: tuple
+    messages: tuple[str, ...]
     min_gap: float
     level: float
     min_effective: float
@@ -366,9 +367,7 @@ def _perturb_sweep(data, fit, func, *, factors, bins, weights, level, n_draws, s
     if not (isinstance(data, AnnotationSet) and data.kind == "binary") or fit is None:
         raise ValueError(f"{func}: mode='perturb' needs `data` (an AnnotationSet) and `fit` (a FitResult or "
                          "Channel); for a simulated sweep use mode='simulate'.")
-    f = np.asarray(factors, dtype=np.float64)
-    if f.ndim != 1 or f.size == 0 or np.any(~np.isfinite(f)) or np.any(f <= 0):
-        raise ValueError(f"{func}: `factors` must be positive numbers; got {list(np.atleast_1d(f))}.")
+    f = check_factors(factors, func)
     src = extract_draws(check_fit(fit, func, allow_channel=True))
     fpr0, gap0 = src.fpr.mean(axis=0), src.gap.mean(axis=0)
     rows = []

@@ -45,6 +45,15 @@ _TOL = 1e-10
 _MAX_ITER = 5000
 
 
+def check_factors(factors, func: str) -> np.ndarray:
+    """Gap scale factors as a non-empty 1-d float array of finite positive numbers (this profile's and
+    :func:`~noisycal_bayes.diagnostics.gap_sensitivity`'s ``mode="perturb"``)."""
+    f = np.asarray(factors, dtype=np.float64)
+    if f.ndim != 1 or f.size == 0 or np.any(~np.isfinite(f)) or np.any(f <= 0):
+        raise ValueError(f"{func}: `factors` must be positive numbers; got {list(np.atleast_1d(f))}.")
+    return f
+
+
 @dataclass(frozen=True)
 class GapProfile:
     """Profile likelihood of a common gap scale and the NC-ECE it implies (:func:`gap_profile`).
@@ -264,11 +273,10 @@ def gap_profile(data: AnnotationSet, fit, *, factors=DEFAULT_FACTORS, level: flo
 
     Examples
     --------
-    >>> from noisycal_bayes import Binning, fit_em
-    >>> from noisycal_bayes.simulate import simulate_annotations
-    >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.8], seed=0)
-    >>> fit = fit_em(sim.data, groups=Binning.equal_mass(5), n_starts=3)
-    >>> prof = gap_profile(sim.data, fit, factors=(0.8, 1.0, 1.2))
+    >>> from noisycal_bayes import Binning, fit_em, load_demo
+    >>> data, _ = load_demo()
+    >>> fit = fit_em(data, groups=Binning.equal_mass(5), n_starts=3)
+    >>> prof = gap_profile(data, fit, factors=(0.8, 1.0, 1.2))
     >>> lo, hi = prof.factor_range
     >>> bool(0.8 < lo < 1.0 < hi < 1.2)
     True
@@ -286,9 +294,7 @@ def gap_profile(data: AnnotationSet, fit, *, factors=DEFAULT_FACTORS, level: flo
                                     "Read the channels' intervals from evaluate (bootstrap or NUTS) instead.")
     data.require_scores()
     level = check_level(level)
-    f = np.asarray(factors, dtype=np.float64)
-    if f.ndim != 1 or f.size == 0 or np.any(~np.isfinite(f)) or np.any(f <= 0):
-        raise ValueError(f"{func}: `factors` must be positive numbers; got {list(np.atleast_1d(f))}.")
+    f = check_factors(factors, func)
     groups = Binning.equal_mass(5) if groups is None else groups
     inp, fpr_hat, tpr_hat, prev_hat, fit = _mle(fit, data, groups, func)
     gap_hat = tpr_hat - fpr_hat

@@ -50,11 +50,8 @@ def plot_prior_predictive(result, *, ax=None, statistics=("positive_rate", "agre
     Returns
     -------
     matplotlib.figure.Figure
-
-    Raises
-    ------
-    ValueError
-        ``result`` is not a prior predictive check; an unknown statistic.
+        As :func:`check_residuals`, which also says when ``ValueError`` is raised (here: ``result`` is not a prior
+        predictive check, or an unknown statistic).
     """
     from ..diagnostics.prior_predictive import PriorPredictiveCheck
 

@@ -89,7 +89,8 @@ def _row_keys(bin_idx: np.ndarray, obs: np.ndarray, n_bins: int):
 
     The same as ``np.unique(np.c_[bin_idx, obs], axis=0, return_inverse=True)`` (rows ``(n_rows, 1 + J)``),
     through one integer code per item ``bin 2^J + sum_j obs_j 2^(J-1-j)`` (whose order is the lexicographic
-    order of the rows): a row-wise ``np.unique`` sorts void records and took ~18 s at 1e6 items.
+    order of the rows), not a row-wise ``np.unique`` (which sorts void records; docs/performance.md, *Implementation
+    choices*).
     """
     n, j = obs.shape
     if j > 40:

@@ -235,3 +235,41 @@ def stats_fit_rows(stats: SufficientStats, fit, func: str, method: str):
             "(fit_nuts(stats, ...)), or use method='plugin' for held-out items.")
     cell_row = real[first[np.searchsorted(fit_uniq, key)]]
     return cell_group, cell_row
+
+
+#: Level of the gap interval behind the downstream rule "zero weight where the gap's interval contains 0".
+USABLE_LEVEL = 0.9
+
+
+def usable_annotators_of(fit) -> np.ndarray:
+    """The downstream rule of a fit or Channel, bool (n_annotators,): see :func:`usable_for`.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.data import Channel
+    >>> usable_annotators_of(Channel([0.1, 0.5], [0.9, 0.5], orientation="crowd")).tolist()
+    [True, False]
+    """
+    fit = check_fit(fit, "usable_annotators_of", allow_channel=True)
+    return usable_for(fit, extract_draws(fit))
+
+
+def usable_for(fit, src: Draws) -> np.ndarray:
+    """Which annotators' labels enter the corrected labels, bool (n_annotators,) (the downstream rule).
+
+    An annotator whose gap interval contains 0 carries no usable information about the clean label, and
+    correcting its labels would divide by a gap near 0: it gets weight 0 under every weight rule (its
+    responses are left out of the corrected labels). An adversarial annotator (gap < 0, interval excluding
+    0) is kept: ``(A - fpr) / (tpr - fpr)`` uses its labels with their sign. The interval is the EM fit's
+    per-annotator interval (:attr:`FitResult.annotators`), else the equal-tailed ``USABLE_LEVEL`` interval
+    of the gap draws (NUTS posterior or EM bootstrap replicates); a known Channel keeps every ``gap != 0``.
+    """
+    from ..core.channel import usable_annotators
+
+    if is_fit_result(fit) and fit.details.get("annotators") is not None:
+        return np.asarray(fit.usable_annotators(), dtype=bool)
+    gap = np.asarray(src.gap, dtype=np.float64)
+    if src.is_posterior and gap.shape[0] > 1:
+        lo, hi = np.quantile(gap, [(1 - USABLE_LEVEL) / 2, (1 + USABLE_LEVEL) / 2], axis=0)
+        return np.asarray(usable_annotators(gap.mean(axis=0), lo, hi), dtype=bool)
+    return np.asarray(usable_annotators(gap.mean(axis=0)), dtype=bool)

@@ -24,6 +24,16 @@ import numpy as np
 
 from .result import _summarise, draw_quantiles
 
+#: How the interval is computed from the draws: see :func:`~noisycal_bayes.propagate.posterior_nc_ece` Notes.
+INTERVAL_METHODS = ("debiased", "posterior")
+
+
+def check_interval(interval, func: str) -> str:
+    """``interval`` if it is one of :data:`INTERVAL_METHODS` (the check of every posterior NC-ECE route)."""
+    if interval not in INTERVAL_METHODS:
+        raise ValueError(f"{func}: `interval` must be one of {INTERVAL_METHODS}; got {interval!r}.")
+    return interval
+
 
 def centred(debiased, estimate: float, interval: str):
     """The debiased draws shifted so that their mean is the debiased estimate (``interval="debiased"`` only).

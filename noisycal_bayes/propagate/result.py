@@ -11,6 +11,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+#: What the interval of each binary route is for (a result's ``target``; DESIGN §2).
+TARGETS = {
+    "plugin": "population binned ECE on the fixed partition: sum_k P(Z in B_k) |E[m(Z) - Z | Z in B_k]|",
+    "plugin_no_bootstrap": ("none: NC-ECE of this sample with channel uncertainty only (no evaluation-sample "
+                            "uncertainty, so the interval is too narrow for any target)"),
+    "model": "conditional binned ECE: sum_k (n_k/n) |mean_{i in B_k} (m(Z_i) - Z_i)|",
+    "latent": "sample oracle ECE: sum_k (n_k/n) |mean_{i in B_k} (Y_i - Z_i)| with the items' clean labels",
+}
+#: The same for the K-class plug-in route (top-label, class-wise) and for draws without the item bootstrap.
+MC_TARGETS = {
+    "top_label": ("population top-label binned ECE on the fixed partition: sum_b P(conf in B_b) "
+                  "|E[1[Y = yhat] - conf | conf in B_b]|"),
+    "classwise": ("population class-wise binned ECE on the fixed partitions: mean_k sum_b P(p_k in B_kb) "
+                  "|E[1[Y = k] - p_k | p_k in B_kb]| (and each class's term)"),
+    "no_bootstrap": ("none: NC-ECE of this sample with confusion uncertainty only (no evaluation-sample "
+                     "uncertainty, so the interval is too narrow for any target)"),
+}
+
 
 
 @dataclass(frozen=True)

@@ -59,3 +59,40 @@ def newton_temperatures(grad_hess, n_draws: int, bounds, x0: float = 0.0):
     at_tmin = g_hi <= 0
     x = np.where(at_tmax, x_lo, np.where(at_tmin, x_hi, x))
     return np.exp(-x), at_tmin, at_tmax
+
+
+def projected_newton(objective, x0, lo, hi, *, gtol=1e-10, max_iter=100):
+    """Minimise a smooth function on the box ``[lo, hi]`` by projected Newton steps with backtracking.
+
+    ``objective(x)`` returns ``(value, gradient, Hessian)``, ``objective(x, hessian=False)`` the value. Variables at
+    a bound whose gradient points out of the box are held there; the others take a Newton step (the Hessian is
+    lifted to positive definite if needed), projected onto the box, halved until the value decreases enough.
+    Returns ``(x, gradient, converged, message)``; converged when the projected gradient is below ``gtol``.
+    """
+    x = np.clip(x0, lo, hi)
+    for it in range(max_iter):
+        f, g, h = objective(x)
+        if np.max(np.abs(x - np.clip(x - g, lo, hi))) < gtol:
+            return x, g, True, f"projected gradient < {gtol:g} after {it} Newton steps"
+        held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))
+        free = np.flatnonzero(~held)
+        hf = h[np.ix_(free, free)]
+        # Lift the free block to positive definite (only when target rows with negative sums make it indefinite).
+        low = np.linalg.eigvalsh(hf)[0]
+        if low < 1e-12:
+            hf = hf + (1e-12 - low) * np.eye(free.size)
+        d = np.zeros_like(x)
+        d[free] = -np.linalg.solve(hf, g[free])
+        step = 1.0
+        while True:
+            xn = np.clip(x + step * d, lo, hi)
+            if objective(xn, hessian=False) <= f + 1e-4 * g @ (xn - x) or step < 1e-10:
+                break
+            step *= 0.5
+        if np.max(np.abs(xn - x)) < 1e-15:
+            f, g, _ = objective(xn)
+            ok = np.max(np.abs(xn - np.clip(xn - g, lo, hi))) < 1e-6
+            return xn, g, ok, f"no further progress after {it + 1} Newton steps"
+        x = xn
+    f, g, _ = objective(x)
+    return x, g, False, f"no convergence in {max_iter} Newton steps"

@@ -48,15 +48,17 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from .._validation import (_preview, as_float_matrix, binary_only, check_bounds, check_choice, check_probs,
-                           check_soft_labels)
-from ..data import AnnotationSet, Binning, as_binning, bin_index
+from .._validation import _preview, binary_only, check_bounds, check_soft_labels
+from ..data import AnnotationSet, as_binning, bin_index
 from ..reference.recalibration import (PLATT_ALPHA_BOUNDS, PLATT_BETA_BOUNDS, TEMPERATURE_BOUNDS,
                                        corrected_item_labels, fit_platt, fit_projected_histogram, fit_temperature,
                                        inverse_temperature_root, predict_histogram, predict_platt,
                                        predict_temperature)
 from ..warnings import BoundaryWarning, ConvergenceWarning, DataWarning
 from ._params import ParamsMixin
+from ._inputs import (_bins_from_json, _bins_to_json, _check_inputs_kind, _check_l2, _check_logits_or_probs,
+                      _check_targets, _expected_logit, _jsonable, _temperature_terms, _top_label_edges, _top_label_full)
+from ._newton import projected_newton
 
 _FORMAT_VERSION = 1
 #: Default vector-scaling boxes: per-class scale (positive: each class's logit stays increasing) and bias.
@@ -64,16 +66,17 @@ SCALE_BOUNDS = (0.01, 20.0)
 BIAS_BOUNDS = (-10.0, 10.0)
 #: Default ridge of vector scaling toward the identity map.
 VECTOR_L2 = 1e-3
-LOGIT_CLIP = 1e-6
-_INPUTS = ("probs", "logits")
 
 
 class NotFittedError(ValueError, AttributeError):
     """``predict`` (or ``to_dict`` of fitted values) was called before ``fit``."""
 
 
-def _targets(scores, data, channel, weights):
-    """``(targets, kind, annotator_weights)`` for a corrected fit (AnnotationSet + channel) or a naive one."""
+def _targets(scores, data, channel, weights, func: str, instead: str):
+    """``(targets, kind, annotator_weights)`` for a corrected fit (AnnotationSet + channel) or a naive one, once
+    K-class ``scores`` or ``data`` are refused (``func`` is the binary map's ``fit``, ``instead`` its K-class map)."""
+    binary_only(scores, func, instead, name="scores")
+    binary_only(data, func, instead)
     if isinstance(data, AnnotationSet) and data.kind == "binary":
         if channel is None:
             raise ValueError(
@@ -96,17 +99,6 @@ def _targets(scores, data, channel, weights):
     if data is None:
         raise ValueError("`fit` needs labels: an AnnotationSet with `channel=`, or an array of 0/1 or soft labels.")
     return check_soft_labels(data, name="labels"), "labels", None
-
-
-def _jsonable(x):
-    if isinstance(x, np.ndarray):
-        # NaN is not valid JSON: store it as null (restored as NaN by from_dict).
-        return [None if isinstance(v, float) and np.isnan(v) else v for v in x.tolist()]
-    if isinstance(x, (np.floating, np.integer, np.bool_)):
-        return x.item()
-    if isinstance(x, tuple):
-        return [_jsonable(v) for v in x]
-    return x
 
 
 #: Every public map class by name, for :func:`map_from_dict` (filled by ``_Map.__init_subclass__``).
@@ -216,9 +208,7 @@ class TemperatureScaling(_Map):
         -------
         self
         """
-        binary_only(scores, "TemperatureScaling.fit", "MulticlassTemperatureScaling", name="scores")
-        binary_only(data, "TemperatureScaling.fit", "MulticlassTemperatureScaling")
-        y, kind, w = _targets(scores, data, channel, weights)
+        y, kind, w = _targets(scores, data, channel, weights, "TemperatureScaling.fit", "MulticlassTemperatureScaling")
         fit = fit_temperature(scores, y, bounds=self.bounds)
         self.temperature_, self.loss_, self.on_boundary_ = fit.temperature, fit.loss, fit.on_boundary
         self.fit_kind_, self.weights_, self.n_items_ = kind, w, fit.n_items
@@ -266,9 +256,7 @@ class PlattScaling(_Map):
 
     def fit(self, scores, data, *, channel=None, weights=None) -> "PlattScaling":
         """Fit ``(alpha, beta)``; arguments as in :meth:`TemperatureScaling.fit`. Returns self."""
-        binary_only(scores, "PlattScaling.fit", "VectorScaling or MulticlassTemperatureScaling", name="scores")
-        binary_only(data, "PlattScaling.fit", "VectorScaling or MulticlassTemperatureScaling")
-        y, kind, w = _targets(scores, data, channel, weights)
+        y, kind, w = _targets(scores, data, channel, weights, "PlattScaling.fit", "VectorScaling or MulticlassTemperatureScaling")
         fit = fit_platt(scores, y, alpha_bounds=self.alpha_bounds, beta_bounds=self.beta_bounds)
         self.alpha_, self.beta_, self.loss_ = fit.alpha, fit.beta, fit.loss
         self.on_boundary_, self.boundary_params_, self.converged_ = fit.on_boundary, fit.boundary_params, fit.converged
@@ -315,10 +303,8 @@ class ProjectedHistogram(_Map):
 
     def fit(self, scores, data, *, channel=None, weights=None) -> "ProjectedHistogram":
         """Fit the bin values; arguments as in :meth:`TemperatureScaling.fit`. Returns self."""
-        binary_only(scores, "ProjectedHistogram.fit", "TopLabelHistogram", name="scores")
-        binary_only(data, "ProjectedHistogram.fit", "TopLabelHistogram")
         binning = as_binning(self.bins)
-        y, kind, w = _targets(scores, data, channel, weights)
+        y, kind, w = _targets(scores, data, channel, weights, "ProjectedHistogram.fit", "TopLabelHistogram")
         fit = fit_projected_histogram(scores, y, bins=binning)
         self.edges_, self.bin_values_ = fit.edges, fit.bin_values
         self.raw_means_, self.counts_ = fit.raw_means, fit.counts
@@ -339,163 +325,7 @@ class ProjectedHistogram(_Map):
         return {"bins": _bins_from_json(params.get("bins", 10), cls.__name__)}
 
 
-# ----------------------------------------------------------------------------- K-class inputs (one helper per kind)
-def _check_logits_or_probs(x, inputs, *, n_classes=None, name=None):
-    """``(logits, probs)`` of validated inputs, each float64 (n, K); ``n_classes`` checks a fitted map's K."""
-    if inputs == "probs":
-        name = name or "probs"
-        p = check_probs(x, name=name, hint="Pass softmax probabilities, or logits with `inputs='logits'`.")
-        p = p / p.sum(axis=1, keepdims=True)  # rows within PROBS_TOL of 1, renormalised
-        z = np.log(np.clip(p, LOGIT_CLIP, 1 - LOGIT_CLIP))
-    else:
-        name = name or "logits"
-        z = as_float_matrix(x, name=name)
-        bad = ~np.isfinite(z).all(axis=1)
-        if bad.any():
-            raise ValueError(f"`{name}` must be finite; got NaN or inf in rows {_preview(np.flatnonzero(bad))}.")
-        p = softmax(z, axis=1)
-    if n_classes is not None and z.shape[1] != n_classes:
-        raise ValueError(f"`{name}` has {z.shape[1]} classes but the map was fitted with {n_classes}.")
-    return z, p
-
-
-def _check_targets(targets, shape) -> np.ndarray:
-    """Target matrix of shape ``shape`` = (n, K): finite reals (corrected targets may leave [0, 1])."""
-    t = as_float_matrix(targets, name="targets")
-    if t.shape != shape:
-        raise ValueError(f"`targets` must have the shape of the inputs {shape}; got {t.shape}.")
-    bad = ~np.isfinite(t).all(axis=1)
-    if bad.any():
-        raise ValueError(f"`targets` must be finite; got NaN or inf in rows {_preview(np.flatnonzero(bad))}. Items "
-                         "without a usable response have a NaN corrected target: drop them, e.g. "
-                         "`keep = np.isfinite(targets).all(axis=1)`.")
-    return t
-
-
-def _check_inputs_kind(inputs, func):
-    return check_choice(inputs, _INPUTS, name="inputs", func=func)
-
-
-def _check_l2(l2):
-    try:
-        v = float(l2)
-    except (TypeError, ValueError):
-        raise ValueError(f"`l2` must be a number > 0; got {l2!r}.") from None
-    if not (np.isfinite(v) and v > 0):
-        raise ValueError(f"`l2` must be finite and > 0 (it keeps the fit unique and finite); got {l2!r}.")
-    return v
-
-
-
-# ----------------------------------------------------------------------------- K-class numerics
-def _expected_logit(beta, z):
-    """``(E_q[z_i], Var_q[z_i])`` under ``q = softmax(beta z_i)``; ``beta`` broadcasts against ``z[..., 0]``."""
-    q = softmax(beta[..., None] * z, axis=-1)
-    m = np.sum(q * z, axis=-1)
-    return m, np.sum(q * (z - m[..., None]) ** 2, axis=-1)
-
-
-def _temperature_terms(z, t):
-    """``(s_i, c_i)``: row sums of the targets and ``sum_k t_ik z_ik``, the only way the targets enter the loss."""
-    return t.sum(axis=-1), np.sum(t * z, axis=-1)
-
-
-def _top_label_full(p, top, conf_new):
-    """Probability vectors whose top class keeps its index and gets probability ``conf_new`` (>= 1/K).
-
-    The remaining mass ``r = 1 - conf_new`` goes to the other classes in proportion to their probabilities,
-    mixed with an even split ``r / (K - 1)`` (mixing weight ``lam`` in [0, 1], as close to 1 as allowed) so that
-    no other class exceeds ``(conf_new + r / (K - 1)) / 2``, halfway between the even share and ``conf_new``: then
-    the top class stays the strict argmax whenever ``conf_new > 1/K`` (an even split always fits because
-    ``conf_new >= 1/K``).
-    """
-    n, k = p.shape
-    rows = np.arange(n)
-    rest = 1.0 - conf_new
-    other = p.copy()
-    other[rows, top] = 0.0
-    tot = other.sum(axis=1)
-    even = 1.0 / (k - 1)
-    # Proportional shares of the other classes (an even split when the top class held all the mass).
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(tot[:, None] > 0, other / tot[:, None], even)
-    share[rows, top] = 0.0
-    smax = share.max(axis=1)
-    cap = 0.5 * (conf_new + rest * even)
-    # rest * (lam * smax + (1 - lam) * even) <= cap  <=>  lam <= (cap / rest - even) / (smax - even).
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lam = np.where((rest > 0) & (smax > even), (cap / rest - even) / (smax - even), 1.0)
-    lam = np.clip(lam, 0.0, 1.0)
-    out = rest[:, None] * (lam[:, None] * share + (1 - lam[:, None]) * even)
-    out[rows, top] = conf_new
-    return out
-
-
-def _top_label_edges(bins, conf, n_classes):
-    """Fitting edges on the confidence: an int or ``Binning.equal_width`` is equal width on [1/K, 1]."""
-    b = as_binning(bins)
-    if b.kind == "equal_width":
-        # The top-label confidence max_k p_k is never below 1/K: equal width over the values it can take.
-        lo = 1.0 / n_classes
-        return np.concatenate([[0.0], lo + (1 - lo) * np.arange(1, b.n_bins) / b.n_bins, [1.0]])
-    return b.edges_for(conf)
-
-
-def _bins_to_json(b):
-    if isinstance(b, Binning):
-        return {"kind": b.kind, "n_bins": b.n_bins, "edges": None if b.edges is None else list(b.edges)}
-    return _jsonable(b)
-
-
-def _bins_from_json(b, cls):
-    if not isinstance(b, dict):
-        return b
-    kind = b.get("kind")
-    if kind == "edges":
-        return Binning.from_edges(b["edges"])
-    if kind in ("equal_mass", "equal_width"):
-        return getattr(Binning, kind)(b["n_bins"])
-    raise ValueError(f"unknown binning kind {kind!r} in saved {cls}.")
-
-
 # ----------------------------------------------------------------------------- K-class maps
-def _projected_newton(objective, x0, lo, hi, *, gtol=1e-10, max_iter=100):
-    """Minimise a smooth function on the box ``[lo, hi]`` by projected Newton steps with backtracking.
-
-    ``objective(x)`` returns ``(value, gradient, Hessian)``, ``objective(x, hessian=False)`` the value. Variables at
-    a bound whose gradient points out of the box are held there; the others take a Newton step (the Hessian is
-    lifted to positive definite if needed), projected onto the box, halved until the value decreases enough.
-    Returns ``(x, gradient, converged, message)``; converged when the projected gradient is below ``gtol``.
-    """
-    x = np.clip(x0, lo, hi)
-    for it in range(max_iter):
-        f, g, h = objective(x)
-        if np.max(np.abs(x - np.clip(x - g, lo, hi))) < gtol:
-            return x, g, True, f"projected gradient < {gtol:g} after {it} Newton steps"
-        held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))
-        free = np.flatnonzero(~held)
-        hf = h[np.ix_(free, free)]
-        # Lift the free block to positive definite (only when target rows with negative sums make it indefinite).
-        low = np.linalg.eigvalsh(hf)[0]
-        if low < 1e-12:
-            hf = hf + (1e-12 - low) * np.eye(free.size)
-        d = np.zeros_like(x)
-        d[free] = -np.linalg.solve(hf, g[free])
-        step = 1.0
-        while True:
-            xn = np.clip(x + step * d, lo, hi)
-            if objective(xn, hessian=False) <= f + 1e-4 * g @ (xn - x) or step < 1e-10:
-                break
-            step *= 0.5
-        if np.max(np.abs(xn - x)) < 1e-15:
-            f, g, _ = objective(xn)
-            ok = np.max(np.abs(xn - np.clip(xn - g, lo, hi))) < 1e-6
-            return xn, g, ok, f"no further progress after {it + 1} Newton steps"
-        x = xn
-    f, g, _ = objective(x)
-    return x, g, False, f"no convergence in {max_iter} Newton steps"
-
-
 class _MulticlassMap(_Map):
     """Shared plumbing of the K-class point maps: validated probabilities or logits (JSON round trip from
     :class:`_Map`)."""
@@ -571,7 +401,8 @@ class MulticlassTemperatureScaling(_MulticlassMap):
 
         Returns
         -------
-        self
+        self : MulticlassTemperatureScaling
+            With ``temperature_`` set.
 
         Raises
         ------
@@ -708,7 +539,7 @@ class VectorScaling(_MulticlassMap):
 
         lo = np.array([a_lo] * k + [b_lo] * k)
         hi = np.array([a_hi] * k + [b_hi] * k)
-        theta, grad, converged, message = _projected_newton(objective, np.clip(centre, lo, hi), lo, hi)
+        theta, grad, converged, message = projected_newton(objective, np.clip(centre, lo, hi), lo, hi)
         # On the boundary: at a box end with the gradient pointing out of the box.
         at = ((theta <= lo + 1e-9) & (grad > 0)) | ((theta >= hi - 1e-9) & (grad < 0))
         names = [f"scale[{i}]" for i in range(k)] + [f"bias[{i}]" for i in range(k)]

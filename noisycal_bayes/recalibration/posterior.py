@@ -42,8 +42,8 @@ from ..reference.recalibration import TEMPERATURE_BOUNDS
 from ..warnings import BoundaryWarning, DataWarning
 from ._newton import newton_temperatures
 from ._params import ParamsMixin
-from .maps import NotFittedError, _check_inputs_kind, _check_logits_or_probs, _temperature_terms, _top_label_edges, \
-    _top_label_full
+from ._inputs import _check_inputs_kind, _check_logits_or_probs, _temperature_terms, _top_label_edges, _top_label_full
+from .maps import NotFittedError
 
 # Floats per chunk of (draws x items x classes) arrays: bounds the memory of the vectorised K-class refits.
 _CHUNK_FLOATS = 4_000_000

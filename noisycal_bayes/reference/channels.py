@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import _preview
+from .._validation import _preview, binary_only
 from ..data import AnnotationSet, Channel, resolve_groups
 from ..data.design import co_labelling_problem as _co_labelling_problem, require_two_annotators
 from ..models.result import ChannelAccess
@@ -104,15 +104,16 @@ class ChannelEstimate(ChannelAccess):
 
 # --------------------------------------------------------------------------------------------- helpers
 def check_annotation_set(data, func: str) -> AnnotationSet:
+    """The data every paper estimator (closed form, moments, GMM) reads: a binary :class:`AnnotationSet` with one
+    label per (item, annotator) pair (they count response patterns) and two annotators or more (one annotator
+    never identifies a channel, §D.1). Errors name ``func`` and the way out."""
+    binary_only(data, func, "fit_em_multiclass")
     if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}. "
                          "Build one with AnnotationSet.from_long or AnnotationSet.from_wide.")
-    return data
-
-
-def require_several_annotators(data: AnnotationSet, func: str) -> None:
-    """Error for a single annotator, naming it (one annotator never identifies a channel, §D.1)."""
+    data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")
     require_two_annotators(data, func)
+    return data
 
 
 def co_labelling_problem(data: AnnotationSet) -> str:

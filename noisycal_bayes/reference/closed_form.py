@@ -17,9 +17,9 @@ import dataclasses
 
 import numpy as np
 
-from .._validation import _preview, binary_only
+from .._validation import _preview
 from .channels import (ChannelEstimate, check_annotation_set, group_moments, infeasibility, make_channel,
-                       require_several_annotators, resolve_data_groups)
+                       resolve_data_groups)
 
 METHOD = "closed_form_two_groups"
 
@@ -142,11 +142,8 @@ def closed_form_two_groups(data, groups, *, annotators=None) -> ChannelEstimate:
     >>> bool(np.allclose(est.channel.fpr, [0.1, 0.2], atol=0.05))
     True
     """
-    binary_only(data, "closed_form_two_groups", "fit_em_multiclass")
     func = "closed_form_two_groups"
     data = check_annotation_set(data, func)
-    data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")
-    require_several_annotators(data, func)
     if annotators is None:
         if data.n_annotators != 2:
             raise ValueError(f"{func}: the data has {data.n_annotators} annotators; pass `annotators=(j, k)` (column "

@@ -26,7 +26,6 @@ from ..core import ds_loglik, em_step, x64
 from ..core.em import log_prior
 from ..core.starts import (BAD_START, CONVERGED, MAX_ITER, NONFINITE, TIE_RTOL, check_starts, em_starts,
                            select_start)
-from ..data import SufficientStats
 from ..data.design import MIN_PREVALENCE_SPREAD
 from ..models.em_result import CavityPairs, em_result, prepare_em
 from ..models.priors import em_prior_counts

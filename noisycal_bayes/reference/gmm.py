@@ -20,12 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import minimize
 
-from .._validation import _preview, binary_only, check_positive_int
+from .._validation import _preview, check_positive_int
 from ..core import ds_loglik, x64
 from ..data import compress_patterns, pad_patterns, padded_size
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 from .channels import (ChannelEstimate, check_annotation_set, co_labelling_problem, group_moments, infeasibility,
-                       make_channel, require_several_annotators, resolve_data_groups)
+                       make_channel, resolve_data_groups)
 from .closed_form import closed_form_two_groups
 from ..core.starts import em_starts
 from ..data.design import MIN_PREVALENCE_SPREAD
@@ -140,11 +140,8 @@ def fit_gmm(data, groups, *, n_starts: int = 10, seed: int = 0, min_gap: float =
     >>> bool(np.allclose(est.channel.tpr, [0.9, 0.7], atol=0.05))
     True
     """
-    binary_only(data, "fit_gmm", "fit_em_multiclass")
     func = "fit_gmm"
     data = check_annotation_set(data, func)
-    data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")
-    require_several_annotators(data, func)
     n_starts, max_iter, min_gap = _check_settings(n_starts, max_iter, min_gap, groups, func)
     group, n_groups = resolve_data_groups(data, groups, func)
     n_ann = data.n_annotators

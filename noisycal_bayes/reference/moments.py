@@ -17,9 +17,9 @@ from itertools import combinations
 
 import numpy as np
 
-from .._validation import _preview, binary_only, check_positive_int
+from .._validation import _preview, check_positive_int
 from .channels import (ChannelEstimate, check_annotation_set, group_moments, infeasibility, make_channel,
-                       require_several_annotators, resolve_data_groups)
+                       resolve_data_groups)
 
 METHOD = "moments_three"
 
@@ -151,11 +151,8 @@ def moments_three(data, *, min_items: int = 10) -> ChannelEstimate:
     >>> bool(np.allclose(est.channel.tpr, [0.9, 0.8, 0.7], atol=0.05))
     True
     """
-    binary_only(data, "moments_three", "fit_em_multiclass")
     func = "moments_three"
     data = check_annotation_set(data, func)
-    data.require_one_label_per_pair(func, "Use fit_em, which reads every response.")
-    require_several_annotators(data, func)
     min_items = check_positive_int(min_items, name="min_items", minimum=3)
     if data.n_annotators < 3:
         raise ValueError(f"{func}: needs at least 3 annotators; the data has {data.n_annotators}. Two annotators "

@@ -34,8 +34,8 @@ from .._progress import progress
 from .._validation import binary_only, check_positive_int
 from ..data import AnnotationSet, as_binning
 from ..warnings import DataWarning
-from ._estimated import (_TARGET, DEFAULT_EM_GROUPS, _bin_sums, _check_common, _check_estimator,  # noqa: F401
-                         _fit_or_raise, _require_all_annotators, _subset, _table, _warn_unconverged, _weights_for)
+from ._estimated import (_TARGET, _bin_sums, _check_common, _check_estimator, _fit_or_raise, _require_all_annotators,
+                         _subset, _table, _warn_unconverged, _weights_for)
 from .calibration import nc_ece
 from .nc_ece_bootstrap import BootstrapNCECEResult, bootstrap_nc_ece  # noqa: F401 (re-exported)
 
