@@ -124,7 +124,7 @@ def study(k, j, curve, first, last, kind, cache):
         p, resp, g, _, draws, _ = cm._data(seed, k, j, curve, 2000, 100, cache=cache)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            count, score, freq, point, _, meta = pm._run(
+            count, score, freq, point, _, meta, _ = pm._run(
                 "calibration_worlds", kind, p, resp, draws, None, bins=cm.BINS, weights="iv", level=LEVEL, seed=seed,
                 interval="debiased", bootstrap=True, n_draws=None, usable=None, max_condition=pm.MAX_CONDITION,
                 item_weights=g)

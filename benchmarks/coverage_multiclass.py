@@ -370,7 +370,7 @@ def sweep_one(seed, k, j, curve, n_items, n_boot, targets, em_tol=1e-3, cache=No
     for kind, truth in (("top_label", targets[0]), ("classwise", targets[1])):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            count, score, freq, point, _, meta = pm._run(
+            count, score, freq, point, _, meta, _ = pm._run(
                 "sweep", kind, p, resp, draws, None, bins=BINS, weights="iv", level=LEVEL, seed=seed,
                 interval="debiased", bootstrap=True, n_draws=None, usable=None, max_condition=pm.MAX_CONDITION,
                 item_weights=g if joint else None, point_confusion=fit_c[0])

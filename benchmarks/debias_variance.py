@@ -232,7 +232,7 @@ def study(k, j, curve, n, cache, smooth=False):
         for kind, truth in kinds:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                count, score, freq, point, _, meta = pm._run(
+                count, score, freq, point, _, meta, _ = pm._run(
                     "debias_variance", kind, p, resp, draws, None, bins=cm.BINS, weights="iv", level=LEVEL,
                     seed=seed, interval="debiased", bootstrap=True, n_draws=None, usable=None,
                     max_condition=pm.MAX_CONDITION, item_weights=g, point_confusion=fit_c[0])
