@@ -61,9 +61,10 @@ def as_float_vector(values, *, name: str, what: str = "numeric") -> np.ndarray:
 def binary_only(value, func: str, instead: str | None, *, name: str = "data") -> None:
     """Refuse K-class input to the binary-only function ``func``: one ``ValueError`` naming ``instead``.
 
-    ``value`` is the function's annotation set (``name="data"``) or its scores (any other ``name``). Refused: a
-    set whose ``kind`` is not ``"binary"`` (a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, whatever
-    its number of classes) and scores with two dimensions (one column per class). Anything else passes
+    ``value`` is the function's annotation set (``name="data"``), its fit (``name="fit"``) or its scores (any
+    other ``name``). Refused: a set whose ``kind`` is not ``"binary"`` (a
+    :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, whatever its number of classes), a K-class fit (confusion
+    matrices and no ``(fpr, tpr)`` channel) and scores with two dimensions (one column per class). Anything else passes
     unchanged, for the function's own checks. With two classes the set is refused too (which class is positive
     is the caller's choice), and the message names the binary view: ``data.to_binary()`` (class index 1
     positive) or the column ``probs[:, 1]``. ``instead`` completes "For K classes use ..." (None: the feature
@@ -76,6 +77,10 @@ def binary_only(value, func: str, instead: str | None, *, name: str = "data") ->
         k = value.n_classes
         got = f"`{name}` is a {type(value).__name__} with {k} classes {_preview(list(value.classes))}"
         two = " With two classes, `data.to_binary()` gives the binary set (class index 1 is the positive class)."
+    elif name == "fit" and getattr(value, "channel", 0) is None and getattr(value, "confusion", None) is not None:
+        k = int(getattr(value, "n_classes", 0))  # a K-class fit: confusion matrices, no (fpr, tpr) channel
+        got = f"`fit` is a {type(value).__name__}, a fit to K-class data with {k} classes"
+        two = " With two classes, fit the binary view `data.to_binary()`."
     elif (name != "data" and kind is None and not isinstance(value, (str, bytes, dict)) and np.ndim(value) == 2
           and np.shape(value)[1] > 1):
         k = np.shape(value)[1]

@@ -199,3 +199,31 @@ def test_k_class_alternatives_accept_the_same_data(k_data, k_fit):
         assert len(reference.naive_multiclass_ece(p, resp)) > 0
         assert np.asarray(usable_confusions(conf)).shape[0] == k_data.n_annotators
         assert nb.evaluate_multiclass(k_data, n_boot=3, checks=True).kind == "multiclass"
+
+
+# A K-class fit is a FitResult too (one result type for every K), so a binary consumer given binary data and a
+# K-class fit must refuse the fit by name, not fail later on its missing (fpr, tpr) channel.
+FIT_ENTRIES = [
+    (lambda b, kf: inference.bootstrap_em(b, kf, n_boot=2), "bootstrap_em", "bootstrap_multiclass_nc_ece"),
+    (lambda b, kf: nb.posterior_nc_ece(b, kf), "posterior_nc_ece", "docs/multiclass.md"),
+    (lambda b, kf: diagnostics.model_checks(b, kf), "model_checks", "evaluate_multiclass"),
+    (lambda b, kf: diagnostics.gap_profile(b, kf), "gap_profile", "usable_confusions"),
+    (lambda b, kf: nb.labels.label_issues(b, kf), "label_issues", "clean_label_probability"),
+]
+
+
+@pytest.mark.parametrize("call, name, instead", FIT_ENTRIES, ids=[e[1] for e in FIT_ENTRIES])
+def test_k_class_fit_given_to_a_binary_consumer_is_refused_by_name(binary, call, name, instead):
+    data, _ = binary
+    k_fit = nb.fit_em(_multiclass(3), model="dawid_skene")
+    assert isinstance(k_fit, nb.FitResult)
+    with pytest.raises(ValueError, match=DEFINED) as err:
+        call(data, k_fit)
+    text = str(err.value)
+    assert name in text and "K-class data with 3 classes" in text and instead in text, text
+
+
+def test_binary_fit_passes_the_fit_check(binary):
+    # Negative control: the same check lets the binary fit through (the call runs to its result).
+    data, fit = binary
+    assert np.isfinite(nb.posterior_nc_ece(data, fit, n_draws=20).value)

@@ -241,6 +241,7 @@ def _check_iv(data, fit, n_replicates, seed, alpha, min_expected):
     if not isinstance(fit, FitResult):
         raise ValueError(f"model_checks: `fit` must be a FitResult of fit_em, fit_map or fit_nuts; got "
                          f"{type(fit).__name__}.")
+    binary_only(fit, "model_checks", "evaluate_multiclass (which runs the K-class model checks)", name="fit")
     if fit.model not in EM_MODELS:
         raise ValueError(f"model_checks: model={fit.model!r} is not supported; the checks need one of "
                          f"{list(EM_MODELS)} (closed-form EM refits on the (group, pattern) counts).")

@@ -201,6 +201,7 @@ def _mle(fit, data, groups, func):
                          starts=(fit.fpr[None], fit.tpr[None], np.full((1, _n_groups(data, groups)), 0.5)))
         if fit.channel is None:
             raise ValueError(f"{func}: EM from the given channel failed ({fit.reason}); pass a FitResult.")
+    binary_only(fit, func, "usable_confusions (noisycal_bayes.core), the confusions' condition numbers", name="fit")
     if not isinstance(fit, FitResult):
         raise ValueError(f"{func}: `fit` must be a FitResult of fit_em / fit_map / fit_nuts or a Channel; got "
                          f"{type(fit).__name__}.")

@@ -93,6 +93,7 @@ def _check(data, fit, n_boot):
     func = "bootstrap_em"
     if not isinstance(fit, FitResult):
         raise ValueError(f"{func}: `fit` must be a FitResult from fit_em; got {type(fit).__name__}.")
+    binary_only(fit, func, "bootstrap_multiclass_nc_ece (which refits fit_em_multiclass per replicate)", name="fit")
     if fit.method != "em":
         raise ValueError(f"{func}: `fit` must be an EM fit (fit_em); got a {fit.method!r} fit. For NUTS the "
                          "posterior draws already carry the channel uncertainty.")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import _preview, check_level, check_positive_int
+from .._validation import _preview, binary_only, check_level, check_positive_int
 from ..core import clipped_logit, x64
 from ..core.posterior import posterior_positive_draws
 from ..data import AnnotationSet, compress_patterns
@@ -41,6 +41,7 @@ def check_fit(fit, func: str):
     if not all(hasattr(fit, k) for k in needed):
         raise ValueError(f"{func}: `fit` must be a FitResult from fit_em, fit_map or fit_nuts; got "
                          f"{type(fit).__name__}.")
+    binary_only(fit, func, "fit.clean_label_probability(data) of the K-class fit", name="fit")
     if fit.draws is None and not fit.point:
         raise ValueError(f"{func}: this fit has no estimate (every EM start failed: {fit.reason}). Refit with more "
                          "starts, or check for uninformative annotators.")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import _preview, check_positive_int
+from .._validation import _preview, binary_only, check_positive_int
 from ..data import AnnotationSet, Channel, SufficientStats
 from ..data.compress import pattern_keys
 from ..models.inputs import differing_items
@@ -93,6 +93,7 @@ def check_fit(fit, func: str, *, allow_channel: bool = True):
         if not allow_channel:
             raise ValueError(f"{func}: this method needs a fitted model (fit_nuts / fit_em), not a bare Channel.")
         return fit
+    binary_only(fit, func, "the K-class counterpart in docs/multiclass.md (Binary-only features)", name="fit")
     if not is_fit_result(fit):
         raise ValueError(f"{func}: `fit` must be a FitResult from fit_nuts / fit_em / fit_map"
                          f"{' or a Channel' if allow_channel else ''}; got {type(fit).__name__}.")
