@@ -412,6 +412,10 @@ class ClassData(NamedTuple):
 def class_arrays(data, func: str) -> ClassData:
     """Duck-typed adapter: a MulticlassAnnotationSet-like object (``responses``, ``n_items``, ``n_annotators``,
     ``n_classes``, ``probs``, ``gold``) or a :class:`~noisycal_bayes.simulate.MulticlassSimulation`."""
+    if isinstance(data, SufficientStats):
+        raise ValueError(f"{func}: SufficientStats hold counts of (group, response pattern) rows, not responses; "
+                         f"{func} needs the MulticlassAnnotationSet. K-class statistics are fitted by fit_em "
+                         "(fit_em_multiclass).")
     if isinstance(data, MulticlassSimulation):
         item, ann, lab = data.item, data.annotator, data.label
         n, J, K = data.probs.shape[0], data.confusion.shape[0], data.probs.shape[1]
