@@ -409,13 +409,18 @@ class ClassData(NamedTuple):
         return self.responses[2]
 
 
-def class_arrays(data, func: str) -> ClassData:
-    """Duck-typed adapter: a MulticlassAnnotationSet-like object (``responses``, ``n_items``, ``n_annotators``,
-    ``n_classes``, ``probs``, ``gold``) or a :class:`~noisycal_bayes.simulate.MulticlassSimulation`."""
+def _refuse_stats(data, func: str) -> None:
+    """K-class fits that read responses refuse SufficientStats, naming the fit that takes them."""
     if isinstance(data, SufficientStats):
         raise ValueError(f"{func}: SufficientStats hold counts of (group, response pattern) rows, not responses; "
                          f"{func} needs the MulticlassAnnotationSet. K-class statistics are fitted by fit_em "
                          "(fit_em_multiclass).")
+
+
+def class_arrays(data, func: str) -> ClassData:
+    """Duck-typed adapter: a MulticlassAnnotationSet-like object (``responses``, ``n_items``, ``n_annotators``,
+    ``n_classes``, ``probs``, ``gold``) or a :class:`~noisycal_bayes.simulate.MulticlassSimulation`."""
+    _refuse_stats(data, func)
     if isinstance(data, MulticlassSimulation):
         item, ann, lab = data.item, data.annotator, data.label
         n, J, K = data.probs.shape[0], data.confusion.shape[0], data.probs.shape[1]
@@ -501,6 +506,7 @@ def class_log_joint_items(x: ClassData, group, confusion, prevalence):
 
 def check_class_data(data, func: str):
     """``(item, annotator, label, gold)`` as int arrays, validated against the duck-typed data's sizes."""
+    _refuse_stats(data, func)
     missing = [a for a in CLASS_DATA_FIELDS if not hasattr(data, a)]
     if missing:
         raise ValueError(f"{func}: `data` must be a MulticlassAnnotationSet (or an object with {list(CLASS_DATA_FIELDS)}); "

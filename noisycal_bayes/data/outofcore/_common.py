@@ -213,6 +213,10 @@ def _labels(series: pd.Series, classes, *, allow_missing: bool, where) -> np.nda
     None, empty or -1, as in ``MulticlassAnnotationSet.from_wide``). Errors name the offending entries."""
     if classes is None:
         return _label_values(series, allow_missing=allow_missing, where=where)
+    if all(isinstance(c, int) for c in classes) and pd.api.types.is_string_dtype(series.dtype):
+        # Integer classes read back as text (Dask turns object columns into strings): "3" is the class 3.
+        num = pd.to_numeric(series, errors="coerce")
+        series = series.astype(object).where(num.isna(), num)
     raw = series.to_numpy(dtype=object)
     codes, uniques = pd.factorize(series)
     missing = codes < 0
@@ -229,8 +233,8 @@ def _labels(series: pd.Series, classes, *, allow_missing: bool, where) -> np.nda
     def at(mask):
         full = np.zeros(raw.size, bool)
         full[seen[mask]] = True
-        return where(full)
+        return f"at {where(full)}"
 
     if seen.size:
-        out[seen] = _encode(raw[seen], classes, what="the labels", where=at)[0]
+        out[seen] = _encode(raw[seen], classes, what="`label`", where=at)[0]
     return out
