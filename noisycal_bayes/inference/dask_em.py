@@ -27,7 +27,8 @@ from ..core.sparse import _normalise_rows, rate_or_half, sparse_e_step, sparse_m
 from ..core.starts import normalised_rows, orient_classes
 from ..core.calibration import bin_index
 from ..data.binning import Binning
-from ..data.outofcore._common import _check_classes, _group_values, _labels
+from ..data.classes import _check_classes
+from ..data.outofcore import group_labels, label_indices
 from ..core.tables import Responses
 from ..models.priors import dirichlet_prior_counts, em_prior_counts
 
@@ -113,16 +114,16 @@ def _class_partition_arrays(frame, codes, n_local: int, ann: np.ndarray, *, item
     """K-class arrays of one partition: class indices of the labels, each item's group label and gold class index
     (-1 unknown), and the items' vote distributions (the start's posterior; gold items one-hot)."""
     items = frame[item].to_numpy()
-    lab = _labels(frame[label], classes, allow_missing=False,
+    lab = label_indices(frame[label], classes, allow_missing=False,
                   where=lambda bad: f"items {list(pd.unique(items[bad])[:5])}").astype(np.int32)
     K = len(classes)
     grp = np.zeros(n_local, np.int32)
     if group is not None:
-        grp = _one_per_item(_group_values(frame[group], items, group), codes, n_local, frame, item,
+        grp = _one_per_item(group_labels(frame[group], items, group), codes, n_local, frame, item,
                             f"group in `{group}`").astype(np.int32)
     gold_item = None
     if gold is not None:
-        g = _labels(frame[gold], classes, allow_missing=True,
+        g = label_indices(frame[gold], classes, allow_missing=True,
                     where=lambda bad: f"items {list(pd.unique(items[bad])[:5])} (`{gold}`)")
         gold_item = _one_per_item(g.astype(np.int64), codes, n_local, frame, item,
                                   f"gold label in `{gold}`").astype(np.int32)

@@ -18,6 +18,7 @@ from noisycal_bayes import AnnotationSet, Channel, MulticlassAnnotationSet
 from noisycal_bayes.core import score_groups
 from noisycal_bayes.data import (SufficientStats, read_stats_csv, read_stats_parquet, stats_from_chunks,
                                  stats_from_dask)
+from noisycal_bayes.data.outofcore import MulticlassSufficientStats
 from noisycal_bayes.simulate import simulate_annotations, simulate_multiclass
 
 #: The patterns path runs the same compiled EM on the same grid: the fits are identical; 1e-9 is the brief's bar.
@@ -193,15 +194,21 @@ def test_k2_through_the_class_path_is_the_binary_statistics():
 
 
 def test_binary_pickles_keep_their_state_and_k_class_ones_restore():
+    import dataclasses
+
     sim = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=0)
     stats = SufficientStats.from_annotations(sim.data, bins=nb.Binning.equal_width(4))
-    state = stats.__getstate__()
-    assert "classes" not in state and "n_groups" not in state  # the state of earlier versions
+    # The binary fields (the pickled state and the goldens' view) are those of earlier versions.
+    old = ["patterns", "group", "counts", "annotator_ids", "edges", "n_items", "n_responses", "score_sum",
+           "row_score_sum", "row_score_sq"]
+    assert [f.name for f in dataclasses.fields(stats)] == old and sorted(vars(stats)) == sorted(old)
     back = pickle.loads(pickle.dumps(stats))
-    assert back.same_as(stats) and back.classes is None and back.kind == "binary"
+    assert back.same_as(stats) and type(back) is SufficientStats and back.classes is None and back.kind == "binary"
     data, _ = _case(3, 3, 200, None, ["a", "b", "c"], seed=0)
     k = SufficientStats.from_annotations(data)
-    assert pickle.loads(pickle.dumps(k)).same_as(k)
+    assert isinstance(k, SufficientStats) and type(k) is MulticlassSufficientStats
+    assert type(k).__module__ == "noisycal_bayes.data.outofcore"
+    assert pickle.loads(pickle.dumps(k)).same_as(k) and not k.same_as(stats)
 
 
 # ---------------------------------------------------------------------------------------- bad input
@@ -249,7 +256,10 @@ def test_bad_inputs_name_the_offending_entries():
     with pytest.raises(ValueError, match=r"11\*\*20 pattern keys.*fit them in memory \(fit_em, sparse path\)"):
         SufficientStats.from_annotations(big)
     with pytest.raises(ValueError, match=r"rows \[1\] hold \[3\]"):
-        SufficientStats(np.array([[0, 1], [3, 0]]), np.zeros(2), np.ones(2), ("x", "y"), classes=("a", "b", "c"))
+        MulticlassSufficientStats(np.array([[0, 1], [3, 0]]), np.zeros(2), np.ones(2), ("x", "y"),
+                                  classes=("a", "b", "c"))
+    with pytest.raises(ValueError, match="need `classes`"):
+        MulticlassSufficientStats(np.array([[0, 1]]), np.zeros(1), np.ones(1), ("x", "y"))
 
 
 def test_fits_refuse_what_statistics_cannot_give():

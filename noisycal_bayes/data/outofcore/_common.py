@@ -150,7 +150,7 @@ def _class_groups(groups, probs, n_items: int, n_classes: int, where: str):
     return g.astype(np.int64), int(g.max()) + 1 if g.size else 1
 
 
-def _group_values(series: pd.Series, ids, column: str) -> np.ndarray:
+def group_labels(series: pd.Series, ids, column: str) -> np.ndarray:
     """A K-class group column as int64: whole numbers >= 0 (errors name the items)."""
     num = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(num) | (num < 0) | (num != np.round(num))
@@ -207,7 +207,7 @@ def _label_values(series: pd.Series, *, allow_missing: bool, where) -> np.ndarra
     return out
 
 
-def _labels(series: pd.Series, classes, *, allow_missing: bool, where) -> np.ndarray:
+def label_indices(series: pd.Series, classes, *, allow_missing: bool, where) -> np.ndarray:
     """Labels as class indices: 0/1 as int8 for binary statistics (``classes=None``), else the index of each class
     name in ``classes`` as int16 (:func:`~noisycal_bayes.data.classes._encode`); -1 = missing when allowed (NaN,
     None, empty or -1, as in ``MulticlassAnnotationSet.from_wide``). Errors name the offending entries."""

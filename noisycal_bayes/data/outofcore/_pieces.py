@@ -7,7 +7,7 @@ import pandas as pd
 from ..._validation import _preview
 from ...core.calibration import bin_index
 from ..compress import pattern_keys
-from ._common import _base, _check_scores_frame, _group_values, _labels, _sorted_ids
+from ._common import _base, _check_scores_frame, _sorted_ids, group_labels, label_indices
 from .stats import SufficientStats
 
 
@@ -48,7 +48,7 @@ def _wide_frame_stats(frame: pd.DataFrame, *, item, annotators, score, edges, cl
                              "item is one row.")
     lab = np.empty((len(frame), len(annotators)), dtype=np.int8 if classes is None else np.int16)
     for k, a in enumerate(annotators):
-        lab[:, k] = _labels(frame[a], classes, allow_missing=True,
+        lab[:, k] = label_indices(frame[a], classes, allow_missing=True,
                             where=lambda bad, a=a: f"column {a!r}, items {_preview(ids[bad])}")
     empty = (lab < 0).all(axis=1)
     if empty.any():
@@ -57,7 +57,7 @@ def _wide_frame_stats(frame: pd.DataFrame, *, item, annotators, score, edges, cl
     z = None
     if edges is not None:
         z = pd.to_numeric(frame[score], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    g = None if group is None else _group_values(frame[group], ids, group)
+    g = None if group is None else group_labels(frame[group], ids, group)
     return _item_table_stats(code, z, ids, annotators, edges, int((lab >= 0).sum()), classes=classes, groups=g)
 
 
@@ -71,7 +71,7 @@ def _long_rows(frame: pd.DataFrame, *, item, annotator, label, score, ann_index:
             raise ValueError(f"column `{col}` has missing values at rows {_preview(np.asarray(frame.index)[nulls])}.")
     items = frame[item].to_numpy()
     anns = frame[annotator].to_numpy()
-    lab = _labels(frame[label], classes, allow_missing=False,
+    lab = label_indices(frame[label], classes, allow_missing=False,
                   where=lambda bad: f"(item, annotator) {_preview(list(zip(items[bad], anns[bad])))}")
     if ann_index is None:
         ann_ids = _sorted_ids(pd.unique(anns))
@@ -93,7 +93,7 @@ def _long_rows(frame: pd.DataFrame, *, item, annotator, label, score, ann_index:
         out["_smin"] = z
         out["_smax"] = z
     if group is not None:
-        g = _group_values(frame[group], items, group)
+        g = group_labels(frame[group], items, group)
         out["_gmin"] = g
         out["_gmax"] = g
     return out, ann_index

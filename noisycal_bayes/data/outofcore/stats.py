@@ -23,12 +23,9 @@ class SufficientStats:
     ``fit_em``, ``fit_map`` or ``fit_nuts`` in place of an AnnotationSet (grouped models), and to
     :func:`~noisycal_bayes.propagate.posterior_nc_ece` / ``posterior_reliability`` (evaluated on these bins).
 
-    K classes (``classes`` set): the same counts of K-class patterns per group, for ``fit_em`` (which passes them
-    to ``fit_em_multiclass``): the likelihood of the (grouped) Dawid-Skene model depends on K-class data only
-    through the counts of distinct (group, pattern) rows too, so the fit equals the fit of the items. The groups
-    are labels (an int per item, given by the source, or the K-class fit's default
-    :func:`~noisycal_bayes.core.score_groups` of ``probs`` in :meth:`from_annotations`), not score bins: no
-    ``edges`` and no score sums.
+    K classes: the builders given K-class data (``classes=``) return :class:`MulticlassSufficientStats`, the same
+    counts of K-class patterns per group (the subclass adds ``classes`` and ``n_groups``), which ``fit_em`` fits
+    like the items (it passes them to ``fit_em_multiclass``).
 
     Attributes
     ----------
@@ -58,13 +55,6 @@ class SufficientStats:
         Every builder fills them when it reads scores; :func:`~noisycal_bayes.propagate.posterior_nc_ece`
         needs them for the Bayesian bootstrap. None without scores, and in statistics made before they
         existed (everything else still works; recompute the statistics for the bootstrap).
-    classes : tuple or None
-        None: binary statistics (labels 0/1). K-class statistics: the class names, index ``k`` <-> ``classes[k]``.
-    n_groups : int or None
-        K-class statistics: the number of groups (groups without items count; the prevalence has one row per
-        group). None for binary statistics, whose bins are those of ``edges``.
-
-    Binary statistics pickle as before the K-class fields existed (they are left out of the state while None).
     """
 
     patterns: np.ndarray
@@ -77,8 +67,10 @@ class SufficientStats:
     score_sum: np.ndarray | None = None
     row_score_sum: np.ndarray | None = None
     row_score_sq: np.ndarray | None = None
-    classes: tuple | None = None
-    n_groups: int | None = None
+    # Binary statistics: no class names, and the bins of `edges` (fields of MulticlassSufficientStats, class
+    # attributes here, so that the binary fields, pickles and goldens stay those of earlier versions).
+    classes = None
+    n_groups = None
 
     def __post_init__(self):
         binary = self.classes is None
@@ -87,9 +79,6 @@ class SufficientStats:
             raise ValueError(f"`patterns` must have shape (n_patterns, {len(self.annotator_ids)}); got {p.shape}.")
         if binary and p.shape[1] > MAX_ANNOTATORS:
             raise ValueError(f"at most {MAX_ANNOTATORS} annotators are supported; got {p.shape[1]}.")
-        if binary and self.n_groups is not None:
-            raise ValueError("`n_groups` is for K-class statistics (`classes` set); binary statistics have the bins "
-                             "of `edges`.")
         if not binary:
             self._check_classes(p)
         object.__setattr__(self, "patterns", _readonly(p))
@@ -123,15 +112,6 @@ class SufficientStats:
                              f"{_preview(np.unique(g[(g < 0) | (g >= n_groups)]))}.")
         object.__setattr__(self, "n_groups", n_groups)
         _check_key_space(p.shape[1], self.classes, n_groups)
-
-    def __getstate__(self):
-        # Binary statistics leave the K-class fields out, so that their pickles are those of earlier versions
-        # (and old pickles, which lack them, restore with the class defaults None).
-        state = dict(self.__dict__)
-        for name in ("classes", "n_groups"):
-            if state.get(name) is None:
-                state.pop(name, None)
-        return state
 
     def _check_row_moments(self) -> None:
         """Both row moments or neither; shape (n_patterns,); their per-bin sum is ``score_sum``."""
@@ -358,8 +338,8 @@ class SufficientStats:
         uniq, counts, sums = _count_keys(keys, weights, moments)
         patterns, group = _decode(uniq, len(annotator_ids), _base(classes))
         row = (None, None) if sums is None else (sums[0], sums[1])
-        return cls(patterns, group, counts, tuple(annotator_ids), edges, n_items, n_responses, score_sum, *row,
-                   classes=classes, n_groups=n_groups)
+        return _stats_type(classes, n_groups)(patterns, group, counts, tuple(annotator_ids), edges, n_items,
+                                              n_responses, score_sum, *row)
 
     def _reordered(self, ids) -> tuple:
         """Keys of this table with columns placed (and missing columns added) in the order ``ids``."""
@@ -424,12 +404,53 @@ class SufficientStats:
         return self.merge(other)
 
 
+@dataclass(frozen=True, eq=False)
+class MulticlassSufficientStats(SufficientStats):
+    """:class:`SufficientStats` of K-class data: counts of distinct (group, K-class response pattern) rows.
+
+    The likelihood of the (grouped) K-class Dawid-Skene model depends on the data only through these counts, so
+    ``fit_em`` (which passes them to ``fit_em_multiclass``) fits them like the items: the same (group x pattern)
+    grid, the same fit. Built by the same builders given K-class data (``SufficientStats.from_annotations`` of a
+    :class:`~noisycal_bayes.MulticlassAnnotationSet`; ``classes=`` to the out-of-core readers); merged, compared
+    and tabulated like binary statistics. ``kind`` is ``"multiclass"``, so binary-only functions refuse them as
+    they refuse the annotation set. The groups are labels (an int per item, given by the source, or the K-class
+    fit's default :func:`~noisycal_bayes.core.score_groups` of ``probs`` in ``from_annotations``), not score
+    bins: no ``edges`` and no score sums.
+
+    Attributes
+    ----------
+    patterns, group, counts, annotator_ids, n_items, n_responses
+        As in :class:`SufficientStats`, with class indices ``0..K-1`` (int16; -1 missing) in ``patterns``, the
+        group label of each row in ``group``, and rows in increasing order of ``group * (K + 1)**J + code`` (digit
+        ``k + 1`` for class ``k``, the first annotator most significant: K = 2 is the binary key).
+    classes : tuple
+        The class names, index ``k`` <-> ``classes[k]``.
+    n_groups : int, default 1
+        The number of groups (groups without items count: the prevalence has one row per group).
+    """
+
+    classes: tuple = None
+    n_groups: int = 1
+
+    def __post_init__(self):
+        if self.classes is None:
+            raise ValueError("MulticlassSufficientStats need `classes` (the class names); binary statistics are "
+                             "SufficientStats.")
+        super().__post_init__()
+
+
+def _stats_type(classes, n_groups):
+    """The constructor of statistics of ``classes`` (None: binary) with the K-class fields bound."""
+    if classes is None:
+        return SufficientStats
+    return lambda *args: MulticlassSufficientStats(*args, classes=classes, n_groups=n_groups)
+
+
 def _empty(annotator_ids, edges, classes=None) -> SufficientStats:
     n_bins = 1 if edges is None else edges.size - 1
     scores = (None, None, None) if edges is None else (np.zeros(n_bins), np.zeros(0), np.zeros(0))
-    return SufficientStats(np.zeros((0, len(annotator_ids)), np.int8), np.zeros(0, np.int32), np.zeros(0),
-                           tuple(annotator_ids), edges, 0, 0, *scores, classes=classes,
-                           n_groups=None if classes is None else 1)
+    return _stats_type(classes, 1)(np.zeros((0, len(annotator_ids)), np.int8), np.zeros(0, np.int32), np.zeros(0),
+                                   tuple(annotator_ids), edges, 0, 0, *scores)
 
 
 def row_moments(inverse: np.ndarray, z: np.ndarray, n_rows: int):
