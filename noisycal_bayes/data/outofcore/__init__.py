@@ -34,7 +34,8 @@ fitted in memory, or on Dask by :func:`~noisycal_bayes.inference.dask_em.fit_em_
 Modules (public names are re-exported here, so ``noisycal_bayes.data.outofcore.X`` works for each):
 
 - :mod:`._common`: pattern keys, edge resolution and the validation shared by every source (its
-  :func:`label_indices` and :func:`group_labels` also read the K-class columns of ``fit_em_dask``).
+  :func:`label_indices` and :func:`group_labels` also read the K-class columns of ``fit_em_dask``, and
+  :func:`class_groups` is the K-class fits' group rule).
 - :mod:`.stats`: :class:`SufficientStats`, its K-class subclass :class:`MulticlassSufficientStats`, and
   :func:`row_moments`.
 - :mod:`._pieces`: statistics of one pandas piece (wide chunk, long rows, item table).
@@ -43,7 +44,7 @@ Modules (public names are re-exported here, so ``noisycal_bayes.data.outofcore.X
 """
 from __future__ import annotations
 
-from ._common import MAX_ANNOTATORS, group_labels, label_indices
+from ._common import MAX_ANNOTATORS, class_groups, group_labels, label_indices
 from .chunks import read_stats_csv, read_stats_parquet, stats_from_chunks
 from .dask_stats import stats_from_dask
 from .stats import MulticlassSufficientStats, SufficientStats, row_moments

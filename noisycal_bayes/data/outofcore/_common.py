@@ -132,18 +132,19 @@ def _item_scores(chunks, *, layout: str, item: str, score: str) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _class_groups(groups, probs, n_items: int, n_classes: int, where: str):
+def class_groups(groups, probs, n_items: int, n_classes: int, where: str):
     """``(group (n_items,), n_groups)`` of K-class items: ``groups`` validated (an int >= 0 per item, ``n_groups =
     max + 1``), or by default the K-class fit's groups: :func:`~noisycal_bayes.core.score_groups` of ``probs``
-    (``n_groups = 2 K``), one group without ``probs``."""
+    (``n_groups = 2 K``), one group without ``probs``. The one rule of the K-class fits
+    (``models.inputs.resolve_class_groups``) and of K-class statistics; ``where`` names the caller in errors."""
     if groups is None:
         if probs is None:
             return np.zeros(n_items, np.int64), 1
         return np.asarray(score_groups(np.asarray(probs)), np.int64), 2 * n_classes
     g = np.asarray(groups)
     if g.shape != (n_items,) or not np.issubdtype(g.dtype, np.integer):
-        raise ValueError(f"{where}: `groups` must be None or an int array of shape ({n_items},) (a group per item); got "
-                         f"{g.dtype} of shape {g.shape}.")
+        raise ValueError(f"{where}: `groups` must be None or an int array of shape ({n_items},) (a score group per "
+                         f"item); got {g.dtype} of shape {g.shape}.")
     if (g < 0).any():
         raise ValueError(f"{where}: `groups` must be >= 0; got {_preview(g[g < 0])} at items "
                          f"{_preview(np.flatnonzero(g < 0))}.")

@@ -10,7 +10,7 @@ from ..._validation import _preview
 from ...core.calibration import bin_index
 from ..binning import Binning
 from ..compress import PatternCounts, compress_patterns, pattern_keys
-from ._common import (MAX_ANNOTATORS, _base, _check_key_space, _class_groups, _count_keys, _decode, _readonly,
+from ._common import (MAX_ANNOTATORS, _base, _check_key_space, class_groups, _count_keys, _decode, _readonly,
                       _resolve_edges, _sorted_ids)
 
 
@@ -326,7 +326,7 @@ class SufficientStats:
         data.require_one_label_per_pair(f"{func} (one response pattern per item)",
                                         "Fit the MulticlassAnnotationSet itself: fit_em's sparse path reads every "
                                         "response.")
-        g, n_groups = _class_groups(groups, data.probs, data.n_items, data.n_classes, func)
+        g, n_groups = class_groups(groups, data.probs, data.n_items, data.n_classes, func)
         _check_key_space(data.n_annotators, data.classes, n_groups)
         keys = pattern_keys(data.labels, g, data.n_annotators, _base(data.classes))
         return cls._from_keys(keys, None, tuple(data.annotator_ids), None, data.n_items, data.n_responses, None,
