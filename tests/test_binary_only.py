@@ -2,7 +2,8 @@
 
 Every public function, class and method that reads binary labels or scores P(Y = 1) (the paper's closed forms,
 moments and GMM, the reference EM, the calibration-curve models, gap diagnostics, the binary recalibration maps,
-``label_issues`` / ``corrected_accuracy`` / naive baselines, ``SufficientStats``, the ``gap`` weight rules, ...)
+``label_issues`` / ``corrected_accuracy`` / naive baselines, the NC-ECE of ``SufficientStats``, the ``gap`` weight
+rules, ...)
 raises one ``ValueError`` "<name> is defined for two classes ...; ... For K classes use <alternative>." on a
 :class:`MulticlassAnnotationSet` (whatever its number of classes: with two, the message points to
 ``to_binary()``) and on class-probability matrices of shape (n_items, K) where it takes scores. The table of
@@ -70,8 +71,9 @@ ENTRIES = [
     (lambda k, p, b, f: nb.posterior_nc_ece(k, f), "posterior_nc_ece",
      "posterior_top_label_nc_ece or posterior_classwise_nc_ece"),
     (lambda k, p, b, f: nb.posterior_reliability(k, f), "posterior_reliability", "posterior_top_label_nc_ece"),
-    (lambda k, p, b, f: SufficientStats.from_annotations(k), "SufficientStats.from_annotations",
-     "load_multiclass and fit_em_multiclass"),
+    # K-class SufficientStats exist (fit_em fits them); the binary NC-ECE of statistics refuses them like the set.
+    (lambda k, p, b, f: nb.posterior_nc_ece(SufficientStats.from_annotations(k), f), "posterior_nc_ece",
+     "posterior_top_label_nc_ece or posterior_classwise_nc_ece"),
     (lambda k, p, b, f: reference.bootstrap_nc_ece(k), "bootstrap_nc_ece",
      "bootstrap_top_label_nc_ece or bootstrap_classwise_nc_ece"),
     (lambda k, p, b, f: reference.closed_form_two_groups(k, np.arange(k.n_items) % 2), "closed_form_two_groups",
@@ -153,10 +155,13 @@ def test_gap_weight_rules_are_binary(rule, k_data):
 
 
 def test_out_of_core_statistics_name_the_k_class_route():
-    long = _multiclass(3).to_long()
-    with pytest.raises(ValueError, match=r"Map your classes to 0/1 first: SufficientStats are defined for two "
-                                         r"classes\. For K classes use load_multiclass and fit_em_multiclass"):
+    # Binary statistics (no `classes`) refuse K-class labels naming the K-class route, which accepts them.
+    data = _multiclass(3)
+    long = data.to_long()
+    with pytest.raises(ValueError, match=r"labels must be 0 or 1; .* For K classes pass `classes=`"):
         nb.stats_from_chunks([long], layout="long", score=None)
+    stats = nb.stats_from_chunks([long], layout="long", classes=data.classes)
+    assert stats.n_classes == 3 and stats.n_items == data.n_items
 
 
 def test_binary_data_still_pass(binary):

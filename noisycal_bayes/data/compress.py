@@ -39,13 +39,14 @@ _CHUNK = 1 << 18
 _DENSE_CODES = 1 << 20
 
 
-def pattern_keys(patterns, group=None, n_annotators: int | None = None) -> np.ndarray:
-    """Integer key of each (group, response pattern) row: ``group * 3**J + code``.
+def pattern_keys(patterns, group=None, n_annotators: int | None = None, base: int = 3) -> np.ndarray:
+    """Integer key of each (group, response pattern) row: ``group * base**J + code``.
 
     ``code`` spells the pattern in base 3 with digits ``A_j + 1`` (0 = missing, 1 = label 0, 2 = label 1),
     the first annotator most significant: the row order of :func:`compress_patterns`, :func:`all_patterns`
     and :func:`grid_patterns`, and the key of :class:`~noisycal_bayes.data.SufficientStats` rows. Keys fit
-    int64 for ``J <= 36`` annotators without groups (fewer with many groups).
+    int64 for ``J <= 36`` annotators without groups (fewer with many groups). K-class statistics spell class
+    indices in ``base = K + 1`` the same way (digit ``k + 1`` = class ``k``; K = 2 is the binary key).
 
     Parameters
     ----------
@@ -54,6 +55,8 @@ def pattern_keys(patterns, group=None, n_annotators: int | None = None) -> np.nd
         Group of each row (default: all 0, the key is the pattern's code).
     n_annotators : int, optional
         ``J`` (default: ``patterns.shape[1]``).
+    base : int, default 3
+        ``K + 1`` for labels in ``0..K-1``.
 
     Returns
     -------
@@ -66,9 +69,9 @@ def pattern_keys(patterns, group=None, n_annotators: int | None = None) -> np.nd
     """
     patterns = np.asarray(patterns)
     j = patterns.shape[1] if n_annotators is None else int(n_annotators)
-    key = np.zeros(patterns.shape[0], np.int64) if group is None else np.asarray(group, dtype=np.int64) * 3 ** j
+    key = np.zeros(patterns.shape[0], np.int64) if group is None else np.asarray(group, dtype=np.int64) * base ** j
     for col in range(j):
-        key = key + (patterns[:, col].astype(np.int64) + 1) * 3 ** (j - 1 - col)
+        key = key + (patterns[:, col].astype(np.int64) + 1) * base ** (j - 1 - col)
     return key
 
 
@@ -240,10 +243,12 @@ def bucket_size(n: int) -> int:
 
 
 def class_pattern_grid(item, annotator, label, group, *, n_items: int, n_annotators: int, n_classes: int,
-                       n_groups: int):
+                       n_groups: int, weights=None):
     """(group x pattern) counts of the items, ``(patterns (P, J), counts (G, P))``: the distinct response patterns
     (``-1`` missing) of K-class responses (one per (item, annotator) pair) and the items per (group, pattern) cell.
-    ``P`` is padded (:func:`bucket_size`; padded patterns have count 0) so that few shapes are compiled."""
+    ``P`` is padded (:func:`bucket_size`; padded patterns have count 0) so that few shapes are compiled.
+    ``weights`` (n_items,): item ``i`` counts ``weights[i]`` times (the rows of K-class SufficientStats with their
+    counts give the grid of their items)."""
     K1, J = n_classes + 1, n_annotators
     # Pattern code: sum_j (label_j + 1) (K + 1)^j (0 = missing), then the group as the most significant digit.
     digit = (label + 1) * (K1 ** annotator)
@@ -256,11 +261,12 @@ def class_pattern_grid(item, annotator, label, group, *, n_items: int, n_annotat
     key = group.astype(np.int64) * K1**J + code
     space = n_groups * K1**J
     if space <= 1 << 22:
-        counts = np.bincount(key, minlength=space)
+        counts = np.bincount(key, weights=weights, minlength=space)
         uniq = np.flatnonzero(counts)
         counts = counts[uniq]
     else:
-        uniq, counts = np.unique(key, return_counts=True)
+        uniq, inverse = np.unique(key, return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1), weights=weights, minlength=uniq.size)
     codes, pattern_index = np.unique(uniq % K1**J, return_inverse=True)
     digits = (codes[:, None] // (K1 ** np.arange(J, dtype=np.int64))[None, :]) % K1
     p = codes.size

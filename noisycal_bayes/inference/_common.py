@@ -12,7 +12,7 @@ from .._validation import binary_only
 from ..core.em import expected_class_counts
 from ..core.likelihood import softmax_rows
 from ..core.starts import diagonally_dominant
-from ..data import AnnotationSet, Binning
+from ..data import AnnotationSet, Binning, SufficientStats
 from ..models import MODELS, MULTICLASS_MODELS
 from ..models.log_ratio import grouped_multiclass_log_ratio, insert_diagonal_zero, log_ratio_point
 
@@ -489,7 +489,7 @@ def class_door(name: str, *, passed: tuple, renamed: dict | None = None):
 
         @functools.wraps(binary)
         def door(data, **options):
-            if not (isinstance(data, AnnotationSet) and data.n_classes > 2):
+            if not (isinstance(data, (AnnotationSet, SufficientStats)) and data.n_classes > 2):
                 return binary(data, **options)
             func = binary.__name__
             unknown = sorted(set(options) - names)

@@ -33,6 +33,7 @@ from ..core import usable_confusions
 from ..core.tables import Responses
 from ..data.binning import Binning
 from ..data.compress import class_pattern_grid
+from ..data.outofcore import SufficientStats
 from ..models.em_result import (choose_path, em_result, prepare_em, soft_counts, sparse_args as _sparse_args,
                                 unusable_message)
 from ..models.inputs import (ClassData, class_arrays, class_log_joint_items, prepare_inputs,
@@ -333,10 +334,14 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
 
     Parameters
     ----------
-    data : MulticlassAnnotationSet or MulticlassSimulation
+    data : MulticlassAnnotationSet, MulticlassSimulation or SufficientStats
         Any object with ``responses`` (item, annotator, label), ``n_items``, ``n_annotators``, ``n_classes``,
         ``probs`` ((n_items, K) or None) and ``gold`` ((n_items,), -1 unknown, or None); or the output of
-        :func:`~noisycal_bayes.simulate.simulate_multiclass`.
+        :func:`~noisycal_bayes.simulate.simulate_multiclass`; or K-class
+        :class:`~noisycal_bayes.data.SufficientStats` (out-of-core data): their (group, pattern) rows weighted by
+        their counts, on the path the items would take, so the fit equals the fit of the items (identical on
+        the patterns path, to rounding on the sparse one; ``groups`` must be None, the statistics' own groups,
+        and the result's ``groups`` holds the group of each row).
     model : {"grouped", "dawid_skene", "pooled"}, default "grouped"
         ``"dawid_skene"``: one prevalence vector. ``"grouped"``: one per score group, confusions shared.
         ``"pooled"``: partially pooled confusions around a learned population
@@ -418,6 +423,10 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     (True, 'patterns')
     """
     func = "fit_em_multiclass"
+    stats = isinstance(data, SufficientStats)
+    if model == "pooled" and stats:
+        raise ValueError(f"{func}: model='pooled' reads the responses (sparse path); SufficientStats hold (group, "
+                         "pattern) counts. Use model='grouped' or 'dawid_skene', or fit the MulticlassAnnotationSet.")
     if model == "pooled":   # the partially pooled Dawid-Skene (inference/population.py): one group, its own prior
         unused = [name for name, is_set in (("groups", groups is not None), ("prior", prior is not None),
                                             ("path", path != "auto"), ("n_starts", n_starts != 4)) if is_set]
@@ -427,16 +436,25 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                              "(use model='grouped' or 'dawid_skene' for them).")
         from .population import fit_em_population
         return fit_em_population(data, max_iter=max_iter, tol=tol, weights=weights, init=init)
-    x = class_arrays(data, func)
+    x = _stats_rows(data, func) if stats else class_arrays(data, func)
     n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
     _, max_iter, tol, _ = check_em_settings(1, max_iter, tol, 0.0)
     J, K = x.n_annotators, x.n_classes
     if model not in ("grouped", "dawid_skene"):
         raise ValueError(f"{func}: `model` must be 'grouped' or 'dawid_skene' (or 'pooled' in fit_em_multiclass); "
                          f"got {model!r}.")
-    group, G, groups_reason = resolve_class_groups(model, groups, n_items=x.n_items, n_classes=K, probs=x.probs,
-                                                   func=func)
-    if weights is not None:
+    if stats:
+        group, G, groups_reason = _stats_groups(data, model, groups, func)
+    else:
+        group, G, groups_reason = resolve_class_groups(model, groups, n_items=x.n_items, n_classes=K, probs=x.probs,
+                                                       func=func)
+    if stats:  # the rows weighted by their counts; the path the items would take (the same fit, to rounding)
+        if weights is not None:
+            raise ValueError(f"{func}: SufficientStats weigh their (group, pattern) rows by their counts; `weights` "
+                             "cannot be given with them.")
+        weights = np.asarray(data.counts, dtype=np.float64)
+        path, path_reason = choose_path(x._replace(n_items=data.n_items), path, func)
+    elif weights is not None:
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != (x.n_items,) or not np.all(np.isfinite(weights)) or (weights < 0).any():
             raise ValueError(f"{func}: `weights` must be None or finite non-negative numbers of shape ({x.n_items},), "
@@ -467,7 +485,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                       "probabilities cannot pin 2 K (K - 1) + K - 1 parameters); the fit is one of many. Add "
                       "annotators, score groups or gold labels."))
     compressed = (class_pattern_grid(x.item, x.annotator, x.label, group, n_items=x.n_items, n_annotators=J,
-                                     n_classes=K, n_groups=G) if path == "patterns" else None)
+                                     n_classes=K, n_groups=G, weights=weights) if path == "patterns" else None)
     if init is None:
         C0, p0 = class_vote_start(x.item, x.annotator, x.label, group, n_items=x.n_items, n_annotators=J, n_classes=K,
                                   n_groups=G, gold=x.gold, conf_pc=conf_pc, prev_pc=prev_pc, compressed=compressed,
@@ -520,6 +538,30 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                            start_logliks=np.where(np.isfinite(obj), obj, np.nan), selected_start=int(s),
                            loglik_trace=trace[s, :it + 1], path_reason=path_reason, groups_reason=groups_reason,
                            label_permutation=perm, prior=prior_out, n_labels=n_labels)
+
+
+def _stats_rows(stats: SufficientStats, func: str) -> ClassData:
+    """K-class :class:`~noisycal_bayes.data.SufficientStats` as :class:`ClassData` whose items are the statistics'
+    (group, pattern) rows; :func:`fit_em_multiclass` weighs them by their counts, which gives the (group x pattern)
+    grid of the items themselves (patterns path) or their weighted likelihood (sparse path)."""
+    if stats.classes is None:
+        raise ValueError(f"{func}: these SufficientStats are binary (labels 0/1, no `classes`); fit them with fit_em.")
+    if stats.n_items == 0:
+        raise ValueError(f"{func}: these SufficientStats hold no items.")
+    rows, cols = np.nonzero(np.asarray(stats.patterns) >= 0)
+    responses = Responses(rows.astype(np.int64), cols.astype(np.int64),
+                          np.asarray(stats.patterns)[rows, cols].astype(np.int64))
+    return ClassData(responses, stats.n_patterns, stats.n_annotators, stats.n_classes, None, None, stats.classes)
+
+
+def _stats_groups(stats: SufficientStats, model: str, groups, func: str):
+    """``(group of each row, n_groups, reason)`` of a fit from K-class statistics: theirs, or one for Dawid-Skene."""
+    if groups is not None:
+        raise ValueError(f"{func}: with SufficientStats the groups are those the statistics were counted in "
+                         f"({stats.n_groups}); pass groups=None, or recompute the statistics with other group labels.")
+    if model == "dawid_skene":
+        return np.zeros(stats.n_patterns, np.int32), 1, "one group (dawid_skene)"
+    return np.asarray(stats.group, np.int32), stats.n_groups, "the statistics' groups"
 
 
 def _warm_start(init, J: int, K: int, G: int, func: str):

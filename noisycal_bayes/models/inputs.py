@@ -7,14 +7,14 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import _preview, binary_only
-from ..core import clipped_logit, score_groups
+from ..core import clipped_logit
 from ..core.likelihood import rows_class_log_joint
 from ..core.tables import Responses, SparseTable
 from ..data import (AnnotationSet, Binning, bin_index, groups_from_int, compress_patterns, grid_patterns, pad_patterns, padded_size,
                     resolve_groups)
 from ..data.compress import PatternCounts, compress_multiclass
 from ..data.responses import pair_keys, repeated_runs
-from ..data.outofcore import SufficientStats
+from ..data.outofcore import SufficientStats, class_groups
 from ..simulate.annotations import MulticlassSimulation
 
 
@@ -409,9 +409,18 @@ class ClassData(NamedTuple):
         return self.responses[2]
 
 
+def _refuse_stats(data, func: str) -> None:
+    """K-class fits that read responses refuse SufficientStats, naming the fit that takes them."""
+    if isinstance(data, SufficientStats):
+        raise ValueError(f"{func}: SufficientStats hold counts of (group, response pattern) rows, not responses; "
+                         f"{func} needs the MulticlassAnnotationSet. K-class statistics are fitted by fit_em "
+                         "(fit_em_multiclass).")
+
+
 def class_arrays(data, func: str) -> ClassData:
     """Duck-typed adapter: a MulticlassAnnotationSet-like object (``responses``, ``n_items``, ``n_annotators``,
     ``n_classes``, ``probs``, ``gold``) or a :class:`~noisycal_bayes.simulate.MulticlassSimulation`."""
+    _refuse_stats(data, func)
     if isinstance(data, MulticlassSimulation):
         item, ann, lab = data.item, data.annotator, data.label
         n, J, K = data.probs.shape[0], data.confusion.shape[0], data.probs.shape[1]
@@ -473,19 +482,14 @@ def resolve_class_groups(model: str, groups, *, n_items: int, n_classes: int, pr
     """
     if model == "dawid_skene":
         return np.zeros(n_items, np.int32), 1, "one group (dawid_skene)"
-    if groups is None:
-        if probs is None:
-            return np.zeros(n_items, np.int32), 1, "one group (no probs)"
-        g = score_groups(np.asarray(probs))
-        return g, n_classes * 2, "score_groups(probs): predicted class x 2 confidence quantiles"
-    g = np.asarray(groups)
-    if g.shape != (n_items,) or not np.issubdtype(g.dtype, np.integer):
-        raise ValueError(f"{func}: `groups` must be None or an int array of shape ({n_items},) (a score group per "
-                         f"item); got {g.dtype} of shape {g.shape}.")
-    if (g < 0).any():
-        raise ValueError(f"{func}: `groups` must be >= 0; got {_preview(g[g < 0])} at items "
-                         f"{_preview(np.flatnonzero(g < 0))}.")
-    return g.astype(np.int32), int(g.max()) + 1, "given"
+    g, n_groups = class_groups(groups, probs, n_items, n_classes, func)
+    if groups is not None:
+        reason = "given"
+    elif probs is None:
+        reason = "one group (no probs)"
+    else:
+        reason = "score_groups(probs): predicted class x 2 confidence quantiles"
+    return g.astype(np.int32), n_groups, reason
 
 
 def class_log_joint_items(x: ClassData, group, confusion, prevalence):
@@ -497,6 +501,7 @@ def class_log_joint_items(x: ClassData, group, confusion, prevalence):
 
 def check_class_data(data, func: str):
     """``(item, annotator, label, gold)`` as int arrays, validated against the duck-typed data's sizes."""
+    _refuse_stats(data, func)
     missing = [a for a in CLASS_DATA_FIELDS if not hasattr(data, a)]
     if missing:
         raise ValueError(f"{func}: `data` must be a MulticlassAnnotationSet (or an object with {list(CLASS_DATA_FIELDS)}); "

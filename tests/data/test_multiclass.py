@@ -429,8 +429,11 @@ def test_binary_only_functions_refuse_the_multiclass_set():
         fit_em(k, orientation="crowd")
     with pytest.raises(ValueError, match="nc_ece is defined for two classes.*top_label_nc_ece or classwise_nc_ece"):
         nc_ece(k, None)
-    with pytest.raises(ValueError, match="SufficientStats.from_annotations is defined for two classes"):
+    # SufficientStats serve K classes (fit_em fits them: tests/data/test_outofcore_classes.py), one label per pair.
+    with pytest.raises(ValueError, match=r"1 repeated \(item, annotator\) pair \[\(20, 'a'\)\]"):
         SufficientStats.from_annotations(k)
+    stats = SufficientStats.from_annotations(MulticlassAnnotationSet.from_long(_long(), _probs(), repeated="first"))
+    assert (stats.kind, stats.n_classes, stats.n_items) == ("multiclass", k.n_classes, k.n_items)
 
 
 def test_from_crowdkit_reads_class_names_and_probabilities():

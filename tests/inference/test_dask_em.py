@@ -126,3 +126,75 @@ def test_bad_input(crowd):
         fit_em_dask(dd.from_pandas(bad, npartitions=2))
     with dask.config.set(scheduler="synchronous"), pytest.raises(ValueError, match="split across partitions"):
         fit_em_dask(ddf, partitioned_by_item=True)
+
+
+# ------------------------------------------------------------------------------------------------ K classes
+CLASSES = ["ant", "bee", "cat"]
+
+
+@pytest.fixture(scope="module")
+def class_crowd():
+    """A sparse K = 3 crowd (20 annotators, 3 labels per item, 5% repeats), gold for 10% of the items, score groups;
+    its long frame with class names and the MulticlassAnnotationSet of the same responses."""
+    from noisycal_bayes import MulticlassAnnotationSet
+    from noisycal_bayes.core import score_groups
+    from noisycal_bayes.simulate import simulate_multiclass
+
+    n = 500
+    sim = simulate_multiclass(n, 20, 3, labels_per_item=3, repeat_rate=0.05, seed=4)
+    gold = np.where(np.random.default_rng(4).random(n) < 0.1, np.argmax(sim.probs, axis=1), -1)
+    data = MulticlassAnnotationSet.from_responses(sim.item, sim.annotator, sim.label, classes=CLASSES, probs=sim.probs,
+                                                  gold=gold, item_ids=[f"t{i:04d}" for i in range(n)],
+                                                  annotator_ids=[f"w{j:02d}" for j in range(20)])
+    group = score_groups(data.probs)
+    long = data.to_long()
+    pos = long["item"].str[1:].astype(int).to_numpy()
+    long["group"] = group[pos]
+    long["gold"] = np.where(gold[pos] >= 0, np.asarray(CLASSES, object)[np.maximum(gold[pos], 0)], None)
+    return long.sample(frac=1.0, random_state=0).reset_index(drop=True), data, group
+
+
+def test_k_class_equals_in_memory_sparse_em(class_crowd):
+    """The Dask rounds are fit_em_multiclass's sparse EM from its vote start (n_starts=0, plain steps): the same
+    iterates to rounding (sums in another order), the same stopping iteration and orientation."""
+    import warnings
+
+    from noisycal_bayes import fit_em_multiclass
+
+    long, data, group = class_crowd
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = fit_em_multiclass(data, groups=group, n_starts=0, path="sparse", accelerate=False, tol=1e-7)
+    with dask.config.set(scheduler="synchronous"):
+        out = fit_em_dask(dd.from_pandas(long, npartitions=3), classes=CLASSES, group="group", gold="gold", tol=1e-7)
+    assert (out["n_iter"], out["converged"], out["label_permutation"]) == (ref.n_iter, ref.converged,
+                                                                           ref.label_permutation)
+    assert out["n_items"] == data.n_items and out["n_responses"] == data.n_responses and out["n_groups"] == 6
+    np.testing.assert_allclose(out["confusion"], ref.confusion, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(out["prevalence"], ref.prevalence, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(out["trace"], ref.loglik_trace, rtol=1e-12)
+    assert out["loglik"] == pytest.approx(ref.log_likelihood, rel=1e-12)
+    np.testing.assert_array_equal(out["n_labels"], ref.n_labels)
+    assert out["annotator_ids"] == list(data.annotator_ids) and out["classes"] == tuple(CLASSES)
+
+
+def test_k_class_bad_input_names_the_entries(class_crowd):
+    long = class_crowd[0]
+    with pytest.raises(ValueError, match="`group` .* is for K classes"):
+        fit_em_dask(dd.from_pandas(long, npartitions=2), group="group")
+    with pytest.raises(ValueError, match="`score` and `groups` are for binary data"):
+        fit_em_dask(dd.from_pandas(long, npartitions=2), classes=CLASSES, groups=Binning.equal_width(2), score="group")
+    bad = long.copy()
+    bad.loc[5, "label"] = "emu"
+    item = bad.loc[5, "item"]
+    with dask.config.set(scheduler="synchronous"), \
+            pytest.raises(ValueError, match=rf"\['emu'\], which are not among the classes .* at items \['{item}'\]"):
+        fit_em_dask(dd.from_pandas(bad, npartitions=2), classes=CLASSES)
+    bad = long.copy()
+    rows = np.flatnonzero(bad["item"] == item)
+    bad.loc[rows[0], "group"] = 7 if bad.loc[rows[0], "group"] != 7 else 6
+    with dask.config.set(scheduler="synchronous"), \
+            pytest.raises(ValueError, match=rf"same group in `group`; not so for items \['{item}'\]"):
+        fit_em_dask(dd.from_pandas(bad, npartitions=2), classes=CLASSES, group="group")
+    with dask.config.set(scheduler="synchronous"), pytest.raises(ValueError, match="For K classes pass `classes=`"):
+        fit_em_dask(dd.from_pandas(long, npartitions=2))

@@ -25,22 +25,33 @@ label 0 and 2 for label 1; a row's key is ``bin * 3**J + code``. Rows are kept i
 which is the order of :func:`~noisycal_bayes.data.compress_patterns`, so the statistics of a data set
 are identical, row for row, to the in-memory compression.
 
+K classes (``classes=`` to a source, or K-class data to ``from_annotations``): the same sums in base ``K + 1``
+(digit ``k + 1`` for class ``k``; K = 2 is the binary key), counted per group label instead of score bin
+(a ``group`` column, an int per item), in :class:`MulticlassSufficientStats`; ``fit_em`` fits them, equal to the
+fit of the items. Crowds whose ``n_groups (K + 1)**J`` keys exceed int64 do not compress: their responses are
+fitted in memory, or on Dask by :func:`~noisycal_bayes.inference.dask_em.fit_em_dask` (``classes=``).
+
 Modules (public names are re-exported here, so ``noisycal_bayes.data.outofcore.X`` works for each):
 
-- :mod:`._common`: pattern keys, edge resolution and the validation shared by every source.
-- :mod:`.stats`: :class:`SufficientStats` and :func:`row_moments`.
+- :mod:`._common`: pattern keys, edge resolution and the validation shared by every source (its
+  :func:`label_indices` and :func:`group_labels` also read the K-class columns of ``fit_em_dask``, and
+  :func:`class_groups` is the K-class fits' group rule).
+- :mod:`.stats`: :class:`SufficientStats`, its K-class subclass :class:`MulticlassSufficientStats`, and
+  :func:`row_moments`.
 - :mod:`._pieces`: statistics of one pandas piece (wide chunk, long rows, item table).
 - :mod:`.chunks`: :func:`stats_from_chunks`, :func:`read_stats_csv`, :func:`read_stats_parquet`.
 - :mod:`.dask_stats`: :func:`stats_from_dask`.
 """
 from __future__ import annotations
 
-from ._common import MAX_ANNOTATORS
+from ._common import MAX_ANNOTATORS, class_groups, group_labels, label_indices
 from .chunks import read_stats_csv, read_stats_parquet, stats_from_chunks
 from .dask_stats import stats_from_dask
-from .stats import SufficientStats, row_moments
+from .stats import MulticlassSufficientStats, SufficientStats, row_moments
 
 # Pickles and reprs name the package, where the class has always been importable from.
 SufficientStats.__module__ = __name__
+MulticlassSufficientStats.__module__ = __name__
 
-__all__ = ["SufficientStats", "read_stats_csv", "read_stats_parquet", "stats_from_chunks", "stats_from_dask"]
+__all__ = ["MulticlassSufficientStats", "SufficientStats", "read_stats_csv", "read_stats_parquet", "stats_from_chunks",
+           "stats_from_dask"]

@@ -1,19 +1,35 @@
-"""Helpers shared by the out-of-core sources: pattern keys ``bin * 3**J + code``, score edges, validation."""
+"""Helpers shared by the out-of-core sources: pattern keys ``group * (K + 1)**J + code``, score edges, validation."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from ..._validation import _preview
+from ...core.calibration import score_groups
 from ..binning import Binning
+from ..classes import MISSING, _check_classes, _class_name, _encode
+from ..compress import pattern_keys
 
-#: Largest number of annotators: keys ``bin * 3**J + code`` must fit in int64.
+#: Largest number of annotators of binary statistics: keys ``bin * 3**J + code`` must fit in int64. K-class
+#: statistics are bounded by their key space instead (:func:`_check_key_space`).
 MAX_ANNOTATORS = 30
+#: Largest key space ``n_groups * (K + 1)**J`` of K-class statistics (int64 keys with room to add).
+MAX_KEY_SPACE = 2 ** 62
 _LAYOUTS = ("long", "wide")
 
-#: The K-class answer of the out-of-core path, which is binary: completes "for K classes use ...".
-NO_K_CLASS = ("load_multiclass and fit_em_multiclass: K-class out-of-core statistics are not available, and the "
-              "responses load as a sparse in-memory MulticlassAnnotationSet (about 10 bytes per response)")
+
+def _base(classes) -> int:
+    """The key base ``K + 1`` (digit 0 = missing, ``k + 1`` = class ``k``): 3 for binary statistics (``classes=None``)."""
+    return 3 if classes is None else len(classes) + 1
+
+
+def _check_key_space(n_annotators: int, classes, n_groups: int = 1) -> None:
+    """K-class statistics: ``n_groups * (K + 1)**J`` keys must fit in int64 (Python ints: exact)."""
+    if classes is not None and max(int(n_groups), 1) * _base(classes) ** int(n_annotators) > MAX_KEY_SPACE:
+        raise ValueError(f"K-class statistics of {n_annotators} annotators, {len(classes)} classes and {n_groups} "
+                         f"groups need n_groups * (K + 1)**J = {n_groups} * {_base(classes)}**{n_annotators} pattern "
+                         "keys, more than int64 holds (2**62): such crowds do not compress into patterns. Load the "
+                         "responses as a MulticlassAnnotationSet and fit them in memory (fit_em, sparse path).")
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -33,21 +49,16 @@ def _sorted_ids(ids) -> list:
     return [v.item() if isinstance(v, np.generic) else v for v in uniq]
 
 
-def _keys(patterns: np.ndarray, group: np.ndarray, n_annotators: int) -> np.ndarray:
-    key = np.asarray(group, dtype=np.int64) * 3 ** n_annotators
-    for col in range(n_annotators):
-        key = key + (patterns[:, col].astype(np.int64) + 1) * 3 ** (n_annotators - 1 - col)
-    return key
-
-
-def _decode(keys: np.ndarray, n_annotators: int):
-    base = 3 ** n_annotators
-    rest = keys % base
-    patterns = np.empty((keys.size, n_annotators), dtype=np.int8)
+def _decode(keys: np.ndarray, n_annotators: int, base: int = 3):
+    """``(patterns (n, J), group (n,))`` of keys ``group * base**J + code`` (:func:`pattern_keys` inverted);
+    patterns int8 for binary statistics (``base=3``), int16 for K classes."""
+    width = base ** n_annotators
+    rest = keys % width
+    patterns = np.empty((keys.size, n_annotators), dtype=np.int8 if base == 3 else np.int16)
     for col in range(n_annotators - 1, -1, -1):
-        patterns[:, col] = rest % 3 - 1
-        rest //= 3
-    return patterns, (keys // base).astype(np.int32)
+        patterns[:, col] = rest % base - 1
+        rest //= base
+    return patterns, (keys // width).astype(np.int32)
 
 
 def _count_keys(keys: np.ndarray, weights=None, moments=None):
@@ -121,6 +132,48 @@ def _item_scores(chunks, *, layout: str, item: str, score: str) -> np.ndarray:
     return np.concatenate(out)
 
 
+def class_groups(groups, probs, n_items: int, n_classes: int, where: str):
+    """``(group (n_items,), n_groups)`` of K-class items: ``groups`` validated (an int >= 0 per item, ``n_groups =
+    max + 1``), or by default the K-class fit's groups: :func:`~noisycal_bayes.core.score_groups` of ``probs``
+    (``n_groups = 2 K``), one group without ``probs``. The one rule of the K-class fits
+    (``models.inputs.resolve_class_groups``) and of K-class statistics; ``where`` names the caller in errors."""
+    if groups is None:
+        if probs is None:
+            return np.zeros(n_items, np.int64), 1
+        return np.asarray(score_groups(np.asarray(probs)), np.int64), 2 * n_classes
+    g = np.asarray(groups)
+    if g.shape != (n_items,) or not np.issubdtype(g.dtype, np.integer):
+        raise ValueError(f"{where}: `groups` must be None or an int array of shape ({n_items},) (a score group per "
+                         f"item); got {g.dtype} of shape {g.shape}.")
+    if (g < 0).any():
+        raise ValueError(f"{where}: `groups` must be >= 0; got {_preview(g[g < 0])} at items "
+                         f"{_preview(np.flatnonzero(g < 0))}.")
+    return g.astype(np.int64), int(g.max()) + 1 if g.size else 1
+
+
+def group_labels(series: pd.Series, ids, column: str) -> np.ndarray:
+    """A K-class group column as int64: whole numbers >= 0 (errors name the items)."""
+    num = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(num) | (num < 0) | (num != np.round(num))
+    if bad.any():
+        raise ValueError(f"the group column `{column}` must hold whole numbers >= 0 (a group label per item); got "
+                         f"{_preview(pd.unique(series.to_numpy()[bad])[:5])} at items {_preview(np.asarray(ids)[bad])}.")
+    return num.astype(np.int64)
+
+
+def _resolve_classes(classes, bins, group):
+    """``classes=`` of a source checked (None: binary statistics); K classes take a ``group`` column, not ``bins``."""
+    if classes is None:
+        if group is not None:
+            raise ValueError("`group` (a group label column) is for K-class statistics (`classes=`); binary statistics "
+                             "are counted per score bin (`bins=` and `score=`).")
+        return None
+    if bins is not None:
+        raise ValueError("K-class statistics (`classes=`) are counted per group label (`group=`, a column with an int "
+                         "per item), not per score bin: drop `bins`.")
+    return _check_classes(classes)
+
+
 def _check_layout(layout):
     if layout not in _LAYOUTS:
         raise ValueError(f"`layout` must be 'long' or 'wide'; got {layout!r}.")
@@ -149,7 +202,40 @@ def _label_values(series: pd.Series, *, allow_missing: bool, where) -> np.ndarra
     if not ok.all():
         bad = ~ok
         raise ValueError(f"labels must be 0 or 1{' (or missing)' if allow_missing else ''}; got "
-                         f"{_preview(pd.unique(raw[bad])[:5])} at {where(bad)}. Map your classes to 0/1 first: "
-                         f"SufficientStats are defined for two classes. For K classes use {NO_K_CLASS}.")
+                         f"{_preview(pd.unique(raw[bad])[:5])} at {where(bad)}. For K classes pass `classes=` (the "
+                         "class names in index order): the statistics then count K-class patterns.")
     out = np.where(np.isnan(num), -1, num).astype(np.int8)
+    return out
+
+
+def label_indices(series: pd.Series, classes, *, allow_missing: bool, where) -> np.ndarray:
+    """Labels as class indices: 0/1 as int8 for binary statistics (``classes=None``), else the index of each class
+    name in ``classes`` as int16 (:func:`~noisycal_bayes.data.classes._encode`); -1 = missing when allowed (NaN,
+    None, empty or -1, as in ``MulticlassAnnotationSet.from_wide``). Errors name the offending entries."""
+    if classes is None:
+        return _label_values(series, allow_missing=allow_missing, where=where)
+    if all(isinstance(c, int) for c in classes) and pd.api.types.is_string_dtype(series.dtype):
+        # Integer classes read back as text (Dask turns object columns into strings): "3" is the class 3.
+        num = pd.to_numeric(series, errors="coerce")
+        series = series.astype(object).where(num.isna(), num)
+    raw = series.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(series)
+    missing = codes < 0
+    if allow_missing:  # -1 and blank strings mark a missing label too
+        blank = np.asarray([_class_name(u) == MISSING or (isinstance(u, str) and not u.strip()) for u in uniques]
+                           + [False], dtype=bool)
+        missing = missing | blank[codes]
+    elif missing.any():
+        raise ValueError(f"labels must be class names of {_preview(list(classes))}; got missing labels at "
+                         f"{where(missing)}.")
+    out = np.full(raw.size, MISSING, np.int16)
+    seen = np.flatnonzero(~missing)
+
+    def at(mask):
+        full = np.zeros(raw.size, bool)
+        full[seen[mask]] = True
+        return f"at {where(full)}"
+
+    if seen.size:
+        out[seen] = _encode(raw[seen], classes, what="`label`", where=at)[0]
     return out

@@ -6,13 +6,21 @@ import pandas as pd
 
 from ..._validation import _preview
 from ...core.calibration import bin_index
-from ._common import _check_scores_frame, _label_values, _sorted_ids
+from ..compress import pattern_keys
+from ._common import _base, _check_scores_frame, _sorted_ids, group_labels, label_indices
 from .stats import SufficientStats
 
 
-def _item_table_stats(codes: np.ndarray, scores, ids, annotator_ids, edges, n_responses) -> SufficientStats:
-    """Statistics of items given their pattern codes (no bin part) and scores (validated here)."""
+def _item_table_stats(codes: np.ndarray, scores, ids, annotator_ids, edges, n_responses, *, classes=None,
+                      groups=None) -> SufficientStats:
+    """Statistics of items given their pattern codes (no bin part) and scores (validated here); K classes
+    (``classes`` set): codes in base ``K + 1`` and each item's group label ``groups`` (None: one group)."""
     j = len(annotator_ids)
+    if classes is not None:
+        g = np.zeros(codes.size, np.int64) if groups is None else np.asarray(groups, np.int64)
+        keys = g * _base(classes) ** j + np.asarray(codes, dtype=np.int64)
+        return SufficientStats._from_keys(keys, None, annotator_ids, None, codes.size, n_responses, None,
+                                          classes=classes, n_groups=int(g.max()) + 1 if g.size else 1)
     if scores is None or edges is None:
         g = np.zeros(codes.size, np.int64)
         score_sum = moments = None
@@ -26,8 +34,10 @@ def _item_table_stats(codes: np.ndarray, scores, ids, annotator_ids, edges, n_re
     return SufficientStats._from_keys(keys, None, annotator_ids, edges, codes.size, n_responses, score_sum, moments)
 
 
-def _wide_frame_stats(frame: pd.DataFrame, *, item, annotators, score, edges) -> SufficientStats:
-    """Statistics of one wide chunk: one row per item, one column per annotator (NaN / -1 = missing)."""
+def _wide_frame_stats(frame: pd.DataFrame, *, item, annotators, score, edges, classes=None,
+                      group=None) -> SufficientStats:
+    """Statistics of one wide chunk: one row per item, one column per annotator (NaN / -1 = missing); K classes:
+    class names of ``classes`` and the group label column ``group`` (None: one group)."""
     if len(frame) == 0:
         return None
     ids = frame[item].to_numpy() if item is not None else frame.index.to_numpy()
@@ -36,33 +46,33 @@ def _wide_frame_stats(frame: pd.DataFrame, *, item, annotators, score, edges) ->
         if dup.any():
             raise ValueError(f"items {_preview(pd.unique(ids[dup]))} appear in more than one row; in wide layout each "
                              "item is one row.")
-    lab = np.empty((len(frame), len(annotators)), dtype=np.int8)
+    lab = np.empty((len(frame), len(annotators)), dtype=np.int8 if classes is None else np.int16)
     for k, a in enumerate(annotators):
-        lab[:, k] = _label_values(frame[a], allow_missing=True,
-                                  where=lambda bad, a=a: f"column {a!r}, items {_preview(ids[bad])}")
+        lab[:, k] = label_indices(frame[a], classes, allow_missing=True,
+                            where=lambda bad, a=a: f"column {a!r}, items {_preview(ids[bad])}")
     empty = (lab < 0).all(axis=1)
     if empty.any():
         raise ValueError(f"items {_preview(ids[empty])} have no label from any annotator; drop those rows.")
-    j = len(annotators)
-    code = np.zeros(len(frame), np.int64)
-    for k in range(j):
-        code += (lab[:, k].astype(np.int64) + 1) * 3 ** (j - 1 - k)
+    code = pattern_keys(lab, None, len(annotators), _base(classes))
     z = None
     if edges is not None:
         z = pd.to_numeric(frame[score], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    return _item_table_stats(code, z, ids, annotators, edges, int((lab >= 0).sum()))
+    g = None if group is None else group_labels(frame[group], ids, group)
+    return _item_table_stats(code, z, ids, annotators, edges, int((lab >= 0).sum()), classes=classes, groups=g)
 
 
-def _long_rows(frame: pd.DataFrame, *, item, annotator, label, score, ann_index: dict | None):
-    """Per-response contributions of a long chunk, validated: code, bit mask, count and score per row."""
+def _long_rows(frame: pd.DataFrame, *, item, annotator, label, score, ann_index: dict | None, classes=None,
+               group=None):
+    """Per-response contributions of a long chunk, validated: code, bit mask, count and score (K classes: group
+    label) per row."""
     for col in (item, annotator):
         nulls = frame[col].isna().to_numpy()
         if nulls.any():
             raise ValueError(f"column `{col}` has missing values at rows {_preview(np.asarray(frame.index)[nulls])}.")
     items = frame[item].to_numpy()
     anns = frame[annotator].to_numpy()
-    lab = _label_values(frame[label], allow_missing=False,
-                        where=lambda bad: f"(item, annotator) {_preview(list(zip(items[bad], anns[bad])))}")
+    lab = label_indices(frame[label], classes, allow_missing=False,
+                  where=lambda bad: f"(item, annotator) {_preview(list(zip(items[bad], anns[bad])))}")
     if ann_index is None:
         ann_ids = _sorted_ids(pd.unique(anns))
         ann_index = {a: k for k, a in enumerate(ann_ids)}
@@ -74,7 +84,7 @@ def _long_rows(frame: pd.DataFrame, *, item, annotator, label, score, ann_index:
                          f"{_preview(list(ann_index))}.")
     idx = idx.astype(np.int64)
     out = pd.DataFrame({item: items,
-                        "_code": (lab.astype(np.int64) + 1) * 3 ** (j - 1 - idx),
+                        "_code": (lab.astype(np.int64) + 1) * _base(classes) ** (j - 1 - idx),
                         "_mask": np.left_shift(np.int64(1), idx),
                         "_n": np.ones(len(frame), np.int64)})
     if score is not None:
@@ -82,14 +92,18 @@ def _long_rows(frame: pd.DataFrame, *, item, annotator, label, score, ann_index:
         _check_scores_frame(z, items)
         out["_smin"] = z
         out["_smax"] = z
+    if group is not None:
+        g = group_labels(frame[group], items, group)
+        out["_gmin"] = g
+        out["_gmax"] = g
     return out, ann_index
 
 
-_AGG = {"_code": "sum", "_mask": "sum", "_n": "sum", "_smin": "min", "_smax": "max"}
+_AGG = {"_code": "sum", "_mask": "sum", "_n": "sum", "_smin": "min", "_smax": "max", "_gmin": "min", "_gmax": "max"}
 
 
-def _items_from_rows(per_item: pd.DataFrame, annotator_ids, edges, *, has_score) -> SufficientStats:
-    """Statistics of an item table (index = item; ``_code, _mask, _n`` [, ``_smin, _smax``])."""
+def _items_from_rows(per_item: pd.DataFrame, annotator_ids, edges, *, has_score, classes=None) -> SufficientStats:
+    """Statistics of an item table (index = item; ``_code, _mask, _n`` [, ``_smin, _smax``] [, ``_gmin, _gmax``])."""
     if len(per_item) == 0:
         return None
     ids = per_item.index.to_numpy()
@@ -108,15 +122,24 @@ def _items_from_rows(per_item: pd.DataFrame, annotator_ids, edges, *, has_score)
             raise ValueError(f"items {_preview(ids[diff])} have more than one score (e.g. {lo[diff][0]} and "
                              f"{hi[diff][0]}); each item has one score.")
         z = lo
-    return _item_table_stats(per_item["_code"].to_numpy(), z, ids, annotator_ids, edges, int(n.sum()))
+    g = None
+    if "_gmin" in per_item.columns:
+        g, hi = per_item["_gmin"].to_numpy(), per_item["_gmax"].to_numpy()
+        if (g != hi).any():
+            diff = g != hi
+            raise ValueError(f"items {_preview(ids[diff])} have more than one group (e.g. {g[diff][0]} and "
+                             f"{hi[diff][0]}); each item has one group.")
+    return _item_table_stats(per_item["_code"].to_numpy(), z, ids, annotator_ids, edges, int(n.sum()), classes=classes,
+                             groups=g)
 
 
-def _long_frame_stats(frame, *, item, annotator, label, score, edges) -> SufficientStats:
+def _long_frame_stats(frame, *, item, annotator, label, score, edges, classes=None, group=None) -> SufficientStats:
     """Statistics of long rows that hold every response of their items (annotators: those present, sorted)."""
     if len(frame) == 0:
         return None
     rows, ann_index = _long_rows(frame, item=item, annotator=annotator, label=label,
-                                 score=score if edges is not None else None, ann_index=None)
+                                 score=score if edges is not None else None, ann_index=None, classes=classes,
+                                 group=group)
     agg = {k: v for k, v in _AGG.items() if k in rows.columns}
     per_item = rows.groupby(item, sort=False).agg(agg)
-    return _items_from_rows(per_item, list(ann_index), edges, has_score=edges is not None)
+    return _items_from_rows(per_item, list(ann_index), edges, has_score=edges is not None, classes=classes)
