@@ -79,6 +79,7 @@ class Options:
     n_draws: int = Settings.n_draws
     progress: bool = Settings.progress_bar
     checks: bool = Settings.checks
+    expand: bool = Settings.expand
 
     def evaluate_kwargs(self) -> dict:
         """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
@@ -87,7 +88,7 @@ class Options:
                     level=self.level,
                     seed=self.seed, n_boot=self.n_boot, n_starts=self.n_starts, n_chains=self.n_chains,
                     n_warmup=self.n_warmup, n_draws=self.n_draws, progress_bar=self.progress,
-                    checks=self.checks)
+                    checks=self.checks, expand=self.expand)
 
 
 def bayes_available() -> bool:
@@ -166,7 +167,8 @@ def _options(args, method: str) -> Options:
     _check_flags(args, method, args.bins)
     return Options(method=method, bins=args.bins, groups=args.groups, weights=args.weights, level=args.level,
                    seed=args.seed, n_boot=args.n_boot, n_chains=args.chains, n_warmup=args.warmup,
-                   n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks)
+                   n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks,
+                   expand=not getattr(args, "no_expand", False))
 
 
 def _default_method(requested):
@@ -474,6 +476,9 @@ def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--no-checks", action="store_true",
                    help="skip the predictive checks of the channel model (run by default; about a second)")
+    p.add_argument("--no-expand", action="store_true",
+                   help="binary data: report the shared-channel model only (by default the score-dependent channel "
+                        "model is fitted beside it, compared by PSIS-LOO and the headline follows the stacked models)")
 
 
 def build_parser() -> argparse.ArgumentParser:
