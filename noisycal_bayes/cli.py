@@ -79,7 +79,7 @@ class Options:
     n_draws: int = Settings.n_draws
     progress: bool = Settings.progress_bar
     checks: bool = Settings.checks
-    expand: bool = Settings.expand
+    expand: object = Settings.expand
 
     def evaluate_kwargs(self) -> dict:
         """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
@@ -168,7 +168,7 @@ def _options(args, method: str) -> Options:
     return Options(method=method, bins=args.bins, groups=args.groups, weights=args.weights, level=args.level,
                    seed=args.seed, n_boot=args.n_boot, n_chains=args.chains, n_warmup=args.warmup,
                    n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks,
-                   expand=not getattr(args, "no_expand", False))
+                   expand={"auto": "auto", "on": True, "off": False}[getattr(args, "expand", "auto")])
 
 
 def _default_method(requested):
@@ -476,9 +476,12 @@ def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--no-checks", action="store_true",
                    help="skip the predictive checks of the channel model (run by default; about a second)")
-    p.add_argument("--no-expand", action="store_true",
-                   help="binary data: report the shared-channel model only (by default the score-dependent channel "
-                        "model is fitted beside it, compared by PSIS-LOO and the headline follows the stacked models)")
+    p.add_argument("--expand", choices=("auto", "on", "off"), default="auto",
+                   help="binary data: also fit the score-dependent channel model, compare it with the shared channels "
+                        "by PSIS-LOO and report the stacked models' NC-ECE as the headline (auto: when a predictive "
+                        "check warned; default auto)")
+    p.add_argument("--no-expand", dest="expand", action="store_const", const="off",
+                   help="the same as --expand off: the shared-channel model only")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -101,7 +101,7 @@ def test_well_specified_keeps_the_shared_headline_em():
     today's (expand=False) exactly, with the comparison reported beside it."""
     sim = simulate_annotations(3000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident", seed=3)
     kw = dict(method="em", n_boot=30, checks=False, groups=Binning.equal_mass(5))
-    on, off = evaluate(sim.data, **kw), evaluate(sim.data, expand=False, **kw)
+    on, off = evaluate(sim.data, expand=True, **kw), evaluate(sim.data, **kw)  # auto without checks: off
     assert off.expansion is None and off.headline_model == "shared"
     assert on.headline_model == "shared" and on.expansion.weights == {"shared": 1.0, "score_dependent": 0.0}
     assert on.nc_ece == off.nc_ece and on.nc_ece_shared == off.nc_ece
@@ -119,7 +119,7 @@ def test_strong_score_dependent_noise_moves_the_headline_em():
     score-dependent model, it takes > 0.9 of the weight, and the headline interval covers the population ECE
     0.100 where the shared model's [0.1025, 0.1194] (measured) does not. About 25 s (EM, Laplace draws)."""
     data = _grouped_noise(10_000, 2)
-    ev = evaluate(data, method="em", n_boot=50, checks=False)
+    ev = evaluate(data, method="em", n_boot=50)  # auto: the checks warn
     assert ev.expansion.weights["score_dependent"] > 0.9 and ev.headline_model == "stacking"
     assert ev.nc_ece.lower <= TRUE_ECE <= ev.nc_ece.upper
     assert not ev.nc_ece_shared.lower <= TRUE_ECE <= ev.nc_ece_shared.upper
@@ -129,9 +129,9 @@ def test_strong_score_dependent_noise_moves_the_headline_em():
 def test_expansion_nuts_route():
     """NUTS route, both cases: shared data keep the shared headline (equal to expand=False); strong score-dependent
     noise gives the richer model the weight and an interval covering 0.100."""
-    kw = dict(method="nuts", n_chains=2, n_warmup=300, n_draws=300, checks=False)
+    kw = dict(method="nuts", n_chains=2, n_warmup=300, n_draws=300, checks=False, expand=True)
     sim = simulate_annotations(3000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident", seed=3)
-    on, off = evaluate(sim.data, **kw), evaluate(sim.data, expand=False, **kw)
+    on, off = evaluate(sim.data, **kw), evaluate(sim.data, **dict(kw, expand=False))
     assert on.headline_model == "shared" and on.nc_ece == off.nc_ece
     ev = evaluate(_grouped_noise(10_000, 2), **kw)
     assert ev.expansion.weights["score_dependent"] > 0.9

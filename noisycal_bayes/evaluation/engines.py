@@ -77,7 +77,7 @@ class Settings:
     progress_bar: bool = False
     checks: bool = True
     prior: object = None
-    expand: bool = True
+    expand: object = "auto"
 
 
 def _settings(data, func: str = "evaluate", **kw) -> Settings:
@@ -102,6 +102,8 @@ def _settings(data, func: str = "evaluate", **kw) -> Settings:
     for name in ("n_boot", "n_warmup", "seed") if k_class else ("n_boot", "seed"):
         kw[name] = check_positive_int(kw[name], name=name, minimum=0)
     kw["level"] = check_level(kw["level"])
+    if kw.get("expand", "auto") not in ("auto", True, False):
+        raise ValueError(f"{func}: `expand` must be 'auto', True or False; got {kw['expand']!r}.")
     if not k_class:
         if not isinstance(kw["weights"], str):
             raise ValueError(f"evaluate: `weights` must be a rule name; got {kw['weights']!r}.")

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["ENTRY_SE", "ModelExpansion", "RICH_NUTS", "expand_models", "mixture_summary"]
+__all__ = ["ENTRY_SE", "ModelExpansion", "RICH_NUTS", "expand_models", "mixture_summary", "wants_expansion"]
 
 #: The richer model enters the stack when ``elpd_diff > ENTRY_SE * se_diff`` against the shared model.
 ENTRY_SE = 2.0
@@ -50,7 +50,26 @@ ENTRY_SE = 2.0
 #: R-hat 1.02 and bulk ESS >= 250 for 40 + 14 parameters.
 RICH_NUTS = {"n_chains": 2, "n_warmup": 500, "n_draws": 500}
 #: Laplace draws of the score-dependent model on the EM route (at least; ``n_boot`` when larger).
-N_LAPLACE = 400
+N_LAPLACE = 200
+
+
+def wants_expansion(expand, checks_rows) -> bool:
+    """Whether :func:`noisycal_bayes.evaluate` expands: ``True`` / ``False`` as given; ``"auto"`` (the default)
+    when a predictive check of the shared-channel model warned (:func:`noisycal_bayes.diagnostics.model_checks`,
+    run by default). Why ``"auto"``: on data the shared model explains the expansion would keep its headline
+    anyway (the entry rule) at 2-4 times the wall time (docs/performance.md); the checks, which cost about a
+    second, say when the richer model may matter. With ``checks=False``, ``"auto"`` does not expand.
+
+    Examples
+    --------
+    >>> wants_expansion("auto", [{"name": "score_dependent_noise", "status": "warn"}])
+    True
+    >>> wants_expansion("auto", [{"name": "posterior_predictive", "status": "pass"}]), wants_expansion(True, [])
+    (False, True)
+    """
+    if expand in (True, False):
+        return bool(expand)
+    return any(c.get("status") == "warn" for c in checks_rows)
 
 
 @dataclass(frozen=True)
