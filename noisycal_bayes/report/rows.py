@@ -275,6 +275,9 @@ def _estimate_tail(nc, *, around: bool = True, target: bool = True) -> str:
 def _calibration_rows(ev, oracle_ece=None):
     nc = ev.nc_ece
     plug_in = f"paper's plug-in estimate, at {_point_name(ev)}"
+    exp = getattr(ev, "expansion", None)
+    if exp is not None and exp.headline != "shared":
+        plug_in = f"weighted plug-in estimates of the stacked channel models ({exp.headline}; see Channel models)"
     if nc.debiased is None:
         rows = [["NC-ECE (noise-corrected)", _num(nc.value), f"{plug_in}; {_interval_note(nc)}"]]
     else:
