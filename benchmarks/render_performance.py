@@ -387,6 +387,9 @@ def render() -> Path:
         lines += [f"| {k} | {fmt(v.get('peak_extra_mb'))} | {fmt(v.get('seconds'))} |" for k, v in steps.items()]
         lines.append("")
     lines += checks_section(load("bench_checks"))
+    expansion = RESULTS / "bench_expansion.notes.md"  # hand-written: benchmarks/bench_expansion.py's run, read
+    if expansion.exists():
+        lines += ["## Model expansion in `evaluate` (issue 36)", "", expansion.read_text().strip(), ""]
     choices = RESULTS / "implementation_choices.notes.md"  # hand-written: measurements behind choices in the code
     if choices.exists():
         lines += ["## Implementation choices", "", choices.read_text().strip(), ""]

@@ -79,6 +79,7 @@ class Options:
     n_draws: int = Settings.n_draws
     progress: bool = Settings.progress_bar
     checks: bool = Settings.checks
+    expand: object = Settings.expand
 
     def evaluate_kwargs(self) -> dict:
         """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
@@ -87,7 +88,7 @@ class Options:
                     level=self.level,
                     seed=self.seed, n_boot=self.n_boot, n_starts=self.n_starts, n_chains=self.n_chains,
                     n_warmup=self.n_warmup, n_draws=self.n_draws, progress_bar=self.progress,
-                    checks=self.checks)
+                    checks=self.checks, expand=self.expand)
 
 
 def bayes_available() -> bool:
@@ -166,7 +167,8 @@ def _options(args, method: str) -> Options:
     _check_flags(args, method, args.bins)
     return Options(method=method, bins=args.bins, groups=args.groups, weights=args.weights, level=args.level,
                    seed=args.seed, n_boot=args.n_boot, n_chains=args.chains, n_warmup=args.warmup,
-                   n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks)
+                   n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks,
+                   expand={"auto": "auto", "on": True, "off": False}[getattr(args, "expand", "auto")])
 
 
 def _default_method(requested):
@@ -474,6 +476,12 @@ def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--no-checks", action="store_true",
                    help="skip the predictive checks of the channel model (run by default; about a second)")
+    p.add_argument("--expand", choices=("auto", "on", "off"), default="auto",
+                   help="binary data: also fit the score-dependent channel model, compare it with the shared channels "
+                        "by PSIS-LOO and report the stacked models' NC-ECE as the headline (auto: when a predictive "
+                        "check warned; default auto)")
+    p.add_argument("--no-expand", dest="expand", action="store_const", const="off",
+                   help="the same as --expand off: the shared-channel model only")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -41,7 +41,7 @@ from .._validation import check_level, check_positive_int
 from ..data import AnnotationSet, Binning, as_binning, bin_index
 
 __all__ = ["ALTERNATIVE_MODELS", "AlternativeFit", "NoiseModelComparison", "compare_noise_models", "fit_alternative",
-           "nc_ece_group_channels"]
+           "nc_ece_group_channels", "row_loo", "shared_fit_from_draws", "stacking_weights"]
 
 #: Model names of :func:`fit_alternative`.
 ALTERNATIVE_MODELS = ("shared", "score_dependent", "correlated")
@@ -117,7 +117,7 @@ def _channels(model, samples, n_groups):
 
 def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mass(5), method: str = "nuts",
                     n_chains: int = 2, n_warmup: int = 500, n_draws: int = 500, seed: int = 0,
-                    prior=None) -> AlternativeFit:
+                    prior=None, init=None) -> AlternativeFit:
     """Fit one of the channel models of :data:`ALTERNATIVE_MODELS` to ``data`` by NUTS or MAP.
 
     Parameters
@@ -126,18 +126,24 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     model : {"shared", "score_dependent", "correlated"}
     groups : Binning, default ``Binning.equal_mass(5)``
         Score groups (prevalence per group; channels per group for ``"score_dependent"``).
-    method : {"nuts", "map"}, default "nuts"
+    method : {"nuts", "map", "laplace"}, default "nuts"
         ``"nuts"``: NumPyro's NUTS kernel (sequential chains, float64, diagonal mass matrix, target acceptance
         0.9) compiled once per model and design (numbers of score groups and annotators, warm-up length) and
         reused: the data, the prior and the start are traced inputs, so the next data set of that design costs
         sampling time only. Chains start at the shared-channel EM estimate, jittered by +-0.5 in unconstrained
         coordinates per chain. ``"map"``: the mode of the posterior in NumPyro's unconstrained space, by
-        L-BFGS from the EM estimate.
+        L-BFGS from the EM estimate. ``"laplace"``: the MAP and ``n_draws`` draws (one chain) from the normal
+        approximation there, ``N(mode, H^-1)`` in unconstrained space with ``H`` the Hessian of the potential
+        (eigenvalues floored at 1e-8), with the hierarchical scales (``tau_fpr``, ``tau_u``, ``dependence``) held
+        at their mode (the posterior is a funnel along them), mapped to the constrained sites: approximate
+        posterior draws at the cost of one optimisation (the EM route of :func:`noisycal_bayes.evaluate` compares models on them).
     n_chains, n_warmup, n_draws : int
-        NUTS settings.
+        NUTS settings (``n_draws`` also the Laplace draws).
     seed : int, default 0
     prior : Prior, optional
         Default :data:`noisycal_bayes.models.DEFAULT_PRIOR`.
+    init : FitResult, optional
+        A shared-channel EM fit of ``data`` with these ``groups`` to start from (default: one is made, 3 starts).
 
     Returns
     -------
@@ -156,8 +162,8 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     func = "fit_alternative"
     if model not in ALTERNATIVE_MODELS:
         raise ValueError(f"{func}: `model` must be one of {list(ALTERNATIVE_MODELS)}; got {model!r}.")
-    if method not in ("nuts", "map"):
-        raise ValueError(f"{func}: `method` must be 'nuts' or 'map'; got {method!r}.")
+    if method not in ("nuts", "map", "laplace"):
+        raise ValueError(f"{func}: `method` must be 'nuts', 'map' or 'laplace'; got {method!r}.")
     if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"{func}: `data` must be an AnnotationSet; got {type(data).__name__}.")
     if data.n_annotators < 2:
@@ -169,15 +175,15 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     patterns, group, counts, keep, n_groups, index = _inputs(data, groups, func)
     fn = _model_fn(model)
     kw = dict(n_annotators=data.n_annotators, n_groups=n_groups, prior=prior)
-    init = _init_values(data, groups, model, n_groups, seed)
+    init = _init_values(data, groups, model, n_groups, seed, em=init)
     with x64():
         if method == "nuts":
             samples, diag, shape = _nuts(model, (patterns, group, counts), prior, n_groups, data.n_annotators,
                                          n_chains, n_warmup, n_draws, seed, init)
         # Outputs (and MAP) on the rows with items only: padding rows carry no likelihood.
         args = (jax.numpy.asarray(patterns[keep]), jax.numpy.asarray(group[keep]), jax.numpy.asarray(counts[keep]))
-        if method == "map":
-            samples, diag, shape = _map(fn, args, kw, seed, init)
+        if method != "nuts":
+            samples, diag, shape = _map(fn, args, kw, seed, init, n_laplace=n_draws if method == "laplace" else 0)
         from numpyro.infer import Predictive
 
         # The per-row log-likelihood and the deterministic sites at every draw (one vectorised pass).
@@ -194,7 +200,50 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     return AlternativeFit(model, method, draws, fpr_g, tpr_g, ll, counts[keep], index, diag)
 
 
-def _init_values(data, groups, model, n_groups, seed):
+def shared_fit_from_draws(data: AnnotationSet, draws: dict, *, groups=Binning.equal_mass(5),
+                          method: str = "nuts") -> AlternativeFit:
+    """The shared-channel model as an :class:`AlternativeFit` from existing draws (no new fit).
+
+    ``draws`` holds ``fpr``, ``tpr`` (n_chains, n_draws, J) and ``prevalence`` (n_chains, n_draws, G): the draws of
+    ``fit_nuts(model="grouped", groups=groups)`` or the replicates of ``bootstrap_em`` (one chain). Each row's
+    log-likelihood is :func:`~noisycal_bayes.models.score_noise.grouped_rows_loglik` with the same channel in
+    every group (the likelihood of the grouped model), so :func:`row_loo` compares it with the other models on the
+    same rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.85], seed=0)
+    >>> d = {"fpr": np.tile(sim.channel.fpr, (1, 4, 1)), "tpr": np.tile(sim.channel.tpr, (1, 4, 1)),
+    ...      "prevalence": np.full((1, 4, 5), 0.4)}
+    >>> shared_fit_from_draws(sim.data, d).loglik_rows.shape[:2]
+    (1, 4)
+    """
+    from ..core import x64
+    from ..models.score_noise import grouped_rows_loglik
+
+    patterns, group, counts, keep, n_groups, index = _inputs(data, groups, "shared_fit_from_draws")
+    f, t, prev = (np.asarray(draws[k], np.float64) for k in ("fpr", "tpr", "prevalence"))
+    shape = f.shape[:2]
+    prev = prev.reshape(shape + (-1,))
+    if prev.shape[-1] != n_groups:
+        raise ValueError(f"shared_fit_from_draws: the draws have {prev.shape[-1]} prevalences but `groups` makes "
+                         f"{n_groups} score groups.")
+    flat = {"fpr": f.reshape((-1,) + f.shape[2:]), "tpr": t.reshape((-1,) + t.shape[2:]),
+            "prevalence": prev.reshape(-1, n_groups)}
+    fpr_g, tpr_g = _channels("shared", flat, n_groups)
+    import jax
+
+    with x64():
+        rows = jax.vmap(lambda a, b, c: grouped_rows_loglik(patterns[keep], group[keep], a, b, c))(
+            jax.numpy.asarray(fpr_g), jax.numpy.asarray(tpr_g), jax.numpy.asarray(flat["prevalence"]))
+        ll = np.asarray(rows, np.float64).reshape(shape + (-1,))
+    return AlternativeFit("shared", method, {k: v.reshape(shape + v.shape[1:]) for k, v in flat.items()}, fpr_g,
+                          tpr_g, ll, counts[keep], index, {})
+
+
+def _init_values(data, groups, model, n_groups, seed, em=None):
     """Starting values at the shared-channel EM estimate (dependence and between-group spread small).
 
     Random starts (NumPyro's default ``init_to_uniform``) sent chains of the correlated model on CIFAR-10N to
@@ -203,9 +252,10 @@ def _init_values(data, groups, model, n_groups, seed):
     """
     from ..inference.em import fit_em
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        em = fit_em(data, groups=groups, n_starts=3, seed=seed)
+    if em is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            em = fit_em(data, groups=groups, n_starts=3, seed=seed)
     if em.channel is None:
         return None
     fpr = np.clip(np.asarray(em.channel.fpr), 1e-3, 0.98)
@@ -279,8 +329,13 @@ def _nuts(model, data_args, prior, n_groups, n_annotators, n_chains, n_warmup, n
     return samples, diag, (int(n_chains), int(n_draws))
 
 
-def _map(fn, args, kw, seed, init=None):
-    """Posterior mode in NumPyro's unconstrained space: L-BFGS on the potential (negative log density)."""
+#: Sites held at the mode by the Laplace draws of :func:`_map`.
+_SCALE_SITES = ("tau_", "dependence")
+
+
+def _map(fn, args, kw, seed, init=None, n_laplace: int = 0):
+    """Posterior mode in NumPyro's unconstrained space: L-BFGS on the potential (negative log density); with
+    ``n_laplace > 0`` that many draws from the normal approximation at the mode (one chain)."""
     import jax
     from jax.flatten_util import ravel_pytree
     from numpyro.infer.util import initialize_model
@@ -298,9 +353,33 @@ def _map(fn, args, kw, seed, init=None):
 
     res = minimize(obj, np.asarray(flat0, np.float64), jac=True, method="L-BFGS-B",
                    options={"maxiter": 5000, "ftol": 1e-12, "gtol": 1e-7})
+    diag = {"success": bool(res.success), "log_density": -float(res.fun)}
+    if n_laplace:
+        x = np.asarray(res.x, np.float64)
+        # The hierarchical scales (tau_*, dependence) stay at their mode: the posterior is far from normal along
+        # them (a funnel), and given them it is close to normal (empirical-Bayes Laplace).
+        free, _ = ravel_pytree({k: np.full(np.shape(v), not k.startswith(_SCALE_SITES)) for k, v in z0.items()})
+        free = np.asarray(free, bool)
+        # Hessian of the free block by central differences of the compiled gradient (2 calls per coordinate;
+        # compiling jax.hessian of this model took longer than the whole fit).
+        cols, step = [], 1e-5
+        for i in np.flatnonzero(free):
+            e = np.zeros_like(x)
+            e[i] = step
+            cols.append((obj(x + e)[1] - obj(x - e)[1])[free] / (2 * step))
+        h = np.stack(cols, axis=1)
+        lam, vec = np.linalg.eigh(0.5 * (h + h.T))
+        diag["hessian_min_eig"] = float(lam.min())
+        root = vec / np.sqrt(np.maximum(lam, 1e-8))  # conditional covariance = root root'
+        eps = np.random.default_rng(seed).standard_normal((int(n_laplace), int(free.sum())))
+        pts = np.repeat(x[None], int(n_laplace), axis=0)
+        pts[:, free] += eps @ root.T
+        constrained = jax.jit(jax.vmap(lambda v: info.postprocess_fn(unravel(v))))(jax.numpy.asarray(pts))
+        samples = {k: np.asarray(v)[None] for k, v in constrained.items() if k in z0}
+        return samples, diag, (1, int(n_laplace))
     constrained = info.postprocess_fn(unravel(res.x))
     samples = {k: np.asarray(v)[None, None] for k, v in constrained.items() if k in z0}
-    return samples, {"success": bool(res.success), "log_density": -float(res.fun)}, (1, 1)
+    return samples, diag, (1, 1)
 
 
 # ------------------------------------------------------------------ NC-ECE with channels per group
@@ -368,8 +447,12 @@ def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group
 
 
 # ------------------------------------------------------------------ LOO
-def _row_loo(ll_rows):
-    """PSIS-LOO per row with ArviZ: ``(elpd per row (R,), pareto k per row (R,))`` (ArviZ 0.x and 1.x)."""
+def row_loo(ll_rows):
+    """PSIS-LOO per compressed row with ArviZ (module docstring): ``(elpd per row (R,), pareto k per row (R,))``.
+
+    ``ll_rows`` (n_chains, n_draws, n_rows): each row's per-item log-likelihood at every draw. Works with ArviZ
+    0.x and 1.x.
+    """
     import arviz as az
     import xarray as xr
 
@@ -387,6 +470,57 @@ def _row_loo(ll_rows):
     # ArviZ 0.23 names the pointwise values `loo_i`, ArviZ 1.x (arviz-stats) `elpd_i`.
     elpd_i = res.loo_i if hasattr(res, "loo_i") else res.elpd_i
     return np.asarray(elpd_i).reshape(-1), np.asarray(res.pareto_k).reshape(-1)
+
+
+def stacking_weights(lpd, counts=None, *, tol: float = 1e-10, max_iter: int = 100_000) -> np.ndarray:
+    """Stacking weights of predictive distributions (Yao, Vehtari, Simpson and Gelman, *Bayesian Analysis* 13,
+    2018, eq. 4): ``w = argmax_{w in simplex} sum_i c_i log sum_k w_k exp(lpd_ik)``.
+
+    Parameters
+    ----------
+    lpd : array of shape (n_rows, n_models)
+        Each row's leave-one-out log predictive density under each model (``elpd_i`` of :func:`row_loo`).
+    counts : array of shape (n_rows,), optional
+        Items per row (compressed rows: a row stands for ``c_r`` items with the same ``lpd``); default 1 each.
+    tol, max_iter : convergence of the iteration.
+
+    Returns
+    -------
+    ndarray of shape (n_models,)
+        Non-negative, summing to 1.
+
+    Notes
+    -----
+    The objective is the log-likelihood of mixture proportions with known component densities
+    ``exp(lpd_ik)``, concave in ``w``; it is maximised by the EM fixed point ``w_k <- sum_i c_i r_ik / sum_i
+    c_i`` with responsibilities ``r_ik = w_k p_ik / sum_l w_l p_il`` (Dempster, Laird and Rubin 1977), which
+    increases the objective at every step and stays on the simplex. ArviZ's ``compare(method="stacking")``
+    maximises the same objective by a constrained optimiser; the tests compare the two.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lpd = np.log([[0.5, 0.1], [0.2, 0.4], [0.3, 0.3]])
+    >>> stacking_weights(lpd).round(3).tolist()
+    [0.875, 0.125]
+    """
+    lpd = np.asarray(lpd, np.float64)
+    if lpd.ndim != 2 or not np.all(np.isfinite(lpd)):
+        raise ValueError(f"stacking_weights: `lpd` must be a finite (n_rows, n_models) array; got shape {lpd.shape}.")
+    c = np.ones(lpd.shape[0]) if counts is None else np.asarray(counts, np.float64)
+    p = np.exp(lpd - lpd.max(axis=1, keepdims=True))
+    keep = c > 0
+    p, c = p[keep], c[keep] / c[keep].sum()
+    w = np.full(lpd.shape[1], 1.0 / lpd.shape[1])
+    for _ in range(int(max_iter)):
+        mix = p @ w
+        new = w * ((c / mix) @ p)
+        new /= new.sum()
+        if np.max(np.abs(new - w)) < tol:
+            w = new
+            break
+        w = new
+    return w
 
 
 def _weighted_total(values, counts):
@@ -477,7 +611,7 @@ def compare_noise_models(data: AnnotationSet, *, models=ALTERNATIVE_MODELS, grou
     q = [(1 - level) / 2, (1 + level) / 2]
     loo = {}
     if method == "nuts":
-        loo = {m: _row_loo(f.loglik_rows) for m, f in fits.items()}
+        loo = {m: row_loo(f.loglik_rows) for m, f in fits.items()}
     rows = []
     base_elpd = loo["shared"][0] if loo else None
     for m, f in fits.items():

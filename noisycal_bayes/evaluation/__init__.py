@@ -31,11 +31,12 @@ import inspect
 from ..data.binning import DEFAULT_GROUPS
 from .engines import ENGINES, METHODS, MULTICLASS_METHODS, EngineResult, Settings, collect_warnings, evaluate_multiclass
 from .engines import _settings, assemble, run_checks
+from .expansion import ModelExpansion, expand_models, wants_expansion
 from .recalibration import MAPS, _map_classes, compare_recalibration, describe_map
 from .result import ClasswiseSummary, Evaluation, MulticlassEvaluation, NCECESummary, RecalibrationRow
 
 __all__ = ["ENGINES", "MAPS", "METHODS", "MULTICLASS_METHODS", "ClasswiseSummary", "EngineResult", "Evaluation",
-           "MulticlassEvaluation", "NCECESummary", "RecalibrationRow", "Settings", "collect_warnings",
+           "ModelExpansion", "MulticlassEvaluation", "NCECESummary", "RecalibrationRow", "Settings", "collect_warnings",
            "compare_recalibration", "describe_map", "evaluate", "evaluate_multiclass"]
 
 #: Options of :func:`evaluate` passed on to :func:`evaluate_multiclass` for K-class data when the caller sets them
@@ -74,7 +75,7 @@ def _one_door(binary):
 def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUPS, weights: str = "iv",
              level: float = 0.9, seed: int = 0, n_boot: int = 200, n_starts: int = 10, n_chains: int = 4,
              n_warmup: int = 1000, n_draws: int = 1000, clean_labels=None, recalibration: bool = False,
-             progress_bar: bool = False, checks: bool = True):
+             progress_bar: bool = False, checks: bool = True, expand="auto"):
     """Channels with intervals, NC-ECE with an interval for a named target, and the naive metrics.
 
     K classes: when ``data`` is a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, this returns
@@ -123,6 +124,14 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         Run the predictive checks of the channel model (:func:`noisycal_bayes.diagnostics.model_checks`:
         199 parametric-bootstrap replicates refitted by EM, or 199 posterior draws; about a second) and
         report them in ``Evaluation.checks``, the text output and the JSON.
+    expand : {"auto", True, False}, default "auto"
+        Model expansion (:mod:`noisycal_bayes.evaluation.expansion`): also fit the score-dependent channel model
+        (NUTS on the NUTS route, MAP + Laplace draws on the EM route), compare it with the shared channels by
+        PSIS-LOO and report the NC-ECE of the stacked models as the headline; ``Evaluation.expansion`` holds the
+        comparison and ``nc_ece_shared`` the shared model's figure. With the weight on the shared model the
+        headline is unchanged. ``"auto"``: expand when a predictive check warned
+        (:func:`~noisycal_bayes.evaluation.expansion.wants_expansion`). Binary data only (ignored for K
+        classes). Cost on CIFAR-10N: docs/performance.md.
 
     Returns
     -------
@@ -162,7 +171,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
 
     s = _settings(data, "evaluate", method=method, bins=bins, groups=groups, weights=weights, level=level, seed=seed,
                   n_boot=n_boot, n_starts=n_starts, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws,
-                  progress_bar=bool(progress_bar), checks=bool(checks))
+                  progress_bar=bool(progress_bar), checks=bool(checks), expand=expand)
     data.require_scores()
     if clean_labels is not None:  # checked before any fitting (the same check naive_calibration makes)
         clean_labels = check_binary_labels(clean_labels, name="clean_labels")
@@ -177,4 +186,5 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         naive = naive_calibration(data, bins=s.bins, clean_labels=clean_labels)
         recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels))
         checks = run_checks(data, res.fit, s) if s.checks else ((), None)
-    return assemble(data, s, res, est, naive, recal, caught, clean_labels, checks)
+        expansion = expand_models(data, s, res) if wants_expansion(s.expand, checks[0]) else None
+    return assemble(data, s, res, est, naive, recal, caught, clean_labels, checks, expansion)

@@ -77,6 +77,7 @@ class Settings:
     progress_bar: bool = False
     checks: bool = True
     prior: object = None
+    expand: object = "auto"
 
 
 def _settings(data, func: str = "evaluate", **kw) -> Settings:
@@ -101,6 +102,8 @@ def _settings(data, func: str = "evaluate", **kw) -> Settings:
     for name in ("n_boot", "n_warmup", "seed") if k_class else ("n_boot", "seed"):
         kw[name] = check_positive_int(kw[name], name=name, minimum=0)
     kw["level"] = check_level(kw["level"])
+    if kw.get("expand", "auto") not in ("auto", True, False):
+        raise ValueError(f"{func}: `expand` must be 'auto', True or False; got {kw['expand']!r}.")
     if not k_class:
         if not isinstance(kw["weights"], str):
             raise ValueError(f"evaluate: `weights` must be a rule name; got {kw['weights']!r}.")
@@ -339,10 +342,31 @@ def collect_warnings(sink: list):
             sink.append(text)
 
 
+def _stacked_summary(expansion, shared: NCECESummary, s: Settings):
+    """The headline :class:`NCECESummary` of a model expansion whose weight is not all on the shared model:
+    the stacked mixture of the models' debiased NC-ECE draws
+    (:func:`~noisycal_bayes.evaluation.expansion.mixture_summary`)."""
+    from .expansion import mixture_summary
+
+    mix = mixture_summary(expansion.posteriors, expansion.weights, s.level)
+    parts = ", ".join(f"{m} {w:.2f}" for m, w in expansion.weights.items() if w > 0)
+    how = (f"debiased equal-tailed interval of the stacked mixture of the channel models' NC-ECE draws (weights: "
+           f"{parts}; {expansion.score}); each model's draws vary its channels + Bayesian bootstrap of the "
+           "evaluated items")
+    notes = []
+    if mix["interval_to_read"] == "upper_one_sided":
+        notes.append(f"the data cannot tell the calibration error from 0; the interval is the one-sided "
+                     f"{100 * s.level:.0f}% bound [0, {mix['upper']:.3f}]: read the upper bound.")
+    return NCECESummary(mix["value"], mix["debiased"], mix["lower"], mix["upper"], mix["upper_one_sided"], s.level,
+                        shared.target, how, mix["interval_to_read"], mix["calibration_p_value"], "debiased"), notes
+
+
 def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: list, clean_labels,
-             checks=((), None)) -> Evaluation:
+             checks=((), None), expansion=None) -> Evaluation:
     """The :class:`Evaluation` of one run: an engine's result, the point NC-ECE ``est`` (reference
-    ``nc_ece`` at the point channel), the naive metrics, the recalibration rows and the caught warnings."""
+    ``nc_ece`` at the point channel), the naive metrics, the recalibration rows and the caught warnings; with a
+    model ``expansion`` (:func:`~noisycal_bayes.evaluation.expansion.expand_models`) the headline follows its
+    weights and the shared model's summary is kept in ``nc_ece_shared``."""
     summary, notes = _nc_ece_summary(float(est.value), res.post, s, est.target if res.post is None else None,
                                      res.interval_method)
     post = res.post
@@ -352,6 +376,15 @@ def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: li
     label = "bootstrap" if s.method == "em" else "posterior"
     if post is not None and post.interval_method == "debiased":
         label += " (bias-corrected)"
+    shared_summary = None
+    if expansion is not None:
+        notes = notes + list(expansion.notes)
+        shared_summary = summary
+        if expansion.headline != "shared":
+            summary, mix_notes = _stacked_summary(expansion, summary, s)
+            notes = [n for n in notes if "one-sided" not in n] + mix_notes
+            draws = expansion.draws
+            label = f"stacked {label}"
     return Evaluation(
         method=s.method, method_detail=res.detail, n_items=data.n_items, n_annotators=data.n_annotators,
         channel=res.fit.channel, channel_intervals=_channel_intervals(res.draws_fit, s.level, data.n_annotators),
@@ -360,7 +393,7 @@ def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: li
         warnings=tuple(caught + list(res.notes) + notes), draws=draws, draws_label=label, level=s.level,
         bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
         data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels), checks=tuple(checks[0]),
-        model_checks=checks[1], fit=res.fit)
+        model_checks=checks[1], fit=res.fit, expansion=expansion, nc_ece_shared=shared_summary)
 
 
 # ============================================================================================ K classes

@@ -118,6 +118,13 @@ class Evaluation:
     fit : FitResult or None
         The point fit of the channels (EM estimate, or the NUTS fit); the report's gap-sensitivity figure
         (:func:`noisycal_bayes.diagnostics.gap_profile`) profiles its likelihood.
+    expansion : ModelExpansion or None
+        The model expansion (``evaluate(..., expand=True)``, binary data): the shared and score-dependent channel
+        models compared by PSIS-LOO, their stacking weights, each model's NC-ECE
+        (:mod:`noisycal_bayes.evaluation.expansion`). None when expansion was off or impossible (no draws).
+    nc_ece_shared : NCECESummary or None
+        The shared-channel model's NC-ECE summary (today's headline) when an expansion ran; ``nc_ece`` is then the
+        headline of the model the data support (the same object when the weight stays on the shared model).
     """
 
     method: str
@@ -146,8 +153,15 @@ class Evaluation:
     checks: tuple = ()
     model_checks: object = field(default=None, repr=False, compare=False)
     fit: object = field(default=None, repr=False, compare=False)
+    expansion: object = field(default=None, repr=False, compare=False)
+    nc_ece_shared: NCECESummary | None = field(default=None, repr=False)
     #: Which report schema renders it: ``"binary"`` (schema version 2, no ``kind`` key) or ``"multiclass"``.
     kind: ClassVar[str] = "binary"
+
+    @property
+    def headline_model(self) -> str:
+        """The channel model behind ``nc_ece``: ``"shared"``, ``"score_dependent"`` or ``"stacking"``."""
+        return "shared" if self.expansion is None else self.expansion.headline
 
     @property
     def warned_checks(self) -> list:

@@ -38,6 +38,7 @@ import numpy as np
 
 from .rows import (SCHEMA_VERSION, _calibration_rows,
                    _calibration_rows_k, _channel_rows, _check_lines, _classwise_line, _comparison_rows, _data_text_k,
+                   _expansion_lines,
                    _diagnostic_text_k, _diagonal_rows, _headline, _html_table, _interval_lines, _is_crowd, _is_k,
                    _md_table, _num, _oracle, _per_class_rows, _population_lines, _recal_rows, _text_table,
                    annotator_table, typical_confusion)
@@ -70,7 +71,7 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
     out += [_text_table(*_channel_rows(ev, truth_channel))]
     out += ["", "Calibration error (lower is better; naive metrics treat noisy labels as truth)",
             _text_table(*_calibration_rows(ev, oracle))]
-    out += _interval_lines(ev.nc_ece) + _check_lines(ev)
+    out += _interval_lines(ev.nc_ece) + _expansion_lines(ev) + _check_lines(ev)
     d = ev.diagnostics or {}
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
         out += ["", f"MCMC diagnostics: R-hat max {_num(d.get('rhat_max'))}, ESS min "
@@ -114,6 +115,9 @@ def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: s
     out += ["## Calibration error", "", _md_table(*_calibration_rows(ev, oracle)), "",
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
             "annotators' channels.", ""]
+    exp_lines = _expansion_lines(ev, _md_table)
+    if exp_lines:
+        out += ["## Channel models", ""] + [line + "\n" for line in exp_lines[1:]]
     out += ["## Annotator channels", "", ev.method_detail + ".", ""] + [line + "\n" for line in _population_lines(ev)]
     out += [_md_table(*_channel_rows(ev, truth_channel)), ""]
     if comparison and len(comparison) > 1:
@@ -148,6 +152,10 @@ def evaluation_html(ev) -> str:
            _html_table(*_calibration_rows(ev, getattr(ev.naive, "clean_ece", None)))]
     if nc.lower is not None:
         out.append(f"<p>Interval: {esc(nc.interval_method)}; target: {esc(nc.target)}.</p>")
+    exp_lines = _expansion_lines(ev, _html_table)
+    if exp_lines:
+        out += ["<p><b>Channel models</b></p>", f"<p>{esc(exp_lines[1])}</p>", exp_lines[2]]
+        out += [f"<p>{esc(line)}</p>" for line in exp_lines[3:]]
     out += ["<p><b>Annotator channels</b></p>"] + [f"<p>{html.escape(line)}</p>" for line in _population_lines(ev)]
     out += [_html_table(*_channel_rows(ev))]
     d = ev.diagnostics or {}
@@ -211,7 +219,12 @@ def evaluation_to_dict(ev) -> dict:
     group); ``naive`` {ece_majority, majority_ties, majority_ties_counted_as, smece_vote_fraction,
     ece_per_annotator (annotator -> ECE)}; ``diagnostics`` {rhat_max, ess_min, divergences, warnings};
     ``reliability`` (one object per bin); ``settings`` {bins, groups, weights, seed}; ``checks`` (one
-    object per assumption check: name, status "pass" | "warn" | "not_testable", statistic, p_value, detail); ``n_items``;
+    object per assumption check: name, status "pass" | "warn" | "not_testable", statistic, p_value, detail);
+    with a model expansion (``evaluate(expand=True)``) also ``headline_model`` (the channel model behind
+    ``nc_ece``: "shared", "score_dependent" or "stacking"), ``model_expansion`` {score, rule, headline_model,
+    weights, seconds, notes, models (one object per model: model, fit, elpd_loo, se, elpd_diff, se_diff,
+    pareto_k_max, weight, nc_ece, debiased, lower, upper, extra)} and ``nc_ece_shared`` (the shared model's
+    value, debiased, lower, upper, upper_bound, interval_to_read); ``n_items``;
     ``n_annotators``; ``schema_version``. NaN is written as null. A K-class evaluation gets
     :func:`multiclass_to_dict` (``kind: "multiclass"``).
     """
@@ -254,6 +267,12 @@ def evaluation_to_dict(ev) -> dict:
         "n_items": ev.n_items,
         "n_annotators": ev.n_annotators,
     }
+    if getattr(ev, "expansion", None) is not None:  # schema 2, additive: new keys only
+        out["headline_model"] = ev.expansion.headline
+        out["model_expansion"] = ev.expansion.to_dict()
+        sh = ev.nc_ece_shared
+        out["nc_ece_shared"] = {"value": sh.value, "debiased": sh.debiased, "lower": sh.lower, "upper": sh.upper,
+                                "upper_bound": sh.upper_bound, "interval_to_read": sh.interval_to_read}
     if ev.recalibration is not None:
         out["recalibration"] = [r.__dict__ for r in ev.recalibration]
     return _clean(out)

@@ -14,6 +14,7 @@ from pathlib import PurePath
 
 from . import _CAPTIONS
 from .rows import (SCHEMA_VERSION, _calibration_rows, _calibration_rows_k, _channel_rows, _check_lines, _comparison_rows,
+                   _expansion_lines,
                    _data_text_k, _diagnostic_text_k, _diagonal_rows, _headline, _html_table, _interval_lines, _is_k,
                    _num, _oracle, _per_class_rows, _population_lines, _recal_rows)
 
@@ -76,7 +77,7 @@ def report_page(ev, *, figures=None, truth=None, recalibration=None, comparison=
 
     Sections (each a ``<section id=...>``): ``warnings`` (warnings and notes, when there are any),
     ``calibration`` (the paper's NC-ECE, the debiased estimate, the interval and its named target, the
-    naive metrics), ``channels`` (per annotator, with intervals when there are draws), ``figures``,
+    naive metrics), ``models`` (the channel models' LOO comparison, weights and NC-ECEs, with an expansion), ``channels`` (per annotator, with intervals when there are draws), ``figures``,
     ``comparison`` (engines side by side), ``recalibration`` (held-out maps), ``diagnostics`` (MCMC) and
     ``settings``.
 
@@ -121,6 +122,10 @@ def report_page(ev, *, figures=None, truth=None, recalibration=None, comparison=
         _p("Lower is better. NC-ECE (noise-corrected) is the paper's plug-in estimate; the debiased estimate, "
            "when shown, is the number the interval is built around. The naive metrics treat the noisy labels "
            "as the truth and are biased.")))
+    exp_lines = _expansion_lines(ev, _html_table)
+    if exp_lines:
+        parts.append(_section("models", "Channel models", _p(exp_lines[1]), exp_lines[2],
+                              *(_p(line) for line in exp_lines[3:])))
     check_lines = _check_lines(ev)
     if check_lines:
         parts.append(_section("checks", check_lines[1], *(_p(line.strip()) for line in check_lines[2:])))

@@ -275,6 +275,9 @@ def _estimate_tail(nc, *, around: bool = True, target: bool = True) -> str:
 def _calibration_rows(ev, oracle_ece=None):
     nc = ev.nc_ece
     plug_in = f"paper's plug-in estimate, at {_point_name(ev)}"
+    exp = getattr(ev, "expansion", None)
+    if exp is not None and exp.headline != "shared":
+        plug_in = f"weighted plug-in estimates of the stacked channel models ({exp.headline}; see Channel models)"
     if nc.debiased is None:
         rows = [["NC-ECE (noise-corrected)", _num(nc.value), f"{plug_in}; {_interval_note(nc)}"]]
     else:
@@ -371,6 +374,38 @@ def _check_lines(ev) -> list:
     return out
 
 
+def _expansion_rows(ev):
+    """The model-expansion table (``ev.expansion``, :mod:`noisycal_bayes.evaluation.expansion`): one row per
+    channel model with its LOO comparison, stacking weight and NC-ECE; None without an expansion."""
+    exp = getattr(ev, "expansion", None)
+    if exp is None:
+        return None
+    rows = []
+    for r in exp.table.to_dict(orient="records"):
+        diff = "-" if r["model"] == "shared" else f"{r['elpd_diff']:+.1f} ({r['se_diff']:.1f})"
+        rows.append([r["model"], r["fit"], f"{r['elpd_loo']:.1f}", diff, _num(r["pareto_k_max"], 2),
+                     f"{r['weight']:.3f}", _num(r["nc_ece"]), _interval(r["lower"], r["upper"]), r["extra"] or ""])
+    return ["model", "fit", "elpd_loo", "elpd_diff (se)", "Pareto k max", "weight", "NC-ECE", "interval",
+            "between-group scales"], rows
+
+
+def _expansion_lines(ev, table=None) -> list:
+    """The "Channel models" section: which model the headline follows, the rule, and the table (``table``
+    renders it: text by default)."""
+    exp = getattr(ev, "expansion", None)
+    if exp is None:
+        return []
+    table = _text_table if table is None else table
+    pct = f"{100 * ev.level:.0f}%"
+    out = ["", f"Channel models compared by {exp.score} (docs/model_checks.md): headline from {exp.headline!r}; "
+               f"{exp.rule}.", table(*_expansion_rows(ev))]
+    sh = getattr(ev, "nc_ece_shared", None)
+    if sh is not None and exp.headline != "shared" and sh.lower is not None:
+        out.append(f"Shared-channel model alone: NC-ECE {_num(sh.value)}, {pct} interval "
+                   f"{_interval(sh.lower, sh.upper)}.")
+    return out
+
+
 def _headline(ev):
     """``("NC-ECE = 0.043", "(paper's plug-in estimate, ...); debiased estimate ...; interval ...")``; K classes:
     ``("Top-label NC-ECE = 0.043", "(noise-corrected top-label ECE at ...); ...")``."""
@@ -378,6 +413,11 @@ def _headline(ev):
     if _is_k(ev):
         return (f"Top-label NC-ECE = {_num(nc.value)}", f"(noise-corrected top-label ECE at {_point_name(ev)})"
                 + _estimate_tail(nc, around=False))
+    exp = getattr(ev, "expansion", None)
+    if exp is not None and exp.headline != "shared":
+        parts = ", ".join(f"{m} {w:.2f}" for m, w in exp.weights.items() if w > 0)
+        return (f"NC-ECE = {_num(nc.value)}", f"(channel models stacked by {exp.score}: {parts}; the shared model "
+                f"alone gives {_num(ev.nc_ece_shared.value)})" + _estimate_tail(nc))
     return f"NC-ECE = {_num(nc.value)}", f"(paper's plug-in estimate, at {_point_name(ev)})" + _estimate_tail(nc)
 
 

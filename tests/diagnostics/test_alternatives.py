@@ -15,7 +15,7 @@ from scipy.special import expit, logit
 
 from noisycal_bayes import Binning, nc_ece
 from noisycal_bayes.core import ds_loglik_rows, x64
-from noisycal_bayes.diagnostics.alternatives import (_row_loo, _weighted_total, compare_noise_models,
+from noisycal_bayes.diagnostics.alternatives import (row_loo, _weighted_total, compare_noise_models,
                                                       fit_alternative, nc_ece_group_channels)
 from noisycal_bayes.models.correlated import correlated_rows_loglik, hermite_nodes
 from noisycal_bayes.models.score_noise import grouped_rows_loglik
@@ -81,10 +81,10 @@ def test_loo_on_rows_equals_loo_on_items():
     rng = np.random.default_rng(0)
     ll_rows = -rng.gamma(2.0, 0.5, size=(2, 200, 6)) + 0.3 * rng.normal(size=(2, 200, 1))
     counts = np.array([3, 1, 5, 2, 4, 1], np.float64)
-    elpd_r, k = _row_loo(ll_rows)
+    elpd_r, k = row_loo(ll_rows)
     total, se = _weighted_total(elpd_r, counts)
     items = np.repeat(ll_rows, counts.astype(int), axis=2)
-    elpd_items, _ = _row_loo(items)
+    elpd_items, _ = row_loo(items)
     assert total == pytest.approx(elpd_items.sum(), rel=1e-10)
     assert se == pytest.approx(np.sqrt(items.shape[2] * np.var(elpd_items, ddof=1)), rel=1e-10)
     assert k.shape == (6,)
@@ -95,7 +95,7 @@ def test_errors_name_the_bad_input():
     sim = simulate_annotations(200, fpr=FPR, tpr=TPR, seed=1)
     with pytest.raises(ValueError, match="`model` must be one of"):
         fit_alternative(sim.data, "latent_class")
-    with pytest.raises(ValueError, match="`method` must be 'nuts' or 'map'"):
+    with pytest.raises(ValueError, match="`method` must be 'nuts', 'map' or 'laplace'"):
         fit_alternative(sim.data, "shared", method="vi")
     with pytest.raises(ValueError, match="must include 'shared'"):
         compare_noise_models(sim.data, models=("correlated",))

@@ -1,0 +1,279 @@
+"""Model expansion inside :func:`noisycal_bayes.evaluate` (binary data): the headline follows the evidence.
+
+The paper's shared channels (every annotator's ``fpr_j, tpr_j`` the same at every score) are one model of the
+labels. Beside it :func:`expand_models` fits the score-dependent channel model (channels per score group,
+partially pooled toward the shared channel; :mod:`noisycal_bayes.models.score_noise`) on the same compressed
+``(score group, response pattern)`` rows, compares the two by their leave-one-out predictive density and
+combines their NC-ECE posteriors by stacking.
+
+**Score: PSIS-LOO** (Vehtari, Gelman and Gabry, *Statistics and Computing* 27, 2017), the expected log
+predictive density of a new item's labels estimated by Pareto-smoothed importance sampling, on the compressed
+rows (:func:`~noisycal_bayes.diagnostics.alternatives.row_loo`). Why it: the log score is proper, so a model
+is not rewarded for a predictive distribution it does not hold; leave-one-out (unlike the in-sample
+likelihood) charges the richer model for its extra parameters; PSIS makes it cost one pass over the draws the
+fits already have, and its Pareto ``k`` says when the estimate is unreliable (reported per model). Draws per
+route: NUTS, the posterior draws (the richer model with :data:`RICH_NUTS`); EM, the shared model's
+Bayesian-bootstrap replicates (the weighted likelihood bootstrap, Newton and Raftery 1994, an approximate
+posterior) and the richer model's Laplace draws at its MAP (``fit_alternative(method="laplace")``): the EM
+route pays for one optimisation, no NUTS.
+
+**Combination: stacking of predictive distributions** (Yao, Vehtari, Simpson and Gelman, *Bayesian Analysis*
+13, 2018) over the models that pass an entry rule: the richer model enters when its ``elpd_loo`` exceeds the
+shared model's by more than :data:`ENTRY_SE` standard errors of the difference; otherwise the shared model
+takes weight 1. Why a rule: the richer model nests the shared one (``tau -> 0``), so on data the shared model
+explains their predictive distributions nearly coincide and the stacking weights are not determined by the
+data (any split scores the same); the rule then keeps today's answer, at no cost in predictive accuracy. The
+weights are :func:`~noisycal_bayes.diagnostics.alternatives.stacking_weights` of the rows' LOO densities.
+
+**Headline.** Each model's NC-ECE posterior is the plug-in propagation with the debiased interval
+(:func:`~noisycal_bayes.propagate.posterior_nc_ece` for shared channels,
+:func:`~noisycal_bayes.propagate.group_channels.posterior_nc_ece_group_channels` for channels per group; the
+same Bayesian bootstrap of the items and the same interval reading). The headline is the stacked mixture: its
+draws are ``round(w_k M)`` evenly spaced debiased draws of model ``k`` (``M`` the shared model's number), its
+interval their equal-tailed quantiles, its value and debiased estimate the weighted means. With weight 1 on
+the shared model the headline *is* today's summary. Measurements: docs/model_checks.md, docs/performance.md.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ENTRY_SE", "ModelExpansion", "RICH_NUTS", "expand_models", "mixture_summary", "wants_expansion"]
+
+#: The richer model enters the stack when ``elpd_diff > ENTRY_SE * se_diff`` against the shared model.
+ENTRY_SE = 2.0
+#: NUTS settings of the score-dependent fit (each capped by the caller's): 2 chains x (500 + 500) took 17 s on
+#: CIFAR-10N vehicle where 4 x (1000 + 1000) took 70 s (compilation included; docs/performance.md), and gave
+#: R-hat 1.02 and bulk ESS >= 250 for 40 + 14 parameters.
+RICH_NUTS = {"n_chains": 2, "n_warmup": 500, "n_draws": 500}
+#: Laplace draws of the score-dependent model on the EM route (at least; ``n_boot`` when larger).
+N_LAPLACE = 200
+
+
+def wants_expansion(expand, checks_rows) -> bool:
+    """Whether :func:`noisycal_bayes.evaluate` expands: ``True`` / ``False`` as given; ``"auto"`` (the default)
+    when a predictive check of the shared-channel model warned (:func:`noisycal_bayes.diagnostics.model_checks`,
+    run by default). Why ``"auto"``: on data the shared model explains the expansion would keep its headline
+    anyway (the entry rule) at 2-4 times the wall time (docs/performance.md); the checks, which cost about a
+    second, say when the richer model may matter. With ``checks=False``, ``"auto"`` does not expand.
+
+    Examples
+    --------
+    >>> wants_expansion("auto", [{"name": "score_dependent_noise", "status": "warn"}])
+    True
+    >>> wants_expansion("auto", [{"name": "posterior_predictive", "status": "pass"}]), wants_expansion(True, [])
+    (False, True)
+    """
+    if expand in (True, False):
+        return bool(expand)
+    return any(c.get("status") == "warn" for c in checks_rows)
+
+
+@dataclass(frozen=True)
+class ModelExpansion:
+    """What :func:`expand_models` found: the models, their LOO comparison, the weights and each NC-ECE.
+
+    Attributes
+    ----------
+    table : DataFrame, one row per model
+        ``model``, ``fit`` (how it was fitted), ``elpd_loo``, ``se``, ``elpd_diff`` and ``se_diff`` (against
+        ``"shared"``; > 0: the data prefer the model), ``pareto_k_max``, ``weight``, ``nc_ece`` (at the point
+        channels), ``debiased``, ``lower``, ``upper`` (the interval to read at ``level``), ``extra`` (the
+        between-group scales ``tau_fpr``, ``tau_u``).
+    weights : dict
+        Stacking weight by model name (sums to 1).
+    headline : str
+        The model behind the headline: ``"shared"``, ``"score_dependent"`` or ``"stacking"`` (a mixture).
+    rule : str
+        The entry rule and its outcome, one line.
+    score : str
+        The comparison score (``"PSIS-LOO"``).
+    posteriors : dict
+        :class:`~noisycal_bayes.propagate.PosteriorNCECE` by model name.
+    draws : ndarray
+        The headline's (mixture) debiased NC-ECE draws.
+    seconds : float
+        Wall time of the expansion (the richer fit, LOO, propagation).
+    notes : tuple of str
+    """
+
+    table: pd.DataFrame = field(repr=False)
+    weights: dict
+    headline: str
+    rule: str
+    score: str = "PSIS-LOO"
+    posteriors: dict = field(default_factory=dict, repr=False)
+    draws: np.ndarray | None = field(default=None, repr=False)
+    seconds: float = 0.0
+    notes: tuple = ()
+
+    def to_dict(self) -> dict:
+        """JSON-ready: ``score, rule, headline_model, weights, seconds, notes, models`` (the table's rows)."""
+        rows = []
+        for r in self.table.to_dict(orient="records"):
+            rows.append({k: (None if isinstance(v, float) and not np.isfinite(v) else
+                             (float(v) if isinstance(v, (np.floating, float)) else v)) for k, v in r.items()})
+        return {"score": self.score, "rule": self.rule, "headline_model": self.headline,
+                "weights": {k: float(v) for k, v in self.weights.items()}, "seconds": float(self.seconds),
+                "notes": list(self.notes), "models": rows}
+
+
+def _reported(post) -> tuple:
+    """The interval to read of a PosteriorNCECE: ``(lower, upper)``."""
+    if post.interval_to_read == "upper_one_sided":
+        return 0.0, float(post.upper_one_sided)
+    return float(post.lower), float(post.upper)
+
+
+def _even(n_source: int, k: int) -> np.ndarray:
+    """``k`` evenly spaced indices into ``n_source`` draws (cycling when ``k > n_source``)."""
+    if k <= n_source:
+        return np.unique(np.linspace(0, n_source - 1, k).round().astype(int)) if k < n_source else np.arange(k)
+    return np.arange(k) % n_source
+
+
+def mixture_summary(posteriors: dict, weights: dict, level: float) -> dict:
+    """The stacked headline from each model's :class:`~noisycal_bayes.propagate.PosteriorNCECE` (module docstring).
+
+    Returns a dict with ``value``, ``debiased``, ``lower``, ``upper`` (interval to read), ``upper_one_sided``,
+    ``interval_to_read``, ``calibration_p_value`` and ``draws``. With all weight on one model these are that
+    model's own numbers.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> import numpy as np
+    >>> a = NS(value=0.01, debiased=0.01, debiased_draws=np.linspace(0.008, 0.012, 101), calibration_p_value=0.0,
+    ...        interval_to_read="two_sided", lower=0.0082, upper=0.0118, upper_one_sided=0.0116)
+    >>> b = NS(value=0.02, debiased=0.02, debiased_draws=np.linspace(0.018, 0.022, 101), calibration_p_value=0.0,
+    ...        interval_to_read="two_sided", lower=0.0182, upper=0.0218, upper_one_sided=0.0216)
+    >>> m = mixture_summary({"a": a, "b": b}, {"a": 0.5, "b": 0.5}, 0.9)
+    >>> round(m["value"], 3), m["draws"].size, m["lower"] < 0.012 < 0.018 < m["upper"]
+    (0.015, 101, True)
+    """
+    names = [m for m in posteriors if weights.get(m, 0.0) > 0]
+    w = np.array([weights[m] for m in names], np.float64)
+    w = w / w.sum()
+    if len(names) == 1:
+        p = posteriors[names[0]]
+        lo, hi = _reported(p)
+        return dict(value=float(p.value), debiased=float(p.debiased), lower=lo, upper=hi,
+                    upper_one_sided=float(p.upper_one_sided), interval_to_read=p.interval_to_read,
+                    calibration_p_value=float(p.calibration_p_value), draws=np.asarray(p.debiased_draws))
+    n_out = int(np.asarray(posteriors[next(iter(posteriors))].debiased_draws).size)
+    counts = np.floor(w * n_out).astype(int)
+    counts[np.argsort(-(w * n_out - counts))[: n_out - counts.sum()]] += 1  # largest remainders
+    parts = [np.asarray(posteriors[m].debiased_draws)[_even(np.asarray(posteriors[m].debiased_draws).size, k)]
+             for m, k in zip(names, counts) if k > 0]
+    draws = np.concatenate(parts)
+    lo, hi, one = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2, level])
+    two_sided = sum(wk for m, wk in zip(names, w) if posteriors[m].interval_to_read == "two_sided") >= 0.5
+    read = "two_sided" if two_sided else "upper_one_sided"
+    return dict(value=float(sum(wk * posteriors[m].value for m, wk in zip(names, w))),
+                debiased=float(sum(wk * posteriors[m].debiased for m, wk in zip(names, w))),
+                lower=float(lo) if two_sided else 0.0, upper=float(hi) if two_sided else float(one),
+                upper_one_sided=float(one), interval_to_read=read,
+                calibration_p_value=float(sum(wk * posteriors[m].calibration_p_value for m, wk in zip(names, w))),
+                draws=draws)
+
+
+def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion | None:
+    """Fit the score-dependent channel model beside the engine's shared one, compare by PSIS-LOO, stack.
+
+    Parameters
+    ----------
+    data : AnnotationSet with scores
+    s : Settings
+        The :func:`~noisycal_bayes.evaluate` options (``method``, ``groups``, ``bins``, ``weights``, ``level``,
+        ``seed``, NUTS settings, ``n_boot``).
+    res : EngineResult
+        The shared model's fit and draws (``res.draws_fit``) and its NC-ECE posterior (``res.post``).
+    entry_se : float, default :data:`ENTRY_SE`
+
+    Returns
+    -------
+    ModelExpansion, or None when the shared model has no draws (``n_boot=0``) or no grouped fit.
+    """
+    from ..data import Binning
+    from ..diagnostics.alternatives import (_weighted_total, fit_alternative, row_loo, shared_fit_from_draws,
+                                            stacking_weights)
+    from ..propagate import usable_annotators_of
+    from ..propagate.group_channels import posterior_nc_ece_group_channels
+
+    if res.post is None or res.draws_fit is None or res.draws_fit.draws is None or res.fit.model != "grouped":
+        return None
+    t0 = time.perf_counter()
+    nuts = s.method == "nuts"
+    shared = shared_fit_from_draws(data, res.draws_fit.draws, groups=s.groups, method=s.method)
+    if not np.array_equal(shared.group_index, np.asarray(res.fit.groups.index)):
+        return None  # never with the engines' grouped fits: the same resolve_assignment
+    if nuts:
+        kw = {k: min(v, getattr(s, k)) for k, v in RICH_NUTS.items()}
+        rich = fit_alternative(data, "score_dependent", groups=s.groups, method="nuts", seed=s.seed, init=res.fit,
+                               **kw)
+        how = f"NUTS {kw['n_chains']} x {kw['n_draws']} draws ({kw['n_warmup']} warm-up)"
+        if rich.diagnostics.get("rhat_max", 1.0) > 1.05 or rich.diagnostics.get("divergences", 0) > 0:
+            import warnings
+
+            from ..warnings import ConvergenceWarning
+
+            warnings.warn(f"the score-dependent model's NUTS fit: R-hat {rich.diagnostics['rhat_max']:.3f}, "
+                          f"{rich.diagnostics['divergences']} divergences; its LOO and NC-ECE are approximate.",
+                          ConvergenceWarning, stacklevel=3)
+    else:
+        n_draws = max(N_LAPLACE, s.n_boot)
+        rich = fit_alternative(data, "score_dependent", groups=s.groups, method="laplace", n_draws=n_draws,
+                               seed=s.seed, init=res.fit)
+        how = f"MAP + {n_draws} Laplace draws"
+    shared_how = (f"NUTS {res.draws_fit.n_chains} x {res.draws_fit.n_draws} draws" if nuts
+                  else f"EM + {shared.loglik_rows.shape[1]} Bayesian-bootstrap refits")
+    loo = {"shared": row_loo(shared.loglik_rows), "score_dependent": row_loo(rich.loglik_rows)}
+    counts = shared.counts
+    diff, se_diff = _weighted_total(loo["score_dependent"][0] - loo["shared"][0], counts)
+    enters = diff > entry_se * se_diff
+    if enters:
+        lpd = np.stack([loo["shared"][0], loo["score_dependent"][0]], axis=1)
+        w = stacking_weights(lpd, counts)
+        weights = {"shared": float(w[0]), "score_dependent": float(w[1])}
+        rule = (f"score_dependent enters: elpd_diff {diff:+.1f} > {entry_se:g} x se {se_diff:.1f}; stacking "
+                "weights of the two")
+    else:
+        weights = {"shared": 1.0, "score_dependent": 0.0}
+        rule = (f"shared kept: elpd_diff of score_dependent {diff:+.1f} <= {entry_se:g} x se {se_diff:.1f} "
+                "(the data do not prefer the richer model)")
+    bins = Binning.equal_width(s.bins)
+    usable = usable_annotators_of(res.fit)
+    point = (rich.fpr_group.mean(axis=0), rich.tpr_group.mean(axis=0))
+    posts = {"shared": res.post,
+             "score_dependent": posterior_nc_ece_group_channels(
+                 data, rich.group_index, rich.fpr_group, rich.tpr_group, point=point, bins=bins, weights=s.weights,
+                 level=s.level, seed=s.seed, usable=usable,
+                 source=("channel posterior" if nuts else "Laplace draws of the channels") + " per score group")}
+    rows = []
+    for m, (fit, fit_how) in {"shared": (shared, shared_how), "score_dependent": (rich, how)}.items():
+        elpd, k = loo[m]
+        total, se = _weighted_total(elpd, counts)
+        d, sd = _weighted_total(elpd - loo["shared"][0], counts)
+        lo, hi = _reported(posts[m])
+        extra = "" if m == "shared" else ", ".join(f"{e} = {float(np.mean(fit.draws[e])):.3f}"
+                                                   for e in ("tau_fpr", "tau_u"))
+        rows.append({"model": m, "fit": fit_how, "elpd_loo": total, "se": se, "elpd_diff": d, "se_diff": sd,
+                     "pareto_k_max": float(np.max(k)), "weight": weights[m], "nc_ece": float(posts[m].value),
+                     "debiased": float(posts[m].debiased), "lower": lo, "upper": hi, "extra": extra})
+    notes = []
+    bad_k = [r["model"] for r in rows if r["pareto_k_max"] > 0.7]
+    if bad_k:
+        notes.append(f"model expansion: Pareto k > 0.7 for {bad_k}: their PSIS-LOO is unreliable (a few rows carry "
+                     "much of the posterior); read the weights with care.")
+    if weights["shared"] >= 1.0 - 1e-12:
+        headline = "shared"
+    elif weights["score_dependent"] >= 1.0 - 1e-12:
+        headline = "score_dependent"
+    else:
+        headline = "stacking"
+    mix = mixture_summary(posts, weights, s.level)
+    return ModelExpansion(pd.DataFrame(rows), weights, headline, rule, "PSIS-LOO", posts, mix["draws"],
+                          time.perf_counter() - t0, tuple(notes))
