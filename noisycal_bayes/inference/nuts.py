@@ -42,7 +42,7 @@ from ..core.em import expected_class_counts
 from ..core.starts import diagonally_dominant, orientation_message
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
-from ..models.log_ratio import LogRatioScaling, insert_diagonal_zero, log_ratio_scaling
+from ..models.log_ratio import LogRatioScaling, insert_diagonal_zero, log_ratio_point, log_ratio_scaling
 from ..core.likelihood import softmax_rows
 from ..models.priors import (DEFAULT_MULTICLASS_PRIOR, MulticlassPriorParams, check_class_prior, check_prior,
                              prior_pull_note)
@@ -647,7 +647,7 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
     coordinates (the chains start at u = 0 plus the sampler's jitter).
     """
     from ..core.population import expected_counts
-    from ..models.ibcc import gamma_rows, gamma_scaling, ibcc_multiclass
+    from ..models.ibcc import ibcc_multiclass
     from ..models.inputs import class_arrays, sorted_responses
     from ..core.tables import SparseTable
     from .population import fit_em_population
@@ -672,7 +672,7 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
     group = np.zeros(n, np.int32)
     post = start.clean_label_probability(x)
     counts = expected_counts(x.item, x.annotator, x.label, post, J)
-    scaling = gamma_scaling(counts, post.sum(axis=0)[None], alpha, np.full(K, prior.prevalence))
+    scaling = log_ratio_scaling(counts, post.sum(axis=0)[None], prior, confusion_alpha=alpha)
     item, code, padded, _, grp, gold, weight = padded_class_responses(x, group)
     args = (item, code, padded, grp, gold, weight, scaling, alpha)
     sites = {"confusion_u": np.zeros(scaling.conf_scale.shape), "prevalence_u": np.zeros(scaling.prev_scale.shape)}
@@ -704,10 +704,8 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
         got, stats = program.run(chain_keys(seed, n_chains), sites, args + (prior.params(),), n_draws=n_samples,
                                  progress_bar=progress_bar, desc="NUTS multiclass ibcc")
     got = {k_: np.asarray(v, np.float64) for k_, v in got.items()}
-    with x64():  # the model's map, in float64 on the draws
-        log_c, _ = gamma_rows(got["confusion_u"], scaling.conf_loc, scaling.conf_scale, scaling.conf_total, 1.0)
-        log_p, _ = gamma_rows(got["prevalence_u"], scaling.prev_loc, scaling.prev_scale, scaling.prev_total, 1.0)
-        conf, prev = np.exp(np.asarray(log_c)), np.exp(np.asarray(log_p))
+    log_c, log_p = log_ratio_point(jax.tree.map(np.asarray, scaling), got["confusion_u"], got["prevalence_u"])
+    conf, prev = np.exp(log_c), np.exp(log_p)
     if learn:
         eta = insert_diagonal_zero(got["population_u"], np)
         pop = softmax_rows(eta)
