@@ -9,7 +9,9 @@ of the clean-label posterior against gold on the items that have one. Routes: ``
 ``fit_em_multiclass(data, model="dawid_skene")`` (the plain EM, default starts), ``pooled`` =
 ``fit_em_multiclass(data, model="pooled")``, ``pooled_refit`` = the pooled fit of one Bayesian-bootstrap replicate
 (item weights ~ Exp(1), seed 0) warm-started from the full pooled fit (``init=``, as ``evaluate``'s bootstrap refits),
-``vote`` = majority vote (ties to the lowest class index).
+``vote`` = majority vote (ties to the lowest class index); with ``--ibcc`` also ``ibcc`` =
+``fit_nuts_multiclass(data, model="ibcc")`` (2 chains x (300 warm-up + 300 draws), the matrix's NUTS settings; its
+posterior mean's argmax; K-class sets only, binary ones go through ``evaluate``'s binary route).
 ``first_s`` is the first call in the process, ``warm_s`` the median of ``--reps`` later calls.
 Results: ``benchmarks/results/crowds_bayes.json``; table in docs/crowds.md.
 """
@@ -55,7 +57,11 @@ def _gold_of(path, item_ids):
     return per_item.reindex(list(item_ids)).to_numpy()
 
 
-def run(name, reps):
+def _ibcc(data):
+    return nb.fit_nuts_multiclass(data, model="ibcc", n_chains=2, n_warmup=300, n_samples=300)
+
+
+def run(name, reps, ibcc=False):
     if (path := shared_data_path(f"{name}.csv")) is None:
         raise SystemExit(f"{name}.csv not found: {SHARED_DATA_HINT}.")
     data = nb.load_multiclass(str(path))
@@ -76,12 +82,15 @@ def run(name, reps):
                       ("ds", lambda: nb.fit_em_multiclass(data, model="dawid_skene")),
                       ("pooled", lambda: nb.fit_em_multiclass(data, model="pooled")),
                       ("pooled_refit", lambda: nb.fit_em_multiclass(data, model="pooled", init=full["pooled"],
-                                                                    weights=weights))):
+                                                                    weights=weights)),
+                      *((("ibcc", lambda: _ibcc(data)),) if ibcc and data.n_classes > 2 else ())):
         out, first, warm = _timed(fn, reps)
         full[route] = out
         scores = out if route == "vote" else out.clean_label_probability(data)
         row[route] = {"accuracy": acc(scores), "first_s": first, "warm_s": warm}
-        if route != "vote":
+        if route == "ibcc":
+            row[route].update({k: out.diagnostics[k] for k in ("max_rhat", "min_ess_bulk", "mean_tree_depth")})
+        elif route != "vote":
             row[route].update(converged=bool(out.converged), n_iter=int(out.n_iter))
         if route.startswith("pooled"):
             row[route]["concentration"] = [float(v) for v in out.prior[0].sum(axis=1)]
@@ -96,8 +105,9 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "crowds_bayes.json"))
     ap.add_argument("--sets", nargs="*", default=list(SETS))
+    ap.add_argument("--ibcc", action="store_true", help="also the Bayesian route (IBCC by NUTS) on K-class sets")
     args = ap.parse_args(argv)
-    rows = [run(name, args.reps) for name in args.sets]
+    rows = [run(name, args.reps, args.ibcc) for name in args.sets]
     Path(args.out).write_text(json.dumps({"settings": {"reps": args.reps}, "rows": rows}, indent=1) + "\n")
 
 

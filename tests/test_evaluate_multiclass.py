@@ -320,6 +320,7 @@ def test_nuts_route_and_its_check_on_a_sparse_crowd():
     # Regression: the check's family keys group * 2^J overflowed (OverflowError from J = 63 annotators on).
     data, y = _sparse_crowd()
     ev = evaluate_multiclass(data, method="nuts", n_chains=1, n_warmup=100, n_draws=100)
+    assert ev.fit.model == "ibcc" and "IBCC" in ev.method_detail  # a crowd: IBCC with the pooled EM's population
     assert np.isfinite([ev.nc_ece.lower, ev.nc_ece.upper]).all() and ev.nc_ece.lower <= ev.nc_ece.upper
     assert ev.checks[0]["status"] in ("pass", "warn", "not_testable")
     assert "could not run" not in ev.checks[0]["detail"]

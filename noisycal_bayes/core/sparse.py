@@ -490,10 +490,23 @@ def coded_class_e_step(coded: CodedResponses, item_group, confusion, prevalence,
     ``coded`` from :func:`coded_responses` with :func:`class_codes` (pad code ``J K``); the rest as in
     :func:`sparse_multiclass_e_step`, whose numbers this returns start by start (to rounding).
     """
-    S, J, K, _ = confusion.shape
-    logc = _log_clip(confusion)                                          # (S, J, y, a)
-    table = jnp.transpose(logc, (1, 3, 2, 0)).reshape(J * K, K * S)       # row (j, a), column (y, s)
-    logp = jnp.transpose(_log_clip(prevalence), (1, 2, 0)).reshape(-1, K * S)   # (G, K S)
+    lp = coded_class_log_joint(coded, item_group, _log_clip(confusion), _log_clip(prevalence), gold)
+    m = jnp.max(lp, axis=1, keepdims=True)
+    # logsumexp over the classes with the max shifted out; the posterior shares the same exponentials.
+    e = jnp.exp(lp - m)
+    s = jnp.sum(e, axis=1, keepdims=True)
+    row = m[:, 0] + jnp.log(s[:, 0])                                      # (n_items, S)
+    total = jnp.sum(row, axis=0) if item_weight is None else jnp.sum(item_weight[:, None] * row, axis=0)
+    return total, e / s
+
+
+def coded_class_log_joint(coded: CodedResponses, item_group, log_confusion, log_prevalence, gold=None):
+    """``log P(Y_i = y, A_i)`` for S parameter sets, shape (n_items, K, S) (``-inf`` off a gold label), from the logs
+    ``log_confusion`` (S, J, K, K) and ``log_prevalence`` (S, G, K): the E-step's log-joint (module notes above), also
+    the likelihood of the K-class sampler on responses (:func:`noisycal_bayes.models.ibcc.ibcc_multiclass`)."""
+    S, J, K, _ = log_confusion.shape
+    table = jnp.transpose(log_confusion, (1, 3, 2, 0)).reshape(J * K, K * S)       # row (j, a), column (y, s)
+    logp = jnp.transpose(log_prevalence, (1, 2, 0)).reshape(-1, K * S)             # (G, K S)
     # Both tables computed once into one buffer before the gathers (XLA would otherwise fuse the logs into them and
     # evaluate them once per response); an optimisation barrier does it without materialise's scatter, whose cost
     # grows with the table (J K x K S: more than the responses' gathers on a crowd of many annotators, e.g. cf).
@@ -505,13 +518,7 @@ def coded_class_e_step(coded: CodedResponses, item_group, confusion, prevalence,
     if gold is not None:
         keep = (gold[:, None] < 0) | (gold[:, None] == jnp.arange(K)[None, :])
         lp = jnp.where(keep[:, :, None], lp, -jnp.inf)
-    m = jnp.max(lp, axis=1, keepdims=True)
-    # logsumexp over the classes with the max shifted out; the posterior shares the same exponentials.
-    e = jnp.exp(lp - m)
-    s = jnp.sum(e, axis=1, keepdims=True)
-    row = m[:, 0] + jnp.log(s[:, 0])                                      # (n_items, S)
-    total = jnp.sum(row, axis=0) if item_weight is None else jnp.sum(item_weight[:, None] * row, axis=0)
-    return total, e / s
+    return lp
 
 
 def coded_class_counts(coded: CodedResponses, n_annotators: int, posterior, item_weight=None, by_code=None):

@@ -12,15 +12,15 @@ intervals, the corrected top-label reliability table and the naive ECEs (DESIGN 
 =========  =============================================================  ===================================
 method     confusion matrices                                             intervals
 =========  =============================================================  ===================================
-``em``     ``fit_em_multiclass`` (MLE, grouped model)                     item bootstrap with the EM refitted
-                                                                          per replicate
+``em``     ``fit_em_multiclass`` (MLE, grouped model; crowds:             item bootstrap with the EM refitted
+           ``model="pooled"``)                                            per replicate
                                                                           (``bootstrap_multiclass_nc_ece``),
                                                                           the refits propagated by
                                                                           ``posterior_top_label_nc_ece`` /
                                                                           ``posterior_classwise_nc_ece``
                                                                           (class-wise: joint draws)
-``nuts``   ``fit_nuts_multiclass`` (posterior; point = posterior mean)    ``posterior_top_label_nc_ece`` /
-                                                                          ``posterior_classwise_nc_ece``
+``nuts``   ``fit_nuts_multiclass`` (posterior; point = posterior mean;    ``posterior_top_label_nc_ece`` /
+           grouped model; crowds: ``model="ibcc"``)                       ``posterior_classwise_nc_ece``
 =========  =============================================================  ===================================
 
 On both K routes ``nc_ece.value`` is the top-label NC-ECE at the point confusion matrices
@@ -502,12 +502,16 @@ def _engine_em_k(data, s: Settings, groups):
 
 
 def _engine_nuts_k(data, s: Settings, groups):
-    """NUTS posterior of the confusion matrices, propagated to both NC-ECEs."""
+    """NUTS posterior of the confusion matrices, propagated to both NC-ECEs.
+
+    ``groups`` None (a crowd, :func:`_pooled_crowd`): IBCC, the Bayesian Dawid-Skene with the pooled EM's population
+    as every annotator's Dirichlet prior (``fit_nuts_multiclass(model="ibcc")``, docs/crowds.md)."""
     from ..inference import fit_nuts_multiclass
     from ..propagate.nc_ece import USABLE_LEVEL, posterior_classwise_nc_ece, posterior_top_label_nc_ece
     from ..reference.calibration import classwise_nc_ece, top_label_nc_ece, usable_from_draws
 
-    post = fit_nuts_multiclass(data, model="grouped", groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
+    model = "ibcc" if groups is None else "grouped"
+    post = fit_nuts_multiclass(data, model=model, groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
                                n_samples=s.n_draws, seed=s.seed, prior=s.prior, progress_bar=s.progress_bar)
     draws = np.asarray(post.confusion)
     usable = usable_from_draws(draws, level=USABLE_LEVEL)
@@ -521,8 +525,10 @@ def _engine_nuts_k(data, s: Settings, groups):
                                     usable=usable)
     lower, upper = _intervals(draws, s.level)
     d = post.diagnostics
-    detail = (f"NUTS (grouped model, {int(np.asarray(post.prevalence).shape[1])} score groups, {post.n_chains} chains "
-              f"x {post.n_draws} draws); {100 * s.level:.0f}% posterior intervals")
+    what = (f"IBCC: Bayesian Dawid-Skene, each of the {data.n_annotators} annotators' confusion rows drawn from the "
+            "population of the partially pooled EM" if groups is None else
+            f"grouped model, {int(np.asarray(post.prevalence).shape[1])} score groups")
+    detail = f"NUTS ({what}, {post.n_chains} chains x {post.n_draws} draws); {100 * s.level:.0f}% posterior intervals"
     return dict(fit=post, confusion=point, prevalence=np.asarray(post.prevalence).mean(axis=0), usable=usable,
                 top=top_pt, cw=cw_pt, lower=lower, upper=upper, top_iv=top, cw_iv=cw, band=top.table,
                 draws=np.asarray(top.debiased_draws if top.interval_method == "debiased" else top.draws), notes=[],
@@ -531,11 +537,10 @@ def _engine_nuts_k(data, s: Settings, groups):
 
 
 def _pooled_crowd(data, s: Settings, groups, prior) -> bool:
-    """A K-class crowd on the EM route, with neither ``groups`` nor ``prior`` set: more than
-    ``SPARSE_MIN_ANNOTATORS`` annotators. Its EM is the partially pooled Dawid-Skene (no annotator's confusion
-    matrix left near singular for having few labels; docs/crowds.md); the NUTS route keeps the grouped model."""
-    return (s.method == "em" and groups is None and prior is None
-            and int(data.n_annotators) > SPARSE_MIN_ANNOTATORS)
+    """A K-class crowd, with neither ``groups`` nor ``prior`` set: more than ``SPARSE_MIN_ANNOTATORS`` annotators.
+    Its EM is the partially pooled Dawid-Skene, its NUTS route IBCC with that EM's population (no annotator's
+    confusion matrix left near singular for having few labels; docs/crowds.md)."""
+    return groups is None and prior is None and int(data.n_annotators) > SPARSE_MIN_ANNOTATORS
 
 
 #: K-class channel engines by ``method`` name: ``(data, Settings, groups) -> dict``.
@@ -634,11 +639,11 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         Equal-width bins on the confidence (top-label) and on each class's probability (class-wise).
     groups : None or int, default None
         Score groups of the grouped model: predicted class x ``groups`` confidence quantiles
-        (:func:`~noisycal_bayes.core.score_groups`); None means 2, except for a crowd on the EM route (more than 12
-        annotators, ``prior`` None): there the EM fits the partially pooled Dawid-Skene
-        (``fit_em_multiclass(model="pooled")``: every annotator's confusion rows shrunk towards a population
-        learned from the crowd, one group), refitted on each bootstrap replicate. Set ``groups`` to keep the
-        grouped model.
+        (:func:`~noisycal_bayes.core.score_groups`); None means 2, except for a crowd (more than 12 annotators,
+        ``prior`` None): there the EM fits the partially pooled Dawid-Skene (``fit_em_multiclass(model="pooled")``:
+        every annotator's confusion rows shrunk towards a population learned from the crowd, one group), refitted on
+        each bootstrap replicate, and NUTS samples IBCC with that population (``fit_nuts_multiclass(model="ibcc")``).
+        Set ``groups`` to keep the grouped model.
     weights : {"iv", "equal"}, default "iv"
         Per-coordinate annotator weights of the corrected targets.
     level : float, default 0.9

@@ -446,10 +446,10 @@ def fit_map_multiclass(data, *, model: str = "grouped", groups=None, prior=None,
     """
     func = "fit_map_multiclass"
     model = check_class_model(model, func)
-    if model == "pooled":
-        raise ValueError(f"{func}: the pooled model has no useful posterior mode in its own coordinates (its density "
-                         "grows without bound as the spread goes to 0); use fit_nuts_multiclass(model='pooled'), or "
-                         "model='grouped' for a point fit.")
+    if model in ("pooled", "ibcc"):
+        raise ValueError(f"{func}: the {model} model has no MAP route (the pooled model's density grows without bound "
+                         "as the spread goes to 0; IBCC's point fit is fit_em_multiclass(model='pooled')); use "
+                         f"fit_nuts_multiclass(model={model!r}), or model='grouped' for a point fit.")
     prior = check_class_prior(prior, func)
     if min(prior.diagonal, prior.off_diagonal, prior.prevalence) < 1:
         raise ValueError(f"{func}: MAP-EM needs Dirichlet concentrations >= 1 (an interior mode); got diagonal="

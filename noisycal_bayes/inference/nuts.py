@@ -42,7 +42,8 @@ from ..core.em import expected_class_counts
 from ..core.starts import diagonally_dominant, orientation_message
 from ..data.design import check_design, check_prevalence_spread
 from .mcmc import check_mcmc, mcmc_diagnostics
-from ..models.log_ratio import LogRatioScaling, log_ratio_scaling
+from ..models.log_ratio import LogRatioScaling, insert_diagonal_zero, log_ratio_point, log_ratio_scaling
+from ..core.likelihood import softmax_rows
 from ..models.priors import (DEFAULT_MULTICLASS_PRIOR, MulticlassPriorParams, check_class_prior, check_prior,
                              prior_pull_note)
 from ._common import (ARG_CENTERING, NOT_DOMINANT, bound_class_model, bound_log_ratio, bound_model, check_class_model,
@@ -63,6 +64,8 @@ PRECISIONS = ("float64", "float32")
 #: ``precision`` of :func:`fit_nuts_multiclass` (``"auto"``: float32 on compressed patterns, float64 on responses).
 CLASS_PRECISIONS = ("auto", "float32", "float64")
 PARAMETRISATIONS = ("log_ratio", "simplex")
+#: ``population`` of :func:`fit_nuts_multiclass` (``model="ibcc"``): plugged in from the pooled EM, or sampled.
+IBCC_POPULATIONS = ("empirical", "learned")
 
 
 def _start_point(data, inputs, model, seed):
@@ -415,7 +418,8 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
                         n_samples: int = 500, seed: int = 0, init=None, prior=None, path: str = "auto",
                         target_accept: float = 0.8, max_tree_depth: int = 10, dense_mass: bool = False,
                         chain_method: str | None = None, precision: str = "auto",
-                        parametrisation: str = "log_ratio", progress_bar: bool = False) -> MulticlassPosterior:
+                        parametrisation: str = "log_ratio", population: str = "empirical",
+                        progress_bar: bool = False) -> MulticlassPosterior:
     """Posterior draws of a K-class channel model by NumPyro's NUTS.
 
     Parameters
@@ -423,10 +427,12 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     data : MulticlassAnnotationSet
         Or any object with ``responses``, ``n_items``, ``n_annotators``, ``n_classes``, ``probs``, ``gold``,
         ``classes``. Gold labels (``gold >= 0``) enter as observed clean labels.
-    model : {"grouped", "dawid_skene", "pooled"}, default "grouped"
+    model : {"grouped", "dawid_skene", "pooled", "ibcc"}, default "grouped"
         :mod:`noisycal_bayes.models.dawid_skene` ("K classes"): Dirichlet confusion rows with a prevalence per score group,
         one prevalence, or confusion matrices pooled around a population (for many annotators; prevalence
-        per group).
+        per group). ``"ibcc"``: Bayesian Dawid-Skene with Dirichlet population rows ``C[j, y] ~ Dirichlet(s_y m_y)``
+        (:mod:`noisycal_bayes.models.ibcc`; one prevalence, ``groups`` ignored), started from and (by default) with the
+        population of ``fit_em_multiclass(model="pooled")``: the crowd model of ``evaluate_multiclass(method="nuts")``.
     groups : int array of shape (n_items,) or None
         As in :func:`~noisycal_bayes.inference.fit_map_multiclass`; ignored by ``"dawid_skene"``.
     n_chains, n_warmup, n_samples : int, defaults 2, 500, 500
@@ -464,7 +470,11 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         shape"). ``"simplex"``: NumPyro's
         stick-breaking coordinates of the Dirichlet sites
         (:func:`~noisycal_bayes.models.dawid_skene.grouped_multiclass`), the earlier default. The pooled
-        model has its own log-odds coordinates and ignores this.
+        model has its own log-odds coordinates and ignores this; ``"ibcc"`` is always sampled in log-ratio coordinates.
+    population : {"empirical", "learned"}, default "empirical"
+        ``"ibcc"`` only. ``"empirical"``: the population ``s_y m_y`` of the pooled EM plugged in (empirical Bayes);
+        ``"learned"``: sampled too (hierarchical IBCC, :mod:`noisycal_bayes.models.ibcc`). Measured on five real crowds
+        in docs/crowds.md ("Bayesian route").
     progress_bar : bool, default False
 
     Returns
@@ -516,7 +526,14 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     if parametrisation not in PARAMETRISATIONS:
         raise ValueError(f"{func}: `parametrisation` must be one of {list(PARAMETRISATIONS)}; got "
                          f"{parametrisation!r}.")
+    if population not in IBCC_POPULATIONS:
+        raise ValueError(f"{func}: `population` must be one of {list(IBCC_POPULATIONS)}; got {population!r}.")
     item, ann, lab, gold = check_class_data(data, func)
+    if model == "ibcc":
+        return _fit_nuts_ibcc(data, init=init, prior=prior, n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples,
+                              seed=seed, target_accept=target_accept, max_tree_depth=max_tree_depth,
+                              dense_mass=dense_mass, chain_method=chain_method, learn=population == "learned",
+                              progress_bar=progress_bar, func=func)
     index, n_groups = _class_groups(data, model, groups, func)
     sizes = dict(n_annotators=int(data.n_annotators), n_classes=int(data.n_classes), n_groups=n_groups)
     table, sparse, used = build_class_tables(item, ann, lab, gold, index, n_items=int(data.n_items), path=path,
@@ -579,7 +596,20 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
                                  progress_bar=progress_bar, desc=f"NUTS multiclass {model}")
     conf, prev, pop, extra, draws, dims = class_draws(got, model, scaling if log_ratio else None, n_chains=n_chains,
                                                       n_draws=n_samples, n_classes=sizes["n_classes"])
-    k = sizes["n_classes"]
+    settings = dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path=used,
+                    chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
+                    dense_mass=bool(dense_mass), precision=precision, start="map-em" if init is None else "init",
+                    parametrisation="log_ratio" if log_ratio else ("log_odds" if model == "pooled" else "simplex"),
+                    n_rows=int(np.count_nonzero(table.counts)) if used == "patterns" else int(data.n_items))
+    return _class_posterior(data, model, conf, prev, pop, extra, draws, dims, stats, index=index, table=sparse,
+                            start=start_fit, settings=settings, notes=notes, func=func)
+
+
+def _class_posterior(data, model, conf, prev, pop, extra, draws, dims, stats, *, index, table, start, settings, notes,
+                     func) -> MulticlassPosterior:
+    """The K-class draws' diagnostics, orientation check and :class:`MulticlassPosterior` (every K-class model)."""
+    n_chains, n_samples, max_tree_depth = settings["n_chains"], settings["n_samples"], settings["max_tree_depth"]
+    k = conf.shape[-1]
     table_diag = mcmc_diagnostics(draws, dims)
     n_divergent = int(stats["diverging"].sum())
     # A trajectory of depth d has 2**d - 1 leapfrog steps: that count at the cap means the doubling was stopped by it.
@@ -591,7 +621,7 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
     orient = orientation_message(flat_conf, func, "posterior draws")
     if orient:
         notes.append(orient)
-        warnings.warn(orient, IdentifiabilityWarning, stacklevel=2)
+        warnings.warn(orient, IdentifiabilityWarning, stacklevel=3)
     diagnostics = {"max_rhat": float(np.nanmax(table_diag["r_hat"])) if n_chains > 1 else float("nan"),
                    "min_ess_bulk": float(np.nanmin(table_diag["ess_bulk"])),
                    "min_ess_tail": float(np.nanmin(table_diag["ess_tail"])),
@@ -603,11 +633,101 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         confusion=flat_conf, prevalence=prev.reshape((-1,) + prev.shape[2:]), groups=index, diagnostics=diagnostics,
         classes=tuple(data.classes), model=model, n_chains=n_chains, n_draws=n_samples,
         population_confusion=None if pop is None else pop.reshape((-1, k, k)), sample_stats=stats,
-        diagnostics_table=table_diag, start=start_fit, n_divergent=n_divergent,
-        converged=not any(("R-hat" in m or "divergent" in m) for m in notes),
-        settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path=used,
-                      chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
-                      dense_mass=bool(dense_mass), precision=precision, start="map-em" if init is None else "init",
-                      parametrisation="log_ratio" if log_ratio else ("log_odds" if model == "pooled" else "simplex"),
-                      n_rows=int(np.count_nonzero(table.counts)) if used == "patterns" else int(data.n_items)),
-        warnings=tuple(notes), annotator_ids=None if ids is None else tuple(ids), table=sparse, extra_draws=extra)
+        diagnostics_table=table_diag, start=start, n_divergent=n_divergent,
+        converged=not any(("R-hat" in m or "divergent" in m) for m in notes), settings=settings,
+        warnings=tuple(notes), annotator_ids=None if ids is None else tuple(ids), table=table, extra_draws=extra)
+
+
+def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, target_accept, max_tree_depth,
+                   dense_mass, chain_method, learn: bool, progress_bar: bool, func: str) -> MulticlassPosterior:
+    """``fit_nuts_multiclass(model="ibcc")``: IBCC (:mod:`noisycal_bayes.models.ibcc`) from the pooled EM.
+
+    The partially pooled EM (``init`` when it is such a fit, else ``fit_em_multiclass(model="pooled")``) gives the
+    population ``alpha = s_y m_y`` (oriented: diagonally dominant mean rows) and the start; its expected counts ``n``
+    give each row's conjugate ``Dirichlet(n + alpha)``, whose log-ratio mean and sd centre and scale the sampler's
+    coordinates (the chains start at u = 0 plus the sampler's jitter).
+    """
+    from ..core.population import expected_counts
+    from ..models.ibcc import ibcc_multiclass
+    from ..models.inputs import class_arrays, sorted_responses
+    from ..core.tables import SparseTable
+    from .population import fit_em_population
+    from ._em_loop import padded_class_responses
+
+    x = class_arrays(data, func)
+    J, K, n = x.n_annotators, x.n_classes, x.n_items
+    start = init if (getattr(init, "model", None) == "pooled" and getattr(init, "prior", None) is not None) else None
+    if init is not None and start is None:
+        raise ValueError(f"{func}: model='ibcc' starts from a partially pooled EM fit "
+                         "(fit_em_multiclass(model='pooled')) or from None; got an `init` without a population.")
+    notes = []
+    if start is None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            start = fit_em_population(x)
+        notes += [str(w.message) for w in caught]
+    alpha = np.asarray(start.prior[0], np.float64)
+    if not bool(diagonally_dominant(alpha[None])):
+        raise ValueError(f"{func}: the pooled EM's population mean confusion is not diagonally dominant, so the class "
+                         "labelling is not fixed (orientation at the crowd's level); add reliable annotators or gold.")
+    group = np.zeros(n, np.int32)
+    post = start.clean_label_probability(x)
+    counts = expected_counts(x.item, x.annotator, x.label, post, J)
+    scaling = log_ratio_scaling(counts, post.sum(axis=0)[None], prior, confusion_alpha=alpha)
+    item, code, padded, _, grp, gold, weight = padded_class_responses(x, group)
+    args = (item, code, padded, grp, gold, weight, scaling, alpha)
+    sites = {"confusion_u": np.zeros(scaling.conf_scale.shape), "prevalence_u": np.zeros(scaling.prev_scale.shape)}
+    if learn:
+        s0 = alpha.sum(axis=1)
+        log_m = np.log(alpha / s0[:, None])
+        sites.update(population_u=(log_m - np.diagonal(log_m)[:, None])[~np.eye(K, dtype=bool)].reshape(K, K - 1),
+                     log_concentration=np.log(s0))
+    chunk = chunk_size(n_warmup, n_samples)
+    width = parallel_width(n_chains) if chain_method == "parallel" else 1
+    layout = {"sequential": None, "parallel": width}.get(chain_method, n_chains)
+    static = dict(n_annotators=J, n_classes=K, learn_population=learn)
+    key = ("nuts-multiclass", "ibcc", tuple(sorted(static.items())),
+           tuple(None if a is None else np.shape(a) for a in args[:6]), layout, n_warmup, chunk, chain_method,
+           target_accept, max_tree_depth, bool(dense_mass))
+
+    def model_fn(*a):
+        return ibcc_multiclass(*a, **static)
+
+    model_fn.__name__ = "ibcc_multiclass_bound"
+
+    def build():
+        return NutsProgram(model_fn, n_warmup=n_warmup, chunk=chunk, chain_method=chain_method,
+                           target_accept=target_accept, max_tree_depth=max_tree_depth, dense_mass=bool(dense_mass),
+                           width=width, key=key)
+
+    with x64():
+        program = get_program(key, build)
+        got, stats = program.run(chain_keys(seed, n_chains), sites, args + (prior.params(),), n_draws=n_samples,
+                                 progress_bar=progress_bar, desc="NUTS multiclass ibcc")
+    got = {k_: np.asarray(v, np.float64) for k_, v in got.items()}
+    log_c, log_p = log_ratio_point(jax.tree.map(np.asarray, scaling), got["confusion_u"], got["prevalence_u"])
+    conf, prev = np.exp(log_c), np.exp(log_p)
+    if learn:
+        eta = insert_diagonal_zero(got["population_u"], np)
+        pop = softmax_rows(eta)
+        conc = np.exp(got["log_concentration"])
+    else:
+        pop = np.broadcast_to(alpha / alpha.sum(axis=1, keepdims=True), (n_chains, n_samples, K, K))
+        conc = np.broadcast_to(alpha.sum(axis=1), (n_chains, n_samples, K))
+    draws = {"confusion": conf, "prevalence": prev}
+    dims = {"confusion": ("annotator", "true_class", "label_class"), "prevalence": ("group", "true_class")}
+    if learn:
+        draws.update(population_confusion=pop, concentration=conc)
+        dims.update(population_confusion=("true_class", "label_class"), concentration=("true_class",))
+        if not diagonally_dominant(pop.reshape(-1, K, K)[:, None]).all():
+            notes.append(f"{func}: some draws of the learned population mean confusion are not diagonally dominant "
+                         "(the crowd's orientation is uncertain); read the posterior with care.")
+            warnings.warn(notes[-1], IdentifiabilityWarning, stacklevel=3)
+    settings = dict(n_chains=n_chains, n_warmup=n_warmup, n_samples=n_samples, seed=seed, path="sparse",
+                    chain_method=chain_method, target_accept=target_accept, max_tree_depth=max_tree_depth,
+                    dense_mass=bool(dense_mass), precision="float64", start="pooled-em" if init is None else "init",
+                    parametrisation="log_ratio", population="learned" if learn else "empirical", n_rows=int(n))
+    table = SparseTable(*sorted_responses(*(np.asarray(v, np.int32) for v in x.responses)), group,
+                        np.full(n, -1, np.int32) if x.gold is None else x.gold.astype(np.int32))
+    return _class_posterior(data, "ibcc", conf, prev, pop, {"concentration": conc.reshape(-1, K)}, draws, dims, stats,
+                            index=group, table=table, start=start, settings=settings, notes=notes, func=func)

@@ -59,7 +59,8 @@ class LogRatioScaling(NamedTuple):
     prev_index: object
 
 
-def log_ratio_scaling(confusion_counts, prevalence_counts, prior=DEFAULT_MULTICLASS_PRIOR) -> LogRatioScaling:
+def log_ratio_scaling(confusion_counts, prevalence_counts, prior=DEFAULT_MULTICLASS_PRIOR, *,
+                      confusion_alpha=None) -> LogRatioScaling:
     """The scaling that makes each coordinate's approximate posterior standard normal.
 
     Parameters
@@ -69,6 +70,9 @@ def log_ratio_scaling(confusion_counts, prevalence_counts, prior=DEFAULT_MULTICL
     prevalence_counts : array of shape (G, K)
         Expected clean-label counts per group at the same point.
     prior : MulticlassPrior
+    confusion_alpha : array of shape (K, K) or (J, K, K), optional
+        The confusion rows' Dirichlet parameters when they are not the prior's (IBCC's population
+        ``s_y m_y``, :mod:`noisycal_bayes.models.ibcc`).
 
     Returns
     -------
@@ -89,7 +93,8 @@ def log_ratio_scaling(confusion_counts, prevalence_counts, prior=DEFAULT_MULTICL
     n_conf = np.asarray(confusion_counts, np.float64)
     n_prev = np.asarray(prevalence_counts, np.float64)
     k = n_conf.shape[-1]
-    a_conf = np.maximum(n_conf, 0.0) + (prior.pseudo_counts(k) + 1.0)
+    alpha = prior.pseudo_counts(k) + 1.0 if confusion_alpha is None else np.asarray(confusion_alpha, np.float64)
+    a_conf = np.maximum(n_conf, 0.0) + alpha
     a_prev = np.maximum(n_prev, 0.0) + prior.prevalence
     off = ~np.eye(k, dtype=bool)
     diag = np.diagonal(a_conf, axis1=-2, axis2=-1)[..., None]              # (J, K, 1)
