@@ -668,8 +668,13 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
         notes += [str(w.message) for w in caught]
     alpha = np.asarray(start.prior[0], np.float64)
     if not bool(diagonally_dominant(alpha[None])):
-        raise ValueError(f"{func}: the pooled EM's population mean confusion is not diagonally dominant, so the class "
-                         "labelling is not fixed (orientation at the crowd's level); add reliable annotators or gold.")
+        # As the EM route (the pooled fit returns converged=False with the same warning): the population prior
+        # anchors the class labels, but the crowd itself does not confirm them.
+        msg = (f"{func}: the pooled EM's population mean confusion is not diagonally dominant, so the crowd does not "
+               "confirm the class labelling (orientation at the crowd's level); the IBCC prior keeps the EM's labels. "
+               "Add reliable annotators or gold labels.")
+        notes.append(msg)
+        warnings.warn(msg, IdentifiabilityWarning, stacklevel=3)
     group = np.zeros(n, np.int32)
     post = start.clean_label_probability(x)
     counts = expected_counts(x.item, x.annotator, x.label, post, J)
