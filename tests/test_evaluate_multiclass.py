@@ -315,8 +315,7 @@ def test_em_route_on_a_sparse_crowd_keeps_the_replicates_that_miss_annotators():
     assert np.all(np.isfinite(ev.confusion_lower)) and np.all(ev.confusion_lower <= ev.confusion_upper)
 
 
-@pytest.mark.slow
-def test_nuts_route_and_its_check_on_a_sparse_crowd():
+def test_nuts_route_and_its_check_on_a_sparse_crowd():  # ~10 s: evaluate's IBCC route in make test
     # Regression: the check's family keys group * 2^J overflowed (OverflowError from J = 63 annotators on).
     data, y = _sparse_crowd()
     ev = evaluate_multiclass(data, method="nuts", n_chains=1, n_warmup=100, n_draws=100)
