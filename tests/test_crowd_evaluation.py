@@ -128,8 +128,13 @@ def test_evaluate_runs_on_repeated_labels_on_both_routes(repeated_crowd, method,
     from noisycal_bayes.reference.baselines import naive_calibration
 
     data = repeated_crowd
-    ev = evaluate(data, method=method, bins=5, seed=0, recalibration=method == "em", **opts)
+    # expand=True: the model expansion must step aside (the score-dependent model reads one label per pair),
+    # with a note, not stop evaluate (zencrowd_us on the real-data matrix, regression).
+    ev = evaluate(data, method=method, bins=5, seed=0, recalibration=method == "em", expand=True, **opts)
     assert np.isfinite(ev.nc_ece.value) and ev.nc_ece.lower <= ev.nc_ece.upper
+    assert ev.expansion is None and ev.headline_model == "shared"
+    if method == "nuts":
+        assert any("model expansion skipped" in w for w in ev.warnings)
     assert ev.fit.inputs.sparse and ev.fit.inputs.item.size == data.n_responses
     payload = json.loads(ev.to_json())
     naive = naive_calibration(data, bins=5)

@@ -195,7 +195,8 @@ def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion
 
     Returns
     -------
-    ModelExpansion, or None when the shared model has no draws (``n_boot=0``) or no grouped fit.
+    ModelExpansion, or None when the shared model has no draws (``n_boot=0``) or no grouped fit, and (with a
+    warning) on a crowd's partially pooled fit or data with repeated (item, annotator) labels.
     """
     from ..data import Binning
     from ..diagnostics.alternatives import (_weighted_total, fit_alternative, row_loo, shared_fit_from_draws,
@@ -204,6 +205,18 @@ def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion
     from ..propagate.group_channels import posterior_nc_ece_group_channels
 
     if res.post is None or res.draws_fit is None or res.draws_fit.draws is None or res.fit.model != "grouped":
+        return None
+    crowd = (res.fit.settings or {}).get("pooling") == "partial"
+    if crowd or getattr(data, "has_repeats", False):
+        # The score-dependent model is written on (group, pattern) rows: one label per (item, annotator) and
+        # channels shared by every item of a group. A crowd's partially pooled fit has no such counterpart.
+        import warnings
+
+        why = ("the shared model here is the crowd's partially pooled fit" if crowd else
+               "these data have repeated (item, annotator) labels")
+        warnings.warn(f"evaluate: model expansion skipped: {why}, and the score-dependent channel model reads one "
+                      "label per (item, annotator) pair with unpooled channels; the headline is the shared model's. "
+                      "Pass expand=False to silence this.", UserWarning, stacklevel=3)
         return None
     t0 = time.perf_counter()
     nuts = s.method == "nuts"
