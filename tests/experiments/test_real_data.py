@@ -63,8 +63,10 @@ def test_write_real_set_keeps_every_label(tmp_path):
 #: at full size. The K-class sparse crowds' NUTS route (IBCC: 80 s on cf even at this size) is covered in
 #: `make test` by tests/inference/test_ibcc_nuts.py and tests/test_evaluate_multiclass.py on small crowds.
 NUTS_IN_MAKE_TEST = ("cifar10n_vehicle", "cifar10n_10class", "zencrowd_us")
-CASES = [pytest.param(name, route, marks=[pytest.mark.slow] if route == "nuts" and name not in NUTS_IN_MAKE_TEST
-                      else [])
+#: EM runs left to `make test-all` (the K-class crowds' EM route runs in `make test` on ms and adult): 22 s.
+EM_SLOW = ("cf",)
+CASES = [pytest.param(name, route, marks=[pytest.mark.slow] if (route == "nuts" and name not in NUTS_IN_MAKE_TEST)
+                      or (route == "em" and name in EM_SLOW) else [])
          for name in REAL_SETS for route in ("em", "nuts")]
 
 
