@@ -758,7 +758,7 @@ class MulticlassEMFit(_ConfusionEstimate):
     ----------
     confusion, prevalence, groups, classes, model ({"grouped", "dawid_skene", "pooled"}), n_groups, n_iter, warnings
         As in :class:`ConfusionFit` and :class:`FitResult`.
-    log_likelihood : float
+    log_likelihood, loglik : float
         At the estimate (without the prior's log density for MAP; gold items: ``log p(Y = gold, A)``); = ``loglik``.
     converged : bool
         The selected start converged and satisfies the orientation rule.
