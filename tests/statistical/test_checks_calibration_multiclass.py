@@ -60,7 +60,7 @@ def _score_dependent(n, seed):
 
 
 def test_false_alarm_rate(monkeypatch):
-    monkeypatch.setattr(mc, "N_CHECK_REPLICATES", B)
+    monkeypatch.setattr("noisycal_bayes.diagnostics._families.N_CHECK_REPLICATES", B)
     rows = [_check(_data(simulate_multiclass(1000, 3, 3, accuracy=0.8, seed=2000 + r)), r) for r in range(N_SETS)]
     assert all(r["status"] != "not_testable" for r in rows), [r["detail"] for r in rows]
     p = np.array([r["p_value"] for r in rows])
@@ -69,6 +69,6 @@ def test_false_alarm_rate(monkeypatch):
 
 
 def test_power_against_score_dependent_confusion(monkeypatch):
-    monkeypatch.setattr(mc, "N_CHECK_REPLICATES", B)
+    monkeypatch.setattr("noisycal_bayes.diagnostics._families.N_CHECK_REPLICATES", B)
     rows = [_check(_score_dependent(1500, 3000 + r), r) for r in range(5)]
     assert sum(r["status"] == "warn" for r in rows) >= 4, [(r["status"], r["p_value"]) for r in rows]
