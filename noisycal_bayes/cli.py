@@ -284,7 +284,8 @@ def _cmd_evaluate_multiclass(args, json_path, out_dir) -> int:
     ev = evaluate_multiclass(data, method=method, bins=bins, groups=args.groups, weights=args.weights,
                              level=args.level, seed=args.seed, n_boot=args.n_boot, n_chains=args.chains,
                              n_warmup=args.warmup, n_draws=args.draws, checks=not args.no_checks,
-                             progress_bar=sys.stderr.isatty())
+                             progress_bar=sys.stderr.isatty(),
+                             expand={"auto": "auto", "on": True, "off": False}[getattr(args, "expand", "auto")])
     if notes:
         ev = replace(ev, warnings=tuple(n for n in notes if n not in ev.warnings) + tuple(ev.warnings))
     print(ev.summary(title=f"noisycal-bayes evaluate {args.annotations} ({data.n_classes} classes)"))
@@ -477,9 +478,10 @@ def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
     p.add_argument("--no-checks", action="store_true",
                    help="skip the predictive checks of the channel model (run by default; about a second)")
     p.add_argument("--expand", choices=("auto", "on", "off"), default="auto",
-                   help="binary data: also fit the score-dependent channel model, compare it with the shared channels "
-                        "by PSIS-LOO and report the stacked models' NC-ECE as the headline (auto: when a predictive "
-                        "check warned; default auto)")
+                   help="also fit the score-dependent channel model (binary: channels per score group; K classes: "
+                        "confusion matrices per confidence stratum), compare it with the shared channels by PSIS-LOO "
+                        "and report the stacked models' NC-ECE as the headline (auto: when a predictive check warned; "
+                        "default auto)")
     p.add_argument("--no-expand", dest="expand", action="store_const", const="off",
                    help="the same as --expand off: the shared-channel model only")
 

@@ -2,6 +2,7 @@
 entry rule on well-specified data, and strong score-dependent noise (noisycal_bayes/evaluation/expansion.py)."""
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -136,3 +137,94 @@ def test_expansion_nuts_route():
     ev = evaluate(_grouped_noise(10_000, 2), **kw)
     assert ev.expansion.weights["score_dependent"] > 0.9
     assert ev.nc_ece.lower <= TRUE_ECE <= ev.nc_ece.upper
+
+
+# ============================================================================================ K classes
+from noisycal_bayes.core import top_label_ece  # noqa: E402
+from noisycal_bayes.data import MulticlassAnnotationSet  # noqa: E402
+from noisycal_bayes.evaluation import evaluate_multiclass  # noqa: E402
+from noisycal_bayes.evaluation.expansion import (_k_row_loglik, _k_rows, confidence_strata,  # noqa: E402
+                                                 stratified_annotators)
+from noisycal_bayes.simulate import simulate_multiclass  # noqa: E402
+
+
+def _confidence_noise(n, seed, k=3, lo=0.35, hi=0.95):
+    """Every annotator right with probability ``lo + (hi - lo) * rank(confidence)``, else a uniform other class:
+    confusion matrices that change with the classifier's confidence."""
+    sim = simulate_multiclass(n, 3, k, accuracy=0.8, seed=seed)
+    rng = np.random.default_rng(seed + 7)
+    item = np.asarray(sim.item)
+    y = np.asarray(sim.y)[item]
+    rank = np.argsort(np.argsort(sim.probs.max(axis=1))) / (n - 1)
+    right = rng.random(item.size) < lo + (hi - lo) * rank[item]
+    label = np.where(right, y, (y + rng.integers(1, k, item.size)) % k)
+    return sim, MulticlassAnnotationSet.from_responses(item, sim.annotator, label, n_classes=k, probs=sim.probs)
+
+
+def test_k_row_loglik_equals_a_direct_sum_per_item():
+    """Independent implementation: loops over items, classes and responses (with repeated labels and a missing
+    annotator), each item's row value at each draw."""
+    rng = np.random.default_rng(3)
+    n, j, k, d = 40, 3, 3, 4
+    item = np.r_[np.repeat(np.arange(n), 2), np.arange(0, n, 5)]
+    ann = np.r_[np.tile([0, 1], n), np.full(n // 5, 0)]   # annotator 2 absent; items 0, 5, ... labelled twice by 0
+    lab = rng.integers(0, k, item.size)
+    probs = rng.dirichlet(np.ones(k), n)
+    data = MulticlassAnnotationSet.from_responses(item, ann, lab, n_classes=k, n_annotators=2, probs=probs)
+    groups = rng.integers(0, 2, n)
+    stratum = confidence_strata(probs, 2)
+    conf = rng.dirichlet(np.ones(k), (d, j * 2, k))
+    prev = rng.dirichlet(np.ones(k), (d, 2))
+    amap = np.arange(4).reshape(2, 2)
+    first, counts, rows = _k_rows(data, groups, stratum)
+    got = _k_row_loglik(rows, groups[first], stratum[first], conf, prev, amap, chunk=3)
+    assert counts.sum() == n and got.shape == (d, first.size)
+    for r, i in enumerate(first):
+        for dd in range(d):
+            mine = [(a, b) for it, a, b in zip(item, ann, lab) if it == i]
+            p = sum(prev[dd, groups[i], y] * np.prod([conf[dd, amap[a, stratum[i]], y, b] for a, b in mine])
+                    for y in range(k))
+            assert got[dd, r] == pytest.approx(np.log(p), rel=1e-12)
+
+
+def test_one_stratum_is_the_shared_model():
+    sim = simulate_multiclass(600, 3, 3, seed=4)
+    virt, pairs = stratified_annotators(sim.data, np.zeros(600, dtype=np.int64))
+    assert virt.n_annotators == 3 and pairs.tolist() == [[0, 0], [1, 0], [2, 0]]
+    a = evaluate_multiclass(sim.data, n_boot=0, checks=False, groups=2)
+    b = evaluate_multiclass(virt, n_boot=0, checks=False, groups=2)
+    np.testing.assert_allclose(a.confusion, b.confusion, rtol=0, atol=1e-12)
+    assert a.nc_ece.value == b.nc_ece.value
+
+
+def test_k_expansion_well_specified_keeps_the_shared_headline():
+    sim = simulate_multiclass(1500, 3, 3, accuracy=0.8, seed=1)
+    off = evaluate_multiclass(sim.data, n_boot=20, checks=False, expand=False)
+    on = evaluate_multiclass(sim.data, n_boot=20, checks=False, expand=True)
+    assert off.expansion is None and on.expansion is not None
+    assert on.expansion.weights == {"shared": 1.0, "score_dependent": 0.0} and on.expansion.headline == "shared"
+    assert (on.nc_ece.value, on.nc_ece.lower, on.nc_ece.upper) == (off.nc_ece.value, off.nc_ece.lower,
+                                                                     off.nc_ece.upper)
+    payload = json.loads(on.to_json())
+    assert payload["headline_model"] == "shared" and len(payload["model_expansion"]["models"]) == 2
+    assert "Channel models compared by PSIS-LOO" in on.summary()
+
+
+@pytest.mark.slow
+def test_k_expansion_confidence_dependent_noise_moves_the_headline():
+    """Negative control for the entry rule: confusion that changes with confidence must bring the stratified model
+    in, and the headline must move towards the oracle top-label ECE of the simulated clean labels."""
+    sim, data = _confidence_noise(3000, 2)
+    oracle = top_label_ece(sim.probs, np.eye(3)[np.asarray(sim.y)], bins=15).value
+    ev = evaluate_multiclass(data, n_boot=30, checks=False, expand=True)
+    assert ev.expansion.weights["score_dependent"] > 0.5, ev.expansion.rule
+    assert abs(ev.nc_ece.value - oracle) < abs(ev.nc_ece_shared.value - oracle)
+    assert ev.nc_ece.lower <= oracle <= ev.nc_ece.upper
+    assert "confusion models stacked by PSIS-LOO" in ev.summary()
+
+
+def test_k_expansion_skipped_on_a_pooled_crowd_with_a_warning():
+    data = simulate_multiclass(300, 30, 3, labels_per_item=3, seed=0).data   # 30 annotators: a crowd
+    ev = evaluate_multiclass(data, n_boot=5, checks=False, expand=True)
+    assert ev.expansion is None
+    assert any("model expansion skipped" in w for w in ev.warnings)

@@ -42,7 +42,7 @@ __all__ = ["ENGINES", "MAPS", "METHODS", "MULTICLASS_METHODS", "ClasswiseSummary
 #: Options of :func:`evaluate` passed on to :func:`evaluate_multiclass` for K-class data when the caller sets them
 #: (evaluate_multiclass's own defaults otherwise).
 _MULTICLASS_OPTIONS = ("method", "bins", "weights", "level", "seed", "n_boot", "n_chains", "n_warmup", "n_draws",
-                       "clean_labels", "checks", "progress_bar")
+                       "clean_labels", "checks", "progress_bar", "expand")
 
 
 def _one_door(binary):

@@ -41,6 +41,7 @@ import pandas as pd
 from ..data.binning import DEFAULT_GROUPS
 from ..models.em_result import SPARSE_MIN_ANNOTATORS
 from ..diagnostics.checks import N_CHECK_REPLICATES, check_row, run_multiclass_checks
+from .expansion import expand_models_k, wants_expansion
 from .result import ClasswiseSummary, Evaluation, MulticlassEvaluation, NCECESummary
 from .._validation import one_line as _one_line
 
@@ -415,11 +416,13 @@ def _check_clean_labels(clean_labels, data):
     return y
 
 
-def _engine_em_k(data, s: Settings, groups):
+def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
     """EM on the full sample; item bootstrap with the EM refitted per replicate, the refits propagated.
 
     ``groups`` None (a crowd, :func:`_pooled_crowd`): the partially pooled Dawid-Skene
-    (``fit_em_multiclass(model="pooled")``), refitted the same way, population included."""
+    (``fit_em_multiclass(model="pooled")``), refitted the same way, population included. ``path``: the grouped
+    EM's path (the model expansion's stratified annotators take ``"patterns"``: each item has the labels of one
+    stratum's annotators, few patterns although most cells are missing)."""
     from ..inference import fit_em_multiclass, multiclass_em_estimator
     from ..propagate.nc_ece import posterior_classwise_nc_ece, posterior_top_label_nc_ece
     from ..reference.calibration import classwise_nc_ece, top_label_nc_ece
@@ -431,11 +434,12 @@ def _engine_em_k(data, s: Settings, groups):
                   "shrunk towards a population learned from the crowd)")
         refit = multiclass_em_estimator(model="pooled")
     else:
-        fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS_K, seed=s.seed)
+        fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS_K, seed=s.seed, path=path)
         detail = f"EM (grouped model, {fit.n_groups} score groups, {N_STARTS_K + 1} starts)"
         # Replicates are refitted from the full-sample fit (warm start), with their items' gold labels; their groups
         # are the same recipe (predicted class x confidence quantile) applied to the replicate's items.
-        refit = multiclass_em_estimator(model="grouped", n_quantiles=s.groups, n_starts=N_STARTS_K, seed=s.seed)
+        refit = multiclass_em_estimator(model="grouped", n_quantiles=s.groups, n_starts=N_STARTS_K, seed=s.seed,
+                                        path=path)
     probs, resp = data.probs, data.responses
     usable = np.asarray(fit.usable_annotators(), dtype=bool)
     top = top_label_nc_ece(probs, resp, fit.confusion, bins=s.bins, weights=s.weights)
@@ -494,14 +498,14 @@ def _engine_em_k(data, s: Settings, groups):
     out.update(varying_top=f"{refits_text}, each with its replicate's items (joint draws)",
                varying_cw=f"{refits_text}, each with its replicate's items (joint draws; per class: fresh Bayesian "
                           "bootstrap weights)")
-    out.update(top_iv=top_iv, cw_iv=cw_iv, band=top_iv.table,
+    out.update(top_iv=top_iv, cw_iv=cw_iv, band=top_iv.table, confusion_draws=reps, prevalence_draws=out["prevalence"],
                draws=np.asarray(top_iv.debiased_draws if top_iv.interval_method == "debiased" else top_iv.draws))
     out["detail"] = (f"{detail}; {100 * s.level:.0f}% intervals: {reps.shape[0]} item-bootstrap replicates with the "
                      "EM refitted on each, propagated to the NC-ECEs")
     return out
 
 
-def _engine_nuts_k(data, s: Settings, groups):
+def _engine_nuts_k(data, s: Settings, groups, path: str = "auto"):
     """NUTS posterior of the confusion matrices, propagated to both NC-ECEs.
 
     ``groups`` None (a crowd, :func:`_pooled_crowd`): IBCC, the Bayesian Dawid-Skene with the pooled EM's population
@@ -512,7 +516,8 @@ def _engine_nuts_k(data, s: Settings, groups):
 
     model = "ibcc" if groups is None else "grouped"
     post = fit_nuts_multiclass(data, model=model, groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
-                               n_samples=s.n_draws, seed=s.seed, prior=s.prior, progress_bar=s.progress_bar)
+                               n_samples=s.n_draws, seed=s.seed, prior=s.prior, progress_bar=s.progress_bar,
+                               path=path)
     draws = np.asarray(post.confusion)
     usable = usable_from_draws(draws, level=USABLE_LEVEL)
     probs, resp = data.probs, data.responses
@@ -531,6 +536,7 @@ def _engine_nuts_k(data, s: Settings, groups):
     detail = f"NUTS ({what}, {post.n_chains} chains x {post.n_draws} draws); {100 * s.level:.0f}% posterior intervals"
     return dict(fit=post, confusion=point, prevalence=np.asarray(post.prevalence).mean(axis=0), usable=usable,
                 top=top_pt, cw=cw_pt, lower=lower, upper=upper, top_iv=top, cw_iv=cw, band=top.table,
+                confusion_draws=draws, prevalence_draws=np.asarray(post.prevalence),
                 draws=np.asarray(top.debiased_draws if top.interval_method == "debiased" else top.draws), notes=[],
                 detail=detail, diagnostics={k: d.get(k) for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
                                                                   "n_divergent", "frac_max_treedepth")})
@@ -624,7 +630,7 @@ def _naive(data, s: Settings, clean_labels):
 def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None, weights: str = "iv",
                         level: float = 0.9, seed: int = 0, n_boot: int = 200, n_chains: int = 2, n_warmup: int = 500,
                         n_draws: int = 500, prior=None, clean_labels=None, checks: bool = True,
-                        progress_bar: bool = False) -> MulticlassEvaluation:
+                        progress_bar: bool = False, expand="auto") -> MulticlassEvaluation:
     """K x K confusion matrices with intervals, top-label and class-wise NC-ECE with intervals, naive ECEs.
 
     Parameters
@@ -665,6 +671,12 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         Run the predictive check of the channel model
         (:func:`~noisycal_bayes.diagnostics.checks.run_multiclass_checks`; EM: 199 refits).
     progress_bar : bool, default False
+    expand : {"auto", True, False}, default "auto"
+        Model expansion (:func:`~noisycal_bayes.evaluation.expansion.expand_models_k`): beside the shared confusion
+        matrices, the matrices per confidence stratum (each annotator one per equal-mass confidence half), fitted by
+        the same route, compared by PSIS-LOO and stacked; the headline follows the weights, the shared model's
+        figure stays in ``nc_ece_shared``. ``"auto"``: when the predictive check warned. Not on a crowd's pooled
+        fit.
 
     Returns
     -------
@@ -700,7 +712,7 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
 
     s = _settings(data, "evaluate_multiclass", method=method, bins=bins, groups=groups, weights=weights, level=level,
                   seed=seed, n_boot=n_boot, n_starts=N_STARTS_K, n_chains=n_chains, n_warmup=n_warmup,
-                  n_draws=n_draws, progress_bar=bool(progress_bar), checks=bool(checks), prior=prior)
+                  n_draws=n_draws, progress_bar=bool(progress_bar), checks=bool(checks), prior=prior, expand=expand)
     data.require_probs()
     clean_labels = _check_clean_labels(clean_labels, data)
     group_of = score_groups(data.probs, n_quantiles=s.groups)
@@ -721,6 +733,16 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
             rows = run_multiclass_checks(data, res["fit"], method=s.method, seed=s.seed) if s.checks else ()
         except (ValueError, np.linalg.LinAlgError) as exc:
             rows = (check_row("not_testable", f"the check could not run: {_one_line(exc)}"),)
+        expansion = (expand_models_k(data, s, res, None if pooled else group_of, _K_ENGINES[s.method])
+                     if wants_expansion(s.expand, rows) else None)
+    shared_top, draws = None, res["draws"]
+    if expansion is not None:
+        shared_top = top
+        notes = notes + list(expansion.notes)
+        if expansion.headline != "shared":
+            top, mix_notes = _stacked_summary(expansion, top, s)
+            notes = [n for n in notes if "one-sided" not in n] + mix_notes
+            draws = expansion.draws
     fit = res["fit"]
     n_groups = int(np.asarray(fit.prevalence).shape[-2])
     return MulticlassEvaluation(
@@ -730,5 +752,6 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         prevalence=np.asarray(res["prevalence"]), nc_ece=top, classwise_nc_ece=cw, reliability=_reliability(res),
         naive=naive, naive_curves=curves, usable=np.asarray(res["usable"], dtype=bool),
         warnings=tuple(caught + list(res["notes"]) + notes), diagnostics=res["diagnostics"], checks=tuple(rows),
-        draws=res["draws"], level=s.level, bins=s.bins, weights=s.weights, seed=s.seed,
-        groups=n_groups, n_groups=n_groups, fit=fit, data=data, clean_labels=clean_labels)
+        draws=draws, level=s.level, bins=s.bins, weights=s.weights, seed=s.seed,
+        groups=n_groups, n_groups=n_groups, fit=fit, data=data, clean_labels=clean_labels, expansion=expansion,
+        nc_ece_shared=shared_top)

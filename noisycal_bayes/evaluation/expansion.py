@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["ENTRY_SE", "ModelExpansion", "RICH_NUTS", "expand_models", "mixture_summary", "wants_expansion"]
+__all__ = ["ENTRY_SE", "K_STRATA", "ModelExpansion", "RICH_NUTS", "confidence_strata", "expand_models", "expand_models_k",
+           "mixture_summary", "stratified_annotators", "wants_expansion"]
 
 #: The richer model enters the stack when ``elpd_diff > ENTRY_SE * se_diff`` against the shared model.
 ENTRY_SE = 2.0
@@ -289,4 +290,180 @@ def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion
         headline = "stacking"
     mix = mixture_summary(posts, weights, s.level)
     return ModelExpansion(pd.DataFrame(rows), weights, headline, rule, "PSIS-LOO", posts, mix["draws"],
+                          time.perf_counter() - t0, tuple(notes))
+
+
+# ============================================================================================ K classes
+#: Confidence strata of the K-class score-dependent model: equal-mass quantiles of the confidence ``max_k p_ik``.
+K_STRATA = 2
+
+
+def confidence_strata(probs, n_strata: int = K_STRATA) -> np.ndarray:
+    """Stratum ``0 .. n_strata - 1`` of every item: equal-mass quantiles of the confidence ``max_k p_ik``.
+
+    >>> confidence_strata(np.array([[0.9, 0.1], [0.6, 0.4], [0.7, 0.3], [0.55, 0.45]]), 2).tolist()
+    [1, 0, 1, 0]
+    """
+    conf = np.asarray(probs, dtype=np.float64).max(axis=1)
+    cuts = np.quantile(conf, np.linspace(0.0, 1.0, n_strata + 1)[1:-1])
+    return np.searchsorted(cuts, conf, side="right").astype(np.int64)
+
+
+def stratified_annotators(data, stratum: np.ndarray):
+    """The K-class score-dependent channel model written as the shared one on other annotators: annotator ``j``'s
+    labels on the items of confidence stratum ``s`` become those of annotator ``(j, s)``, with its own confusion
+    matrix ``C_{j,s}``. Any fit, bootstrap or propagation of the shared model then fits
+    ``P(A_j = a | Y = y, stratum s) = C_{j,s}[y, a]``. Pairs ``(j, s)`` without a label are left out.
+
+    Returns the new :class:`~noisycal_bayes.data.MulticlassAnnotationSet` (same items, probs, classes and gold;
+    annotators named ``"<id>|c<s + 1>"``) and, per new annotator, its ``(annotator, stratum)``."""
+    from ..data import MulticlassAnnotationSet
+
+    r = data.responses
+    item, ann, lab = np.asarray(r.item), np.asarray(r.annotator), np.asarray(r.label)
+    n_strata = int(stratum.max()) + 1
+    virtual = ann * n_strata + stratum[item]
+    used, code = np.unique(virtual, return_inverse=True)
+    ids = [f"{data.annotator_ids[v // n_strata]}|c{v % n_strata + 1}" for v in used]
+    gold = None if data.gold is None else np.asarray(data.gold)
+    out = MulticlassAnnotationSet.from_responses(item, code, lab, n_items=data.n_items, n_classes=data.n_classes,
+                                                 classes=data.classes, probs=data.probs, item_ids=data.item_ids,
+                                                 annotator_ids=ids, gold=gold)
+    return out, np.stack([used // n_strata, used % n_strata], axis=1)
+
+
+def _k_rows(data, groups: np.ndarray, stratum: np.ndarray):
+    """Compressed rows of K-class data for the predictive comparison: items with the same score group, confidence
+    stratum and set of (annotator, label) responses share a row. Returns ``(first item of each row, counts, row of
+    each response of those items: (row, annotator, label))``."""
+    r = data.responses
+    order = np.lexsort((np.asarray(r.label), np.asarray(r.annotator), np.asarray(r.item)))
+    item, ann, lab = np.asarray(r.item)[order], np.asarray(r.annotator)[order], np.asarray(r.label)[order]
+    code = ann.astype(np.int64) * int(data.n_classes) + lab
+    starts = np.flatnonzero(np.r_[True, item[1:] != item[:-1]])
+    keys = [tuple(c) for c in np.split(code, starts[1:])]
+    frame = pd.DataFrame({"g": groups[item[starts]], "s": stratum[item[starts]], "k": keys})
+    row_of_item = np.full(int(data.n_items), -1)
+    row_ids = pd.factorize(pd.Series(list(zip(frame.g, frame.s, frame.k))))[0]
+    row_of_item[item[starts]] = row_ids
+    n_rows = int(row_ids.max()) + 1
+    counts = np.bincount(row_ids, minlength=n_rows).astype(np.float64)
+    first = np.full(n_rows, -1)
+    first[row_ids[::-1]] = item[starts][::-1]
+    keep = np.isin(item, first)
+    return first, counts, (row_of_item[item[keep]], ann[keep], lab[keep])
+
+
+def _k_row_loglik(rows, groups_of_rows, stratum_of_rows, confusion, prevalence, annotator_map=None,
+                  chunk: int = 25) -> np.ndarray:
+    """Per-row log-likelihood of one item's labels at every draw: ``log sum_y pi_d[g, y] prod_j C_d[j', y, a_j]``.
+
+    ``confusion`` (D, J', K, K) and ``prevalence`` (D, G, K) or (G, K) (the same at every draw); ``annotator_map``
+    (n_annotators, n_strata) maps an annotator and a stratum to its row of ``confusion`` (None: itself).
+    Returns (D, R)."""
+    from scipy.special import logsumexp
+
+    row, ann, lab = rows
+    col = ann if annotator_map is None else annotator_map[ann, stratum_of_rows[row]]
+    n_rows = groups_of_rows.size
+    logc = np.log(np.clip(confusion, 1e-300, None))
+    logp = np.log(np.clip(prevalence, 1e-300, None))
+    out = []
+    for d0 in range(0, confusion.shape[0], chunk):
+        lc = logc[d0:d0 + chunk]                                   # (d, J', K, K)
+        ll = np.zeros((lc.shape[0], n_rows, lc.shape[2]))
+        np.add.at(ll, (slice(None), row), np.moveaxis(lc[:, col, :, lab], 0, 1))  # lc[:, j, :, a] per response
+        lp = logp[d0:d0 + chunk] if logp.ndim == 3 else logp[None]
+        out.append(logsumexp(ll + lp[:, groups_of_rows, :], axis=2))
+    return np.concatenate(out, axis=0)
+
+
+def expand_models_k(data, s, res: dict, groups, engine, *, n_strata: int = K_STRATA,
+                    entry_se: float = ENTRY_SE) -> ModelExpansion | None:
+    """K classes: the confusion matrices per confidence stratum beside the shared ones, compared and stacked.
+
+    The score-dependent model gives every annotator one confusion matrix per confidence stratum (``n_strata``
+    equal-mass quantiles of ``max_k p_ik``; :func:`stratified_annotators`), fitted, bootstrapped (EM) or sampled
+    (NUTS) and propagated by the same ``engine`` as the shared model; each model's top-label NC-ECE posterior is
+    the engine's. Score: PSIS-LOO of each item's labels given its score group (:func:`row_loo` on compressed rows,
+    the draws being the engine's: bootstrap refits of the confusion matrices at the fit's prevalence for EM, the
+    posterior for NUTS), the same entry rule and stacking as binary (:func:`expand_models`). The class-wise NC-ECE
+    stays the shared model's.
+
+    Parameters
+    ----------
+    data : MulticlassAnnotationSet with probs
+    s : Settings
+    res : dict
+        The shared model's engine result (``fit``, ``top``, ``top_iv``, ``confusion_draws``, ``prevalence_draws``).
+    groups : int array of shape (n_items,) or None
+        The score groups of the shared model; None (a crowd's pooled fit): no expansion, with a warning.
+    engine : callable
+        ``engine(data, s, groups, path=...) -> dict``, the K-class engine that made ``res``.
+
+    Returns
+    -------
+    ModelExpansion or None
+        None without draws (``n_boot=0``), on a pooled crowd (warned), or when a stratum leaves an annotator's
+        confusion matrix unusable (warned: the data are too thin to split).
+    """
+    import warnings
+
+    from ..diagnostics.alternatives import _weighted_total, row_loo, stacking_weights
+
+    if res.get("top_iv") is None or res.get("confusion_draws") is None:
+        return None
+    if groups is None:
+        warnings.warn("evaluate: model expansion skipped: the shared model here is the crowd's partially pooled fit, "
+                      "which has no score-dependent counterpart yet; the headline is the shared model's. Pass "
+                      "expand=False to silence this.", UserWarning, stacklevel=3)
+        return None
+    t0 = time.perf_counter()
+    stratum = confidence_strata(data.probs, n_strata)
+    virt, pairs = stratified_annotators(data, stratum)
+    rich = engine(virt, s, groups, path="patterns")
+    if rich.get("top_iv") is None or not np.all(rich["usable"]):
+        warnings.warn(f"evaluate: model expansion skipped: with {n_strata} confidence strata some annotator's "
+                      "confusion matrix is not usable (too few labels per stratum); the headline is the shared "
+                      "model's.", UserWarning, stacklevel=3)
+        return None
+    first, counts, rows = _k_rows(data, np.asarray(groups), stratum)
+    g_rows, s_rows = np.asarray(groups)[first], stratum[first]
+    amap = np.full((int(data.n_annotators), n_strata), 0)
+    amap[pairs[:, 0], pairs[:, 1]] = np.arange(pairs.shape[0])
+    ll = {m: _k_row_loglik(rows, g_rows, s_rows, r["confusion_draws"], r["prevalence_draws"],
+                           None if m == "shared" else amap)
+          for m, r in (("shared", res), ("score_dependent", rich))}
+    loo = {m: row_loo(v[None]) for m, v in ll.items()}
+    diff, se_diff = _weighted_total(loo["score_dependent"][0] - loo["shared"][0], counts)
+    if diff > entry_se * se_diff:
+        w = stacking_weights(np.stack([loo["shared"][0], loo["score_dependent"][0]], axis=1), counts)
+        weights = {"shared": float(w[0]), "score_dependent": float(w[1])}
+        rule = (f"score_dependent enters: elpd_diff {diff:+.1f} > {entry_se:g} x se {se_diff:.1f}; stacking "
+                "weights of the two")
+    else:
+        weights = {"shared": 1.0, "score_dependent": 0.0}
+        rule = (f"shared kept: elpd_diff of score_dependent {diff:+.1f} <= {entry_se:g} x se {se_diff:.1f} "
+                "(the data do not prefer the richer model)")
+    posts = {"shared": res["top_iv"], "score_dependent": rich["top_iv"]}
+    how = {"shared": res["detail"].split(";")[0], "score_dependent": rich["detail"].split(";")[0]}
+    rows_out = []
+    for m in ("shared", "score_dependent"):
+        elpd, k = loo[m]
+        total, se = _weighted_total(elpd, counts)
+        d, sd = _weighted_total(elpd - loo["shared"][0], counts)
+        lo, hi = _reported(posts[m])
+        rows_out.append({"model": m, "fit": how[m], "elpd_loo": total, "se": se, "elpd_diff": d, "se_diff": sd,
+                         "pareto_k_max": float(np.max(k)), "weight": weights[m],
+                         "nc_ece": float((res if m == "shared" else rich)["top"].value),
+                         "debiased": float(posts[m].debiased), "lower": lo, "upper": hi,
+                         "extra": "" if m == "shared" else f"confusion per confidence stratum ({n_strata} strata)"})
+    notes = []
+    if any(r["pareto_k_max"] > 0.7 for r in rows_out):
+        notes.append("model expansion: Pareto k > 0.7: the PSIS-LOO comparison is approximate (a few rows carry much "
+                     "of the draws' weight); read the weights with care.")
+    headline = ("shared" if weights["shared"] >= 1.0 - 1e-12 else
+                "score_dependent" if weights["score_dependent"] >= 1.0 - 1e-12 else "stacking")
+    mix = mixture_summary(posts, weights, s.level)
+    return ModelExpansion(pd.DataFrame(rows_out), weights, headline, rule, "PSIS-LOO", posts, mix["draws"],
                           time.perf_counter() - t0, tuple(notes))

@@ -267,15 +267,21 @@ def evaluation_to_dict(ev) -> dict:
         "n_items": ev.n_items,
         "n_annotators": ev.n_annotators,
     }
-    if getattr(ev, "expansion", None) is not None:  # schema 2, additive: new keys only
+    _expansion_keys(ev, out)
+    if ev.recalibration is not None:
+        out["recalibration"] = [r.__dict__ for r in ev.recalibration]
+    return _clean(out)
+
+
+def _expansion_keys(ev, out: dict) -> None:
+    """With a model expansion, the additive keys of both kinds' JSON: ``headline_model``, ``model_expansion`` and
+    ``nc_ece_shared``."""
+    if getattr(ev, "expansion", None) is not None:
         out["headline_model"] = ev.expansion.headline
         out["model_expansion"] = ev.expansion.to_dict()
         sh = ev.nc_ece_shared
         out["nc_ece_shared"] = {"value": sh.value, "debiased": sh.debiased, "lower": sh.lower, "upper": sh.upper,
                                 "upper_bound": sh.upper_bound, "interval_to_read": sh.interval_to_read}
-    if ev.recalibration is not None:
-        out["recalibration"] = [r.__dict__ for r in ev.recalibration]
-    return _clean(out)
 
 
 # ------------------------------------------------------------------------------------------ K classes
@@ -293,6 +299,7 @@ def format_multiclass_summary(ev, *, title: str | None = None) -> str:
             _text_table(*_calibration_rows_k(ev))]
     out += ["", _classwise_line(ev), "", f"Class-wise NC-ECE per class (mean {_num(ev.classwise_nc_ece.value)})",
             _text_table(*_per_class_rows(ev))]
+    out += _expansion_lines(ev)
     out += ["", f"Confusion matrices: P(label = k | clean class = k) per annotator ({ev.method_detail})"]
     out += _population_lines(ev) + [_text_table(*_diagonal_rows(ev))]
     out += ["", _diagnostic_text_k(ev)]
@@ -315,6 +322,9 @@ def summary_markdown_multiclass(ev, *, figures=(), title: str = "Calibration rep
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the annotators' "
             "confusion matrices.", ""]
     out += ["## Class-wise NC-ECE", "", _classwise_line(ev), "", _md_table(*_per_class_rows(ev)), ""]
+    exp_lines = _expansion_lines(ev, _md_table)
+    if exp_lines:
+        out += ["## Confusion models", ""] + [line + "\n" for line in exp_lines[1:]]
     out += ["## Confusion matrices", "", ev.method_detail + ".", ""] + [line + "\n" for line in _population_lines(ev)]
     out += [_md_table(*_diagonal_rows(ev)), "", _diagnostic_text_k(ev), ""]
     out += _md_checks_and_warnings(ev)
@@ -329,8 +339,12 @@ def multiclass_html(ev) -> str:
     lead, rest = _headline(ev)
     out = [f"<div><p><b>Calibration evaluation, K classes</b> ({esc(ev.method_detail)}): {esc(_data_text_k(ev))}</p>",
            f"<p><b>{esc(lead)}</b> {esc(rest)}.</p>", _html_table(*_calibration_rows_k(ev)),
-           f"<p>{esc(_classwise_line(ev))}</p>", _html_table(*_per_class_rows(ev)),
-           *(f"<p>{esc(line)}</p>" for line in _population_lines(ev)), _html_table(*_diagonal_rows(ev))]
+           f"<p>{esc(_classwise_line(ev))}</p>", _html_table(*_per_class_rows(ev))]
+    exp_lines = _expansion_lines(ev, _html_table)
+    if exp_lines:
+        out += ["<p><b>Confusion models</b></p>", f"<p>{esc(exp_lines[1])}</p>", exp_lines[2]]
+        out += [f"<p>{esc(line)}</p>" for line in exp_lines[3:]]
+    out += [*(f"<p>{esc(line)}</p>" for line in _population_lines(ev)), _html_table(*_diagonal_rows(ev))]
     if ev.warnings:
         out.append("<p><b>Warnings</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in ev.warnings) + "</ul>")
     return "\n".join(out) + "</div>"
@@ -383,6 +397,7 @@ def multiclass_to_dict(ev) -> dict:
         "settings": {"method": ev.method, "method_detail": ev.method_detail, "bins": ev.bins, "groups": ev.n_groups,
                      "weights": ev.weights, "level": ev.level, "seed": ev.seed},
     }
+    _expansion_keys(ev, out)
     if _is_crowd(ev):
         t = annotator_table(ev)
         out["crowd"] = {"typical_confusion": typical_confusion(ev),

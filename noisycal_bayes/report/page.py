@@ -177,6 +177,10 @@ def multiclass_report_page(ev, *, figures=None, title: str = "Calibration report
     parts.append(_section("calibration", "Calibration error", _html_table(*_calibration_rows_k(ev)),
                           _p("Lower is better. The naive metrics treat the noisy labels as the truth and are biased.")))
     parts.append(_section("classwise", "Class-wise NC-ECE", _html_table(*_per_class_rows(ev))))
+    exp_lines = _expansion_lines(ev, _html_table)
+    if exp_lines:
+        parts.append(_section("models", "Confusion models", _p(exp_lines[1]), exp_lines[2],
+                              *(_p(line) for line in exp_lines[3:])))
     check_lines = _check_lines(ev)
     if check_lines:
         parts.append(_section("checks", check_lines[1], *(_p(line.strip()) for line in check_lines[2:])))

@@ -410,11 +410,16 @@ def _headline(ev):
     """``("NC-ECE = 0.043", "(paper's plug-in estimate, ...); debiased estimate ...; interval ...")``; K classes:
     ``("Top-label NC-ECE = 0.043", "(noise-corrected top-label ECE at ...); ...")``."""
     nc = ev.nc_ece
+    exp = getattr(ev, "expansion", None)
+    stacked = exp is not None and exp.headline != "shared"
     if _is_k(ev):
+        if stacked:
+            parts = ", ".join(f"{m} {w:.2f}" for m, w in exp.weights.items() if w > 0)
+            return (f"Top-label NC-ECE = {_num(nc.value)}", f"(confusion models stacked by {exp.score}: {parts}; the "
+                    f"shared model alone gives {_num(ev.nc_ece_shared.value)})" + _estimate_tail(nc, around=False))
         return (f"Top-label NC-ECE = {_num(nc.value)}", f"(noise-corrected top-label ECE at {_point_name(ev)})"
                 + _estimate_tail(nc, around=False))
-    exp = getattr(ev, "expansion", None)
-    if exp is not None and exp.headline != "shared":
+    if stacked:
         parts = ", ".join(f"{m} {w:.2f}" for m, w in exp.weights.items() if w > 0)
         return (f"NC-ECE = {_num(nc.value)}", f"(channel models stacked by {exp.score}: {parts}; the shared model "
                 f"alone gives {_num(ev.nc_ece_shared.value)})" + _estimate_tail(nc))
