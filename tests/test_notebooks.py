@@ -52,7 +52,7 @@ def kernel():
 
 
 def test_notebooks_exist():
-    assert len(NOTEBOOKS) == 6, [p.name for p in NOTEBOOKS]
+    assert len(NOTEBOOKS) == 7, [p.name for p in NOTEBOOKS]
 
 
 # Slow (``make test-all``): CI executes every notebook anyway, in the same small mode, when ``make docs`` builds
