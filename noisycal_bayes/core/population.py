@@ -1,22 +1,8 @@
 """A population of confusion rows: Dirichlet-multinomial fit and the M-step with population pseudo-counts.
 
-Partially pooled Dawid-Skene (Bayesian Dawid-Skene with population priors, as in IBCC, Kim & Ghahramani 2012):
-each annotator's row ``C[j, y, :] ~ Dirichlet(s_y m_y)`` with a population mean row ``m_y`` (a point of the
-simplex) and a concentration ``s_y > 0`` shared by the crowd. Given expected counts ``n[j, y, a] = sum_{r: j_r = j,
-A_r = a} w T_{i_r}(y)`` (the E-step's posteriors summed over annotator ``j``'s responses):
-
-- :func:`fit_dirichlet_multinomial` fits ``alpha_y = s_y m_y`` by type-II maximum likelihood of the
-  Dirichlet-multinomial ``sum_j log DirMult(n[j, y, :] | alpha_y)`` (Minka 2000, fixed point
-  ``alpha_k <- alpha_k sum_j [psi(n_jk + alpha_k) - psi(alpha_k)] / sum_j [psi(N_j + alpha_0) - psi(alpha_0)]``,
-  fractional counts allowed; annotators with ``N_j = 0`` carry no information and drop out of the sums);
-- :func:`population_m_step` returns each annotator's posterior-mean row ``(n[j, y, :] + s_y m_y) / (N_jy + s_y)``:
-  every cell positive, and exactly the population mean ``m_y`` for an annotator with no (expected) label of class
-  ``y``, so no annotator is dropped however few labels it has. The posterior mean (not the mode
-  ``(n + alpha - 1) / (N + alpha_0 - K)``) is used because the mode is negative wherever ``alpha_k < 1``, which the
-  fitted population often has for the off-diagonal cells, and because it is the predictive probability of the
-  annotator's next label, the quantity the E-step multiplies.
-
-NumPy (float64) throughout; ``scipy.special`` for digamma and log-gamma.
+Partially pooled Dawid-Skene (IBCC-like, Kim & Ghahramani 2012): ``C[j, y, :] ~ Dirichlet(s_y m_y)``; the population is
+fitted by type-II maximum likelihood (Minka 2000) and each annotator gets its posterior-mean row. NumPy (float64).
+Details: docs/foundations.md, *noisycal_bayes.core.population*.
 """
 from __future__ import annotations
 

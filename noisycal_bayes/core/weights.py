@@ -1,21 +1,8 @@
 """Annotator weight rules (paper §4.4 and Appendix F.4): the one place the inverse-variance recipe lives.
 
-IV: ``sigma_j^2 = [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)] / delta_j^2`` with ``b_j = a_j + delta_j``
-(:func:`annotator_noise_variance`), ``w_j ∝ 1 / max(sigma_j^2, floor)``; ``mu`` clipped to [1e-4, 1 - 1e-4].
-Equal ``∝ 1``, Gap ``∝ delta_j``, Squared-gap ``∝ delta_j^2``. Weights are convex over the annotators and are
-renormalised per item over the annotators who labelled it where they are used
-(:func:`~noisycal_bayes.core.channel.combine_item_weights`). IV needs ``mu``, the clean-label frequency, which
-:func:`weights_for_labels` estimates by the equally weighted mean corrected label of the items.
-
-Small and negative gaps (issue 16): every rule multiplies by the mask of
-:func:`~noisycal_bayes.core.channel.usable_annotators` (weight 0 where the gap's interval contains 0), the
-Gap rule uses ``|delta_j|`` (an adversarial annotator's corrected label is unbiased and informative), and IV
-is ``delta_j^2 / [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)]``, which never divides by the gap.
-
-K classes (:func:`annotator_weights`): the same inverse-variance rule per coordinate ``k`` of the corrected
-vectors, ``w[j, k] ∝ 1 / max(v[j, k], floor)`` with ``v[j, k]`` the variance of annotator ``j``'s error (its
-Notes); at K = 2, coordinate 1 is the binary ``sigma_j^2``. The clip of the prevalence and the variance floor are
-the binary ones (``MU_CLIP``, ``VARIANCE_FLOOR``). ``gap`` and ``squared_gap`` have no K-class analogue.
+IV ``w_j ∝ delta_j^2 / [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)]`` (``b_j = a_j + delta_j``), Equal, Gap
+``∝ |delta_j|``, Squared-gap ``∝ delta_j^2``; every rule gives weight 0 where the gap's interval contains 0. K classes:
+the IV rule per coordinate of the corrected vectors. Details: docs/foundations.md, *noisycal_bayes.core.weights*.
 """
 import warnings
 

@@ -1,16 +1,9 @@
 """`AnnotationSet`: the validated, immutable container for noisy labels and the classifier's output.
 
-Labels are stored sparse, as (item, annotator, label) triples (:class:`~noisycal_bayes.core.tables.Responses`),
-so that a crowd of a million items and ten thousand annotators costs memory in proportion to its responses;
-the dense items x annotators matrix :attr:`AnnotationSet.labels` is built only when asked for, and cached.
-
-One container for any number of classes (DESIGN §8, "K classes"): a label is a class index ``k`` in
-``0 .. K - 1`` standing for ``classes[k]`` (:mod:`~noisycal_bayes.data.classes`). :class:`AnnotationSet` holds
-binary data, the classes ``(0, 1)`` with a score ``Z_i = P(Y = 1)`` per item (its :attr:`~AnnotationSet.probs`
-view is ``[1 - Z_i, Z_i]``); its subclass :class:`MulticlassAnnotationSet` holds K named classes and a
-probability matrix ``probs`` of shape (n_items, K). Probability rows must be finite, non-negative and sum to 1
-within :data:`PROBS_TOL`; rows within the tolerance are renormalised, rows beyond it are an error naming the
-items. Both share the storage, repeat handling, ids, subsets, summaries and validation.
+Labels are stored sparse, as (item, annotator, label) triples; the dense matrix is built on demand. Binary data has
+scores ``Z_i = P(Y = 1)``; the subclass :class:`MulticlassAnnotationSet` holds K named classes and ``probs`` (n_items,
+K), rows summing to 1 within :data:`PROBS_TOL` (renormalised). Details: docs/foundations.md,
+*noisycal_bayes.data.annotations*.
 """
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
-"""Identifiability checks run before (and right after) a channel fit (paper §4, Appendix D).
+"""Identifiability checks run before (and right after) a channel fit (paper §4, Appendix D), binary and K-class.
 
-- One annotator: its labels never identify its channel -> ``ValueError``.
-- Two annotators and the marginal model (or every item in one score group): the joint label distribution
-  arises from a continuum of channels (paper §D.1, e.g. joint probabilities (0.31, 0.19, 0.19, 0.31))
-  -> :class:`IdentifiabilityWarning` and ``identified=False``.
-- No item labelled by two annotators: an affine change of the prevalences leaves the likelihood unchanged
-  -> :class:`IdentifiabilityWarning` and ``identified=False``.
-- Two annotators with score groups (or bins): identified only through differences of the group
-  prevalences (DESIGN §3, closed form needs ``pi_1 != pi_2``); when the estimated prevalences barely
-  differ -> :class:`IdentifiabilityWarning`. With three or more annotators the channels are identified
-  by the third cross-moment without groups (paper §4.3), so no such warning.
-
-K x K confusion matrices (:func:`multiclass_design_problems`, :func:`check_multiclass_design`): one annotator
-never identifies its confusion matrix (an error); two annotators without score groups do not either (the
-joint table ``C_1^T diag(pi) C_2`` has K^2 - 1 free cells for (2K + 1)(K - 1) parameters: a warning); three
-annotators on common items identify the Dawid-Skene model generically (Kruskal's theorem on three-way arrays,
-Kruskal 1977, Linear Algebra Appl. 18; applied to latent class models by Allman, Matias & Rhodes 2009, Ann.
-Statist. 37: Kruskal ranks K + K + K >= 2K + 2 when every confusion matrix is invertible).
+One annotator is an error; two annotators without score groups, or no co-labelled item, give an
+:class:`IdentifiabilityWarning` and ``identified=False``; three annotators on common items identify the model (paper
+§4.3; K classes: Kruskal 1977, Allman, Matias & Rhodes 2009). Details: docs/foundations.md,
+*noisycal_bayes.data.design*.
 """
 from __future__ import annotations
 

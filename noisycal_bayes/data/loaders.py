@@ -1,24 +1,8 @@
 """CSV loaders with one-line errors, and the bundled demo data.
 
-Two layouts are read:
-
-- **long**: one row per response, columns ``item, annotator, label`` (a missing response is simply an
-  absent row); an optional ``score`` column may carry each item's score;
-- **wide**: an ``item`` column and one column per annotator holding 0, 1 or an empty cell (missing);
-  an optional ``score`` column holds the scores.
-
-crowd-kit's column names are recognised without options: a long file with columns ``task, worker, label``
-(the frame crowd-kit's aggregators take) and a scores file with columns ``task, score`` read as
-``item, annotator, label`` and ``item, score``. (An alias is used only when the column it stands for is
-absent and its name was left at the default.)
-
-Scores may also come from a separate file with columns ``item, score``; known clean labels ("gold") from a
-column of the labels file (``gold="gold"``) or from a separate file with columns ``item, gold``. A long
-file may repeat an (item, annotator) pair: by default every label is kept, each a conditionally independent
-response given the clean label (``repeated="first"`` keeps the first, ``repeated="error"`` refuses). Files may start with a UTF-8
-byte-order mark, contain blank lines, and quote their numbers. Every problem is raised as a
-``ValueError`` whose message is a single line naming the file and, where there is one, the line and
-column, e.g. ``labels.csv, line 7, column 'label': must be 0 or 1; got '2'.``
+Long files (``item, annotator, label``, or crowd-kit's ``task, worker, label``) and wide files (``item`` and one column
+per annotator); scores and gold labels from a column or a separate file. Every problem is a one-line ``ValueError``
+naming the file, line and column. Details: docs/foundations.md, *noisycal_bayes.data.loaders*.
 """
 from __future__ import annotations
 

@@ -1,27 +1,9 @@
 """Calibration error estimates: ECE, SMECE and the noise-corrected ECE (paper §3), for two classes and for K.
 
-Three targets (DESIGN §2): the *sample oracle ECE* (binned ECE with the items' clean labels), the
-*conditional binned ECE* and the *population binned ECE*. With known channels NC-ECE's bin residual
-means are unbiased for the clean bin residual moments; the absolute value adds the usual Jensen bias.
-
-*K classes* (DESIGN §8). Annotator ``j``'s channel is a K x K row-stochastic confusion matrix
-``C_j[y, a] = P(A_j = a | Y = y)``. Row ``a`` of ``C_j^{-1}``, ``T_j[a, :]``, is unbiased for the clean one-hot
-vector: ``E[T_j[A_j, :] | Y] = e_Y`` (the binary ``(A - fpr) / (tpr - fpr)`` is its coordinate 1). Per item,
-coordinate ``k`` of the corrected target combines the item's responses ``r`` with per-coordinate weights,
-``t_ik = sum_r w[j_r, k] T_{j_r}[a_r, k] / sum_r w[j_r, k]`` (repeats count as responses). Then
-
-- top-label NC-ECE (:func:`top_label_nc_ece`): equal-width bins on the confidence ``c_i = max_k p_ik``,
-  ``yhat_i = argmax_k p_ik`` (ties: the lowest class), ``sum_b (n_b / n) |mean_{i in b} (t_{i, yhat_i} - c_i)|``;
-- class-wise NC-ECE (:func:`classwise_nc_ece`): per class ``k`` bins on ``p_ik``,
-  ``ECE_k = sum_b (n_b / n) |mean_{i in b} (t_ik - p_ik)|``, reported per class and as the mean over classes.
-
-With one-hot targets these are the plain top-label / class-wise ECEs, with the vote distribution the
-(top-label) SMECE. IV weights: ``w_jk = 1 / E_Y[Var(T_j[A_j, k] | Y)]`` under ``Y ~ prevalence`` (the noise
-variance of the corrected coordinate; for K = 2 the binary ``sigma_j^2`` of paper §4.4), where the prevalence is
-given, or (``prevalence=None``) the mean equally weighted corrected vector of the items, as the binary IV rule
-estimates ``mu``. Annotators whose confusion is near singular (condition number above ``max_condition``) weigh 0
-and their responses are left out: a corrected vector of a near-singular ``C_j`` would explode. For K = 2 the
-class-wise entry of class 1 is :func:`nc_ece` of the scores ``p_i1``; the binary headline stays :func:`nc_ece`.
+K classes: coordinate ``k`` of an item's corrected target is
+``t_ik = sum_r w[j_r, k] T_{j_r}[a_r, k] / sum_r w[j_r, k]`` with ``T_j = C_j^{-1}``; top-label NC-ECE bins on the
+confidence, class-wise NC-ECE per class. Annotators with a near-singular confusion weigh 0. Details:
+docs/foundations.md, *noisycal_bayes.reference.calibration*.
 """
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
 """Dawid-Skene EM, marginal and score-grouped: the reference implementation (paper §4.3, Appendix F.1).
 
-E-step ``T_r = P(Y = 1 | pattern_r, g_r)``; M-step ``pi_g`` = mean of ``T`` in group ``g``,
-``tpr_j = sum_r c_r T_r A_rj / sum_r c_r T_r O_rj`` and ``fpr_j`` the same with ``1 - T_r`` (``O`` = observed),
-all on compressed (group, pattern) counts (:func:`noisycal_bayes.core.em_step`, in float64).
-
-This is an independent implementation of :func:`noisycal_bayes.fit_em`, kept for cross-checks: the same
-signature, defaults and result type (:class:`~noisycal_bayes.models.result.FitResult`), so that
-``reference.fit_em(data)`` and ``noisycal_bayes.fit_em(data)`` fit the same model. Its iteration is its own:
-a plain Python loop over starts, each start's iterations in one compiled ``lax.while_loop`` evaluating
-:func:`~noisycal_bayes.core.em_step` then the objective (the vectorised EM runs every start at once with
-``vmap`` over ``core.em.m_step`` / ``core.em.e_step``). What follows the iteration (starts, orientation,
-screening, selection, warning texts) is shared, in :mod:`noisycal_bayes.core.starts` and
-:mod:`noisycal_bayes.models.em_result`.
+An independent implementation of :func:`noisycal_bayes.fit_em` for cross-checks, with the same signature, defaults and
+result type; a Python loop over starts, each start's iterations in one compiled ``lax.while_loop``. Details:
+docs/foundations.md, *noisycal_bayes.reference.em*.
 """
 from __future__ import annotations
 
