@@ -139,19 +139,9 @@ def annotator_weights(confusion, prevalence_overall, *, rule: str = "iv", usable
 
     Notes
     -----
-    Derivation of the IV weight. Let ``Y ~ pi``, ``A_j | Y ~ C_j[Y, :]`` and ``t_a = T[j, a, k]`` (row ``a`` of
-    ``C_j^{-1}``, coordinate ``k``); the marginal label frequencies are ``q_a = sum_y pi_y C_j[y, a]``.
-
-    - ``E[t_A | Y = y] = 1[y = k]`` (unbiasedness), hence ``E[t_A] = pi_k``;
-    - ``E[t_A^2] = sum_a q_a t_a^2``, so ``Var(t_A) = sum_a q_a t_a^2 - pi_k^2``;
-    - the error ``t_A - 1[Y = k]`` has mean 0 and variance ``v[j, k] = E[t_A^2] - 2 E[t_A 1[Y = k]] + pi_k =
-      sum_a q_a t_a^2 - pi_k`` (using ``E[t_A 1[Y = k]] = pi_k E[t_A | Y = k] = pi_k``), and
-      ``Var(t_A) = v[j, k] + pi_k (1 - pi_k)`` (the error is uncorrelated with ``1[Y = k]``).
-
-    The responses of one item share its clean label, so the part ``pi_k (1 - pi_k)`` is common to all annotators
-    and the errors are independent given ``Y``: the inverse-variance combination weighs by ``1 / v[j, k]``, the
-    variance of annotator ``j``'s error (floored at 1e-8). For K = 2 and ``k = 1``, ``v = [pi tpr (1 - tpr) +
-    (1 - pi) fpr (1 - fpr)] / (tpr - fpr)^2``, the binary IV variance (:mod:`~noisycal_bayes.core.weights`).
+    ``v[j, k] = sum_a q_a T[j, a, k]^2 - pi_k`` with ``q_a = sum_y pi_y C_j[y, a]``: the variance of annotator
+    ``j``'s error on coordinate ``k`` (floored at 1e-8); for K = 2, ``k = 1`` the binary IV variance. Derivation:
+    docs/foundations.md, *The K-class IV weight: derivation*.
 
     Examples
     --------

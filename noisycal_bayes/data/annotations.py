@@ -311,15 +311,10 @@ class AnnotationSet:
         raw = frame[label].to_numpy()
         try:
             lab = pd.to_numeric(frame[label], errors="raise").to_numpy(dtype=np.float64)
+            bad = (lab != 0) & (lab != 1)
         except (TypeError, ValueError):
-            bad = ~frame[label].astype(str).isin(["0", "1", "0.0", "1.0", "True", "False"]).to_numpy()
-            raise ValueError(
-                f"`{label}` must be 0 or 1; got {_preview(pd.unique(raw[bad])[:5])} at rows "
-                f"{_preview(np.asarray(annotations.index)[bad])}. Map your classes to 0/1 first. "
-                f"Those rows are {item} {_preview(pd.unique(frame[item].to_numpy()[bad]))}."
-            ) from None
-        bad = (lab != 0) & (lab != 1)
-        if bad.any():
+            lab, bad = None, ~frame[label].astype(str).isin(["0", "1", "0.0", "1.0", "True", "False"]).to_numpy()
+        if lab is None or bad.any():
             raise ValueError(
                 f"`{label}` must be 0 or 1; got {_preview(pd.unique(raw[bad])[:5])} at rows "
                 f"{_preview(np.asarray(annotations.index)[bad])}. Map your classes to 0/1 first. "

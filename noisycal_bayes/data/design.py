@@ -181,20 +181,8 @@ def multiclass_design_problems(data, model: str = "dawid_skene", *,
                                n_groups: int | None = None) -> list:
     """Reasons why the design of ``data`` cannot identify K x K confusion matrices (empty when it can).
 
-    The rule checked (one-group models are ``model="dawid_skene"``, or any model with ``n_groups == 1``):
-
-    - one group and two annotators: the joint label table ``C_1^T diag(pi) C_2`` has K^2 - 1 free cells for
-      (2K + 1)(K - 1) parameters, so a continuum of confusion matrices fits it equally well;
-    - one group and no item labelled by three distinct annotators: pairwise tables ``C_i^T diag(pi) C_j``
-      leave ``C_i`` free up to a rotation of ``diag(pi)^(1/2) C_i``. With three annotators on common items the
-      three-way table identifies every ``C_j`` generically (Kruskal 1977; Allman, Matias & Rhodes 2009, Ann.
-      Statist. 37: Kruskal ranks K + K + K >= 2K + 2 for invertible confusion matrices);
-    - any model, no item labelled by two annotators: one label per item fixes only each annotator's label
-      distribution per group.
-
-    With score groups, two annotators are identified through the groups' different class prevalences
-    (``M_g = C_1^T diag(pi_g) C_2``, so ``M_1 M_2^-1`` has eigenvectors fixed by ``C_1`` when the ratios
-    ``pi_1k / pi_2k`` differ), which a fit can only check afterwards.
+    Problems: one group (``model="dawid_skene"`` or ``n_groups == 1``) with two annotators, or with no item
+    labelled by three distinct annotators; any model with no item labelled by two annotators. Why: docs/foundations.md, *When K x K confusion matrices are identified*.
 
     Parameters
     ----------

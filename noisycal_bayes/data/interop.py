@@ -1,11 +1,6 @@
-"""Other tools' formats: crowd-kit's long frame and cleanlab's multi-annotator matrix, for any number of classes.
-
-Neither library is needed. crowd-kit's aggregators (``DawidSkene().fit(df)``, ``MajorityVote`` ...) take a
-DataFrame with one row per response and columns ``task, worker, label``; cleanlab's
-``get_label_quality_multiannotator`` takes an (n_items, n_annotators) matrix of class indices with NaN for
-a missing label and ``pred_probs`` of shape (n_items, K), rows matched by position. The builders here are the
-classmethods :meth:`AnnotationSet.from_crowdkit` / :meth:`AnnotationSet.from_cleanlab` of both kinds of set
-(:class:`AnnotationSet`, :class:`MulticlassAnnotationSet`); the class they are called on picks the kind.
+"""Other tools' formats, for any number of classes: crowd-kit's long frame (``task, worker, label``) and cleanlab's
+multi-annotator matrix with ``pred_probs``; neither library is needed. Details: docs/foundations.md,
+*noisycal_bayes.data.interop*.
 """
 from __future__ import annotations
 

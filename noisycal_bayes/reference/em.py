@@ -217,42 +217,26 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     Returns
     -------
     FitResult
-        ``method="em"``, ``draws=None``; ``channel`` and ``prevalence`` the selected estimate, ``loglik`` the
-        log-likelihood there, ``loglik_trace`` the objective at the start and after every iteration of the
-        selected start (length ``n_iter + 1``), ``start_logliks`` the final objective of every start (NaN
-        if non-finite), ``failed_starts`` the rejected starts with reasons, ``selected_start`` the chosen
-        index. When no start converged, the best accepted one stopped by ``max_iter``, with ``converged=False``
-        and a :class:`ConvergenceWarning`. When no start ends finite or passes the screen: ``identified=False``,
-        ``channel=None``, the reasons in ``reason``, and a :class:`ConvergenceWarning`. The marginal two-annotator
-        fit returns its channel with ``identified=False`` (a labelled control; ``.require()`` raises).
+        As :func:`noisycal_bayes.fit_em` returns it (``method="em"``, ``draws=None``, ``loglik_trace`` of the
+        selected start, ``start_logliks``, ``failed_starts``, ``selected_start``).
 
     Raises
     ------
     ValueError
-        Not an AnnotationSet; a single annotator; score groups without scores; an unknown model or one
-        without closed-form EM; bad ``prior``, ``starts``, ``orientation`` or numeric settings; gold labels.
+        As :func:`noisycal_bayes.fit_em`, and for gold labels.
 
     Warns
     -----
-    IdentifiabilityWarning
-        Two annotators in one group (paper §D.1); no item labelled by two or more annotators (then
-        ``identified=False``); a two-annotator grouped fit whose group prevalences differ by less than
-        ``MIN_PREVALENCE_SPREAD`` (0.05) (checked on the selected fit, or on the best start when none was
-        accepted: weak identification also stalls EM).
-    SmallGapWarning
-        The highest-objective converged fit has a gap ``<= min_gap`` (and was screened out).
-    ConvergenceWarning
-        No start converged (the estimate is the best unconverged one), or no start was accepted.
+    IdentifiabilityWarning, SmallGapWarning, ConvergenceWarning
+        As :func:`noisycal_bayes.fit_em`.
     DeprecationWarning
         A tuple ``prior``.
 
     Notes
     -----
-    The rules of both EMs (starts, iteration and stopping, orientation, screening, selection) are spelled
-    out once, in :mod:`noisycal_bayes.core.starts`. Only the iteration is this module's own: one start
-    after another, each in a compiled ``lax.while_loop`` of :func:`~noisycal_bayes.core.em_step`. Neither EM
-    adds a moment-estimator start: stack :func:`~noisycal_bayes.reference.moments.moment_start` under
-    :func:`em_starts` and pass ``starts=`` for one.
+    The rules of both EMs (starts, stopping, orientation, screening, selection) are spelled out once, in
+    :mod:`noisycal_bayes.core.starts`; only the iteration is this module's own. Neither EM adds a moment-estimator
+    start: stack :func:`~noisycal_bayes.reference.moments.moment_start` under :func:`em_starts` and pass ``starts=``.
 
     Examples
     --------

@@ -1,11 +1,6 @@
-"""Bootstrap interval for NC-ECE with the channels re-estimated in every replicate (paper §3; the reference
-layer's interval: :func:`bootstrap_nc_ece`, re-exported by :mod:`noisycal_bayes.reference.variants`; for K
-classes :func:`bootstrap_multiclass_nc_ece`, top-label and class-wise from one set of refits).
-
-A nonparametric bootstrap over items: each replicate refits the channels (or confusion matrices) with the
-user's ``estimator``, so the interval carries channel-estimation uncertainty as well as sampling uncertainty.
-Both kinds share the result fields, the reading of the interval (percentile or basic) and the handling of the
-warnings raised inside replicates.
+"""Bootstrap interval for NC-ECE with the channels (or confusion matrices) re-estimated in every replicate (paper
+§3): :func:`bootstrap_nc_ece` and, for K classes, :func:`bootstrap_multiclass_nc_ece`. Details: docs/foundations.md,
+*noisycal_bayes.reference.nc_ece_bootstrap*.
 """
 from __future__ import annotations
 

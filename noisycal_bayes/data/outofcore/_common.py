@@ -9,6 +9,7 @@ from ...core.calibration import score_groups
 from ..binning import Binning
 from ..classes import MISSING, _check_classes, _class_name, _encode
 from ..compress import pattern_keys
+from .._inputs import _readonly  # noqa: F401 (stats imports it from here)
 
 #: Largest number of annotators of binary statistics: keys ``bin * 3**J + code`` must fit in int64. K-class
 #: statistics are bounded by their key space instead (:func:`_check_key_space`).
@@ -33,12 +34,6 @@ def _check_key_space(n_annotators: int, classes, n_groups: int = 1) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _readonly(a):
-    a = np.array(a, copy=True)
-    a.setflags(write=False)
-    return a
-
-
 def _sorted_ids(ids) -> list:
     """Distinct ids sorted like :meth:`AnnotationSet.from_long` (``pd.factorize(sort=True)``), else as given."""
     ids = list(dict.fromkeys(ids))
