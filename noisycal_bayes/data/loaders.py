@@ -207,11 +207,9 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
     Raises
     ------
     ValueError
-        A single line naming the file, line and column of the first problem: missing columns, empty
-        file, labels other than 0/1, scores that are not numbers in [0, 1], gold labels other than 0/1
-        (text included) or conflicting for one item, gold for an item not in the annotations, repeated
-        (item, annotator) pairs with ``repeated="error"``, duplicate items, annotated items without a
-        score, scores given twice.
+        A single line naming the file, line and column of the first problem: missing columns, empty file,
+        labels other than 0/1, scores not in [0, 1], bad, conflicting or unknown items' gold labels, repeated
+        pairs with ``repeated="error"``, duplicate items, annotated items without a score, scores given twice.
 
     Examples
     --------
@@ -375,12 +373,10 @@ def load_multiclass(labels_path, probs_path=None, *, classes=None, repeated: str
     Raises
     ------
     ValueError
-        One line naming the file, line, column and value of the first problem: missing columns, empty cells,
-        a label outside ``classes``, a gold label that is not a class or conflicting for one item, a class
-        without a probability column, probability columns that are not classes, probabilities that are not
-        numbers >= 0, rows not summing to 1 (naming the items), annotated items without probabilities,
-        repeated pairs with ``repeated="error"``, and a single annotator (K x K channels need at least two:
-        see :func:`check_multiclass_design`).
+        One line naming the file, line, column and value of the first problem: missing columns or cells, labels
+        outside ``classes``, bad or conflicting gold labels, probability columns that are not the classes, bad
+        probability rows (naming the items), annotated items without probabilities, repeated pairs with
+        ``repeated="error"``, a single annotator (:func:`check_multiclass_design`).
 
     Examples
     --------
@@ -456,9 +452,8 @@ def is_multiclass_labels(labels) -> bool:
     Returns
     -------
     bool
-        True when some label is neither 0 nor 1: more than two classes, or class names other than 0 and 1
-        (say ``cat`` / ``dog``, or 1 / 2), which the binary loader refuses. In wide format the columns
-        ``item``, ``task``, ``score`` and ``gold`` are not labels. Reads the file; writes nothing.
+        True when some label is neither 0 nor 1 (more classes, or names such as ``cat`` / ``dog`` or 1 / 2). In
+        wide format ``item``, ``task``, ``score`` and ``gold`` are not label columns.
 
     Examples
     --------

@@ -23,9 +23,7 @@ class SufficientStats:
     ``fit_em``, ``fit_map`` or ``fit_nuts`` in place of an AnnotationSet (grouped models), and to
     :func:`~noisycal_bayes.propagate.posterior_nc_ece` / ``posterior_reliability`` (evaluated on these bins).
 
-    K classes: the builders given K-class data (``classes=``) return :class:`MulticlassSufficientStats`, the same
-    counts of K-class patterns per group (the subclass adds ``classes`` and ``n_groups``), which ``fit_em`` fits
-    like the items (it passes them to ``fit_em_multiclass``).
+    K classes: the builders given K-class data (``classes=``) return :class:`MulticlassSufficientStats`.
 
     Attributes
     ----------
@@ -48,13 +46,10 @@ class SufficientStats:
         Sum of the scores of the items in each bin (the mean score per bin is
         ``score_sum / bin_counts``); None without scores.
     row_score_sum, row_score_sq : ndarray of shape (n_patterns,) or None
-        Per (bin, pattern) row: ``sum_i z_i`` and ``sum_i z_i**2`` over its items, so that the row's mean
-        score is ``row_score_sum / counts`` and its within-row variance (divisor ``counts``)
-        ``row_score_sq / counts - (row_score_sum / counts)**2``. ``score_sum`` is their sum per bin,
-        ``np.bincount(group, weights=row_score_sum, minlength=n_bins)`` (checked to 1e-8 relative).
-        Every builder fills them when it reads scores; :func:`~noisycal_bayes.propagate.posterior_nc_ece`
-        needs them for the Bayesian bootstrap. None without scores, and in statistics made before they
-        existed (everything else still works; recompute the statistics for the bootstrap).
+        Per (bin, pattern) row: ``sum_i z_i`` and ``sum_i z_i**2`` over its items; their sum per bin is
+        ``score_sum`` (checked to 1e-8 relative). The Bayesian bootstrap of
+        :func:`~noisycal_bayes.propagate.posterior_nc_ece` needs them. None without scores, and in statistics
+        made before they existed (recompute the statistics for the bootstrap).
     """
 
     patterns: np.ndarray
@@ -353,12 +348,9 @@ class SufficientStats:
     def merge(self, *others: "SufficientStats") -> "SufficientStats":
         """The statistics of the union of disjoint sets of items: counts, sizes and score sums add.
 
-        Annotators are matched by id; an annotator absent from one piece counts as missing there. When
-        the pieces do not all have the same annotators, the merged ids are sorted (as
-        ``AnnotationSet.from_long`` sorts them). The result does not depend on the order of the pieces.
-
-        K-class statistics merge with statistics of the same classes; the number of groups is the largest of
-        the pieces' (a piece whose items fell in the lower groups only has fewer).
+        Annotators are matched by id (absent from a piece: missing there; differing sets: the merged ids sorted as
+        ``AnnotationSet.from_long`` sorts them); the order of the pieces does not matter. K-class pieces need the
+        same classes; the number of groups is the largest of the pieces'.
 
         Raises
         ------
@@ -408,14 +400,10 @@ class SufficientStats:
 class MulticlassSufficientStats(SufficientStats):
     """:class:`SufficientStats` of K-class data: counts of distinct (group, K-class response pattern) rows.
 
-    The likelihood of the (grouped) K-class Dawid-Skene model depends on the data only through these counts, so
-    ``fit_em`` (which passes them to ``fit_em_multiclass``) fits them like the items: the same (group x pattern)
-    grid, the same fit. Built by the same builders given K-class data (``SufficientStats.from_annotations`` of a
-    :class:`~noisycal_bayes.MulticlassAnnotationSet`; ``classes=`` to the out-of-core readers); merged, compared
-    and tabulated like binary statistics. ``kind`` is ``"multiclass"``, so binary-only functions refuse them as
-    they refuse the annotation set. The groups are labels (an int per item, given by the source, or the K-class
-    fit's default :func:`~noisycal_bayes.core.score_groups` of ``probs`` in ``from_annotations``), not score
-    bins: no ``edges`` and no score sums.
+    ``fit_em`` fits them like the items (the same (group x pattern) grid, the same fit); built, merged and compared
+    like binary statistics; binary-only functions refuse them (``kind == "multiclass"``). The groups are labels
+    (an int per item, or :func:`~noisycal_bayes.core.score_groups` of ``probs``), not score bins: no ``edges`` and
+    no score sums.
 
     Attributes
     ----------
