@@ -9,7 +9,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import WEIGHT_RULES, _preview  # the rule names live with the check that accepts them
+from .._validation import WEIGHT_RULES, _preview, check_choice  # the rule names live with the check that accepts them
 from ..warnings import SmallGapWarning
 from .channel import item_corrected_label, usable_annotators, usable_confusions
 from .likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
@@ -150,8 +150,7 @@ def annotator_weights(confusion, prevalence_overall, *, rule: str = "iv", usable
     >>> bool(w[0, 1] > w[1, 1]) and np.allclose(w.sum(axis=0), 1)
     True
     """
-    if rule not in ("iv", "equal"):
-        raise ValueError(f"`rule` must be 'iv' or 'equal'; got {rule!r}.")
+    check_choice(rule, ("iv", "equal"), name="rule")
     xp = _xp(confusion, prevalence_overall, usable)
     c = xp.asarray(confusion)
     if c.ndim < 3 or c.shape[-1] != c.shape[-2]:

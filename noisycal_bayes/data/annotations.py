@@ -562,8 +562,7 @@ class AnnotationSet:
 
         Every response is a vote: an annotator who labelled an item twice votes twice.
         """
-        if ties not in ("positive", "negative"):
-            raise ValueError(f"`ties` must be 'positive' or 'negative'; got {ties!r}.")
+        check_choice(ties, ("positive", "negative"), name="ties")
         pos = self._positives()
         n = self.labels_per_item()
         maj = (2 * pos > n).astype(np.int8)

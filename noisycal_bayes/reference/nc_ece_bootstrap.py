@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import (_preview, binary_only, check_confusion, check_level, check_positive_int, check_weights,
-                           one_line)
+from .._validation import (_preview, binary_only, check_choice, check_confusion, check_level, check_positive_int,
+                           check_weights, one_line)
 from ..data import AnnotationSet, as_binning
 from ..warnings import IdentifiabilityWarning
 from ._estimated import (_EstimationFailed, _bin_sums, _check_common, _check_estimator, _estimate_channel,
@@ -154,8 +154,7 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     estimator = _check_estimator(estimator)
     n_boot = check_positive_int(n_boot, name="n_boot")
     level = check_level(level)
-    if method not in ("percentile", "basic"):
-        raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
+    check_choice(method, ("percentile", "basic"), name="method")
     edges = as_binning(bins).edges_for(z)
     channel, converged = _fit_or_raise(estimator, data, data.n_annotators, "the full sample")
     full_sample = nc_ece(data, channel, weights=rule, edges=edges)
@@ -456,8 +455,7 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     takes = (takes_init, takes_gold)
     n_boot = check_positive_int(n_boot, name="n_boot")
     level = check_level(level)
-    if method not in ("percentile", "basic"):
-        raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
+    check_choice(method, ("percentile", "basic"), name="method")
     rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     j = resp.n_annotators
     conf, prev, raw_prev = _call_estimator(estimator, takes, resp[:3], n, p, None, gold, j, k)
