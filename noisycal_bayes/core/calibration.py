@@ -186,7 +186,7 @@ def ece_from_labels(scores, labels, bin_idx, n_bins: int):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# K classes: score groups, top-label and class-wise ECE (module notes).
+# K classes: score groups, top-label and class-wise ECE (docs/foundations.md).
 
 
 def bin_index(scores, edges) -> np.ndarray:

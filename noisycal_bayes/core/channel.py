@@ -109,7 +109,7 @@ def corrected_vectors(confusion):
     Returns
     -------
     array of shape (n_annotators, K, K)
-        ``E[T[j, A_j, :] | Y] = e_Y`` (module notes). Non-finite rows for a singular ``C_j``: check
+        ``E[T[j, A_j, :] | Y] = e_Y`` (docs/foundations.md). Non-finite rows for a singular ``C_j``: check
         :func:`usable_confusions` first.
 
     Examples

@@ -77,7 +77,7 @@ def log_prior(parts, prior):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# K classes (module notes). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
+# K classes (docs/foundations.md). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
 
 
 def multiclass_e_step(patterns, counts, confusion, prevalence):

@@ -138,7 +138,7 @@ def posterior_positive(patterns, group, fpr, tpr, prevalence):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# K classes: the same formulas in NumPy or jax.numpy (module notes).
+# K classes: the same formulas in NumPy or jax.numpy (docs/foundations.md).
 
 
 def _is_traced(x) -> bool:

@@ -50,7 +50,7 @@ def fit_dirichlet_multinomial(counts, init=None, *, max_iter: int = 200, tol: fl
 
     Returns ``(m, s)``: the mean row ``m = alpha / alpha_0`` and concentration ``s = alpha_0``. ``init`` is a
     previous ``alpha`` (the EM's warm start); without it, the moment start ``m`` = pooled frequencies, ``s = K``.
-    Minka's fixed point (module docstring) increases the likelihood at every step; ``alpha`` is clipped to
+    Minka's fixed point (docs/foundations.md) increases the likelihood at every step; ``alpha`` is clipped to
     ``[ALPHA_MIN, S_MAX]`` and its total to ``S_MAX``. Rows without counts are ignored; with no counts at all the
     uniform row with ``s = K`` is returned.
     """

@@ -165,7 +165,7 @@ def _item_terms(x, gold):
 def batched_e_step(responses: Responses, item_group, totals: SparseTotals, fpr, tpr, prevalence, gold=None):
     """``(loglik (B,), T (n_items, B))`` for a batch of parameters ``fpr, tpr`` (J, B), ``prevalence`` (G, B).
 
-    The same numbers as :func:`sparse_e_step` column by column, from one per-item segment sum (module notes):
+    The same numbers as :func:`sparse_e_step` column by column, from one per-item segment sum (docs/foundations.md):
     ``loglik = sum_i w_i [log(1 - pi_{g_i}) + h_i] + sum_j [c1_j log fpr_j + c0_j log(1 - fpr_j)]`` with
     ``h_i = softplus(x_i)`` (``x_i`` for gold 1, 0 for gold 0) and ``T_i = sigmoid(x_i)`` (or the gold label).
     """
@@ -266,7 +266,7 @@ def _take_rows(table, index):
 
 
 def coded_e_step(coded: CodedResponses, item_group, totals: SparseTotals, fpr, tpr, prevalence, gold=None):
-    """:func:`batched_e_step` from response codes (module notes above): ``(loglik (B,), T (n_items, B))``."""
+    """:func:`batched_e_step` from response codes (docs/foundations.md): ``(loglik (B,), T (n_items, B))``."""
     f = jnp.clip(fpr, _EPS, 1 - _EPS)
     t = jnp.clip(tpr, _EPS, 1 - _EPS)
     p = jnp.clip(prevalence, _EPS, 1 - _EPS)
@@ -292,7 +292,7 @@ def coded_e_step(coded: CodedResponses, item_group, totals: SparseTotals, fpr, t
 
 
 def coded_m_step(coded: CodedResponses, item_group, totals: SparseTotals, n_annotators: int, posterior, prior=None):
-    """:func:`batched_m_step` from response codes (module notes above): ``(fpr (J, B), tpr (J, B), prevalence (G, B))``."""
+    """:func:`batched_m_step` from response codes: ``(fpr (J, B), tpr (J, B), prevalence (G, B))``."""
     wt = totals.item_weight * posterior
     n_codes = 2 * n_annotators + 1  # the last bin collects the pad slots and is dropped
     if coded.padded is not None:
@@ -356,7 +356,7 @@ def code_sums(table, code, item, n_items: int, padded=None):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# K classes (module notes). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
+# K classes (docs/foundations.md). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
 
 
 def _e_from_logs(lp, counts):
@@ -440,7 +440,7 @@ def coded_class_e_step(coded: CodedResponses, item_group, confusion, prevalence,
 
 def coded_class_log_joint(coded: CodedResponses, item_group, log_confusion, log_prevalence, gold=None):
     """``log P(Y_i = y, A_i)`` for S parameter sets, shape (n_items, K, S) (``-inf`` off a gold label), from the logs
-    ``log_confusion`` (S, J, K, K) and ``log_prevalence`` (S, G, K): the E-step's log-joint (module notes above), also
+    ``log_confusion`` (S, J, K, K) and ``log_prevalence`` (S, G, K): the E-step's log-joint (docs/foundations.md), also
     the likelihood of the K-class sampler on responses (:func:`noisycal_bayes.models.ibcc.ibcc_multiclass`)."""
     S, J, K, _ = log_confusion.shape
     table = jnp.transpose(log_confusion, (1, 3, 2, 0)).reshape(J * K, K * S)       # row (j, a), column (y, s)
@@ -461,7 +461,7 @@ def coded_class_log_joint(coded: CodedResponses, item_group, log_confusion, log_
 
 def coded_class_counts(coded: CodedResponses, n_annotators: int, posterior, item_weight=None, by_code=None):
     """Expected counts for S starts from ``T = posterior`` (n_items, K, S): ``N[s, j, y, a] = sum_{r: j_r = j, A_r = a}
-    w T_{i_r}(y)`` (S, J, K, K) and the weighted posteriors ``w T`` (n_items, K S) (one scatter, module notes).
+    w T_{i_r}(y)`` (S, J, K, K) and the weighted posteriors ``w T`` (n_items, K S) (one scatter; docs/foundations.md).
     ``by_code``: ``(item, code)`` of the responses sorted by code, or None; the scatter then takes sorted indices
     and skips the padded layout's pad slots (measured 4x faster on cf's shape, the same on adult's)."""
     n_items, K, S = posterior.shape

@@ -60,7 +60,7 @@ def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, m
     n_reps : repetitions per size, default 60 (the paper's)
     fpr, tpr : channels of the two annotators
     maps : subset of ``("temperature", "platt", "histogram")``
-    bayes, bayes_reps, n_warmup, n_draws, level : the Bayesian rows (module docstring), for the first
+    bayes, bayes_reps, n_warmup, n_draws, level : the Bayesian rows (docs/foundations.md), for the first
         ``bayes_reps`` repetitions of each size
     seed : int; repetition ``r`` of size ``n`` uses ``SeedSequence([seed, n, r])``
     progress_bar : bool, default False

@@ -16,7 +16,7 @@ import pandas as pd
 
 #: Environment variable naming the shared data folder (the folder holding ``cifar10n_vehicle.csv``).
 SHARED_DATA_ENV = "NOISYCAL_SHARED_DATA"
-#: Logit advantage of the gold class in the synthetic scores of the crowds (module docstring).
+#: Logit advantage of the gold class in the synthetic scores of the crowds (docs/foundations.md).
 SEPARATION = 2.0
 
 #: What to do when the shared data folder is not found (for skip messages and errors).
@@ -89,7 +89,7 @@ def shared_data_path(relpath: str) -> Path | None:
 
 
 def _synthetic_probs(classes: np.ndarray, n_classes: int, seed_name: str) -> np.ndarray:
-    """Synthetic class probabilities of the module docstring, (n, K), from classes (n,)."""
+    """Synthetic class probabilities of docs/foundations.md, (n, K), from classes (n,)."""
     rng = np.random.default_rng(zlib.crc32(seed_name.encode()))
     logits = rng.standard_normal((classes.size, n_classes))
     logits[np.arange(classes.size), classes] += SEPARATION

@@ -490,8 +490,8 @@ def top_label_nc_ece(probs, responses, confusion, *, prevalence=None, bins=15, w
 
     Notes
     -----
-    ``sum_b (n_b / n) |mean_{i in b} (t_{i, yhat_i} - max_k p_ik)|`` with the corrected targets ``t`` of the
-    module docstring (DESIGN §8). With identity confusion matrices this is the plain top-label ECE against the
+    ``sum_b (n_b / n) |mean_{i in b} (t_{i, yhat_i} - max_k p_ik)|`` with the corrected targets ``t``
+    (docs/foundations.md, DESIGN §8). With identity confusion matrices this is the plain top-label ECE against the
     annotators' labels.
 
     Examples

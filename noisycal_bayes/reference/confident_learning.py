@@ -80,7 +80,7 @@ def _calibrate(cj, lab, k):
 
 
 def confident_joint(labels, pred_probs, *, calibrate: bool = True) -> np.ndarray:
-    """Confident joint ``C[given, true]`` of shape (n_classes, n_classes) (module docstring, steps 1-3).
+    """Confident joint ``C[given, true]`` of shape (n_classes, n_classes) (docs/foundations.md, steps 1-3).
 
     ``calibrate=False`` returns the integer counts; ``True`` the counts rescaled so that row ``i`` sums to
     the number of items labelled ``i`` and the total is ``n_items``.

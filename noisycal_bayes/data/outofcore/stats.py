@@ -33,7 +33,7 @@ class SufficientStats:
         Score bin (K classes: group) of each row, ``0..n_bins-1`` (bins of ``edges``; 0 when there are no scores).
     counts : ndarray of shape (n_patterns,), float64
         Number of items with that (bin, pattern); all positive. Rows are in increasing order of the key
-        ``bin * 3**J + code`` (see the module notes), as in :func:`compress_patterns`; K classes:
+        ``bin * 3**J + code`` (docs/foundations.md), as in :func:`compress_patterns`; K classes:
         ``group * (K + 1)**J + code`` with digit ``k + 1`` for class ``k`` (K = 2 is the binary key).
     annotator_ids : tuple
         Annotator of each column of ``patterns``.
