@@ -42,17 +42,13 @@ def dirichlet_multinomial_loglik(counts, alpha) -> float:
 def fit_dirichlet_multinomial(counts, init=None, *, max_iter: int = 200, tol: float = 1e-7, power: float = 0.0):
     """Type-II maximum-likelihood (or MAP) Dirichlet-multinomial ``alpha`` (K,) for count rows ``counts`` (J, K).
 
-    ``power > 0`` adds the hyperprior ``p(alpha) ∝ alpha_0^(-power)`` on the concentration (``power = 5/2``:
-    the weak prior of Gelman et al., BDA3 section 5.3, for the beta-binomial): a crowd whose annotators each give a
-    few labels barely identifies the spread, and the likelihood alone then often runs ``alpha_0`` to ``S_MAX``
-    (full pooling: every annotator at the population mean). The fixed point takes ``power / alpha_0`` into its
-    denominator (the gradient's extra term).
+    ``power > 0`` adds the hyperprior ``p(alpha) ∝ alpha_0^(-power)`` (``power = 5/2``: Gelman et al., BDA3
+    §5.3), which keeps a crowd of few labels per annotator from running ``alpha_0`` to ``S_MAX`` (full pooling).
 
-    Returns ``(m, s)``: the mean row ``m = alpha / alpha_0`` and concentration ``s = alpha_0``. ``init`` is a
-    previous ``alpha`` (the EM's warm start); without it, the moment start ``m`` = pooled frequencies, ``s = K``.
-    Minka's fixed point (docs/foundations.md) increases the likelihood at every step; ``alpha`` is clipped to
-    ``[ALPHA_MIN, S_MAX]`` and its total to ``S_MAX``. Rows without counts are ignored; with no counts at all the
-    uniform row with ``s = K`` is returned.
+    Returns ``(m, s)``: the mean row ``m = alpha / alpha_0`` and concentration ``s = alpha_0``. ``init``: a previous
+    ``alpha`` (warm start); default ``m`` = pooled frequencies, ``s = K``. Minka's fixed point (docs/foundations.md),
+    ``alpha`` clipped to ``[ALPHA_MIN, S_MAX]`` (total at most ``S_MAX``); rows without counts are ignored, and
+    without any count the uniform row with ``s = K`` is returned.
     """
     n = np.asarray(counts, np.float64)
     K = n.shape[1]

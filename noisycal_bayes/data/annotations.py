@@ -32,11 +32,9 @@ class AnnotationSet:
     :meth:`from_cleanlab`. The constructor ``AnnotationSet(labels, scores, item_ids, annotator_ids[, gold])``
     takes a dense matrix. The set is immutable.
 
-    The labels are stored as responses, one (item, annotator, label) triple each (:attr:`responses`). An
-    annotator may label the same item more than once (``repeated="keep"``, the default of the constructors
-    that read long data): each such label is a response of its own, **conditionally independent of the
-    others given the item's clean label** ``Y_i``, so it enters the likelihood as one more factor
-    ``P(A | Y_i)``, and it counts as one more vote in :meth:`majority_vote` and :meth:`vote_fraction`.
+    The labels are stored as (item, annotator, label) triples (:attr:`responses`). A repeated label of one
+    annotator on one item (``repeated="keep"``) is a response of its own, **conditionally independent of the
+    others given the clean label** ``Y_i``: one more likelihood factor ``P(A | Y_i)`` and one more vote.
 
     Attributes
     ----------
@@ -622,15 +620,12 @@ class AnnotationSet:
 class MulticlassAnnotationSet(AnnotationSet):
     """Labels in K classes from several annotators, and optionally the classifier's class probabilities.
 
-    Build it with :meth:`from_long`, :meth:`from_wide`, :meth:`from_cleanlab`, :meth:`from_crowdkit`, from
-    integer arrays with :meth:`from_responses`, or from CSV files with
-    :func:`~noisycal_bayes.data.load_multiclass`. The set is immutable. It is an :class:`AnnotationSet` whose
-    labels are class indices of K named classes and whose classifier output is the probability matrix
-    ``probs`` (``scores`` is None): the storage, repeats, ids, :meth:`subset`, :meth:`summary` and
-    :meth:`to_long` are the binary set's. An annotator may label an item more than once: each label is a
-    response of its own, conditionally independent of the others given the item's clean label. Functions
-    for binary data only refuse this set, whatever its number of classes, with one message naming their
-    K-class alternative (``docs/multiclass.md``, "Binary-only features").
+    Build it with :meth:`from_long`, :meth:`from_wide`, :meth:`from_cleanlab`, :meth:`from_crowdkit`,
+    :meth:`from_responses` or :func:`~noisycal_bayes.data.load_multiclass`; immutable. An :class:`AnnotationSet`
+    whose labels are class indices of K named classes and whose classifier output is ``probs`` (``scores`` is
+    None); storage, repeats, ids, :meth:`subset`, :meth:`summary` and :meth:`to_long` are the binary set's.
+    Binary-only functions refuse it, naming their K-class alternative (``docs/multiclass.md``, "Binary-only
+    features").
 
     Its ``responses`` are ``item`` (int32), ``annotator`` (int32) and ``label`` (int16 class index in
     ``0 .. K - 1``), each of shape (n_responses,), sorted by item then annotator (repeats of a pair in input

@@ -257,14 +257,9 @@ def usable_from_draws(confusion: np.ndarray, *, max_condition: float = MAX_CONDI
     """Which annotators enter the corrected targets, bool (J,): the ``(1 + level) / 2`` quantile of the condition
     number of ``C_j`` over the draws (S, J, K, K) is at most ``max_condition`` (one draw: its own condition).
 
-    The multiclass analogue of the binary rule "the gap's interval excludes 0": an annotator whose confusion is
-    near singular in more than ``(1 - level) / 2`` of the draws carries no usable corrected information.
-
-    When no annotator passes, the annotators whose posterior-mean matrix has a condition number of at most
-    ``max_condition`` are used instead (IdentifiabilityWarning): with many classes and a few labels per row every
-    draw's smallest singular value is pulled down by the noise of its K (K - 1) off-diagonal cells, so the rule
-    can reject even well-conditioned mean matrices; the propagation clips the near-singular draws of the
-    annotators used. The posterior mean is the point estimate of the NUTS route, so this is the EM route's rule."""
+    The K-class analogue of "the gap's interval excludes 0". When no annotator passes (many classes, few labels per
+    row: the draws' off-diagonal noise pulls every smallest singular value down), the annotators whose
+    posterior-mean matrix passes are used instead, with an IdentifiabilityWarning (the EM route's rule)."""
     cond = confusion_condition(confusion)
     q = np.quantile(cond, (1 + level) / 2, axis=0) if cond.shape[0] > 1 else cond[0]
     use = np.asarray(q <= max_condition, dtype=bool)

@@ -61,10 +61,8 @@ class BootstrapNCECEResult(_BootstrapInterval):
         One-sided ``level`` upper bound by the same method; report this when the NC-ECE is near 0, where
         a two-sided interval cannot cover a boundary value.
     bias : float
-        ``mean(replicates) - value``. NC-ECE sums absolute bin means, so it is biased upwards by noise
-        (Jensen); a replicate adds that bias once more, which shifts percentile intervals upwards (the
-        interval can even exclude ``value``). The ``"basic"`` method reflects the quantiles around
-        ``value`` and so corrects the shift to first order.
+        ``mean(replicates) - value``. NC-ECE's upward (Jensen) bias enters a replicate once more, shifting
+        percentile intervals upwards (even past ``value``); the ``"basic"`` method corrects it to first order.
     level : float
     replicates : ndarray of shape (n_boot - n_failed,)
         NC-ECE of each successful replicate.
@@ -375,17 +373,13 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
                                 progress_bar: bool = False) -> MulticlassBootstrap:
     """Item bootstrap of the top-label and class-wise NC-ECE, refitting the confusion matrices per replicate.
 
-    Each replicate draws ``n_items`` items with replacement (``numpy.random.default_rng(seed)``) with all their
-    responses and gold labels, calls ``estimator`` on it (warm-started at the full-sample fit when the callable
-    takes an ``init`` keyword: ``init=(confusion, prevalence)`` as the full-sample call returned them; the
-    replicate's gold labels as ``gold=`` when it takes that keyword), recomputes the usable annotators, the weights (IV from
-    the replicate) and both NC-ECEs on the partition fixed from the full sample. Intervals as
-    :func:`~noisycal_bayes.reference.bootstrap_nc_ece` (``"percentile"`` or ``"basic"``).
-
-    In a sparse crowd most replicates miss some annotator's every item. Such a replicate is kept: it does not
-    identify that annotator's confusion matrix, but none of its items is corrected with it either, so its NC-ECE
-    does not depend on that matrix; the estimator receives the replicate with all ``n_annotators`` and should keep
-    the absent ones at ``init`` (:func:`~noisycal_bayes.inference.multiclass_em_estimator` does).
+    Each replicate draws ``n_items`` items with replacement (``numpy.random.default_rng(seed)``) with their
+    responses and gold labels, calls ``estimator`` on it (with ``init=(confusion, prevalence)`` of the full-sample
+    fit and ``gold=`` when it takes those keywords), and recomputes the usable annotators, the weights and both
+    NC-ECEs on the partition fixed from the full sample; intervals as
+    :func:`~noisycal_bayes.reference.bootstrap_nc_ece`. A replicate missing an annotator's every item is kept (none
+    of its items needs that matrix); the estimator should keep absent annotators at ``init``
+    (:func:`~noisycal_bayes.inference.multiclass_em_estimator` does).
 
     Parameters
     ----------
