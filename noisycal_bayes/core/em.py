@@ -10,6 +10,7 @@ import numpy as np
 
 from .likelihood import (_EPS, _eager_jit, rows_class_log_joint, _one_hot, _row_logs, _xp, multiclass_pattern_loglik, pattern_loglik,
                          posterior_positive)
+from .population import expected_counts
 from .sparse import _normalise_rows
 from .tables import PatternTable
 
@@ -148,10 +149,8 @@ def table_counts(table, responses, post, n_annotators, n_groups):
         post, group = np.asarray(table.counts, np.float64)[:, None] * post, np.asarray(table.group)
     else:
         group = np.asarray(table.item_group)
-    cell = ann * k + lab
-    conf = np.stack([np.bincount(cell, post[row, y], minlength=n_annotators * k) for y in range(k)], 1)
     prev = np.stack([np.bincount(group, post[:, y], minlength=n_groups) for y in range(k)], 1)
-    return conf.reshape(n_annotators, k, k).transpose(0, 2, 1), prev          # [j, a, y] -> [j, y, a]
+    return expected_counts(row, ann, lab, post, n_annotators), prev
 
 
 def expected_class_counts(table, confusion, prevalence, n_groups):
