@@ -24,6 +24,22 @@ from ._inputs import (_align_probs, _align_scores, _check_gold, _check_long, _ch
 
 #: What to do when an annotator labels the same item more than once (see :meth:`AnnotationSet.from_responses`).
 REPEATED = ("keep", "first", "error")
+
+
+def _require_labelled(labelled_items, labelled_annotators, item_ids, annotator_ids, *, positions: bool = False):
+    """``ValueError`` naming the items (annotators) without a response; ``positions``: built from positions, whose
+    ``n_items`` / ``n_annotators`` the message may suggest lowering."""
+    for what, ok, ids in (("items", labelled_items, item_ids), ("annotators", labelled_annotators, annotator_ids)):
+        if not ok.all():
+            named = _preview(np.asarray(ids, dtype=object)[~ok])
+            lower = f" (or lower `n_{what}`)" if positions else ""
+            if what == "items":
+                raise ValueError(f"items {named} have no label from any annotator. Drop them{lower} before building "
+                                 "the AnnotationSet.")
+            raise ValueError(f"annotators {named} did not label any item. Drop them{lower}, or check the annotator "
+                             "column.")
+
+
 class AnnotationSet:
     """Binary labels from several annotators, and optionally a classifier score per item.
 
@@ -86,18 +102,7 @@ class AnnotationSet:
         if len(item_ids) != n or len(annotator_ids) != j:
             raise ValueError("`item_ids` / `annotator_ids` do not match the shape of `labels`.")
         observed = labels != MISSING
-        empty_items = ~observed.any(axis=1)
-        if empty_items.any():
-            raise ValueError(
-                f"items {_preview(np.asarray(item_ids, dtype=object)[empty_items])} have no label from any "
-                "annotator. Drop them before building the AnnotationSet."
-            )
-        empty_ann = ~observed.any(axis=0)
-        if empty_ann.any():
-            raise ValueError(
-                f"annotators {_preview(np.asarray(annotator_ids, dtype=object)[empty_ann])} did not label any "
-                "item. Drop them, or check the annotator column."
-            )
+        _require_labelled(observed.any(axis=1), observed.any(axis=0), item_ids, annotator_ids)
         _check_unique_ids(item_ids, "item_ids")
         _check_unique_ids(annotator_ids, "annotator_ids")
         dense = _readonly(labels.astype(np.int8))
@@ -252,16 +257,9 @@ class AnnotationSet:
             an = (key % n_annotators).astype(np.int32)
             lab = np.asarray(label)[order].astype(cls._LABEL_DTYPE, copy=False)
             del key, order
-        for what, codes, n, ids in (("items", it, n_items, item_ids), ("annotators", an, n_annotators, annotator_ids)):
-            # After the sort: counting sorted item positions is cache friendly.
-            empty = np.bincount(codes, minlength=n) == 0
-            if empty.any():
-                named = _preview(np.asarray(ids, dtype=object)[empty])
-                if what == "items":
-                    raise ValueError(f"items {named} have no label from any annotator. Drop them (or lower "
-                                     "`n_items`) before building the AnnotationSet.")
-                raise ValueError(f"annotators {named} did not label any item. Drop them (or lower `n_annotators`), "
-                                 "or check the annotator column.")
+        # After the sort: counting sorted item positions is cache friendly.
+        _require_labelled(np.bincount(it, minlength=n_items) > 0, np.bincount(an, minlength=n_annotators) > 0,
+                          item_ids, annotator_ids, positions=True)
         obj = cls.__new__(cls)
         obj._setup(Responses(_frozen(it), _frozen(an), _frozen(lab)), n_items, n_annotators, n_repeated=n_repeated,
                    n_pairs=n_pairs, item_ids=item_ids, annotator_ids=annotator_ids, **fields)

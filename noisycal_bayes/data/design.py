@@ -182,7 +182,8 @@ def multiclass_design_problems(data, model: str = "dawid_skene", *,
     """Reasons why the design of ``data`` cannot identify K x K confusion matrices (empty when it can).
 
     Problems: one group (``model="dawid_skene"`` or ``n_groups == 1``) with two annotators, or with no item
-    labelled by three distinct annotators; any model with no item labelled by two annotators. Why: docs/foundations.md, *When K x K confusion matrices are identified*.
+    labelled by three distinct annotators; any model with no item labelled by two annotators. Why:
+    docs/foundations.md, *When K x K confusion matrices are identified*.
 
     Parameters
     ----------

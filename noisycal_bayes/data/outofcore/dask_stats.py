@@ -54,7 +54,8 @@ def stats_from_dask(ddf, *, layout: str = "long", bins=None, item: str = "item",
     Notes
     -----
     Only small per-partition (bin, code) tables reach the driver; duplicate (item, annotator) pairs are found
-    exactly (long layout), duplicate items across partitions are not (wide layout). How: docs/foundations.md, *How the Dask statistics are computed*.
+    exactly (long layout), duplicate items across partitions are not (wide layout). How: docs/foundations.md,
+    *How the Dask statistics are computed*.
 
     Raises
     ------
