@@ -64,8 +64,7 @@ def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, m
         ``bayes_reps`` repetitions of each size
     seed : int; repetition ``r`` of size ``n`` uses ``SeedSequence([seed, n, r])``
     progress_bar : bool, default False
-        A bar over the repetitions of each cell, shown only when stderr is a terminal; the rows are the same
-        either way.
+        A bar over the repetitions of each cell (only in a terminal); the rows are the same either way.
 
     Returns
     -------

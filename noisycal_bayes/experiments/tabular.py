@@ -178,8 +178,7 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
         and data sets and predictors by their place in :data:`DATASETS` / :data:`PREDICTORS`, so a run on
         a subset of data sets, predictors, counts or regimes reproduces the same cells of the full run
     progress_bar : bool, default False
-        A bar over the seeds of each data set, shown only when stderr is a terminal; the rows are the same
-        either way.
+        A bar over the seeds of each data set (only in a terminal); the rows are the same either way.
 
     Returns
     -------

@@ -54,8 +54,7 @@ def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, t
         Repetition ``r`` of cell ``(c, n)`` uses ``numpy`` seed ``(seed, c, n, r)`` for the data and the
         split / folds.
     progress_bar : bool, default False
-        A bar over the repetitions of each cell, shown only when stderr is a terminal; the rows are the same
-        either way.
+        A bar over the repetitions of each cell (only in a terminal); the rows are the same either way.
 
     Returns
     -------

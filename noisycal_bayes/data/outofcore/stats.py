@@ -99,7 +99,8 @@ class SufficientStats:
             raise ValueError(f"K-class `patterns` hold class indices 0..{k - 1} (-1 = missing); rows "
                              f"{_preview(bad)} hold {_preview(np.unique(p[bad][(p[bad] < -1) | (p[bad] >= k)]))}.")
         if self.edges is not None or self.score_sum is not None or self.row_score_sum is not None:
-            raise ValueError("K-class statistics count items per group label: they hold no score `edges` or score sums.")
+            raise ValueError("K-class statistics count items per group label: they hold no score `edges` or score "
+                             "sums.")
         n_groups = 1 if self.n_groups is None else int(self.n_groups)
         g = np.asarray(self.group)
         if n_groups < 1 or (g.size and (g.min() < 0 or g.max() >= n_groups)):
@@ -240,20 +241,13 @@ class SufficientStats:
         relative; both or neither must hold row moments)."""
         if not isinstance(other, SufficientStats):
             return False
-        if self.annotator_ids != other.annotator_ids or self.n_items != other.n_items:
+        sizes = ("annotator_ids", "n_items", "classes", "n_groups", "n_responses", "has_row_moments")
+        if any(getattr(self, a) != getattr(other, a) for a in sizes):
             return False
-        if self.classes != other.classes or self.n_groups != other.n_groups:
-            return False
-        if self.n_responses != other.n_responses or (self.edges is None) != (other.edges is None):
-            return False
-        if self.edges is not None and not np.array_equal(self.edges, other.edges):
-            return False
-        if (self.score_sum is None) != (other.score_sum is None):
-            return False
-        if self.score_sum is not None and not np.allclose(self.score_sum, other.score_sum, rtol=1e-9, atol=1e-9):
-            return False
-        if self.has_row_moments != other.has_row_moments:
-            return False
+        for a, b, same in ((self.edges, other.edges, np.array_equal),  # edges first: then score_sum's shapes agree
+                           (self.score_sum, other.score_sum, lambda x, y: np.allclose(x, y, rtol=1e-9, atol=1e-9))):
+            if (a is None) != (b is None) or (a is not None and not same(a, b)):
+                return False
         if self.has_row_moments and self.n_patterns == other.n_patterns and not (
                 np.allclose(self.row_score_sum, other.row_score_sum, rtol=1e-9, atol=1e-9)
                 and np.allclose(self.row_score_sq, other.row_score_sq, rtol=1e-9, atol=1e-9)):
@@ -368,9 +362,10 @@ class SufficientStats:
                                  f"{'binary (0/1)' if p.classes is None else list(p.classes)}; compute every piece "
                                  "with the same `classes=`.")
         for p in pieces[1:]:
-            if (p.edges is None) != (self.edges is None) or (p.edges is not None and not np.array_equal(p.edges, self.edges)):
-                raise ValueError(f"merge: the pieces have different score edges ({None if self.edges is None else self.edges.tolist()} "
-                                 f"vs {None if p.edges is None else p.edges.tolist()}); compute them with the same `bins`.")
+            a, b = (None if e is None else e.tolist() for e in (self.edges, p.edges))
+            if a != b:
+                raise ValueError(f"merge: the pieces have different score edges ({a} vs {b}); compute them with the "
+                                 "same `bins`.")
         ids = self.annotator_ids
         if any(set(p.annotator_ids) != set(ids) for p in pieces):
             ids = tuple(_sorted_ids([a for p in pieces for a in p.annotator_ids]))
