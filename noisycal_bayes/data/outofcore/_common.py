@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..._validation import _preview
+from ..._validation import _preview, check_choice
 from ...core.calibration import score_groups
 from ..binning import Binning
 from ..classes import MISSING, _check_classes, _class_name, _encode
@@ -170,8 +170,7 @@ def _resolve_classes(classes, bins, group):
 
 
 def _check_layout(layout):
-    if layout not in _LAYOUTS:
-        raise ValueError(f"`layout` must be 'long' or 'wide'; got {layout!r}.")
+    check_choice(layout, _LAYOUTS, name="layout")
 
 
 def _check_columns(frame_columns, needed, where="the data"):
