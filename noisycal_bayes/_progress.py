@@ -1,9 +1,5 @@
-"""Progress bars for the package's long loops (issue 19, item 5): one helper, shared by every layer.
-
-A bar is shown only when the caller asks for it (``progress_bar=True``; the library default is quiet) *and*
-the stream it would write to is a terminal, so logs, CI output and captured pipes stay clean. The wrapped
-iterable yields exactly the same items in the same order whether the bar is shown or not: a bar never
-changes a computed value.
+"""Progress bars for the package's long loops: shown only when asked for (``progress_bar=True``) and writing to a
+terminal; a bar never changes a computed value. Details: docs/foundations.md, *noisycal_bayes._progress*.
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Binned calibration error: ECE, SMECE and NC-ECE from per-bin sufficient statistics.
-
-NC-ECE (paper §3): ``sum_k (n_k / n) |mean_{i in B_k} Rtilde_i|`` with corrected residuals
-``Rtilde_i = sum_j W_ij (A_ij - a_j) / delta_j - Z_i``. It needs only, per (bin, missingness mask):
-the item count, the per-annotator label sums and the score sum, so after one pass over the items
-any number of channel draws costs ``O(rows x J)``.
-
-K classes. Top-label ECE: bins on the confidence ``c_i = max_k p_ik``,
-``sum_b (n_b / n) |mean_{i in b} (c_i - t_{i, yhat_i})|`` with ``yhat_i = argmax_k p_ik`` and targets ``t`` (n, K):
-one-hot labels give the plain top-label ECE, the vote distribution the top-label SMECE and corrected vectors
-(:func:`~noisycal_bayes.core.channel.corrected_targets`) the top-label NC-ECE. Class-wise ECE: the binned ECE of
-``p_ik`` against ``t_ik`` for each class, averaged. Both bin with one helper (:func:`_binned`).
+"""Binned calibration error: ECE, SMECE and NC-ECE from per-bin sufficient statistics (paper §3), and the top-label
+and class-wise ECEs of K classes against any targets (one-hot, vote distribution, corrected vectors). Details:
+docs/foundations.md, *noisycal_bayes.core.calibration*.
 """
 from typing import NamedTuple
 
@@ -195,7 +186,7 @@ def ece_from_labels(scores, labels, bin_idx, n_bins: int):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# K classes: score groups, top-label and class-wise ECE (module notes).
+# K classes: score groups, top-label and class-wise ECE (docs/foundations.md).
 
 
 def bin_index(scores, edges) -> np.ndarray:

@@ -1,25 +1,9 @@
-"""Channel algebra: corrected labels ``(A_ij - a_j) / delta_j`` and their per-item combination.
+"""Channel algebra: corrected labels ``(A_ij - a_j) / delta_j`` (paper §3), corrected vectors ``C_j^{-T} e_a`` for K
+classes, and their per-item combination.
 
-Paper: Hanada & Futami, §3 (corrected labels and residuals). Missing responses are ``-1`` in
-``labels`` and drop out of every sum; convex weights are renormalised per item over the annotators
-who labelled it.
-
-Small and negative gaps (crowds, issue 16). ``E[(A_j - a_j) / delta_j | Y] = Y`` holds for any
-``delta_j != 0``: an adversarial annotator (``delta_j < 0``) is used with its sign. Near ``delta_j = 0`` the
-correction's variance ``~ 1 / delta_j^2`` explodes, so the rule of :func:`usable_annotators` decides, once
-for every consumer (corrected labels here, weights in :mod:`~noisycal_bayes.core.weights`), which
-annotators are used at all: an annotator whose gap interval contains 0 gets weight 0, and its corrected
-label is set to 0 instead of being divided by a gap near zero.
-
-K classes. The channel of annotator ``j`` is a row-stochastic confusion matrix ``C_j`` (K x K),
-``C_j[y, a] = P(A_j = a | Y = y)``. With ``e_a`` the one-hot vector of a label, ``E[e_{A_j} | Y = y] = C_j^T e_y``,
-so ``T_j(a) = C_j^{-T} e_a`` (row ``a`` of ``C_j^{-1}``) satisfies ``E[T_j(A_j) | Y] = sum_a C_j[Y, a]
-C_j^{-1}[a, :] = e_Y``: an unbiased estimate of the clean one-hot label from one response
-(:func:`corrected_vectors`). For K = 2, with ``fpr = C[0, 1]``, ``tpr = C[1, 1]``, ``C^{-1} = [[tpr, -fpr],
-[-(1 - tpr), 1 - fpr]] / (tpr - fpr)``, so coordinate 1 of ``T(A)`` is the paper's ``(A - fpr) / (tpr - fpr)``.
-Responses of one item are combined per coordinate with weights ``w[j, k]``
-(:func:`~noisycal_bayes.core.weights.annotator_weights`, :func:`corrected_targets`); an annotator whose ``C_j`` is
-near-singular (:func:`usable_confusions`, the K-class "gap near zero") gets weight 0.
+Missing responses are ``-1`` and drop out of every sum; convex weights are renormalised per item. An annotator whose gap
+interval contains 0 (K classes: a near-singular ``C_j``) gets weight 0 (:func:`usable_annotators`,
+:func:`usable_confusions`). Details: docs/foundations.md, *noisycal_bayes.core.channel*.
 """
 import jax.numpy as jnp
 import numpy as np
@@ -125,7 +109,7 @@ def corrected_vectors(confusion):
     Returns
     -------
     array of shape (n_annotators, K, K)
-        ``E[T[j, A_j, :] | Y] = e_Y`` (module notes). Non-finite rows for a singular ``C_j``: check
+        ``E[T[j, A_j, :] | Y] = e_Y`` (docs/foundations.md). Non-finite rows for a singular ``C_j``: check
         :func:`usable_confusions` first.
 
     Examples

@@ -1,24 +1,8 @@
-"""One EM step of the (grouped) Dawid-Skene model on compressed counts (paper Appendix F.1).
+"""One EM step of the (grouped) Dawid-Skene model on compressed counts (paper Appendix F.1), binary and K-class.
 
-E-step: ``T_r = P(Y = 1 | pattern_r, g_r)``. M-step with optional Beta(alpha, beta) pseudo-counts
-(MAP when a prior is given): ``pi_g = (sum_{r in g} c_r T_r + alpha_pi - 1) / (sum_{r in g} c_r + alpha_pi + beta_pi - 2)``,
-``tpr_j = (sum_r c_r T_r A_rj + alpha - 1) / (sum_r c_r T_r O_rj + alpha + beta - 2)``, ``fpr_j`` the same with
-``1 - T_r``. The flat prior (all ones) gives maximum likelihood.
-
-An EM loop needs the log-likelihood at every iterate too; :func:`e_step` returns it with ``T`` from the
-same pattern terms (``l0``, ``l1`` and one exponential per row), so that a loop evaluating ``m_step``
-then ``e_step`` does the row work once per iteration rather than twice.
-
-K classes (Dawid & Skene 1979; :func:`multiclass_e_step`, :func:`multiclass_m_step`) on (group x pattern) counts:
-``patterns`` (P, J), one label or ``-1`` per annotator, and ``counts`` (G, P). With ``l_gp(y) = log pi_{g, y} +
-L[p, y]`` (:func:`~noisycal_bayes.core.likelihood.multiclass_pattern_loglik`), the log-likelihood is
-``sum_{g,p} c_gp logsumexp_y l_gp(y)`` and the E-step ``T_gp = softmax_y l_gp(y)``; the M-step is that of
-:mod:`~noisycal_bayes.core.sparse` with the pattern counts as item weights. This form suits a few annotators who
-label every item; crowds, repeats and gold labels take the sparse form.
-
-The same E-step in NumPy on a K-class table (:class:`~noisycal_bayes.core.tables.PatternTable` rows or
-:class:`~noisycal_bayes.core.tables.SparseTable` items): :func:`expected_class_counts` (nothing to compile for one
-pass: the NUTS start and its scaling).
+E-step ``T_r = P(Y = 1 | pattern_r, g_r)`` (``softmax_y`` for K classes); M-step with optional Beta (Dirichlet)
+pseudo-counts: MAP with a prior, maximum likelihood with the flat one. Details: docs/foundations.md,
+*noisycal_bayes.core.em*.
 """
 import jax
 import jax.numpy as jnp
@@ -26,6 +10,7 @@ import numpy as np
 
 from .likelihood import (_EPS, _eager_jit, rows_class_log_joint, _one_hot, _row_logs, _xp, multiclass_pattern_loglik, pattern_loglik,
                          posterior_positive)
+from .population import expected_counts
 from .sparse import _normalise_rows
 from .tables import PatternTable
 
@@ -93,7 +78,7 @@ def log_prior(parts, prior):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# K classes (module notes). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
+# K classes (docs/foundations.md). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
 
 
 def multiclass_e_step(patterns, counts, confusion, prevalence):
@@ -164,10 +149,8 @@ def table_counts(table, responses, post, n_annotators, n_groups):
         post, group = np.asarray(table.counts, np.float64)[:, None] * post, np.asarray(table.group)
     else:
         group = np.asarray(table.item_group)
-    cell = ann * k + lab
-    conf = np.stack([np.bincount(cell, post[row, y], minlength=n_annotators * k) for y in range(k)], 1)
     prev = np.stack([np.bincount(group, post[:, y], minlength=n_groups) for y in range(k)], 1)
-    return conf.reshape(n_annotators, k, k).transpose(0, 2, 1), prev          # [j, a, y] -> [j, y, a]
+    return expected_counts(row, ann, lab, post, n_annotators), prev
 
 
 def expected_class_counts(table, confusion, prevalence, n_groups):

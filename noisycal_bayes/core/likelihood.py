@@ -1,16 +1,8 @@
-"""Dawid-Skene log-likelihood with the latent label marginalised analytically.
+"""Dawid-Skene log-likelihood with the latent label marginalised analytically (paper Appendix F.1).
 
-For a response pattern ``A`` in group ``g``: ``log P(A) = logaddexp(log(1 - pi_g) + l0, log pi_g + l1)``
-with ``l0 = sum_j log P(A_j | Y = 0) = sum_j [A_j log a_j + (1 - A_j) log(1 - a_j)]`` over observed
-responses, ``l1`` the same with ``b_j = a_j + delta_j``. Paper: Appendix F.1.
-
-K classes (Dawid & Skene 1979): the channel of annotator ``j`` is a row-stochastic confusion matrix ``C_j``
-(K x K), ``C_j[y, a] = P(A_j = a | Y = y)``, and a pattern's term is ``L[p, y] = sum_{j observed} log C_j[y, A_pj]``
-(:func:`multiclass_pattern_loglik`). The K-class array functions of :mod:`noisycal_bayes.core` run in NumPy
-(float64, nothing to compile) when their inputs are NumPy arrays, and in ``jax.numpy`` when any input is a JAX
-array or a tracer (:func:`_xp`): then they work under ``jit`` and ``vmap``. :func:`class_log_joint` is the K-class
-log joint ``log P(Y = y, A_row)`` of the NumPyro models on a :class:`~noisycal_bayes.core.tables.PatternTable` or
-:class:`~noisycal_bayes.core.tables.SparseTable` (JAX); :func:`rows_class_log_joint` the same on responses in NumPy.
+``log P(A) = logaddexp(log(1 - pi_g) + l0, log pi_g + l1)``; K classes (Dawid & Skene 1979):
+``L[p, y] = sum_{j observed} log C_j[y, A_pj]``. The K-class array functions run in NumPy on NumPy input and in
+``jax.numpy`` on JAX arrays or tracers (:func:`_xp`). Details: docs/foundations.md, *noisycal_bayes.core.likelihood*.
 """
 from functools import partial, wraps
 
@@ -146,7 +138,7 @@ def posterior_positive(patterns, group, fpr, tpr, prevalence):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# K classes: the same formulas in NumPy or jax.numpy (module notes).
+# K classes: the same formulas in NumPy or jax.numpy (docs/foundations.md).
 
 
 def _is_traced(x) -> bool:

@@ -1,22 +1,8 @@
 """A population of confusion rows: Dirichlet-multinomial fit and the M-step with population pseudo-counts.
 
-Partially pooled Dawid-Skene (Bayesian Dawid-Skene with population priors, as in IBCC, Kim & Ghahramani 2012):
-each annotator's row ``C[j, y, :] ~ Dirichlet(s_y m_y)`` with a population mean row ``m_y`` (a point of the
-simplex) and a concentration ``s_y > 0`` shared by the crowd. Given expected counts ``n[j, y, a] = sum_{r: j_r = j,
-A_r = a} w T_{i_r}(y)`` (the E-step's posteriors summed over annotator ``j``'s responses):
-
-- :func:`fit_dirichlet_multinomial` fits ``alpha_y = s_y m_y`` by type-II maximum likelihood of the
-  Dirichlet-multinomial ``sum_j log DirMult(n[j, y, :] | alpha_y)`` (Minka 2000, fixed point
-  ``alpha_k <- alpha_k sum_j [psi(n_jk + alpha_k) - psi(alpha_k)] / sum_j [psi(N_j + alpha_0) - psi(alpha_0)]``,
-  fractional counts allowed; annotators with ``N_j = 0`` carry no information and drop out of the sums);
-- :func:`population_m_step` returns each annotator's posterior-mean row ``(n[j, y, :] + s_y m_y) / (N_jy + s_y)``:
-  every cell positive, and exactly the population mean ``m_y`` for an annotator with no (expected) label of class
-  ``y``, so no annotator is dropped however few labels it has. The posterior mean (not the mode
-  ``(n + alpha - 1) / (N + alpha_0 - K)``) is used because the mode is negative wherever ``alpha_k < 1``, which the
-  fitted population often has for the off-diagonal cells, and because it is the predictive probability of the
-  annotator's next label, the quantity the E-step multiplies.
-
-NumPy (float64) throughout; ``scipy.special`` for digamma and log-gamma.
+Partially pooled Dawid-Skene (IBCC-like, Kim & Ghahramani 2012): ``C[j, y, :] ~ Dirichlet(s_y m_y)``; the population is
+fitted by type-II maximum likelihood (Minka 2000) and each annotator gets its posterior-mean row. NumPy (float64).
+Details: docs/foundations.md, *noisycal_bayes.core.population*.
 """
 from __future__ import annotations
 
@@ -56,17 +42,13 @@ def dirichlet_multinomial_loglik(counts, alpha) -> float:
 def fit_dirichlet_multinomial(counts, init=None, *, max_iter: int = 200, tol: float = 1e-7, power: float = 0.0):
     """Type-II maximum-likelihood (or MAP) Dirichlet-multinomial ``alpha`` (K,) for count rows ``counts`` (J, K).
 
-    ``power > 0`` adds the hyperprior ``p(alpha) ∝ alpha_0^(-power)`` on the concentration (``power = 5/2``:
-    the weak prior of Gelman et al., BDA3 section 5.3, for the beta-binomial): a crowd whose annotators each give a
-    few labels barely identifies the spread, and the likelihood alone then often runs ``alpha_0`` to ``S_MAX``
-    (full pooling: every annotator at the population mean). The fixed point takes ``power / alpha_0`` into its
-    denominator (the gradient's extra term).
+    ``power > 0`` adds the hyperprior ``p(alpha) ∝ alpha_0^(-power)`` (``power = 5/2``: Gelman et al., BDA3
+    §5.3), which keeps a crowd of few labels per annotator from running ``alpha_0`` to ``S_MAX`` (full pooling).
 
-    Returns ``(m, s)``: the mean row ``m = alpha / alpha_0`` and concentration ``s = alpha_0``. ``init`` is a
-    previous ``alpha`` (the EM's warm start); without it, the moment start ``m`` = pooled frequencies, ``s = K``.
-    Minka's fixed point (module docstring) increases the likelihood at every step; ``alpha`` is clipped to
-    ``[ALPHA_MIN, S_MAX]`` and its total to ``S_MAX``. Rows without counts are ignored; with no counts at all the
-    uniform row with ``s = K`` is returned.
+    Returns ``(m, s)``: the mean row ``m = alpha / alpha_0`` and concentration ``s = alpha_0``. ``init``: a previous
+    ``alpha`` (warm start); default ``m`` = pooled frequencies, ``s = K``. Minka's fixed point (docs/foundations.md),
+    ``alpha`` clipped to ``[ALPHA_MIN, S_MAX]`` (total at most ``S_MAX``); rows without counts are ignored, and
+    without any count the uniform row with ``s = K`` is returned.
     """
     n = np.asarray(counts, np.float64)
     K = n.shape[1]

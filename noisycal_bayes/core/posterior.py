@@ -1,12 +1,6 @@
-"""``P(Y = 1 | responses)`` at every draw of the channel parameters: the E-step of the paper's EM (Appendix F.1)
-evaluated for a batch of posterior draws (or bootstrap replicates) in one compiled call.
-
-For draw ``s`` and row ``r`` (a response pattern ``A_r``, with its group ``g_r`` or its own prior):
-
-``P(Y = 1 | A_r, theta_s) = sigmoid(log pi + l1 - log(1 - pi) - l0)``, ``l0, l1`` from
-:func:`~noisycal_bayes.core.likelihood.pattern_loglik`, ``pi = prevalence_s[g_r]`` (grouped models),
-``prevalence_s[r]`` (a per-row prior, ``group=None``), or, given ``prior_logit``, the prior log-odds
-``log pi - log(1 - pi)`` directly (Platt curves: ``slope * logit(score) + intercept``, no clipping needed).
+"""``P(Y = 1 | responses)`` at every draw of the channel parameters: the E-step of the paper's EM (Appendix F.1) for
+a batch of posterior draws (or bootstrap replicates) in one compiled call. Details: docs/foundations.md,
+*noisycal_bayes.core.posterior*.
 """
 import jax
 

@@ -1,30 +1,11 @@
-"""The (grouped) Dawid-Skene likelihood and EM step on sparse responses: segment sums over (item, annotator,
-label) triples, never a dense items x annotators array.
+"""The (grouped) Dawid-Skene likelihood and EM step on sparse responses: segment sums over (item, annotator, label)
+triples, never a dense items x annotators array (the path of real crowds).
 
-This is the path for many annotators who each label few items (real crowds), where pattern compression
-(:mod:`~noisycal_bayes.core.em`) does not pay: every distinct row of the dense matrix is its own pattern.
-Each response ``r`` is a triple ``(i_r, j_r, A_r)``; an annotator may label an item more than once, each
-response conditionally independent of the others given the clean label ``Y_i``.
-
-With ``l1_i = sum_{r: i_r = i} [A_r log tpr_j + (1 - A_r) log(1 - tpr_j)]`` and ``l0_i`` the same with fpr,
-``a_i = log(1 - pi_{g_i}) + l0_i``, ``b_i = log pi_{g_i} + l1_i``:
-
-- log-likelihood ``sum_i w_i logsumexp(a_i, b_i)`` and E-step ``T_i = sigmoid(b_i - a_i)``;
-- items with a known clean label (``gold_i`` in {0, 1}) contribute ``log P(Y_i = gold_i, A_i)`` and have
-  ``T_i = gold_i``: an observed latent label;
-- M-step (Beta pseudo-counts as in :func:`noisycal_bayes.core.em.m_step`):
-  ``tpr_j = (sum_{r: j_r = j} w T A + alpha - 1) / (sum_{r: j_r = j} w T + alpha + beta - 2)``, fpr with
-  ``1 - T``, ``pi_g = (sum_{i in g} w_i T_i + alpha - 1) / (sum_{i in g} w_i + alpha + beta - 2)``.
-
-``w_i`` are item weights (1 by default; a Bayesian bootstrap replicate draws them). All functions work under
-``jax.jit`` and ``jax.vmap``; the array arguments are those of :class:`~noisycal_bayes.core.tables.Responses`.
-
-K classes (:func:`sparse_multiclass_e_step`, :func:`sparse_multiclass_m_step`): ``l_i(y) = log pi_{g_i, y} +
-sum_{r: i_r = i} log C_{j_r}[y, A_r]``; log-likelihood ``sum_i w_i logsumexp_y l_i(y)`` and E-step
-``T_i = softmax_y l_i(y)`` (a gold item has ``l_i(y) = -inf`` for ``y != gold_i``); M-step with Dirichlet
-pseudo-counts ``alpha - 1`` (zero for maximum likelihood) ``C_j[y, a] ∝ sum_{r: j_r = j, A_r = a} w T_{i_r}(y) +
-alpha_C[y, a] - 1`` and ``pi_g[y] ∝ sum_{i in g} w_i T_i(y) + alpha_pi[y] - 1``; a row without any (pseudo-)count
-stays uniform (``1 / K``, the K-class :func:`rate_or_half`).
+Binary: ``a_i = log(1 - pi_{g_i}) + l0_i``, ``b_i = log pi_{g_i} + l1_i``; log-likelihood
+``sum_i w_i logsumexp(a_i, b_i)``, E-step ``T_i = sigmoid(b_i - a_i)``, M-step with Beta pseudo-counts; K classes:
+``l_i(y) = log pi_{g_i, y} + sum_{r: i_r = i} log C_{j_r}[y, A_r]`` with Dirichlet pseudo-counts. Gold items are
+observed latent labels. All functions work under ``jax.jit`` and ``jax.vmap``. Details: docs/foundations.md,
+*noisycal_bayes.core.sparse*.
 """
 from __future__ import annotations
 
@@ -137,19 +118,7 @@ def sparse_m_step(responses: Responses, item_group, n_groups: int, n_annotators:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Many starts (or bootstrap replicates) at once: parameters with a trailing batch axis, fewest segment sums.
-#
-# The functions above follow the formulas literally (two item sums in the E-step, four annotator sums in the
-# M-step). An EM loop can do with one sum of each kind, because most of the work does not depend on the
-# iterate:
-# - only the log-odds ``x_i = logit pi_{g_i} + l1_i - l0_i`` needs a per-item sum, of the per-response log
-#   ratio ``A log(tpr/fpr) + (1 - A) log((1 - tpr)/(1 - fpr))``; the rest of the log-likelihood is
-#   ``sum_i w_i l0_i = sum_j [c1_j log fpr_j + c0_j log(1 - fpr_j)]``, with ``c1_j`` (``c0_j``) the weighted
-#   count of annotator ``j``'s labels equal to 1 (0), fixed for the whole loop;
-# - the M-step needs ``sum_{r in j} w T`` and ``sum_{r in j} w T A`` only: the fpr sums are the fixed totals
-#   minus these.
-# On CPU a segment sum is a scatter (serial, ~10 ns per element), so halving their number and laying the batch
-# out as a trailing, contiguous axis (each scatter moves a row of B numbers) is what makes the crowd path fast.
-# The results equal sparse_e_step / sparse_m_step column by column (tests/core/test_sparse_batched.py).
+# (Design notes: docs/foundations.md, *noisycal_bayes.core.sparse*.)
 
 
 class SparseTotals(NamedTuple):
@@ -196,7 +165,7 @@ def _item_terms(x, gold):
 def batched_e_step(responses: Responses, item_group, totals: SparseTotals, fpr, tpr, prevalence, gold=None):
     """``(loglik (B,), T (n_items, B))`` for a batch of parameters ``fpr, tpr`` (J, B), ``prevalence`` (G, B).
 
-    The same numbers as :func:`sparse_e_step` column by column, from one per-item segment sum (module notes):
+    The same numbers as :func:`sparse_e_step` column by column, from one per-item segment sum (docs/foundations.md):
     ``loglik = sum_i w_i [log(1 - pi_{g_i}) + h_i] + sum_j [c1_j log fpr_j + c0_j log(1 - fpr_j)]`` with
     ``h_i = softplus(x_i)`` (``x_i`` for gold 1, 0 for gold 0) and ``T_i = sigmoid(x_i)`` (or the gold label).
     """
@@ -244,21 +213,7 @@ def batched_m_step(responses: Responses, item_group, totals: SparseTotals, n_ann
 
 # ---------------------------------------------------------------------------------------------------------------
 # The EM loop's steps: one gather and one segment sum of each kind per iteration, from response codes.
-#
-# batched_e_step / batched_m_step still gather two per-annotator tables (J, B) row by row and select with the
-# label, multiply by the label, and scatter two columns by annotator. Coding each response as ``k_r = 2 j_r + A_r``
-# (fixed for the loop) removes all of that:
-# - E-step: ``x_i = logit pi_{g_i} + sum_{r in i} W[k_r]`` with ``W`` the interleaved log-ratio table
-#   (``W[2j] = log((1 - tpr_j)/(1 - fpr_j))``, ``W[2j+1] = log(tpr_j/fpr_j)``): one scalar gather per response;
-# - M-step: ``S[k] = sum_{r: k_r = k} w_{i_r} T_{i_r}``, one scatter into 2 J bins (they fit in cache), gives
-#   ``s1_j = S[2j+1]`` and ``n1_j = S[2j] + S[2j+1]``.
-# With a padded (n_items, L) code matrix (:func:`padded_codes`; items with similar numbers of labels) the E-step's
-# item sum is a row sum and the M-step broadcasts ``w T`` along the rows instead of gathering it per response;
-# pad slots carry the code 2 J, whose table entry is 0 and whose bin is dropped. Gathers take ``mode="clip"``
-# (indices are valid by construction; XLA's default gather adds a bounds mask, measured ~2x slower on CPU), and a
-# batch of width B > 1 is gathered as B scalars per response from the flattened table (a row gather of a (J, B)
-# table is several times slower than B scalar gathers). The numbers equal batched_e_step / batched_m_step to
-# rounding (tests/core/test_sparse.py).
+# (Design notes: docs/foundations.md, *noisycal_bayes.core.sparse*.)
 
 
 class CodedResponses(NamedTuple):
@@ -311,7 +266,7 @@ def _take_rows(table, index):
 
 
 def coded_e_step(coded: CodedResponses, item_group, totals: SparseTotals, fpr, tpr, prevalence, gold=None):
-    """:func:`batched_e_step` from response codes (module notes above): ``(loglik (B,), T (n_items, B))``."""
+    """:func:`batched_e_step` from response codes (docs/foundations.md): ``(loglik (B,), T (n_items, B))``."""
     f = jnp.clip(fpr, _EPS, 1 - _EPS)
     t = jnp.clip(tpr, _EPS, 1 - _EPS)
     p = jnp.clip(prevalence, _EPS, 1 - _EPS)
@@ -337,7 +292,7 @@ def coded_e_step(coded: CodedResponses, item_group, totals: SparseTotals, fpr, t
 
 
 def coded_m_step(coded: CodedResponses, item_group, totals: SparseTotals, n_annotators: int, posterior, prior=None):
-    """:func:`batched_m_step` from response codes (module notes above): ``(fpr (J, B), tpr (J, B), prevalence (G, B))``."""
+    """:func:`batched_m_step` from response codes: ``(fpr (J, B), tpr (J, B), prevalence (G, B))``."""
     wt = totals.item_weight * posterior
     n_codes = 2 * n_annotators + 1  # the last bin collects the pad slots and is dropped
     if coded.padded is not None:
@@ -352,17 +307,7 @@ def coded_m_step(coded: CodedResponses, item_group, totals: SparseTotals, n_anno
 
 # ---------------------------------------------------------------------------------------------------------------
 # The sampler's likelihood: one gather per response (and one scatter in the gradient), from logit rates.
-#
-# Each response is coded ``k_r = 2 j_r + A_r``. With per-code tables ``L0[k] = log P(A = a | Y = 0)`` and
-# ``W[k] = log P(A = a | Y = 1) - L0[k]`` (2 J numbers each), ``l0_i = sum_{r in i} L0[k_r]`` and
-# ``l1_i - l0_i = sum_{r in i} W[k_r]``; and ``sum_i l0_i = sum_k n_k L0[k]`` with ``n_k`` the (fixed) number of
-# responses with code k. So the whole log-likelihood needs the per-item sum of one table only:
-# ``sum_k n_k L0[k] + sum_i logaddexp(log(1 - pi_i), log pi_i + x_i)``, ``x_i = sum_{r in i} W[k_r]`` (half the work
-# of :func:`response_loglik`, which gathers and sums two tables). The per-item sum is either a sorted segment
-# sum or, when items carry similar numbers of labels, a gather from a padded (n_items, max labels per item)
-# code matrix summed along its rows: measured 1.5x faster than the segment sum inside NUTS' gradient on CPU
-# (XLA's scatter is serial; the padded sum vectorises), and no larger than twice the responses by construction
-# (:func:`padded_codes` returns None beyond that).
+# (Design notes: docs/foundations.md, *noisycal_bayes.core.sparse*.)
 
 
 def response_codes(annotator, label):
@@ -411,7 +356,7 @@ def code_sums(table, code, item, n_items: int, padded=None):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# K classes (module notes). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
+# K classes (docs/foundations.md). Pseudo-counts ``conf_pc`` (K, K) and ``prev_pc`` (K,) are ``alpha - 1`` (None: ML).
 
 
 def _e_from_logs(lp, counts):
@@ -469,14 +414,7 @@ def sparse_multiclass_m_step(responses, item_group, n_groups: int, n_annotators:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The K-class EM loop's steps, for a batch of S starts at once (the starts a trailing axis, as in coded_e_step).
-#
-# Each response is coded ``k_r = K j_r + A_r`` (fixed for the loop). Per start ``s`` the table
-# ``L[k, y, s] = log C^s_{j}[y, a]`` (J K rows, plus a zero row for the pad code J K) gives the E-step's
-# ``l_i(y) = log pi_{g_i, y} + sum_{r in i} L[k_r, y]``: one gather of K S contiguous numbers per response from a
-# materialised table (the logarithms once per code, not per response) and a row sum over the padded (n_items, L)
-# code matrix (or a sorted segment sum); the M-step's ``N[k, y] = sum_{r: k_r = k} w T_{i_r}(y)`` is one scatter of
-# K S numbers per response into J K + 1 bins (the last, the pad code's, dropped). The numbers equal
-# sparse_multiclass_e_step / sparse_multiclass_m_step start by start, to rounding (tests/core/test_sparse.py).
+# (Design notes: docs/foundations.md, *noisycal_bayes.core.sparse*.)
 
 
 def class_codes(annotator, label, n_classes: int):
@@ -502,7 +440,7 @@ def coded_class_e_step(coded: CodedResponses, item_group, confusion, prevalence,
 
 def coded_class_log_joint(coded: CodedResponses, item_group, log_confusion, log_prevalence, gold=None):
     """``log P(Y_i = y, A_i)`` for S parameter sets, shape (n_items, K, S) (``-inf`` off a gold label), from the logs
-    ``log_confusion`` (S, J, K, K) and ``log_prevalence`` (S, G, K): the E-step's log-joint (module notes above), also
+    ``log_confusion`` (S, J, K, K) and ``log_prevalence`` (S, G, K): the E-step's log-joint (docs/foundations.md), also
     the likelihood of the K-class sampler on responses (:func:`noisycal_bayes.models.ibcc.ibcc_multiclass`)."""
     S, J, K, _ = log_confusion.shape
     table = jnp.transpose(log_confusion, (1, 3, 2, 0)).reshape(J * K, K * S)       # row (j, a), column (y, s)
@@ -523,7 +461,7 @@ def coded_class_log_joint(coded: CodedResponses, item_group, log_confusion, log_
 
 def coded_class_counts(coded: CodedResponses, n_annotators: int, posterior, item_weight=None, by_code=None):
     """Expected counts for S starts from ``T = posterior`` (n_items, K, S): ``N[s, j, y, a] = sum_{r: j_r = j, A_r = a}
-    w T_{i_r}(y)`` (S, J, K, K) and the weighted posteriors ``w T`` (n_items, K S) (one scatter, module notes).
+    w T_{i_r}(y)`` (S, J, K, K) and the weighted posteriors ``w T`` (n_items, K S) (one scatter; docs/foundations.md).
     ``by_code``: ``(item, code)`` of the responses sorted by code, or None; the scatter then takes sorted indices
     and skips the padded layout's pad slots (measured 4x faster on cf's shape, the same on adult's)."""
     n_items, K, S = posterior.shape

@@ -1,28 +1,15 @@
 """Annotator weight rules (paper §4.4 and Appendix F.4): the one place the inverse-variance recipe lives.
 
-IV: ``sigma_j^2 = [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)] / delta_j^2`` with ``b_j = a_j + delta_j``
-(:func:`annotator_noise_variance`), ``w_j ∝ 1 / max(sigma_j^2, floor)``; ``mu`` clipped to [1e-4, 1 - 1e-4].
-Equal ``∝ 1``, Gap ``∝ delta_j``, Squared-gap ``∝ delta_j^2``. Weights are convex over the annotators and are
-renormalised per item over the annotators who labelled it where they are used
-(:func:`~noisycal_bayes.core.channel.combine_item_weights`). IV needs ``mu``, the clean-label frequency, which
-:func:`weights_for_labels` estimates by the equally weighted mean corrected label of the items.
-
-Small and negative gaps (issue 16): every rule multiplies by the mask of
-:func:`~noisycal_bayes.core.channel.usable_annotators` (weight 0 where the gap's interval contains 0), the
-Gap rule uses ``|delta_j|`` (an adversarial annotator's corrected label is unbiased and informative), and IV
-is ``delta_j^2 / [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)]``, which never divides by the gap.
-
-K classes (:func:`annotator_weights`): the same inverse-variance rule per coordinate ``k`` of the corrected
-vectors, ``w[j, k] ∝ 1 / max(v[j, k], floor)`` with ``v[j, k]`` the variance of annotator ``j``'s error (its
-Notes); at K = 2, coordinate 1 is the binary ``sigma_j^2``. The clip of the prevalence and the variance floor are
-the binary ones (``MU_CLIP``, ``VARIANCE_FLOOR``). ``gap`` and ``squared_gap`` have no K-class analogue.
+IV ``w_j ∝ delta_j^2 / [mu b_j (1 - b_j) + (1 - mu) a_j (1 - a_j)]`` (``b_j = a_j + delta_j``), Equal, Gap
+``∝ |delta_j|``, Squared-gap ``∝ delta_j^2``; every rule gives weight 0 where the gap's interval contains 0. K classes:
+the IV rule per coordinate of the corrected vectors. Details: docs/foundations.md, *noisycal_bayes.core.weights*.
 """
 import warnings
 
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import WEIGHT_RULES, _preview  # the rule names live with the check that accepts them
+from .._validation import WEIGHT_RULES, _preview, check_choice  # the rule names live with the check that accepts them
 from ..warnings import SmallGapWarning
 from .channel import item_corrected_label, usable_annotators, usable_confusions
 from .likelihood import _eager_jit  # one fused program per shape on concrete inputs; traced as before otherwise
@@ -152,19 +139,9 @@ def annotator_weights(confusion, prevalence_overall, *, rule: str = "iv", usable
 
     Notes
     -----
-    Derivation of the IV weight. Let ``Y ~ pi``, ``A_j | Y ~ C_j[Y, :]`` and ``t_a = T[j, a, k]`` (row ``a`` of
-    ``C_j^{-1}``, coordinate ``k``); the marginal label frequencies are ``q_a = sum_y pi_y C_j[y, a]``.
-
-    - ``E[t_A | Y = y] = 1[y = k]`` (unbiasedness), hence ``E[t_A] = pi_k``;
-    - ``E[t_A^2] = sum_a q_a t_a^2``, so ``Var(t_A) = sum_a q_a t_a^2 - pi_k^2``;
-    - the error ``t_A - 1[Y = k]`` has mean 0 and variance ``v[j, k] = E[t_A^2] - 2 E[t_A 1[Y = k]] + pi_k =
-      sum_a q_a t_a^2 - pi_k`` (using ``E[t_A 1[Y = k]] = pi_k E[t_A | Y = k] = pi_k``), and
-      ``Var(t_A) = v[j, k] + pi_k (1 - pi_k)`` (the error is uncorrelated with ``1[Y = k]``).
-
-    The responses of one item share its clean label, so the part ``pi_k (1 - pi_k)`` is common to all annotators
-    and the errors are independent given ``Y``: the inverse-variance combination weighs by ``1 / v[j, k]``, the
-    variance of annotator ``j``'s error (floored at 1e-8). For K = 2 and ``k = 1``, ``v = [pi tpr (1 - tpr) +
-    (1 - pi) fpr (1 - fpr)] / (tpr - fpr)^2``, the binary IV variance (:mod:`~noisycal_bayes.core.weights`).
+    ``v[j, k] = sum_a q_a T[j, a, k]^2 - pi_k`` with ``q_a = sum_y pi_y C_j[y, a]``: the variance of annotator
+    ``j``'s error on coordinate ``k`` (floored at 1e-8); for K = 2, ``k = 1`` the binary IV variance. Derivation:
+    docs/foundations.md, *The K-class IV weight: derivation*.
 
     Examples
     --------
@@ -173,8 +150,7 @@ def annotator_weights(confusion, prevalence_overall, *, rule: str = "iv", usable
     >>> bool(w[0, 1] > w[1, 1]) and np.allclose(w.sum(axis=0), 1)
     True
     """
-    if rule not in ("iv", "equal"):
-        raise ValueError(f"`rule` must be 'iv' or 'equal'; got {rule!r}.")
+    check_choice(rule, ("iv", "equal"), name="rule")
     xp = _xp(confusion, prevalence_overall, usable)
     c = xp.asarray(confusion)
     if c.ndim < 3 or c.shape[-1] != c.shape[-2]:

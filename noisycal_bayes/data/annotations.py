@@ -1,16 +1,9 @@
 """`AnnotationSet`: the validated, immutable container for noisy labels and the classifier's output.
 
-Labels are stored sparse, as (item, annotator, label) triples (:class:`~noisycal_bayes.core.tables.Responses`),
-so that a crowd of a million items and ten thousand annotators costs memory in proportion to its responses;
-the dense items x annotators matrix :attr:`AnnotationSet.labels` is built only when asked for, and cached.
-
-One container for any number of classes (DESIGN §8, "K classes"): a label is a class index ``k`` in
-``0 .. K - 1`` standing for ``classes[k]`` (:mod:`~noisycal_bayes.data.classes`). :class:`AnnotationSet` holds
-binary data, the classes ``(0, 1)`` with a score ``Z_i = P(Y = 1)`` per item (its :attr:`~AnnotationSet.probs`
-view is ``[1 - Z_i, Z_i]``); its subclass :class:`MulticlassAnnotationSet` holds K named classes and a
-probability matrix ``probs`` of shape (n_items, K). Probability rows must be finite, non-negative and sum to 1
-within :data:`PROBS_TOL`; rows within the tolerance are renormalised, rows beyond it are an error naming the
-items. Both share the storage, repeat handling, ids, subsets, summaries and validation.
+Labels are stored sparse, as (item, annotator, label) triples; the dense matrix is built on demand. Binary data has
+scores ``Z_i = P(Y = 1)``; the subclass :class:`MulticlassAnnotationSet` holds K named classes and ``probs`` (n_items,
+K), rows summing to 1 within :data:`PROBS_TOL` (renormalised). Details: docs/foundations.md,
+*noisycal_bayes.data.annotations*.
 """
 from __future__ import annotations
 
@@ -31,6 +24,22 @@ from ._inputs import (_align_probs, _align_scores, _check_gold, _check_long, _ch
 
 #: What to do when an annotator labels the same item more than once (see :meth:`AnnotationSet.from_responses`).
 REPEATED = ("keep", "first", "error")
+
+
+def _require_labelled(labelled_items, labelled_annotators, item_ids, annotator_ids, *, positions: bool = False):
+    """``ValueError`` naming the items (annotators) without a response; ``positions``: built from positions, whose
+    ``n_items`` / ``n_annotators`` the message may suggest lowering."""
+    for what, ok, ids in (("items", labelled_items, item_ids), ("annotators", labelled_annotators, annotator_ids)):
+        if not ok.all():
+            named = _preview(np.asarray(ids, dtype=object)[~ok])
+            lower = f" (or lower `n_{what}`)" if positions else ""
+            if what == "items":
+                raise ValueError(f"items {named} have no label from any annotator. Drop them{lower} before building "
+                                 "the AnnotationSet.")
+            raise ValueError(f"annotators {named} did not label any item. Drop them{lower}, or check the annotator "
+                             "column.")
+
+
 class AnnotationSet:
     """Binary labels from several annotators, and optionally a classifier score per item.
 
@@ -39,11 +48,9 @@ class AnnotationSet:
     :meth:`from_cleanlab`. The constructor ``AnnotationSet(labels, scores, item_ids, annotator_ids[, gold])``
     takes a dense matrix. The set is immutable.
 
-    The labels are stored as responses, one (item, annotator, label) triple each (:attr:`responses`). An
-    annotator may label the same item more than once (``repeated="keep"``, the default of the constructors
-    that read long data): each such label is a response of its own, **conditionally independent of the
-    others given the item's clean label** ``Y_i``, so it enters the likelihood as one more factor
-    ``P(A | Y_i)``, and it counts as one more vote in :meth:`majority_vote` and :meth:`vote_fraction`.
+    The labels are stored as (item, annotator, label) triples (:attr:`responses`). A repeated label of one
+    annotator on one item (``repeated="keep"``) is a response of its own, **conditionally independent of the
+    others given the clean label** ``Y_i``: one more likelihood factor ``P(A | Y_i)`` and one more vote.
 
     Attributes
     ----------
@@ -95,18 +102,7 @@ class AnnotationSet:
         if len(item_ids) != n or len(annotator_ids) != j:
             raise ValueError("`item_ids` / `annotator_ids` do not match the shape of `labels`.")
         observed = labels != MISSING
-        empty_items = ~observed.any(axis=1)
-        if empty_items.any():
-            raise ValueError(
-                f"items {_preview(np.asarray(item_ids, dtype=object)[empty_items])} have no label from any "
-                "annotator. Drop them before building the AnnotationSet."
-            )
-        empty_ann = ~observed.any(axis=0)
-        if empty_ann.any():
-            raise ValueError(
-                f"annotators {_preview(np.asarray(annotator_ids, dtype=object)[empty_ann])} did not label any "
-                "item. Drop them, or check the annotator column."
-            )
+        _require_labelled(observed.any(axis=1), observed.any(axis=0), item_ids, annotator_ids)
         _check_unique_ids(item_ids, "item_ids")
         _check_unique_ids(annotator_ids, "annotator_ids")
         dense = _readonly(labels.astype(np.int8))
@@ -261,16 +257,9 @@ class AnnotationSet:
             an = (key % n_annotators).astype(np.int32)
             lab = np.asarray(label)[order].astype(cls._LABEL_DTYPE, copy=False)
             del key, order
-        for what, codes, n, ids in (("items", it, n_items, item_ids), ("annotators", an, n_annotators, annotator_ids)):
-            # After the sort: counting sorted item positions is cache friendly.
-            empty = np.bincount(codes, minlength=n) == 0
-            if empty.any():
-                named = _preview(np.asarray(ids, dtype=object)[empty])
-                if what == "items":
-                    raise ValueError(f"items {named} have no label from any annotator. Drop them (or lower "
-                                     "`n_items`) before building the AnnotationSet.")
-                raise ValueError(f"annotators {named} did not label any item. Drop them (or lower `n_annotators`), "
-                                 "or check the annotator column.")
+        # After the sort: counting sorted item positions is cache friendly.
+        _require_labelled(np.bincount(it, minlength=n_items) > 0, np.bincount(an, minlength=n_annotators) > 0,
+                          item_ids, annotator_ids, positions=True)
         obj = cls.__new__(cls)
         obj._setup(Responses(_frozen(it), _frozen(an), _frozen(lab)), n_items, n_annotators, n_repeated=n_repeated,
                    n_pairs=n_pairs, item_ids=item_ids, annotator_ids=annotator_ids, **fields)
@@ -318,15 +307,10 @@ class AnnotationSet:
         raw = frame[label].to_numpy()
         try:
             lab = pd.to_numeric(frame[label], errors="raise").to_numpy(dtype=np.float64)
+            bad = (lab != 0) & (lab != 1)
         except (TypeError, ValueError):
-            bad = ~frame[label].astype(str).isin(["0", "1", "0.0", "1.0", "True", "False"]).to_numpy()
-            raise ValueError(
-                f"`{label}` must be 0 or 1; got {_preview(pd.unique(raw[bad])[:5])} at rows "
-                f"{_preview(np.asarray(annotations.index)[bad])}. Map your classes to 0/1 first. "
-                f"Those rows are {item} {_preview(pd.unique(frame[item].to_numpy()[bad]))}."
-            ) from None
-        bad = (lab != 0) & (lab != 1)
-        if bad.any():
+            lab, bad = None, ~frame[label].astype(str).isin(["0", "1", "0.0", "1.0", "True", "False"]).to_numpy()
+        if lab is None or bad.any():
             raise ValueError(
                 f"`{label}` must be 0 or 1; got {_preview(pd.unique(raw[bad])[:5])} at rows "
                 f"{_preview(np.asarray(annotations.index)[bad])}. Map your classes to 0/1 first. "
@@ -574,8 +558,7 @@ class AnnotationSet:
 
         Every response is a vote: an annotator who labelled an item twice votes twice.
         """
-        if ties not in ("positive", "negative"):
-            raise ValueError(f"`ties` must be 'positive' or 'negative'; got {ties!r}.")
+        check_choice(ties, ("positive", "negative"), name="ties")
         pos = self._positives()
         n = self.labels_per_item()
         maj = (2 * pos > n).astype(np.int8)
@@ -635,15 +618,12 @@ class AnnotationSet:
 class MulticlassAnnotationSet(AnnotationSet):
     """Labels in K classes from several annotators, and optionally the classifier's class probabilities.
 
-    Build it with :meth:`from_long`, :meth:`from_wide`, :meth:`from_cleanlab`, :meth:`from_crowdkit`, from
-    integer arrays with :meth:`from_responses`, or from CSV files with
-    :func:`~noisycal_bayes.data.load_multiclass`. The set is immutable. It is an :class:`AnnotationSet` whose
-    labels are class indices of K named classes and whose classifier output is the probability matrix
-    ``probs`` (``scores`` is None): the storage, repeats, ids, :meth:`subset`, :meth:`summary` and
-    :meth:`to_long` are the binary set's. An annotator may label an item more than once: each label is a
-    response of its own, conditionally independent of the others given the item's clean label. Functions
-    for binary data only refuse this set, whatever its number of classes, with one message naming their
-    K-class alternative (``docs/multiclass.md``, "Binary-only features").
+    Build it with :meth:`from_long`, :meth:`from_wide`, :meth:`from_cleanlab`, :meth:`from_crowdkit`,
+    :meth:`from_responses` or :func:`~noisycal_bayes.data.load_multiclass`; immutable. An :class:`AnnotationSet`
+    whose labels are class indices of K named classes and whose classifier output is ``probs`` (``scores`` is
+    None); storage, repeats, ids, :meth:`subset`, :meth:`summary` and :meth:`to_long` are the binary set's.
+    Binary-only functions refuse it, naming their K-class alternative (``docs/multiclass.md``, "Binary-only
+    features").
 
     Its ``responses`` are ``item`` (int32), ``annotator`` (int32) and ``label`` (int16 class index in
     ``0 .. K - 1``), each of shape (n_responses,), sorted by item then annotator (repeats of a pair in input

@@ -1,14 +1,8 @@
 """Score partitions: evaluation bins and score groups.
 
-A :class:`Binning` describes *how* to cut [0, 1]; :meth:`Binning.edges_for` turns it into edges for
-given scores. Bins are half-open ``[e_k, e_{k+1})`` except the last, which includes 1.
-
-``bins=`` (evaluation bins) and ``groups=`` (score groups that identify the channels) take the same
-inputs with the same meaning: a :class:`Binning`, or an int ``k`` meaning ``Binning.equal_width(k)``.
-The default score groups are ``Binning.equal_mass(5)`` (:data:`DEFAULT_GROUPS`): equal-mass groups keep
-every group populated when the scores are skewed. In noisycal_bayes <= 0.1 an int for ``groups``
-meant equal-mass groups; an int there now warns (:class:`~noisycal_bayes.warnings.GroupsMeaningWarning`) so
-that the change is never silent.
+A :class:`Binning` describes how to cut [0, 1]; bins are half-open ``[e_k, e_{k+1})`` except the last. ``bins=`` and
+``groups=`` take the same inputs (an int ``k`` means ``Binning.equal_width(k)``); the default score groups are
+:data:`DEFAULT_GROUPS`. Details: docs/foundations.md, *noisycal_bayes.data.binning*.
 """
 from __future__ import annotations
 

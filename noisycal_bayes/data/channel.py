@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import _preview
+from .._validation import _preview, check_choice
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,8 +59,7 @@ class Channel:
             if bad.any():
                 raise ValueError(f"`{name}` must lie in [0, 1]; got {_preview(v[bad])} for annotators "
                                  f"{_preview(np.flatnonzero(bad))}.")
-        if self.orientation not in ("every", "crowd"):
-            raise ValueError(f"`orientation` must be 'every' or 'crowd'; got {self.orientation!r}.")
+        check_choice(self.orientation, ("every", "crowd"), name="orientation")
         bad = tpr <= fpr
         if self.orientation == "every" and bad.any():
             raise ValueError(

@@ -62,24 +62,9 @@ def _check_classes(classes) -> tuple:
 
 
 def _encode(values, classes, *, what: str, where) -> tuple:
-    """Class indices (int16) of ``values`` (no missing entries) and the class tuple.
-
-    Parameters
-    ----------
-    values : array-like of shape (m,)
-        Class names (integers, integral floats or strings).
-    classes : tuple or None
-        Given classes (checked), or None to infer them from ``values``.
-    what : str
-        Name of the input in messages (``"`label`"``).
-    where : callable
-        ``where(mask) -> str`` describing the offending positions, e.g. ``"at rows [3, 9]"``.
-
-    Notes
-    -----
-    ``pd.factorize`` runs once over the values; only the distinct values are converted in Python, so the
-    cost is O(m) whatever the number of classes.
-    """
+    """Class indices (int16) of the class names ``values`` (m,) (none missing) and the class tuple (``classes``, or
+    inferred when None); ``what`` names the input and ``where(mask)`` the offending positions in messages. One
+    ``pd.factorize``; only the distinct values are converted in Python."""
     codes, uniques = pd.factorize(pd.Series(np.asarray(values, dtype=object)))
     uniques = list(uniques)
     names = [_class_name(u) for u in uniques]

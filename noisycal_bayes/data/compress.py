@@ -1,11 +1,6 @@
-"""Sufficient statistics: counts of distinct (group, response pattern) rows, and per-bin sums.
-
-The grouped Dawid-Skene likelihood depends on the data only through these counts, so one O(n J)
-pass here makes every later EM step and NUTS gradient independent of the number of items.
-
-Binary rows (:func:`compress_patterns`) use base-3 keys with the first annotator most significant (the key
-layout of :class:`~noisycal_bayes.data.SufficientStats`, kept exactly); K-class rows (:func:`compress_multiclass`,
-:func:`class_pattern_grid`) use base ``K + 1``.
+"""Sufficient statistics: counts of distinct (group, response pattern) rows, and per-bin sums; binary keys in base 3
+(the layout of :class:`~noisycal_bayes.data.SufficientStats`), K-class keys in base ``K + 1``. Details:
+docs/foundations.md, *noisycal_bayes.data.compress*.
 """
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
-"""Identifiability checks run before (and right after) a channel fit (paper §4, Appendix D).
+"""Identifiability checks run before (and right after) a channel fit (paper §4, Appendix D), binary and K-class.
 
-- One annotator: its labels never identify its channel -> ``ValueError``.
-- Two annotators and the marginal model (or every item in one score group): the joint label distribution
-  arises from a continuum of channels (paper §D.1, e.g. joint probabilities (0.31, 0.19, 0.19, 0.31))
-  -> :class:`IdentifiabilityWarning` and ``identified=False``.
-- No item labelled by two annotators: an affine change of the prevalences leaves the likelihood unchanged
-  -> :class:`IdentifiabilityWarning` and ``identified=False``.
-- Two annotators with score groups (or bins): identified only through differences of the group
-  prevalences (DESIGN §3, closed form needs ``pi_1 != pi_2``); when the estimated prevalences barely
-  differ -> :class:`IdentifiabilityWarning`. With three or more annotators the channels are identified
-  by the third cross-moment without groups (paper §4.3), so no such warning.
-
-K x K confusion matrices (:func:`multiclass_design_problems`, :func:`check_multiclass_design`): one annotator
-never identifies its confusion matrix (an error); two annotators without score groups do not either (the
-joint table ``C_1^T diag(pi) C_2`` has K^2 - 1 free cells for (2K + 1)(K - 1) parameters: a warning); three
-annotators on common items identify the Dawid-Skene model generically (Kruskal's theorem on three-way arrays,
-Kruskal 1977, Linear Algebra Appl. 18; applied to latent class models by Allman, Matias & Rhodes 2009, Ann.
-Statist. 37: Kruskal ranks K + K + K >= 2K + 2 when every confusion matrix is invertible).
+One annotator is an error; two annotators without score groups, or no co-labelled item, give an
+:class:`IdentifiabilityWarning` and ``identified=False``; three annotators on common items identify the model (paper
+§4.3; K classes: Kruskal 1977, Allman, Matias & Rhodes 2009). Details: docs/foundations.md,
+*noisycal_bayes.data.design*.
 """
 from __future__ import annotations
 
@@ -194,20 +181,9 @@ def multiclass_design_problems(data, model: str = "dawid_skene", *,
                                n_groups: int | None = None) -> list:
     """Reasons why the design of ``data`` cannot identify K x K confusion matrices (empty when it can).
 
-    The rule checked (one-group models are ``model="dawid_skene"``, or any model with ``n_groups == 1``):
-
-    - one group and two annotators: the joint label table ``C_1^T diag(pi) C_2`` has K^2 - 1 free cells for
-      (2K + 1)(K - 1) parameters, so a continuum of confusion matrices fits it equally well;
-    - one group and no item labelled by three distinct annotators: pairwise tables ``C_i^T diag(pi) C_j``
-      leave ``C_i`` free up to a rotation of ``diag(pi)^(1/2) C_i``. With three annotators on common items the
-      three-way table identifies every ``C_j`` generically (Kruskal 1977; Allman, Matias & Rhodes 2009, Ann.
-      Statist. 37: Kruskal ranks K + K + K >= 2K + 2 for invertible confusion matrices);
-    - any model, no item labelled by two annotators: one label per item fixes only each annotator's label
-      distribution per group.
-
-    With score groups, two annotators are identified through the groups' different class prevalences
-    (``M_g = C_1^T diag(pi_g) C_2``, so ``M_1 M_2^-1`` has eigenvectors fixed by ``C_1`` when the ratios
-    ``pi_1k / pi_2k`` differ), which a fit can only check afterwards.
+    Problems: one group (``model="dawid_skene"`` or ``n_groups == 1``) with two annotators, or with no item
+    labelled by three distinct annotators; any model with no item labelled by two annotators. Why:
+    docs/foundations.md, *When K x K confusion matrices are identified*.
 
     Parameters
     ----------

@@ -1,11 +1,6 @@
-"""Other tools' formats: crowd-kit's long frame and cleanlab's multi-annotator matrix, for any number of classes.
-
-Neither library is needed. crowd-kit's aggregators (``DawidSkene().fit(df)``, ``MajorityVote`` ...) take a
-DataFrame with one row per response and columns ``task, worker, label``; cleanlab's
-``get_label_quality_multiannotator`` takes an (n_items, n_annotators) matrix of class indices with NaN for
-a missing label and ``pred_probs`` of shape (n_items, K), rows matched by position. The builders here are the
-classmethods :meth:`AnnotationSet.from_crowdkit` / :meth:`AnnotationSet.from_cleanlab` of both kinds of set
-(:class:`AnnotationSet`, :class:`MulticlassAnnotationSet`); the class they are called on picks the kind.
+"""Other tools' formats, for any number of classes: crowd-kit's long frame (``task, worker, label``) and cleanlab's
+multi-annotator matrix with ``pred_probs``; neither library is needed. Details: docs/foundations.md,
+*noisycal_bayes.data.interop*.
 """
 from __future__ import annotations
 
@@ -23,30 +18,21 @@ __all__ = ["from_cleanlab", "from_crowdkit"]
 def from_crowdkit(cls, df: pd.DataFrame, scores=None, *, gold="gold", repeated: str = "keep") -> AnnotationSet:
     """Build ``cls`` from a crowd-kit frame: one row per response, columns ``task``, ``worker``, ``label``.
 
-    ``cls.from_crowdkit(df, ...)`` calls this for :class:`AnnotationSet` (below) and for
-    :class:`MulticlassAnnotationSet`, which reads the labels as class names (as its ``from_long`` does) and
-    takes the class probabilities in place of ``scores``: a DataFrame with a ``task`` column (or indexed by
-    task) and one column per class, or an array aligned with the sorted unique tasks.
-
-    This is the frame crowd-kit's aggregators (``DawidSkene().fit(df)``, ``MajorityVote`` ...) take.
-    As there, other columns are ignored, except a ``score`` column when ``scores`` is None (one value
-    per task) and a ``gold`` column (known clean labels, one value per task, blank where unknown). Labels must be 0/1 (ints, floats, booleans or the strings ``"0"``/``"1"``); the binary
-    case only. Items are the sorted unique tasks, annotators the sorted unique workers.
+    The frame crowd-kit's aggregators (``DawidSkene().fit(df)``, ``MajorityVote`` ...) take; other columns are
+    ignored, except ``score`` (when ``scores`` is None) and ``gold`` (one value per task, blank where unknown).
+    Binary labels are 0/1 (ints, floats, booleans or ``"0"``/``"1"``). Items are the sorted unique tasks,
+    annotators the sorted unique workers. :class:`MulticlassAnnotationSet` reads the labels as class names and
+    takes class probabilities in place of ``scores`` (a DataFrame with ``task`` and one column per class, or an
+    array aligned with the sorted tasks).
 
     Parameters
     ----------
     df : DataFrame of shape (n_responses, >= 3)
         Columns ``task``, ``worker``, ``label``. Each (task, worker) pair at most once.
     scores : Series, dict, DataFrame or array-like of shape (n_tasks,), optional
-        The classifier score of each task, in [0, 1]:
-
-        - a Series indexed by task, or a dict ``{task: score}``;
-        - a DataFrame with columns ``task`` and ``score``;
-        - an array (or list) **aligned with the sorted unique tasks**, i.e. with
-          ``sorted(df["task"].unique())``, which is the order of the returned ``item_ids`` (ids that
-          cannot be sorted together, such as a mix of ints and strings, keep their order of first
-          appearance: pass a Series or dict for those).
-
+        The score of each task, in [0, 1]: a Series or dict keyed by task, a DataFrame with columns ``task`` and
+        ``score``, or an array **aligned with** ``sorted(df["task"].unique())`` (the returned ``item_ids``; ids
+        that cannot be sorted together keep their order of first appearance: pass a Series or dict for those).
         Every task needs a score, and every scored task must appear in ``df``.
     gold : str, Series, dict or None
         Known clean labels: the name of a column of ``df`` (default ``"gold"``, used when present), or a
@@ -63,11 +49,9 @@ def from_crowdkit(cls, df: pd.DataFrame, scores=None, *, gold="gold", repeated: 
     Raises
     ------
     ValueError
-        Missing columns (naming crowd-kit's old ``performer`` column if that is what ``df`` has),
-        labels other than 0/1 (naming rows and tasks), repeated (task, worker) pairs with
-        ``repeated="error"`` (naming them), gold labels other than 0/1 or conflicting within a task,
-        tasks without a score, scores for tasks not in ``df``, an array of the wrong length, or
-        scores outside [0, 1].
+        Missing columns (naming crowd-kit's old ``performer`` column), labels other than 0/1, repeated pairs with
+        ``repeated="error"``, bad or conflicting gold labels, tasks without a score or scores of unknown tasks,
+        an array of the wrong length, scores outside [0, 1]; the offending rows, tasks or pairs named.
 
     Examples
     --------
@@ -130,14 +114,12 @@ def from_cleanlab(cls, labels_multiannotator, pred_probs=None) -> AnnotationSet:
     Parameters
     ----------
     labels_multiannotator : DataFrame or array of shape (n_items, n_annotators)
-        One row per example, one column per annotator, NaN where an annotator gave no label: the
-        input of ``cleanlab.multiannotator.get_label_quality_multiannotator``. Labels are class
-        indices 0/1, possibly stored as floats because of the NaN. A DataFrame's index gives the
-        item ids and its columns the annotator ids; an array gives ids 0, 1, ...
+        The input of ``cleanlab.multiannotator.get_label_quality_multiannotator``: one row per example, one
+        column per annotator, class indices 0/1 (floats because of the NaN), NaN where missing. A DataFrame's
+        index and columns give the item and annotator ids; an array gives ids 0, 1, ...
     pred_probs : array or DataFrame of shape (n_items, 2), optional
-        The model's predicted class probabilities, row ``i`` for row ``i`` of
-        ``labels_multiannotator`` (matched by position, as in cleanlab); each row sums to 1. The
-        score of item ``i`` is ``pred_probs[i, 1]``, the probability of class 1.
+        Predicted class probabilities, matched by position as in cleanlab; rows sum to 1. The score of item
+        ``i`` is ``pred_probs[i, 1]``.
 
     Returns
     -------
@@ -147,9 +129,8 @@ def from_cleanlab(cls, labels_multiannotator, pred_probs=None) -> AnnotationSet:
     Raises
     ------
     ValueError
-        Labels other than 0, 1 or NaN (naming the item, annotator and value; labels 2, 3, ... point to
-        :class:`MulticlassAnnotationSet`), rows or columns with no label, ``pred_probs`` of the wrong shape,
-        with more than 2 columns (K classes: the same), with values outside [0, 1] or rows not summing to 1 (naming the items).
+        Labels other than 0, 1 or NaN (naming item, annotator and value; labels 2, 3, ... point to
+        :class:`MulticlassAnnotationSet`), rows or columns with no label, bad ``pred_probs`` (naming the items).
 
     Examples
     --------

@@ -1,24 +1,8 @@
 """CSV loaders with one-line errors, and the bundled demo data.
 
-Two layouts are read:
-
-- **long**: one row per response, columns ``item, annotator, label`` (a missing response is simply an
-  absent row); an optional ``score`` column may carry each item's score;
-- **wide**: an ``item`` column and one column per annotator holding 0, 1 or an empty cell (missing);
-  an optional ``score`` column holds the scores.
-
-crowd-kit's column names are recognised without options: a long file with columns ``task, worker, label``
-(the frame crowd-kit's aggregators take) and a scores file with columns ``task, score`` read as
-``item, annotator, label`` and ``item, score``. (An alias is used only when the column it stands for is
-absent and its name was left at the default.)
-
-Scores may also come from a separate file with columns ``item, score``; known clean labels ("gold") from a
-column of the labels file (``gold="gold"``) or from a separate file with columns ``item, gold``. A long
-file may repeat an (item, annotator) pair: by default every label is kept, each a conditionally independent
-response given the clean label (``repeated="first"`` keeps the first, ``repeated="error"`` refuses). Files may start with a UTF-8
-byte-order mark, contain blank lines, and quote their numbers. Every problem is raised as a
-``ValueError`` whose message is a single line naming the file and, where there is one, the line and
-column, e.g. ``labels.csv, line 7, column 'label': must be 0 or 1; got '2'.``
+Long files (``item, annotator, label``, or crowd-kit's ``task, worker, label``) and wide files (``item`` and one column
+per annotator); scores and gold labels from a column or a separate file. Every problem is a one-line ``ValueError``
+naming the file, line and column. Details: docs/foundations.md, *noisycal_bayes.data.loaders*.
 """
 from __future__ import annotations
 
@@ -223,11 +207,9 @@ def load_annotations_csv(path, scores_path=None, *, layout: str = "auto", item: 
     Raises
     ------
     ValueError
-        A single line naming the file, line and column of the first problem: missing columns, empty
-        file, labels other than 0/1, scores that are not numbers in [0, 1], gold labels other than 0/1
-        (text included) or conflicting for one item, gold for an item not in the annotations, repeated
-        (item, annotator) pairs with ``repeated="error"``, duplicate items, annotated items without a
-        score, scores given twice.
+        A single line naming the file, line and column of the first problem: missing columns, empty file,
+        labels other than 0/1, scores not in [0, 1], bad, conflicting or unknown items' gold labels, repeated
+        pairs with ``repeated="error"``, duplicate items, annotated items without a score, scores given twice.
 
     Examples
     --------
@@ -391,12 +373,10 @@ def load_multiclass(labels_path, probs_path=None, *, classes=None, repeated: str
     Raises
     ------
     ValueError
-        One line naming the file, line, column and value of the first problem: missing columns, empty cells,
-        a label outside ``classes``, a gold label that is not a class or conflicting for one item, a class
-        without a probability column, probability columns that are not classes, probabilities that are not
-        numbers >= 0, rows not summing to 1 (naming the items), annotated items without probabilities,
-        repeated pairs with ``repeated="error"``, and a single annotator (K x K channels need at least two:
-        see :func:`check_multiclass_design`).
+        One line naming the file, line, column and value of the first problem: missing columns or cells, labels
+        outside ``classes``, bad or conflicting gold labels, probability columns that are not the classes, bad
+        probability rows (naming the items), annotated items without probabilities, repeated pairs with
+        ``repeated="error"``, a single annotator (:func:`check_multiclass_design`).
 
     Examples
     --------
@@ -472,9 +452,8 @@ def is_multiclass_labels(labels) -> bool:
     Returns
     -------
     bool
-        True when some label is neither 0 nor 1: more than two classes, or class names other than 0 and 1
-        (say ``cat`` / ``dog``, or 1 / 2), which the binary loader refuses. In wide format the columns
-        ``item``, ``task``, ``score`` and ``gold`` are not labels. Reads the file; writes nothing.
+        True when some label is neither 0 nor 1 (more classes, or names such as ``cat`` / ``dog`` or 1 / 2). In
+        wide format ``item``, ``task``, ``score`` and ``gold`` are not label columns.
 
     Examples
     --------

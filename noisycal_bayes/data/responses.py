@@ -1,13 +1,6 @@
-"""Sparse labels as (item, annotator, label) triples: the representation of real crowds.
-
-:class:`~noisycal_bayes.core.tables.Responses` is what :class:`~noisycal_bayes.data.AnnotationSet` stores and
-what the sparse likelihood (:mod:`noisycal_bayes.core.sparse`) reads. The helpers here are NumPy only and cost
-O(n_responses) (plus one sort when the input is not already in order), so that a set of 10 million responses
-never builds a dense items x annotators array.
-
-An annotator may label the same item more than once ("repeated labels"); the storage keeps every response.
-Each is treated as conditionally independent of the others given the item's clean label, so two labels of
-annotator ``j`` on item ``i`` enter the likelihood as ``P(A_1 | Y_i) P(A_2 | Y_i)``.
+"""Sparse labels as (item, annotator, label) triples: NumPy helpers in O(n_responses) (plus one sort when the input
+is not in order); repeated labels are kept, each conditionally independent given the clean label. Details:
+docs/foundations.md, *noisycal_bayes.data.responses*.
 """
 from __future__ import annotations
 

@@ -1,21 +1,8 @@
 """Real label noise: CIFAR-10N vehicle vs. animal (paper §6.3, Table 3; Appendix G.4).
 
-Data: ``cifar10n_vehicle.csv`` (items = CIFAR-10 training images, ``score`` = out-of-fold P(vehicle) of a
-ResNet-50, ``ann1..ann3`` = the three CIFAR-10N human labels binarised, ``y_ref`` = the original CIFAR-10
-label, used only for evaluation). Labels: CIFAR-10N, Wei et al., ICLR 2022 (UCSC-REAL/cifar-10-100n,
-CC BY-NC 4.0). Scores: cgnorthcutt/confidentlearning-reproduce (MIT).
-
-Protocol. Items are split at random into a fitting half and an evaluation half. On the fitting half the
-channels are estimated by the paper's marginal Dawid-Skene EM (three annotators, responses only, no
-scores and no reference labels), and each recalibration map is fitted twice: *naive*, to the soft vote
-(vote fraction), and *corrected*, to the IV-weighted corrected labels. On the evaluation half every
-score vector (base and recalibrated) is scored by: the reference-label ("oracle") ECE against ``y_ref``,
-the soft-vote ECE (SMECE against the vote fraction), and NC-ECE with the fitting-half channels.
-
-Bayesian layer beside it: the marginal Dawid-Skene posterior by NUTS on the fitting half, propagated to
-each evaluation score vector by :func:`noisycal_bayes.propagate.posterior_nc_ece` (plug-in route with a
-Bayesian bootstrap of the evaluation items; target: population binned ECE). The oracle and soft-vote
-columns get a Bayesian-bootstrap interval (evaluation-sample uncertainty only).
+Labels: CIFAR-10N, Wei et al., ICLR 2022 (CC BY-NC 4.0); scores: cgnorthcutt/confidentlearning-reproduce (MIT). Channels
+by the marginal EM on a fitting half; maps and ECEs on the evaluation half. The protocol: docs/foundations.md,
+*noisycal_bayes.experiments.cifar10n*.
 """
 from __future__ import annotations
 

@@ -1,24 +1,8 @@
 """Gaussian recalibration (paper Appendix G.2, Table 5).
 
-Model (our specification; the paper summary does not give its constants): ``Y ~ Bernoulli(1/2)``,
-``X | Y ~ N(2Y - 1, 1)``, so the clean curve in ``x`` is ``P(Y = 1 | x) = sigmoid(2x)``; the fixed
-predictor outputs ``Z = sigmoid(3x + 0.5)`` (over-confident and shifted), hence
-``m(z) = sigmoid((2/3)(logit z - 0.5))``: inside the Platt family, outside the temperature family. Two
-conditionally independent annotators with class-conditional channels. The total sample is split in
-thirds: channel fitting (reference score-grouped EM, five equal-mass score groups: two annotators are
-identified only through score groups, paper §4.2), recalibration fitting, test.
-
-Fits (paper §5): temperature, Platt, projected histogram (ten equal-width bins), each *corrected*
-(IV-weighted corrected labels under the fitted channels), *naive* (soft vote = vote fraction) and
-*oracle* (the clean labels of the recalibration third); plus the unrecalibrated *base*. Test metrics:
-``L1(m) = mean_i |p(Z_i) - m(Z_i)|`` (distance to the true curve), and the log loss and Brier score
-against the test items' clean labels.
-
-Bayesian layer (``bayes=True``): *bayes* temperature = :class:`~noisycal_bayes.recalibration.posterior.PosteriorTemperature`
-(corrected-loss temperature refitted per NUTS channel draw of the channel third, Bayesian-bootstrap
-weights) and *bayes* histogram = :class:`~noisycal_bayes.recalibration.posterior.PosteriorHistogram`
-(histogram curve model fitted by NUTS on the recalibration third); both evaluated at their posterior mean
-map, plus the share of test items whose 90% band contains ``m(Z_i)``.
+``Y ~ Bernoulli(1/2)``, ``X | Y ~ N(2Y - 1, 1)``, predictor ``Z = sigmoid(3x + 0.5)``, two annotators; temperature,
+Platt and histogram maps fitted corrected, naive and oracle, scored by ``L1(m)``, log loss and Brier score. The model
+and protocol: docs/foundations.md, *noisycal_bayes.experiments.gaussian*.
 """
 from __future__ import annotations
 
@@ -76,12 +60,11 @@ def gaussian_recalibration(*, sizes=SIZES, n_reps: int = 60, fpr=FPR, tpr=TPR, m
     n_reps : repetitions per size, default 60 (the paper's)
     fpr, tpr : channels of the two annotators
     maps : subset of ``("temperature", "platt", "histogram")``
-    bayes, bayes_reps, n_warmup, n_draws, level : the Bayesian rows (module docstring), for the first
+    bayes, bayes_reps, n_warmup, n_draws, level : the Bayesian rows (docs/foundations.md), for the first
         ``bayes_reps`` repetitions of each size
     seed : int; repetition ``r`` of size ``n`` uses ``SeedSequence([seed, n, r])``
     progress_bar : bool, default False
-        A bar over the repetitions of each cell, shown only when stderr is a terminal; the rows are the same
-        either way.
+        A bar over the repetitions of each cell (only in a terminal); the rows are the same either way.
 
     Returns
     -------

@@ -1,24 +1,8 @@
 """The project's real data sets as command-line input: every set of the shared data folder, ready for ``evaluate``.
 
-The shared data folder (``shared/data`` beside a checkout; its README gives each set's source and licence)
-holds CIFAR-10N (binary vehicle vs. animal and 10 classes; Wei et al., ICLR 2022, CC BY-NC 4.0; scores from
-cgnorthcutt/confidentlearning-reproduce, MIT), three gold-labelled binary crowds (``crowd_gold/``: bluebirds,
-Welinder et al., NIPS 2010; rte and temp, Snow et al., EMNLP 2008) and five public sparse crowds with gold,
-two to ten classes (``crowds/``: zencrowd_us, sp, cf, ms from orchidproject/active-crowd-toolkit, Apache-2.0;
-adult from ipeirotis/Get-Another-Label, Apache-2.0).
-
-:func:`shared_data_dir` is the one place that finds the folder: the environment variable
-``NOISYCAL_SHARED_DATA`` if set, else ``../shared/data`` relative to the checkout this package was imported
-from. :func:`write_real_set` writes one set (optionally its first ``n_items`` items) as the files a user
-hands to ``noisycal-bayes evaluate`` and returns the command's arguments.
-
-Crowds come without classifier scores. For them the scores are **synthetic, drawn from gold**: with ``y`` the
-item's gold class (its majority vote where the set has no gold for it, ties to the smallest class), the logits
-of class ``k`` are ``l_k = SEPARATION * 1[k = y] + eps_k`` with ``eps_k ~ N(0, 1)`` independent, and the
-probabilities are ``softmax(l)``; binary sets use ``score = p_1``. The draw is seeded by the set's name, so
-the files are the same on every machine. Such a classifier is over-confident at some scores and
-under-confident at others; its reference-label ECE against gold is known (``reference_ece`` in the spec the
-writer returns), which the matrix reports beside the interval.
+:func:`shared_data_dir` finds the folder (``NOISYCAL_SHARED_DATA``, else ``../shared/data`` beside the checkout);
+:func:`write_real_set` writes one set. Crowds without scores get synthetic scores drawn from gold, seeded by the set's
+name. Details: docs/foundations.md, *noisycal_bayes.experiments.real_data*.
 """
 from __future__ import annotations
 
@@ -32,7 +16,7 @@ import pandas as pd
 
 #: Environment variable naming the shared data folder (the folder holding ``cifar10n_vehicle.csv``).
 SHARED_DATA_ENV = "NOISYCAL_SHARED_DATA"
-#: Logit advantage of the gold class in the synthetic scores of the crowds (module docstring).
+#: Logit advantage of the gold class in the synthetic scores of the crowds (docs/foundations.md).
 SEPARATION = 2.0
 
 #: What to do when the shared data folder is not found (for skip messages and errors).
@@ -105,7 +89,7 @@ def shared_data_path(relpath: str) -> Path | None:
 
 
 def _synthetic_probs(classes: np.ndarray, n_classes: int, seed_name: str) -> np.ndarray:
-    """Synthetic class probabilities of the module docstring, (n, K), from classes (n,)."""
+    """Synthetic class probabilities of docs/foundations.md, (n, K), from classes (n,)."""
     rng = np.random.default_rng(zlib.crc32(seed_name.encode()))
     logits = rng.standard_normal((classes.size, n_classes))
     logits[np.arange(classes.size), classes] += SEPARATION

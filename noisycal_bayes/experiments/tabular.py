@@ -1,35 +1,8 @@
 """Semi-synthetic tabular recalibration (paper §6.2, Table 2; Appendix G.3).
 
-Four real tabular data sets bundled with scikit-learn (no download at run time), made binary; the
-original label is the clean label ``Y``. Protocol per (data set, seed):
-
-1. A stratified random split: ``train`` (fits the predictor on the clean labels), ``fit`` (channel
-   estimation and recalibration fitting, the same items: the paper's sample reuse) and ``test``
-   (evaluation against the clean labels only). Default fractions 0.4 / 0.3 / 0.3.
-2. Each predictor family is trained on ``train``; its scores on ``fit`` and ``test`` are the fixed
-   predictor ``Z``.
-3. For each annotator count ``J`` and noise regime, ``J`` annotators with annotator-specific
-   class-conditional channels (``fpr_j``, ``fnr_j`` drawn uniformly from the regime's ranges, see
-   :data:`REGIMES`) label the ``fit`` items: ``A_ij ~ Bernoulli(fpr_j)`` if ``Y_i = 0`` and
-   ``Bernoulli(1 - fnr_j)`` if ``Y_i = 1``. The labels depend only on ``Y``, so all predictors of a seed
-   see the same annotations.
-4. Channels are estimated by the reference score-grouped ("joint score-bin") EM
-   (:func:`noisycal_bayes.reference.fit_em`, five equal-mass score groups); a cell whose fit fails the
-   EM's checks (no accepted start, a gap below ``min_gap``) is excluded for every method and counted.
-5. Maps (the fitting functions of :mod:`noisycal_bayes.reference.recalibration` that the
-   :mod:`noisycal_bayes.recalibration` estimators wrap): temperature, Platt and the projected histogram (ten
-   equal-width bins), fitted to the IV-weighted corrected labels under the estimated channels
-   (*corrected*), to the vote fraction (*naive*) and to the clean labels of the ``fit`` items
-   (*oracle*); *base* is the predictor without recalibration.
-6. Metric: binned ECE (ten equal-width bins) of each method's test probabilities against the clean
-   test labels.
-
-Aggregation (paper G.3): per data set and method, the mean ECE over the (predictor, J, regime) cells of a
-seed is one *seed-level mean*; the table reports the mean and sample sd of the seed-level means.
-
-Bayesian layer (optional): :class:`~noisycal_bayes.recalibration.PosteriorPlatt` from the Platt
-calibration-curve model fitted by NUTS on the ``fit`` annotations (channels and curve jointly; no EM),
-evaluated at its posterior-mean map, plus the mean width of its pointwise 90% band on the test scores.
+Four scikit-learn data sets, simulated annotators with class-conditional channels (:data:`REGIMES`), channels by the
+reference grouped EM, temperature / Platt / histogram maps fitted corrected, naive and oracle, scored by binned ECE
+against the clean test labels. The protocol step by step: docs/foundations.md, *noisycal_bayes.experiments.tabular*.
 """
 from __future__ import annotations
 
@@ -205,8 +178,7 @@ def tabular_recalibration(*, datasets=tuple(DATASETS), predictors=PREDICTORS, n_
         and data sets and predictors by their place in :data:`DATASETS` / :data:`PREDICTORS`, so a run on
         a subset of data sets, predictors, counts or regimes reproduces the same cells of the full run
     progress_bar : bool, default False
-        A bar over the seeds of each data set, shown only when stderr is a terminal; the rows are the same
-        either way.
+        A bar over the seeds of each data set (only in a terminal); the rows are the same either way.
 
     Returns
     -------

@@ -1,17 +1,6 @@
-"""Toy ECE estimation (paper §6.1, Table 1 and Figure 1; Appendix G.2).
-
-Scores ``Z ~ Uniform(0, 1)``, clean labels ``Y ~ Bernoulli(m(Z))`` with ``m`` one of three curves of
-:data:`noisycal_bayes.simulate.CURVES` (``calibrated``: ``m(z) = z``; ``shifted``: ``min(z + 0.1, 1)``;
-``nonlinear``: ``clip(z + 0.1 sin(2 pi z), 0, 1)``), three conditionally independent annotators with a
-class-conditional channel. NC-ECE on ten equal-width bins with IV weights; channels supplied (known) or
-estimated by the reference score-grouped EM with five equal-mass score groups, used by independent
-split, reuse and 5-fold cross-fitting. Error = estimate minus the population binned ECE of the
-condition; the tables report MAE x 100.
-
-The Bayesian layer (optional, ``bayes=True``): the grouped Dawid-Skene posterior by NUTS (five score
-groups), propagated by :func:`noisycal_bayes.propagate.posterior_nc_ece` (plug-in route: target =
-population binned ECE) -> posterior mean, bias-corrected estimate and whether the 90% interval the
-result says to read covers the population value.
+"""Toy ECE estimation (paper §6.1, Table 1 and Figure 1; Appendix G.2): NC-ECE with known or estimated channels
+against the population binned ECE, on three curves of :data:`noisycal_bayes.simulate.CURVES`. The protocol:
+docs/foundations.md, *noisycal_bayes.experiments.toy*.
 """
 from __future__ import annotations
 
@@ -65,8 +54,7 @@ def toy_ece(*, conditions=CONDITIONS, sizes=SIZES, n_reps: int = 200, fpr=FPR, t
         Repetition ``r`` of cell ``(c, n)`` uses ``numpy`` seed ``(seed, c, n, r)`` for the data and the
         split / folds.
     progress_bar : bool, default False
-        A bar over the repetitions of each cell, shown only when stderr is a terminal; the rows are the same
-        either way.
+        A bar over the repetitions of each cell (only in a terminal); the rows are the same either way.
 
     Returns
     -------

@@ -1,15 +1,6 @@
-"""``NoisyCalibrationDisplay``: the corrected reliability diagram in the style of scikit-learn's ``CalibrationDisplay``.
-
-Like :class:`sklearn.calibration.CalibrationDisplay`, the display is built by a class method
-(:meth:`~NoisyCalibrationDisplay.from_predictions` or :meth:`~NoisyCalibrationDisplay.from_evaluation`), keeps
-the numbers it draws as attributes, and after :meth:`~NoisyCalibrationDisplay.plot` exposes the matplotlib
-objects (``ax_``, ``figure_``, ``line_``, ...). The difference is what is on the y axis: the
-**noise-corrected** frequency of each bin with its ``level`` interval band, drawn beside the naive curve
-of the majority vote (what a plain ``CalibrationDisplay`` of the voted labels would show).
-
-The per-bin numbers are not recomputed here: the corrected frequencies, bands and naive curve come from
-:func:`noisycal_bayes.propagate.posterior_reliability` (``from_predictions``) or from an ``Evaluation``'s
-table, with the naive curve of :func:`noisycal_bayes.plotting.reliability_table` (``from_evaluation``).
+"""``NoisyCalibrationDisplay``: the corrected reliability diagram in the style of scikit-learn's
+``CalibrationDisplay``, with the noise-corrected frequency and its band beside the naive majority-vote curve.
+Details: docs/foundations.md, *noisycal_bayes.plotting.display*.
 """
 from __future__ import annotations
 

@@ -94,13 +94,9 @@ def naive_calibration(data: AnnotationSet, *, bins=10, ties: str = "positive",
     ECE ``sum_k (n_k/n) |mean_{B_k}(y - z)|``; SMECE the same with soft labels ``q_i`` (equal to ECE when
     ``q`` is 0/1). Neither corrects for annotator noise.
 
-    Everything is computed from the responses (:attr:`AnnotationSet.responses`), so repeated (item,
-    annotator) labels are welcome: the majority vote and the vote fractions count every label of an item
-    (:meth:`AnnotationSet.majority_vote`, :meth:`AnnotationSet.vote_fraction`). An annotator's row is over the
-    items they labelled, one term per item, against their own vote fraction on it: their 0/1 label, or the
-    share of positives among their repeated labels of the item (the SMECE of that soft label; as the K-class
-    :func:`naive_multiclass_ece` does). Without repeats this is the ECE
-    on the items the annotator labelled.
+    Repeated labels count as votes (:meth:`AnnotationSet.majority_vote`, :meth:`AnnotationSet.vote_fraction`).
+    An annotator's row is over the items they labelled, one term per item, against their own vote fraction on it
+    (their 0/1 label without repeats; as the K-class :func:`naive_multiclass_ece` does).
 
     Examples
     --------

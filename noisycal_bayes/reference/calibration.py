@@ -1,27 +1,9 @@
 """Calibration error estimates: ECE, SMECE and the noise-corrected ECE (paper §3), for two classes and for K.
 
-Three targets (DESIGN §2): the *sample oracle ECE* (binned ECE with the items' clean labels), the
-*conditional binned ECE* and the *population binned ECE*. With known channels NC-ECE's bin residual
-means are unbiased for the clean bin residual moments; the absolute value adds the usual Jensen bias.
-
-*K classes* (DESIGN §8). Annotator ``j``'s channel is a K x K row-stochastic confusion matrix
-``C_j[y, a] = P(A_j = a | Y = y)``. Row ``a`` of ``C_j^{-1}``, ``T_j[a, :]``, is unbiased for the clean one-hot
-vector: ``E[T_j[A_j, :] | Y] = e_Y`` (the binary ``(A - fpr) / (tpr - fpr)`` is its coordinate 1). Per item,
-coordinate ``k`` of the corrected target combines the item's responses ``r`` with per-coordinate weights,
-``t_ik = sum_r w[j_r, k] T_{j_r}[a_r, k] / sum_r w[j_r, k]`` (repeats count as responses). Then
-
-- top-label NC-ECE (:func:`top_label_nc_ece`): equal-width bins on the confidence ``c_i = max_k p_ik``,
-  ``yhat_i = argmax_k p_ik`` (ties: the lowest class), ``sum_b (n_b / n) |mean_{i in b} (t_{i, yhat_i} - c_i)|``;
-- class-wise NC-ECE (:func:`classwise_nc_ece`): per class ``k`` bins on ``p_ik``,
-  ``ECE_k = sum_b (n_b / n) |mean_{i in b} (t_ik - p_ik)|``, reported per class and as the mean over classes.
-
-With one-hot targets these are the plain top-label / class-wise ECEs, with the vote distribution the
-(top-label) SMECE. IV weights: ``w_jk = 1 / E_Y[Var(T_j[A_j, k] | Y)]`` under ``Y ~ prevalence`` (the noise
-variance of the corrected coordinate; for K = 2 the binary ``sigma_j^2`` of paper §4.4), where the prevalence is
-given, or (``prevalence=None``) the mean equally weighted corrected vector of the items, as the binary IV rule
-estimates ``mu``. Annotators whose confusion is near singular (condition number above ``max_condition``) weigh 0
-and their responses are left out: a corrected vector of a near-singular ``C_j`` would explode. For K = 2 the
-class-wise entry of class 1 is :func:`nc_ece` of the scores ``p_i1``; the binary headline stays :func:`nc_ece`.
+K classes: coordinate ``k`` of an item's corrected target is
+``t_ik = sum_r w[j_r, k] T_{j_r}[a_r, k] / sum_r w[j_r, k]`` with ``T_j = C_j^{-1}``; top-label NC-ECE bins on the
+confidence, class-wise NC-ECE per class. Annotators with a near-singular confusion weigh 0. Details:
+docs/foundations.md, *noisycal_bayes.reference.calibration*.
 """
 from __future__ import annotations
 
@@ -275,14 +257,9 @@ def usable_from_draws(confusion: np.ndarray, *, max_condition: float = MAX_CONDI
     """Which annotators enter the corrected targets, bool (J,): the ``(1 + level) / 2`` quantile of the condition
     number of ``C_j`` over the draws (S, J, K, K) is at most ``max_condition`` (one draw: its own condition).
 
-    The multiclass analogue of the binary rule "the gap's interval excludes 0": an annotator whose confusion is
-    near singular in more than ``(1 - level) / 2`` of the draws carries no usable corrected information.
-
-    When no annotator passes, the annotators whose posterior-mean matrix has a condition number of at most
-    ``max_condition`` are used instead (IdentifiabilityWarning): with many classes and a few labels per row every
-    draw's smallest singular value is pulled down by the noise of its K (K - 1) off-diagonal cells, so the rule
-    can reject even well-conditioned mean matrices; the propagation clips the near-singular draws of the
-    annotators used. The posterior mean is the point estimate of the NUTS route, so this is the EM route's rule."""
+    The K-class analogue of "the gap's interval excludes 0". When no annotator passes (many classes, few labels per
+    row: the draws' off-diagonal noise pulls every smallest singular value down), the annotators whose
+    posterior-mean matrix passes are used instead, with an IdentifiabilityWarning (the EM route's rule)."""
     cond = confusion_condition(confusion)
     q = np.quantile(cond, (1 + level) / 2, axis=0) if cond.shape[0] > 1 else cond[0]
     use = np.asarray(q <= max_condition, dtype=bool)
@@ -508,8 +485,8 @@ def top_label_nc_ece(probs, responses, confusion, *, prevalence=None, bins=15, w
 
     Notes
     -----
-    ``sum_b (n_b / n) |mean_{i in b} (t_{i, yhat_i} - max_k p_ik)|`` with the corrected targets ``t`` of the
-    module docstring (DESIGN §8). With identity confusion matrices this is the plain top-label ECE against the
+    ``sum_b (n_b / n) |mean_{i in b} (t_{i, yhat_i} - max_k p_ik)|`` with the corrected targets ``t``
+    (docs/foundations.md, DESIGN §8). With identity confusion matrices this is the plain top-label ECE against the
     annotators' labels.
 
     Examples

@@ -1,15 +1,8 @@
 """Two annotators, two score groups: the closed-form channel estimator (paper §4.2, Appendix D.2-D.3).
 
-Model: annotator ``j`` has ``P(A_j = 1 | Y = 0) = a_j`` and ``P(A_j = 1 | Y = 1) = a_j + delta_j``, shared by
-two score groups with prevalences ``pi_1, pi_2``; the annotators are conditionally independent given
-``Y``. Then the group means and within-group covariances are
-
-``m_jg = a_j + delta_j pi_g``,   ``c_g = Cov_g(A_1, A_2) = delta_1 delta_2 pi_g (1 - pi_g)``,
-
-six equations in six unknowns, solved in closed form (DESIGN §3):
-``D = (m_12 - m_11)(m_22 - m_21)``, ``k = (c_2 - c_1) / D``,
-``|pi_2 - pi_1| = 1 / sqrt(1 + k^2 + 2 (c_1 + c_2) / D)`` with the sign of ``m_12 - m_11``,
-``pi_1 + pi_2 = 1 - (pi_2 - pi_1) k``, ``delta_j = (m_j2 - m_j1) / (pi_2 - pi_1)``, ``a_j = m_j1 - delta_j pi_1``.
+The group means ``m_jg = a_j + delta_j pi_g`` and covariances ``c_g = delta_1 delta_2 pi_g (1 - pi_g)`` give six
+equations in six unknowns, solved in closed form (DESIGN §3). Details: docs/foundations.md,
+*noisycal_bayes.reference.closed_form*.
 """
 from __future__ import annotations
 

@@ -1,33 +1,9 @@
-"""Confident learning (Northcutt, Jiang & Chuang, JAIR 2021; seeds/003): a single-label baseline.
+"""Confident learning (Northcutt, Jiang & Chuang, JAIR 2021): a single-label baseline, NumPy only.
 
-Input: out-of-sample predicted probabilities ``p_ik`` of a model and ONE noisy label ``s_i`` per item
-(classes ``0..K-1``; a binary score ``z`` means ``p_i = (1 - z, z)``). No annotator model, no second
-opinion. Steps:
-
-1. Per-class thresholds ``t_k = mean_{i: s_i = k} p_ik`` (the average self-confidence of class k).
-2. Confident joint ``C[i, j]`` = number of items with given label ``i`` that are *confidently* of class
-   ``j``: item ``x`` counts in column ``j`` when ``p_xj >= t_j``; if several classes pass, the one with
-   the largest ``p_xj``; items passing none are not counted. The diagonal is floored at 1.
-3. Calibration: rescale each row to the number of items with that given label, then the whole matrix
-   to ``n``; ``Q = C_cal / n`` estimates the joint ``P(s = i, y = j)``.
-4. Noise matrix ``P(s = i | y = j) = Q[i, j] / sum_i Q[i, j]``; inverse noise matrix
-   ``P(y = j | s = i) = Q[i, j] / sum_j Q[i, j]``; estimated number of label errors
-   ``n (1 - trace Q)``.
-5. Ranking by the normalised margin ``(p_{i, s_i} - max_{k != s_i} p_ik + 1) / 2`` (lowest first);
-   ``prune_by_noise_rate`` flags, for each off-diagonal pair ``(i, j)``, the ``round(C_cal[i, j])`` items
-   labelled ``i`` with the largest margin ``p_j - p_i``.
-
-For two classes the margin is ``p_{s} - p_{1-s} = 2 p_s - 1``: the ranking is simply how strongly the
-model disagrees with the given label.
-
-**Circularity.** Every step uses the evaluated model's own probabilities. The items flagged are those
-where the model disagrees with the label; "correcting" them to the model's prediction and then
-measuring that model's accuracy credits it with every disagreement, and models that share its
-mistakes look better too. The multi-annotator posterior in :mod:`noisycal_bayes.labels` needs no
-model at all to identify the channel, and its accuracy estimates condition on the predictions being
-judged (docs/label_errors.md, *Circularity*).
-
-This module is the reference layer's baseline: NumPy only, no fitting, no randomness.
+Per-class thresholds, the confident joint ``C``, its calibration ``Q = C_cal / n``, the noise matrices and the
+normalised-margin ranking. Every step uses the evaluated model's own probabilities, so judging that model with it is
+circular (docs/label_errors.md, *Circularity*). The steps: docs/foundations.md,
+*noisycal_bayes.reference.confident_learning*.
 """
 from __future__ import annotations
 
@@ -104,7 +80,7 @@ def _calibrate(cj, lab, k):
 
 
 def confident_joint(labels, pred_probs, *, calibrate: bool = True) -> np.ndarray:
-    """Confident joint ``C[given, true]`` of shape (n_classes, n_classes) (module docstring, steps 1-3).
+    """Confident joint ``C[given, true]`` of shape (n_classes, n_classes) (docs/foundations.md, steps 1-3).
 
     ``calibrate=False`` returns the integer counts; ``True`` the counts rescaled so that row ``i`` sums to
     the number of items labelled ``i`` and the total is ``n_items``.

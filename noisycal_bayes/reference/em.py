@@ -1,17 +1,8 @@
 """Dawid-Skene EM, marginal and score-grouped: the reference implementation (paper §4.3, Appendix F.1).
 
-E-step ``T_r = P(Y = 1 | pattern_r, g_r)``; M-step ``pi_g`` = mean of ``T`` in group ``g``,
-``tpr_j = sum_r c_r T_r A_rj / sum_r c_r T_r O_rj`` and ``fpr_j`` the same with ``1 - T_r`` (``O`` = observed),
-all on compressed (group, pattern) counts (:func:`noisycal_bayes.core.em_step`, in float64).
-
-This is an independent implementation of :func:`noisycal_bayes.fit_em`, kept for cross-checks: the same
-signature, defaults and result type (:class:`~noisycal_bayes.models.result.FitResult`), so that
-``reference.fit_em(data)`` and ``noisycal_bayes.fit_em(data)`` fit the same model. Its iteration is its own:
-a plain Python loop over starts, each start's iterations in one compiled ``lax.while_loop`` evaluating
-:func:`~noisycal_bayes.core.em_step` then the objective (the vectorised EM runs every start at once with
-``vmap`` over ``core.em.m_step`` / ``core.em.e_step``). What follows the iteration (starts, orientation,
-screening, selection, warning texts) is shared, in :mod:`noisycal_bayes.core.starts` and
-:mod:`noisycal_bayes.models.em_result`.
+An independent implementation of :func:`noisycal_bayes.fit_em` for cross-checks, with the same signature, defaults and
+result type; a Python loop over starts, each start's iterations in one compiled ``lax.while_loop``. Details:
+docs/foundations.md, *noisycal_bayes.reference.em*.
 """
 from __future__ import annotations
 
@@ -226,42 +217,26 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     Returns
     -------
     FitResult
-        ``method="em"``, ``draws=None``; ``channel`` and ``prevalence`` the selected estimate, ``loglik`` the
-        log-likelihood there, ``loglik_trace`` the objective at the start and after every iteration of the
-        selected start (length ``n_iter + 1``), ``start_logliks`` the final objective of every start (NaN
-        if non-finite), ``failed_starts`` the rejected starts with reasons, ``selected_start`` the chosen
-        index. When no start converged, the best accepted one stopped by ``max_iter``, with ``converged=False``
-        and a :class:`ConvergenceWarning`. When no start ends finite or passes the screen: ``identified=False``,
-        ``channel=None``, the reasons in ``reason``, and a :class:`ConvergenceWarning`. The marginal two-annotator
-        fit returns its channel with ``identified=False`` (a labelled control; ``.require()`` raises).
+        As :func:`noisycal_bayes.fit_em` returns it (``method="em"``, ``draws=None``, ``loglik_trace`` of the
+        selected start, ``start_logliks``, ``failed_starts``, ``selected_start``).
 
     Raises
     ------
     ValueError
-        Not an AnnotationSet; a single annotator; score groups without scores; an unknown model or one
-        without closed-form EM; bad ``prior``, ``starts``, ``orientation`` or numeric settings; gold labels.
+        As :func:`noisycal_bayes.fit_em`, and for gold labels.
 
     Warns
     -----
-    IdentifiabilityWarning
-        Two annotators in one group (paper §D.1); no item labelled by two or more annotators (then
-        ``identified=False``); a two-annotator grouped fit whose group prevalences differ by less than
-        ``MIN_PREVALENCE_SPREAD`` (0.05) (checked on the selected fit, or on the best start when none was
-        accepted: weak identification also stalls EM).
-    SmallGapWarning
-        The highest-objective converged fit has a gap ``<= min_gap`` (and was screened out).
-    ConvergenceWarning
-        No start converged (the estimate is the best unconverged one), or no start was accepted.
+    IdentifiabilityWarning, SmallGapWarning, ConvergenceWarning
+        As :func:`noisycal_bayes.fit_em`.
     DeprecationWarning
         A tuple ``prior``.
 
     Notes
     -----
-    The rules of both EMs (starts, iteration and stopping, orientation, screening, selection) are spelled
-    out once, in :mod:`noisycal_bayes.core.starts`. Only the iteration is this module's own: one start
-    after another, each in a compiled ``lax.while_loop`` of :func:`~noisycal_bayes.core.em_step`. Neither EM
-    adds a moment-estimator start: stack :func:`~noisycal_bayes.reference.moments.moment_start` under
-    :func:`em_starts` and pass ``starts=`` for one.
+    The rules of both EMs (starts, stopping, orientation, screening, selection) are spelled out once, in
+    :mod:`noisycal_bayes.core.starts`; only the iteration is this module's own. Neither EM adds a moment-estimator
+    start: stack :func:`~noisycal_bayes.reference.moments.moment_start` under :func:`em_starts` and pass ``starts=``.
 
     Examples
     --------

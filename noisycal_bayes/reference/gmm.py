@@ -1,15 +1,8 @@
 """Constrained generalised method of moments for score-grouped channels (paper §4.2, Appendix D.4).
 
-Model moments per score group ``g``: means ``m_jg = a_j + delta_j pi_g`` and within-group covariances
-``c_jkg = delta_j delta_k pi_g (1 - pi_g)`` (``j < k``). The estimator minimises
-
-``Q = sum_g w_g [ sum_j (mhat_jg - m_jg)^2 + sum_{j<k} (chat_jkg - c_jkg)^2 ]``,  ``w_g = n_g / n``,
-
-over the constrained set ``a_j in [0, 1]``, ``u_j in [0, 1]``, ``delta_j = (1 - a_j) u_j`` (so ``tpr = a_j +
-delta_j <= 1`` and ``delta_j >= 0``), ``pi_g in [0, 1]``, with SLSQP (box bounds) from several starts. The final value
-of ``Q`` is reported as the *optimisation gap*: it is 0 at a global minimum when the moments are exactly
-those of the model (e.g. population moments), and a stopping rule alone does not certify a global
-minimum (§D.4).
+Minimises ``Q = sum_g w_g [ sum_j (mhat_jg - m_jg)^2 + sum_{j<k} (chat_jkg - c_jkg)^2 ]`` (``w_g = n_g / n``) over
+``a_j, u_j, pi_g in [0, 1]``, ``delta_j = (1 - a_j) u_j``, by SLSQP from several starts; the final ``Q`` is reported as
+the optimisation gap. Details: docs/foundations.md, *noisycal_bayes.reference.gmm*.
 """
 from __future__ import annotations
 

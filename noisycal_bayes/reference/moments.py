@@ -1,14 +1,8 @@
 """Three or more annotators: the moment estimator of the channels, no scores needed (paper §4.3, §D.5).
 
-With conditionally independent annotators, ``m_j = E[A_j] = a_j + delta_j mu``, the pairwise covariances
-``C_jk = delta_j delta_k mu (1 - mu)`` and the third central cross-moment
-``T = E[(A_1 - m_1)(A_2 - m_2)(A_3 - m_3)] = delta_1 delta_2 delta_3 mu (1 - mu) (1 - 2 mu)``. Hence (DESIGN §3)
-
-``rho = T / sqrt(C_12 C_13 C_23)``, ``x = mu (1 - mu) = 1 / (rho^2 + 4)``,
-``mu = (1 - sign(rho) sqrt(1 - 4 x)) / 2``, ``delta_j = sqrt(C_jk C_jl / C_kl / x)``, ``a_j = m_j - delta_j mu``.
-
-Taking the positive square root for every ``delta_j`` is the orientation choice: the complementary
-solution ``(1 - mu, -delta, a + delta)`` fits the same moments with all gaps negative.
+``rho = T / sqrt(C_12 C_13 C_23)`` from the pairwise covariances and the third central cross-moment ``T``;
+``x = mu (1 - mu) = 1 / (rho^2 + 4)``, ``delta_j = sqrt(C_jk C_jl / C_kl / x)``, ``a_j = m_j - delta_j mu`` (positive
+gaps: the orientation choice). Details: docs/foundations.md, *noisycal_bayes.reference.moments*.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Bootstrap interval for NC-ECE with the channels re-estimated in every replicate (paper §3; the reference
-layer's interval: :func:`bootstrap_nc_ece`, re-exported by :mod:`noisycal_bayes.reference.variants`; for K
-classes :func:`bootstrap_multiclass_nc_ece`, top-label and class-wise from one set of refits).
-
-A nonparametric bootstrap over items: each replicate refits the channels (or confusion matrices) with the
-user's ``estimator``, so the interval carries channel-estimation uncertainty as well as sampling uncertainty.
-Both kinds share the result fields, the reading of the interval (percentile or basic) and the handling of the
-warnings raised inside replicates.
+"""Bootstrap interval for NC-ECE with the channels (or confusion matrices) re-estimated in every replicate (paper
+§3): :func:`bootstrap_nc_ece` and, for K classes, :func:`bootstrap_multiclass_nc_ece`. Details: docs/foundations.md,
+*noisycal_bayes.reference.nc_ece_bootstrap*.
 """
 from __future__ import annotations
 
@@ -18,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import (_preview, binary_only, check_confusion, check_level, check_positive_int, check_weights,
-                           one_line)
+from .._validation import (_preview, binary_only, check_choice, check_confusion, check_level, check_positive_int,
+                           check_weights, one_line)
 from ..data import AnnotationSet, as_binning
 from ..warnings import IdentifiabilityWarning
 from ._estimated import (_EstimationFailed, _bin_sums, _check_common, _check_estimator, _estimate_channel,
@@ -66,10 +61,8 @@ class BootstrapNCECEResult(_BootstrapInterval):
         One-sided ``level`` upper bound by the same method; report this when the NC-ECE is near 0, where
         a two-sided interval cannot cover a boundary value.
     bias : float
-        ``mean(replicates) - value``. NC-ECE sums absolute bin means, so it is biased upwards by noise
-        (Jensen); a replicate adds that bias once more, which shifts percentile intervals upwards (the
-        interval can even exclude ``value``). The ``"basic"`` method reflects the quantiles around
-        ``value`` and so corrects the shift to first order.
+        ``mean(replicates) - value``. NC-ECE's upward (Jensen) bias enters a replicate once more, shifting
+        percentile intervals upwards (even past ``value``); the ``"basic"`` method corrects it to first order.
     level : float
     replicates : ndarray of shape (n_boot - n_failed,)
         NC-ECE of each successful replicate.
@@ -159,8 +152,7 @@ def bootstrap_nc_ece(data: AnnotationSet, *, estimator=None, n_boot: int = 200, 
     estimator = _check_estimator(estimator)
     n_boot = check_positive_int(n_boot, name="n_boot")
     level = check_level(level)
-    if method not in ("percentile", "basic"):
-        raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
+    check_choice(method, ("percentile", "basic"), name="method")
     edges = as_binning(bins).edges_for(z)
     channel, converged = _fit_or_raise(estimator, data, data.n_annotators, "the full sample")
     full_sample = nc_ece(data, channel, weights=rule, edges=edges)
@@ -381,17 +373,13 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
                                 progress_bar: bool = False) -> MulticlassBootstrap:
     """Item bootstrap of the top-label and class-wise NC-ECE, refitting the confusion matrices per replicate.
 
-    Each replicate draws ``n_items`` items with replacement (``numpy.random.default_rng(seed)``) with all their
-    responses and gold labels, calls ``estimator`` on it (warm-started at the full-sample fit when the callable
-    takes an ``init`` keyword: ``init=(confusion, prevalence)`` as the full-sample call returned them; the
-    replicate's gold labels as ``gold=`` when it takes that keyword), recomputes the usable annotators, the weights (IV from
-    the replicate) and both NC-ECEs on the partition fixed from the full sample. Intervals as
-    :func:`~noisycal_bayes.reference.bootstrap_nc_ece` (``"percentile"`` or ``"basic"``).
-
-    In a sparse crowd most replicates miss some annotator's every item. Such a replicate is kept: it does not
-    identify that annotator's confusion matrix, but none of its items is corrected with it either, so its NC-ECE
-    does not depend on that matrix; the estimator receives the replicate with all ``n_annotators`` and should keep
-    the absent ones at ``init`` (:func:`~noisycal_bayes.inference.multiclass_em_estimator` does).
+    Each replicate draws ``n_items`` items with replacement (``numpy.random.default_rng(seed)``) with their
+    responses and gold labels, calls ``estimator`` on it (with ``init=(confusion, prevalence)`` of the full-sample
+    fit and ``gold=`` when it takes those keywords), and recomputes the usable annotators, the weights and both
+    NC-ECEs on the partition fixed from the full sample; intervals as
+    :func:`~noisycal_bayes.reference.bootstrap_nc_ece`. A replicate missing an annotator's every item is kept (none
+    of its items needs that matrix); the estimator should keep absent annotators at ``init``
+    (:func:`~noisycal_bayes.inference.multiclass_em_estimator` does).
 
     Parameters
     ----------
@@ -461,8 +449,7 @@ def bootstrap_multiclass_nc_ece(probs, responses, *, estimator=None, n_boot: int
     takes = (takes_init, takes_gold)
     n_boot = check_positive_int(n_boot, name="n_boot")
     level = check_level(level)
-    if method not in ("percentile", "basic"):
-        raise ValueError(f"`method` must be 'percentile' or 'basic'; got {method!r}.")
+    check_choice(method, ("percentile", "basic"), name="method")
     rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     j = resp.n_annotators
     conf, prev, raw_prev = _call_estimator(estimator, takes, resp[:3], n, p, None, gold, j, k)

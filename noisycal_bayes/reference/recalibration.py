@@ -1,20 +1,7 @@
-"""Post-hoc recalibration from noisy labels: corrected-loss temperature / Platt, projected histogram.
-
-Paper §5 (and Appendix E.2–E.3).
-
-* **Corrected loss** (§5.1). The log loss is linear in the label, ``l(p, y) = softplus(s) - y s`` with
-  ``s = logit(p)``; replacing ``y`` by the combined corrected label ``Ytilde_i`` gives an unbiased
-  estimate of the clean risk. Over affine-logit maps (temperature ``s / T``, Platt ``alpha s + beta``)
-  the loss is convex in ``(1/T)`` or ``(alpha, beta)`` but, because ``Ytilde`` leaves [0, 1], it can be
-  unbounded below; so the fit is over a compact box and an optimum on the boundary is reported
-  (flag + :class:`~noisycal_bayes.warnings.BoundaryWarning`).
-* **Projected histogram** (§5.2). Per fitting bin, the mean corrected label clipped ("projected") to
-  [0, 1]. The fitting bins need not match the channel groups or the evaluation bins.
-
-The functions here take a target vector: corrected labels for the noise-corrected fit (see
-:func:`corrected_item_labels`), or plain 0/1 labels / soft labels (majority vote, vote fraction) for
-the naive baselines; the same maps and optimisers serve both. Scores are turned into logits with
-:func:`noisycal_bayes.core.clipped_logit` (inputs clipped to ``[1e-6, 1 - 1e-6]``, paper Appendix E.2).
+"""Post-hoc recalibration from noisy labels (paper §5, Appendix E.2–E.3): corrected-loss temperature / Platt over a
+compact box (an optimum on its boundary is flagged), and the projected histogram (per-bin mean corrected label
+clipped to [0, 1]). Each takes a target vector: corrected labels, or 0/1 / soft labels for the naive baselines.
+Details: docs/foundations.md, *noisycal_bayes.reference.recalibration*.
 """
 from __future__ import annotations
 

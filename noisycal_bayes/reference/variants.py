@@ -1,26 +1,8 @@
-"""NC-ECE with estimated channels: independent samples, sample reuse, cross-fitting, and a bootstrap.
+"""NC-ECE with estimated channels (paper §3, Appendix C.2–C.4): independent samples (:func:`nc_ece_split`), reuse
+(:func:`nc_ece_reuse`), cross-fitting (:func:`nc_ece_cross_fit`) and a bootstrap (:func:`bootstrap_nc_ece`).
 
-Paper §3 (and Appendix C.2–C.4). NC-ECE needs channels ``(fpr, gap)`` and annotator weights; when
-they are estimated from the same labels the estimate can be built three ways:
-
-(i) **independent samples** (:func:`nc_ece_split`): channels, weights and (for equal-mass bins) the
-    evaluation partition are fitted on a channel sample, NC-ECE is computed on a disjoint evaluation
-    sample (Theorem C.1);
-(ii) **reuse** (:func:`nc_ece_reuse`): one sample for both, with the bins fixed in advance
-    (Appendix C.3);
-(iii) **cross-fitting** (:func:`nc_ece_cross_fit`): K folds, channels and weights fitted out of fold,
-    per-bin sufficient statistics of each held-out fold accumulated on ONE common partition, and the
-    NC-ECE computed once from the summed corrected bin sums (Appendix C.4: the common partition makes
-    every fold estimate the same bin moments).
-
-:func:`bootstrap_nc_ece` (in :mod:`~noisycal_bayes.reference.nc_ece_bootstrap`, re-exported here) gives a
-percentile interval from a nonparametric bootstrap over items with the
-channels re-estimated inside every replicate, so the interval carries channel-estimation uncertainty.
-
-Every function takes an ``estimator``: a callable ``data -> result`` where the result is a
-:class:`~noisycal_bayes.data.Channel` or has a ``.channel`` attribute (and optionally ``.identified``,
-``.converged``, ``.reason``, as :class:`~noisycal_bayes.reference.channels.ChannelEstimate` does). The
-default is the reference EM, ``fit_em(data, groups=Binning.equal_mass(5))``.
+Each takes an ``estimator``: ``data -> Channel`` or a result with ``.channel``; default the reference EM with
+``Binning.equal_mass(5)`` groups. Details: docs/foundations.md, *noisycal_bayes.reference.variants*.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validation import check_positive_int
+from .._validation import check_choice, check_positive_int, check_probability
 from ..data import AnnotationSet
 from .annotations import CURVES
 
@@ -49,13 +49,6 @@ class CrowdSimulation:
     def gap(self) -> np.ndarray:
         """True gaps ``tpr - fpr``, shape (n_annotators,)."""
         return self.tpr - self.fpr
-
-
-def _check_fraction(x, name):
-    x = float(x)
-    if not 0.0 <= x <= 1.0:
-        raise ValueError(f"`{name}` must lie in [0, 1]; got {x}.")
-    return x
 
 
 def _check_range(r, name):
@@ -122,14 +115,14 @@ def simulate_crowd(n_items: int, n_annotators: int, *, labels_per_item: int = 5,
     if k > n_annotators:
         raise ValueError(f"`labels_per_item` ({k}) cannot exceed `n_annotators` ({n_annotators}): each item is labelled "
                          "by distinct annotators.")
-    spammers, adversaries = _check_fraction(spammers, "spammers"), _check_fraction(adversaries, "adversaries")
+    spammers = check_probability(spammers, name="spammers")
+    adversaries = check_probability(adversaries, name="adversaries")
     if spammers + adversaries > 1:
         raise ValueError(f"`spammers` + `adversaries` must be at most 1; got {spammers + adversaries}.")
-    repeat_rate = _check_fraction(repeat_rate, "repeat_rate")
-    prevalence = _check_fraction(prevalence, "prevalence")
+    repeat_rate = check_probability(repeat_rate, name="repeat_rate")
+    prevalence = check_probability(prevalence, name="prevalence")
     fpr_range, tpr_range = _check_range(fpr_range, "fpr_range"), _check_range(tpr_range, "tpr_range")
-    if activity not in ("uniform", "heavy"):
-        raise ValueError(f"`activity` must be 'uniform' or 'heavy'; got {activity!r}.")
+    check_choice(activity, ("uniform", "heavy"), name="activity")
     if isinstance(curve, str) and curve not in CURVES:
         raise ValueError(f"`curve` must be one of {sorted(CURVES)}, a callable m(z) or None; got {curve!r}.")
     rng = np.random.default_rng(seed)

@@ -4,11 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..._validation import _preview
+from ..._validation import _preview, check_choice
 from ...core.calibration import score_groups
 from ..binning import Binning
 from ..classes import MISSING, _check_classes, _class_name, _encode
 from ..compress import pattern_keys
+from .._inputs import _readonly  # noqa: F401 (stats imports it from here)
 
 #: Largest number of annotators of binary statistics: keys ``bin * 3**J + code`` must fit in int64. K-class
 #: statistics are bounded by their key space instead (:func:`_check_key_space`).
@@ -33,12 +34,6 @@ def _check_key_space(n_annotators: int, classes, n_groups: int = 1) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _readonly(a):
-    a = np.array(a, copy=True)
-    a.setflags(write=False)
-    return a
-
-
 def _sorted_ids(ids) -> list:
     """Distinct ids sorted like :meth:`AnnotationSet.from_long` (``pd.factorize(sort=True)``), else as given."""
     ids = list(dict.fromkeys(ids))
@@ -175,8 +170,7 @@ def _resolve_classes(classes, bins, group):
 
 
 def _check_layout(layout):
-    if layout not in _LAYOUTS:
-        raise ValueError(f"`layout` must be 'long' or 'wide'; got {layout!r}.")
+    check_choice(layout, _LAYOUTS, name="layout")
 
 
 def _check_columns(frame_columns, needed, where="the data"):

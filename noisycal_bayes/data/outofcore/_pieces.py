@@ -15,23 +15,19 @@ def _item_table_stats(codes: np.ndarray, scores, ids, annotator_ids, edges, n_re
                       groups=None) -> SufficientStats:
     """Statistics of items given their pattern codes (no bin part) and scores (validated here); K classes
     (``classes`` set): codes in base ``K + 1`` and each item's group label ``groups`` (None: one group)."""
-    j = len(annotator_ids)
+    g = np.zeros(codes.size, np.int64) if groups is None else np.asarray(groups, np.int64)
+    score_sum = moments = n_groups = None
     if classes is not None:
-        g = np.zeros(codes.size, np.int64) if groups is None else np.asarray(groups, np.int64)
-        keys = g * _base(classes) ** j + np.asarray(codes, dtype=np.int64)
-        return SufficientStats._from_keys(keys, None, annotator_ids, None, codes.size, n_responses, None,
-                                          classes=classes, n_groups=int(g.max()) + 1 if g.size else 1)
-    if scores is None or edges is None:
-        g = np.zeros(codes.size, np.int64)
-        score_sum = moments = None
-    else:
+        n_groups = int(g.max()) + 1 if g.size else 1
+    elif scores is not None and edges is not None:
         z = np.asarray(scores, dtype=np.float64)
         _check_scores_frame(z, ids)
         g = bin_index(z, edges).astype(np.int64)
         score_sum = np.bincount(g, weights=z, minlength=edges.size - 1)
         moments = np.stack([z, z * z])  # per item; summed per (bin, pattern) row with the counts
-    keys = g * 3 ** j + np.asarray(codes, dtype=np.int64)
-    return SufficientStats._from_keys(keys, None, annotator_ids, edges, codes.size, n_responses, score_sum, moments)
+    keys = g * _base(classes) ** len(annotator_ids) + np.asarray(codes, dtype=np.int64)
+    return SufficientStats._from_keys(keys, None, annotator_ids, edges, codes.size, n_responses, score_sum, moments,
+                                      classes=classes, n_groups=n_groups)
 
 
 def _wide_frame_stats(frame: pd.DataFrame, *, item, annotators, score, edges, classes=None,
@@ -114,23 +110,20 @@ def _items_from_rows(per_item: pd.DataFrame, annotator_ids, edges, *, has_score,
         raise ValueError(f"items {_preview(ids[dup])} have more than one label from the same annotator (duplicate "
                          "(item, annotator) pairs): each annotator may label an item once. Aggregate or drop repeated "
                          "responses first.")
-    z = None
-    if has_score:
-        lo, hi = per_item["_smin"].to_numpy(), per_item["_smax"].to_numpy()
-        diff = lo != hi
-        if diff.any():
-            raise ValueError(f"items {_preview(ids[diff])} have more than one score (e.g. {lo[diff][0]} and "
-                             f"{hi[diff][0]}); each item has one score.")
-        z = lo
-    g = None
-    if "_gmin" in per_item.columns:
-        g, hi = per_item["_gmin"].to_numpy(), per_item["_gmax"].to_numpy()
-        if (g != hi).any():
-            diff = g != hi
-            raise ValueError(f"items {_preview(ids[diff])} have more than one group (e.g. {g[diff][0]} and "
-                             f"{hi[diff][0]}); each item has one group.")
+    z = _one_per_item(per_item, "_s", ids, "score") if has_score else None
+    g = _one_per_item(per_item, "_g", ids, "group") if "_gmin" in per_item.columns else None
     return _item_table_stats(per_item["_code"].to_numpy(), z, ids, annotator_ids, edges, int(n.sum()), classes=classes,
                              groups=g)
+
+
+def _one_per_item(per_item: pd.DataFrame, prefix: str, ids, what: str) -> np.ndarray:
+    """The per-item value of columns ``<prefix>min`` and ``<prefix>max``, which must agree (naming the items)."""
+    lo, hi = per_item[f"{prefix}min"].to_numpy(), per_item[f"{prefix}max"].to_numpy()
+    diff = lo != hi
+    if diff.any():
+        raise ValueError(f"items {_preview(ids[diff])} have more than one {what} (e.g. {lo[diff][0]} and "
+                         f"{hi[diff][0]}); each item has one {what}.")
+    return lo
 
 
 def _long_frame_stats(frame, *, item, annotator, label, score, edges, classes=None, group=None) -> SufficientStats:

@@ -53,14 +53,9 @@ def stats_from_dask(ddf, *, layout: str = "long", bins=None, item: str = "item",
 
     Notes
     -----
-    Long layout: per response ``code = (label + 1) 3**(J - 1 - j)``, ``mask = 2**j`` (``j`` = annotator
-    index), summed per item by ``groupby(item).agg(..., split_out=...)``; the sum of codes is the item's
-    pattern code. Duplicate (item, annotator) pairs are detected exactly: a sum of distinct powers of two
-    has as many set bits as terms, so ``popcount(mask) != number of responses`` flags them. An item's
-    score is checked to be the same on all its rows (min = max). Each partition of the item table is
-    then reduced to its (bin, code) counts, and only those small tables reach the driver, where
-    :meth:`SufficientStats.merge` adds them. Wide layout: each partition is reduced directly (no
-    shuffle); duplicate items in different partitions cannot be seen without a shuffle.
+    Only small per-partition (bin, code) tables reach the driver; duplicate (item, annotator) pairs are found
+    exactly (long layout), duplicate items across partitions are not (wide layout). How: docs/foundations.md,
+    *How the Dask statistics are computed*.
 
     Raises
     ------

@@ -23,9 +23,7 @@ class SufficientStats:
     ``fit_em``, ``fit_map`` or ``fit_nuts`` in place of an AnnotationSet (grouped models), and to
     :func:`~noisycal_bayes.propagate.posterior_nc_ece` / ``posterior_reliability`` (evaluated on these bins).
 
-    K classes: the builders given K-class data (``classes=``) return :class:`MulticlassSufficientStats`, the same
-    counts of K-class patterns per group (the subclass adds ``classes`` and ``n_groups``), which ``fit_em`` fits
-    like the items (it passes them to ``fit_em_multiclass``).
+    K classes: the builders given K-class data (``classes=``) return :class:`MulticlassSufficientStats`.
 
     Attributes
     ----------
@@ -35,7 +33,7 @@ class SufficientStats:
         Score bin (K classes: group) of each row, ``0..n_bins-1`` (bins of ``edges``; 0 when there are no scores).
     counts : ndarray of shape (n_patterns,), float64
         Number of items with that (bin, pattern); all positive. Rows are in increasing order of the key
-        ``bin * 3**J + code`` (see the module notes), as in :func:`compress_patterns`; K classes:
+        ``bin * 3**J + code`` (docs/foundations.md), as in :func:`compress_patterns`; K classes:
         ``group * (K + 1)**J + code`` with digit ``k + 1`` for class ``k`` (K = 2 is the binary key).
     annotator_ids : tuple
         Annotator of each column of ``patterns``.
@@ -48,13 +46,10 @@ class SufficientStats:
         Sum of the scores of the items in each bin (the mean score per bin is
         ``score_sum / bin_counts``); None without scores.
     row_score_sum, row_score_sq : ndarray of shape (n_patterns,) or None
-        Per (bin, pattern) row: ``sum_i z_i`` and ``sum_i z_i**2`` over its items, so that the row's mean
-        score is ``row_score_sum / counts`` and its within-row variance (divisor ``counts``)
-        ``row_score_sq / counts - (row_score_sum / counts)**2``. ``score_sum`` is their sum per bin,
-        ``np.bincount(group, weights=row_score_sum, minlength=n_bins)`` (checked to 1e-8 relative).
-        Every builder fills them when it reads scores; :func:`~noisycal_bayes.propagate.posterior_nc_ece`
-        needs them for the Bayesian bootstrap. None without scores, and in statistics made before they
-        existed (everything else still works; recompute the statistics for the bootstrap).
+        Per (bin, pattern) row: ``sum_i z_i`` and ``sum_i z_i**2`` over its items; their sum per bin is
+        ``score_sum`` (checked to 1e-8 relative). The Bayesian bootstrap of
+        :func:`~noisycal_bayes.propagate.posterior_nc_ece` needs them. None without scores, and in statistics
+        made before they existed (recompute the statistics for the bootstrap).
     """
 
     patterns: np.ndarray
@@ -104,7 +99,8 @@ class SufficientStats:
             raise ValueError(f"K-class `patterns` hold class indices 0..{k - 1} (-1 = missing); rows "
                              f"{_preview(bad)} hold {_preview(np.unique(p[bad][(p[bad] < -1) | (p[bad] >= k)]))}.")
         if self.edges is not None or self.score_sum is not None or self.row_score_sum is not None:
-            raise ValueError("K-class statistics count items per group label: they hold no score `edges` or score sums.")
+            raise ValueError("K-class statistics count items per group label: they hold no score `edges` or score "
+                             "sums.")
         n_groups = 1 if self.n_groups is None else int(self.n_groups)
         g = np.asarray(self.group)
         if n_groups < 1 or (g.size and (g.min() < 0 or g.max() >= n_groups)):
@@ -245,20 +241,13 @@ class SufficientStats:
         relative; both or neither must hold row moments)."""
         if not isinstance(other, SufficientStats):
             return False
-        if self.annotator_ids != other.annotator_ids or self.n_items != other.n_items:
+        sizes = ("annotator_ids", "n_items", "classes", "n_groups", "n_responses", "has_row_moments")
+        if any(getattr(self, a) != getattr(other, a) for a in sizes):
             return False
-        if self.classes != other.classes or self.n_groups != other.n_groups:
-            return False
-        if self.n_responses != other.n_responses or (self.edges is None) != (other.edges is None):
-            return False
-        if self.edges is not None and not np.array_equal(self.edges, other.edges):
-            return False
-        if (self.score_sum is None) != (other.score_sum is None):
-            return False
-        if self.score_sum is not None and not np.allclose(self.score_sum, other.score_sum, rtol=1e-9, atol=1e-9):
-            return False
-        if self.has_row_moments != other.has_row_moments:
-            return False
+        for a, b, same in ((self.edges, other.edges, np.array_equal),  # edges first: then score_sum's shapes agree
+                           (self.score_sum, other.score_sum, lambda x, y: np.allclose(x, y, rtol=1e-9, atol=1e-9))):
+            if (a is None) != (b is None) or (a is not None and not same(a, b)):
+                return False
         if self.has_row_moments and self.n_patterns == other.n_patterns and not (
                 np.allclose(self.row_score_sum, other.row_score_sum, rtol=1e-9, atol=1e-9)
                 and np.allclose(self.row_score_sq, other.row_score_sq, rtol=1e-9, atol=1e-9)):
@@ -353,12 +342,9 @@ class SufficientStats:
     def merge(self, *others: "SufficientStats") -> "SufficientStats":
         """The statistics of the union of disjoint sets of items: counts, sizes and score sums add.
 
-        Annotators are matched by id; an annotator absent from one piece counts as missing there. When
-        the pieces do not all have the same annotators, the merged ids are sorted (as
-        ``AnnotationSet.from_long`` sorts them). The result does not depend on the order of the pieces.
-
-        K-class statistics merge with statistics of the same classes; the number of groups is the largest of
-        the pieces' (a piece whose items fell in the lower groups only has fewer).
+        Annotators are matched by id (absent from a piece: missing there; differing sets: the merged ids sorted as
+        ``AnnotationSet.from_long`` sorts them); the order of the pieces does not matter. K-class pieces need the
+        same classes; the number of groups is the largest of the pieces'.
 
         Raises
         ------
@@ -376,9 +362,10 @@ class SufficientStats:
                                  f"{'binary (0/1)' if p.classes is None else list(p.classes)}; compute every piece "
                                  "with the same `classes=`.")
         for p in pieces[1:]:
-            if (p.edges is None) != (self.edges is None) or (p.edges is not None and not np.array_equal(p.edges, self.edges)):
-                raise ValueError(f"merge: the pieces have different score edges ({None if self.edges is None else self.edges.tolist()} "
-                                 f"vs {None if p.edges is None else p.edges.tolist()}); compute them with the same `bins`.")
+            a, b = (None if e is None else e.tolist() for e in (self.edges, p.edges))
+            if a != b:
+                raise ValueError(f"merge: the pieces have different score edges ({a} vs {b}); compute them with the "
+                                 "same `bins`.")
         ids = self.annotator_ids
         if any(set(p.annotator_ids) != set(ids) for p in pieces):
             ids = tuple(_sorted_ids([a for p in pieces for a in p.annotator_ids]))
@@ -408,14 +395,10 @@ class SufficientStats:
 class MulticlassSufficientStats(SufficientStats):
     """:class:`SufficientStats` of K-class data: counts of distinct (group, K-class response pattern) rows.
 
-    The likelihood of the (grouped) K-class Dawid-Skene model depends on the data only through these counts, so
-    ``fit_em`` (which passes them to ``fit_em_multiclass``) fits them like the items: the same (group x pattern)
-    grid, the same fit. Built by the same builders given K-class data (``SufficientStats.from_annotations`` of a
-    :class:`~noisycal_bayes.MulticlassAnnotationSet`; ``classes=`` to the out-of-core readers); merged, compared
-    and tabulated like binary statistics. ``kind`` is ``"multiclass"``, so binary-only functions refuse them as
-    they refuse the annotation set. The groups are labels (an int per item, given by the source, or the K-class
-    fit's default :func:`~noisycal_bayes.core.score_groups` of ``probs`` in ``from_annotations``), not score
-    bins: no ``edges`` and no score sums.
+    ``fit_em`` fits them like the items (the same (group x pattern) grid, the same fit); built, merged and compared
+    like binary statistics; binary-only functions refuse them (``kind == "multiclass"``). The groups are labels
+    (an int per item, or :func:`~noisycal_bayes.core.score_groups` of ``probs``), not score bins: no ``edges`` and
+    no score sums.
 
     Attributes
     ----------
