@@ -564,8 +564,10 @@ def plan_labels(data, fit, *, budget: int, kind: str = "label", target=None, bin
         if kind == "label":
             frame["annotator"] = ann_ids[frame["annotator"].to_numpy(np.int64)]
     if kind == "gold":
-        table.insert(3, "annotator", "")
-    table.insert(4, "action", kind)
+        table["annotator"] = ""
+    table["action"] = kind
+    table = table[["rank", "item", "annotator", "action", "gain", "label_gain", "channel_gain", "variance_after",
+                   "width_after"]]
     warns = ()
     if len(table) < budget:
         warns = (f"only {len(table)} of the {budget} actions could be planned (no candidate left).",)
