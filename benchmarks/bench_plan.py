@@ -7,7 +7,9 @@ ActiveLab's lowest-scored items, each relabelled by an annotator drawn at random
 crowds). The new labels are drawn from the TRUE channels given the TRUE clean labels; the channels are refitted on
 the enlarged data, and the interval of the sample NC-ECE (binary: the paper's NC-ECE on the scores; K = 3: top-label)
 is read from the latent-label posterior: ``Y_i ~ P(Y_i | data)`` (refitted EM channels), 2000 draws, the 90%
-equal-tailed width. Reported per setting: median width reduction (before - after) of each strategy, and the medians
+equal-tailed width; that width holds the clean labels' uncertainty only (EM channels are a point). Setting
+``binary_nuts`` adds the channels' uncertainty: NUTS fits (2 chains x 300 draws) and the latent route of
+``posterior_nc_ece`` (clean labels drawn at every channel draw), 90% equal-tailed. Reported per setting: median width reduction (before - after) of each strategy, and the medians
 of the per-seed ratios plan / random and plan / ActiveLab. Goal: plan / random >= 1.5 and plan / ActiveLab >= 1.
 
     PYTHONPATH=.:/tmp/plan-pkgs python benchmarks/bench_plan.py [--seeds 6] [--out benchmarks/results/bench_plan.json]
@@ -31,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchutil import RESULTS, machine  # noqa: E402
 
 from noisycal_bayes.data import AnnotationSet, Binning, MulticlassAnnotationSet  # noqa: E402
-from noisycal_bayes.inference import fit_em  # noqa: E402
+from noisycal_bayes.inference import fit_em, fit_nuts  # noqa: E402
+from noisycal_bayes.propagate import posterior_nc_ece  # noqa: E402
 from noisycal_bayes.labels import plan_labels  # noqa: E402
 from noisycal_bayes.simulate import simulate_annotations, simulate_multiclass  # noqa: E402
 from noisycal_bayes.simulate.crowd import simulate_crowd  # noqa: E402
@@ -44,10 +47,11 @@ STRATEGY_SEED = {"plan": 1, "random": 2, "activelab": 3}
 class World:
     """Responses, scores / probabilities, true labels and true channels (J, K, K) of one simulated data set."""
 
-    def __init__(self, item, ann, lab, y, conf, *, scores=None, probs=None, crowd=False):
+    def __init__(self, item, ann, lab, y, conf, *, scores=None, probs=None, crowd=False, nuts=False):
         self.item, self.ann, self.lab = (np.asarray(v, np.int64) for v in (item, ann, lab))
         self.y, self.conf, self.scores, self.probs, self.crowd = np.asarray(y), conf, scores, probs, crowd
         self.n, self.n_ann, self.k = y.size, conf.shape[0], conf.shape[1]
+        self.nuts = nuts
 
     def data(self, extra=None):
         item, ann, lab = self.item, self.ann, self.lab
@@ -67,12 +71,13 @@ class World:
 
 
 def world(setting: str, seed: int) -> World:
-    if setting == "binary":
+    if setting in ("binary", "binary_nuts"):
         fpr, tpr = np.array([0.1, 0.25, 0.2]), np.array([0.85, 0.7, 0.8])
         sim = simulate_annotations(600, fpr=fpr, tpr=tpr, curve="overconfident", seed=seed)
         item, ann, lab = sim.data.responses
         conf = np.stack([np.stack([1 - fpr, fpr], -1), np.stack([1 - tpr, tpr], -1)], axis=1)
-        return World(item, ann, lab, sim.clean_labels, conf, scores=np.asarray(sim.data.scores))
+        return World(item, ann, lab, sim.clean_labels, conf, scores=np.asarray(sim.data.scores),
+                     nuts=setting == "binary_nuts")
     if setting == "binary_crowd":
         sim = simulate_crowd(600, 20, labels_per_item=3, curve="overconfident", seed=seed)
         d = sim.data
@@ -87,6 +92,9 @@ def world(setting: str, seed: int) -> World:
 def fit_of(w: World, data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if w.nuts:
+            return fit_nuts(data, model="histogram", groups=Binning.equal_width(10), n_chains=2, n_warmup=300,
+                            n_draws=300, progress_bar=False)
         if w.probs is None:
             return fit_em(data, model="dawid_skene" if w.crowd else "histogram",
                           **({} if w.crowd else {"groups": Binning.equal_width(10)}))
@@ -94,7 +102,14 @@ def fit_of(w: World, data):
 
 
 def latent_width(w: World, data, fit, rng) -> float:
-    """90% width of the sample NC-ECE under ``Y_i ~ P(Y_i | data)`` (the fit's channels)."""
+    """90% width of the sample NC-ECE under ``Y_i ~ P(Y_i | data)`` (the fit's channels); NUTS fits: the latent route
+    of :func:`~noisycal_bayes.posterior_nc_ece` (labels drawn at every channel draw), equal-tailed."""
+    if w.nuts:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = posterior_nc_ece(data, fit, method="latent", interval="posterior", bins=10,
+                                   seed=int(rng.integers(2**31)))
+        return float(res.upper - res.lower)
     q = np.asarray(fit.clean_label_probability(data), np.float64)
     if w.probs is None:
         p = q.reshape(-1, w.n).mean(0)
