@@ -47,11 +47,11 @@ STRATEGY_SEED = {"plan": 1, "random": 2, "activelab": 3}
 class World:
     """Responses, scores / probabilities, true labels and true channels (J, K, K) of one simulated data set."""
 
-    def __init__(self, item, ann, lab, y, conf, *, scores=None, probs=None, crowd=False, nuts=False):
+    def __init__(self, item, ann, lab, y, conf, *, scores=None, probs=None, crowd=False, nuts=False, repeats=True):
         self.item, self.ann, self.lab = (np.asarray(v, np.int64) for v in (item, ann, lab))
         self.y, self.conf, self.scores, self.probs, self.crowd = np.asarray(y), conf, scores, probs, crowd
         self.n, self.n_ann, self.k = y.size, conf.shape[0], conf.shape[1]
-        self.nuts = nuts
+        self.nuts, self.repeats = nuts, repeats
 
     def data(self, extra=None):
         item, ann, lab = self.item, self.ann, self.lab
@@ -71,20 +71,26 @@ class World:
 
 
 def world(setting: str, seed: int) -> World:
-    if setting in ("binary", "binary_nuts"):
+    if setting == "binary_nuts":  # NUTS reads one label per pair: new labels fill the missing half of the cells
+        fpr, tpr = np.array([0.1, 0.25, 0.2, 0.15, 0.3]), np.array([0.85, 0.7, 0.8, 0.9, 0.75])
+        sim = simulate_annotations(600, fpr=fpr, tpr=tpr, curve="overconfident", missing=0.5, seed=seed)
+        item, ann, lab = sim.data.responses
+        conf = np.stack([np.stack([1 - fpr, fpr], -1), np.stack([1 - tpr, tpr], -1)], axis=1)
+        return World(item, ann, lab, sim.clean_labels, conf, scores=np.asarray(sim.data.scores), nuts=True,
+                     repeats=False)
+    if setting == "binary":
         fpr, tpr = np.array([0.1, 0.25, 0.2]), np.array([0.85, 0.7, 0.8])
         sim = simulate_annotations(600, fpr=fpr, tpr=tpr, curve="overconfident", seed=seed)
         item, ann, lab = sim.data.responses
         conf = np.stack([np.stack([1 - fpr, fpr], -1), np.stack([1 - tpr, tpr], -1)], axis=1)
-        return World(item, ann, lab, sim.clean_labels, conf, scores=np.asarray(sim.data.scores),
-                     nuts=setting == "binary_nuts")
+        return World(item, ann, lab, sim.clean_labels, conf, scores=np.asarray(sim.data.scores))
     if setting == "binary_crowd":
         sim = simulate_crowd(600, 20, labels_per_item=3, curve="overconfident", seed=seed)
         d = sim.data
         item, ann, lab = d.responses
         fpr, tpr = np.asarray(sim.fpr), np.asarray(sim.tpr)
         conf = np.stack([np.stack([1 - fpr, fpr], -1), np.stack([1 - tpr, tpr], -1)], axis=1)
-        return World(item, ann, lab, sim.clean_labels, conf, scores=np.asarray(d.scores), crowd=True)
+        return World(item, ann, lab, sim.clean_labels, conf, scores=np.asarray(d.scores), crowd=True, repeats=False)
     sim = simulate_multiclass(600, 3, 3, accuracy=0.75, seed=seed)
     return World(sim.item, sim.annotator, sim.label, sim.y, sim.confusion, probs=sim.probs)
 
@@ -132,13 +138,13 @@ def labelled_pairs(w: World) -> set:
 
 
 def random_pairs(w: World, budget, rng):
-    taken = labelled_pairs(w) if w.crowd else set()
+    taken = set() if w.repeats else labelled_pairs(w)
     out = []
     while len(out) < budget:
         i, j = int(rng.integers(w.n)), int(rng.integers(w.n_ann))
         if (i, j) not in taken:
             out.append((i, j))
-            if w.crowd:
+            if not w.repeats:
                 taken.add((i, j))
     return np.array(out).T
 
@@ -154,13 +160,13 @@ def activelab_pairs(w: World, budget, rng):
     items = np.argsort(scores, kind="stable")[:budget]                    # lowest score: relabel first
     anns = []
     for i in items:
-        free = np.flatnonzero(np.isnan(mat[i])) if w.crowd else np.arange(w.n_ann)
+        free = np.arange(w.n_ann) if w.repeats else np.flatnonzero(np.isnan(mat[i]))
         anns.append(int(rng.choice(free if free.size else np.arange(w.n_ann))))
     return np.stack([items, np.array(anns)])
 
 
 def plan_pairs(w: World, data, fit, budget):
-    plan = plan_labels(data, fit, budget=budget, repeats=not w.crowd)
+    plan = plan_labels(data, fit, budget=budget, repeats=w.repeats)
     ids_i = {v: k for k, v in enumerate(data.item_ids)}
     ids_a = {v: k for k, v in enumerate(data.annotator_ids)}
     return np.stack([plan.table["item"].map(ids_i).to_numpy(), plan.table["annotator"].map(ids_a).to_numpy()])

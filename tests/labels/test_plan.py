@@ -272,3 +272,14 @@ def test_callable_target_without_jax_uses_finite_differences(binary):
     a = plan_labels(sim.data, fit, budget=3, target=numpy_target).scores
     b = plan_labels(sim.data, fit, budget=3, target=lambda q: (wj * q[:, 1] ** 2).sum()).scores
     np.testing.assert_allclose(a["gain"].to_numpy(), b["gain"].to_numpy(), rtol=1e-5, atol=1e-14)
+
+
+def test_fast_label_channel_gains_equal_the_dense_kalman_gain(k3):
+    sim, fit = k3
+    q = np.asarray(fit.clean_label_probability(sim.data))
+    cbar = np.asarray(fit.confusion)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(9, 9))
+    sigma, g = x @ x.T / 90, rng.normal(size=9)
+    np.testing.assert_allclose(P._label_channel_gains(sigma, g, q, cbar[0]),
+                               P._kalman_gain(sigma, g, P._label_u(q, cbar[0])), rtol=1e-9, atol=1e-15)
