@@ -1,20 +1,22 @@
-"""Where the next labels help most: :func:`~noisycal_bayes.labels.plan_labels` against random relabelling and against
-cleanlab's ActiveLab (``cleanlab.multiannotator.get_active_learning_scores``), at equal budget (issue 37's planning goal).
+"""Where the next labels help most: :func:`~noisycal_bayes.labels.plan_labels` against random relabelling and
+cleanlab's ActiveLab (``cleanlab.multiannotator.get_active_learning_scores``) at equal budget (issue 37's goal).
 
-For each setting and seed: simulate data with known truth, fit the channels by EM, and spend ``budget`` extra labels
-three ways -- the plan's (item, annotator) pairs; random (item, annotator) pairs (crowds: pairs not yet labelled);
-ActiveLab's lowest-scored items, each relabelled by an annotator drawn at random (one who has not labelled it, on
-crowds). The new labels are drawn from the TRUE channels given the TRUE clean labels; the channels are refitted on
-the enlarged data, and the interval of the sample NC-ECE (binary: the paper's NC-ECE on the scores; K = 3: top-label)
-is read from the latent-label posterior: ``Y_i ~ P(Y_i | data)`` (refitted EM channels), 2000 draws, the 90%
-equal-tailed width; that width holds the clean labels' uncertainty only (EM channels are a point). Setting
-``binary_nuts`` adds the channels' uncertainty: NUTS fits (2 chains x 300 draws) and the latent route of
-``posterior_nc_ece`` (clean labels drawn at every channel draw), 90% equal-tailed. Reported per setting: median width reduction (before - after) of each strategy, and the medians
-of the per-seed ratios plan / random and plan / ActiveLab. Goal: plan / random >= 1.5 and plan / ActiveLab >= 1.
+For each setting and seed: simulate data with known truth, fit the channels, and spend ``budget`` extra labels
+three ways -- the plan's (item, annotator) pairs; random (item, annotator) pairs (without repeats: pairs not yet
+labelled); ActiveLab's lowest-scored items, each relabelled by an annotator drawn at random (without repeats: one who
+has not labelled it). The new labels are drawn from the TRUE channels given the TRUE clean labels; the channels are
+refitted on the enlarged data, and the interval of the sample NC-ECE (binary: the paper's NC-ECE on the scores;
+K = 3: top-label) is read from the latent-label posterior: ``Y_i ~ P(Y_i | data)`` (refitted EM channels), 2000
+draws, the 90% equal-tailed width; that width holds the clean labels' uncertainty only (EM channels are a point).
+Setting ``binary_nuts`` adds the channels' uncertainty: 5 annotators, each label missing with probability 0.5, new
+labels fill missing cells (NUTS reads one label per pair), NUTS fits (2 chains x 300 draws) and the latent route of
+``posterior_nc_ece`` (clean labels drawn at every channel draw), 90% equal-tailed. Reported per setting: the median
+width reduction (before - after) of each strategy, their ratios, and on how many seeds the plan did better.
+Goal: plan / random >= 1.5 and plan / ActiveLab >= 1.
 
-    PYTHONPATH=.:/tmp/plan-pkgs python benchmarks/bench_plan.py [--seeds 6] [--out benchmarks/results/bench_plan.json]
+    PYTHONPATH=.:DIR python benchmarks/bench_plan.py [--seeds 10] [--settings binary,binary_crowd,k3] [--out JSON]
 
-cleanlab is in the ``bench`` extra (or ``pip install --no-deps --target DIR cleanlab termcolor`` and DIR on
+cleanlab is in the ``bench`` extra (or ``pip install --no-deps --target DIR cleanlab termcolor``, DIR on
 PYTHONPATH). Results: docs/planning.md.
 """
 from __future__ import annotations
@@ -157,12 +159,15 @@ def activelab_pairs(w: World, budget, rng):
     mat[w.item, w.ann] = w.lab
     pred = np.stack([1 - w.scores, w.scores], 1) if w.probs is None else w.probs
     scores, _ = get_active_learning_scores(mat, pred)
-    items = np.argsort(scores, kind="stable")[:budget]                    # lowest score: relabel first
-    anns = []
-    for i in items:
+    items, anns = [], []
+    for i in np.argsort(scores, kind="stable"):                           # lowest score: relabel first
         free = np.arange(w.n_ann) if w.repeats else np.flatnonzero(np.isnan(mat[i]))
-        anns.append(int(rng.choice(free if free.size else np.arange(w.n_ann))))
-    return np.stack([items, np.array(anns)])
+        if free.size:  # without repeats, skip items every annotator labelled already
+            items.append(int(i))
+            anns.append(int(rng.choice(free)))
+        if len(items) == budget:
+            break
+    return np.array([items, anns])
 
 
 def plan_pairs(w: World, data, fit, budget):

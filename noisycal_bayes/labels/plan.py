@@ -26,7 +26,8 @@ the *sample* target (the latent route of :func:`~noisycal_bayes.posterior_nc_ece
 top-label version on the confidence ``c_i = max_k p_ik`` with ``1[Y_i = yhat_i]``). The absolute value is not
 differentiable at a calibrated bin, so each bin mass ``e_k`` is treated as ``N(mu_k, s_k^2)`` with ``mu_k =
 sum_{i in B_k} (q_it - c_i) / n`` and ``s_k^2 = sum_{i in B_k} q_it (1 - q_it) / n^2`` (``t``: class 1, or
-``yhat_i``) and ``|e_k|`` as a folded normal: ``E|e_k| = s phi-term + mu erf(t / sqrt 2)``, ``t = mu_k / s_k``, so
+``yhat_i``) and ``|e_k|`` as a folded normal: ``E|e_k| = s_k sqrt(2/pi) exp(-t^2/2) + mu_k erf(t / sqrt 2)``,
+``t = mu_k / s_k``, so
 
 - the channel gradient is ``dE|e_k| / dmu_k = erf(t / sqrt 2)`` (a smoothed sign): ``G_i = erf(t / sqrt 2) e_t / n``;
 - the label weights use ``dVar|e_k| / ds_k^2 = rho_k = 1 - 2 E|e_k| phi(t) / s_k`` (``1 - 2/pi`` at a calibrated
@@ -47,14 +48,14 @@ with a Gaussian approximation of ``C_j``'s posterior the update is Kalman's,
 
 **A gold check** on item ``i`` sets ``Y_i``: the label part ``a_i'(diag q_i - q_i q_i')a_i`` goes to 0, and each label
 ``a`` from ``j`` already on ``i`` becomes a complete observation: its information grows by
-``(diag q^- - q^- q^-') / P(a)`` in column ``a`` (``q^-``: ``q_i`` without that label, ``P(a) = sum_y q^-_y C[j, y, a]``),
-the same Kalman update with ``U = (I - q^- 1')diag(sqrt q^-) / sqrt(P(a))``.
+``(diag q^- - q^- q^-') / P(a)`` in column ``a`` (``q^-``: ``q_i`` without that label,
+``P(a) = sum_y q^-_y C[j, y, a]``), the same Kalman update with ``U = (I - q^- 1')diag(sqrt q^-) / sqrt(P(a))``.
 
 **Point fits** (EM / MAP) have no draws: ``Sigma_j`` is the top-left block of ``[[I_j, A'], [A, 0]]^{-1}``, the
 constrained inverse Fisher information, with ``I_j`` the sum over ``j``'s labels of the expected one-label
 information above (``q^-``, the item's posterior without that label, in place of ``q_i``; expected rather than
-observed, so that the entries of a rarely given label are not left without information) plus one expected complete observation per row (``diag(1 / C[j, y, :])``, so that the
-system is regular) and ``A`` the K row-sum constraints.
+observed, so that the entries of a rarely given label are not left without information) plus one expected complete
+observation per row (``diag(1 / C[j, y, :])``, so that the system is regular) and ``A`` the K row-sum constraints.
 
 **Greedy batch.** Score every candidate, take the best, update that item's label branches and that annotator's
 ``Sigma_j`` (gold: every annotator on the item), rescore what changed, repeat ``budget`` times.

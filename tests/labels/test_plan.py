@@ -283,3 +283,13 @@ def test_fast_label_channel_gains_equal_the_dense_kalman_gain(k3):
     sigma, g = x @ x.T / 90, rng.normal(size=9)
     np.testing.assert_allclose(P._label_channel_gains(sigma, g, q, cbar[0]),
                                P._kalman_gain(sigma, g, P._label_u(q, cbar[0])), rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("kind", ["label", "gold"])
+def test_k3_plans_narrow_the_top_label_interval(k3, kind):
+    sim, fit = k3
+    plan = plan_labels(sim.data, fit, budget=5, kind=kind)
+    assert plan.target == "top_label_nc_ece" and len(plan.table) == 5
+    assert plan.width_after < plan.width_before
+    if kind == "gold":
+        assert plan.table["item"].is_unique
