@@ -1,4 +1,4 @@
-"""The ``noisycal-bayes`` command line: demo, evaluate, recalibrate, apply.
+"""The ``noisycal-bayes`` command line: demo, evaluate, recalibrate, apply, plan.
 
     noisycal-bayes demo [--out DIR]
     noisycal-bayes evaluate ANNOTATIONS.csv --scores SCORES.csv [--bins 10] [--groups 5]
@@ -9,6 +9,7 @@
     noisycal-bayes recalibrate ANNOTATIONS.csv --scores SCORES.csv --map temperature|platt|histogram
                             --save MAP.json
     noisycal-bayes apply MAP.json SCORES.csv [--out FILE]
+    noisycal-bayes plan ANNOTATIONS.csv --scores SCORES.csv --budget 50 [--kind label|gold] [--out PLAN.csv]
 
 Every problem with the input (a bad file, a bad option, data that do not identify the channels) ends
 with a single ``error: ...`` line on stderr and exit code 2, never a traceback; output files are
@@ -324,6 +325,54 @@ def _cmd_evaluate(args) -> int:
     return EXIT_OK
 
 
+def _cmd_plan(args) -> int:
+    """``plan``: :func:`noisycal_bayes.labels.plan_labels` on a fit of the loaded data; the plan as CSV."""
+    from .inference import fit_em, fit_nuts
+    from .labels import plan_labels
+    from .report import atomic_write_text
+
+    out = _check_out_file(args.out)
+    notes: list = []
+    multiclass = _is_multiclass(args)
+    if multiclass:
+        from .data import load_multiclass
+
+        if args.scores is None:
+            raise CommandError(f"{args.annotations}: K-class labels need --scores PROBS.csv (item + one probability "
+                               "column per class).")
+        with collect_warnings(notes):
+            annotators = None if args.annotators is None else [a.strip() for a in args.annotators.split(",")
+                                                               if a.strip()]
+            data = load_multiclass(args.annotations, args.scores, repeated=args.repeated, gold=args.gold,
+                                   annotators=annotators)
+    else:
+        data = _load(args, notes)
+        if data.scores is None:
+            raise CommandError(f"{args.annotations}: no scores; pass --scores SCORES.csv (columns item, score) or add "
+                               "a 'score' column.")
+    print(_data_line(data), flush=True)
+    with collect_warnings(notes):
+        kw = {} if multiclass else {"groups": Binning.equal_mass(BINARY_GROUPS if args.groups is None else args.groups)}
+        if args.method == "nuts":
+            fit = fit_nuts(data, seed=args.seed, n_chains=args.chains, n_warmup=args.warmup, n_draws=args.draws,
+                           progress_bar=sys.stderr.isatty(), **kw)
+        else:
+            fit = fit_em(data, seed=args.seed, **kw)
+        ask = None
+        if args.ask is not None:
+            by_name = {str(a): a for a in data.annotator_ids}
+            ask = [by_name.get(a.strip(), a.strip()) for a in args.ask.split(",") if a.strip()]
+        plan = plan_labels(data, fit, budget=args.budget, kind=args.kind, target=args.target, bins=args.bins,
+                           annotators=ask, repeats=not args.no_repeats, level=args.level)
+    print(plan.summary())
+    print(plan.table.head(10).to_string(index=False))
+    atomic_write_text(out, plan.table.to_csv(index=False))
+    print(f"Plan written to {out} ({len(plan.table)} rows, best first).")
+    for note in dict.fromkeys(notes + list(plan.warnings)):
+        print(f"warning: {_one_line(note)}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_demo(args) -> int:
     from .data.loaders import load_demo
 
@@ -532,6 +581,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--item-col", default="item")
     p.add_argument("--score-col", default="score")
     p.set_defaults(func=_cmd_apply)
+
+    p = sub.add_parser("plan", help="where the next labels (or gold checks) narrow the NC-ECE interval most: a "
+                       "ranked plan as CSV", description="Fit the channels, then rank (item, annotator) pairs for one "
+                       "more label each (or items for a gold check) by the expected reduction of the variance of the "
+                       "NC-ECE (K classes: top-label NC-ECE), and write the greedy plan for --budget actions as CSV "
+                       "(docs/planning.md).")
+    _add_data_args(p)
+    p.add_argument("--budget", type=int, required=True, help="number of extra labels (or gold checks) to plan")
+    p.add_argument("--kind", choices=("label", "gold"), default="label",
+                   help="label: one more label from an annotator per row (default); gold: a gold check per item")
+    p.add_argument("--out", metavar="PLAN.csv", default="plan.csv", help="the plan (default: plan.csv)")
+    p.add_argument("--target", choices=("nc_ece", "top_label_nc_ece"), default=None,
+                   help="the interval to narrow (default: nc_ece for binary labels, top_label_nc_ece for K classes)")
+    p.add_argument("--bins", type=int, default=None, help="equal-width evaluation bins (default: 10; K classes: 15)")
+    p.add_argument("--groups", type=int, default=None, help="binary: equal-mass score groups of the fit (default: 5)")
+    p.add_argument("--method", choices=("em", "nuts"), default="em",
+                   help="channel fit: em (point estimate, Fisher information; default) or nuts (posterior draws)")
+    p.add_argument("--ask", metavar="A1,A2,...", help="annotators who may be asked (default: every annotator)")
+    p.add_argument("--no-repeats", action="store_true",
+                   help="never ask an annotator about an item it already labelled (crowds)")
+    p.add_argument("--level", type=float, default=0.9, help="level of the reported widths (default: 0.9)")
+    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default: 4)")
+    p.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default: 1000)")
+    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.set_defaults(func=_cmd_plan)
     return parser
 
 
