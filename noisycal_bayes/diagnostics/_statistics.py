@@ -1,5 +1,5 @@
-"""The cell tables and statistics of :func:`~noisycal_bayes.diagnostics.model_checks` (the formulas are in the
-docstring of :mod:`noisycal_bayes.diagnostics.checks`): strata and pattern cells, expected counts, pooling and
+"""The cell tables and statistics of :func:`~noisycal_bayes.diagnostics.model_checks` (the formulas are in
+docs/model_checks.md): strata and pattern cells, expected counts, pooling and
 Pearson's X^2, the agreement rates and their largest standardised difference, the targeted statistics
 (score-dependent noise, annotator dependence) and their rows, and the parametric bootstrap of EM refits.
 """
@@ -100,7 +100,7 @@ def _cell_probs(cell_pat, cell_group, fpr, tpr, prevalence):
 
 
 def _pool(expected, cell_stratum, n_strata, min_expected):
-    """Pooled-cell index of each cell (the rule of the module docstring) and the number of pooled cells."""
+    """Pooled-cell index of each cell (the pooling rule of docs/model_checks.md) and the number of pooled cells."""
     pooled = np.empty(expected.size, np.int64)
     next_id = 0
     for s in range(n_strata):
@@ -217,7 +217,7 @@ def _trend_z(d, m, n, c):
 
 
 def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, exp_rep, design, alpha, ids):
-    """Rows of the ``score_dependent_noise`` and ``annotator_dependence`` checks (module docstring).
+    """Rows of the ``score_dependent_noise`` and ``annotator_dependence`` checks (docs/model_checks.md).
 
     Each data set (observed, and every replicate) is compared with its own fitted expected counts
     (``exp_obs``: (1 or B, n_cells), ``exp_rep``: (B, n_cells)), as the agreement checks are.
