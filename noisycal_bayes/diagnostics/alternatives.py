@@ -10,24 +10,11 @@ Three NumPyro models on the same compressed ``(score group, response pattern)`` 
 
 Each is fitted by NUTS (the package's compiled NUTS program, reused for every data set of the same design)
 or MAP (L-BFGS on NumPyro's potential in unconstrained space), compared by PSIS-LOO (Vehtari, Gelman and
-Gabry, *Statistics and Computing* 27, 2017; ArviZ ``az.loo``), and propagated into NC-ECE. How far NC-ECE
-moves between the models is the sensitivity result: a model the data prefer (higher ``elpd_loo``) whose
-NC-ECE differs says the shared-channel number rests on an assumption the data question.
-
-**LOO on compressed rows.** All items of a row ``r`` (same group and response pattern) have the same
-log-likelihood in every draw, hence the same PSIS importance ratios, so leaving out one of them gives the
-same ``elpd_r``. ``az.loo`` runs on the ``(draw, row)`` log-likelihood and the total is
-``elpd_loo = sum_r c_r elpd_r`` with standard error ``sqrt(n Var_items(elpd_i))`` (the item-level formula of
-Vehtari et al. 2017, eq. 23, with each row's value repeated ``c_r`` times); the difference of two models has
-``se = sqrt(n Var_items(elpd_i^A - elpd_i^B))``.
-
-**NC-ECE with channels per group.** Item ``i`` in group ``g`` has corrected label
-``Ytilde_ij = (A_ij - fpr_gj) / gap_gj`` and combined label ``sum_j W_ij Ytilde_ij`` with weights of the rule
-evaluated at the group's channel (:func:`noisycal_bayes.core.weights.weights_for_labels` on the group's items,
-renormalised over the annotators who answered); NC-ECE is ``sum_k (n_k / n) |mean_{i in B_k} (Ytilde_i -
-z_i)|``. All three models go through this one function (the shared and correlated models with the same
-channel in every group), so differences between them come from the channels alone. With equal weights and
-one channel it is :func:`noisycal_bayes.nc_ece` exactly.
+Gabry, *Statistics and Computing* 27, 2017; ArviZ ``az.loo``) on the compressed rows, and propagated into NC-ECE
+with one function for all three (:func:`nc_ece_group_channels`; the corrected label of an item in group ``g`` is
+``(A_ij - fpr_gj) / gap_gj``). How far NC-ECE moves between the models is the sensitivity result: a model the data
+prefer (higher ``elpd_loo``) whose NC-ECE differs says the shared-channel number rests on an assumption the data
+question. LOO on compressed rows and the NC-ECE with channels per group: docs/methods.md.
 """
 from __future__ import annotations
 
@@ -385,7 +372,7 @@ def _map(fn, args, kw, seed, init=None, n_laplace: int = 0):
 # ------------------------------------------------------------------ NC-ECE with channels per group
 def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group, *, bins=10,
                           weights="iv") -> np.ndarray:
-    """NC-ECE with channels that differ across score groups (module docstring), one value per channel draw.
+    """NC-ECE with channels that differ across score groups (docs/methods.md), one value per channel draw.
 
     Parameters
     ----------
@@ -448,7 +435,7 @@ def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group
 
 # ------------------------------------------------------------------ LOO
 def row_loo(ll_rows):
-    """PSIS-LOO per compressed row with ArviZ (module docstring): ``(elpd per row (R,), pareto k per row (R,))``.
+    """PSIS-LOO per compressed row with ArviZ (docs/methods.md): ``(elpd per row (R,), pareto k per row (R,))``.
 
     ``ll_rows`` (n_chains, n_draws, n_rows): each row's per-item log-likelihood at every draw. Works with ArviZ
     0.x and 1.x.

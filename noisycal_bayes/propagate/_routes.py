@@ -1,8 +1,7 @@
 """How :mod:`noisycal_bayes.propagate.nc_ece` turns draws into per-bin sums: the evaluation bins, the three binary
 routes (plug-in, model, latent) of :func:`~noisycal_bayes.propagate.posterior_nc_ece`, and the K-class plug-in run
 behind :func:`~noisycal_bayes.propagate.posterior_top_label_nc_ece` and
-:func:`~noisycal_bayes.propagate.posterior_classwise_nc_ece`. The formulas are in the docstring of
-:mod:`noisycal_bayes.propagate.nc_ece`.
+:func:`~noisycal_bayes.propagate.posterior_classwise_nc_ece`. The formulas are in docs/methods.md.
 """
 from __future__ import annotations
 

@@ -344,12 +344,8 @@ class MulticlassTemperatureScaling(_MulticlassMap):
     :func:`~noisycal_bayes.reference.recalibration.fit_temperature`). Relabelling the classes permutes the
     columns of ``z`` and ``t`` and leaves ``T`` unchanged.
 
-    **When the corrected loss is unbounded below in T.** As ``T -> 0`` the slope of the loss in ``beta`` tends to
-    ``mean_i [s_i max_k z_ik - sum_k t_ik z_ik]``, whose expectation is ``mean_i (max_k z_ik - z_{i, Y_i}) >= 0``.
-    With a misspecified confusion (or few items) it can be negative: a confident item whose corrected target puts
-    small negative mass on classes with very negative logits (``log 1e-6 = -13.8`` for probabilities rounded to
-    0) has ``sum_k t_ik z_ik > max_k z_ik``. The fit then ends at ``T_min`` with a BoundaryWarning; read it as a
-    sign that the confusion estimate does not fit the labels.
+    A fit that ends at ``T_min`` with a BoundaryWarning is a sign that the confusion estimate does not fit the
+    labels (the corrected loss is then unbounded below in ``T``: docs/methods.md).
 
     Examples
     --------
@@ -575,14 +571,8 @@ class TopLabelHistogram(_MulticlassMap):
     raw value is ``m_b = mean_{i in b} t_{i, yhat_i}``: with corrected targets an unbiased estimate of the
     bin's accuracy ``P(Y = yhat | c in b)`` (the top-label analogue of the projected histogram, paper §5.2).
 
-    **The projection onto [1/K, 1]** mirrors
-    :class:`~noisycal_bayes.recalibration.ProjectedHistogram`'s clip to [0, 1]. A recalibrated confidence must be
-    the largest entry of a probability vector, so it lies in [1/K, 1]; ``m_b`` may leave that interval (corrected
-    targets leave [0, 1], and a bin with few items is noisy). Among valid values, ``clip(m_b, 1/K, 1)`` is the one
-    closest to ``m_b`` and minimises the bin's squared error ``(v - m_b)^2`` (the Brier score of the top label,
-    up to a constant). It never moves the estimate farther from a true accuracy in [1/K, 1] (projection onto a
-    convex set containing it is non-expansive); a true accuracy below 1/K cannot be represented by a top-label
-    confidence at all, and 1/K is then the closest one.
+    The bin value is ``clip(m_b, 1/K, 1)`` (a top-label confidence lies in [1/K, 1]), as
+    :class:`~noisycal_bayes.recalibration.ProjectedHistogram` clips to [0, 1]; why: docs/methods.md.
 
     ``predict_proba`` returns full vectors: the predicted class keeps its index and gets the recalibrated
     confidence; the rest of the mass ``r`` goes to the other classes in proportion to their probabilities, shrunk
