@@ -249,10 +249,14 @@ def _init_values(data, groups, model, n_groups, seed, em=None):
     tpr = np.clip(np.asarray(em.channel.tpr), fpr + 1e-3, 0.999)
     values = {"fpr": fpr, "u": (tpr - fpr) / (1 - fpr),
               "prevalence": np.clip(np.asarray(em.prevalence, np.float64).reshape(-1), 1e-3, 1 - 1e-3)}
-    if values["prevalence"].size != n_groups:
-        return None
+    return None if values["prevalence"].size != n_groups else _with_scales(values, model, n_groups)
+
+
+def _with_scales(values, model, n_groups):
+    """``values`` plus the model's own sites near their nested point: small between-group spread or dependence."""
+    j = values["fpr"].size
     if model == "score_dependent":
-        values.update(tau_fpr=0.1, tau_u=0.1, e_fpr=np.zeros((n_groups, fpr.size)), e_u=np.zeros((n_groups, fpr.size)))
+        values.update(tau_fpr=0.1, tau_u=0.1, e_fpr=np.zeros((n_groups, j)), e_u=np.zeros((n_groups, j)))
     elif model == "correlated":
         values["dependence"] = 0.1
     return values
@@ -273,12 +277,8 @@ _TARGET_ACCEPT, _MAX_TREE_DEPTH = 0.9, 10
 def _default_sites(model, n_groups, n_annotators):
     """A start inside the prior's bulk when the EM start is unavailable (the sampler jitters it per chain)."""
     j = n_annotators
-    values = {"fpr": np.full(j, 0.15), "u": np.full(j, 0.6), "prevalence": np.full(n_groups, 0.5)}
-    if model == "score_dependent":
-        values.update(tau_fpr=0.1, tau_u=0.1, e_fpr=np.zeros((n_groups, j)), e_u=np.zeros((n_groups, j)))
-    elif model == "correlated":
-        values["dependence"] = 0.1
-    return values
+    return _with_scales({"fpr": np.full(j, 0.15), "u": np.full(j, 0.6), "prevalence": np.full(n_groups, 0.5)},
+                        model, n_groups)
 
 
 def _bound(model, static):

@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from .._validation import binary_only
-from ._statistics import (ALPHA, MAX_CELLS, MIN_EXPECTED, _CellsUnavailable, _agreement_design, _agreement_row,
-                          _agreement_rows, _agreement_stats, _agreement_table, _assumption_checks, _bootstrap,
-                          _cell_probs, _dependence_row, _excess_z, _indicator, _params, _pool, _response_pairs, _strata,
-                          _trend_row, _trend_z, _x2)
+from ._statistics import (ALPHA, MAX_CELLS, MIN_EXPECTED, ONE_GROUP, _CellsUnavailable, _agreement_design,
+                          _agreement_row, _agreement_rows, _agreement_stats, _agreement_table, _assumption_checks,
+                          _bootstrap, _cell_probs, _dependence_row, _excess_z, _indicator, _params, _pool,
+                          _response_pairs, _strata, _trend_row, _trend_z, _untestable_row, _x2)
 # The K-class check of an evaluation, named here (its import path) and written in _families.py.
 from ._families import N_CHECK_REPLICATES, _Families, check_row, run_multiclass_checks  # noqa: F401
 
@@ -366,8 +366,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     rows = []
     if reason:
         statistic = p_value = float("nan")
-        names = [n for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
-        rows = [dict(name=n, status="not_testable", statistic=np.nan, p_value=np.nan, detail=reason) for n in names]
+        rows = _untestable_rows(n_groups, reason)
     else:
         statistic = float(np.mean(observed_disc))
         p_value = float((1 + np.sum(replicated >= observed_disc)) / (1 + replicated.size))
@@ -433,13 +432,16 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
                        min_expected=min_expected, status=status, reason=reason, settings=settings)
 
 
+def _untestable_rows(n_groups, reason):
+    """Every check's row ``not_testable`` with ``reason`` (``pairwise_agreement_by_group`` only with groups)."""
+    return [_untestable_row(n, reason) for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
+
+
 def _untestable(fit, reason, *, n_replicates, alpha, min_expected, settings, rows=None):
     """A :class:`ModelChecks` whose table holds ``rows`` (default: every check ``not_testable`` with ``reason``),
     without cell residuals."""
-    n_groups = fit.inputs.n_groups
-    names = [n for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
     if rows is None:
-        rows = [dict(name=n, status="not_testable", statistic=np.nan, p_value=np.nan, detail=reason) for n in names]
+        rows = _untestable_rows(fit.inputs.n_groups, reason)
     table = pd.DataFrame(rows, columns=["name", "status", "statistic", "p_value", "detail"])
     residuals = pd.DataFrame({c: pd.Series(dtype=t) for c, t in (
         ("group", np.int64), ("pattern", object), ("stratum", np.int64), ("pooled_cell", np.int64),
@@ -555,9 +557,8 @@ def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected)
         fit_stats.append(mod.mean(axis=0, keepdims=True))
         obs_n.append(n[None])
     n_gp = " in a score group" if n_groups > 1 else ""
-    rows = [dict(name="posterior_predictive", status="not_testable", statistic=np.nan, p_value=np.nan,
-                 detail=f"{why}; the cell-count X^2 needs response patterns that repeat (the agreement checks "
-                        "below compare responses instead)")]
+    rows = [_untestable_row("posterior_predictive", f"{why}; the cell-count X^2 needs response patterns that repeat "
+                            "(the agreement checks below compare responses instead)")]
     specs = [("pairwise_agreement", diffs[0], lab_pair, f"no pair of annotators co-labelled {MIN_PAIR_ITEMS} items"),
              ("pairwise_agreement_by_group", diffs[1], lab_gpair,
               f"no pair of annotators co-labelled {MIN_PAIR_ITEMS} items{n_gp}"),
@@ -565,14 +566,12 @@ def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected)
     for name, diff, labels, empty in specs:
         if name == "pairwise_agreement_by_group" and n_groups == 1:
             continue
-        rows.append(_agreement_row(name, diff, labels, alpha) if len(labels) else
-                    dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan, detail=empty))
+        rows.append(_agreement_row(name, diff, labels, alpha) if len(labels) else _untestable_row(name, empty))
     if n_groups > 1:
         rows.append(_trend_row(np.concatenate(stats["trend_o"]), np.concatenate(stats["trend_r"]), n_groups, ids,
                                alpha))
     else:
-        rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
-                         detail="one score group: channels cannot be compared across scores (fit with score groups)"))
+        rows.append(_untestable_row("score_dependent_noise", ONE_GROUP))
     rows.append(_dependence_row(np.concatenate(stats["dep_o"]), np.concatenate(stats["dep_r"]), float(r1.size),
                                 u_pair.size, n_groups, alpha))
     for row in rows[1:]:
