@@ -15,10 +15,7 @@ For K classes, ``fit(X, responses, confusion)`` then ``predict_proba(X)``, ``pre
 ``predict_draws(X)``: :class:`PosteriorMulticlassTemperature` and :class:`PosteriorTopLabelHistogram` refit the
 point map (:mod:`~noisycal_bayes.recalibration.maps`) for each posterior confusion draw (confusion -> annotator
 weights -> corrected targets) on Bayesian-bootstrap weights of the items, as :class:`PosteriorTemperature` does
-for two classes; the draw loop, the bootstrap weights and the boundary report are shared.
-
-Built on :mod:`noisycal_bayes.core` only (the frequentist point maps live in
-:mod:`noisycal_bayes.recalibration.maps`).
+for two classes.
 """
 from __future__ import annotations
 
