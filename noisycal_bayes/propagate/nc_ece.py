@@ -42,8 +42,8 @@ from .result import MC_TARGETS, TARGETS, PosteriorClasswiseNCECE, PosteriorNCECE
 from .draws import (USABLE_LEVEL, Draws, check_fit, extract_draws, is_fit_result, output_index,  # noqa: F401
                     usable_annotators_of, usable_for)
 from .intervals import INTERVAL_METHODS, check_interval, read_interval  # noqa: F401
-from ._routes import (_check_route, _evaluation_bins, _evaluation_bins_on, _latent_route, _model_route,
-                      _plugin_route, _point_value, _read, _result, _run)
+from ._routes import (_check_route, _check_usable, _evaluation_bins, _evaluation_bins_on, _latent_route,
+                      _model_route, _plugin_route, _point_value, _read, _result, _run)
 
 METHODS = ("plugin", "model", "latent")
 #: Default propagation route of :func:`posterior_nc_ece` (see docs/coverage.md for why).
@@ -155,11 +155,7 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     rows = _check_route(data, fit, src, method, ev.edges, func) if method != "plugin" else None
     cols = None
     if z is not None:
-        if usable is None:
-            usable = usable_for(fit, src)
-        elif np.shape(usable) != (data.n_annotators,):
-            raise ValueError(f"{func}: `usable` must be a bool array of shape ({data.n_annotators},); got shape "
-                             f"{np.shape(usable)}.")
+        usable = usable_for(fit, src) if usable is None else _check_usable(usable, data.n_annotators, func)
         cols = response_columns(data, np.asarray(usable, dtype=bool), func=func)
         if not cols.keep.all() and method == "plugin":
             z = z[cols.keep]
