@@ -266,10 +266,11 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
 
     Notes
     -----
-    The statistics, the pooling rule, the replicates and the p-values are described in docs/model_checks.md. The degrees of freedom of the design are
-    ``sum_s (2^|O_s| - 1) - n_params`` over the observed (group, observed-annotators) strata, with
-    ``n_params = n_groups + 2 J``; for complete data ``G (2^J - 1) - (G + 2J)`` (DESIGN.md §8). When that is
-    ``<= 0``, or pooling leaves no degrees of freedom, every check is ``not_testable``. Designs without cell
+    The statistics, the pooling rule, the replicates and the p-values are described in docs/model_checks.md. The
+    degrees of freedom of the design are ``sum_s (2^|O_s| - 1) - n_params`` over the observed (group,
+    observed-annotators) strata, with ``n_params = n_groups + 2 J``; for complete data ``G (2^J - 1) - (G + 2J)``
+    (DESIGN.md §8). When that is ``<= 0``, or pooling leaves no degrees of freedom, every check is
+    ``not_testable``. Designs without cell
     tables get the response-level checks (docs/model_checks.md) for NUTS fits, and ``not_testable`` rows with the
     reason for EM / MAP fits.
 

@@ -224,8 +224,8 @@ def pooled_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int
                       prior=DEFAULT_MULTICLASS_PRIOR, record_loglik: bool = False):
     """K-class Dawid-Skene with partially pooled confusion matrices (many annotators, few labels each).
 
-    ``log(C[j,y,a] / C[j,y,y]) = mu_{y,a} + sigma z_{j,y,a}`` (non-centred; docs/methods.md, "K classes"), prevalence per
-    group as :func:`grouped_multiclass` (``n_groups = 1``: one prevalence).
+    ``log(C[j,y,a] / C[j,y,y]) = mu_{y,a} + sigma z_{j,y,a}`` (non-centred; docs/methods.md, "K classes"),
+    prevalence per group as :func:`grouped_multiclass` (``n_groups = 1``: one prevalence).
 
     Sites: ``mu`` (K, K-1), ``sigma`` (), ``z`` (J, K, K-1), ``prevalence`` (G, K); deterministic
     ``confusion`` (J, K, K) and ``population_confusion`` (K, K).

@@ -18,9 +18,10 @@ bins=..., weights=...).value``; and ``debiased``, the bias-corrected estimate of
 plug-in ``NC-ECE_s = sum_k |sum_{i in B_k} g_si Rtilde_si| / sum_i g_si`` (Bayesian bootstrap weights ``g_s ~ n
 Dirichlet(1, ..., 1)``); model ``sum_k |sum_{i in B_k} (m_s(Z_i) - Z_i)| / n``; latent ``sum_k |sum_{i in B_k}
 (Y_si - Z_i)| / n`` with ``Y_si`` drawn from :func:`noisycal_bayes.core.posterior_positive`. The default interval
-corrects each bin's ``|e_sk|`` for its Jensen bias by moment matching (:func:`~noisycal_bayes.propagate.debias_abs`; cf. Kumar, Liang & Ma
-2019); near zero the interval to read is ``[0, upper_one_sided]``. :class:`~noisycal_bayes.data.SufficientStats`
-give the same draws as the items they summarise. For K classes, :func:`posterior_top_label_nc_ece` and
+corrects each bin's ``|e_sk|`` for its Jensen bias by moment matching
+(:func:`~noisycal_bayes.propagate.debias_abs`; cf. Kumar, Liang & Ma 2019); near zero the interval to read is
+``[0, upper_one_sided]``. :class:`~noisycal_bayes.data.SufficientStats` give the same draws as the items they
+summarise. For K classes, :func:`posterior_top_label_nc_ece` and
 :func:`posterior_classwise_nc_ece` run the plug-in route with K x K confusion matrices; for K = 2 the class-wise
 entry of class 1 equals :func:`posterior_nc_ece` to rounding.
 
