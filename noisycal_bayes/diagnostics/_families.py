@@ -120,21 +120,13 @@ def run_multiclass_checks(data, fit, *, method: str = "em", seed: int = 0) -> tu
     """Predictive check of the K-class channel model on (score group x annotators who labelled x response pattern)
     counts; one row ``{name, status, statistic, p_value, detail}``.
 
-    The discrepancy is Pearson's ``X^2 = sum (O - E)^2 / E`` over *pooled cells*: within each (group, set of
-    annotators) family the cells whose expected count at the fit is below :data:`MIN_EXPECTED` are merged, with the
-    next smallest ones until the merged cell reaches it (:func:`_pool`, the rule of the binary checks; a family of
-    fewer items becomes one cell and carries no information); the same pooling serves every replicate. Unpooled, cells
-    with a near-zero expected count dominate ``X^2`` and make it a statistic of rare patterns that a fit on the
-    boundary never replicates. EM: a parametric bootstrap: :data:`N_CHECK_REPLICATES` data sets of family pattern
-    counts drawn from the fit (multinomial, family sizes kept), each refitted by EM warm-started at the fit (no
-    random starts: the standard parametric-bootstrap refit, on the replicate's distinct cells weighted by their
-    counts) and compared with its own refit; p-value ``(1 + #{T_rep >= T_obs}) / (R + 1)``, warning when ``p <=``
-    :data:`ALPHA` (calibrated: it warns at that rate under the model). NUTS: a posterior predictive check over
-    as many posterior draws, observed and replicated counts compared with the same draw's expectation (Gelman, Meng
-    & Stern 1996; conservative), pooled by the draws' mean expected counts. ``not_testable`` with repeated or gold
-    labels, more than :data:`MAX_CELLS` cells, no more free cell probabilities than parameters, or no
-    degrees of freedom left after pooling (``sum_f (pooled cells_f - 1) <= parameters``; a sparse crowd, where
-    nearly every item has its own set of annotators).
+    The discrepancy is Pearson's ``X^2 = sum (O - E)^2 / E`` over cells pooled within each (group, set of
+    annotators) family to an expected count of :data:`MIN_EXPECTED` (:func:`_pool`, the rule of the binary checks).
+    EM: a parametric bootstrap of :data:`N_CHECK_REPLICATES` replicates (family sizes kept), each refitted by EM
+    warm-started at the fit and compared with its own refit; p-value ``(1 + #{T_rep >= T_obs}) / (R + 1)``, warning
+    when ``p <=`` :data:`ALPHA`. NUTS: a posterior predictive check over as many draws (Gelman, Meng & Stern 1996;
+    conservative). ``not_testable`` with repeated or gold labels, more than :data:`MAX_CELLS` cells, or no degrees
+    of freedom left after pooling (e.g. a sparse crowd). Why pooling, and the calibration: docs/model_checks.md.
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
-"""The cell tables and statistics of :func:`~noisycal_bayes.diagnostics.model_checks` (the formulas are in the
-docstring of :mod:`noisycal_bayes.diagnostics.checks`): strata and pattern cells, expected counts, pooling and
+"""The cell tables and statistics of :func:`~noisycal_bayes.diagnostics.model_checks` (the formulas are in
+docs/model_checks.md): strata and pattern cells, expected counts, pooling and
 Pearson's X^2, the agreement rates and their largest standardised difference, the targeted statistics
 (score-dependent noise, annotator dependence) and their rows, and the parametric bootstrap of EM refits.
 """
@@ -100,7 +100,7 @@ def _cell_probs(cell_pat, cell_group, fpr, tpr, prevalence):
 
 
 def _pool(expected, cell_stratum, n_strata, min_expected):
-    """Pooled-cell index of each cell (the rule of the module docstring) and the number of pooled cells."""
+    """Pooled-cell index of each cell (the pooling rule of docs/model_checks.md) and the number of pooled cells."""
     pooled = np.empty(expected.size, np.int64)
     next_id = 0
     for s in range(n_strata):
@@ -188,6 +188,15 @@ def _params(fit):
     return (np.asarray(p["fpr"])[None], np.asarray(p["tpr"])[None], np.asarray(p["prevalence"]).reshape(1, g))
 
 
+#: ``detail`` of the ``score_dependent_noise`` row of a fit with one score group.
+ONE_GROUP = "one score group: channels cannot be compared across scores (fit with score groups)"
+
+
+def _untestable_row(name, detail):
+    """The table row of a check that cannot be run here, ``detail`` saying why."""
+    return dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan, detail=detail)
+
+
 def _agreement_row(name, diff, labels, alpha):
     """Table row of one agreement check: the largest ``|z|`` (:func:`_max_z`) against the replicates' maxima.
 
@@ -196,8 +205,7 @@ def _agreement_row(name, diff, labels, alpha):
     d_obs, d_rep, m_obs, m_rep, n_co = diff
     mz = _max_z(d_obs, d_rep, m_obs, m_rep, n_co)
     if mz is None:
-        return dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan,
-                    detail="no co-labelled items, or the replicates do not vary")
+        return _untestable_row(name, "no co-labelled items, or the replicates do not vary")
     z_obs, z_rep, worst = mz
     p = float((1 + np.sum(z_rep >= z_obs)) / (1 + z_rep.size))
     return dict(name=name, status="warn" if p <= alpha else "pass", statistic=float(np.mean(z_obs)), p_value=p,
@@ -217,7 +225,7 @@ def _trend_z(d, m, n, c):
 
 
 def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, exp_rep, design, alpha, ids):
-    """Rows of the ``score_dependent_noise`` and ``annotator_dependence`` checks (module docstring).
+    """Rows of the ``score_dependent_noise`` and ``annotator_dependence`` checks (docs/model_checks.md).
 
     Each data set (observed, and every replicate) is compared with its own fitted expected counts
     (``exp_obs``: (1 or B, n_cells), ``exp_rep``: (B, n_cells)), as the agreement checks are.
@@ -234,8 +242,7 @@ def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, 
 
     # ---- score-dependent noise: a trend over the score groups in each annotator's positive-response residual.
     if n_groups < 2:
-        rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
-                         detail="one score group: channels cannot be compared across scores (fit with score groups)"))
+        rows.append(_untestable_row("score_dependent_noise", ONE_GROUP))
     else:
         n_gj = per_group(observed[None], obs)[0]
         c = np.arange(n_groups, dtype=np.float64) - (n_groups - 1) / 2.0
@@ -250,8 +257,7 @@ def _assumption_checks(cell_pat, cell_group, n_groups, observed, reps, exp_obs, 
     # ---- annotator dependence: pooled excess agreement over pairs and score groups, one-sided.
     pairs, both, agree = design[0], design[1], design[2]
     if not pairs:
-        rows.append(dict(name="annotator_dependence", status="not_testable", statistic=np.nan, p_value=np.nan,
-                         detail="fewer than two annotators"))
+        rows.append(_untestable_row("annotator_dependence", "fewer than two annotators"))
         return rows
     n_gp = per_group(observed[None], both)[0]
 
@@ -266,8 +272,7 @@ def _trend_row(z_obs, z_rep, n_groups, ids, alpha):
     ``z_obs`` (B or 1, J) and of the replicates ``z_rep`` (B, J)."""
     ok = np.all(np.isfinite(z_obs), axis=0)
     if not np.any(ok):
-        return dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
-                    detail="no annotator has responses in two score groups")
+        return _untestable_row("score_dependent_noise", "no annotator has responses in two score groups")
     t_obs = np.abs(z_obs[:, ok]).max(axis=1)
     t_rep = np.nan_to_num(np.abs(z_rep[:, ok])).max(axis=1)
     p = float((1 + np.sum(t_rep >= t_obs)) / (1 + z_rep.shape[0]))
@@ -298,8 +303,7 @@ def _dependence_row(s_obs, s_rep, n_co, n_pairs, n_groups, alpha):
     """Table row of ``annotator_dependence`` from :func:`_excess_z` of the observed data and of each replicate,
     one-sided; ``n_co`` co-labelled pairs of responses over ``n_pairs`` pairs of annotators."""
     if not np.all(np.isfinite(s_obs)) or n_co == 0:
-        return dict(name="annotator_dependence", status="not_testable", statistic=np.nan, p_value=np.nan,
-                    detail="no co-labelled items")
+        return _untestable_row("annotator_dependence", "no co-labelled items")
     p = float((1 + np.sum(np.nan_to_num(s_rep, nan=-np.inf) >= s_obs)) / (1 + s_rep.shape[0]))
     return dict(name="annotator_dependence", status="warn" if p <= alpha else "pass",
                 statistic=float(s_obs.mean()), p_value=p,

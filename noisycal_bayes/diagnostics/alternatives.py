@@ -10,24 +10,11 @@ Three NumPyro models on the same compressed ``(score group, response pattern)`` 
 
 Each is fitted by NUTS (the package's compiled NUTS program, reused for every data set of the same design)
 or MAP (L-BFGS on NumPyro's potential in unconstrained space), compared by PSIS-LOO (Vehtari, Gelman and
-Gabry, *Statistics and Computing* 27, 2017; ArviZ ``az.loo``), and propagated into NC-ECE. How far NC-ECE
-moves between the models is the sensitivity result: a model the data prefer (higher ``elpd_loo``) whose
-NC-ECE differs says the shared-channel number rests on an assumption the data question.
-
-**LOO on compressed rows.** All items of a row ``r`` (same group and response pattern) have the same
-log-likelihood in every draw, hence the same PSIS importance ratios, so leaving out one of them gives the
-same ``elpd_r``. ``az.loo`` runs on the ``(draw, row)`` log-likelihood and the total is
-``elpd_loo = sum_r c_r elpd_r`` with standard error ``sqrt(n Var_items(elpd_i))`` (the item-level formula of
-Vehtari et al. 2017, eq. 23, with each row's value repeated ``c_r`` times); the difference of two models has
-``se = sqrt(n Var_items(elpd_i^A - elpd_i^B))``.
-
-**NC-ECE with channels per group.** Item ``i`` in group ``g`` has corrected label
-``Ytilde_ij = (A_ij - fpr_gj) / gap_gj`` and combined label ``sum_j W_ij Ytilde_ij`` with weights of the rule
-evaluated at the group's channel (:func:`noisycal_bayes.core.weights.weights_for_labels` on the group's items,
-renormalised over the annotators who answered); NC-ECE is ``sum_k (n_k / n) |mean_{i in B_k} (Ytilde_i -
-z_i)|``. All three models go through this one function (the shared and correlated models with the same
-channel in every group), so differences between them come from the channels alone. With equal weights and
-one channel it is :func:`noisycal_bayes.nc_ece` exactly.
+Gabry, *Statistics and Computing* 27, 2017; ArviZ ``az.loo``) on the compressed rows, and propagated into NC-ECE
+with one function for all three (:func:`nc_ece_group_channels`; the corrected label of an item in group ``g`` is
+``(A_ij - fpr_gj) / gap_gj``). How far NC-ECE moves between the models is the sensitivity result: a model the data
+prefer (higher ``elpd_loo``) whose NC-ECE differs says the shared-channel number rests on an assumption the data
+question. LOO on compressed rows and the NC-ECE with channels per group: docs/methods.md.
 """
 from __future__ import annotations
 
@@ -262,10 +249,14 @@ def _init_values(data, groups, model, n_groups, seed, em=None):
     tpr = np.clip(np.asarray(em.channel.tpr), fpr + 1e-3, 0.999)
     values = {"fpr": fpr, "u": (tpr - fpr) / (1 - fpr),
               "prevalence": np.clip(np.asarray(em.prevalence, np.float64).reshape(-1), 1e-3, 1 - 1e-3)}
-    if values["prevalence"].size != n_groups:
-        return None
+    return None if values["prevalence"].size != n_groups else _with_scales(values, model, n_groups)
+
+
+def _with_scales(values, model, n_groups):
+    """``values`` plus the model's own sites near their nested point: small between-group spread or dependence."""
+    j = values["fpr"].size
     if model == "score_dependent":
-        values.update(tau_fpr=0.1, tau_u=0.1, e_fpr=np.zeros((n_groups, fpr.size)), e_u=np.zeros((n_groups, fpr.size)))
+        values.update(tau_fpr=0.1, tau_u=0.1, e_fpr=np.zeros((n_groups, j)), e_u=np.zeros((n_groups, j)))
     elif model == "correlated":
         values["dependence"] = 0.1
     return values
@@ -286,12 +277,8 @@ _TARGET_ACCEPT, _MAX_TREE_DEPTH = 0.9, 10
 def _default_sites(model, n_groups, n_annotators):
     """A start inside the prior's bulk when the EM start is unavailable (the sampler jitters it per chain)."""
     j = n_annotators
-    values = {"fpr": np.full(j, 0.15), "u": np.full(j, 0.6), "prevalence": np.full(n_groups, 0.5)}
-    if model == "score_dependent":
-        values.update(tau_fpr=0.1, tau_u=0.1, e_fpr=np.zeros((n_groups, j)), e_u=np.zeros((n_groups, j)))
-    elif model == "correlated":
-        values["dependence"] = 0.1
-    return values
+    return _with_scales({"fpr": np.full(j, 0.15), "u": np.full(j, 0.6), "prevalence": np.full(n_groups, 0.5)},
+                        model, n_groups)
 
 
 def _bound(model, static):
@@ -385,7 +372,7 @@ def _map(fn, args, kw, seed, init=None, n_laplace: int = 0):
 # ------------------------------------------------------------------ NC-ECE with channels per group
 def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group, *, bins=10,
                           weights="iv") -> np.ndarray:
-    """NC-ECE with channels that differ across score groups (module docstring), one value per channel draw.
+    """NC-ECE with channels that differ across score groups (docs/methods.md), one value per channel draw.
 
     Parameters
     ----------
@@ -448,7 +435,7 @@ def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group
 
 # ------------------------------------------------------------------ LOO
 def row_loo(ll_rows):
-    """PSIS-LOO per compressed row with ArviZ (module docstring): ``(elpd per row (R,), pareto k per row (R,))``.
+    """PSIS-LOO per compressed row with ArviZ (docs/methods.md): ``(elpd per row (R,), pareto k per row (R,))``.
 
     ``ll_rows`` (n_chains, n_draws, n_rows): each row's per-item log-likelihood at every draw. Works with ArviZ
     0.x and 1.x.

@@ -1,73 +1,19 @@
 """Predictive model checks of a fitted grouped channel model: does the data look like the model's replicates?
 
-The grouped Dawid-Skene model (DESIGN.md §4, §8) says that, in score group ``g``, an item's responses follow
+In score group ``g`` the grouped Dawid-Skene model (DESIGN.md §4, §8) gives a response pattern the probability
+``P(A = a | g) = (1 - pi_g) prod_j a_j^A_j (1 - a_j)^(1 - A_j) + pi_g prod_j b_j^A_j (1 - b_j)^(1 - A_j)`` over
+the annotators who answered (:func:`noisycal_bayes.core.ds_loglik_rows`). Within a *stratum* (group, set of
+observed annotators) the pattern counts are multinomial. EM / MAP fits are checked by a parametric bootstrap with
+EM refitted on each replicate; NUTS fits by posterior predictive checks with realised discrepancies (Gelman, Meng
+and Stern, *Statistica Sinica* 6, 1996). The checks: Pearson's ``X^2`` over pooled cells (cells with fitted
+expected count below ``min_expected`` merged within their stratum), pairwise, per-group and per-annotator
+agreement (largest binomial ``|z|`` of observed minus model-implied rates), and two targeted checks of the
+assumptions behind every NC-ECE (DESIGN.md §2): ``score_dependent_noise`` (a score trend in an annotator's
+residuals) and ``annotator_dependence`` (pooled excess agreement, one-sided). Designs whose cells cannot be
+tabulated get the same agreement and targeted statistics from the responses (NUTS fits). A design with no degrees
+of freedom (``G (2^J - 1) <= G + 2J``) makes every check ``not_testable``, never ``pass``.
 
-``P(A = a | g) = (1 - pi_g) prod_j a_j^A_j (1 - a_j)^(1 - A_j) + pi_g prod_j b_j^A_j (1 - b_j)^(1 - A_j)``
-
-over the annotators who answered (:func:`noisycal_bayes.core.ds_loglik_rows`). Responses are missing at
-random, so the checks condition on each item's group and on which annotators answered it: within a *stratum*
-(group ``g``, set ``O`` of observed annotators) of ``n_s`` items the counts of the ``2^|O|`` label patterns are
-multinomial with these probabilities. The checks compare the observed counts with counts replicated from the
-fitted model:
-
-* EM / MAP fits: a parametric bootstrap. Replicates are drawn from the point estimate with every stratum's
-  size kept, and EM is refitted on each replicate (warm-started at the estimate), so that the p-value
-  accounts for the estimation of the ``G + 2J`` parameters.
-* NUTS fits: posterior predictive checks with realised discrepancies (Gelman, Meng and Stern, *Statistica
-  Sinica* 6, 1996): one replicate per posterior draw, and the discrepancy of the observed and of the
-  replicated counts both evaluated at that draw. Posterior predictive p-values are conservative (Meng,
-  *Ann. Statist.* 22, 1994): they warn at most at the stated rate, often less.
-
-The summary check ``posterior_predictive`` is Pearson's ``X^2 = sum (O - E)^2 / E`` over *pooled cells*: in
-each stratum the cells with expected count below ``min_expected`` (fitted expected counts of the observed
-data) are merged into one cell, together with the next smallest cells until that merged cell reaches
-``min_expected`` (a stratum whose items are fewer than that becomes one cell and carries no information).
-The same pooling serves every replicate. The nominal degrees of freedom are ``sum_s (K_s - 1) - (G + 2J)``
-with ``K_s`` pooled cells in stratum ``s``; the chi-square p-value on them is given in ``detail`` for
-reference, and the reported p-value is the bootstrap / posterior predictive one.
-
-Agreement checks: the fraction of items on which two annotators agree (among items both labelled), per pair
-over all items and per score group, and each annotator's agreement with the others (pooled over partners).
-Each is compared as the difference between the observed rate and the rate the model implies at the fit (at the
-draw, for NUTS), and each replicate gives the same difference at its own refit (draw), so that estimation is
-accounted for as in the summary check. Differences are standardised binomially, ``z = d / sqrt(m (1 - m) / n)``
-with ``m`` the model-implied rate and ``n`` the co-labelled items, each data set by its own fit; the check's
-statistic is the largest ``|z|`` (mean over draws for NUTS), and its p-value compares it with the same maximum
-over the replicates (so it accounts for the number of pairs and groups).
-
-Targeted checks of the two assumptions behind every NC-ECE (DESIGN.md §2), calibrated by the same replicates:
-
-* ``score_dependent_noise`` (channels that vary with the score): per annotator ``j`` and score group ``g``
-  the count residual ``d_gj = O_gj - E_gj`` of positive responses (observed minus fitted), and the trend
-  contrast ``z_j = sum_g c_g d_gj / sqrt(sum_g c_g^2 n_gj m_gj (1 - m_gj))`` with ``c_g = g - (G - 1) / 2``
-  (groups are ordered by score), ``n_gj`` responses and ``m_gj`` the fitted positive rate. A shared channel
-  leaves no trend in any annotator's residuals, whatever the prevalences; a false-positive rate rising with
-  the score does (one annotator's drift cannot be absorbed by the prevalences, which all annotators share).
-  The statistic is ``max_j |z_j|``; it needs at least two score groups.
-* ``annotator_dependence`` (errors that coincide more often than independence allows): the pooled excess
-  agreement ``S = sum_{g, pairs} (A_gp - E[A_gp]) / sqrt(sum n_gp m_gp (1 - m_gp))`` over pairs of annotators
-  and score groups, with ``A_gp`` the number of items on which the pair agrees, one-sided (shared errors raise
-  agreement). Under conditional independence the within-group agreement of a pair follows from the channels
-  and ``pi_g``; a common item difficulty adds agreement in every group that the shared channels can only
-  partly absorb. What three annotators can and cannot reveal is in docs/model_checks.md.
-
-Response-level checks, for designs whose cells cannot be tabulated (EM's sparse path for crowds, more
-annotators than 64-bit cell keys hold, more than :data:`MAX_CELLS` cells): the same agreement and targeted
-statistics, computed from the responses ``(i, j, A)`` and the co-labelled pairs of responses (two annotators on
-one item) instead of cell counts. At a parameter value the model-implied agreement of annotators ``a, b`` on item
-``i`` is ``(1 - q_i) (f_a f_b + (1 - f_a)(1 - f_b)) + q_i (t_a t_b + (1 - t_a)(1 - t_b))`` with ``q_i = pi_{g_i}``
-(or the gold label, an observed latent label) and the expected positive responses are ``(1 - q_i) f_j + q_i t_j``.
-Pairs enter ``pairwise_agreement`` (``_by_group``) when they co-labelled at least :data:`MIN_PAIR_ITEMS` items
-(in the group); ``annotator_agreement``, ``score_dependent_noise`` and ``annotator_dependence`` use every
-response. The replicates are posterior predictive (NUTS fits, including partially pooled ones): at each draw new
-clean labels ``Y_i ~ Bernoulli(q_i)`` and new responses for the observed (item, annotator) slots, with realised
-discrepancies as above. ``posterior_predictive`` (the cell-count X^2) is ``not_testable`` there, and so is every
-check of an EM / MAP fit on such a design: its parametric bootstrap refits EM on the cell counts of each
-replicate.
-
-A design with no degrees of freedom (DESIGN.md §8: ``G (2^J - 1) <= G + 2J`` free cell probabilities, for
-example one group and three annotators) reproduces every cell exactly, whatever the data: every check is
-then ``not_testable``, never ``pass``.
+Statistics, pooling rule, p-values and the response-level checks: docs/model_checks.md.
 """
 from __future__ import annotations
 
@@ -78,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from .._validation import binary_only
-from ._statistics import (ALPHA, MAX_CELLS, MIN_EXPECTED, _CellsUnavailable, _agreement_design, _agreement_row,
-                          _agreement_rows, _agreement_stats, _agreement_table, _assumption_checks, _bootstrap,
-                          _cell_probs, _dependence_row, _excess_z, _indicator, _params, _pool, _response_pairs, _strata,
-                          _trend_row, _trend_z, _x2)
+from ._statistics import (ALPHA, MAX_CELLS, MIN_EXPECTED, ONE_GROUP, _CellsUnavailable, _agreement_design,
+                          _agreement_row, _agreement_rows, _agreement_stats, _agreement_table, _assumption_checks,
+                          _bootstrap, _cell_probs, _dependence_row, _excess_z, _indicator, _params, _pool,
+                          _response_pairs, _strata, _trend_row, _trend_z, _untestable_row, _x2)
 # The K-class check of an evaluation, named here (its import path) and written in _families.py.
 from ._families import N_CHECK_REPLICATES, _Families, check_row, run_multiclass_checks  # noqa: F401
 
@@ -146,7 +92,7 @@ class ModelChecks:
         Why not testable ('' otherwise).
     settings : dict
         ``seed``, ``fit_method`` and ``n_draws_used`` (NUTS: posterior draws used; 0 otherwise); ``design`` is
-        ``"responses"`` when the design has no cell tables (module docstring: response-level checks; then
+        ``"responses"`` when the design has no cell tables (docs/model_checks.md: response-level checks; then
         ``residuals`` is empty and ``agreement`` lists the pairs with at least :data:`MIN_PAIR_ITEMS` co-labelled
         items and the annotators with any).
     """
@@ -301,7 +247,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     alpha : float, default 0.05
         A check warns when its p-value is at most ``alpha``.
     min_expected : float, default 5
-        Cells with a smaller fitted expected count are pooled (module docstring).
+        Cells with a smaller fitted expected count are pooled (docs/model_checks.md, pooling rule).
     progress_bar : bool, default False
         EM / MAP: a bar over the bootstrap refits, shown only when stderr is a terminal; the result is the same
         either way. (NUTS replicates are drawn in one vectorised step and need none.)
@@ -320,12 +266,12 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
 
     Notes
     -----
-    The statistics, the pooling rule, the replicates and the p-values are described in
-    :mod:`noisycal_bayes.diagnostics.checks`. The degrees of freedom of the design are
-    ``sum_s (2^|O_s| - 1) - n_params`` over the observed (group, observed-annotators) strata, with
-    ``n_params = n_groups + 2 J``; for complete data ``G (2^J - 1) - (G + 2J)`` (DESIGN.md §8). When that is
-    ``<= 0``, or pooling leaves no degrees of freedom, every check is ``not_testable``. Designs without cell
-    tables get the response-level checks (module docstring) for NUTS fits, and ``not_testable`` rows with the
+    The statistics, the pooling rule, the replicates and the p-values are described in docs/model_checks.md. The
+    degrees of freedom of the design are ``sum_s (2^|O_s| - 1) - n_params`` over the observed (group,
+    observed-annotators) strata, with ``n_params = n_groups + 2 J``; for complete data ``G (2^J - 1) - (G + 2J)``
+    (DESIGN.md §8). When that is ``<= 0``, or pooling leaves no degrees of freedom, every check is
+    ``not_testable``. Designs without cell
+    tables get the response-level checks (docs/model_checks.md) for NUTS fits, and ``not_testable`` rows with the
     reason for EM / MAP fits.
 
     Examples
@@ -380,7 +326,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
         reason = (f"after pooling cells with expected count < {min_expected:g}, no degrees of freedom are left "
                   f"({n_pooled} pooled cells in {n_strata} strata for {n_params} parameters): too few items.")
 
-    # Replicated cell counts, stratum sizes kept (the conditional multinomial of the module docstring).
+    # Replicated cell counts, stratum sizes kept (the conditional multinomial within a stratum).
     width = int(2 ** n_obs.max())
     slot = np.concatenate([np.arange(2 ** k) for k in n_obs])
 
@@ -421,8 +367,7 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
     rows = []
     if reason:
         statistic = p_value = float("nan")
-        names = [n for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
-        rows = [dict(name=n, status="not_testable", statistic=np.nan, p_value=np.nan, detail=reason) for n in names]
+        rows = _untestable_rows(n_groups, reason)
     else:
         statistic = float(np.mean(observed_disc))
         p_value = float((1 + np.sum(replicated >= observed_disc)) / (1 + replicated.size))
@@ -488,13 +433,16 @@ def model_checks(data, fit, *, n_replicates: int = 200, seed: int = 0, alpha: fl
                        min_expected=min_expected, status=status, reason=reason, settings=settings)
 
 
+def _untestable_rows(n_groups, reason):
+    """Every check's row ``not_testable`` with ``reason`` (``pairwise_agreement_by_group`` only with groups)."""
+    return [_untestable_row(n, reason) for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
+
+
 def _untestable(fit, reason, *, n_replicates, alpha, min_expected, settings, rows=None):
     """A :class:`ModelChecks` whose table holds ``rows`` (default: every check ``not_testable`` with ``reason``),
     without cell residuals."""
-    n_groups = fit.inputs.n_groups
-    names = [n for n in CHECK_NAMES if n != "pairwise_agreement_by_group" or n_groups > 1]
     if rows is None:
-        rows = [dict(name=n, status="not_testable", statistic=np.nan, p_value=np.nan, detail=reason) for n in names]
+        rows = _untestable_rows(fit.inputs.n_groups, reason)
     table = pd.DataFrame(rows, columns=["name", "status", "statistic", "p_value", "detail"])
     residuals = pd.DataFrame({c: pd.Series(dtype=t) for c, t in (
         ("group", np.int64), ("pattern", object), ("stratum", np.int64), ("pooled_cell", np.int64),
@@ -513,7 +461,7 @@ def _untestable(fit, reason, *, n_replicates, alpha, min_expected, settings, row
 
 
 def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected):
-    """The response-level checks of the module docstring, for designs whose cells cannot be tabulated (``why``)."""
+    """The response-level checks (docs/model_checks.md), for designs whose cells cannot be tabulated (``why``)."""
     from ..data import AnnotationSet
 
     inp = fit.inputs
@@ -610,9 +558,8 @@ def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected)
         fit_stats.append(mod.mean(axis=0, keepdims=True))
         obs_n.append(n[None])
     n_gp = " in a score group" if n_groups > 1 else ""
-    rows = [dict(name="posterior_predictive", status="not_testable", statistic=np.nan, p_value=np.nan,
-                 detail=f"{why}; the cell-count X^2 needs response patterns that repeat (the agreement checks "
-                        "below compare responses instead)")]
+    rows = [_untestable_row("posterior_predictive", f"{why}; the cell-count X^2 needs response patterns that repeat "
+                            "(the agreement checks below compare responses instead)")]
     specs = [("pairwise_agreement", diffs[0], lab_pair, f"no pair of annotators co-labelled {MIN_PAIR_ITEMS} items"),
              ("pairwise_agreement_by_group", diffs[1], lab_gpair,
               f"no pair of annotators co-labelled {MIN_PAIR_ITEMS} items{n_gp}"),
@@ -620,14 +567,12 @@ def _response_checks(data, fit, why, *, n_replicates, seed, alpha, min_expected)
     for name, diff, labels, empty in specs:
         if name == "pairwise_agreement_by_group" and n_groups == 1:
             continue
-        rows.append(_agreement_row(name, diff, labels, alpha) if len(labels) else
-                    dict(name=name, status="not_testable", statistic=np.nan, p_value=np.nan, detail=empty))
+        rows.append(_agreement_row(name, diff, labels, alpha) if len(labels) else _untestable_row(name, empty))
     if n_groups > 1:
         rows.append(_trend_row(np.concatenate(stats["trend_o"]), np.concatenate(stats["trend_r"]), n_groups, ids,
                                alpha))
     else:
-        rows.append(dict(name="score_dependent_noise", status="not_testable", statistic=np.nan, p_value=np.nan,
-                         detail="one score group: channels cannot be compared across scores (fit with score groups)"))
+        rows.append(_untestable_row("score_dependent_noise", ONE_GROUP))
     rows.append(_dependence_row(np.concatenate(stats["dep_o"]), np.concatenate(stats["dep_r"]), float(r1.size),
                                 u_pair.size, n_groups, alpha))
     for row in rows[1:]:

@@ -1,29 +1,18 @@
 """Profile likelihood of the channel gaps: which gap scales the data allow, and the NC-ECE range they imply.
 
 Scaling each fitted gap ``delta_j`` by a factor ``f`` while holding ``fpr_j`` fixed (the old "perturb" sweep)
-moves the channels in a direction the data rule out: the implied response-pattern frequencies no longer
-match the observed ones, and the NC-ECE of such channels is not a value the data allow. The profile moves
-only where the data allow. For each factor ``f`` it maximises the grouped Dawid-Skene log-likelihood
-(:mod:`noisycal_bayes.core.likelihood`) over every other parameter, with the gaps held at
+moves the channels in a direction the data rule out. The profile instead maximises, for each ``f``, the grouped
+Dawid-Skene log-likelihood (:mod:`noisycal_bayes.core.likelihood`) over every other parameter with the gaps held at
 ``delta_j(f) = f * delta_hat_j``:
 
 ``l_p(f) = max_{a, pi} sum_r c_r log[(1 - pi_{g_r}) prod_j a_j^A (1 - a_j)^(1-A)
 + pi_{g_r} prod_j (a_j + delta_j(f))^A (1 - a_j - delta_j(f))^(1-A)]``
 
-over the compressed (group, pattern) rows ``r`` with counts ``c_r``. The likelihood-ratio statistic
-``LR(f) = 2 [l(theta_hat) - l_p(f)]`` is, under the model, asymptotically chi-square with one degree of
-freedom (one scalar constraint; Wilks), so the factors with ``LR(f) <= chi2_1(level)`` form a ``level``
-profile-likelihood confidence set for the common gap scale (Venzon and Moolgavkar, *Appl. Statist.* 37,
-1988; Pawitan, *In All Likelihood*, 2001, §3.4). The NC-ECE at the profile channels
-``(a_hat(f), a_hat(f) + f delta_hat)`` over that set is the range of NC-ECE values the data cannot rule out
-along the gap direction.
-
-The maximisation is an ECM algorithm (Meng and Rubin, *Biometrika* 80, 1993): the E-step of
-:func:`noisycal_bayes.core.em.e_step`; the M-step for ``pi_g`` is the closed form of EM, and for each
-``a_j`` with ``delta_j`` fixed it maximises the concave
-``S0p log a + S0n log(1 - a) + S1p log(a + delta) + S1n log(1 - a - delta)`` on ``(0, 1 - delta)`` (``S``:
-expected counts of positive / negative responses from items of class 0 / 1) by bisection on its
-decreasing derivative. Each step raises the log-likelihood, so the iteration is monotone.
+over the compressed (group, pattern) rows ``r`` with counts ``c_r``. The factors with ``LR(f) = 2 [l(theta_hat) -
+l_p(f)] <= chi2_1(level)`` form a ``level`` profile-likelihood confidence set for the common gap scale (Wilks;
+Venzon and Moolgavkar, *Appl. Statist.* 37, 1988; Pawitan, *In All Likelihood*, 2001, §3.4), and the NC-ECE at
+the profile channels over that set is the range the data cannot rule out along the gap direction. The
+maximisation is a monotone ECM algorithm (Meng and Rubin, *Biometrika* 80, 1993): docs/methods.md.
 """
 from __future__ import annotations
 

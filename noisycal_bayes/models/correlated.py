@@ -6,23 +6,16 @@ latent effect ``b_i ~ Normal(0, 1)`` (its "difficulty" or "salience"), shared by
 ``P(A_ij = 1 | Y_i = y, b_i) = sigmoid(logit r_jy + s b_i)``,  ``r_j0 = fpr_j``,  ``r_j1 = tpr_j``,
 
 the random-effects latent class model of Qu, Tan and Kutner (*Biometrics* 52, 1996, 797-810), with a logistic
-instead of a probit link and one dependence scale ``s >= 0`` common to the classes and annotators (Qu et al.
-allow one per test and class; with three annotators that many are not identified). Given ``Y`` the responses
-are positively dependent whenever ``s > 0``; ``s = 0`` is the conditional-independence model. ``b_i`` is
-integrated out with Gauss-Hermite quadrature (``n_nodes`` nodes ``x_q``, weights ``w_q`` for N(0, 1)):
+instead of a probit link and one dependence scale ``s >= 0`` common to the classes and annotators; ``s = 0`` is the
+conditional-independence model. ``b_i`` is integrated out with Gauss-Hermite quadrature (``n_nodes`` nodes ``x_q``,
+weights ``w_q`` for N(0, 1)):
 
 ``P(A | g) = sum_y pi_g^y (1 - pi_g)^(1-y) sum_q w_q prod_j p_jyq^A_j (1 - p_jyq)^(1 - A_j)``,
 ``p_jyq = sigmoid(logit r_jy + s x_q)``.
 
-The channels that matter for NC-ECE are the *marginal* rates ``E_b[P(A_j = 1 | Y = y, b)]``
-(deterministic sites ``fpr_marginal``, ``tpr_marginal``): the corrected label ``(A_j - fpr_j) / gap_j`` is
-unbiased for ``Y`` with the marginal rates whatever the dependence, which changes only its variance and how
-the channels are estimated. Orientation holds in every draw: with one ``s``, ``tpr_j > fpr_j`` at every
-``b`` and hence marginally.
-
-What three annotators identify: with one score group the independence model already reproduces the 7 free
-pattern probabilities exactly, so nothing is left to estimate ``s``; score groups with different
-prevalences make ``s`` estimable through the way agreement varies with ``pi_g`` (docs/model_checks.md).
+The channels that matter for NC-ECE are the *marginal* rates ``E_b[P(A_j = 1 | Y = y, b)]`` (deterministic sites
+``fpr_marginal``, ``tpr_marginal``). Why one scale, why the marginal rates, and what three annotators identify:
+docs/methods.md.
 """
 from __future__ import annotations
 

@@ -12,34 +12,17 @@ order (``grid=True``, :func:`noisycal_bayes.data.grid_patterns`) is evaluated wi
 With ``labels=None`` a model samples the prior predictive: clean labels ``y`` and complete
 responses ``labels`` for the rows given by ``group``.
 
-**K classes** (Dawid & Skene 1979; DESIGN §8 "K classes"). The channel of annotator ``j`` is a row-stochastic
-K x K confusion matrix, ``C[j, y, a] = P(A_j = a | Y = y)``. The clean label ``Y_i`` of item ``i`` in score group
-``g(i)`` has prior ``prevalence[g(i)]`` (a point of the K-simplex) and is summed out in log space,
-``log p(A_i) = logsumexp_y [log pi_{g(i), y} + sum_{r: i_r = i} log C[j_r, y, a_r]]``
-(:func:`~noisycal_bayes.core.likelihood.class_log_joint`); an item with a known clean label (``gold_i = y``)
-contributes the single term of ``y``. Missing responses drop out; a repeated response of one annotator is one
-more conditionally independent factor. :func:`dawid_skene_multiclass` has one prevalence (``prevalence`` (K,)),
-:func:`grouped_multiclass` one per score group (``prevalence`` (G, K)); both sample ``confusion`` (J, K, K) with
-Dirichlet rows: row ``y`` of ``C_j`` is ``Dirichlet(alpha_y)`` with ``alpha_{y,y} = diagonal`` and ``alpha_{y,a} =
-off_diagonal`` (:class:`~noisycal_bayes.models.priors.MulticlassPrior`), prevalences ``Dirichlet(prevalence * 1_K)``.
-The partially pooled K-class model is :func:`~noisycal_bayes.models.pooled.pooled_multiclass`; the NUTS
+**K classes** (Dawid & Skene 1979; DESIGN §8 "K classes"). Annotator ``j``'s channel is a row-stochastic confusion
+matrix ``C[j, y, a] = P(A_j = a | Y = y)``, the clean label of item ``i`` has prior ``prevalence[g(i)]`` and is
+summed out, ``log p(A_i) = logsumexp_y [log pi_{g(i), y} + sum_{r: i_r = i} log C[j_r, y, a_r]]``
+(:func:`~noisycal_bayes.core.likelihood.class_log_joint`); a gold item contributes the term of its label.
+:func:`dawid_skene_multiclass` has one prevalence, :func:`grouped_multiclass` one per score group; confusion rows
+are Dirichlet (:class:`~noisycal_bayes.models.priors.MulticlassPrior`). The labelling is fixed by diagonal
+dominance of the crowd's average confusion (:func:`~noisycal_bayes.core.starts.diagonally_dominant`), enforced by
+the prior, the starts and a check of every draw rather than by the parametrisation. Why, and the two input
+forms (:class:`~noisycal_bayes.core.tables.PatternTable`, :class:`~noisycal_bayes.core.tables.SparseTable`):
+docs/methods.md. The pooled model is :func:`~noisycal_bayes.models.pooled.pooled_multiclass`; the NUTS
 coordinates are in :mod:`noisycal_bayes.models.log_ratio`.
-
-*Orientation (label switching).* The likelihood is invariant under a relabelling of the clean classes (permute
-the rows of every ``C_j`` and the prevalence entries together). The labelling is fixed by diagonal dominance of
-the crowd's average confusion matrix, ``mean_j C[j, y, y] > mean_j C[j, y, a]`` for all ``a != y``
-(:func:`~noisycal_bayes.core.starts.diagonally_dominant`). It is enforced by the Dirichlet prior's pull towards
-the diagonal, by starting every chain at a diagonal-dominant MAP-EM point, and by a post-hoc check of every draw
-(a warning naming the fraction of violating draws); it is not a hard constraint of the parametrisation: when the
-crowd is better than chance the relabelled modes are separated by regions of negligible posterior mass, so
-chains started in the dominant mode stay there, whereas a hard constraint on the average of J matrices would
-couple every annotator's rows and put a boundary inside the sampler's space (NUTS degrades at such walls).
-
-*Two input forms* (:class:`~noisycal_bayes.core.tables.PatternTable`,
-:class:`~noisycal_bayes.core.tables.SparseTable`): compressed ``(group, gold, response pattern)`` rows with
-counts, patterns in ``{-1, 0, ..., K-1}^J`` (at most ``G (K+1)^J (K+1)`` distinct rows, so a gradient costs
-``O(n_rows J K)`` whatever the number of items; zero-count padding rows drop out); or the ``(item, annotator,
-label)`` triples sorted by item, with segment sums over items (``O(n_responses K)``), for many annotators.
 """
 from __future__ import annotations
 

@@ -253,10 +253,9 @@ def annotator_table(ids, fpr, tpr, soft_counts, n_labels, *, level: float = ANNO
     Annotators with fewer than :data:`GRID_LABELS` labels (with the cavity pairs given, and within
     :data:`GRID_BUDGET`, fewest labels first) get their intervals from their exact posterior given the other
     annotators' channels (:func:`conditional_intervals`, Jeffreys prior, equal-tailed; the gap's too): for them the
-    Louis scaling above is a poor large-sample approximation and over-covers (0.93 against 0.91 at 17-47 labels,
-    docs/crowds.md). ``table.attrs["conditional"]`` marks them. Flags:
-    ``"uninformative"`` when the gap
-    interval contains 0, ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
+    Louis scaling above is a poor large-sample approximation and over-covers (docs/crowds.md).
+    ``table.attrs["conditional"]`` marks them. Flags: ``"uninformative"`` when the gap interval contains 0,
+    ``"adversarial"`` when it lies below 0, else ``"ok"``; the downstream rule
     (:func:`noisycal_bayes.core.channel.usable_annotators`) gives uninformative annotators weight 0.
     """
     from scipy import special  # betaincinv / ndtri: the Beta and normal quantiles without stats' overhead

@@ -13,19 +13,11 @@ out. Two ways to set the population:
   prior.off_diagonal) e_y)`` (favours the diagonal: the crowd is better than chance) and ``log s_y ~ Normal(log(2 K),
   1.5)`` are sampled with the rest.
 
-Orientation is fixed at the crowd's level: the population mean (fixed or sampled) is diagonally dominant at the
-start (the pooled EM relabels its classes so, :mod:`noisycal_bayes.inference.population`); a single annotator
-may be adversarial. Gold items (``gold >= 0``) are observed clean labels; repeated (item, annotator) responses are
-conditionally independent given ``Y_i``.
-
-**Coordinates.** As :func:`~noisycal_bayes.models.log_ratio.grouped_multiclass_log_ratio`: each confusion row's
-log-odds against its diagonal entry (and the prevalence's against its largest class), ``loc + scale * u`` with the
-conjugate posterior ``Dirichlet(n + alpha)`` given the start's expected counts ``n`` standard normal
-(:func:`~noisycal_bayes.models.log_ratio.log_ratio_scaling`'s formulas), the Dirichlet densities carried over with
-their Jacobians. **Likelihood** from the coded responses (one gather per response of a ``J K x K`` table of
-``log C``, summed per item over a padded code matrix or by segments,
-:func:`~noisycal_bayes.core.sparse.coded_class_log_joint`): O(n_responses), no items x annotators array.
-Accuracy, speed and mixing on real crowds: docs/crowds.md ("Bayesian route").
+Orientation is fixed at the crowd's level: the population mean is diagonally dominant at the start (the pooled EM
+relabels its classes so, :mod:`noisycal_bayes.inference.population`); a single annotator may be adversarial. Gold
+items are observed clean labels; repeated responses are conditionally independent given ``Y_i``. Coordinates and
+likelihood: those of :func:`~noisycal_bayes.models.log_ratio.grouped_multiclass_log_ratio`, on coded responses in
+O(n_responses) (docs/methods.md). Accuracy, speed and mixing on real crowds: docs/crowds.md ("Bayesian route").
 """
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""Partially pooled (hierarchical) channel models for crowds: many annotators, few labels each.
+r"""Partially pooled (hierarchical) channel models for crowds: many annotators, few labels each.
 
 Each annotator's channel is drawn from a population distribution whose parameters are learned, in
 non-centred form (so that an annotator with 20 labels costs the sampler no funnel):
 
 .. math::
 
-    \\operatorname{logit} fpr_j = \\mu_f + \\sigma_f z_{fj}, \\qquad
-    \\operatorname{logit} tpr_j = \\mu_t + \\sigma_t z_{tj}, \\qquad z_{fj}, z_{tj} \\sim N(0, 1),
+    \operatorname{logit} fpr_j = \mu_f + \sigma_f z_{fj}, \qquad
+    \operatorname{logit} tpr_j = \mu_t + \sigma_t z_{tj}, \qquad z_{fj}, z_{tj} \sim N(0, 1),
 
 with ``mu_tpr = mu_fpr + mean_gap``. Sites and priors (numbers from :class:`~noisycal_bayes.models.Prior`):
 
@@ -21,30 +21,11 @@ site                prior                                       meaning
 prevalence part     as the non-pooled model of the same name    ``"dawid_skene"``, ``"grouped"``, ...
 ==================  ==========================================  =======================================
 
-**Orientation at the level of the crowd** (paper Appendix D.5, DESIGN §8). The likelihood is invariant
-under the label exchange ``Y -> 1 - Y``, which maps every ``(fpr_j, tpr_j)`` to ``(tpr_j, fpr_j)`` and
-each prevalence ``pi`` to ``1 - pi``; under the pooled prior it maps ``(mu_fpr, mu_tpr)`` to
-``(mu_tpr, mu_fpr)``, i.e. ``mean_gap`` to ``-mean_gap``. Constraining ``mean_gap > 0`` (the population's
-median tpr above its median fpr) therefore selects one of the two mirror modes, for the whole crowd at once,
-and leaves every single annotator free: a spammer (``gap_j ~ 0``) or an adversary (``gap_j < 0``) is
-estimated with its interval, not rejected, and cannot flip the fit. The paper's every-gap-positive
-constraint (the non-pooled models) stays the choice for a few trusted annotators who each label many items.
-
-**Likelihood.** From sparse responses ``(item, annotator, label)`` by one per-item sum of a per-response
-table (:func:`noisycal_bayes.core.sparse.channel_tables`, :func:`~noisycal_bayes.core.sparse.code_sums`; equal
-to :func:`~noisycal_bayes.core.sparse.sparse_item_loglik`): ``log p(A_i) = logaddexp(log(1 - pi_i) + l0_i,
-log pi_i + l1_i)`` with ``l_y = sum_{r: i_r = i} log P(A_r | Y = y)``; items with a gold label contribute
-``log P(Y_i = gold_i, A_i)`` (an observed latent label). The cost is O(n_responses), with no dense
-items x annotators array; an annotator may label an item more than once (conditionally independent
-responses given ``Y_i``).
-
-**K classes** (:func:`pooled_multiclass`, a different model from the binary one: one spread, soft orientation).
-Each confusion row is written in log-odds against its diagonal entry, ``eta_{j,y,a} = log(C[j,y,a] / C[j,y,y]) =
-mu_{y,a} + sigma z_{j,y,a}`` (a != y; ``eta_{j,y,y} = 0``, which removes the softmax's shift redundancy) with
-``mu_{y,a} ~ Normal(population_loc, population_scale)``, ``sigma ~ HalfNormal(population_spread)``, ``z ~ Normal(0,
-1)`` (numbers from :class:`~noisycal_bayes.models.MulticlassPrior`); ``C[j, y] = softmax(eta_{j,y})``. The
-population's typical confusion is ``softmax([0 at y, mu_y])`` (deterministic site ``population_confusion``).
-Orientation is that of the other K-class models (:mod:`noisycal_bayes.models.dawid_skene`, "K classes").
+``mean_gap > 0`` orients the crowd as a whole (paper Appendix D.5, DESIGN §8) and leaves every annotator free: a
+spammer or an adversary is estimated with its interval, not rejected. The likelihood is computed from sparse
+responses in O(n_responses) (:func:`noisycal_bayes.core.sparse.code_sums`), gold items contributing ``log P(Y_i =
+gold_i, A_i)``. :func:`pooled_multiclass` is the K-class model: ``log(C[j,y,a] / C[j,y,y]) = mu_{y,a} + sigma
+z_{j,y,a}`` with one spread. Why this orientation, the likelihood and the preconditioning of NUTS: docs/methods.md.
 """
 from __future__ import annotations
 
@@ -243,8 +224,8 @@ def pooled_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int
                       prior=DEFAULT_MULTICLASS_PRIOR, record_loglik: bool = False):
     """K-class Dawid-Skene with partially pooled confusion matrices (many annotators, few labels each).
 
-    ``log(C[j,y,a] / C[j,y,y]) = mu_{y,a} + sigma z_{j,y,a}`` (non-centred; module docstring, "K classes"), prevalence per
-    group as :func:`grouped_multiclass` (``n_groups = 1``: one prevalence).
+    ``log(C[j,y,a] / C[j,y,y]) = mu_{y,a} + sigma z_{j,y,a}`` (non-centred; docs/methods.md, "K classes"),
+    prevalence per group as :func:`grouped_multiclass` (``n_groups = 1``: one prevalence).
 
     Sites: ``mu`` (K, K-1), ``sigma`` (), ``z`` (J, K, K-1), ``prevalence`` (G, K); deterministic
     ``confusion`` (J, K, K) and ``population_confusion`` (K, K).
@@ -266,13 +247,8 @@ def pooled_multiclass(table, *, n_annotators: int, n_classes: int, n_groups: int
 # Preconditioning for NUTS (NumPy): where each site starts and how wide its posterior is, in the sampler's
 # unconstrained coordinates.
 #
-# NumPyro's warm-up runs its first 100 iterations (init buffer and first slow window) with an identity mass
-# matrix. In the pooled model's own coordinates the posterior standard deviations span two orders of magnitude
-# (a centred well-labelled annotator or a prevalence from 20,000 items: 0.01-0.1; an annotator with 2 labels: 1),
-# so those iterations ran at step sizes of 0.02-0.07 with trees of 200 leapfrog steps: on rte three quarters of
-# all gradient evaluations of a fit. Sampling each site as ``(u - shift) / scale``, with ``scale`` the normal
-# approximation below, makes the identity matrix nearly right from the first iteration (and the start's jitter
-# of +-0.5 a jitter of half a posterior standard deviation). Adaptation then proceeds as before.
+# Why: the identity mass matrix of NumPyro's first warm-up window meets posterior standard deviations that
+# span two orders of magnitude (docs/methods.md, preconditioning for NUTS).
 
 
 # Support -> (to the sampler's unconstrained coordinates, back); a real site is its own coordinate.

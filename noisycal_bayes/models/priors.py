@@ -95,14 +95,9 @@ class Prior:
 
     Notes
     -----
-    **Why these defaults.** ``fpr ~ Beta(1, 2)`` with ``u ~ Beta(1, 1)`` is exactly the uniform
-    distribution over the oriented triangle ``0 < fpr < tpr < 1`` (the density of ``(fpr, u)`` is
-    ``2 (1 - fpr)``, and ``d tpr / d u = 1 - fpr``), and uniform prevalences: every oriented channel
-    is a priori equally plausible. In ``(fpr, tpr, prevalence)`` coordinates this prior is flat, so
-    the posterior mode equals the maximum-likelihood (EM) estimate and ``fit_em`` / ``fit_map``
-    agree with the frequentist reference. The prior is proper, so it also serves the prior
-    predictive and simulation-based calibration. It is weakly informative in the sense that it
-    only encodes the orientation constraint: it adds no pseudo-observations (the MAP is the MLE).
+    The defaults are the uniform distribution over the oriented triangle ``0 < fpr < tpr < 1`` with uniform
+    prevalences: flat in ``(fpr, tpr, prevalence)``, so the MAP is the maximum-likelihood (EM) estimate, and
+    proper (docs/methods.md).
 
     Closed-form EM (``fit_em``) handles priors that are Beta pseudo-counts on ``fpr`` and ``tpr``
     in ``(fpr, tpr)`` coordinates: that is the case when ``u = (1, beta_u)``, giving

@@ -8,12 +8,9 @@ random deviation from a shared channel:
 ``tpr_gj = fpr_gj + (1 - fpr_gj) u_gj``,  ``e_gj, f_gj ~ Normal(0, 1)``,  ``tau ~ HalfNormal(scale)``,
 
 so ``gap_gj = (1 - fpr_gj) u_gj > 0`` in every draw (the orientation constraint of DESIGN §4 holds per
-group), and ``tau -> 0`` recovers the shared-channel model: the data decide how far the channels move across
-scores (partial pooling, Gelman and Hill, *Data Analysis Using Regression and Multilevel/Hierarchical Models*,
-2007, ch. 12). The deviations are non-centred (``e``, ``f`` standard normal, scaled by ``tau``) so NUTS does
-not meet the funnel of a centred hierarchy. With three annotators each group alone is exactly identified
-(7 free cell probabilities, 7 parameters): the per-group channels are informed by their own group and, through
-``tau``, by the others; with two annotators only the pooling identifies them.
+group), and ``tau -> 0`` recovers the shared-channel model (partial pooling, Gelman and Hill, *Data Analysis Using
+Regression and Multilevel/Hierarchical Models*, 2007, ch. 12; non-centred deviations). What the pooling identifies:
+docs/methods.md.
 
 The likelihood is that of the grouped model with the rates of each row's group,
 ``log P(A_r | g) = logaddexp(log(1 - pi_g) + sum_j log P(A_rj | Y=0, g), log pi_g + sum_j log P(A_rj | Y=1, g))``

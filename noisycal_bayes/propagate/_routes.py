@@ -1,8 +1,7 @@
 """How :mod:`noisycal_bayes.propagate.nc_ece` turns draws into per-bin sums: the evaluation bins, the three binary
 routes (plug-in, model, latent) of :func:`~noisycal_bayes.propagate.posterior_nc_ece`, and the K-class plug-in run
 behind :func:`~noisycal_bayes.propagate.posterior_top_label_nc_ece` and
-:func:`~noisycal_bayes.propagate.posterior_classwise_nc_ece`. The formulas are in the docstring of
-:mod:`noisycal_bayes.propagate.nc_ece`.
+:func:`~noisycal_bayes.propagate.posterior_classwise_nc_ece`. The formulas are in docs/methods.md.
 """
 from __future__ import annotations
 
@@ -198,12 +197,8 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
     rule, label = check_weights(weights, resp.n_annotators, allow_zero=False, n_classes=k)
     level = check_level(level)
     check_interval(interval, func)
-    if usable is None:
-        usable = usable_from_draws(conf, max_condition=max_condition, level=USABLE_LEVEL)
-    elif np.shape(usable) != (resp.n_annotators,):
-        raise ValueError(f"{func}: `usable` must be a bool array of shape ({resp.n_annotators},); got shape "
-                         f"{np.shape(usable)}.")
-    usable = np.asarray(usable, dtype=bool)
+    usable = (usable_from_draws(conf, max_condition=max_condition, level=USABLE_LEVEL) if usable is None
+              else _check_usable(usable, resp.n_annotators, func))
     warn_unusable(usable, np.arange(resp.n_annotators), func, stacklevel=5)
     if not usable.any():
         raise ValueError(f"{func}: no annotator has a usable (invertible) confusion matrix; the corrected targets are "
@@ -223,6 +218,14 @@ def _prepare(func, probs, responses, confusion_draws, prevalence, *, bins, weigh
                       stacklevel=4)
     idx = output_index(conf.shape[0], n_draws, is_posterior=is_posterior)
     return p, resp, conf, prev, rule, label, level, usable, edges, des, idx, is_posterior
+
+
+def _check_usable(usable, n_annotators: int, func: str) -> np.ndarray:
+    """A given ``usable``: a bool array of shape (n_annotators,)."""
+    if np.shape(usable) != (n_annotators,):
+        raise ValueError(f"{func}: `usable` must be a bool array of shape ({n_annotators},); got shape "
+                         f"{np.shape(usable)}.")
+    return np.asarray(usable, dtype=bool)
 
 
 def _check_draw_weights(item_weights, n_source: int, n_items: int, bootstrap: bool, func: str):

@@ -282,20 +282,9 @@ def _call_block(fn, row_args, sums, fpr, gap, w_explicit, out, a: int, b: int, s
 
 
 def cell_bootstrap(cells: Cells, cell_row, n_rows, fn, row_args, w_explicit, fpr, gap, out, rng):
-    """Bayesian-bootstrap bin sums from per-cell totals (large ``n_items x n_draws``, or SufficientStats).
-
-    Cells ``c`` = (bin, response pattern); each lies in one (bin, missingness) row ``cell_row[c]``. Under
-    the Bayesian bootstrap the item weights are ``g_i = n E_i / sum E``, ``E_i ~ Exp(1)`` independent. Per
-    cell, ``G_c = sum_{i in c} E_i ~ Gamma(n_c, 1)`` and, independently of ``G_c``, ``(E_i / G_c)_{i in c} ~
-    Dirichlet(1, ..., 1)`` (Gamma-Dirichlet independence), so the count and label sums of every row are exact
-    draws from the cell totals alone. The score sum ``sum_{i in c} E_i z_i = G_c M_c`` with ``M_c = sum D_i
-    z_i``: ``M_c`` is drawn from the normal with its exact mean ``zbar_c`` and variance ``s_c^2 / (n_c + 1)``,
-    ``s_c^2 = score_sq_c / n_c - zbar_c^2`` the within-cell variance of the scores (divisor ``n_c``; from sums
-    of squares, clipped at 0 against rounding). With per-item data, cells of at most ``_EXACT_CELL`` items
-    give every item its own exponential weight instead (exact); from SufficientStats (no items) every cell
-    takes the normal draw (exact when ``n_c = 1``, where ``s_c = 0``). Cost per draw: the number of cells
-    plus the items in small cells, instead of ``n_items``.
-    """
+    """Bayesian-bootstrap bin sums from per-cell totals (large ``n_items x n_draws``, or SufficientStats): per cell
+    (bin, response pattern) ``G_c ~ Gamma(n_c, 1)`` and a normal draw of its weighted score mean, per-item weights in
+    cells of at most ``_EXACT_CELL`` items (docs/methods.md, the per-cell Bayesian bootstrap). Writes ``out``."""
     j = cells.patterns.shape[1]
     n_c = np.asarray(cells.count, dtype=np.float64)
     k = n_c.size

@@ -1,20 +1,12 @@
 """Plug-in NC-ECE posterior with channels that differ across score groups (the score-dependent channel model).
 
-:func:`~noisycal_bayes.propagate.posterior_nc_ece` propagates one channel per draw. Under the score-dependent
-model (:mod:`noisycal_bayes.models.score_noise`) item ``i`` in score group ``g`` has the channel ``(fpr_gj,
-tpr_gj)``, so its corrected label is ``(A_ij - fpr_gj) / gap_gj`` with weights of the rule evaluated at the
-group's channel (IV weights estimated on the (group, bin, missingness) rows). The plug-in bin sums
-are additive over items, so they are the sums over groups of the plug-in sums of each group's items at that
-group's channel (:func:`~noisycal_bayes.propagate._sums.plugin_sums`, the function behind ``posterior_nc_ece``).
-
-**Bayesian bootstrap across groups.** ``plugin_sums`` normalises each call's item weights to its own item count
-(``n_g Dirichlet(1, ..., 1)`` within group ``g``). The unstratified Bayesian bootstrap of all items has weights
-``n E_i / sum E``; within group ``g`` these are the group-normalised weights times ``n G_g / (n_g sum_h G_h)``
-with ``G_g = sum_{i in g} E_i ~ Gamma(n_g, 1)`` independent of the within-group Dirichlet (Gamma-Dirichlet
-independence, as in :func:`~noisycal_bayes.propagate._sums.cell_bootstrap`). Scaling group ``g``'s per-draw sums
-by that factor therefore gives exactly the item bootstrap of ``posterior_nc_ece``; the interval is then read by
-the same :func:`~noisycal_bayes.propagate.intervals.read_interval` (debiased). With the same channel in every
-group the result has the distribution of ``posterior_nc_ece``'s, and without the bootstrap it is equal to it.
+Under the score-dependent model (:mod:`noisycal_bayes.models.score_noise`) item ``i`` in score group ``g`` has the
+channel ``(fpr_gj, tpr_gj)``, so its corrected label is ``(A_ij - fpr_gj) / gap_gj`` with weights of the rule
+evaluated at the group's channel. The plug-in bin sums are additive over items: they are the sums over groups of
+:func:`~noisycal_bayes.propagate._sums.plugin_sums` of each group's items at that group's channel, each group's
+scaled by a Gamma factor so that the Bayesian bootstrap is exactly that of
+:func:`~noisycal_bayes.propagate.posterior_nc_ece` (docs/methods.md). With the same channel in every group the
+result has the distribution of ``posterior_nc_ece``'s, and without the bootstrap it is equal to it.
 """
 from __future__ import annotations
 

@@ -13,86 +13,20 @@ method         what varies from draw to draw                    target (DESIGN �
 =============  ===============================================  ==========================================
 
 Every result also carries ``value``: the paper's NC-ECE (§3) at the fit's point channel (``fit.channel``: the
-EM / MAP estimate, or the posterior mean for NUTS draws), with the same bins and annotator weights, i.e.
-``noisycal_bayes.nc_ece(data, fit.channel, bins=..., weights=...).value``; and ``debiased``, the
-bias-corrected estimate of the chosen route (below).
+EM / MAP estimate, or the posterior mean for NUTS draws), i.e. ``noisycal_bayes.nc_ece(data, fit.channel,
+bins=..., weights=...).value``; and ``debiased``, the bias-corrected estimate of the chosen route. Per draw ``s``:
+plug-in ``NC-ECE_s = sum_k |sum_{i in B_k} g_si Rtilde_si| / sum_i g_si`` (Bayesian bootstrap weights ``g_s ~ n
+Dirichlet(1, ..., 1)``); model ``sum_k |sum_{i in B_k} (m_s(Z_i) - Z_i)| / n``; latent ``sum_k |sum_{i in B_k}
+(Y_si - Z_i)| / n`` with ``Y_si`` drawn from :func:`noisycal_bayes.core.posterior_positive`. The default interval
+corrects each bin's ``|e_sk|`` for its Jensen bias by moment matching
+(:func:`~noisycal_bayes.propagate.debias_abs`; cf. Kumar, Liang & Ma 2019); near zero the interval to read is
+``[0, upper_one_sided]``. :class:`~noisycal_bayes.data.SufficientStats` give the same draws as the items they
+summarise. For K classes, :func:`posterior_top_label_nc_ece` and
+:func:`posterior_classwise_nc_ece` run the plug-in route with K x K confusion matrices; for K = 2 the class-wise
+entry of class 1 equals :func:`posterior_nc_ece` to rounding.
 
-*Plug-in* (paper §3 with DESIGN §4): for each draw ``s``, channels ``(a_s, delta_s)`` -> weights ->
-corrected labels -> ``NC-ECE_s = sum_k |sum_{i in B_k} g_si Rtilde_si| / sum_i g_si``, computed from
-per-(bin, missingness) sums (:func:`noisycal_bayes.core.bin_table`, vmapped over draws) with Bayesian
-bootstrap weights ``g_s ~ n Dirichlet(1, ..., 1)``. Above 2e7 (item x draw) weights the bootstrap is drawn
-from per-cell totals instead (cells = bin x missingness x response pattern): each cell's total weight is
-an exact ``Gamma(n_c)`` draw, and its weighted score mean a normal draw with the exact Dirichlet mean and
-variance (cells of at most 32 items keep per-item weights), which costs per draw the number of cells
-rather than the number of items.
-
-*Model-based*: the calibration curve of the fit (histogram / monotone / grouped: ``m(z) =
-prevalence_s[g(z)]``; Platt: ``sigmoid(slope_s logit z + intercept_s)``) gives
-``ECE_s = sum_k |sum_{i in B_k} (m_s(Z_i) - Z_i)| / n``.
-
-*Latent-label*: ``Y_si ~ Bernoulli(P(Y_i = 1 | A_i, g_i, theta_s))``
-(:func:`noisycal_bayes.core.posterior_positive`), ``ECE_s = sum_k |sum_{i in B_k} (Y_si - Z_i)| / n``: a
-posterior for the sample oracle ECE (the paper's Oracle ECE), a finite-sample quantity that includes
-the label noise. Items with the same (bin, group, pattern) share one Binomial draw.
-
-*Intervals.* Every route gives draws ``e_sk`` of the signed residual mass of each bin and
-``ECE_s = sum_k |e_sk|``. A sum of absolute values of noisy bin means sits above its target whenever
-some bins are nearly calibrated (Jensen), and a posterior with flat priors on the bin frequencies
-inherits that bias: in simulation the equal-tailed posterior interval (``interval="posterior"``)
-misses the sample oracle ECE of a calibrated model about half the time. ``interval="debiased"``
-(default) corrects each bin by moment matching, ``m_k = debias_abs(|mean_s e_sk|, sd_s e_sk)`` (the
-magnitude whose folded-normal mean is the observed one; cf. Kumar, Liang & Ma 2019, debiased ECE
-estimators), reports ``debiased = sum_k m_k`` and takes quantiles of
-``sum_k debias_abs(|sign(mean e_k) m_k + e_sk - mean e_k|, sd_k)``, which keeps the draws' correlation
-across bins. Near zero, a two-sided interval of a non-negative quantity cannot cover the boundary:
-``interval_to_read`` is ``"upper_one_sided"`` when ``calibration_p_value > 1 - level`` (the centred
-draws reach the point value ``sum_k |mean_s e_sk|`` more often than ``1 - level``), and the interval
-to report is then ``[0, upper_one_sided]``.
-
-Coverage of each route's interval for its target across simulated settings (and where it falls
-short) is in docs/coverage.md.
-
-*From SufficientStats* (``n_c`` items, score sum ``S_c`` and squared-score sum ``Q_c`` per (bin, pattern)
-row ``c``; per bin ``n_k`` and ``S_k``): every route needs only these. Plug-in without bootstrap: the
-per-(bin, missingness) sums are sums of rows, so the draws equal those of the AnnotationSet the
-statistics summarise (to rounding). Plug-in with bootstrap: always the per-cell route above, with every
-cell's weighted score mean a normal draw of mean ``S_c / n_c`` and variance ``(Q_c / n_c - (S_c /
-n_c)^2) / (n_c + 1)`` (no per-item weights for small cells: there are no items), exact in the cell
-totals and moment-matched in the score means. Model: groups = bins, so ``F_sk = n_k prevalence_sk`` and
-``e_sk = (n_k prevalence_sk - S_k) / n``. Latent: one ``Binomial(n_c, P(Y = 1 | pattern_c, bin_c,
-theta_s))`` per row. The fit must be grouped on the statistics' bins (or the marginal model, latent
-only) and, for ``"model"`` / ``"latent"``, made from the same items (e.g. ``fit_nuts(stats)``); a Platt
-fit needs each item's score and is refused there (plug-in takes any fit).
-
-*K classes* (DESIGN §8): :func:`posterior_top_label_nc_ece` and :func:`posterior_classwise_nc_ece`, the plug-in
-route for K x K confusion matrices (:func:`~noisycal_bayes.reference.top_label_nc_ece` and
-:func:`~noisycal_bayes.reference.classwise_nc_ece` at a point). Per output draw ``s``: confusion matrices ``C_s``
-(a posterior draw, or the point estimate repeated) -> ``T_s = C_s^{-1}`` per annotator -> per-coordinate weights
-``w_s`` (IV from ``C_s`` and the prevalence; with ``prevalence=None`` the prevalence of draw ``s`` is the
-bootstrap-weighted mean equally weighted corrected vector, as the binary IV rule estimates ``mu``) -> corrected
-targets ``t_si`` -> per segment the item weight ``N_sb``, score sum ``S_sb`` and target sum ``F_sb``
-(:func:`~noisycal_bayes.propagate._sums.atom_sums`):
-
-- top-label: bins on the confidence ``c_i = max_k p_ik``, ``S_sb = sum_{i in b} g_si c_i``,
-  ``F_sb = sum_{i in b} g_si t_si[yhat_i]``, ``NC-ECE_s = sum_b |F_sb - S_sb| / sum_b N_sb``;
-- class-wise: per class ``k`` bins on ``p_ik`` with ``t_si[k]``; ``ECE_sk`` as above over class ``k``'s bins,
-  and the mean over classes (every item enters each class once, so the mean is ``sum_{k,b} |F - S| / (K n)``).
-
-Everything downstream of the sums is the binary summary (``value`` at the point confusion, the draws, the
-debiased estimate and interval, the one-sided reading, the per-bin table), with the K-class interval options of
-:mod:`noisycal_bayes.propagate.intervals` (centred, bias-corrected around ``point_confusion``, calibrated) and,
-with ``item_weights=``, joint draws (the parameter's entry says when and why).
-
-For K = 2 the class-wise entry of class 1 is the binary plug-in NC-ECE of the scores ``p_i1`` with the same
-channel draws, weights and item weights: the draws agree with :func:`posterior_nc_ece` to rounding, and with
-``bias_correct=False`` and ``calibrate=False`` the interval too, up to the centring.
-
-*Near-singular confusion*: annotators whose condition number exceeds ``max_condition`` in more than
-``(1 - USABLE_LEVEL) / 2`` of the draws are not used (weight 0, responses left out,
-:class:`~noisycal_bayes.warnings.IdentifiabilityWarning`); items left without a usable response are left out
-(:class:`~noisycal_bayes.warnings.DataWarning`). In the remaining draws where a used annotator's matrix is near
-singular, its singular values are clipped from below at ``s_max / max_condition`` before inversion (warned), so
-no draw explodes. How the K-class interval options were chosen and their coverage: docs/coverage.md.
+The derivations (the per-cell bootstrap for large data, the debiased interval, the SufficientStats route, the
+K-class sums and near-singular confusion) are in docs/methods.md; coverage of each route in docs/coverage.md.
 """
 from __future__ import annotations
 
@@ -109,8 +43,8 @@ from .result import MC_TARGETS, TARGETS, PosteriorClasswiseNCECE, PosteriorNCECE
 from .draws import (USABLE_LEVEL, Draws, check_fit, extract_draws, is_fit_result, output_index,  # noqa: F401
                     usable_annotators_of, usable_for)
 from .intervals import INTERVAL_METHODS, check_interval, read_interval  # noqa: F401
-from ._routes import (_check_route, _evaluation_bins, _evaluation_bins_on, _latent_route, _model_route,
-                      _plugin_route, _point_value, _read, _result, _run)
+from ._routes import (_check_route, _check_usable, _evaluation_bins, _evaluation_bins_on, _latent_route,
+                      _model_route, _plugin_route, _point_value, _read, _result, _run)
 
 METHODS = ("plugin", "model", "latent")
 #: Default propagation route of :func:`posterior_nc_ece` (see docs/coverage.md for why).
@@ -190,8 +124,7 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     Notes
     -----
     The three routes, the debiased interval, the one-sided reading near zero and the SufficientStats route
-    are derived in the module docstring (:mod:`noisycal_bayes.propagate.nc_ece`); coverage of each route's
-    interval for its target is in docs/coverage.md.
+    are derived in docs/methods.md; coverage of each route's interval for its target is in docs/coverage.md.
 
     Examples
     --------
@@ -223,11 +156,7 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     rows = _check_route(data, fit, src, method, ev.edges, func) if method != "plugin" else None
     cols = None
     if z is not None:
-        if usable is None:
-            usable = usable_for(fit, src)
-        elif np.shape(usable) != (data.n_annotators,):
-            raise ValueError(f"{func}: `usable` must be a bool array of shape ({data.n_annotators},); got shape "
-                             f"{np.shape(usable)}.")
+        usable = usable_for(fit, src) if usable is None else _check_usable(usable, data.n_annotators, func)
         cols = response_columns(data, np.asarray(usable, dtype=bool), func=func)
         if not cols.keep.all() and method == "plugin":
             z = z[cols.keep]
@@ -361,7 +290,7 @@ def posterior_top_label_nc_ece(probs, responses, confusion_draws, prevalence=Non
 
     Notes
     -----
-    Module docstring, *K classes*; the interval rules are those of the binary plug-in route with the K-class
+    docs/methods.md, *K classes*; the interval rules are those of the binary plug-in route with the K-class
     options of :mod:`noisycal_bayes.propagate.intervals`. Coverage: docs/coverage.md.
 
     Examples
@@ -419,7 +348,7 @@ def posterior_classwise_nc_ece(probs, responses, confusion_draws, prevalence=Non
 
     Notes
     -----
-    Module docstring, *K classes*. For K = 2 ``per_class[1]`` is the binary plug-in NC-ECE of ``p[:, 1]``.
+    docs/methods.md, *K classes*. For K = 2 ``per_class[1]`` is the binary plug-in NC-ECE of ``p[:, 1]``.
 
     Examples
     --------

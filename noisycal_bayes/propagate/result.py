@@ -1,7 +1,7 @@
 """The results of :func:`~noisycal_bayes.propagate.posterior_nc_ece` (and of its K-class top-label and class-wise
 routes) and the summaries of their draws: the per-bin table, the moment-matched debiasing of absolute bin
-residuals (:func:`debias_abs`) and the debiased interval. The derivations are in the docstring of
-:mod:`noisycal_bayes.propagate.nc_ece`; the interval options in :mod:`noisycal_bayes.propagate.intervals`.
+residuals (:func:`debias_abs`) and the debiased interval. The derivations are in docs/methods.md; the interval
+options in :mod:`noisycal_bayes.propagate.intervals`.
 """
 from __future__ import annotations
 

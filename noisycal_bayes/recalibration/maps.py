@@ -11,32 +11,13 @@ Each estimator wraps a pure fitting function of :mod:`noisycal_bayes.reference.r
   (or with clean labels, when known, as the oracle).
 
 For K classes (:class:`MulticlassTemperatureScaling`, :class:`VectorScaling`, :class:`TopLabelHistogram`) a map
-is fitted on a classifier's class probabilities (or logits) of shape (n_items, K) and a *target matrix* of the
-same shape, ``fit(X, targets)`` then ``predict_proba(X)``:
-
-* **corrected targets** (the noise-corrected fit): per item the combined corrected clean-label vector
-  ``t_i = sum_r w_{j_r} C_{j_r}^{-T} e_{A_r} / sum_r w_{j_r}`` (``core.corrected_targets``), which is unbiased
-  for the one-hot clean label ``e_{Y_i}`` but may leave [0, 1];
-* one-hot labels (majority vote, or clean labels when known: the oracle) or the vote distribution: the naive
-  fits, for comparison.
-
-**Corrected loss for K classes** (the form of paper §5.1). The cross-entropy is linear in the label vector,
-``l(q, y) = -sum_k y_k log q_k``, so replacing ``e_Y`` by ``t_i`` gives
-``E[-sum_k t_ik log q_ik | Y_i] = -log q_{i, Y_i}``: the corrected loss is unbiased for the clean loss of *any*
-fixed map, and its minimiser over a family targets the clean-risk minimiser. For logits ``v_i`` of the map,
-``-sum_k t_ik log softmax(v_i)_k = s_i logsumexp(v_i) - sum_k t_ik v_ik`` with ``s_i = sum_k t_ik`` (1 for
-one-hot labels, vote distributions and corrected vectors with the same weight on every coordinate). Because
-corrected targets have negative entries, the corrected loss of a rich enough family can decrease without end;
-as for the binary maps every parameter lives in a compact box, an optimum on its boundary is flagged
-(``on_boundary_``, :class:`~noisycal_bayes.warnings.BoundaryWarning`), and vector scaling adds a small ridge
-toward the identity map.
-
-Logits from probabilities: ``log(clip(p, 1e-6, 1 - 1e-6))`` per class (the binary maps' clipping rule, paper
-Appendix E.2; softmax is unchanged by the log's missing normaliser). For K = 2 the logit difference is then
-exactly the binary ``clipped_logit(p_1)`` and ``softmax((z_0, z_1) / T)_1 = sigmoid((z_1 - z_0) / T)``, so
-:class:`MulticlassTemperatureScaling` on ``(1 - z, z)`` with targets ``(1 - y, y)`` is
-:class:`TemperatureScaling` on ``(z, y)``: both solve for ``1/T`` with one root finder
-(:func:`~noisycal_bayes.reference.recalibration.inverse_temperature_root`).
+is fitted on class probabilities (or logits) of shape (n_items, K) and a target matrix of the same shape,
+``fit(X, targets)`` then ``predict_proba(X)``: corrected targets ``t_i = sum_r w_{j_r} C_{j_r}^{-T} e_{A_r} /
+sum_r w_{j_r}`` (``core.corrected_targets``, unbiased for ``e_{Y_i}``; the corrected cross-entropy is then
+unbiased for the clean loss of any fixed map, paper §5.1), or one-hot / vote-distribution labels for the naive
+fits. Every parameter lives in a compact box and an optimum on its boundary is flagged (``on_boundary_``,
+:class:`~noisycal_bayes.warnings.BoundaryWarning`). For K = 2, :class:`MulticlassTemperatureScaling` on ``(1 - z,
+z)`` is :class:`TemperatureScaling` on ``z``. The derivations: docs/methods.md.
 
 ``__init__`` only stores parameters; ``fit`` returns ``self`` and sets trailing-underscore attributes;
 ``to_dict`` / ``from_dict`` (or :func:`map_from_dict`) round-trip a fitted map through JSON.
@@ -363,12 +344,8 @@ class MulticlassTemperatureScaling(_MulticlassMap):
     :func:`~noisycal_bayes.reference.recalibration.fit_temperature`). Relabelling the classes permutes the
     columns of ``z`` and ``t`` and leaves ``T`` unchanged.
 
-    **When the corrected loss is unbounded below in T.** As ``T -> 0`` the slope of the loss in ``beta`` tends to
-    ``mean_i [s_i max_k z_ik - sum_k t_ik z_ik]``, whose expectation is ``mean_i (max_k z_ik - z_{i, Y_i}) >= 0``.
-    With a misspecified confusion (or few items) it can be negative: a confident item whose corrected target puts
-    small negative mass on classes with very negative logits (``log 1e-6 = -13.8`` for probabilities rounded to
-    0) has ``sum_k t_ik z_ik > max_k z_ik``. The fit then ends at ``T_min`` with a BoundaryWarning; read it as a
-    sign that the confusion estimate does not fit the labels.
+    A fit that ends at ``T_min`` with a BoundaryWarning is a sign that the confusion estimate does not fit the
+    labels (the corrected loss is then unbounded below in ``T``: docs/methods.md).
 
     Examples
     --------
@@ -594,14 +571,8 @@ class TopLabelHistogram(_MulticlassMap):
     raw value is ``m_b = mean_{i in b} t_{i, yhat_i}``: with corrected targets an unbiased estimate of the
     bin's accuracy ``P(Y = yhat | c in b)`` (the top-label analogue of the projected histogram, paper §5.2).
 
-    **The projection onto [1/K, 1]** mirrors
-    :class:`~noisycal_bayes.recalibration.ProjectedHistogram`'s clip to [0, 1]. A recalibrated confidence must be
-    the largest entry of a probability vector, so it lies in [1/K, 1]; ``m_b`` may leave that interval (corrected
-    targets leave [0, 1], and a bin with few items is noisy). Among valid values, ``clip(m_b, 1/K, 1)`` is the one
-    closest to ``m_b`` and minimises the bin's squared error ``(v - m_b)^2`` (the Brier score of the top label,
-    up to a constant). It never moves the estimate farther from a true accuracy in [1/K, 1] (projection onto a
-    convex set containing it is non-expansive); a true accuracy below 1/K cannot be represented by a top-label
-    confidence at all, and 1/K is then the closest one.
+    The bin value is ``clip(m_b, 1/K, 1)`` (a top-label confidence lies in [1/K, 1]), as
+    :class:`~noisycal_bayes.recalibration.ProjectedHistogram` clips to [0, 1]; why: docs/methods.md.
 
     ``predict_proba`` returns full vectors: the predicted class keeps its index and gets the recalibrated
     confidence; the rest of the mass ``r`` goes to the other classes in proportion to their probabilities, shrunk

@@ -15,10 +15,7 @@ For K classes, ``fit(X, responses, confusion)`` then ``predict_proba(X)``, ``pre
 ``predict_draws(X)``: :class:`PosteriorMulticlassTemperature` and :class:`PosteriorTopLabelHistogram` refit the
 point map (:mod:`~noisycal_bayes.recalibration.maps`) for each posterior confusion draw (confusion -> annotator
 weights -> corrected targets) on Bayesian-bootstrap weights of the items, as :class:`PosteriorTemperature` does
-for two classes; the draw loop, the bootstrap weights and the boundary report are shared.
-
-Built on :mod:`noisycal_bayes.core` only (the frequentist point maps live in
-:mod:`noisycal_bayes.recalibration.maps`).
+for two classes.
 """
 from __future__ import annotations
 
@@ -349,17 +346,9 @@ class PosteriorTemperature(_PosteriorMap):
 
     Notes
     -----
-    **Why a corrected-loss fit per channel draw, not a temperature curve model.** Temperature scaling is a
-    recalibration *family*, not a belief about the clean-label curve: its target is the risk-minimising
-    temperature ``T* = argmin_T E[l(sigmoid(logit Z / T), Y)]``, well defined whether or not the true curve
-    is a temperature curve. The corrected log loss ``softplus(s/T) - Ytilde s/T`` is unbiased for that
-    risk (paper §5.1), so refitting it for each posterior channel draw ``s`` (channels -> weights ->
-    corrected labels ``Ytilde_s``) propagates channel uncertainty into ``T`` exactly as the point estimator
-    uses them, and Bayesian-bootstrap weights add the uncertainty of the fitting sample. A curve model
-    ``Y ~ Bernoulli(sigmoid(logit z / T))`` would instead *assume* the curve is a temperature curve: when it
-    is not, its posterior concentrates on a misspecified projection with bands that are too narrow. The
-    curve-model route is available as :class:`PosteriorPlatt` (which contains temperature scaling as
-    ``intercept = 0``).
+    The target is the risk-minimising temperature ``T* = argmin_T E[l(sigmoid(logit Z / T), Y)]``, whether or not
+    the true curve is a temperature curve; the corrected log loss is unbiased for that risk (paper §5.1). Why this
+    and not a temperature curve model (which :class:`PosteriorPlatt` provides): docs/methods.md.
 
     For each draw, ``beta = 1/T`` solves ``sum_i g_i s_i (sigmoid(beta s_i) - Ytilde_i) = 0`` (the loss is
     convex in ``beta``), found by safeguarded Newton steps on ``log beta`` inside the box.
