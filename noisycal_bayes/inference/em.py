@@ -415,10 +415,11 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts=Non
     Warns
     -----
     IdentifiabilityWarning
-        Two annotators and one group (K x K channels are not identified); the selected fit breaks the orientation
-        rule.
+        Two annotators and one group (K x K channels are not identified); no start passes the orientation screen
+        (rule K3; the best one is returned with ``converged=False``).
     SmallGapWarning
-        Annotators with a near-singular fitted confusion matrix (:func:`~noisycal_bayes.core.usable_confusions`).
+        Annotators with a near-singular fitted confusion matrix (:func:`~noisycal_bayes.core.usable_confusions`);
+        ``orientation="auto"`` accepted the fit by the crowd screen (no start passed the class-level one).
     ConvergenceWarning
         No start converged (the best one is returned with ``converged=False``; rule K4).
 
