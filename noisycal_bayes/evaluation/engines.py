@@ -511,15 +511,16 @@ def _engine_nuts_k(data, s: Settings, groups, path: str = "auto"):
     ``groups`` None (a crowd, :func:`_pooled_crowd`): IBCC, the Bayesian Dawid-Skene with the pooled EM's population
     as every annotator's Dirichlet prior (``fit_nuts_multiclass(model="ibcc")``, docs/crowds.md)."""
     from ..inference import fit_nuts_multiclass
-    from ..propagate.nc_ece import USABLE_LEVEL, posterior_classwise_nc_ece, posterior_top_label_nc_ece
-    from ..reference.calibration import classwise_nc_ece, top_label_nc_ece, usable_from_draws
+    from ..propagate.draws import usable_confusions_of
+    from ..propagate.nc_ece import posterior_classwise_nc_ece, posterior_top_label_nc_ece
+    from ..reference.calibration import classwise_nc_ece, top_label_nc_ece
 
     model = "ibcc" if groups is None else "grouped"
     post = fit_nuts_multiclass(data, model=model, groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
                                n_samples=s.n_draws, seed=s.seed, prior=s.prior, progress_bar=s.progress_bar,
                                path=path)
     draws = np.asarray(post.confusion)
-    usable = usable_from_draws(draws, level=USABLE_LEVEL)
+    usable = usable_confusions_of(post)  # IBCC (pooled): its posterior mean; unpooled draws: their quantile rule
     probs, resp = data.probs, data.responses
     point = draws.mean(axis=0)
     top_pt = top_label_nc_ece(probs, resp, point, bins=s.bins, weights=s.weights)
