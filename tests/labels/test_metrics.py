@@ -12,7 +12,9 @@ from sklearn import metrics as skm
 
 from noisycal_bayes import simulate_annotations
 from noisycal_bayes.data import AnnotationSet
+from noisycal_bayes.inference import fit_em
 from noisycal_bayes.labels import MetricKernel, clean_metrics
+from noisycal_bayes.labels.accuracy import threshold_bins
 from noisycal_bayes.labels.metrics import BINARY_METRICS
 from noisycal_bayes.simulate import simulate_multiclass
 
@@ -116,15 +118,16 @@ def noisy():
                                seed=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = clean_metrics(sim.data, n_replicates=200, bootstrap=False, seed=1)
+        fit = fit_em(sim.data, model="histogram", groups=threshold_bins(sim.data.scores, [0.5], 12000), n_starts=2)
+        res = clean_metrics(sim.data, fit, n_replicates=200, bootstrap=False, seed=1)
     truth = {m: float(v[0]) for m, v in MetricKernel(scores=sim.data.scores).values(sim.clean_labels.astype(np.int64)).items()}
-    return sim, res, truth
+    return sim, res, truth, fit
 
 
 def test_simulation_ours_unbiased_majority_vote_biased(noisy):
     """Known truth (the metrics of these items' clean labels): each estimate within 3.5 of its standard errors
     (interval width / 3.29) of the truth; the majority vote's further than 3.5 of them for the metrics it biases."""
-    _, res, truth = noisy
+    _, res, truth, _ = noisy
     t = res.table.set_index("metric")
     biased = 0
     for m in BINARY_METRICS:
@@ -137,7 +140,7 @@ def test_simulation_ours_unbiased_majority_vote_biased(noisy):
 def test_corrected_label_agrees_with_posterior_on_linear_metrics(noisy):
     """For accuracy, Brier and log loss the corrected-label estimate is unbiased: it agrees with the posterior one
     within its own Monte Carlo (annotation-noise) standard error, estimated from its per-item terms."""
-    sim, res, _ = noisy
+    sim, res, _, _ = noisy
     t = res.table.set_index("metric")
     z = sim.data.scores
     # per-item terms of the corrected-label estimate vary with Ytilde: SE ~ sd(Ytilde * loss difference) / sqrt(n)
@@ -148,13 +151,15 @@ def test_corrected_label_agrees_with_posterior_on_linear_metrics(noisy):
 
 
 def test_compare_is_paired_and_orders_models(noisy):
-    sim, _, _ = noisy
+    """Several models on one fit (the noisy fixture's: only "good" and "same" are a function of its groups, which
+    the test does not need), sharing the replicates."""
+    sim, _, _, fit = noisy
     z = sim.data.scores
-    noise = np.random.default_rng(9).normal(scale=0.25, size=z.size)
+    noise = np.random.default_rng(9).normal(scale=0.3, size=z.size)
     worse = np.clip(z + noise, 0, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = clean_metrics(sim.data, scores={"good": z, "worse": worse, "same": z.copy()}, n_replicates=100,
+        res = clean_metrics(sim.data, fit, scores={"good": z, "worse": worse, "same": z.copy()}, n_replicates=60,
                             metrics=["accuracy", "auc", "brier"])
     assert res.probability_better("good", "worse", metric="auc") > 0.99
     assert res.probability_better("good", "worse", metric="brier") > 0.99
@@ -200,3 +205,28 @@ def test_bad_inputs():
         MetricKernel(scores=np.array([0.2, 0.7])).values(np.array([0, 2]))
     with pytest.raises(ValueError, match="soft targets"):
         MetricKernel(scores=np.array([0.2, 0.7])).values(np.ones((2, 3)))
+
+
+def test_evaluate_carries_the_metrics_and_the_cli_flags(tmp_path):
+    """evaluate: metrics in the result, the text and the JSON (additive key); --threshold reaches them; metrics=False
+    leaves them out; K-class data refuse a threshold."""
+    import json
+
+    from noisycal_bayes import evaluate
+    from noisycal_bayes.cli import main
+
+    sim = simulate_annotations(600, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=2)
+    ev = evaluate(sim.data, method="em", n_boot=0, checks=False, threshold=0.4)
+    assert ev.metrics.threshold == {"model": 0.4} and "Clean-label metrics" in ev.summary()
+    d = ev.to_dict()["clean_metrics"]
+    assert d["threshold"] == 0.4 and {r["metric"] for r in d["metrics"]} == set(BINARY_METRICS)
+    assert "clean_metrics" not in evaluate(sim.data, method="em", n_boot=0, checks=False, metrics=False).to_dict()
+    k = simulate_multiclass(300, 3, 3, seed=0).data
+    with pytest.raises(ValueError, match="threshold"):
+        evaluate(k, threshold=0.3)
+    labels = tmp_path / "a.csv"
+    sim.data.to_long().to_csv(labels, index=False)  # labels and a score column
+    out = tmp_path / "o.json"
+    assert main(["evaluate", str(labels), "--method", "em", "--n-boot", "0", "--no-checks", "--threshold", "0.3",
+                 "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["clean_metrics"]["threshold"] == 0.3
