@@ -15,7 +15,7 @@ from .._validation import one_line
 from .engines import collect_warnings
 
 #: Replicates of the metrics' intervals inside ``evaluate`` (the standalone function's default is 1000).
-N_METRIC_REPLICATES = 500
+N_METRIC_REPLICATES = 300
 
 
 def binary_metrics(data, s, threshold: float):

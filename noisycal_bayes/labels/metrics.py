@@ -148,11 +148,14 @@ class MetricKernel:
             brier = (self.probs ** 2).sum(axis=1, keepdims=True) - 2 * self.probs + 1
         # Per-item loss of each clean class: the linear metrics are sum_i w_i sum_k t_ik F_ik / sum_i w_i.
         self.loss = {"brier": brier, "log_loss": -np.log(pl)}
-        # Distinct scores of each AUC class (ranks with ties shared).
+        # Each AUC class's items sorted by its score, and the starts of the runs of tied scores (None: no ties).
         self.ranks = {}
         for c in auc_classes:
-            u, inv = np.unique(self.probs[:, c], return_inverse=True)
-            self.ranks[c] = (inv.reshape(-1).astype(np.int64), u.size)
+            order = np.argsort(self.probs[:, c], kind="stable")
+            sz = self.probs[order, c]
+            starts = np.flatnonzero(np.r_[True, sz[1:] != sz[:-1]])
+            identity = bool(np.all(order == np.arange(n)))
+            self.ranks[c] = (None if identity else order, None if starts.size == n else starts)
 
     # ------------------------------------------------------------------ the kernel
     def values(self, target, weights=None, metrics=None) -> dict:
@@ -170,9 +173,12 @@ class MetricKernel:
             if t.shape[1] != n or (t < 0).any() or (t >= k).any():
                 raise ValueError(f"MetricKernel.values: hard labels must be classes 0..{k - 1} of shape (R, {n}).")
         else:
-            t = t.astype(np.float64)
-            if self.kind == "binary" and t.shape[-1] == n and (t.ndim == 1 or t.shape[-1] != k):
-                t = np.stack([1 - t, t], axis=-1)
+            t = t.astype(np.float64, copy=False)
+            if self.kind == "binary" and t.ndim in (1, 2) and t.shape[-1] == n and (t.ndim == 1 or n != k):
+                t = t[None] if t.ndim == 1 else t    # P(Y = 1) of shape (R, n)
+                r = t.shape[0]
+                w = np.ones((r, n)) if weights is None else np.broadcast_to(np.asarray(weights, np.float64), (r, n))
+                return self._binary(t, w, set(self.names if metrics is None else metrics))
             if t.ndim == 2:
                 t = t[None]
             if t.ndim != 3 or t.shape[1:] != (n, k):
@@ -181,6 +187,9 @@ class MetricKernel:
         r = t.shape[0]
         w = np.ones((r, n)) if weights is None else np.broadcast_to(np.asarray(weights, dtype=np.float64), (r, n))
         want = set(self.names if metrics is None else metrics)
+        if self.kind == "binary":
+            t1 = t.astype(np.float64) if hard else t[..., 1]
+            return self._binary(t1, w, want)
         tk = (lambda c: (t == c).astype(np.float64)) if hard else (lambda c: t[..., c])
         total = w.sum(axis=1)
         rows = np.arange(r, dtype=np.int64)[:, None]
@@ -216,7 +225,10 @@ class MetricKernel:
                         per = np.einsum("rnk,nk->rn", t, table)
                     out[name] = (w * per).sum(axis=1) / total
             if any(_base(m) == "auc" for m in want):
-                aucs = {c: self._auc(c, tk(c), w) for c in self.ranks}
+                aucs = {}
+                for c in self.ranks:
+                    wp = w * tk(c)
+                    aucs[c] = self._auc(c, wp, w - wp)
                 if self.kind == "binary":
                     out["auc"] = aucs[1]
                 else:
@@ -225,22 +237,42 @@ class MetricKernel:
                     out["auc"] = np.mean(np.stack(list(aucs.values())), axis=0)
         return {m: np.asarray(out[m], dtype=np.float64) for m in self.names if m in want}
 
-    def _auc(self, c: int, pos, w):
+    def _binary(self, t1, w, want) -> dict:
+        """The binary metrics from ``t1`` (R, n) = the clean label or ``P(Y = 1)`` and weights (R, n): the confusion
+        counts and the linear metrics are matrix-vector products, the AUC one sorted pass."""
+        yhat = self.yhat.astype(np.float64)
+        wt = w * t1
+        total, pos = w.sum(axis=1), wt.sum(axis=1)
+        pred, tp = np.einsum("rn,n->r", w, yhat), np.einsum("rn,n->r", wt, yhat)
+        fn, fp = pos - tp, pred - tp
+        tn = total - pos - fp
+        out = {}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sens, spec = tp / pos, tn / (tn + fp)
+            out.update(accuracy=(tp + tn) / total, balanced_accuracy=(sens + spec) / 2, sensitivity=sens,
+                       specificity=spec, ppv=tp / pred, npv=tn / (tn + fn), f1=2 * tp / (2 * tp + fp + fn))
+            for name, table in self.loss.items():
+                if name in want:
+                    out[name] = (np.einsum("rn,n->r", w, table[:, 0])
+                                 + np.einsum("rn,n->r", wt, table[:, 1] - table[:, 0])) / total
+            if "auc" in want:
+                out["auc"] = self._auc(1, wt, w - wt)
+        return {m: np.asarray(out[m], dtype=np.float64) for m in self.names if m in want}
+
+    def _auc(self, c: int, wp, wn):
         """Weighted Mann-Whitney AUC of class ``c`` against the rest, shape (R,): pairs ``i != j``, ties half.
 
         ``sum_{i != j} w_i w_j t_i (1 - t_j) (1[z_i > z_j] + 1[z_i = z_j] / 2) / sum_{i != j} w_i w_j t_i (1 - t_j)``
-        by sums over the distinct scores; the ``i = j`` terms (non-zero for soft targets only) are removed.
+        with ``wp = w t`` and ``wn = w (1 - t)`` (R, n): one pass over the items sorted by score (runs of tied scores
+        summed first); the ``i = j`` terms (non-zero for soft targets only) are removed.
         """
-        idx, u = self.ranks[c]
-        r = pos.shape[0]
-        wp = w * pos
-        wn = w - wp
-        flat = (np.arange(r, dtype=np.int64)[:, None] * u + idx[None]).ravel()
-        p = np.bincount(flat, weights=wp.ravel(), minlength=r * u).reshape(r, u)
-        q = np.bincount(flat, weights=wn.ravel(), minlength=r * u).reshape(r, u)
+        order, starts = self.ranks[c]
+        p, q = (wp, wn) if order is None else (np.take(wp, order, axis=1), np.take(wn, order, axis=1))
+        self_pairs = (p * q).sum(axis=1)                 # w_i^2 t_i (1 - t_i)
+        if starts is not None:
+            p, q = np.add.reduceat(p, starts, axis=1), np.add.reduceat(q, starts, axis=1)
         below = np.cumsum(q, axis=1) - 0.5 * q          # negatives below, ties half
-        self_pairs = (wp * wn).sum(axis=1)               # w_i^2 t_i (1 - t_i)
-        num = (p * below).sum(axis=1) - 0.5 * self_pairs
+        num = np.einsum("rn,rn->r", p, below) - 0.5 * self_pairs
         den = p.sum(axis=1) * q.sum(axis=1) - self_pairs
         return num / den
 
@@ -460,7 +492,7 @@ def _collect(kernels, blocks, n_replicates, metrics):
     """Run the replicate blocks: ``blocks`` yields ``(r0, target (b, n) int, weights (b, n) or None)``."""
     draws = {name: {} for name in kernels}
     for r0, target, w in blocks:
-        b = target.shape[0]
+        b = np.shape(target)[0]
         for name, k in kernels.items():
             for m, v in k.values(target, w, metrics).items():
                 draws[name].setdefault(m, np.empty(n_replicates))[r0:r0 + b] = v
@@ -498,12 +530,16 @@ def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstra
     fit, rp, cond = fitted_posteriors(data, fit, yhat, names, model=model, groups=groups, n_draws=n_draws,
                                       seed=seed, func=func)
     _coarse_warning(int(fit.groups.n_groups), metrics or BINARY_METRICS, func)
-    kernels = {n: MetricKernel(scores=sc[n], threshold=th[n]) for n in names}
+    # Every per-item array in the order of the first model's scores: its AUC then needs no gather (the metrics do
+    # not depend on the order of the items).
+    order = np.argsort(sc[names[0]], kind="stable")
+    kernels = {n: MetricKernel(scores=sc[n][order], threshold=th[n]) for n in names}
     engine = Replicates(fit, rp.rows, yhat, weights=w_rule, n_draws=n_draws)
-    q = rp.item_mean()
+    inverse = rp.inverse[order]
+    q = rp.item_mean()[order]
     params, _ = parameter_draws(fit, n_draws)
-    yt = _corrected_rows(rp.rows, params["fpr"], params["tpr"], w_rule).mean(axis=0)[rp.inverse]
-    maj = data.majority_vote(ties="positive").astype(np.int64)
+    yt = _corrected_rows(rp.rows, params["fpr"], params["tpr"], w_rule).mean(axis=0)[inverse]
+    maj = data.majority_vote(ties="positive").astype(np.int64)[order]
     plug = {n: k.values(q, None, metrics) for n, k in kernels.items()}
     corr = {n: k.values(yt, None, metrics) for n, k in kernels.items()}
     naive = {n: k.values(maj, None, metrics) for n, k in kernels.items()}
@@ -513,8 +549,8 @@ def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstra
     def blocks():
         for r0, item_w, p, _, nf in engine.blocks(n_replicates, rng, corrected=False):
             failed[0] += nf
-            y = (rng.random(item_w.shape) < p[:, rp.inverse]).astype(np.int64)
-            yield r0, y, item_w if bootstrap else None
+            y = (rng.random(item_w.shape) < np.take(p, inverse, axis=1)).astype(np.float64)  # clean labels, 0 / 1
+            yield r0, y, np.take(item_w, order, axis=1) if bootstrap else None
 
     draws = _collect(kernels, blocks(), n_replicates, metrics)
     notes = _notes(names, cond, fit.model)
