@@ -46,8 +46,11 @@ K classes: the predicted class is part of the group), so the confusion-matrix me
 channel assumptions. The AUC, the Brier score and the log loss use the score inside a group, which the grouped
 model treats as independent of ``Y`` within it: their posterior estimate is pulled towards what the group-level
 score would give, more the coarser the groups (about one group per 100 items by default for binary data,
-:data:`~noisycal_bayes.labels.issues.MIN_ITEMS_PER_BIN`). A :class:`~noisycal_bayes.warnings.DataWarning` says so
-when a fit has fewer than :data:`FINE_GROUPS` groups; the ``corrected_label`` column does not depend on the groups.
+:data:`~noisycal_bayes.labels.issues.MIN_ITEMS_PER_BIN`). When a fit has fewer than :data:`FINE_GROUPS` groups
+(e.g. ``evaluate_multiclass``'s predicted class x 2 confidence quantiles) these three are centred on the
+corrected-label estimate, which does not depend on the groups (their replicates shifted by ``corrected -
+posterior``: the spread of the posterior replicates around a consistent centre), and a
+:class:`~noisycal_bayes.warnings.DataWarning` says so.
 Coverage, bias and the CIFAR-10N check: docs/metrics.md.
 """
 from __future__ import annotations
@@ -285,9 +288,12 @@ class CleanMetrics:
     Attributes
     ----------
     table : DataFrame
-        One row per (model, metric): ``model, metric, estimate`` (posterior-mean plug-in), ``lower, upper`` (the
-        equal-tailed ``level`` interval of ``target``), ``corrected_label`` (the corrected-label estimate),
-        ``majority_vote`` (the naive metric), ``higher_is_better``, ``linear`` (linear in the clean label: the
+        One row per (model, metric): ``model, metric, estimate`` (the estimate read: ``posterior`` or, per
+        ``centre``, the corrected-label one), ``lower, upper`` (the equal-tailed ``level`` interval of ``target``),
+        ``corrected_label`` (the corrected-label estimate), ``majority_vote`` (the naive metric), ``posterior``
+        (the posterior-mean plug-in), ``centre`` (``"posterior"``, or ``"corrected labels"`` for AUC, Brier and log
+        loss when the fit has fewer than :data:`FINE_GROUPS` groups: their replicates are then shifted by
+        ``corrected_label - posterior``), ``higher_is_better``, ``linear`` (linear in the clean label: the
         corrected-label estimate is unbiased), ``conditioned`` (the metric is a function of what the fit
         conditions on: its posterior estimate is unbiased given the channel model).
     draws : dict of model -> dict of metric -> ndarray (n_replicates,)
@@ -466,13 +472,20 @@ def _check_metrics(metrics, names, func):
     return metrics
 
 
-def _table(models, kernels, plug, corr, naive, draws, level, conditioned):
+def _table(models, kernels, plug, corr, naive, draws, level, conditioned, coarse: bool):
+    """The result table; with ``coarse`` groups the within-group metrics are centred on the corrected-label estimate
+    (their draws shifted by ``corrected - posterior``, in place, so that comparisons use the same centre)."""
     rows = []
     for name in models:
         for m in plug[name]:
+            est, centre = float(plug[name][m][0]), "posterior"
+            if coarse and _base(m) in WITHIN_GROUP and np.isfinite(corr[name][m][0]):
+                draws[name][m] = draws[name][m] + (float(corr[name][m][0]) - est)
+                est, centre = float(corr[name][m][0]), "corrected labels"
             lo, hi = _interval(draws[name][m], level)
-            rows.append({"model": name, "metric": m, "estimate": float(plug[name][m][0]), "lower": lo, "upper": hi,
+            rows.append({"model": name, "metric": m, "estimate": est, "lower": lo, "upper": hi,
                          "corrected_label": float(corr[name][m][0]), "majority_vote": float(naive[name][m][0]),
+                         "posterior": float(plug[name][m][0]), "centre": centre,
                          "higher_is_better": higher_is_better(m), "linear": _base(m) in LINEAR,
                          "conditioned": bool(conditioned[name]) and _base(m) not in WITHIN_GROUP})
     return pd.DataFrame(rows)
@@ -483,8 +496,9 @@ def _coarse_warning(n_groups, wanted, func):
     if within and n_groups < FINE_GROUPS:
         warnings.warn(f"{func}: {sorted(set(map(_base, within)))} use the score inside the fit's {n_groups} groups, "
                       "which its model treats as independent of the clean label within a group, so their posterior "
-                      "estimates are pulled towards what the group-level score would give; read the "
-                      "corrected_label column (consistent for any groups) beside them, or refit with finer groups.",
+                      "estimates are pulled towards what the group-level score would give: their estimates and "
+                      "intervals are centred on the corrected-label estimate (consistent for any groups; column "
+                      "`centre`), the posterior one kept in column `posterior`. Finer groups avoid this.",
                       DataWarning, stacklevel=4)
 
 
@@ -554,7 +568,8 @@ def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstra
 
     draws = _collect(kernels, blocks(), n_replicates, metrics)
     notes = _notes(names, cond, fit.model)
-    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, dict(zip(names, cond))),
+    coarse = int(fit.groups.n_groups) < FINE_GROUPS
+    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, dict(zip(names, cond)), coarse),
                         draws=draws, models=names, kind="binary", level=level, target=TARGETS[bootstrap], threshold=th,
                         n_items=data.n_items, n_replicates=n_replicates, fit_model=fit.model, fit_method=fit.method,
                         n_groups=int(fit.groups.n_groups), parameter_uncertainty=SOURCES[engine.source],
@@ -698,7 +713,8 @@ def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_re
     if not has.all():
         notes.append(f"{int((~has).sum())} items have no response of a usable annotator: the corrected_label column "
                      "leaves them out.")
-    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, cond), draws=draws,
+    coarse = int(np.unique(post.group).size) < FINE_GROUPS
+    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, cond, coarse), draws=draws,
                         models=names, kind="multiclass", level=level, target=TARGETS[bool(bootstrap)],
                         threshold={nm: None for nm in names}, n_items=int(n), n_replicates=n_replicates,
                         fit_model=fit_model, fit_method=fit_method, n_groups=n_groups,

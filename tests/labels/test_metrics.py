@@ -186,7 +186,12 @@ def test_multiclass_clean_metrics_cover_and_beat_majority():
 def test_coarse_groups_warn():
     sim = simulate_multiclass(600, 3, 3, seed=1)
     with pytest.warns(Warning, match="use the score inside"):
-        clean_metrics(sim.data, n_replicates=20, metrics=["auc", "accuracy"])
+        res = clean_metrics(sim.data, n_replicates=20, metrics=["auc", "accuracy"])
+    t = res.table.set_index("metric")
+    assert t.loc["auc", "centre"] == "corrected labels" and t.loc["accuracy", "centre"] == "posterior"
+    assert t.loc["auc", "estimate"] == t.loc["auc", "corrected_label"]
+    shift = t.loc["auc", "corrected_label"] - t.loc["auc", "posterior"]
+    assert np.quantile(res.draws["model"]["auc"] - shift, 0.95) == pytest.approx(t.loc["auc", "upper"] - shift)
 
 
 def test_bad_inputs():
