@@ -188,7 +188,7 @@ class Replicates:
         return np.einsum("scm,c->m", contrib, self.n_c) / (yt.shape[0] * self.n_items)
 
     # ------------------------------------------------------------------ replicates
-    def _theta(self, r0, b, item_w):
+    def _theta(self, r0, b, item_w, inverse=None):
         """Parameters for replicates r0..r0+b-1: a dict of (b, ...) arrays, and the number of failed refits."""
         if self.source == "draws":
             s = thin_index(self.n_samples, self.n_replicates)[r0:r0 + b]
@@ -196,7 +196,8 @@ class Replicates:
         point = {k: v[0] for k, v in self.params.items()}
         if self.source == "point":
             return {k: np.broadcast_to(v, (b,) + np.shape(v)) for k, v in point.items()}, 0
-        rw = np.stack([np.bincount(self.rows.inverse, weights=w, minlength=self.rows.n_rows) for w in item_w])
+        inverse = self.rows.inverse if inverse is None else inverse
+        rw = np.stack([np.bincount(inverse, weights=w, minlength=self.rows.n_rows) for w in item_w])
         # Pad to the block size and the rows to a power of two (zero-count rows change nothing), so that one
         # compiled refit serves every block and data sets of similar shape.
         pad = self.block - b
@@ -221,13 +222,17 @@ class Replicates:
             f[bad], t[bad], p[bad] = point["fpr"], point["tpr"], prev0
         return {"fpr": f, "tpr": t, "prevalence": p}, int(bad.sum())
 
-    def blocks(self, n_replicates: int, rng: np.random.Generator, *, corrected: bool = True):
+    def blocks(self, n_replicates: int, rng: np.random.Generator, *, corrected: bool = True, order=None,
+               dtype=np.float64):
         """Blocks of replicates: yields ``(r0, item_w (b, n_items), p (b, n_rows), yt (b, n_rows) or None,
         failed refits)`` for replicates ``r0 .. r0 + b - 1``.
 
-        ``item_w`` are the Exp(1) item weights (the refit's re-weighting; the caller's bootstrap weights), ``p``
-        ``P(Y = 1 | row, theta_r)`` and ``yt`` the rows' corrected labels under ``theta_r`` (``corrected``).
+        ``item_w`` are the Exp(1) item weights (the refit's re-weighting; the caller's bootstrap weights), in the
+        items' order or, with ``order`` (a permutation of the items), ``item_w[:, k]`` of item ``order[k]``; drawn
+        in ``dtype``. ``p`` is ``P(Y = 1 | row, theta_r)`` and ``yt`` the rows' corrected labels under ``theta_r``
+        (``corrected``).
         """
+        inverse = None if order is None else self.rows.inverse[order]
         self.n_replicates = n_replicates
         n, m = self.n_items, self.yhat.shape[1]
         # A fixed block size (not tied to n_replicates), so that the compiled kernels are reused.
@@ -236,8 +241,8 @@ class Replicates:
             b = min(self.block, n_replicates - r0)
             # Item weights: the refit's re-weighting, the corrected-label estimate's bootstrap and (with
             # ``bootstrap``) the average of the posterior accuracy and NC-ECE.
-            item_w = rng.standard_exponential((b, n))
-            theta, nf = self._theta(r0, b, item_w)
+            item_w = rng.standard_exponential((b, n), dtype=dtype)
+            theta, nf = self._theta(r0, b, item_w, inverse)
             # Kernels see full blocks (the last one padded by repetition), then the padding is dropped.
             full = {k: np.concatenate([v, np.repeat(v[-1:], self.block - b, axis=0)]) if b < self.block else v
                     for k, v in theta.items()}

@@ -171,6 +171,11 @@ class MetricKernel:
         n, k = self.n_items, self.n_classes
         t = np.asarray(target)
         hard = np.issubdtype(t.dtype, np.integer) or t.dtype == bool
+        if t.dtype == bool and self.kind == "binary" and t.ndim == 2 and t.shape[1] == n:
+            # Replicates of 0 / 1 labels (bool), weights kept in their dtype (float32 in the replicates).
+            w = np.ones(t.shape, np.float32) if weights is None else np.asarray(weights)
+            return self._binary(t, np.broadcast_to(w, t.shape), set(self.names if metrics is None else metrics),
+                                hard=True)
         if hard:
             t = np.atleast_2d(t).astype(np.int64)
             if t.shape[1] != n or (t < 0).any() or (t >= k).any():
@@ -191,8 +196,7 @@ class MetricKernel:
         w = np.ones((r, n)) if weights is None else np.broadcast_to(np.asarray(weights, dtype=np.float64), (r, n))
         want = set(self.names if metrics is None else metrics)
         if self.kind == "binary":
-            t1 = t.astype(np.float64) if hard else t[..., 1]
-            return self._binary(t1, w, want)
+            return self._binary(t if hard else t[..., 1], w, want, hard=hard)
         tk = (lambda c: (t == c).astype(np.float64)) if hard else (lambda c: t[..., c])
         total = w.sum(axis=1)
         rows = np.arange(r, dtype=np.int64)[:, None]
@@ -240,10 +244,11 @@ class MetricKernel:
                     out["auc"] = np.mean(np.stack(list(aucs.values())), axis=0)
         return {m: np.asarray(out[m], dtype=np.float64) for m in self.names if m in want}
 
-    def _binary(self, t1, w, want) -> dict:
-        """The binary metrics from ``t1`` (R, n) = the clean label or ``P(Y = 1)`` and weights (R, n): the confusion
-        counts and the linear metrics are matrix-vector products, the AUC one sorted pass."""
-        yhat = self.yhat.astype(np.float64)
+    def _binary(self, t1, w, want, *, hard: bool = False) -> dict:
+        """The binary metrics from ``t1`` (R, n) = the clean label (``hard``) or ``P(Y = 1)`` and weights (R, n): the
+        confusion counts and the linear metrics are matrix-vector products, the AUC one sorted pass. Sums in the
+        weights' dtype."""
+        yhat = self.yhat.astype(w.dtype)
         wt = w * t1
         total, pos = w.sum(axis=1), wt.sum(axis=1)
         pred, tp = np.einsum("rn,n->r", w, yhat), np.einsum("rn,n->r", wt, yhat)
@@ -256,13 +261,13 @@ class MetricKernel:
                        specificity=spec, ppv=tp / pred, npv=tn / (tn + fn), f1=2 * tp / (2 * tp + fp + fn))
             for name, table in self.loss.items():
                 if name in want:
-                    out[name] = (np.einsum("rn,n->r", w, table[:, 0])
-                                 + np.einsum("rn,n->r", wt, table[:, 1] - table[:, 0])) / total
+                    f0, df = table[:, 0].astype(w.dtype), (table[:, 1] - table[:, 0]).astype(w.dtype)
+                    out[name] = (np.einsum("rn,n->r", w, f0) + np.einsum("rn,n->r", wt, df)) / total
             if "auc" in want:
-                out["auc"] = self._auc(1, wt, w - wt)
+                out["auc"] = self._auc(1, wt, w - wt, hard=hard)
         return {m: np.asarray(out[m], dtype=np.float64) for m in self.names if m in want}
 
-    def _auc(self, c: int, wp, wn):
+    def _auc(self, c: int, wp, wn, *, hard: bool = False):
         """Weighted Mann-Whitney AUC of class ``c`` against the rest, shape (R,): pairs ``i != j``, ties half.
 
         ``sum_{i != j} w_i w_j t_i (1 - t_j) (1[z_i > z_j] + 1[z_i = z_j] / 2) / sum_{i != j} w_i w_j t_i (1 - t_j)``
@@ -271,6 +276,9 @@ class MetricKernel:
         """
         order, starts = self.ranks[c]
         p, q = (wp, wn) if order is None else (np.take(wp, order, axis=1), np.take(wn, order, axis=1))
+        if hard and starts is None:  # no self pairs (t_i (1 - t_i) = 0) and no ties: one cumulative sum
+            num = np.einsum("rn,rn->r", p, np.cumsum(q, axis=1))
+            return num / (p.sum(axis=1) * q.sum(axis=1))
         self_pairs = (p * q).sum(axis=1)                 # w_i^2 t_i (1 - t_i)
         if starts is not None:
             p, q = np.add.reduceat(p, starts, axis=1), np.add.reduceat(q, starts, axis=1)
@@ -561,10 +569,13 @@ def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstra
     failed = [0]
 
     def blocks():
-        for r0, item_w, p, _, nf in engine.blocks(n_replicates, rng, corrected=False):
+        # The replicates in float32 (half the memory traffic; their sums carry relative errors near 1e-6, far below
+        # the intervals' Monte Carlo error), the items in score order.
+        for r0, item_w, p, _, nf in engine.blocks(n_replicates, rng, corrected=False, order=order,
+                                                  dtype=np.float32):
             failed[0] += nf
-            y = (rng.random(item_w.shape) < np.take(p, inverse, axis=1)).astype(np.float64)  # clean labels, 0 / 1
-            yield r0, y, np.take(item_w, order, axis=1) if bootstrap else None
+            y = rng.random(item_w.shape, dtype=np.float32) < np.take(p.astype(np.float32), inverse, axis=1)
+            yield r0, y, item_w if bootstrap else None
 
     draws = _collect(kernels, blocks(), n_replicates, metrics)
     notes = _notes(names, cond, fit.model)

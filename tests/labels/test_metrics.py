@@ -38,10 +38,13 @@ def test_kernel_binary_matches_sklearn_with_weights_and_ties(threshold):
     y = (rng.random(400) < z).astype(np.int64)
     w = rng.exponential(size=400)
     got = MetricKernel(scores=z, threshold=threshold).values(np.stack([y, y]), np.stack([w, np.ones(400)]))
+    fast = MetricKernel(scores=z, threshold=threshold).values(np.stack([y, y]).astype(bool),
+                                                              np.stack([w, np.ones(400)]).astype(np.float32))
     for weights, r in ((w, 0), (None, 1)):
         ref = _sklearn_binary(y, z, weights, threshold)
         for m in BINARY_METRICS:
             assert got[m][r] == pytest.approx(ref[m], rel=1e-10), m
+            assert fast[m][r] == pytest.approx(ref[m], rel=1e-5), m  # the replicates' float32 path
 
 
 def test_kernel_multiclass_matches_sklearn():
