@@ -96,6 +96,15 @@ def _metric_text(ev) -> list:
         [f"  {line}" for line in lines]
 
 
+def _metric_md(ev) -> list:
+    """The Markdown "Clean-label metrics" section (empty without metrics)."""
+    table, lines = _metric_rows(ev), _metric_lines(ev)
+    if table is None and not lines:
+        return []
+    return ["## Clean-label metrics", ""] + ([] if table is None else [_md_table(*table), ""]) + \
+        [line + "\n" for line in lines]
+
+
 def _metric_html(ev, wrap) -> list:
     """The HTML metrics section (``wrap(key, heading, *body)``) as a list of 0 or 1 parts."""
     table, lines = _metric_rows(ev), _metric_lines(ev)
@@ -134,6 +143,7 @@ def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: s
     out += ["## Calibration error", "", _md_table(*_calibration_rows(ev, oracle)), "",
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
             "annotators' channels.", ""]
+    out += _metric_md(ev)
     exp_lines = _expansion_lines(ev, _md_table)
     if exp_lines:
         out += ["## Channel models", ""] + [line + "\n" for line in exp_lines[1:]]
@@ -337,6 +347,7 @@ def summary_markdown_multiclass(ev, *, figures=(), title: str = "Calibration rep
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the annotators' "
             "confusion matrices.", ""]
     out += ["## Class-wise NC-ECE", "", _classwise_line(ev), "", _md_table(*_per_class_rows(ev)), ""]
+    out += _metric_md(ev)
     out += ["## Confusion matrices", "", ev.method_detail + ".", ""] + [line + "\n" for line in _population_lines(ev)]
     out += [_md_table(*_diagonal_rows(ev)), "", _diagnostic_text_k(ev), ""]
     out += _md_checks_and_warnings(ev)
