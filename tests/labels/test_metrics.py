@@ -238,3 +238,23 @@ def test_evaluate_carries_the_metrics_and_the_cli_flags(tmp_path):
     assert main(["evaluate", str(labels), "--method", "em", "--n-boot", "0", "--no-checks", "--threshold", "0.3",
                  "--json", str(out)]) == 0
     assert json.loads(out.read_text())["clean_metrics"]["threshold"] == 0.3
+
+
+def test_multiclass_compare_on_every_metric():
+    """K classes, models on the same items: the classifier beats a copy whose probabilities are scrambled on 40% of
+    the items (on accuracy and AUC), and the paired differences of a model with itself are exactly 0."""
+    sim = simulate_multiclass(1500, 3, 3, seed=7)
+    p = sim.probs
+    rng = np.random.default_rng(0)
+    blurred = p.copy()
+    hit = rng.random(1500) < 0.4
+    blurred[hit] = rng.permuted(p[hit], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = clean_metrics(sim.data, probs={"sharp": p, "blurred": blurred, "copy": p.copy()}, n_replicates=100,
+                            metrics=["accuracy", "log_loss", "auc"])
+    assert res.probability_better("sharp", "copy", metric="accuracy") == 0.5
+    assert res.probability_better("sharp", "blurred", metric="accuracy") > 0.95
+    assert res.probability_better("sharp", "blurred", metric="auc") > 0.95
+    c = res.compare("sharp", "copy")
+    assert (c[["difference", "lower", "upper"]].abs().to_numpy() < 1e-12).all()
