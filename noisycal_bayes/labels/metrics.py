@@ -597,7 +597,11 @@ def _notes(names, cond, fit_model):
 
 # ---------------------------------------------------------------------------------------------- K classes
 class _ClassPosterior:
-    """``P(Y_i = k | A_i, g_i, theta_s)`` per parameter draw ``s`` (confusion (S, J, K, K), prevalence (S, G, K))."""
+    """``P(Y_i = k | A_i, g_i, theta_s)`` per parameter draw ``s`` (confusion (S, J, K, K), prevalence (S, G, K)).
+
+    Computed once per distinct (group, gold, response pattern) row (items sharing one have the same posterior), then
+    read per item; one row per item when the patterns do not fit (repeated labels, more than 5e7 cells).
+    """
 
     def __init__(self, responses, n_items, group, confusion, prevalence):
         self.item, self.ann, self.lab, self.gold = responses
@@ -609,15 +613,35 @@ class _ClassPosterior:
         if self.prev.shape[0] not in (1, self.conf.shape[0]):
             self.prev = self.prev.mean(axis=0, keepdims=True)
         self.n_samples = self.conf.shape[0]
+        self._rows()
+
+    def _rows(self):
+        n, j = self.n, self.conf.shape[1]
+        cells = self.item * j + self.ann
+        gold = np.full(n, -1, np.int64) if self.gold is None else np.asarray(self.gold, np.int64)
+        if n * j > 50_000_000 or np.unique(cells).size != cells.size:  # repeats: one row per item
+            self.rows = (self.item, self.ann, self.lab, n, self.group, self.gold)
+            self.inverse = None
+            return
+        table = np.full((n, j), -1, np.int64)
+        table[self.item, self.ann] = self.lab
+        key = np.column_stack([self.group, gold, table])
+        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+        r, a = np.nonzero(uniq[:, 2:] >= 0)
+        row_gold = uniq[:, 1]
+        self.rows = (r, a, uniq[r, 2 + a], uniq.shape[0], uniq[:, 0], None if self.gold is None else row_gold)
+        self.inverse = inverse.reshape(-1)
 
     def __call__(self, s: int) -> np.ndarray:
         from ..core.likelihood import logsumexp_rows, rows_class_log_joint
 
         floor = 1e-12
         prev = self.prev[s if self.prev.shape[0] > 1 else 0]
-        lj = rows_class_log_joint(self.item, self.ann, self.lab, self.n, self.group, self.gold,
-                                  np.log(np.clip(self.conf[s], floor, 1.0)), np.log(np.clip(prev, floor, 1.0)))
-        return np.exp(lj - logsumexp_rows(lj)[:, None])
+        row, ann, lab, n_rows, group, gold = self.rows
+        lj = rows_class_log_joint(row, ann, lab, n_rows, group, gold, np.log(np.clip(self.conf[s], floor, 1.0)),
+                                  np.log(np.clip(prev, floor, 1.0)))
+        q = np.exp(lj - logsumexp_rows(lj)[:, None])
+        return q if self.inverse is None else np.take(q, self.inverse, axis=0)
 
 
 def _multiclass(data, fit, probs, metrics, level, n_replicates, bootstrap, weights, n_draws, seed):
