@@ -215,7 +215,7 @@ class Replicates:
             (f, t, p), _ = fn(jnp.asarray(patterns, dtype=jnp.int32), jnp.asarray(group, dtype=jnp.int32),
                                jnp.asarray(rw),
                                jnp.asarray(point["fpr"]), jnp.asarray(point["tpr"]), jnp.asarray(prev0))
-        f, t, p = (np.asarray(a)[:b] for a in (f, t, p))
+        f, t, p = (np.array(a)[:b] for a in (f, t, p))  # writable copies: failed refits are replaced below
         bad = ~np.all(np.isfinite(f), axis=1) | ~np.all(t > f, axis=1)
         if bad.any():
             # A refit that broke down or lost its orientation falls back to the estimate.

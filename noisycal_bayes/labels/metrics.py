@@ -579,6 +579,10 @@ def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstra
 
     draws = _collect(kernels, blocks(), n_replicates, metrics)
     notes = _notes(names, cond, fit.model)
+    if failed[0]:
+        notes += (f"{failed[0]} of {n_replicates} bootstrap refits broke down or lost their orientation (a refit "
+                  "needs tpr > fpr for every annotator, which adversarial annotators break) and used the estimate: "
+                  "the interval omits that much of the channel uncertainty.",)
     coarse = int(fit.groups.n_groups) < FINE_GROUPS
     return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, dict(zip(names, cond)), coarse),
                         draws=draws, models=names, kind="binary", level=level, target=TARGETS[bootstrap], threshold=th,
