@@ -36,7 +36,7 @@ def binary_metrics(data, s, threshold: float):
 def multiclass_metrics_of(data, s, res: dict):
     """``(CleanMetrics or None, note or None)`` from a K-class route's result ``res`` (its fit, and the EM route's
     bootstrap refits under ``"refits"``)."""
-    from ..labels.metrics import _ClassPosterior, multiclass_metrics
+    from ..labels.metrics import ClassPosterior, multiclass_metrics
     from ..models.inputs import class_arrays
 
     fit = res["fit"]
@@ -51,7 +51,7 @@ def multiclass_metrics_of(data, s, res: dict):
         else:
             source = "none (point estimate)"
     x = class_arrays(data, "evaluate")
-    post = _ClassPosterior((x.item, x.annotator, x.label, x.gold), data.n_items, np.asarray(fit.groups), conf, prev)
+    post = ClassPosterior((x.item, x.annotator, x.label, x.gold), data.n_items, np.asarray(fit.groups), conf, prev)
     caught: list = []
     try:
         with collect_warnings(caught):

@@ -94,6 +94,7 @@ def _base(name: str) -> str:
 
 
 def higher_is_better(name: str) -> bool:
+    """Whether a larger value of metric ``name`` is better (all but Brier and log loss)."""
     return _base(name) not in LOWER_IS_BETTER
 
 
@@ -537,10 +538,9 @@ def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstra
             raise ValueError(f"{func}: `scores[{name!r}]` must have shape ({data.n_items},); got {arr.shape}.")
         return arr
 
-    sc = _models(scores, data.scores if data.scores is not None else data.require_scores(), func, check)
+    sc = _models(scores, data.require_scores() if scores is None else None, func, check)
     names = tuple(sc)
-    th = _thresholds(threshold, names, func) if isinstance(threshold, dict) or len(names) > 1 else \
-        {names[0]: _thresholds(threshold, names, func)[names[0]]}
+    th = _thresholds(threshold, names, func)
     w_rule, _ = check_weights(weights, data.n_annotators)
     metrics = _check_metrics(metrics, BINARY_METRICS, func)
     yhat = np.stack([predictions(sc[n], th[n]) for n in names], axis=1)
@@ -600,7 +600,7 @@ def _notes(names, cond, fit_model):
 
 
 # ---------------------------------------------------------------------------------------------- K classes
-class _ClassPosterior:
+class ClassPosterior:
     """``P(Y_i = k | A_i, g_i, theta_s)`` per parameter draw ``s`` (confusion (S, J, K, K), prevalence (S, G, K)).
 
     Computed once per distinct (group, gold, response pattern) row (items sharing one have the same posterior), then
@@ -670,7 +670,7 @@ def _multiclass(data, fit, probs, metrics, level, n_replicates, bootstrap, weigh
         raise ValueError(f"{func}: `fit` must be a K-class fit (fit_em_multiclass, fit_nuts_multiclass); got "
                          f"{type(fit).__name__}.")
     x = class_arrays(data, func)
-    post = _ClassPosterior((x.item, x.annotator, x.label, x.gold), data.n_items, fit.groups, fit.confusion,
+    post = ClassPosterior((x.item, x.annotator, x.label, x.gold), data.n_items, fit.groups, fit.confusion,
                            fit.prevalence)
     source = "posterior draws" if post.n_samples > 1 else "none (point estimate)"
     return multiclass_metrics(data, pr, post, metrics=metrics, level=level, n_replicates=n_replicates,
