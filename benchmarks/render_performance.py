@@ -100,6 +100,13 @@ SECTIONS = [
      ["stage", "parametrisation", "path", "n_rows", "wall_s", "cpu_s", "compile_init_s", "warmup_s", "sampling_s",
       "r_hat_max", "ess_bulk_min", "ess_tail_min", "n_divergent", "frac_max_treedepth", "tree_depth_mean",
       "accuracy_posterior_vs_ref", "accuracy_majority_vs_ref"]),
+    ("bench_metrics", "Clean-label metrics",
+     "`evaluate` with and without its clean-label metrics (issue 37: `clean_metrics`, every binary metric with its "
+     "interval over 300 replicates; K = 3: from the EM route's bootstrap refits), alternating in one process after a "
+     "warm-up of each, by `benchmarks/bench_metrics.py`. Goal (issue 37): the metrics add at most 20% "
+     "(`added_fraction` <= 0.2) at 1e5 items.",
+     ["stage", "n_items", "n_annotators", "median_s", "median_s_without_metrics", "ratio", "added_fraction",
+      "repeats"]),
 ]
 
 #: Lines of the log-log figure: (benchmark, stage, row filter, label, panel).
