@@ -331,6 +331,14 @@ def _cmd_evaluate(args) -> int:
     return EXIT_OK
 
 
+def _nuts_arguments(p) -> None:
+    """The NUTS settings and the seed, as ``evaluate`` and ``plan`` take them."""
+    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default: 4)")
+    p.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default: 1000)")
+    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
 def _cmd_plan(args) -> int:
     """``plan``: :func:`noisycal_bayes.labels.plan_labels` on a fit of the loaded data; the plan as CSV."""
     from .inference import fit_em, fit_nuts
@@ -526,10 +534,7 @@ def _add_fit_args(p, *, methods=("auto", "nuts", "em"), default_method="auto"):
                    help="annotator weights (default: iv, inverse variance; K-class labels: iv or equal)")
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
     p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates for EM intervals (0: none; default 200)")
-    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default: 4)")
-    p.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default: 1000)")
-    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    _nuts_arguments(p)
     p.add_argument("--no-checks", action="store_true",
                    help="skip the predictive checks of the channel model (run by default; about a second)")
     p.add_argument("--expand", choices=("auto", "on", "off"), default="auto",
@@ -614,10 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-repeats", action="store_true",
                    help="never ask an annotator about an item it already labelled (crowds)")
     p.add_argument("--level", type=float, default=0.9, help="level of the reported widths (default: 0.9)")
-    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default: 4)")
-    p.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default: 1000)")
-    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    _nuts_arguments(p)
     p.set_defaults(func=_cmd_plan)
     return parser
 

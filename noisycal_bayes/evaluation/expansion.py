@@ -181,6 +181,23 @@ def mixture_summary(posteriors: dict, weights: dict, level: float) -> dict:
                 draws=draws)
 
 
+def _entry_rule(loo: dict, counts, entry_se: float) -> tuple[dict, str]:
+    """The entry rule and the weights: ``score_dependent`` enters when its ``elpd_diff`` against ``shared`` exceeds
+    ``entry_se`` standard errors, and then the stacking weights of the two; else weight 1 on ``shared``. ``loo``:
+    :func:`row_loo` per model name; ``counts``: items per row. Returns ``(weights, rule)``."""
+    from ..diagnostics.alternatives import _weighted_total, stacking_weights
+
+    diff, se_diff = _weighted_total(loo["score_dependent"][0] - loo["shared"][0], counts)
+    if diff > entry_se * se_diff:
+        w = stacking_weights(np.stack([loo["shared"][0], loo["score_dependent"][0]], axis=1), counts)
+        return ({"shared": float(w[0]), "score_dependent": float(w[1])},
+                f"score_dependent enters: elpd_diff {diff:+.1f} > {entry_se:g} x se {se_diff:.1f}; stacking weights "
+                "of the two")
+    return ({"shared": 1.0, "score_dependent": 0.0},
+            f"shared kept: elpd_diff of score_dependent {diff:+.1f} <= {entry_se:g} x se {se_diff:.1f} (the data do "
+            "not prefer the richer model)")
+
+
 def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion | None:
     """Fit the score-dependent channel model beside the engine's shared one, compare by PSIS-LOO, stack.
 
@@ -200,8 +217,7 @@ def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion
     warning) on a crowd's partially pooled fit or data with repeated (item, annotator) labels.
     """
     from ..data import Binning
-    from ..diagnostics.alternatives import (_weighted_total, fit_alternative, row_loo, shared_fit_from_draws,
-                                            stacking_weights)
+    from ..diagnostics.alternatives import _weighted_total, fit_alternative, row_loo, shared_fit_from_draws
     from ..propagate import usable_annotators_of
     from ..propagate.group_channels import posterior_nc_ece_group_channels
 
@@ -246,18 +262,7 @@ def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion
                   else f"EM + {shared.loglik_rows.shape[1]} Bayesian-bootstrap refits")
     loo = {"shared": row_loo(shared.loglik_rows), "score_dependent": row_loo(rich.loglik_rows)}
     counts = shared.counts
-    diff, se_diff = _weighted_total(loo["score_dependent"][0] - loo["shared"][0], counts)
-    enters = diff > entry_se * se_diff
-    if enters:
-        lpd = np.stack([loo["shared"][0], loo["score_dependent"][0]], axis=1)
-        w = stacking_weights(lpd, counts)
-        weights = {"shared": float(w[0]), "score_dependent": float(w[1])}
-        rule = (f"score_dependent enters: elpd_diff {diff:+.1f} > {entry_se:g} x se {se_diff:.1f}; stacking "
-                "weights of the two")
-    else:
-        weights = {"shared": 1.0, "score_dependent": 0.0}
-        rule = (f"shared kept: elpd_diff of score_dependent {diff:+.1f} <= {entry_se:g} x se {se_diff:.1f} "
-                "(the data do not prefer the richer model)")
+    weights, rule = _entry_rule(loo, counts, entry_se)
     bins = Binning.equal_width(s.bins)
     usable = usable_annotators_of(res.fit)
     point = (rich.fpr_group.mean(axis=0), rich.tpr_group.mean(axis=0))
@@ -409,7 +414,7 @@ def expand_models_k(data, s, res: dict, groups, engine, *, n_strata: int = K_STR
     """
     import warnings
 
-    from ..diagnostics.alternatives import _weighted_total, row_loo, stacking_weights
+    from ..diagnostics.alternatives import _weighted_total, row_loo
 
     if res.get("top_iv") is None or res.get("confusion_draws") is None:
         return None
@@ -435,16 +440,7 @@ def expand_models_k(data, s, res: dict, groups, engine, *, n_strata: int = K_STR
                            None if m == "shared" else amap)
           for m, r in (("shared", res), ("score_dependent", rich))}
     loo = {m: row_loo(v[None]) for m, v in ll.items()}
-    diff, se_diff = _weighted_total(loo["score_dependent"][0] - loo["shared"][0], counts)
-    if diff > entry_se * se_diff:
-        w = stacking_weights(np.stack([loo["shared"][0], loo["score_dependent"][0]], axis=1), counts)
-        weights = {"shared": float(w[0]), "score_dependent": float(w[1])}
-        rule = (f"score_dependent enters: elpd_diff {diff:+.1f} > {entry_se:g} x se {se_diff:.1f}; stacking "
-                "weights of the two")
-    else:
-        weights = {"shared": 1.0, "score_dependent": 0.0}
-        rule = (f"shared kept: elpd_diff of score_dependent {diff:+.1f} <= {entry_se:g} x se {se_diff:.1f} "
-                "(the data do not prefer the richer model)")
+    weights, rule = _entry_rule(loo, counts, entry_se)
     posts = {"shared": res["top_iv"], "score_dependent": rich["top_iv"]}
     how = {"shared": res["detail"].split(";")[0], "score_dependent": rich["detail"].split(";")[0]}
     rows_out = []
