@@ -18,6 +18,7 @@ question. LOO on compressed rows and the NC-ECE with channels per group: docs/me
 """
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 
@@ -27,11 +28,14 @@ import pandas as pd
 from .._validation import check_level, check_positive_int
 from ..data import AnnotationSet, Binning, as_binning, bin_index
 
-__all__ = ["ALTERNATIVE_MODELS", "AlternativeFit", "NoiseModelComparison", "compare_noise_models", "fit_alternative",
-           "nc_ece_group_channels", "row_loo", "shared_fit_from_draws", "stacking_weights"]
+__all__ = ["ALTERNATIVE_MODELS", "AlternativeFit", "GROUP_CHANNEL_MODELS", "NoiseModelComparison",
+           "compare_noise_models", "fit_alternative", "nc_ece_group_channels", "registered_fit", "row_loo",
+           "shared_fit_from_draws", "stacking_weights"]
 
 #: Model names of :func:`fit_alternative`.
 ALTERNATIVE_MODELS = ("shared", "score_dependent", "correlated")
+#: The richer models registered with ``fit_map`` / ``fit_nuts`` (:func:`registered_fit`): channels per score group.
+GROUP_CHANNEL_MODELS = ("score_dependent", "correlated")
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ class AlternativeFit:
         Score group of each item.
     diagnostics : dict
         NUTS: ``rhat_max``, ``ess_min``, ``divergences``; MAP: ``success``, ``loglik``.
+    sample_stats : dict of name -> ndarray of shape (n_chains, n_draws) or None
+        NUTS: the sampler's statistics (``diverging``, ``n_steps``, ...); None for MAP and Laplace.
     """
 
     model: str
@@ -65,6 +71,7 @@ class AlternativeFit:
     counts: np.ndarray = field(repr=False)
     group_index: np.ndarray = field(repr=False)
     diagnostics: dict = field(default_factory=dict)
+    sample_stats: dict | None = field(default=None, repr=False)
 
 
 def _model_fn(model):
@@ -76,6 +83,15 @@ def _model_fn(model):
             "correlated": correlated_dawid_skene}[model]
 
 
+def _table(data, groups, func):
+    """``(GroupAssignment, ModelInputs)`` of the grouped model on ``data``: the padded compressed table of every
+    model here (:func:`_inputs` reads its arrays; :func:`registered_fit` keeps both on its FitResult)."""
+    from ..models.inputs import prepare_inputs, resolve_assignment
+
+    assignment = resolve_assignment(data, "grouped", groups, func)
+    return assignment, prepare_inputs(data, "grouped", assignment, func=func)
+
+
 def _inputs(data, groups, func):
     """Padded ``(group, pattern)`` table: ``(patterns, group, counts, keep, n_groups, item_group)``.
 
@@ -83,10 +99,7 @@ def _inputs(data, groups, func):
     shape depends on the numbers of groups and annotators only and one compiled sampler serves every data set
     of that design; ``keep`` marks the rows with items (the ones LOO and the outputs use).
     """
-    from ..models.inputs import prepare_inputs, resolve_assignment
-
-    assignment = resolve_assignment(data, "grouped", groups, func)
-    inp = prepare_inputs(data, "grouped", assignment, func=func)
+    assignment, inp = _table(data, groups, func)
     patterns = np.asarray(inp.patterns, np.int32)
     group = np.asarray(inp.row_group, np.int32)
     counts = np.asarray(inp.counts, np.float64)
@@ -165,11 +178,12 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     init = _init_values(data, groups, model, n_groups, seed, em=init)
     with x64():
         if method == "nuts":
-            samples, diag, shape = _nuts(model, (patterns, group, counts), prior, n_groups, data.n_annotators,
+            samples, diag, shape, stats = _nuts(model, (patterns, group, counts), prior, n_groups, data.n_annotators,
                                          n_chains, n_warmup, n_draws, seed, init)
         # Outputs (and MAP) on the rows with items only: padding rows carry no likelihood.
         args = (jax.numpy.asarray(patterns[keep]), jax.numpy.asarray(group[keep]), jax.numpy.asarray(counts[keep]))
         if method != "nuts":
+            stats = None
             samples, diag, shape = _map(fn, args, kw, seed, init, n_laplace=n_draws if method == "laplace" else 0)
         from numpyro.infer import Predictive
 
@@ -184,7 +198,98 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     fpr_g, tpr_g = _channels(model, flat, n_groups)
     ll = det["log_likelihood"].reshape(shape + (-1,))
     draws = {k: v.reshape(shape + v.shape[1:]) for k, v in flat.items()}
-    return AlternativeFit(model, method, draws, fpr_g, tpr_g, ll, counts[keep], index, diag)
+    return AlternativeFit(model, method, draws, fpr_g, tpr_g, ll, counts[keep], index, diag, stats)
+
+
+#: Sites of the richer models that the registered FitResult renames ``<name>_centre``: in those models ``fpr`` and
+#: ``u`` are the shared centre the group channels are pooled toward (``"score_dependent"``) or the rates at the
+#: median item effect (``"correlated"``), not any item's channel; ``fpr``, ``tpr``, ``gap`` of the FitResult are
+#: the item-weighted average of the group channels instead.
+_CENTRE_SITES = ("fpr", "u", "tpr", "gap")
+
+
+def registered_fit(data: AnnotationSet, model: str, *, method: str, groups=Binning.equal_mass(5), n_chains: int = 2,
+                   n_warmup: int = 500, n_draws: int = 500, seed: int = 0, prior=None, func: str = "fit_nuts"):
+    """A richer channel model of :func:`fit_alternative` as the one result type, :class:`~noisycal_bayes.models.
+    result.FitResult`: what ``fit_nuts(model=...)`` / ``fit_map(model=...)`` return for :data:`GROUP_CHANNEL_MODELS`.
+
+    The fit is :func:`fit_alternative`'s (same sampler, start and draws for the same seed); the FitResult carries
+
+    * ``draws`` (NUTS, shape (n_chains, n_draws, ...)) or ``point`` (MAP, no leading axes): ``fpr_group``,
+      ``tpr_group`` (n_groups, n_annotators), the channels NC-ECE needs (:attr:`FitResult.group_channels`);
+      ``prevalence`` (n_groups,); ``fpr``, ``tpr``, ``gap`` (n_annotators,), the *item-weighted average* of the
+      group channels, ``sum_g (n_g / n) fpr_gj``; and the model's own sites, those named ``fpr``, ``u`` in the
+      model renamed ``fpr_centre``, ``u_centre`` (the shared centre; ``tau_fpr``, ``tau_u``, ``e_fpr``, ``e_u`` or
+      ``dependence``, ``fpr_marginal``, ``tpr_marginal`` keep their names);
+    * ``channel``: the item-weighted average channel (posterior mean for NUTS), documented as such: a consumer that
+      needs the channel of an item reads ``group_channels`` (``posterior_nc_ece``, ``clean_label_probability``) or
+      refuses the fit (:func:`noisycal_bayes._validation.shared_channels_only`);
+    * ``groups``, ``inputs``: the grouped model's assignment and compressed table; ``details["loglik_rows"]`` (chain,
+      draw, n_rows) the per-item log-likelihood of each table row (0 on padding rows), read by ``log_likelihood``.
+
+    Parameters
+    ----------
+    data, model, groups, n_chains, n_warmup, n_draws, seed, prior
+        As in :func:`fit_alternative` (``model`` one of :data:`GROUP_CHANNEL_MODELS`).
+    method : {"nuts", "map"}
+    func : str
+        The public function named in warnings and errors.
+
+    Returns
+    -------
+    FitResult
+        ``model`` the model's name, ``method`` ``"nuts"`` or ``"map"``.
+    """
+    from ..data.design import check_design
+    from ..inference.mcmc import check_mcmc, mcmc_diagnostics
+    from ..models import DEFAULT_PRIOR
+    from ..models.result import FitResult, channel_from
+
+    if model not in GROUP_CHANNEL_MODELS or method not in ("nuts", "map"):
+        raise ValueError(f"{func}: registered richer models are {list(GROUP_CHANNEL_MODELS)} by 'nuts' or 'map'; got "
+                         f"model={model!r}, method={method!r}.")
+    prior = DEFAULT_PRIOR if prior is None else prior
+    alt = fit_alternative(data, model, groups=groups, method=method, n_chains=n_chains, n_warmup=n_warmup,
+                          n_draws=n_draws, seed=seed, prior=prior)
+    assignment, inp = _table(data, groups, func)
+    design = list(check_design(data, "grouped", n_groups=assignment.n_groups, func=func))
+    shape = alt.loglik_rows.shape[:2]
+    sizes = np.bincount(alt.group_index, minlength=assignment.n_groups).astype(np.float64)
+    w = sizes / sizes.sum()
+    values = {(f"{k}_centre" if k in _CENTRE_SITES else k): np.asarray(v, np.float64) for k, v in alt.draws.items()}
+    values["fpr_group"] = alt.fpr_group.reshape(shape + alt.fpr_group.shape[1:])
+    values["tpr_group"] = alt.tpr_group.reshape(shape + alt.tpr_group.shape[1:])
+    values["fpr"] = np.einsum("g,cdgj->cdj", w, values["fpr_group"])
+    values["tpr"] = np.einsum("g,cdgj->cdj", w, values["tpr_group"])
+    values["gap"] = values["tpr"] - values["fpr"]
+    keep = np.asarray(inp.counts) > 0
+    rows = np.zeros(shape + (keep.size,))
+    rows[..., keep] = alt.loglik_rows
+    ids = tuple(data.annotator_ids)
+    details = {"loglik_rows": rows, "labels": data.labels, "scores": data.scores, "group_weights": w,
+               "alternative": dict(alt.diagnostics)}
+    common = dict(model=model, groups=assignment, inputs=inp, prior=prior, annotator_ids=ids,
+                  identified=not design, reason=design[0] if design else "")
+    if method == "map":
+        point = {k: v[0, 0] for k, v in values.items()}
+        loglik = float(np.sum(alt.counts * alt.loglik_rows[0, 0]))
+        return FitResult(method="map", channel=channel_from(point["fpr"], point["tpr"], ids), point=point,
+                         converged=bool(alt.diagnostics.get("success", True)), loglik=loglik, warnings=tuple(design),
+                         settings=dict(seed=seed, start="em"), details=details, **common)
+    stats = {k: np.asarray(v) for k, v in (alt.sample_stats or {}).items()}
+    n_divergent = int(stats["diverging"].sum()) if "diverging" in stats else 0
+    mean = {k: v.mean(axis=(0, 1)) for k, v in values.items()}
+    result = FitResult(method="nuts", channel=channel_from(mean["fpr"], mean["tpr"], ids), point=mean, draws=values,
+                       sample_stats=stats, n_divergent=n_divergent, details=details, **common,
+                       settings=dict(n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws, seed=seed,
+                                     target_accept=_TARGET_ACCEPT, max_tree_depth=_MAX_TREE_DEPTH, dense_mass=False,
+                                     start="em"))
+    table = mcmc_diagnostics(values, result.dims, result.coords)
+    n_max = int((stats["n_steps"] >= 2 ** _MAX_TREE_DEPTH - 1).sum()) if "n_steps" in stats else 0
+    notes = design + check_mcmc(table, n_chains=n_chains, n_divergent=n_divergent, n_draws=n_draws, n_max_depth=n_max,
+                                max_tree_depth=_MAX_TREE_DEPTH, func=func)
+    converged = not any(("R-hat" in m or "divergent" in m) for m in notes)
+    return dataclasses.replace(result, diagnostics=table, warnings=tuple(notes), converged=converged)
 
 
 def shared_fit_from_draws(data: AnnotationSet, draws: dict, *, groups=Binning.equal_mass(5),
@@ -313,7 +418,7 @@ def _nuts(model, data_args, prior, n_groups, n_annotators, n_chains, n_warmup, n
     table = mcmc_diagnostics(samples, {k: tuple(f"d{i}" for i in range(v.ndim - 2)) for k, v in samples.items()}, {})
     diag = {"rhat_max": float(np.nanmax(table["r_hat"])) if int(n_chains) > 1 else np.nan,
             "ess_min": float(np.nanmin(table["ess_bulk"])), "divergences": int(stats["diverging"].sum())}
-    return samples, diag, (int(n_chains), int(n_draws))
+    return samples, diag, (int(n_chains), int(n_draws)), stats
 
 
 #: Sites held at the mode by the Laplace draws of :func:`_map`.
