@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import _preview, binary_only, check_level, check_positive_int
+from .._validation import _preview, binary_only, check_level, check_positive_int, shared_channels_only
 from ..core import clipped_logit, x64
 from ..core.posterior import posterior_positive_draws
 from ..data import AnnotationSet, compress_patterns
@@ -42,10 +42,16 @@ def check_fit(fit, func: str):
         raise ValueError(f"{func}: `fit` must be a FitResult from fit_em, fit_map or fit_nuts; got "
                          f"{type(fit).__name__}.")
     binary_only(fit, func, "fit.clean_label_probability(data) of the K-class fit", name="fit")
+    shared_channels_only(fit, func, _PER_GROUP_INSTEAD)
     if fit.draws is None and not fit.point:
         raise ValueError(f"{func}: this fit has no estimate (every EM start failed: {fit.reason}). Refit with more "
                          "starts, or check for uninformative annotators.")
     return fit
+
+
+#: What to use instead of the label functions for a fit with channels per score group.
+_PER_GROUP_INSTEAD = ("fit.clean_label_probability() (the clean-label posterior with each item's group channel) or "
+                      "posterior_nc_ece(data, fit)")
 
 
 def level_and_draws(level, n_draws) -> tuple[float, int | None]:
@@ -270,6 +276,7 @@ def parameter_draws(fit, n_draws: int | None) -> tuple[dict, int]:
     (S, ...) draws of a NUTS (or bootstrap) fit, or (1, ...) for a point fit; keys ``fpr``, ``tpr`` and, where
     the model has them, ``prevalence``, ``slope``, ``intercept`` (see :class:`~noisycal_bayes.propagate.draws.Draws`).
     """
+    shared_channels_only(fit, "parameter_draws", _PER_GROUP_INSTEAD)
     draws = extract_draws(fit).thinned(n_draws)
     return draws.params(), draws.n_source
 
