@@ -13,7 +13,7 @@ from noisycal_bayes import Binning
 from noisycal_bayes.diagnostics import gap_diagnostics
 from noisycal_bayes.diagnostics.alternatives import fit_alternative
 from noisycal_bayes.inference import fit_em, fit_map, fit_nuts
-from noisycal_bayes.labels import corrected_accuracy, item_posteriors, label_issues
+from noisycal_bayes.labels import annotation_posteriors, corrected_accuracy, item_posteriors, label_issues, plan_labels
 from noisycal_bayes.propagate import posterior_nc_ece
 from noisycal_bayes.propagate.group_channels import posterior_nc_ece_group_channels
 from noisycal_bayes.recalibration.posterior import PosteriorTemperature
@@ -89,20 +89,32 @@ def test_map_fit_clean_labels_and_loglik_use_each_items_group_channel(data, map_
     assert np.max(np.abs(q - p)) > 1e-3
 
 
+def test_label_posteriors_read_each_items_group_channel(data, map_pair):
+    fit, alt = map_pair
+    prev = np.asarray(alt.draws["prevalence"]).reshape(-1)
+    p, _ = _numpy_clean_posterior(data.labels, alt.group_index, alt.fpr_group[0], alt.tpr_group[0], prev)
+    np.testing.assert_allclose(item_posteriors(data, fit)["p_positive"].to_numpy(), p, rtol=0, atol=1e-12)
+    issues = label_issues(data, fit)
+    ann = annotation_posteriors(data, fit)
+    assert issues.attrs["model"] == "score_dependent" and len(issues) == data.n_items
+    ii, _, lab = (np.asarray(a) for a in data.responses)
+    np.testing.assert_allclose(ann["p_wrong"].to_numpy(), np.where(lab == 1, 1 - p[ii], p[ii]), rtol=0, atol=1e-12)
+
+
 def test_consumers_of_one_channel_refuse_a_group_channel_fit(data, map_pair):
     fit, _ = map_pair
-    for call in (lambda f: label_issues(data, f, n_draws=10), lambda f: item_posteriors(data, f, n_draws=10),
-                 lambda f: corrected_accuracy(data, f, n_replicates=20, n_draws=10),
-                 lambda f: gap_diagnostics(data, f), lambda f: PosteriorTemperature().fit(data, f)):
+    for call in (lambda f: corrected_accuracy(data, f, n_replicates=20, n_draws=10),
+                 lambda f: plan_labels(data, f, budget=5), lambda f: gap_diagnostics(data, f),
+                 lambda f: PosteriorTemperature().fit(data, f)):
         with pytest.raises(ValueError, match="channels per score group"):
             call(fit)
     # Negative control: the shared-channel fit of the same data is accepted by the same calls.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         shared = fit_em(data, groups=GROUPS)
-        assert len(label_issues(data, shared, n_draws=10)) == data.n_items
-        assert item_posteriors(data, shared, n_draws=10).shape[0] == data.n_items
+        assert corrected_accuracy(data, shared, n_replicates=20, n_draws=10).accuracy >= 0
         gap_diagnostics(data, shared)
+        PosteriorTemperature().fit(data, shared)
 
 
 def test_registered_models_refuse_options_their_sampler_does_not_take(data):

@@ -15,10 +15,11 @@ import numpy as np
 
 from .._validation import _preview, binary_only, check_level, check_positive_int, shared_channels_only
 from ..core import clipped_logit, x64
-from ..core.posterior import posterior_positive_draws
+from ..core.posterior import posterior_positive_draws, posterior_positive_group_channels
 from ..data import AnnotationSet, compress_patterns
 from ..models.inputs import differing_items
-from ..propagate.draws import extract_draws
+from ..propagate.draws import extract_draws, thin_index
+from ..models.result import CORRELATED_POSTERIOR
 from ..reference.calibration import PROBS_ROW_TOL, check_responses
 
 #: Cap on (draws x rows) posterior values held at once for per-item (Platt) models: 1e7 float64 = 80 MB.
@@ -42,16 +43,17 @@ def check_fit(fit, func: str):
         raise ValueError(f"{func}: `fit` must be a FitResult from fit_em, fit_map or fit_nuts; got "
                          f"{type(fit).__name__}.")
     binary_only(fit, func, "fit.clean_label_probability(data) of the K-class fit", name="fit")
-    shared_channels_only(fit, func, _PER_GROUP_INSTEAD)
+    if fit.model == "correlated" and getattr(fit, "group_channels", None) is not None:
+        raise ValueError(f"{func}: {CORRELATED_POSTERIOR}")
     if fit.draws is None and not fit.point:
         raise ValueError(f"{func}: this fit has no estimate (every EM start failed: {fit.reason}). Refit with more "
                          "starts, or check for uninformative annotators.")
     return fit
 
 
-#: What to use instead of the label functions for a fit with channels per score group.
-_PER_GROUP_INSTEAD = ("fit.clean_label_probability() (the clean-label posterior with each item's group channel) or "
-                      "posterior_nc_ece(data, fit)")
+#: What to use instead of the replicate-based label functions for a fit with channels per score group.
+_PER_GROUP_INSTEAD = ("item_posteriors, annotation_posteriors or label_issues (they read each item's group channel), "
+                      "fit.clean_label_probability() or posterior_nc_ece(data, fit)")
 
 
 def level_and_draws(level, n_draws) -> tuple[float, int | None]:
@@ -126,6 +128,9 @@ class Rows:
                                                f64(params["tpr"]), prior_logit=prior_logit)
                 return np.asarray(out)
             s = np.shape(params["fpr"])[0]
+            if np.ndim(params["fpr"]) == 3:  # channels per score group (S, G, J): each row at its group's channel
+                return posterior_positive_group_channels(self.patterns, self.group, params["fpr"], params["tpr"],
+                                                         np.asarray(params["prevalence"]).reshape(s, -1))
             # Pad the rows to a power of two so that one compiled function serves many data sets (padding
             # rows are all-missing and are dropped again).
             n_rows, j = self.patterns.shape
@@ -168,8 +173,11 @@ class ItemRows:
         """``P(Y = 1 | item, theta_s)`` for a batch of parameters (leading axis S), shape (S, n_items)."""
         fpr = np.clip(np.asarray(params["fpr"], np.float64), 1e-12, 1 - 1e-12)
         tpr = np.clip(np.asarray(params["tpr"], np.float64), 1e-12, 1 - 1e-12)
-        # Log-likelihood ratio of a label 0 / 1 per draw and annotator: (S, J, 2).
+        # Log-likelihood ratio of a label 0 / 1 per draw and annotator: (S, J, 2) (channels per score group:
+        # (S, G, J, 2), read at each response's item's group).
         llr = np.stack([np.log1p(-tpr) - np.log1p(-fpr), np.log(tpr) - np.log(fpr)], axis=-1)
+        terms = llr[:, self.group[self.item], self.annotator, self.label] if llr.ndim == 4 else \
+            llr[:, self.annotator, self.label]
         s, n = fpr.shape[0], self.n_rows
         if self.model == "platt":
             prior = (np.asarray(params["slope"], np.float64)[:, None] * self.logit_score[None, :]
@@ -178,7 +186,7 @@ class ItemRows:
             pi = np.clip(np.asarray(params["prevalence"], np.float64).reshape(s, -1), 1e-12, 1 - 1e-12)
             prior = (np.log(pi) - np.log1p(-pi))[:, self.group]
         flat = (np.arange(s)[:, None] * n + self.item[None, :]).ravel()
-        sums = np.bincount(flat, weights=llr[:, self.annotator, self.label].ravel(), minlength=s * n).reshape(s, n)
+        sums = np.bincount(flat, weights=terms.ravel(), minlength=s * n).reshape(s, n)
         # sigmoid via log-odds: exp(-logaddexp(0, -x)) is stable at both ends.
         return np.exp(-np.logaddexp(0.0, -(prior + sums)))
 
@@ -261,7 +269,14 @@ def row_posteriors(data: AnnotationSet, fit, *, n_draws: int | None = 1000,
     if (fit.model == "platt" or isinstance(rows, ItemRows)) and n_draws is not None and n_fit:
         width = max(rows.n_rows, rows.item.size) if isinstance(rows, ItemRows) else rows.n_rows
         n_draws = max(1, min(n_draws, MAX_VALUES // width))
-    params, n_s = parameter_draws(fit, n_draws)
+    if getattr(fit, "group_channels", None) is not None:  # each row at its score group's channel
+        f, t = fit.group_channels
+        prev = fit._samples(("prevalence",))["prevalence"].reshape(f.shape[0], -1)
+        pick = thin_index(f.shape[0], n_draws) if n_draws is not None and n_draws < f.shape[0] else slice(None)
+        params = {"fpr": f[pick], "tpr": t[pick], "prevalence": prev[pick]}
+        n_s = params["fpr"].shape[0]
+    else:
+        params, n_s = parameter_draws(fit, n_draws)
     if fit.model != "platt":
         n_prev = np.asarray(params["prevalence"]).reshape(n_s, -1).shape[1]
         if n_prev != rows.n_groups:

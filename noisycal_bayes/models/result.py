@@ -59,6 +59,12 @@ GROUP_CHANNEL_DIMS = {**{k: ("annotator",) for k in ("fpr", "tpr", "gap", "fpr_c
                       "prevalence": ("group",), "tau_fpr": (), "tau_u": (), "dependence": ()}
 
 
+#: Why the clean-label posterior of a ``model="correlated"`` fit is refused.
+CORRELATED_POSTERIOR = ("under the correlated model the clean label's posterior integrates the item effect shared by "
+                        "the annotators, which is not computed here; fit model='score_dependent' or the shared-channel "
+                        "model (model='grouped').")
+
+
 class view:
     """A computed read-only attribute that a subclass may store as a dataclass field (declared ``= field()``) instead:
     a non-data descriptor, so a value in the instance's ``__dict__`` wins (a ``property`` would refuse it)."""
@@ -496,9 +502,7 @@ class FitResult(ChannelAccess):
         channels = self.group_channels
         if channels is not None:
             if self.model == "correlated":
-                raise ValueError("clean_label_probability: under the correlated model the clean label's posterior "
-                                 "integrates the item effect shared by the annotators, which is not computed here; "
-                                 "fit model='score_dependent' or the shared-channel model (model='grouped').")
+                raise ValueError(f"clean_label_probability: {CORRELATED_POSTERIOR}")
             from ..core.posterior import posterior_positive_group_channels
 
             prev = src["prevalence"].reshape(n_samples, -1)
