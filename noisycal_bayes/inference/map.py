@@ -41,7 +41,7 @@ from ..models.inputs import (check_class_data, check_data, check_model, patterns
 from .em import em_starts, fit_em_multiclass, start_point
 from ..models.result import FitResult, channel_from, point_dict
 from ..data.binning import Binning
-from ..diagnostics.alternatives import GROUP_CHANNEL_MODELS, registered_fit
+from .alternatives import GROUP_CHANNEL_MODELS, registered_fit
 
 _PROGRAMS: dict = {}
 
@@ -180,8 +180,8 @@ def fit_map(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_sta
     data : AnnotationSet
     model : {"grouped", "dawid_skene", "histogram", "monotone", "platt", "score_dependent", "correlated"}
         Default "grouped". ``"score_dependent"`` and ``"correlated"`` (channels per score group) are the mode of
-        :func:`~noisycal_bayes.diagnostics.alternatives.fit_alternative` (``method="map"``; ``n_starts`` unused)
-        returned by :func:`~noisycal_bayes.diagnostics.alternatives.registered_fit`: ``channel`` is the
+        :func:`~noisycal_bayes.inference.alternatives.fit_alternative` (``method="map"``; ``n_starts`` unused)
+        returned by :func:`~noisycal_bayes.inference.alternatives.registered_fit`: ``channel`` is the
         item-weighted average of the group channels, ``group_channels`` the channels of each group.
     groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
         Score groups (bins), as in :func:`~noisycal_bayes.inference.fit_em` (an int ``k`` is

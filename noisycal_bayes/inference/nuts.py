@@ -59,7 +59,7 @@ from ..models.pooled import posterior_scales, precondition_start, unprecondition
 from ..models.result import FitResult, MulticlassPosterior, channel_from, point_dict
 from ..warnings import IdentifiabilityWarning, PriorWarning
 from ..data.binning import Binning
-from ..diagnostics.alternatives import GROUP_CHANNEL_MODELS, registered_fit
+from .alternatives import GROUP_CHANNEL_MODELS, registered_fit
 
 PRECISIONS = ("float64", "float32")
 #: ``precision`` of :func:`fit_nuts_multiclass` (``"auto"``: float32 on compressed patterns, float64 on responses).
@@ -97,8 +97,8 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
     data, model, groups
         As in :func:`~noisycal_bayes.inference.fit_map` (``groups`` ignored by ``"dawid_skene"`` and ``"platt"``),
         including the richer models ``"score_dependent"`` and ``"correlated"`` (channels per score group), sampled
-        by :func:`~noisycal_bayes.diagnostics.alternatives.fit_alternative` and returned by
-        :func:`~noisycal_bayes.diagnostics.alternatives.registered_fit` (their ``channel`` is the item-weighted
+        by :func:`~noisycal_bayes.inference.alternatives.fit_alternative` and returned by
+        :func:`~noisycal_bayes.inference.alternatives.registered_fit` (their ``channel`` is the item-weighted
         average of the group channels; read ``fit.group_channels``); the sampler options below except ``n_chains``,
         ``n_warmup``, ``n_draws``, ``seed``, ``prior`` cannot be set for them.
     n_chains, n_warmup, n_draws : int, defaults 4, 1000, 1000
@@ -224,7 +224,7 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
 
 
 #: Sampler options of :func:`fit_nuts` that the registered richer models do not take (their sampler is
-#: :func:`~noisycal_bayes.diagnostics.alternatives.fit_alternative`'s), with the values that mean "not set".
+#: :func:`~noisycal_bayes.inference.alternatives.fit_alternative`'s), with the values that mean "not set".
 _REGISTERED_DEFAULTS = {"target_accept": 0.8, "max_tree_depth": 10, "dense_mass": None, "chain_method": None,
                         "precision": "float64", "compress": True, "pooling": "none"}
 
@@ -235,7 +235,7 @@ def _check_registered(func, **given):
     if bad:
         raise ValueError(f"{func}: {', '.join(bad)} cannot be set for the models with channels per score group "
                          f"({list(GROUP_CHANNEL_MODELS)}): they are sampled by "
-                         "diagnostics.alternatives.fit_alternative (diagonal mass matrix, target acceptance 0.9, "
+                         "inference.alternatives.fit_alternative (diagonal mass matrix, target acceptance 0.9, "
                          "maximum tree depth 10, float64, compressed rows, no annotator pooling).")
 
 

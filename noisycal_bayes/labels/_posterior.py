@@ -17,7 +17,7 @@ from .._validation import _preview, binary_only, check_level, check_positive_int
 from ..core import clipped_logit, x64
 from ..core.posterior import posterior_positive_draws, posterior_positive_group_channels
 from ..data import AnnotationSet, compress_patterns
-from ..models.inputs import differing_items
+from ..models.inputs import item_groups as _item_groups
 from ..propagate.draws import extract_draws, thin_index
 from ..models.result import CORRELATED_POSTERIOR
 from ..reference.calibration import PROBS_ROW_TOL, check_responses
@@ -59,38 +59,6 @@ _PER_GROUP_INSTEAD = ("item_posteriors, annotation_posteriors or label_issues (t
 def level_and_draws(level, n_draws) -> tuple[float, int | None]:
     """Validated ``level`` and ``n_draws`` (None: every draw) of a public function."""
     return check_level(level), None if n_draws is None else check_positive_int(n_draws, name="n_draws")
-
-
-def _item_groups(data: AnnotationSet, fit, func: str) -> np.ndarray:
-    """Group of each item of ``data`` under the fit's partition.
-
-    The fit's own assignment when ``data`` holds the items it was fitted on; otherwise the fitted score
-    edges applied to ``data.scores``.
-    """
-    g = fit.groups
-    if g.n_groups == 1 and g.edges is None:
-        return np.zeros(data.n_items, dtype=np.int32)
-    if _same_items(data, fit):
-        return np.asarray(g.index, dtype=np.int32)
-    if g.edges is None:
-        raise ValueError(f"{func}: the fit's groups were integer labels for its own {g.index.size} items, and `data` "
-                         "holds other items; pass the AnnotationSet the fit was made on.")
-    z = data.require_scores()
-    idx = g.assign(z)
-    bad = idx < 0
-    if bad.any():
-        raise ValueError(f"{func}: items {_preview(data.item_ids[bad])} fall in score bins that held no item when the "
-                         "fit was made, so the fit has no prevalence for them.")
-    return idx
-
-
-def _same_items(data: AnnotationSet, fit) -> bool:
-    inputs = getattr(fit, "inputs", None)
-    if inputs is None or inputs.n_items != data.n_items or inputs.n_annotators != data.n_annotators:
-        return False
-    if inputs.inverse is None:  # a fit from SufficientStats: no items to compare
-        return False
-    return differing_items(inputs, data).size == 0
 
 
 @dataclass(frozen=True)

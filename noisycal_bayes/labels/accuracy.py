@@ -42,8 +42,8 @@ from ..data import Binning, bin_index
 from ..propagate.draws import thin_index
 from ..reference.calibration import check_probs
 from ..warnings import DataWarning
-from ._posterior import (_PER_GROUP_INSTEAD, _item_groups, check_clean_probs, check_data, check_fit, class_votes, equal_tailed,
-                         level_and_draws, posterior_mean_accuracy, row_posteriors)
+from ._posterior import (_PER_GROUP_INSTEAD, _item_groups, check_clean_probs, check_data, check_fit, class_votes,
+                         equal_tailed, level_and_draws, posterior_mean_accuracy, row_posteriors)
 from ._replicates import _BLOCK_VALUES, SOURCES, Replicates
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
 

@@ -52,7 +52,7 @@ def point_dict(model, fpr, tpr, prevalence=None, slope=None, intercept=None) -> 
 
 
 #: Trailing dims of the variables of a fit with channels per score group (``fit_map`` / ``fit_nuts`` with
-#: ``model="score_dependent"`` or ``"correlated"``; :func:`noisycal_bayes.diagnostics.alternatives.registered_fit`).
+#: ``model="score_dependent"`` or ``"correlated"``; :func:`noisycal_bayes.inference.alternatives.registered_fit`).
 GROUP_CHANNEL_DIMS = {**{k: ("annotator",) for k in ("fpr", "tpr", "gap", "fpr_centre", "u_centre", "tpr_centre",
                                                      "gap_centre", "fpr_marginal", "tpr_marginal")},
                       **{k: ("group", "annotator") for k in ("fpr_group", "tpr_group", "gap_group", "e_fpr", "e_u")},
@@ -109,7 +109,7 @@ class FitResult(ChannelAccess):
     model : str
         ``"dawid_skene"``, ``"grouped"``, ``"histogram"``, ``"monotone"`` or ``"platt"``; or, with channels per
         score group (:attr:`group_channels`), ``"score_dependent"`` or ``"correlated"`` (``fit_map`` / ``fit_nuts``;
-        :func:`~noisycal_bayes.diagnostics.alternatives.registered_fit` lists their variables).
+        :func:`~noisycal_bayes.inference.alternatives.registered_fit` lists their variables).
     method : str
         ``"em"``, ``"map"`` or ``"nuts"``.
     channel : Channel or None

@@ -194,7 +194,7 @@ def _group_channel_route(data, fit, func, *, bins, weights, level, seed, method,
     (the fitted items' own groups, or the fitted score edges for other items). ``value`` is at the per-group mean
     of the used draws; ``usable`` defaults to the rule of :func:`usable_annotators_of` on the fit's item-weighted
     average gap."""
-    from ..labels._posterior import _item_groups
+    from ..models.inputs import item_groups
     from .group_channels import posterior_nc_ece_group_channels
 
     if not isinstance(data, AnnotationSet) or method != "plugin" or not bootstrap:
@@ -211,7 +211,7 @@ def _group_channel_route(data, fit, func, *, bins, weights, level, seed, method,
     if usable is None:
         usable = usable_annotators_of(fit)
     return posterior_nc_ece_group_channels(
-        data, _item_groups(data, fit, func), f[pick], t[pick], bins=10 if bins is None else bins, weights=weights,
+        data, item_groups(data, fit, func), f[pick], t[pick], bins=10 if bins is None else bins, weights=weights,
         level=level, seed=seed, usable=usable, interval=interval, model=fit.model,
         source=f"{fit.method.upper()} channels per score group ({fit.model})")
 
