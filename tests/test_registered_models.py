@@ -162,3 +162,15 @@ def test_correlated_map_fit_nc_ece_and_refused_clean_labels(data):
     np.testing.assert_array_equal(res.draws, ref.draws)
     with pytest.raises(ValueError, match="correlated model.*item effect"):
         fit.clean_label_probability()
+
+
+def test_sparse_item_rows_read_the_group_channels_as_the_patterns_do(data, map_pair):
+    """The per-response route (repeated labels, very large crowds) against the compressed patterns, same fit."""
+    from noisycal_bayes.labels._posterior import _item_rows, build_rows
+
+    fit, _ = map_pair
+    f, t = fit.group_channels
+    params = {"fpr": f, "tpr": t, "prevalence": fit.point["prevalence"][None]}
+    dense = build_rows(data, fit, "test")
+    per_item = _item_rows(data, fit, "test")
+    np.testing.assert_allclose(per_item.positive(params), dense.positive(params)[:, dense.inverse], rtol=0, atol=1e-10)
