@@ -271,7 +271,10 @@ def section_crowds(reps):
             acc = float(np.mean(pred[known].astype(np.int64) == gold[known].astype(np.int64)))
             row = {**base, "stage": stage, "settings": str(kw), "first_call_s": times[0],
                    "median_s": median(times[1:]), "accuracy": acc, "converged": bool(fit.converged),
-                   "n_iter": int(fit.n_iter), "crowdkit_100_over_ours": ck["crowdkit_100"]["median_s"]
+                   "n_iter": int(fit.n_iter), "starts": (fit.settings or {}).get("starts"),
+                   "n_start_runs": int(np.size(fit.start_logliks)), "selected_start": int(fit.selected_start),
+                   "orientation": (fit.details or {}).get("orientation"),
+                   "crowdkit_100_over_ours": ck["crowdkit_100"]["median_s"]
                    / median(times[1:]), "accuracy_minus_crowdkit_converged": acc - ck["crowdkit_converged"]["accuracy"]}
             rows.append(row)
             if stage == "ours_dawid_skene":

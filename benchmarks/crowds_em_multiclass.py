@@ -3,9 +3,10 @@
     PYTHONPATH=$PWD python benchmarks/crowds_em_multiclass.py [--accelerate auto|true|false] [--out FILE]
 
 Each crowd of ``crowds/`` (README there) is read with :func:`noisycal_bayes.load_multiclass` (gold labels kept
-aside, not given to the fit) and fitted with ``fit_em_multiclass(data, model="dawid_skene")`` (the default 4
-random starts besides the vote start, ``max_iter=1000``, ``tol=1e-8``), which the sparse path serves (more
-possible patterns than items). ``first_s`` is the first call in this process (compilation, or loading the saved
+aside, not given to the fit) and fitted with ``fit_em_multiclass(data, model="dawid_skene")`` with its defaults
+(``max_iter=1000``, ``tol=1e-8``, ``orientation="auto"``; since 2026-12-04 the sparse path, which these crowds take
+(more possible patterns than items), runs the vote start alone, as binary ``fit_em`` does; before, 4 random starts
+besides it). ``--n-starts N`` passes ``n_starts=N`` (the former default: 4). ``first_s`` is the first call in this process (compilation, or loading the saved
 program with a warm compilation cache), ``warm_s`` the median of ``--reps`` later calls. Run it once per
 checkout with the same interpreter to compare branches; ``--accelerate`` is passed only where
 ``fit_em_multiclass`` takes it; ``--cache DIR`` turns the persistent compilation cache on (run twice on one folder:
@@ -30,7 +31,7 @@ from noisycal_bayes.experiments.real_data import SHARED_DATA_HINT, shared_data_p
 CROWDS = ("cf", "ms", "adult", "sp", "zencrowd_us")
 
 
-def run(name, accelerate, reps):
+def run(name, accelerate, reps, n_starts=None):
     path = shared_data_path(f"crowds/{name}.csv")
     if path is None:
         raise SystemExit(f"crowds/{name}.csv not found: {SHARED_DATA_HINT}.")
@@ -38,6 +39,8 @@ def run(name, accelerate, reps):
     data = nb.load_multiclass(str(path))
     gold = frame.groupby("item")["gold"].first().reindex(list(data.item_ids)).to_numpy()
     kw = {"model": "dawid_skene"}
+    if n_starts is not None:
+        kw["n_starts"] = n_starts
     if accelerate != "default" and "accelerate" in inspect.signature(nb.fit_em_multiclass).parameters:
         kw["accelerate"] = {"auto": "auto", "true": True, "false": False}[accelerate]
     times = []
@@ -54,6 +57,9 @@ def run(name, accelerate, reps):
     return {"data": name, "n_items": int(data.n_items), "n_annotators": int(data.n_annotators),
             "n_classes": int(data.n_classes), "n_labels": int(np.asarray(data.responses[0]).size),
             "path": fit.path, "converged": bool(fit.converged), "n_iter": int(fit.n_iter),
+            "em_stopped_by_rule": bool(int(fit.n_iter) < 1000), "n_start_runs": int(np.size(fit.start_logliks)),
+            "selected_start": int(fit.selected_start), "orientation": (fit.settings or {}).get("orientation"),
+            "orientation_applied": (fit.details or {}).get("orientation"),
             "loglik": float(fit.log_likelihood), "accuracy": acc, "first_s": times[0],
             "warm_s": float(np.median(times[1:])), "settings": {k: str(v) for k, v in kw.items()}}
 
@@ -62,6 +68,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--accelerate", default="default", choices=["default", "auto", "true", "false"])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--n-starts", type=int, default=None)
     ap.add_argument("--only", nargs="+", default=list(CROWDS))
     ap.add_argument("--label", default="")
     ap.add_argument("--cache", help="turn on the persistent compilation cache in this folder (threshold 0 s)")
@@ -74,7 +81,7 @@ def main():
     rows = []
     for name in args.only:
         row = {"label": args.label, "commit": commit, "cache": bool(args.cache),
-               **run(name, args.accelerate, args.reps)}
+               **run(name, args.accelerate, args.reps, args.n_starts)}
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.out:

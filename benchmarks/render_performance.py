@@ -70,12 +70,15 @@ SECTIONS = [
       "rms_err_minus_crowdkit_se", "ratio_crowdkit_over_ours", "clean_label_accuracy_em",
       "clean_label_accuracy_majority_vote"]),
     ("crowds_em_multiclass", "K classes: sparse EM on the five crowds (one EM loop, SQUAREM)",
-     "`fit_em_multiclass(data, model=\"dawid_skene\")` (vote start + 4 random starts, max_iter 1000, tol 1e-8) on "
+     "`fit_em_multiclass(data, model=\"dawid_skene\")` (max_iter 1000, tol 1e-8) on "
      "each set of `crowds/` in the shared data folder, read with `load_multiclass` (gold kept aside), by "
-     "`benchmarks/crowds_em_multiclass.py`: main (plain EM) against this branch (SQUAREM after 100 plain iterations, "
-     "`accelerate=\"auto\"`; saved programs). `first_s` is the first call in a new process (the branch twice: cold, "
-     "then warm compilation cache), `warm_s` a later call. `em_stopped_by_rule`: the selected start met the stopping "
-     "rule before max_iter; `converged` also asks the orientation rule (cf and adult fail it at the ML optimum). "
+     "`benchmarks/crowds_em_multiclass.py`. Rows up to the \"vote start\" ones: the vote start + 4 random starts "
+     "(the former default), main (plain EM) against the branch (SQUAREM after 100 plain iterations, "
+     "`accelerate=\"auto\"`; saved programs), with the class-level orientation rule (cf and adult failed it at the ML "
+     "optimum: `converged` no). Rows \"vote start\": today's defaults (the vote start alone on the sparse path, "
+     "`orientation=\"auto\"`: the crowd rule where the class-level one fails). `first_s` is the first call in a new "
+     "process (cold, then warm compilation cache), `warm_s` a later call. `em_stopped_by_rule`: the selected start met "
+     "the stopping rule before max_iter; `converged` also asks the orientation rule. "
      "Goal (issues 34, 35): converged on all five and no slower than crowd-kit's DawidSkene at 100 iterations "
      "(measured side by side in the section \"The five public crowds of any K\" of the crowd benchmark below).",
      ["label", "data", "n_classes", "n_labels", "em_stopped_by_rule", "converged", "n_iter", "warm_s", "first_s",
@@ -97,6 +100,13 @@ SECTIONS = [
      ["stage", "parametrisation", "path", "n_rows", "wall_s", "cpu_s", "compile_init_s", "warmup_s", "sampling_s",
       "r_hat_max", "ess_bulk_min", "ess_tail_min", "n_divergent", "frac_max_treedepth", "tree_depth_mean",
       "accuracy_posterior_vs_ref", "accuracy_majority_vs_ref"]),
+    ("bench_metrics", "Clean-label metrics",
+     "`evaluate` with and without its clean-label metrics (issue 37: `clean_metrics`, every binary metric with its "
+     "interval over 300 replicates; K = 3: from the EM route's bootstrap refits), alternating in one process after a "
+     "warm-up of each, by `benchmarks/bench_metrics.py`. Goal (issue 37): the metrics add at most 20% "
+     "(`added_fraction` <= 0.2) at 1e5 items.",
+     ["stage", "n_items", "n_annotators", "median_s", "median_s_without_metrics", "ratio", "added_fraction",
+      "repeats"]),
 ]
 
 #: Lines of the log-log figure: (benchmark, stage, row filter, label, panel).

@@ -81,6 +81,8 @@ class Options:
     progress: bool = Settings.progress_bar
     checks: bool = Settings.checks
     expand: object = Settings.expand
+    threshold: float = 0.5
+    metrics: bool = True
 
     def evaluate_kwargs(self) -> dict:
         """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
@@ -89,7 +91,7 @@ class Options:
                     level=self.level,
                     seed=self.seed, n_boot=self.n_boot, n_starts=self.n_starts, n_chains=self.n_chains,
                     n_warmup=self.n_warmup, n_draws=self.n_draws, progress_bar=self.progress,
-                    checks=self.checks, expand=self.expand)
+                    checks=self.checks, expand=self.expand, threshold=self.threshold, metrics=self.metrics)
 
 
 def bayes_available() -> bool:
@@ -149,6 +151,8 @@ def _check_flags(args, method: str, bins: int) -> None:
         raise CommandError(f"--bins must be at least 1; got {bins}.")
     if args.groups is not None and args.groups < 1:
         raise CommandError(f"--groups must be at least 1; got {args.groups}.")
+    if not 0 <= getattr(args, "threshold", 0.5) <= 1:
+        raise CommandError(f"--threshold must lie in [0, 1]; got {args.threshold}.")
     if not 0 < args.level < 1:
         raise CommandError(f"--level must lie strictly between 0 and 1; got {args.level}.")
     if args.n_boot < 0:
@@ -169,7 +173,8 @@ def _options(args, method: str) -> Options:
     return Options(method=method, bins=args.bins, groups=args.groups, weights=args.weights, level=args.level,
                    seed=args.seed, n_boot=args.n_boot, n_chains=args.chains, n_warmup=args.warmup,
                    n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks,
-                   expand={"auto": "auto", "on": True, "off": False}[getattr(args, "expand", "auto")])
+                   expand={"auto": "auto", "on": True, "off": False}[getattr(args, "expand", "auto")],
+                   threshold=getattr(args, "threshold", 0.5), metrics=not getattr(args, "no_metrics", False))
 
 
 def _default_method(requested):
@@ -207,7 +212,8 @@ def _data_line(data) -> str:
 #: Data options of ``evaluate`` the K-class loader does not take: (attribute, default, flag).
 _BINARY_DATA_OPTIONS = (("layout", "auto", "--layout"), ("item_col", "item", "--item-col"),
                         ("annotator_col", "annotator", "--annotator-col"), ("label_col", "label", "--label-col"),
-                        ("score_col", "score", "--score-col"), ("gold_file", None, "--gold-file"))
+                        ("score_col", "score", "--score-col"), ("gold_file", None, "--gold-file"),
+                        ("threshold", 0.5, "--threshold"))
 
 
 def _header(path) -> list:
@@ -285,7 +291,7 @@ def _cmd_evaluate_multiclass(args, json_path, out_dir) -> int:
     ev = evaluate_multiclass(data, method=method, bins=bins, groups=args.groups, weights=args.weights,
                              level=args.level, seed=args.seed, n_boot=args.n_boot, n_chains=args.chains,
                              n_warmup=args.warmup, n_draws=args.draws, checks=not args.no_checks,
-                             progress_bar=sys.stderr.isatty(),
+                             progress_bar=sys.stderr.isatty(), metrics=not args.no_metrics,
                              expand={"auto": "auto", "on": True, "off": False}[getattr(args, "expand", "auto")])
     if notes:
         ev = replace(ev, warnings=tuple(n for n in notes if n not in ev.warnings) + tuple(ev.warnings))
@@ -559,6 +565,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit_args(p)
     p.add_argument("--out", metavar="DIR", help="also write a report folder (report.html, figures, summary.md, results.json)")
     p.add_argument("--json", metavar="FILE", help="write machine-readable results to FILE")
+    p.add_argument("--threshold", type=float, default=0.5,
+                   help="binary data: operating threshold of the clean-label metrics (sensitivity, specificity, PPV, "
+                        "NPV, F1...; predict 1 when score >= threshold; default 0.5)")
+    p.add_argument("--no-metrics", action="store_true",
+                   help="skip the clean-label metrics (accuracy, sensitivity, AUC, Brier, log loss...; computed by "
+                        "default, docs/metrics.md)")
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("recalibrate", help="fit a recalibration map against noise-corrected labels")

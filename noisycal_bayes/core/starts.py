@@ -54,20 +54,24 @@ K1. *Starts*: start 0 is the majority-vote start (:func:`class_vote_start`: the 
     distribution, gold items one-hot; the standard Dawid-Skene initialisation, crowd-kit's too), or the warm start
     ``init`` when given (:func:`check_warm_start`); then ``n_starts`` random diagonal-dominant starts
     (:func:`class_random_starts`: ``C_j[y, y] ~ U(0.5, 0.95)``, the rest of the row split by a flat Dirichlet;
-    prevalence rows ~ Dirichlet(5)), reproducible from ``seed``.
+    prevalence rows ~ Dirichlet(5)), reproducible from ``seed``. ``n_starts`` not given: none on the sparse path
+    (crowds; binary's rule 1 default there), 4 on the pattern path.
 K2. *Iteration*: ``theta = (confusion, prevalence)``, rule 2 with the objective log-likelihood plus the Dirichlet
     log-kernels for MAP.
 K3. *Orientation*: the likelihood is invariant under relabelling the latent classes; the labelling is fixed by the
-    crowd's average confusion ``Cbar = sum_j n_j C_j / sum_j n_j`` (``n_j`` the labels of annotator ``j``): each
-    row's diagonal entry must be its strict maximum (class ``y``'s most frequent label is ``y``;
-    :func:`diagonally_dominant`). A converged start that breaks it is relabelled by the permutation maximising
-    ``sum_y Cbar[y, sigma(y)]`` (an assignment problem; the binary label exchange is the K = 2 case,
-    :func:`orient_classes`) and accepted if the result satisfies it.
+    crowd's average confusion ``Cbar = sum_j n_j C_j / sum_j n_j`` (``n_j`` the labels of annotator ``j``): a
+    finite start is relabelled by the permutation maximising ``sum_y Cbar[y, sigma(y)]`` (an assignment problem,
+    :func:`orient_classes`; for K = 2 the exchange of :func:`orient_crowd`). Screens (``orientation``, as rules 3-4):
+    ``"every"`` accepts it when every row of ``Cbar`` has its strict maximum on the diagonal (class ``y``'s most
+    frequent label is ``y``; :func:`diagonally_dominant`); ``"crowd"`` when the crowd gap
+    ``(trace(Cbar) - 1) / (K - 1)`` exceeds ``min_gap`` (:func:`class_crowd_gap`; for K = 2 binary's pooled gap): a
+    class that the crowd names less often than another (cf's fifth class) is kept; ``"auto"``: ``"every"``, and
+    ``"crowd"`` when no start passes it.
 K4. *Selection* (:func:`select_class_start`): among accepted (converged, oriented) starts the highest objective
-    wins, ties within ``1e-9 (1 + |best|)`` to the lowest start index. When none is accepted, rule 5's second
-    tier: the best oriented start stopped by ``max_iter`` (``converged=False``, a ConvergenceWarning); when no
-    start is oriented, the best converged (else finite) start with an IdentifiabilityWarning. No estimate (a
-    ``ValueError``) only when no start ends finite.
+    wins, ties within ``1e-9 (1 + |best|)`` to the lowest start index (``"auto"``: those accepted by ``"every"``
+    first). When none is accepted, rule 5's second tier: the best accepted start stopped by ``max_iter``
+    (``converged=False``, a ConvergenceWarning); when no start is accepted, the best converged (else finite) start
+    with an IdentifiabilityWarning. No estimate (a ``ValueError``) only when no start ends finite.
 """
 import numpy as np
 
@@ -511,13 +515,38 @@ def orient_classes(C, pi, n_labels):
     return C2, pi2, tuple(int(s) for s in sigma), bool(diagonally_dominant(_average_confusion(C2, n_labels)[None]))
 
 
-def select_class_start(theta, objective, n_iter, status, *, shape, n_labels, max_iter: int, func: str):
+def class_crowd_gap(confusion, n_labels) -> float:
+    """The crowd's gap for K classes: ``(trace(Cbar) - 1) / (K - 1)`` of the label-count-weighted average confusion
+    ``Cbar = sum_j n_j C_j / sum_j n_j`` (rule K3's ``"crowd"`` screen).
+
+    It is 1 for a crowd of perfect annotators, 0 for one whose labels ignore the clean class (every row of ``Cbar``
+    equal), negative when the crowd names other classes more often than the right one; for K = 2 it is the binary
+    pooled gap ``sum_j n_j (tpr_j - fpr_j) / sum_j n_j`` (``C[1, 1] + C[0, 0] - 1 = tpr - fpr``), whose sign
+    :func:`orient_crowd` fixes.
+
+    Examples
+    --------
+    >>> c = np.array([[[0.9, 0.1], [0.3, 0.7]], [[0.5, 0.5], [0.5, 0.5]]])
+    >>> round(class_crowd_gap(c, [3, 1]), 4)   # (3 * 0.6 + 1 * 0.0) / 4
+    0.45
+    """
+    cbar = _average_confusion(np.asarray(confusion, np.float64), n_labels)
+    return float((np.trace(cbar) - 1.0) / (cbar.shape[0] - 1))
+
+
+def select_class_start(theta, objective, n_iter, status, *, shape, n_labels, max_iter: int, func: str,
+                       orientation: str = "every", min_gap: float = 0.05):
     """Orient every finite K-class EM run (rule K3) and select the estimate (rule K4).
 
     ``theta`` (S, J K K + G K) holds each start's final ``concat(C.ravel(), pi.ravel())``, ``shape`` is
-    ``(J, K, G)``. Returns ``(start, C, pi, permutation, oriented, converged, objective)`` of the selected start;
-    a ValueError naming every start's failure when no start ends finite.
+    ``(J, K, G)``. ``orientation`` (rule K3): ``"every"`` accepts a relabelled start whose crowd-average confusion
+    has every row's maximum on the diagonal, ``"crowd"`` one whose crowd gap (:func:`class_crowd_gap`) exceeds
+    ``min_gap``, ``"auto"`` the first and, when no start passes it, the second (binary's rules 3-5). Returns
+    ``(start, C, pi, permutation, oriented, converged, objective, rule)`` of the selected start (``rule`` the screen
+    that accepted it, or the one asked for when none did); a ValueError naming every start's failure when no start
+    ends finite.
     """
+    orientation = check_orientation(orientation)
     J, K, G = shape
     nc = J * K * K
     cands = []
@@ -526,17 +555,23 @@ def select_class_start(theta, objective, n_iter, status, *, shape, n_labels, max
             continue
         C, pi = theta[s, :nc].reshape(J, K, K), theta[s, nc:].reshape(G, K)
         C, pi, perm, ok = orient_classes(C, pi, n_labels)
-        cands.append((s, C, pi, perm, ok, status[s] == CONVERGED, float(objective[s])))
+        crowd_ok = class_crowd_gap(C, n_labels) > min_gap
+        cands.append((s, C, pi, perm, {"every": ok, "crowd": crowd_ok}, status[s] == CONVERGED, float(objective[s])))
     if not cands:
         failed = [(int(k), failure_reason(status[k], n_iter[k], max_iter)) for k in range(theta.shape[0])]
         raise ValueError(all_failed_message(func, theta.shape[0], failed, "nonfinite"))
-    # The binary contract (rule 5) with the K-class orientation rule (K3) as the screen: converged oriented starts,
-    # else oriented starts stopped by max_iter; then, K-class only, the best converged (else finite) start although
-    # no start is oriented (the caller warns).
-    tiers = ([c for c in cands if c[4] and c[5]], [c for c in cands if c[4]], [c for c in cands if c[5]], cands)
-    pool = next(t for t in tiers if t)
+    # The binary contract (rule 5) with rule K3 as the screen: converged accepted starts (under "auto": "every", then
+    # "crowd"), else accepted starts stopped by max_iter; then, K-class only, the best converged (else finite) start
+    # although no start is accepted (the caller warns).
+    rules = ("every", "crowd") if orientation == "auto" else (orientation,)
+    tiers = [(r, [c for c in cands if c[4][r] and c[5]]) for r in rules]
+    tiers += [(r, [c for c in cands if c[4][r]]) for r in rules]
+    tiers += [(None, [c for c in cands if c[5]]), (None, cands)]
+    rule, pool = next((r, t) for r, t in tiers if t)
     top = max(c[6] for c in pool)
-    return min((c for c in pool if c[6] >= top - TIE_RTOL * (1.0 + abs(top))), key=lambda c: c[0])
+    s, C, pi, perm, oks, conv, obj = min((c for c in pool if c[6] >= top - TIE_RTOL * (1.0 + abs(top))),
+                                         key=lambda c: c[0])
+    return s, C, pi, perm, rule is not None, conv, obj, rule or rules[-1]
 
 
 def orientation_message(confusion, func: str, what: str) -> str | None:

@@ -42,7 +42,7 @@ __all__ = ["ENGINES", "MAPS", "METHODS", "MULTICLASS_METHODS", "ClasswiseSummary
 #: Options of :func:`evaluate` passed on to :func:`evaluate_multiclass` for K-class data when the caller sets them
 #: (evaluate_multiclass's own defaults otherwise).
 _MULTICLASS_OPTIONS = ("method", "bins", "weights", "level", "seed", "n_boot", "n_chains", "n_warmup", "n_draws",
-                       "clean_labels", "checks", "progress_bar", "expand")
+                       "clean_labels", "checks", "progress_bar", "expand", "metrics")
 
 
 def _one_door(binary):
@@ -61,7 +61,8 @@ def _one_door(binary):
             raise TypeError(f"evaluate() got an unexpected keyword argument {unknown[0]!r}")
         binary_only = {"groups": options.get("groups", DEFAULT_GROUPS) is not DEFAULT_GROUPS,
                        "n_starts": options.get("n_starts", 10) != 10,
-                       "recalibration": bool(options.get("recalibration", False))}
+                       "recalibration": bool(options.get("recalibration", False)),
+                       "threshold": options.get("threshold", 0.5) != 0.5}
         given = [k for k, v in binary_only.items() if v]
         if given:
             raise ValueError(f"evaluate: {given} apply to binary data only; for K-class data call "
@@ -75,7 +76,8 @@ def _one_door(binary):
 def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUPS, weights: str = "iv",
              level: float = 0.9, seed: int = 0, n_boot: int = 200, n_starts: int = 10, n_chains: int = 4,
              n_warmup: int = 1000, n_draws: int = 1000, clean_labels=None, recalibration: bool = False,
-             progress_bar: bool = False, checks: bool = True, expand="auto"):
+             progress_bar: bool = False, checks: bool = True, expand="auto", threshold: float = 0.5,
+             metrics: bool = True):
     """Channels with intervals, NC-ECE with an interval for a named target, and the naive metrics.
 
     K classes: when ``data`` is a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, this returns
@@ -132,6 +134,13 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         headline is unchanged. ``"auto"``: expand when a predictive check warned
         (:func:`~noisycal_bayes.evaluation.expansion.wants_expansion`). Binary data only (ignored for K
         classes). Cost on CIFAR-10N: docs/performance.md.
+    threshold : float in [0, 1], default 0.5
+        Operating threshold of the binary clean-label metrics (predict 1 when ``score >= threshold``).
+    metrics : bool, default True
+        Also estimate the clean-label metrics (sensitivity, specificity, PPV, NPV, balanced accuracy, F1, ROC AUC,
+        Brier, log loss, accuracy) with intervals, the corrected-label and majority-vote values beside them
+        (:func:`noisycal_bayes.labels.clean_metrics`, :mod:`noisycal_bayes.evaluation.metrics`); stored in
+        ``Evaluation.metrics``.
 
     Returns
     -------
@@ -162,7 +171,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
     >>> ev.nc_ece.lower is None, ev.warnings[-1]
     (True, 'no interval: --n-boot 0.')
     """
-    from .._validation import check_binary_labels
+    from .._validation import check_binary_labels, check_probability
     from ..data import Binning
 
     from ..reference.baselines import naive_calibration
@@ -173,6 +182,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
                   n_boot=n_boot, n_starts=n_starts, n_chains=n_chains, n_warmup=n_warmup, n_draws=n_draws,
                   progress_bar=bool(progress_bar), checks=bool(checks), expand=expand)
     data.require_scores()
+    threshold = check_probability(threshold, name="threshold")
     if clean_labels is not None:  # checked before any fitting (the same check naive_calibration makes)
         clean_labels = check_binary_labels(clean_labels, name="clean_labels")
         if clean_labels.shape != (data.n_items,):
@@ -187,4 +197,9 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels))
         checks = run_checks(data, res.fit, s) if s.checks else ((), None)
         expansion = expand_models(data, s, res) if wants_expansion(s.expand, checks[0]) else None
-    return assemble(data, s, res, est, naive, recal, caught, clean_labels, checks, expansion)
+    clean = (None, None)
+    if metrics:
+        from .metrics import binary_metrics
+
+        clean = binary_metrics(data, s, threshold)
+    return assemble(data, s, res, est, naive, recal, caught, clean_labels, checks, expansion, clean)

@@ -363,7 +363,7 @@ def _stacked_summary(expansion, shared: NCECESummary, s: Settings):
 
 
 def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: list, clean_labels,
-             checks=((), None), expansion=None) -> Evaluation:
+             checks=((), None), expansion=None, metrics=(None, None)) -> Evaluation:
     """The :class:`Evaluation` of one run: an engine's result, the point NC-ECE ``est`` (reference
     ``nc_ece`` at the point channel), the naive metrics, the recalibration rows and the caught warnings; with a
     model ``expansion`` (:func:`~noisycal_bayes.evaluation.expansion.expand_models`) the headline follows its
@@ -394,7 +394,8 @@ def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: li
         warnings=tuple(caught + list(res.notes) + notes), draws=draws, draws_label=label, level=s.level,
         bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
         data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels), checks=tuple(checks[0]),
-        model_checks=checks[1], fit=res.fit, expansion=expansion, nc_ece_shared=shared_summary)
+        model_checks=checks[1], fit=res.fit, expansion=expansion, nc_ece_shared=shared_summary, metrics=metrics[0],
+        metrics_note=metrics[1])
 
 
 # ============================================================================================ K classes
@@ -452,7 +453,7 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         out["notes"].append("no interval: n_boot = 0 (--n-boot 0).")
         out["detail"] = detail
         return out
-    refits, counts = [], []
+    refits, counts, refit_prev = [], [], []
     # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate; the
     # same stream here, matched on the replicate's probabilities (a failed refit skips one), gives each refit's item
     # multiplicities for the class-wise joint draws.
@@ -470,6 +471,7 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         else:  # never: the stream is the bootstrap's own
             raise RuntimeError("evaluate_multiclass: could not match a bootstrap replicate to its rows; please report.")
         refits.append(np.asarray(conf))
+        refit_prev.append(np.asarray(prev))  # with the refits: the clean-label metrics' draws
         mult = np.bincount(rows, minlength=n)
         counts.append(mult.astype(np.uint16) if mult.max() <= np.iinfo(np.uint16).max else mult)  # small ints
         return conf, prev
@@ -482,6 +484,7 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         out["detail"] = detail
         return out
     reps = np.stack(refits)
+    out["refits"] = (reps, np.stack(refit_prev))
     out["lower"], out["upper"] = _intervals(reps, s.level)
     # The intervals: the refitted confusions propagated as the binary EM route propagates its bootstrap replicates
     # (debiased, bias-corrected bin centres), as joint draws (each refit with its own replicate's item
@@ -511,15 +514,16 @@ def _engine_nuts_k(data, s: Settings, groups, path: str = "auto"):
     ``groups`` None (a crowd, :func:`_pooled_crowd`): IBCC, the Bayesian Dawid-Skene with the pooled EM's population
     as every annotator's Dirichlet prior (``fit_nuts_multiclass(model="ibcc")``, docs/crowds.md)."""
     from ..inference import fit_nuts_multiclass
-    from ..propagate.nc_ece import USABLE_LEVEL, posterior_classwise_nc_ece, posterior_top_label_nc_ece
-    from ..reference.calibration import classwise_nc_ece, top_label_nc_ece, usable_from_draws
+    from ..propagate.draws import usable_confusions_of
+    from ..propagate.nc_ece import posterior_classwise_nc_ece, posterior_top_label_nc_ece
+    from ..reference.calibration import classwise_nc_ece, top_label_nc_ece
 
     model = "ibcc" if groups is None else "grouped"
     post = fit_nuts_multiclass(data, model=model, groups=groups, n_chains=s.n_chains, n_warmup=s.n_warmup,
                                n_samples=s.n_draws, seed=s.seed, prior=s.prior, progress_bar=s.progress_bar,
                                path=path)
     draws = np.asarray(post.confusion)
-    usable = usable_from_draws(draws, level=USABLE_LEVEL)
+    usable = usable_confusions_of(post)  # IBCC (pooled): its posterior mean; unpooled draws: their quantile rule
     probs, resp = data.probs, data.responses
     point = draws.mean(axis=0)
     top_pt = top_label_nc_ece(probs, resp, point, bins=s.bins, weights=s.weights)
@@ -630,7 +634,7 @@ def _naive(data, s: Settings, clean_labels):
 def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None, weights: str = "iv",
                         level: float = 0.9, seed: int = 0, n_boot: int = 200, n_chains: int = 2, n_warmup: int = 500,
                         n_draws: int = 500, prior=None, clean_labels=None, checks: bool = True,
-                        progress_bar: bool = False, expand="auto") -> MulticlassEvaluation:
+                        progress_bar: bool = False, expand="auto", metrics: bool = True) -> MulticlassEvaluation:
     """K x K confusion matrices with intervals, top-label and class-wise NC-ECE with intervals, naive ECEs.
 
     Parameters
@@ -677,6 +681,10 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         the same route, compared by PSIS-LOO and stacked; the headline follows the weights, the shared model's
         figure stays in ``nc_ece_shared``. ``"auto"``: when the predictive check warned. Not on a crowd's pooled
         fit.
+    metrics : bool, default True
+        Also estimate the clean-label metrics (top-1 accuracy, per-class and macro recall / precision / F1,
+        one-vs-rest AUC, Brier, log loss) from the route's clean-label posterior, with intervals
+        (:mod:`noisycal_bayes.evaluation.metrics`); stored in ``MulticlassEvaluation.metrics``.
 
     Returns
     -------
@@ -745,6 +753,11 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
             draws = expansion.draws
     fit = res["fit"]
     n_groups = int(np.asarray(fit.prevalence).shape[-2])
+    clean, note = (None, None)
+    if metrics:
+        from .metrics import multiclass_metrics_of
+
+        clean, note = multiclass_metrics_of(data, s, res)
     return MulticlassEvaluation(
         method=s.method, method_detail=res["detail"], n_items=int(data.n_items), n_annotators=int(data.n_annotators),
         n_classes=int(data.n_classes), classes=tuple(data.classes), annotator_ids=tuple(data.annotator_ids),
@@ -754,4 +767,4 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         warnings=tuple(caught + list(res["notes"]) + notes), diagnostics=res["diagnostics"], checks=tuple(rows),
         draws=draws, level=s.level, bins=s.bins, weights=s.weights, seed=s.seed,
         groups=n_groups, n_groups=n_groups, fit=fit, data=data, clean_labels=clean_labels, expansion=expansion,
-        nc_ece_shared=shared_top)
+        nc_ece_shared=shared_top, metrics=clean, metrics_note=note)

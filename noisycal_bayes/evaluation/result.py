@@ -125,6 +125,11 @@ class Evaluation:
     nc_ece_shared : NCECESummary or None
         The shared-channel model's NC-ECE summary (today's headline) when an expansion ran; ``nc_ece`` is then the
         headline of the model the data support (the same object when the weight stays on the shared model).
+    metrics : CleanMetrics or None
+        The clean-label metrics (``evaluate(..., metrics=True)``, the default; :func:`noisycal_bayes.labels.clean_metrics`):
+        estimate, interval, corrected-label and majority-vote values per metric, at ``threshold`` for binary data.
+    metrics_note : str or None
+        Why the metrics are missing when they were asked for but could not be computed.
     """
 
     method: str
@@ -155,6 +160,8 @@ class Evaluation:
     fit: object = field(default=None, repr=False, compare=False)
     expansion: object = field(default=None, repr=False, compare=False)
     nc_ece_shared: NCECESummary | None = field(default=None, repr=False)
+    metrics: object = field(default=None, repr=False, compare=False)
+    metrics_note: str | None = None
     #: Which report schema renders it: ``"binary"`` (schema version 2, no ``kind`` key) or ``"multiclass"``.
     kind: ClassVar[str] = "binary"
 

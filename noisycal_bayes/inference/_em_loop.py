@@ -33,7 +33,7 @@ from ..core.tables import Responses
 from ..data.compress import bucket_size
 from ._saved import SavedProgram
 
-__all__ = ["DEFAULT_N_STARTS", "SQUAREM_MSTEP", "em_loop", "padded_class_responses", "resolve_accelerate", "run_class_patterns",
+__all__ = ["DEFAULT_N_STARTS", "DEFAULT_N_STARTS_K", "SQUAREM_MSTEP", "em_loop", "padded_class_responses", "resolve_accelerate", "run_class_patterns",
            "run_class_sparse", "small_change", "squarem_cycle"]
 
 
@@ -225,6 +225,9 @@ _EM_PROGRAMS: dict = {}
 
 #: Random starts of :func:`fit_em` when they are random and ``n_starts`` is not given.
 DEFAULT_N_STARTS = 10
+#: Random starts of :func:`~.em.fit_em_multiclass` beside the vote start on the pattern path when ``n_starts`` is not
+#: given (the sparse path runs the vote start alone, rule K1 of :mod:`noisycal_bayes.core.starts`).
+DEFAULT_N_STARTS_K = 4
 
 
 def _start_bucket(n_starts: int) -> int:

@@ -27,7 +27,8 @@ from .._validation import _preview, check_em_settings, check_positive_int
 from ..core import ds_loglik, x64
 from ..core.likelihood import logsumexp_rows
 from ..core.sparse import sparse_e_step
-from ..core.starts import (START_EPS, TIE_RTOL, check_starts as _check_starts, check_warm_start, class_random_starts,
+from ..core.starts import (START_EPS, TIE_RTOL, check_orientation, check_starts as _check_starts, check_warm_start,
+                           class_random_starts,
                            class_vote_start, em_starts, select_class_start, select_start, unconverged_message)
 from ..core import usable_confusions
 from ..core.tables import Responses
@@ -42,7 +43,7 @@ from ..models.priors import dirichlet_prior_counts, em_prior_counts
 from ..models.result import FitResult, MulticlassEMFit, point_dict
 from ..warnings import ConvergenceWarning, IdentifiabilityWarning, SmallGapWarning
 from ._common import class_door
-from ._em_loop import (DEFAULT_N_STARTS, _em_program, _pad_starts, _sparse_program, padded_class_responses,
+from ._em_loop import (DEFAULT_N_STARTS, DEFAULT_N_STARTS_K, _em_program, _pad_starts, _sparse_program, padded_class_responses,
                        resolve_accelerate as _resolve_accelerate, run_class_patterns, run_class_sparse)
 
 __all__ = ["ACCELERATE_MIN_RESPONSES", "DEFAULT_N_STARTS", "PLAIN_STEPS", "TIE_RTOL", "em_starts", "fit_em",
@@ -167,7 +168,8 @@ def run_em(inputs, *, n_starts, seed, max_iter, tol, min_gap, prior_counts, star
     return out
 
 
-@class_door("fit_em_multiclass", passed=("model", "n_starts", "seed", "prior", "max_iter", "tol", "path", "accelerate"))
+@class_door("fit_em_multiclass", passed=("model", "n_starts", "seed", "prior", "max_iter", "tol", "min_gap", "orientation",
+                                         "path", "accelerate"))
 def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_starts=None, seed: int = 0, prior=None,
            max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None, orientation: str = "auto",
            path: str = "auto", accelerate="auto") -> FitResult:
@@ -175,7 +177,7 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
 
     K classes: data with more than two classes (a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`) go to
     :func:`fit_em_multiclass` with its own defaults and those of ``model``, ``groups`` (a group per item), ``n_starts``,
-    ``seed``, ``prior``, ``max_iter``, ``tol``, ``path`` and ``accelerate`` that the caller set (the others are
+    ``seed``, ``prior``, ``max_iter``, ``tol``, ``min_gap``, ``orientation``, ``path`` and ``accelerate`` that the caller set (the others are
     binary: setting one is an error); the defaults below are those of binary data.
 
     Parameters
@@ -327,9 +329,10 @@ def start_point(data, inputs, model: str, seed: int = 0):
 
 
 # ------------------------------------------------------------------------------------------------ K classes
-def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: int = 4, seed: int = 0,
+def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts=None, seed: int = 0,
                       max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto",
-                      init=None, weights=None, accelerate="auto") -> MulticlassEMFit:
+                      init=None, weights=None, accelerate="auto", orientation: str = "auto",
+                      min_gap: float = 0.05) -> MulticlassEMFit:
     """Maximum-likelihood (or MAP) K x K confusion matrices and class prevalences by EM in JAX, all starts at once.
 
     Parameters
@@ -350,8 +353,11 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         Group of each item (``0..G-1``; a group without items keeps a uniform prevalence). Default
         :func:`~noisycal_bayes.core.score_groups` of ``data.probs`` (predicted class x 2 confidence quantiles), or
         one group without probs. Ignored by ``"dawid_skene"``.
-    n_starts : int, default 4
-        Random diagonal-dominant starts, besides the majority-vote start (:mod:`noisycal_bayes.core.starts`, rule K1); 0 runs the vote start (or ``init``) only.
+    n_starts : int, optional
+        Random diagonal-dominant starts, besides the majority-vote start (:mod:`noisycal_bayes.core.starts`, rule K1); 0 runs
+        the vote start (or ``init``) only. Not given: 0 on the sparse path (crowds: the vote start alone, as
+        :func:`fit_em`'s default there; it is the start selected on the public crowds, docs/crowds.md), 4 on the
+        pattern path.
     seed : int, default 0
         Seed of the random starts.
     max_iter : int, default 1000
@@ -385,6 +391,14 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         that plain EM stops by then is the plain fit; a warm refit from ``init`` stays plain); True: from the first
         iteration. ``n_iter``, ``max_iter`` and ``loglik_trace``
         then count the plain iterations and the cycles (three EM steps each).
+    orientation : {"auto", "every", "crowd"}, default "auto"
+        Which labelling of the latent classes is accepted (rule K3, binary's ``orientation``): ``"every"``: every
+        row of the crowd's average confusion has its maximum on the diagonal; ``"crowd"``: the crowd gap
+        ``(trace - 1) / (K - 1)`` of that average exceeds ``min_gap`` (a class that the crowd confuses with another
+        more often than it names it is kept); ``"auto"``: ``"every"`` when a start passes it, else ``"crowd"`` (with
+        a :class:`SmallGapWarning`). ``details["orientation"]`` records the screen applied.
+    min_gap : float, default 0.05
+        The ``"crowd"`` screen's threshold.
 
     Returns
     -------
@@ -401,10 +415,11 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
     Warns
     -----
     IdentifiabilityWarning
-        Two annotators and one group (K x K channels are not identified); the selected fit breaks the orientation
-        rule.
+        Two annotators and one group (K x K channels are not identified); no start passes the orientation screen
+        (rule K3; the best one is returned with ``converged=False``).
     SmallGapWarning
-        Annotators with a near-singular fitted confusion matrix (:func:`~noisycal_bayes.core.usable_confusions`).
+        Annotators with a near-singular fitted confusion matrix (:func:`~noisycal_bayes.core.usable_confusions`);
+        ``orientation="auto"`` accepted the fit by the crowd screen (no start passed the class-level one).
     ConvergenceWarning
         No start converged (the best one is returned with ``converged=False``; rule K4).
 
@@ -429,7 +444,9 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                          "pattern) counts. Use model='grouped' or 'dawid_skene', or fit the MulticlassAnnotationSet.")
     if model == "pooled":   # the partially pooled Dawid-Skene (inference/population.py): one group, its own prior
         unused = [name for name, is_set in (("groups", groups is not None), ("prior", prior is not None),
-                                            ("path", path != "auto"), ("n_starts", n_starts != 4)) if is_set]
+                                            ("path", path != "auto"), ("n_starts", n_starts not in (None, 0)),
+                                            ("orientation", orientation != "auto"), ("min_gap", min_gap != 0.05))
+                  if is_set]
         if unused:
             raise ValueError(f"{func}: model='pooled' learns its own population prior from one vote start on the "
                              f"sparse path, with one prevalence vector; {', '.join(unused)} cannot be set with it "
@@ -437,8 +454,10 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         from .population import fit_em_population
         return fit_em_population(data, max_iter=max_iter, tol=tol, weights=weights, init=init)
     x = _stats_rows(data, func) if stats else class_arrays(data, func)
-    n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
-    _, max_iter, tol, _ = check_em_settings(1, max_iter, tol, 0.0)
+    if n_starts is not None:
+        n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
+    _, max_iter, tol, min_gap = check_em_settings(1, max_iter, tol, min_gap)
+    orientation = check_orientation(orientation)
     J, K = x.n_annotators, x.n_classes
     if model not in ("grouped", "dawid_skene"):
         raise ValueError(f"{func}: `model` must be 'grouped' or 'dawid_skene' (or 'pooled' in fit_em_multiclass); "
@@ -464,6 +483,9 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
         path, path_reason = "sparse", "item weights"
     else:
         path, path_reason = choose_path(x, path, func)
+    starts_rule = "given" if n_starts is not None else ("vote" if path == "sparse" else "random")
+    if n_starts is None:  # rule K1: the vote start alone on the sparse path (crowds), random starts beside it otherwise
+        n_starts = 0 if path == "sparse" else DEFAULT_N_STARTS_K
     # "auto": SQUAREM after PLAIN_STEPS plain iterations on the sparse path (fits that plain EM settles by then keep
     # its result); a warm refit (`init`, the bootstrap's) stays plain: from the fit it converges in a few steps.
     accelerated = _resolve_accelerate(accelerate, path == "sparse" and (init is None or accelerate is True),
@@ -478,7 +500,8 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
             raise ValueError(f"{func}: annotators {_preview(np.flatnonzero(n_labels == 0))} gave no label. Drop them, "
                              "or pass `init` to keep their confusion matrices at a previous fit.")
         return _fit_labelled(x, init, G, func, model=model, groups=groups, n_starts=n_starts, seed=seed,
-                             max_iter=max_iter, tol=tol, prior=prior, path=path, accelerate=accelerate)
+                             max_iter=max_iter, tol=tol, prior=prior, path=path, accelerate=accelerate,
+                             orientation=orientation, min_gap=min_gap)
     if J == 2 and len(np.unique(group)) == 1:
         notes.append((IdentifiabilityWarning,
                       f"{func}: two annotators and one group do not identify K x K channels (K^2 - 1 free cell "
@@ -506,18 +529,26 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                               max_iter=max_iter, shape_c=shape_c, accelerate=accelerated, plain_steps=plain_steps)
         theta, obj, n_iter, status, trace = (np.asarray(v) for v in out)
     sel = select_class_start(theta, obj, n_iter, status, shape=(J, K, G), n_labels=n_labels, max_iter=max_iter,
-                             func=func)
-    s, C, pi, perm, ok, conv, objective = sel
+                             func=func, orientation=orientation, min_gap=min_gap)
+    s, C, pi, perm, ok, conv, objective, rule = sel
     if not conv:
         notes.append((ConvergenceWarning, unconverged_message(
             func, max_iter, {"selected": int(s), "objective": objective},
             other_starts="more `n_starts`, or `init=` a previous fit")))
     if not ok:
+        what = ("a crowd gap (trace - 1) / (K - 1) of its average confusion matrix above min_gap="
+                f"{min_gap}" if rule == "crowd" else "a crowd-average confusion matrix whose row maxima lie on the "
+                "diagonal")
         notes.append((IdentifiabilityWarning,
-                      f"{func}: no {'converged ' if conv else ''}start has a crowd-average confusion matrix whose row "
-                      "maxima lie on the diagonal, even after relabelling the classes: the crowd does not say which "
-                      "latent class is which. The highest-likelihood fit is returned; add reliable annotators or gold "
-                      "labels."))
+                      f"{func}: no {'converged ' if conv else ''}start has {what}, even after relabelling the "
+                      "classes: the crowd does not say which latent class is which. The highest-likelihood fit is "
+                      "returned; add reliable annotators or gold labels."))
+    elif rule == "crowd" and orientation == "auto":
+        notes.append((SmallGapWarning,
+                      f"{func}: no start has a crowd-average confusion matrix with every row's maximum on the diagonal "
+                      "(the crowd names some class less often than another one), so orientation='auto' applied the "
+                      f"crowd screen (crowd gap (trace - 1) / (K - 1) > min_gap={min_gap}). Pass orientation='every' "
+                      "to require the class-level rule instead."))
     if path == "patterns":
         lp = _log_joint_patterns(patterns, C)[None, :, :] + np.log(np.clip(pi, 1e-12, 1.0))[:, None, :]
         loglik = float(np.sum(grid * logsumexp_rows(lp.reshape(-1, K)).reshape(grid.shape)))
@@ -537,7 +568,10 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts: in
                            warnings=tuple(t for _, t in notes), objective=objective,
                            start_logliks=np.where(np.isfinite(obj), obj, np.nan), selected_start=int(s),
                            loglik_trace=trace[s, :it + 1], path_reason=path_reason, groups_reason=groups_reason,
-                           label_permutation=perm, prior=prior_out, n_labels=n_labels)
+                           label_permutation=perm, prior=prior_out, n_labels=n_labels,
+                           settings={"n_starts": int(n_starts), "starts": starts_rule, "orientation": orientation,
+                                     "min_gap": float(min_gap), "accelerate": bool(accelerated)},
+                           details={"orientation": rule})
 
 
 def _stats_rows(stats: SufficientStats, func: str) -> ClassData:

@@ -10,15 +10,18 @@ Built on the Bayesian layer: every function takes a channel fit (``fit_em``, ``f
 - :func:`multiclass_label_issues`, :func:`corrected_accuracy_multiclass`: the same for K classes, from the
   clean-label posterior ``P(Y_i = k | data)``.
 - :func:`plan_labels`: where the next labels (or gold checks) narrow an interval most, a ranked plan.
+- :func:`clean_metrics`: every clean-label metric (sensitivity, specificity, PPV, NPV, F1, AUC, Brier, log loss,
+  accuracy; K classes per class and macro) of one or several classifiers, with intervals and paired comparisons.
 - :func:`compare_models`: posterior probability that each classifier is the most accurate / best
   calibrated.
 """
 from .accuracy import CorrectedAccuracy, MulticlassAccuracy, corrected_accuracy, corrected_accuracy_multiclass
 from .compare import ModelComparison, compare_models, comparison_groups, joint_prediction_groups
 from .plan import LabelPlan, PlanTarget, plan_labels
+from .metrics import CleanMetrics, MetricKernel, clean_metrics
 from .issues import annotation_posteriors, default_issue_fit, item_posteriors, label_issues, multiclass_label_issues
 
-__all__ = ["CorrectedAccuracy", "ModelComparison", "MulticlassAccuracy", "corrected_accuracy_multiclass",
+__all__ = ["CleanMetrics", "MetricKernel", "clean_metrics", "CorrectedAccuracy", "ModelComparison", "MulticlassAccuracy", "corrected_accuracy_multiclass",
            "multiclass_label_issues", "annotation_posteriors", "compare_models", "comparison_groups",
            "corrected_accuracy",
            "default_issue_fit", "item_posteriors", "joint_prediction_groups", "label_issues",

@@ -188,7 +188,7 @@ class Replicates:
         return np.einsum("scm,c->m", contrib, self.n_c) / (yt.shape[0] * self.n_items)
 
     # ------------------------------------------------------------------ replicates
-    def _theta(self, r0, b, item_w):
+    def _theta(self, r0, b, item_w, inverse=None):
         """Parameters for replicates r0..r0+b-1: a dict of (b, ...) arrays, and the number of failed refits."""
         if self.source == "draws":
             s = thin_index(self.n_samples, self.n_replicates)[r0:r0 + b]
@@ -196,7 +196,8 @@ class Replicates:
         point = {k: v[0] for k, v in self.params.items()}
         if self.source == "point":
             return {k: np.broadcast_to(v, (b,) + np.shape(v)) for k, v in point.items()}, 0
-        rw = np.stack([np.bincount(self.rows.inverse, weights=w, minlength=self.rows.n_rows) for w in item_w])
+        inverse = self.rows.inverse if inverse is None else inverse
+        rw = np.stack([np.bincount(inverse, weights=w, minlength=self.rows.n_rows) for w in item_w])
         # Pad to the block size and the rows to a power of two (zero-count rows change nothing), so that one
         # compiled refit serves every block and data sets of similar shape.
         pad = self.block - b
@@ -214,36 +215,53 @@ class Replicates:
             (f, t, p), _ = fn(jnp.asarray(patterns, dtype=jnp.int32), jnp.asarray(group, dtype=jnp.int32),
                                jnp.asarray(rw),
                                jnp.asarray(point["fpr"]), jnp.asarray(point["tpr"]), jnp.asarray(prev0))
-        f, t, p = (np.asarray(a)[:b] for a in (f, t, p))
+        f, t, p = (np.array(a)[:b] for a in (f, t, p))  # writable copies: failed refits are replaced below
         bad = ~np.all(np.isfinite(f), axis=1) | ~np.all(t > f, axis=1)
         if bad.any():
             # A refit that broke down or lost its orientation falls back to the estimate.
             f[bad], t[bad], p[bad] = point["fpr"], point["tpr"], prev0
         return {"fpr": f, "tpr": t, "prevalence": p}, int(bad.sum())
 
-    def run(self, n_replicates: int, bootstrap: bool, rng: np.random.Generator) -> dict:
-        """Replicate arrays ``accuracy``, ``corrected_label_accuracy`` (R, M), ``nc_ece`` (R, M) or None."""
+    def blocks(self, n_replicates: int, rng: np.random.Generator, *, corrected: bool = True, order=None,
+               dtype=np.float64):
+        """Blocks of replicates: yields ``(r0, item_w (b, n_items), p (b, n_rows), yt (b, n_rows) or None,
+        failed refits)`` for replicates ``r0 .. r0 + b - 1``.
+
+        ``item_w`` are the Exp(1) item weights (the refit's re-weighting; the caller's bootstrap weights), in the
+        items' order or, with ``order`` (a permutation of the items), ``item_w[:, k]`` of item ``order[k]``; drawn
+        in ``dtype``. ``p`` is ``P(Y = 1 | row, theta_r)`` and ``yt`` the rows' corrected labels under ``theta_r``
+        (``corrected``).
+        """
+        inverse = None if order is None else self.rows.inverse[order]
         self.n_replicates = n_replicates
         n, m = self.n_items, self.yhat.shape[1]
         # A fixed block size (not tied to n_replicates), so that the compiled kernels are reused.
         self.block = max(1, min(_BLOCK_MAX, _BLOCK_VALUES // max(n, self.n_c.size * m)))
+        for r0 in range(0, n_replicates, self.block):
+            b = min(self.block, n_replicates - r0)
+            # Item weights: the refit's re-weighting, the corrected-label estimate's bootstrap and (with
+            # ``bootstrap``) the average of the posterior accuracy and NC-ECE.
+            item_w = rng.standard_exponential((b, n), dtype=dtype)
+            theta, nf = self._theta(r0, b, item_w, inverse)
+            # Kernels see full blocks (the last one padded by repetition), then the padding is dropped.
+            full = {k: np.concatenate([v, np.repeat(v[-1:], self.block - b, axis=0)]) if b < self.block else v
+                    for k, v in theta.items()}
+            p = self.rows.positive(full)[:b]                                              # (b, n_rows)
+            yt = (_corrected_rows(self.rows, full["fpr"], full["tpr"], self.weights)[:b]  # (b, n_rows)
+                  if corrected else None)
+            yield r0, item_w, p, yt, nf
+
+    def run(self, n_replicates: int, bootstrap: bool, rng: np.random.Generator) -> dict:
+        """Replicate arrays ``accuracy``, ``corrected_label_accuracy`` (R, M), ``nc_ece`` (R, M) or None."""
+        n, m = self.n_items, self.yhat.shape[1]
         acc = np.empty((n_replicates, m))
         mom = np.empty((n_replicates, m))
         ece = None if self.ece is None else np.empty((n_replicates, len(self.ece)))
         failed = 0
         fixed_ece = None
-        for r0 in range(0, n_replicates, self.block):
-            b = min(self.block, n_replicates - r0)
-            # Item weights: the refit's re-weighting, the corrected-label estimate's bootstrap and (with
-            # ``bootstrap``) the average of the posterior accuracy and NC-ECE.
-            item_w = rng.standard_exponential((b, n))
-            theta, nf = self._theta(r0, b, item_w)
+        for r0, item_w, p, yt, nf in self.blocks(n_replicates, rng):
+            b = item_w.shape[0]
             failed += nf
-            # Kernels see full blocks (the last one padded by repetition), then the padding is dropped.
-            full = {k: np.concatenate([v, np.repeat(v[-1:], self.block - b, axis=0)]) if b < self.block else v
-                    for k, v in theta.items()}
-            p = self.rows.positive(full)[:b]                                              # (b, n_rows)
-            yt = _corrected_rows(self.rows, full["fpr"], full["tpr"], self.weights)[:b]   # (b, n_rows)
             avg_w = item_w if bootstrap else None
             if avg_w is not None:
                 g = np.stack([np.bincount(self.cell_of_item, weights=w, minlength=self.n_c.size) for w in avg_w])

@@ -40,7 +40,7 @@ from .rows import (SCHEMA_VERSION, _calibration_rows,
                    _calibration_rows_k, _channel_rows, _check_lines, _classwise_line, _comparison_rows, _data_text_k,
                    _expansion_lines,
                    _diagnostic_text_k, _diagonal_rows, _headline, _html_table, _interval_lines, _is_crowd, _is_k,
-                   _md_table, _num, _oracle, _per_class_rows, _population_lines, _recal_rows, _text_table,
+                   _md_table, _metric_lines, _metric_rows, _metrics_dict, _num, _oracle, _per_class_rows, _population_lines, _recal_rows, _text_table,
                    annotator_table, typical_confusion)
 
 __all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format_multiclass_summary", "format_summary",
@@ -72,6 +72,7 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
     out += ["", "Calibration error (lower is better; naive metrics treat noisy labels as truth)",
             _text_table(*_calibration_rows(ev, oracle))]
     out += _interval_lines(ev.nc_ece) + _expansion_lines(ev) + _check_lines(ev)
+    out += _metric_text(ev)
     d = ev.diagnostics or {}
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
         out += ["", f"MCMC diagnostics: R-hat max {_num(d.get('rhat_max'))}, ESS min "
@@ -84,6 +85,33 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
     if ev.warnings:
         out += ["", "Warnings:"] + [f"  - {w}" for w in ev.warnings]
     return "\n".join(out)
+
+
+def _metric_text(ev) -> list:
+    """The plain-text clean-label metrics block (empty without metrics)."""
+    table, lines = _metric_rows(ev), _metric_lines(ev)
+    if table is None:
+        return ["", *lines] if lines else []
+    return ["", "Clean-label metrics (noise-corrected; majority vote = naive)", _text_table(*table)] + \
+        [f"  {line}" for line in lines]
+
+
+def _metric_md(ev) -> list:
+    """The Markdown "Clean-label metrics" section (empty without metrics)."""
+    table, lines = _metric_rows(ev), _metric_lines(ev)
+    if table is None and not lines:
+        return []
+    return ["## Clean-label metrics", ""] + ([] if table is None else [_md_table(*table), ""]) + \
+        [line + "\n" for line in lines]
+
+
+def _metric_html(ev, wrap) -> list:
+    """The HTML metrics section (``wrap(key, heading, *body)``) as a list of 0 or 1 parts."""
+    table, lines = _metric_rows(ev), _metric_lines(ev)
+    if table is None and not lines:
+        return []
+    body = ([] if table is None else [_html_table(*table)]) + [f"<p>{html.escape(line)}</p>" for line in lines]
+    return [wrap("metrics", "Clean-label metrics", *body)]
 
 
 def _md_checks_and_warnings(ev) -> list:
@@ -115,6 +143,7 @@ def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: s
     out += ["## Calibration error", "", _md_table(*_calibration_rows(ev, oracle)), "",
             "Naive metrics treat the noisy labels as the truth and are biased; NC-ECE corrects for the "
             "annotators' channels.", ""]
+    out += _metric_md(ev)
     exp_lines = _expansion_lines(ev, _md_table)
     if exp_lines:
         out += ["## Channel models", ""] + [line + "\n" for line in exp_lines[1:]]
@@ -270,6 +299,8 @@ def evaluation_to_dict(ev) -> dict:
     _expansion_keys(ev, out)
     if ev.recalibration is not None:
         out["recalibration"] = [r.__dict__ for r in ev.recalibration]
+    if _metrics_dict(ev) is not None:  # schema 2, additive
+        out["clean_metrics"] = _metrics_dict(ev)
     return _clean(out)
 
 
@@ -304,6 +335,7 @@ def format_multiclass_summary(ev, *, title: str | None = None) -> str:
     out += _population_lines(ev) + [_text_table(*_diagonal_rows(ev))]
     out += ["", _diagnostic_text_k(ev)]
     out += _check_lines(ev)
+    out += _metric_text(ev)
     if ev.warnings:
         out += ["", "Warnings:"] + [f"  - {w}" for w in ev.warnings]
     return "\n".join(out)
@@ -325,6 +357,7 @@ def summary_markdown_multiclass(ev, *, figures=(), title: str = "Calibration rep
     exp_lines = _expansion_lines(ev, _md_table)
     if exp_lines:
         out += ["## Confusion models", ""] + [line + "\n" for line in exp_lines[1:]]
+    out += _metric_md(ev)
     out += ["## Confusion matrices", "", ev.method_detail + ".", ""] + [line + "\n" for line in _population_lines(ev)]
     out += [_md_table(*_diagonal_rows(ev)), "", _diagnostic_text_k(ev), ""]
     out += _md_checks_and_warnings(ev)
@@ -398,6 +431,8 @@ def multiclass_to_dict(ev) -> dict:
                      "weights": ev.weights, "level": ev.level, "seed": ev.seed},
     }
     _expansion_keys(ev, out)
+    if _metrics_dict(ev) is not None:  # additive
+        out["clean_metrics"] = _metrics_dict(ev)
     if _is_crowd(ev):
         t = annotator_table(ev)
         out["crowd"] = {"typical_confusion": typical_confusion(ev),

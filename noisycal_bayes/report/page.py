@@ -122,6 +122,9 @@ def report_page(ev, *, figures=None, truth=None, recalibration=None, comparison=
         _p("Lower is better. NC-ECE (noise-corrected) is the paper's plug-in estimate; the debiased estimate, "
            "when shown, is the number the interval is built around. The naive metrics treat the noisy labels "
            "as the truth and are biased.")))
+    from . import _metric_html
+
+    parts += _metric_html(ev, _section)
     exp_lines = _expansion_lines(ev, _html_table)
     if exp_lines:
         parts.append(_section("models", "Channel models", _p(exp_lines[1]), exp_lines[2],
@@ -181,6 +184,9 @@ def multiclass_report_page(ev, *, figures=None, title: str = "Calibration report
     if exp_lines:
         parts.append(_section("models", "Confusion models", _p(exp_lines[1]), exp_lines[2],
                               *(_p(line) for line in exp_lines[3:])))
+    from . import _metric_html
+
+    parts += _metric_html(ev, _section)
     check_lines = _check_lines(ev)
     if check_lines:
         parts.append(_section("checks", check_lines[1], *(_p(line.strip()) for line in check_lines[2:])))

@@ -515,3 +515,53 @@ def _diagnostic_text_k(ev) -> str:
     if d.get("n_boot_failed") is not None:
         text += f"; {d['n_boot_failed']} failed bootstrap replicates"
     return text + "."
+
+
+# ------------------------------------------------------------------------------------------ clean-label metrics
+#: K classes: the text / HTML tables show the summary metrics; the per-class rows are in the JSON.
+_METRIC_TABLE_MAX_ROWS = 12
+
+
+def _metric_rows(ev):
+    """Header and rows of the clean-label metrics table (``ev.metrics``, a CleanMetrics): metric, estimate,
+    interval, corrected-label and majority-vote values; None when there are no metrics."""
+    m = getattr(ev, "metrics", None)
+    if m is None:
+        return None
+    t = m.table
+    if m.kind == "multiclass":
+        t = t[~t["metric"].str.contains(r"\[", regex=True)]
+    pct = f"{100 * m.level:.0f}% interval"
+    rows = [[r.metric + ("" if r.higher_is_better else " (lower is better)"), _num(r.estimate),
+             _interval(r.lower, r.upper), _num(r.corrected_label), _num(r.majority_vote)]
+            for r in t.head(_METRIC_TABLE_MAX_ROWS).itertuples(index=False)]
+    return ["metric", "estimate", pct, "corrected labels", "majority vote"], rows
+
+
+def _metric_lines(ev) -> list:
+    """The lines around the metrics table: what was estimated, for which target, from what; and its notes."""
+    m = getattr(ev, "metrics", None)
+    note = getattr(ev, "metrics_note", None)
+    if m is None:
+        return [note] if note else []
+    at = f" at threshold {_num(next(iter(m.threshold.values())), 3)}" if m.kind == "binary" else " (argmax)"
+    lines = [f"Clean-label metrics{at}: posterior estimates on the clean labels of the {m.fit_model} {m.fit_method} "
+             f"fit ({m.n_groups} score groups); intervals over {m.n_replicates} replicates (parameters: "
+             f"{m.parameter_uncertainty}; latent clean labels; item weights) for the {m.target}. The corrected-label "
+             "column is unbiased for the metrics linear in the label (accuracy, Brier, log loss) whatever the "
+             "groups; the majority-vote column is the naive metric."]
+    if m.kind == "multiclass":
+        lines.append("Per-class recall, precision, F1 and AUC: results.json (clean_metrics).")
+    return lines + [f"Note: {n}" for n in m.notes]
+
+
+def _metrics_dict(ev):
+    """The ``clean_metrics`` JSON object, or None."""
+    m = getattr(ev, "metrics", None)
+    if m is None:
+        note = getattr(ev, "metrics_note", None)
+        return None if note is None else {"note": note}
+    return {"target": m.target, "level": m.level, "threshold": next(iter(m.threshold.values())),
+            "n_replicates": m.n_replicates, "fit_model": m.fit_model, "fit_method": m.fit_method,
+            "n_groups": m.n_groups, "parameter_uncertainty": m.parameter_uncertainty, "notes": list(m.notes),
+            "metrics": m.table.drop(columns=["model"]).to_dict(orient="records")}

@@ -426,7 +426,7 @@ def test_binary_only_functions_refuse_the_multiclass_set():
     k = MulticlassAnnotationSet.from_long(_long(), _probs())
     # fit_em is one door (K-class data go to fit_em_multiclass); its binary-only options refuse K-class data.
     with pytest.raises(ValueError, match="apply to binary data only"):
-        fit_em(k, orientation="crowd")
+        fit_em(k, starts="vote")  # orientation passes through (rule K3); starts is binary
     with pytest.raises(ValueError, match="nc_ece is defined for two classes.*top_label_nc_ece or classwise_nc_ece"):
         nc_ece(k, None)
     # SufficientStats serve K classes (fit_em fits them: tests/data/test_outofcore_classes.py), one label per pair.

@@ -606,7 +606,35 @@ def test_fit_em_on_class_data_is_fit_em_multiclass():
     assert c.model == "dawid_skene" and len(c.start_logliks) == 2
     groups = np.arange(data.n_items) % 2
     np.testing.assert_array_equal(fit_em(data, groups=groups).groups, groups)
-    with pytest.raises(ValueError, match=r"\['orientation'\] apply to binary data only.*fit_em_multiclass"):
-        fit_em(data, orientation="crowd")
+    e = fit_em(data, orientation="crowd", min_gap=0.1)  # K-class orientation rules (rule K3): passed through
+    assert e.settings["orientation"] == "crowd" and e.settings["min_gap"] == 0.1 and e.details["orientation"] == "crowd"
+    with pytest.raises(ValueError, match=r"\['starts'\] apply to binary data only.*fit_em_multiclass"):
+        fit_em(data, starts="vote")
     with pytest.raises(ValueError, match=r"\['groups'\] apply to binary data only"):
         fit_em(data, groups=Binning.equal_mass(3))
+
+
+def test_class_orientation_rules_and_default_starts():
+    # Rule K3 of core.starts: a crowd whose third class is named less often than the first (row 2 of every confusion
+    # not diagonally dominant, crowd gap (trace - 1) / (K - 1) = 0.5) fails the class-level "every" screen; "auto"
+    # falls back to the crowd screen (binary's rule) and returns the same estimate as converged. Rule K1: the sparse
+    # path runs the vote start alone unless n_starts is given (the pattern path's 4 random starts: goldens k3).
+    from noisycal_bayes.core.starts import class_crowd_gap
+    from noisycal_bayes.simulate import simulate_multiclass
+    from noisycal_bayes.warnings import IdentifiabilityWarning, SmallGapWarning
+
+    row = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.45, 0.15, 0.4]])
+    sim = simulate_multiclass(1500, 30, 3, confusion=np.broadcast_to(row, (30, 3, 3)).copy(), labels_per_item=4,
+                              seed=1)
+    with pytest.warns(IdentifiabilityWarning, match="row maxima"):
+        every = fit_em_multiclass(sim, model="dawid_skene", orientation="every")
+    with pytest.warns(SmallGapWarning, match="orientation='auto' applied the crowd screen"):
+        auto = fit_em_multiclass(sim, model="dawid_skene")
+    assert every.path == "sparse" and len(auto.start_logliks) == 1 and auto.settings["starts"] == "vote"
+    assert not every.converged and auto.converged and auto.details["orientation"] == "crowd"
+    np.testing.assert_array_equal(auto.confusion, every.confusion)
+    cbar = np.average(auto.confusion, axis=0, weights=auto.n_labels)
+    assert np.abs(cbar - row).max() < 0.05 and abs(class_crowd_gap(auto.confusion, auto.n_labels) - 0.5) < 0.05
+    with pytest.warns(IdentifiabilityWarning, match="crowd gap"):  # negative control: a screen nothing passes
+        strict = fit_em_multiclass(sim, model="dawid_skene", orientation="crowd", min_gap=0.9)
+    assert not strict.converged

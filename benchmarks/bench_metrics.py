@@ -1,0 +1,63 @@
+"""Cost of the clean-label metrics inside ``evaluate`` (issue 37 goal: all metrics together add at most 20% to
+``evaluate``'s wall time at 1e5 items).
+
+Per configuration and repeat (alternating, in one process, after one warm-up run of each that compiles the JAX
+kernels): ``evaluate(data, metrics=False)`` and ``evaluate(data, metrics=True)``; the row reports both medians and
+the ratio of the medians. Binary: ``simulate_annotations`` (3 annotators, overconfident scores), the CLI's EM route
+(``method="em"``, 200 bootstrap replicates, checks on). K = 3: ``simulate_multiclass`` (3 annotators),
+``evaluate_multiclass`` (EM, 200 item-bootstrap refits, checks on).
+
+Usage::
+
+    python benchmarks/bench_metrics.py                 # 1e5 items, 3 repeats
+    python benchmarks/bench_metrics.py --sizes 1e4 --repeats 1
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _benchutil import machine, median, print_table, sizes_arg, timed, write_json  # noqa: E402
+
+import noisycal_bayes as nb  # noqa: E402
+from noisycal_bayes.simulate import simulate_annotations, simulate_multiclass  # noqa: E402
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="*", default=["1e5"])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--kinds", nargs="*", default=["binary", "k3"])
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    info = machine()
+    rows = []
+    for n in sizes_arg(args.sizes):
+        for kind in args.kinds:
+            if kind == "binary":
+                data = simulate_annotations(n, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident",
+                                            seed=0).data
+                run = lambda m: nb.evaluate(data, method="em", n_boot=200, metrics=m)  # noqa: E731
+            else:
+                data = simulate_multiclass(n, 3, 3, seed=0).data
+                run = lambda m: nb.evaluate_multiclass(data, method="em", n_boot=200, metrics=m)  # noqa: E731
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run(False), run(True)  # warm-up: compile
+                off, on = [], []
+                for _ in range(args.repeats):
+                    off.append(timed(run, False)[1])
+                    on.append(timed(run, True)[1])
+            row = {"stage": f"evaluate {kind}", "n_items": n, "n_annotators": 3, "median_s": median(on),
+                   "median_s_without_metrics": median(off), "ratio": median(on) / median(off),
+                   "added_fraction": median(on) / median(off) - 1, "repeats": args.repeats}
+            rows.append(row)
+            print_table([row], list(row))
+    write_json("bench_metrics", info, {"sizes": args.sizes, "repeats": args.repeats}, rows, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Coverage and bias of the clean-label metrics (issue 37): :func:`noisycal_bayes.labels.clean_metrics` (binary) and
+the metrics of :func:`noisycal_bayes.evaluate_multiclass` (K = 3), and the CIFAR-10N vehicle check.
+
+Cells (``CELLS``): binary with 3 annotators (fpr 0.1-0.2, tpr 0.8-0.9), binary with 10 annotators each labelling
+an item with probability 0.4 (fpr 0.15-0.3, tpr 0.7-0.85); K = 3 with 3 and 5 annotators (``simulate_multiclass``
+defaults: accuracy 0.8, over-confident classifier). ``n_items`` items per data set.
+
+Per data set: the default route a user gets. Binary: ``clean_metrics(data, n_replicates=300)`` (EM of the histogram
+model on equal-mass score bins with the threshold 0.5 as an edge, weighted-likelihood bootstrap refits, Bayesian
+bootstrap of the items). K = 3: ``evaluate_multiclass(data, method="em", n_boot=50, checks=False)`` (grouped EM on
+predicted class x 2 confidence quantiles, the item-bootstrap refits as parameter draws), whose metrics are read.
+
+Target: the population metric (the interval's stated target), computed once per cell from 400,000 fresh items of
+the same generating process with their clean labels (Monte Carlo error ~1e-3 or below). An interval covers when
+``lower <= target <= upper``. Bias: mean of ``estimate - target`` with its standard error, for the posterior
+estimate, the corrected-label estimate and the naive metric against the majority vote.
+
+CIFAR-10N vehicle (``--cifar``): ``clean_metrics`` on the 50,000 items with the three human labels, the ResNet-50
+cross-validated scores (shared data README), threshold 0.5; the reference values are the metrics against the
+original CIFAR-10 labels (``y_ref``; a sample target, so the run also uses ``bootstrap=False``).
+
+Usage::
+
+    python benchmarks/coverage_metrics.py --reps 50            # pilot: 50 data sets per cell
+    python benchmarks/coverage_metrics.py --cifar              # the real-data check only
+    python benchmarks/coverage_metrics.py --render benchmarks/results/coverage_metrics.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _benchutil import RESULTS, machine  # noqa: E402
+
+import noisycal_bayes as nb  # noqa: E402
+from noisycal_bayes.data import AnnotationSet  # noqa: E402
+from noisycal_bayes.labels.metrics import MetricKernel, clean_metrics  # noqa: E402
+from noisycal_bayes.simulate import simulate_annotations, simulate_multiclass  # noqa: E402
+
+OUT = RESULTS / "coverage_metrics.json"
+N_POP = 400_000
+CELLS = {
+    "binary_J3": dict(kind="binary", fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], missing=0.0),
+    "binary_J10_sparse": dict(kind="binary", fpr=list(np.linspace(0.15, 0.3, 10)), tpr=list(np.linspace(0.7, 0.85, 10)),
+                              missing=0.6),
+    "k3_J3": dict(kind="multiclass", n_annotators=3),
+    "k3_J5": dict(kind="multiclass", n_annotators=5),
+}
+
+
+def simulate(cell, n, seed):
+    c = CELLS[cell]
+    if c["kind"] == "binary":
+        sim = simulate_annotations(n, fpr=c["fpr"], tpr=c["tpr"], curve="overconfident", missing=c["missing"],
+                                   seed=seed)
+        return sim.data, sim.data.scores, np.asarray(sim.clean_labels, dtype=np.int64)
+    sim = simulate_multiclass(n, c["n_annotators"], 3, seed=seed)
+    return sim.data, sim.probs, np.asarray(sim.y, dtype=np.int64)
+
+
+def population(cell):
+    c = CELLS[cell]
+    if c["kind"] == "binary":
+        sim = simulate_annotations(N_POP, fpr=c["fpr"][:2], tpr=c["tpr"][:2], curve="overconfident", seed=10 ** 6)
+        kern = MetricKernel(scores=sim.data.scores)
+        y = np.asarray(sim.clean_labels, dtype=np.int64)
+    else:
+        sim = simulate_multiclass(N_POP, 2, 3, seed=10 ** 6)
+        kern = MetricKernel(probs=sim.probs)
+        y = np.asarray(sim.y, dtype=np.int64)
+    return {m: float(v[0]) for m, v in kern.values(y).items()}
+
+
+def one(cell, n, seed):
+    data, _, _ = simulate(cell, n, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if CELLS[cell]["kind"] == "binary":
+            res = clean_metrics(data, n_replicates=300, seed=seed)
+        else:
+            res = nb.evaluate_multiclass(data, method="em", n_boot=50, checks=False, seed=seed).metrics
+    t = res.table
+    return t[["metric", "estimate", "lower", "upper", "corrected_label", "majority_vote"]].assign(seed=seed)
+
+
+def run(cells, reps, n):
+    rows, summary = [], []
+    for cell in cells:
+        truth = population(cell)
+        t0 = time.time()
+        frames = [one(cell, n, 1000 + r) for r in range(reps)]
+        sec = time.time() - t0
+        df = pd.concat(frames, ignore_index=True)
+        df["target"] = df["metric"].map(truth)
+        df["cell"] = cell
+        rows.append(df)
+        for m, g in df.groupby("metric", sort=False):
+            cov = float(((g.lower <= g.target) & (g.target <= g.upper)).mean())
+            k = len(g)
+            out = {"cell": cell, "metric": m, "n_sets": k, "target": truth[m], "coverage": cov,
+                   "coverage_se": float(np.sqrt(0.9 * 0.1 / k)), "width": float((g.upper - g.lower).mean())}
+            for col, name in (("estimate", "bias"), ("corrected_label", "bias_corrected_label"),
+                              ("majority_vote", "bias_majority_vote")):
+                d = g[col] - g.target
+                out[name], out[name + "_se"] = float(d.mean()), float(d.std(ddof=1) / np.sqrt(k))
+            summary.append(out)
+        print(f"{cell}: {reps} data sets in {sec:.0f} s", flush=True)
+        print(pd.DataFrame([s for s in summary if s["cell"] == cell]).round(4).to_string(), flush=True)
+    return summary, pd.concat(rows, ignore_index=True)
+
+
+def cifar():
+    from noisycal_bayes.experiments.real_data import shared_data_path
+
+    path = shared_data_path("cifar10n_vehicle.csv")
+    if path is None:
+        print("cifar10n_vehicle.csv not found (shared data folder): skipped")
+        return None
+    frame = pd.read_csv(path)
+    ann = ["ann1", "ann2", "ann3"]
+    z = frame["score"].clip(0, 1).to_numpy()
+    data = AnnotationSet.from_wide(frame[ann].to_numpy(), z, annotators=ann)
+    ref = {m: float(v[0]) for m, v in MetricKernel(scores=z).values(frame["y_ref"].to_numpy().astype(np.int64)).items()}
+    out = {}
+    for boot in (False, True):
+        t0 = time.time()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            res = clean_metrics(data, n_replicates=1000, bootstrap=boot, seed=0)
+        t = res.table.set_index("metric")
+        out["sample" if not boot else "population"] = {
+            "seconds": time.time() - t0, "n_groups": res.n_groups, "warnings": [str(x.message)[:200] for x in w],
+            "rows": [{"metric": m, "reference": ref[m], "estimate": t.loc[m, "estimate"], "lower": t.loc[m, "lower"],
+                      "upper": t.loc[m, "upper"], "covers": bool(t.loc[m, "lower"] <= ref[m] <= t.loc[m, "upper"]),
+                      "corrected_label": t.loc[m, "corrected_label"], "majority_vote": t.loc[m, "majority_vote"]}
+                     for m in t.index]}
+        print(pd.DataFrame(out["sample" if not boot else "population"]["rows"]).round(4).to_string(), flush=True)
+    return out
+
+
+def render(path):
+    body = json.loads(Path(path).read_text())
+    lines = []
+    if body.get("summary"):
+        s = pd.DataFrame(body["summary"])
+        lines += ["| cell | metric | data sets | coverage (SE) | mean width | bias posterior (SE) | bias corrected "
+                  "labels (SE) | bias majority vote (SE) |", "|---|---|---|---|---|---|---|---|"]
+        for r in s.itertuples():
+            lines.append(f"| {r.cell} | {r.metric} | {r.n_sets} | {r.coverage:.2f} ({r.coverage_se:.2f}) | "
+                         f"{r.width:.3f} | {r.bias:+.4f} ({r.bias_se:.4f}) | {r.bias_corrected_label:+.4f} "
+                         f"({r.bias_corrected_label_se:.4f}) | {r.bias_majority_vote:+.4f} ({r.bias_majority_vote_se:.4f}) |")
+    if body.get("cifar"):
+        for key, part in body["cifar"].items():
+            lines += ["", f"CIFAR-10N vehicle, {key} target ({part['n_groups']} groups, {part['seconds']:.0f} s):", "",
+                      "| metric | reference (y_ref) | estimate | 90% interval | covers | corrected labels | majority vote |",
+                      "|---|---|---|---|---|---|---|"]
+            for r in part["rows"]:
+                lines.append(f"| {r['metric']} | {r['reference']:.4f} | {r['estimate']:.4f} | [{r['lower']:.4f}, "
+                             f"{r['upper']:.4f}] | {'yes' if r['covers'] else 'no'} | {r['corrected_label']:.4f} | "
+                             f"{r['majority_vote']:.4f} |")
+    print("\n".join(lines))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--n-items", type=int, default=2000)
+    ap.add_argument("--cells", nargs="*", default=list(CELLS))
+    ap.add_argument("--cifar", action="store_true", help="the CIFAR-10N check only")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--render", default=None)
+    args = ap.parse_args(argv)
+    if args.render:
+        render(args.render)
+        return
+    out_path = Path(args.out)
+    body = json.loads(out_path.read_text()) if out_path.exists() else {}
+    body["benchmark"] = "coverage_metrics"
+    body["machine"] = machine()
+    if args.cifar:
+        body["cifar"] = cifar()
+    else:
+        summary, _ = run(args.cells, args.reps, args.n_items)
+        old = [s for s in body.get("summary", []) if s["cell"] not in args.cells]
+        body["summary"] = old + summary
+        body["settings"] = {"reps": args.reps, "n_items": args.n_items, "n_pop": N_POP, "level": 0.9}
+    out_path.write_text(json.dumps(body, indent=1, default=float) + "\n")
+    print(f"written {out_path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The clean-label metrics of :func:`~noisycal_bayes.evaluate` (issue 37): :func:`~noisycal_bayes.labels.clean_metrics`
+run beside the calibration error, its warnings kept with it (``CleanMetrics.notes``), never in the evaluation's own.
+
+Binary data: ``clean_metrics(data, threshold=...)`` with its default fit (EM of the histogram model on equal-mass
+score bins with the threshold as an edge, weighted-likelihood bootstrap refits), independent of the route that
+estimated the NC-ECE (whose coarse score groups would bias the threshold metrics). K classes: the route's own
+clean-label posterior (NUTS draws, or the EM route's bootstrap refits) on its groups (predicted class x confidence
+quantile), so that the intervals carry the channel uncertainty at no extra fit. Cost: docs/metrics.md.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import one_line
+from .engines import collect_warnings
+
+#: Replicates of the metrics' intervals inside ``evaluate`` (the standalone function's default is 1000).
+N_METRIC_REPLICATES = 300
+
+
+def binary_metrics(data, s, threshold: float):
+    """``(CleanMetrics or None, note or None)`` for binary data; a data set the replicates cannot handle gets a
+    note instead (e.g. repeated labels)."""
+    from ..labels.metrics import clean_metrics
+
+    caught: list = []
+    try:
+        with collect_warnings(caught):
+            res = clean_metrics(data, threshold=threshold, level=s.level, seed=s.seed,
+                                n_replicates=N_METRIC_REPLICATES, weights=s.weights)
+    except ValueError as exc:
+        return None, f"clean-label metrics not computed: {one_line(exc)}"
+    return _with_notes(res, caught), None
+
+
+def multiclass_metrics_of(data, s, res: dict):
+    """``(CleanMetrics or None, note or None)`` from a K-class route's result ``res`` (its fit, and the EM route's
+    bootstrap refits under ``"refits"``)."""
+    from ..labels.metrics import ClassPosterior, multiclass_metrics
+    from ..models.inputs import class_arrays
+
+    fit = res["fit"]
+    conf, prev = np.asarray(fit.confusion), np.asarray(fit.prevalence)
+    source = "posterior draws"
+    refits = res.get("refits")
+    if conf.ndim == 3:  # an EM point fit: its bootstrap refits as draws
+        if refits is not None and len(refits[0]) >= 2:
+            conf = np.asarray(refits[0])
+            prev = np.asarray(refits[1]) if np.shape(refits[1])[1:] == prev.shape else prev[None]
+            source = f"bootstrap refits (EM, {conf.shape[0]})"
+        else:
+            source = "none (point estimate)"
+    x = class_arrays(data, "evaluate")
+    post = ClassPosterior((x.item, x.annotator, x.label, x.gold), data.n_items, np.asarray(fit.groups), conf, prev)
+    caught: list = []
+    try:
+        with collect_warnings(caught):
+            out = multiclass_metrics(data, {"model": np.asarray(data.probs)}, post, level=s.level,
+                                     n_replicates=N_METRIC_REPLICATES, weights=s.weights, n_draws=s.n_draws,
+                                     seed=s.seed, fit_model=str(fit.model), fit_method=s.method,
+                                     parameter_uncertainty=source)
+    except ValueError as exc:
+        return None, f"clean-label metrics not computed: {one_line(exc)}"
+    return _with_notes(out, caught), None
+
+
+def _with_notes(res, caught):
+    import dataclasses
+
+    return dataclasses.replace(res, notes=tuple(res.notes) + tuple(caught))

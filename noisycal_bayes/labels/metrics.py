@@ -1,0 +1,761 @@
+"""Every clean-label metric an evaluator reports, with channel-aware intervals, for 2 or K classes (issue 37).
+
+:func:`clean_metrics` estimates, on the clean labels the annotators saw through their noisy channels,
+
+- binary (predict 1 when ``score >= threshold``): accuracy, balanced accuracy, sensitivity, specificity, PPV,
+  NPV, F1 (of the positive class), ROC AUC, Brier score ``(z - Y)^2`` and log loss;
+- K classes (predict ``argmax_k p_ik``): top-1 accuracy, balanced accuracy (= macro recall), macro precision,
+  macro F1, macro one-vs-rest ROC AUC, Brier score ``sum_k (p_ik - 1[Y_i = k])^2``, log loss, and per class
+  recall, precision, F1 and one-vs-rest AUC;
+
+for one classifier or several scored on the same items (then :meth:`CleanMetrics.compare`: the posterior
+probability that one beats the other on every metric, with the paired interval of the difference).
+
+**One kernel.** Every metric is a function of weighted sums over items of the clean-label indicator
+``t_ik = 1[Y_i = k]``: the confusion matrix ``C[k, l] = sum_i w_i t_ik 1[yhat_i = l]`` (accuracy, recall,
+precision, F1 and the binary names), ``sum_i w_i sum_k t_ik F_ik`` for a per-item loss table ``F`` (Brier, log
+loss, accuracy: the metrics *linear* in the label) and the weighted Mann-Whitney statistic (AUC, by rank sums
+over the distinct scores, ties counted half; pairs ``i != j`` only). :class:`MetricKernel` computes them all for
+hard labels (R, n), soft targets (n, K) or (R, n, K) and item weights (R, n) at once: a metric from
+(clean-label probabilities or draws, scores) costs ``O(R n K)``.
+
+**Estimates.** Three, side by side, as for NC-ECE:
+
+- ``estimate``: the kernel on the posterior-mean clean-label probabilities ``q_ik = P(Y_i = k | data)`` (the
+  posterior mean itself for the linear metrics; the ratio of posterior-mean sums for the others, which agree
+  with the posterior mean of the ratio to ``O(1/n)``);
+- ``lower``, ``upper``: the equal-tailed ``level`` interval over replicates ``r``, each drawing the parameters
+  ``theta_r`` (NUTS draws; weighted-likelihood bootstrap EM refits for binary EM fits, as
+  :func:`~noisycal_bayes.labels.corrected_accuracy`; K-class bootstrap refits inside ``evaluate``), the clean
+  labels ``Y_ri ~ P(Y_i | data, theta_r)`` and (``bootstrap=True``) Exp(1) item weights ``w_ri`` (Bayesian
+  bootstrap, Rubin 1981): then the target is the metric of the population the items were drawn from; with
+  ``bootstrap=False`` the metric of these items' clean labels;
+- ``corrected_label``: the kernel on the corrected labels ``Ytilde_i`` (paper §3; K classes the corrected
+  target vectors ``C_j^{-T} e_a`` combined over the item's annotators). ``E[Ytilde_i | Y_i] = e_{Y_i}`` given the
+  channel, so for the linear metrics (accuracy, Brier, log loss) it is unbiased for any predictions; for the
+  ratio metrics (sensitivity, AUC, F1...) it is a ratio of unbiased sums (AUC: the U-statistic over pairs
+  ``i != j``, whose expectation is built from ``P(Y_i = 1 | z_i)`` products), hence consistent.
+
+Beside them ``majority_vote``: the same metric against the majority vote (binary ties -> 1; K: lowest class),
+the naive number.
+
+**When the posterior estimate is unbiased.** By the tower property ``E[P(Y_i = k | A_i, c_i) f(z_i)] =
+E[1[Y_i = k] f(z_i)]`` when ``f(z_i)`` is a function of what the fit conditions on (``c_i``: its score group).
+The default fits make every model's predictions a function of the groups (the threshold is a bin edge;
+K classes: the predicted class is part of the group), so the confusion-matrix metrics are unbiased up to the
+channel assumptions. The AUC, the Brier score and the log loss use the score inside a group, which the grouped
+model treats as independent of ``Y`` within it: their posterior estimate is pulled towards what the group-level
+score would give, more the coarser the groups (about one group per 100 items by default for binary data,
+:data:`~noisycal_bayes.labels.issues.MIN_ITEMS_PER_BIN`). When a fit has fewer than :data:`FINE_GROUPS` groups
+(e.g. ``evaluate_multiclass``'s predicted class x 2 confidence quantiles) these three are centred on the
+corrected-label estimate, which does not depend on the groups (their replicates shifted by ``corrected -
+posterior``: the spread of the posterior replicates around a consistent centre), and a
+:class:`~noisycal_bayes.warnings.DataWarning` says so.
+Coverage, bias and the CIFAR-10N check: docs/metrics.md.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._validation import _preview, check_level, check_positive_int, check_scores, check_weights
+from ..propagate.draws import thin_index
+from ..warnings import DataWarning
+
+__all__ = ["BINARY_METRICS", "CleanMetrics", "MULTICLASS_METRICS", "MetricKernel", "clean_metrics"]
+
+#: Binary metrics, in table order.
+BINARY_METRICS = ("accuracy", "balanced_accuracy", "sensitivity", "specificity", "ppv", "npv", "f1", "auc",
+                  "brier", "log_loss")
+#: K-class summary metrics, in table order (per-class ``recall[c]``, ``precision[c]``, ``f1[c]``, ``auc[c]``
+#: follow them).
+MULTICLASS_METRICS = ("accuracy", "balanced_accuracy", "macro_precision", "macro_f1", "auc", "brier", "log_loss")
+PER_CLASS = ("recall", "precision", "f1", "auc")
+#: Metrics where lower is better.
+LOWER_IS_BETTER = ("brier", "log_loss")
+#: Metrics linear in the clean-label indicator (the corrected-label estimate is unbiased for them).
+LINEAR = ("accuracy", "brier", "log_loss")
+#: Metrics that use the score inside a group (their posterior estimate needs fine groups).
+WITHIN_GROUP = ("auc", "brier", "log_loss")
+#: Fewer groups than this in the fit: the within-group metrics get a DataWarning.
+FINE_GROUPS = 20
+#: Floor of the probabilities inside the log loss.
+LOG_FLOOR = 1e-15
+TARGETS = {True: "population metric (Bayesian bootstrap over items)",
+           False: "sample metric (clean labels of these items)"}
+_BLOCK_VALUES = 4_000_000
+
+
+def _base(name: str) -> str:
+    return name.split("[", 1)[0]
+
+
+def higher_is_better(name: str) -> bool:
+    """Whether a larger value of metric ``name`` is better (all but Brier and log loss)."""
+    return _base(name) not in LOWER_IS_BETTER
+
+
+class MetricKernel:
+    """All metrics of one classifier from clean labels (hard or soft) and item weights, vectorised over replicates.
+
+    Parameters
+    ----------
+    scores : array of shape (n_items,), optional
+        Binary classifier: ``P(Y = 1)``; predictions ``1[score >= threshold]``.
+    probs : array of shape (n_items, K), optional
+        K-class classifier (rows summing to 1); predictions ``argmax_k`` (ties to the lowest class).
+    threshold : float, default 0.5
+        Binary only.
+    classes : sequence of K names, optional
+        K classes: names in the per-class metric names (``recall[cat]``); default the indices.
+
+    Examples
+    --------
+    >>> k = MetricKernel(scores=np.array([0.9, 0.2, 0.6, 0.4]))
+    >>> v = k.values(np.array([1, 0, 0, 1]))
+    >>> float(v["sensitivity"][0]), float(v["specificity"][0]), float(v["auc"][0])
+    (0.5, 0.5, 0.75)
+    """
+
+    def __init__(self, *, scores=None, probs=None, threshold: float = 0.5, classes=None):
+        if (scores is None) == (probs is None):
+            raise ValueError("MetricKernel: give exactly one of `scores` (binary) and `probs` (K classes).")
+        if scores is not None:
+            z = np.asarray(scores, dtype=np.float64)
+            if z.ndim != 1 or not np.all(np.isfinite(z)) or (z < 0).any() or (z > 1).any():
+                raise ValueError("MetricKernel: `scores` must be probabilities in [0, 1] of shape (n_items,).")
+            self.kind, self.threshold = "binary", float(threshold)
+            self.probs = np.stack([1 - z, z], axis=1)
+            self.yhat = (z >= self.threshold).astype(np.int64)
+            self.names = BINARY_METRICS
+            auc_classes = (1,)
+        else:
+            p = np.asarray(probs, dtype=np.float64)
+            if p.ndim != 2 or p.shape[1] < 2 or not np.all(np.isfinite(p)) or (p < 0).any():
+                raise ValueError("MetricKernel: `probs` must be probabilities of shape (n_items, K), K >= 2.")
+            self.kind, self.threshold = "multiclass", None
+            self.probs = p
+            self.yhat = p.argmax(axis=1).astype(np.int64)
+            k = p.shape[1]
+            self.classes = [str(c) for c in (classes if classes is not None else range(k))]
+            self.names = MULTICLASS_METRICS + tuple(f"{m}[{c}]" for m in PER_CLASS for c in self.classes)
+            auc_classes = tuple(range(k))
+        n, k = self.probs.shape
+        self.n_items, self.n_classes = n, k
+        pl = np.clip(self.probs, LOG_FLOOR, 1.0)
+        if self.kind == "binary":
+            brier = np.stack([self.probs[:, 1] ** 2, self.probs[:, 0] ** 2], axis=1)
+        else:
+            brier = (self.probs ** 2).sum(axis=1, keepdims=True) - 2 * self.probs + 1
+        # Per-item loss of each clean class: the linear metrics are sum_i w_i sum_k t_ik F_ik / sum_i w_i.
+        self.loss = {"brier": brier, "log_loss": -np.log(pl)}
+        # Each AUC class's items sorted by its score, and the starts of the runs of tied scores (None: no ties).
+        self.ranks = {}
+        for c in auc_classes:
+            order = np.argsort(self.probs[:, c], kind="stable")
+            sz = self.probs[order, c]
+            starts = np.flatnonzero(np.r_[True, sz[1:] != sz[:-1]])
+            identity = bool(np.all(order == np.arange(n)))
+            self.ranks[c] = (None if identity else order, None if starts.size == n else starts)
+
+    # ------------------------------------------------------------------ the kernel
+    def values(self, target, weights=None, metrics=None) -> dict:
+        """Every metric (or those named in ``metrics``), one value per replicate: dict name -> (R,).
+
+        ``target``: int class labels of shape (n,) or (R, n) (binary: 0/1), or clean-label probabilities /
+        corrected targets of shape (n, K) or (R, n, K) (binary also (n,) or (R, n) floats: ``P(Y = 1)``).
+        ``weights``: None (all 1), (n,) or (R, n). Undefined ratios (no positive, no predicted positive) are NaN.
+        """
+        n, k = self.n_items, self.n_classes
+        t = np.asarray(target)
+        hard = np.issubdtype(t.dtype, np.integer) or t.dtype == bool
+        if t.dtype == bool and self.kind == "binary" and t.ndim == 2 and t.shape[1] == n:
+            # Replicates of 0 / 1 labels (bool), weights kept in their dtype (float32 in the replicates).
+            w = np.ones(t.shape, np.float32) if weights is None else np.asarray(weights)
+            return self._binary(t, np.broadcast_to(w, t.shape), set(self.names if metrics is None else metrics),
+                                hard=True)
+        if hard:
+            t = np.atleast_2d(t).astype(np.int64)
+            if t.shape[1] != n or (t < 0).any() or (t >= k).any():
+                raise ValueError(f"MetricKernel.values: hard labels must be classes 0..{k - 1} of shape (R, {n}).")
+        else:
+            t = t.astype(np.float64, copy=False)
+            if self.kind == "binary" and t.ndim in (1, 2) and t.shape[-1] == n and (t.ndim == 1 or n != k):
+                t = t[None] if t.ndim == 1 else t    # P(Y = 1) of shape (R, n)
+                r = t.shape[0]
+                w = np.ones((r, n)) if weights is None else np.broadcast_to(np.asarray(weights, np.float64), (r, n))
+                return self._binary(t, w, set(self.names if metrics is None else metrics))
+            if t.ndim == 2:
+                t = t[None]
+            if t.ndim != 3 or t.shape[1:] != (n, k):
+                raise ValueError(f"MetricKernel.values: soft targets must have shape (n, K) or (R, n, K) with "
+                                 f"n={n}, K={k}; got {np.shape(target)}.")
+        r = t.shape[0]
+        w = np.ones((r, n)) if weights is None else np.broadcast_to(np.asarray(weights, dtype=np.float64), (r, n))
+        want = set(self.names if metrics is None else metrics)
+        if self.kind == "binary":
+            return self._binary(t if hard else t[..., 1], w, want, hard=hard)
+        tk = (lambda c: (t == c).astype(np.float64)) if hard else (lambda c: t[..., c])
+        total = w.sum(axis=1)
+        rows = np.arange(r, dtype=np.int64)[:, None]
+        # Weighted confusion matrix (R, K, K): C[:, true, predicted].
+        if hard:
+            flat = ((rows * k + t) * k + self.yhat[None]).ravel()
+            conf = np.bincount(flat, weights=w.ravel(), minlength=r * k * k).reshape(r, k, k)
+        else:
+            flat = (rows * k + self.yhat[None]).ravel()
+            conf = np.stack([np.bincount(flat, weights=(w * t[..., c]).ravel(), minlength=r * k).reshape(r, k)
+                             for c in range(k)], axis=1)
+        out = {}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            diag = np.diagonal(conf, axis1=1, axis2=2)
+            actual, predicted = conf.sum(axis=2), conf.sum(axis=1)
+            recall, precision = diag / actual, diag / predicted
+            f1 = 2 * diag / (actual + predicted)
+            out["accuracy"] = diag.sum(axis=1) / total
+            out["balanced_accuracy"] = recall.mean(axis=1)
+            if self.kind == "binary":
+                out.update(sensitivity=recall[:, 1], specificity=recall[:, 0], ppv=precision[:, 1],
+                           npv=precision[:, 0], f1=f1[:, 1])
+            else:
+                out.update(macro_precision=precision.mean(axis=1), macro_f1=f1.mean(axis=1))
+                for c, name in enumerate(self.classes):
+                    out[f"recall[{name}]"], out[f"precision[{name}]"] = recall[:, c], precision[:, c]
+                    out[f"f1[{name}]"] = f1[:, c]
+            for name, table in self.loss.items():
+                if name in want:
+                    if hard:
+                        per = np.take_along_axis(table[None], t[..., None], axis=2)[..., 0]
+                    else:
+                        per = np.einsum("rnk,nk->rn", t, table)
+                    out[name] = (w * per).sum(axis=1) / total
+            if any(_base(m) == "auc" for m in want):
+                aucs = {}
+                for c in self.ranks:
+                    wp = w * tk(c)
+                    aucs[c] = self._auc(c, wp, w - wp)
+                if self.kind == "binary":
+                    out["auc"] = aucs[1]
+                else:
+                    for c, name in enumerate(self.classes):
+                        out[f"auc[{name}]"] = aucs[c]
+                    out["auc"] = np.mean(np.stack(list(aucs.values())), axis=0)
+        return {m: np.asarray(out[m], dtype=np.float64) for m in self.names if m in want}
+
+    def _binary(self, t1, w, want, *, hard: bool = False) -> dict:
+        """The binary metrics from ``t1`` (R, n) = the clean label (``hard``) or ``P(Y = 1)`` and weights (R, n): the
+        confusion counts and the linear metrics are matrix-vector products, the AUC one sorted pass. Sums in the
+        weights' dtype."""
+        yhat = self.yhat.astype(w.dtype)
+        wt = w * t1
+        total, pos = w.sum(axis=1), wt.sum(axis=1)
+        pred, tp = np.einsum("rn,n->r", w, yhat), np.einsum("rn,n->r", wt, yhat)
+        fn, fp = pos - tp, pred - tp
+        tn = total - pos - fp
+        out = {}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sens, spec = tp / pos, tn / (tn + fp)
+            out.update(accuracy=(tp + tn) / total, balanced_accuracy=(sens + spec) / 2, sensitivity=sens,
+                       specificity=spec, ppv=tp / pred, npv=tn / (tn + fn), f1=2 * tp / (2 * tp + fp + fn))
+            for name, table in self.loss.items():
+                if name in want:
+                    f0, df = table[:, 0].astype(w.dtype), (table[:, 1] - table[:, 0]).astype(w.dtype)
+                    out[name] = (np.einsum("rn,n->r", w, f0) + np.einsum("rn,n->r", wt, df)) / total
+            if "auc" in want:
+                out["auc"] = self._auc(1, wt, w - wt, hard=hard)
+        return {m: np.asarray(out[m], dtype=np.float64) for m in self.names if m in want}
+
+    def _auc(self, c: int, wp, wn, *, hard: bool = False):
+        """Weighted Mann-Whitney AUC of class ``c`` against the rest, shape (R,): pairs ``i != j``, ties half.
+
+        ``sum_{i != j} w_i w_j t_i (1 - t_j) (1[z_i > z_j] + 1[z_i = z_j] / 2) / sum_{i != j} w_i w_j t_i (1 - t_j)``
+        with ``wp = w t`` and ``wn = w (1 - t)`` (R, n): one pass over the items sorted by score (runs of tied scores
+        summed first); the ``i = j`` terms (non-zero for soft targets only) are removed.
+        """
+        order, starts = self.ranks[c]
+        p, q = (wp, wn) if order is None else (np.take(wp, order, axis=1), np.take(wn, order, axis=1))
+        if hard and starts is None:  # no self pairs (t_i (1 - t_i) = 0) and no ties: one cumulative sum
+            num = np.einsum("rn,rn->r", p, np.cumsum(q, axis=1))
+            return num / (p.sum(axis=1) * q.sum(axis=1))
+        self_pairs = (p * q).sum(axis=1)                 # w_i^2 t_i (1 - t_i)
+        if starts is not None:
+            p, q = np.add.reduceat(p, starts, axis=1), np.add.reduceat(q, starts, axis=1)
+        below = np.cumsum(q, axis=1) - 0.5 * q          # negatives below, ties half
+        num = np.einsum("rn,rn->r", p, below) - 0.5 * self_pairs
+        den = p.sum(axis=1) * q.sum(axis=1) - self_pairs
+        return num / den
+
+
+# ============================================================================================ result
+@dataclass(frozen=True)
+class CleanMetrics:
+    """Clean-label metrics of one or more classifiers on the same annotated items (:func:`clean_metrics`).
+
+    Attributes
+    ----------
+    table : DataFrame
+        One row per (model, metric): ``model, metric, estimate`` (the estimate read: ``posterior`` or, per
+        ``centre``, the corrected-label one), ``lower, upper`` (the equal-tailed ``level`` interval of ``target``),
+        ``corrected_label`` (the corrected-label estimate), ``majority_vote`` (the naive metric), ``posterior``
+        (the posterior-mean plug-in), ``centre`` (``"posterior"``, or ``"corrected labels"`` for AUC, Brier and log
+        loss when the fit has fewer than :data:`FINE_GROUPS` groups: their replicates are then shifted by
+        ``corrected_label - posterior``), ``higher_is_better``, ``linear`` (linear in the clean label: the
+        corrected-label estimate is unbiased), ``conditioned`` (the metric is a function of what the fit
+        conditions on: its posterior estimate is unbiased given the channel model).
+    draws : dict of model -> dict of metric -> ndarray (n_replicates,)
+        The replicates (shared by every model: paired).
+    models : tuple of str
+    kind : {"binary", "multiclass"}
+    level : float
+    target : str
+    threshold : dict of model -> float or None
+    n_items, n_replicates : int
+    fit_model, fit_method, n_groups : what the clean-label posterior comes from
+    parameter_uncertainty : str
+        "posterior draws", "weighted-likelihood bootstrap (EM refits)", "bootstrap refits (EM)" or "none (point
+        estimate)" (the interval then omits the channel uncertainty).
+    failed_refits : int
+    notes : tuple of str
+        What the estimates rest on (coarse groups, predictions not a function of the groups).
+    """
+
+    table: pd.DataFrame
+    draws: dict = field(repr=False)
+    models: tuple
+    kind: str
+    level: float
+    target: str
+    threshold: dict
+    n_items: int
+    n_replicates: int
+    fit_model: str
+    fit_method: str
+    n_groups: int
+    parameter_uncertainty: str
+    failed_refits: int = 0
+    notes: tuple = ()
+
+    def to_frame(self) -> pd.DataFrame:
+        """The table (a copy)."""
+        return self.table.copy()
+
+    def _pair(self, a, b, metric):
+        for name in (a, b):
+            if name not in self.models:
+                raise ValueError(f"unknown model {name!r}; models are {list(self.models)}.")
+        if metric not in self.draws[a]:
+            raise ValueError(f"unknown metric {metric!r}; metrics are {list(self.draws[a])}.")
+        return self.draws[a][metric] - self.draws[b][metric]
+
+    def probability_better(self, a, b, *, metric: str = "accuracy") -> float:
+        """Posterior probability that model ``a`` beats model ``b`` on ``metric`` (higher, or lower for Brier and log
+        loss); ties count half, replicates with an undefined metric are left out."""
+        d = self._pair(a, b, metric)
+        d = d[np.isfinite(d)]
+        if not higher_is_better(metric):
+            d = -d
+        return float(np.mean(d > 0) + 0.5 * np.mean(d == 0)) if d.size else float("nan")
+
+    def compare(self, a, b) -> pd.DataFrame:
+        """Model ``a`` against model ``b`` on every metric: ``metric, difference`` (``a - b`` of the estimates),
+        ``lower, upper`` (paired equal-tailed interval of the difference over the shared replicates),
+        ``p_a_better`` (:meth:`probability_better`), ``majority_vote_difference`` (the naive one)."""
+        t = self.table.set_index(["model", "metric"])
+        rows = []
+        for m in self.draws[a]:
+            d = self._pair(a, b, m)
+            lo, hi = _interval(d, self.level)
+            rows.append({"metric": m, "difference": t.loc[(a, m), "estimate"] - t.loc[(b, m), "estimate"],
+                         "lower": lo, "upper": hi, "p_a_better": self.probability_better(a, b, metric=m),
+                         "majority_vote_difference": t.loc[(a, m), "majority_vote"] - t.loc[(b, m), "majority_vote"]})
+        return pd.DataFrame(rows)
+
+
+def _interval(x, level):
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(x, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+# ============================================================================================ public function
+def clean_metrics(data, fit=None, *, scores=None, probs=None, threshold=0.5, metrics=None, level: float = 0.9,
+                  n_replicates: int = 1000, bootstrap: bool = True, weights="iv", n_draws: int | None = 1000,
+                  seed: int = 0) -> CleanMetrics:
+    """Clean-label metrics (binary or K classes) of one or several classifiers, with intervals (module notes).
+
+    Parameters
+    ----------
+    data : AnnotationSet or MulticlassAnnotationSet
+        The annotated evaluation items.
+    fit : FitResult, optional
+        A channel fit of ``data``. Binary: ``fit_em`` / ``fit_map`` / ``fit_nuts``. K classes: ``fit_em_multiclass``
+        / ``fit_nuts_multiclass`` (EM: the point estimate, no channel uncertainty in the interval). None (advised):
+        binary, EM of the histogram model on equal-mass score bins with the threshold as an edge (several models:
+        :func:`~noisycal_bayes.labels.comparison_groups`), with weighted-likelihood bootstrap refits; K classes,
+        EM of the grouped model on the predicted class (of every model) x confidence quantiles of about 100 items.
+    scores : array (n_items,) or dict of name -> array, optional
+        Binary classifier scores; default ``data.scores``. A dict compares several models.
+    probs : array (n_items, K) or dict of name -> array, optional
+        K-class probabilities; default ``data.probs``.
+    threshold : float or dict of name -> float, default 0.5
+        Binary: predict 1 when ``score >= threshold``.
+    metrics : sequence of str, optional
+        Restrict the table to these metrics (default: all, :data:`BINARY_METRICS` / :data:`MULTICLASS_METRICS` and
+        the per-class ones).
+    level : float, default 0.9
+    n_replicates : int, default 1000
+    bootstrap : bool, default True
+        True: target the population metric (Bayesian-bootstrap item weights); False: these items' clean labels.
+    weights : {"iv", "equal", "gap", "squared_gap"} or array, default "iv"
+        Annotator weights of the corrected labels (K classes: "iv" or "equal").
+    n_draws : int or None, default 1000
+        Thin the fit's draws to at most this many.
+    seed : int, default 0
+
+    Returns
+    -------
+    CleanMetrics
+        ``.table``, ``.compare(a, b)``, ``.probability_better(a, b, metric=...)``.
+
+    Raises
+    ------
+    ValueError
+        Bad data, fit, scores / probs (shape, range), threshold, metrics, level, n_replicates, weights.
+
+    Warns
+    -----
+    DataWarning
+        Some model's predictions are not a function of the fit's groups, or AUC / Brier / log loss are asked of a
+        fit with fewer than :data:`FINE_GROUPS` groups (their posterior estimate is then pulled towards the
+        group-level score; the corrected-label column is not).
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(3000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=0)
+    >>> res = clean_metrics(sim.data, n_replicates=300)
+    >>> row = res.table.set_index("metric").loc["sensitivity"]
+    >>> truth = float(np.mean(sim.data.scores[sim.clean_labels == 1] >= 0.5))
+    >>> bool(row.lower < truth < row.upper)
+    True
+    """
+    from ..data import MulticlassAnnotationSet
+
+    level = check_level(level)
+    n_replicates = check_positive_int(n_replicates, name="n_replicates")
+    n_draws = None if n_draws is None else check_positive_int(n_draws, name="n_draws")
+    if isinstance(data, MulticlassAnnotationSet):
+        if scores is not None:
+            raise ValueError("clean_metrics: K-class data take `probs`, not `scores`.")
+        return _multiclass(data, fit, probs, metrics, level, n_replicates, bool(bootstrap), weights, n_draws, seed)
+    if probs is not None:
+        raise ValueError("clean_metrics: binary data take `scores`, not `probs` (K-class data: a "
+                         "MulticlassAnnotationSet).")
+    return _binary(data, fit, scores, threshold, metrics, level, n_replicates, bool(bootstrap), weights, n_draws, seed)
+
+
+def _models(given, default, func, check):
+    """Named models: a dict as given, one array as ``{"model": array}``."""
+    if given is None:
+        given = default
+    if isinstance(given, dict):
+        if not given:
+            raise ValueError(f"{func}: the dict of models is empty.")
+        return {str(k): check(v, str(k)) for k, v in given.items()}
+    return {"model": check(given, "model")}
+
+
+def _check_metrics(metrics, names, func):
+    if metrics is None:
+        return None
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    unknown = [m for m in metrics if m not in names]
+    if unknown or not metrics:
+        raise ValueError(f"{func}: unknown metrics {_preview(unknown)}; choose from {list(names)}.")
+    return metrics
+
+
+def _table(models, kernels, plug, corr, naive, draws, level, conditioned, coarse: bool):
+    """The result table; with ``coarse`` groups the within-group metrics are centred on the corrected-label estimate
+    (their draws shifted by ``corrected - posterior``, in place, so that comparisons use the same centre)."""
+    rows = []
+    for name in models:
+        for m in plug[name]:
+            est, centre = float(plug[name][m][0]), "posterior"
+            if coarse and _base(m) in WITHIN_GROUP and np.isfinite(corr[name][m][0]):
+                draws[name][m] = draws[name][m] + (float(corr[name][m][0]) - est)
+                est, centre = float(corr[name][m][0]), "corrected labels"
+            lo, hi = _interval(draws[name][m], level)
+            rows.append({"model": name, "metric": m, "estimate": est, "lower": lo, "upper": hi,
+                         "corrected_label": float(corr[name][m][0]), "majority_vote": float(naive[name][m][0]),
+                         "posterior": float(plug[name][m][0]), "centre": centre,
+                         "higher_is_better": higher_is_better(m), "linear": _base(m) in LINEAR,
+                         "conditioned": bool(conditioned[name]) and _base(m) not in WITHIN_GROUP})
+    return pd.DataFrame(rows)
+
+
+def _coarse_warning(n_groups, wanted, func):
+    within = [m for m in wanted if _base(m) in WITHIN_GROUP]
+    if within and n_groups < FINE_GROUPS:
+        warnings.warn(f"{func}: {sorted(set(map(_base, within)))} use the score inside the fit's {n_groups} groups, "
+                      "which its model treats as independent of the clean label within a group, so their posterior "
+                      "estimates are pulled towards what the group-level score would give: their estimates and "
+                      "intervals are centred on the corrected-label estimate (consistent for any groups; column "
+                      "`centre`), the posterior one kept in column `posterior`. Finer groups avoid this.",
+                      DataWarning, stacklevel=4)
+
+
+def _collect(kernels, blocks, n_replicates, metrics):
+    """Run the replicate blocks: ``blocks`` yields ``(r0, target (b, n) int, weights (b, n) or None)``."""
+    draws = {name: {} for name in kernels}
+    for r0, target, w in blocks:
+        b = np.shape(target)[0]
+        for name, k in kernels.items():
+            for m, v in k.values(target, w, metrics).items():
+                draws[name].setdefault(m, np.empty(n_replicates))[r0:r0 + b] = v
+    return draws
+
+
+# ---------------------------------------------------------------------------------------------- binary
+def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstrap, weights, n_draws, seed):
+    from .accuracy import fitted_posteriors, predictions, threshold_bins
+    from .compare import _thresholds, comparison_groups
+    from ._posterior import check_data, parameter_draws
+    from ._replicates import SOURCES, Replicates, _corrected_rows
+
+    func = "clean_metrics"
+    data = check_data(data, func)
+
+    def check(z, name):
+        arr = check_scores(z, name=f"scores[{name!r}]", ids=data.item_ids)
+        if arr.shape != (data.n_items,):
+            raise ValueError(f"{func}: `scores[{name!r}]` must have shape ({data.n_items},); got {arr.shape}.")
+        return arr
+
+    sc = _models(scores, data.require_scores() if scores is None else None, func, check)
+    names = tuple(sc)
+    th = _thresholds(threshold, names, func)
+    w_rule, _ = check_weights(weights, data.n_annotators)
+    metrics = _check_metrics(metrics, BINARY_METRICS, func)
+    yhat = np.stack([predictions(sc[n], th[n]) for n in names], axis=1)
+    if len(names) == 1:
+        groups = lambda: threshold_bins(sc[names[0]], [th[names[0]]], data.n_items)  # noqa: E731
+        model = "histogram"
+    else:
+        groups, model = (lambda: comparison_groups(yhat, list(sc.values()))), "grouped"
+    fit, rp, cond = fitted_posteriors(data, fit, yhat, names, model=model, groups=groups, n_draws=n_draws,
+                                      seed=seed, func=func)
+    _coarse_warning(int(fit.groups.n_groups), metrics or BINARY_METRICS, func)
+    # Every per-item array in the order of the first model's scores: its AUC then needs no gather (the metrics do
+    # not depend on the order of the items).
+    order = np.argsort(sc[names[0]], kind="stable")
+    kernels = {n: MetricKernel(scores=sc[n][order], threshold=th[n]) for n in names}
+    engine = Replicates(fit, rp.rows, yhat, weights=w_rule, n_draws=n_draws)
+    inverse = rp.inverse[order]
+    q = rp.item_mean()[order]
+    params, _ = parameter_draws(fit, n_draws)
+    yt = _corrected_rows(rp.rows, params["fpr"], params["tpr"], w_rule).mean(axis=0)[inverse]
+    maj = data.majority_vote(ties="positive").astype(np.int64)[order]
+    plug = {n: k.values(q, None, metrics) for n, k in kernels.items()}
+    corr = {n: k.values(yt, None, metrics) for n, k in kernels.items()}
+    naive = {n: k.values(maj, None, metrics) for n, k in kernels.items()}
+    rng = np.random.default_rng(seed)
+    failed = [0]
+
+    def blocks():
+        # The replicates in float32 (half the memory traffic; their sums carry relative errors near 1e-6, far below
+        # the intervals' Monte Carlo error), the items in score order.
+        for r0, item_w, p, _, nf in engine.blocks(n_replicates, rng, corrected=False, order=order,
+                                                  dtype=np.float32):
+            failed[0] += nf
+            y = rng.random(item_w.shape, dtype=np.float32) < np.take(p.astype(np.float32), inverse, axis=1)
+            yield r0, y, item_w if bootstrap else None
+
+    draws = _collect(kernels, blocks(), n_replicates, metrics)
+    notes = _notes(names, cond, fit.model)
+    if failed[0]:
+        notes += (f"{failed[0]} of {n_replicates} bootstrap refits broke down or lost their orientation (a refit "
+                  "needs tpr > fpr for every annotator, which adversarial annotators break) and used the estimate: "
+                  "the interval omits that much of the channel uncertainty.",)
+    coarse = int(fit.groups.n_groups) < FINE_GROUPS
+    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, dict(zip(names, cond)), coarse),
+                        draws=draws, models=names, kind="binary", level=level, target=TARGETS[bootstrap], threshold=th,
+                        n_items=data.n_items, n_replicates=n_replicates, fit_model=fit.model, fit_method=fit.method,
+                        n_groups=int(fit.groups.n_groups), parameter_uncertainty=SOURCES[engine.source],
+                        failed_refits=failed[0], notes=notes)
+
+
+def _notes(names, cond, fit_model):
+    bad = [n for n, c in zip(names, cond) if not c]
+    if not bad:
+        return ()
+    return (f"the predictions of {bad} are not a function of the {fit_model!r} fit's groups: their posterior "
+            "estimates are biased towards a predictor using the groups only; read the corrected_label column.",)
+
+
+# ---------------------------------------------------------------------------------------------- K classes
+class ClassPosterior:
+    """``P(Y_i = k | A_i, g_i, theta_s)`` per parameter draw ``s`` (confusion (S, J, K, K), prevalence (S, G, K)).
+
+    Computed once per distinct (group, gold, response pattern) row (items sharing one have the same posterior), then
+    read per item; one row per item when the patterns do not fit (repeated labels, more than 5e7 cells).
+    """
+
+    def __init__(self, responses, n_items, group, confusion, prevalence):
+        self.item, self.ann, self.lab, self.gold = responses
+        self.n, self.group = n_items, np.asarray(group, dtype=np.int64)
+        conf = np.asarray(confusion, dtype=np.float64)
+        prev = np.asarray(prevalence, dtype=np.float64)
+        self.conf = conf.reshape((-1,) + conf.shape[-3:])
+        self.prev = prev.reshape((-1,) + prev.shape[-2:])
+        if self.prev.shape[0] not in (1, self.conf.shape[0]):
+            self.prev = self.prev.mean(axis=0, keepdims=True)
+        self.n_samples = self.conf.shape[0]
+        self._rows()
+
+    def _rows(self):
+        n, j = self.n, self.conf.shape[1]
+        cells = self.item * j + self.ann
+        gold = np.full(n, -1, np.int64) if self.gold is None else np.asarray(self.gold, np.int64)
+        if n * j > 50_000_000 or np.unique(cells).size != cells.size:  # repeats: one row per item
+            self.rows = (self.item, self.ann, self.lab, n, self.group, self.gold)
+            self.inverse = None
+            return
+        table = np.full((n, j), -1, np.int64)
+        table[self.item, self.ann] = self.lab
+        key = np.column_stack([self.group, gold, table])
+        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+        r, a = np.nonzero(uniq[:, 2:] >= 0)
+        row_gold = uniq[:, 1]
+        self.rows = (r, a, uniq[r, 2 + a], uniq.shape[0], uniq[:, 0], None if self.gold is None else row_gold)
+        self.inverse = inverse.reshape(-1)
+
+    def __call__(self, s: int) -> np.ndarray:
+        from ..core.likelihood import logsumexp_rows, rows_class_log_joint
+
+        floor = 1e-12
+        prev = self.prev[s if self.prev.shape[0] > 1 else 0]
+        row, ann, lab, n_rows, group, gold = self.rows
+        lj = rows_class_log_joint(row, ann, lab, n_rows, group, gold, np.log(np.clip(self.conf[s], floor, 1.0)),
+                                  np.log(np.clip(prev, floor, 1.0)))
+        q = np.exp(lj - logsumexp_rows(lj)[:, None])
+        return q if self.inverse is None else np.take(q, self.inverse, axis=0)
+
+
+def _multiclass(data, fit, probs, metrics, level, n_replicates, bootstrap, weights, n_draws, seed):
+    from .._validation import check_probs
+    from ..models.inputs import class_arrays
+
+    func = "clean_metrics"
+    k = int(data.n_classes)
+
+    def check(p, name):
+        arr = check_probs(p, name=f"probs[{name!r}]")
+        if arr.shape != (data.n_items, k):
+            raise ValueError(f"{func}: `probs[{name!r}]` must have shape ({data.n_items}, {k}); got {arr.shape}.")
+        return arr
+
+    pr = _models(probs, data.require_probs() if probs is None else None, func, check)
+    if fit is None:
+        from ..inference import fit_em_multiclass
+
+        fit = fit_em_multiclass(data, model="grouped", groups=default_class_groups(list(pr.values())), seed=seed)
+    if not hasattr(fit, "confusion") or np.ndim(fit.confusion) < 3:
+        raise ValueError(f"{func}: `fit` must be a K-class fit (fit_em_multiclass, fit_nuts_multiclass); got "
+                         f"{type(fit).__name__}.")
+    x = class_arrays(data, func)
+    post = ClassPosterior((x.item, x.annotator, x.label, x.gold), data.n_items, fit.groups, fit.confusion,
+                           fit.prevalence)
+    source = "posterior draws" if post.n_samples > 1 else "none (point estimate)"
+    return multiclass_metrics(data, pr, post, metrics=metrics, level=level, n_replicates=n_replicates,
+                              bootstrap=bootstrap, weights=weights, n_draws=n_draws, seed=seed,
+                              fit_model=str(fit.model), fit_method=str(getattr(fit, "method", "")),
+                              parameter_uncertainty=source)
+
+
+def default_class_groups(probs: list, n_items_per_group: int = 100) -> np.ndarray:
+    """Default K-class groups of :func:`clean_metrics`: every model's predicted class x confidence quantiles of the
+    mean probabilities (``max(2, n / (K x 100))`` quantiles, at most 10), as consecutive integers."""
+    mean = np.mean(np.stack(probs), axis=0)
+    n, k = mean.shape
+    q = int(min(10, max(2, n // (k * n_items_per_group))))
+    from ..core import score_groups
+
+    g = score_groups(mean, n_quantiles=q).astype(np.int64)
+    for p in probs:
+        g = g * k + np.asarray(p).argmax(axis=1)
+    return np.unique(g, return_inverse=True)[1].reshape(-1).astype(np.int32)
+
+
+def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_replicates=1000, bootstrap=True,
+                       weights="iv", n_draws=1000, seed=0, fit_model="", fit_method="",
+                       parameter_uncertainty="posterior draws") -> CleanMetrics:
+    """The K-class engine of :func:`clean_metrics` from a clean-label posterior ``post`` (callable ``s -> (n, K)``
+    with ``n_samples``, ``conf``, ``prev``, ``group``); :func:`~noisycal_bayes.evaluate` hands it its own draws
+    (NUTS, or the EM route's bootstrap refits)."""
+    from .accuracy import mixed_groups
+    from ..core import annotator_weights, corrected_targets, usable_confusions
+    from ..propagate.draws import thin_index as _thin
+
+    func = "clean_metrics"
+    if weights not in ("iv", "equal"):
+        raise ValueError(f"{func}: K-class `weights` must be 'iv' or 'equal'; got {weights!r}.")
+    names = tuple(probs)
+    classes = list(getattr(data, "classes", None) or range(data.n_classes))
+    kernels = {nm: MetricKernel(probs=p, classes=classes) for nm, p in probs.items()}
+    all_names = kernels[names[0]].names
+    metrics = _check_metrics(metrics, all_names, func)
+    n, k = data.n_items, data.n_classes
+    n_groups = int(np.max(post.group)) + 1
+    _coarse_warning(int(np.unique(post.group).size), metrics or all_names, func)
+    cond = {nm: mixed_groups(post.group, kern.yhat).size == 0 for nm, kern in kernels.items()}
+    n_s = post.n_samples if n_draws is None else min(post.n_samples, n_draws)
+    use = _thin(post.n_samples, n_s)
+    # Plug-in: the clean-label posterior averaged over (at most 100 of) the draws.
+    mean_of = use[_thin(use.size, min(use.size, 100))]
+    q = np.mean([post(s) for s in mean_of], axis=0)
+    conf = post.conf[use].mean(axis=0)
+    prev = post.prev.mean(axis=0)
+    with np.errstate(all="ignore"):
+        usable = np.asarray(usable_confusions(conf))
+        wt = np.asarray(annotator_weights(conf, prev.mean(axis=0), rule=weights, usable=usable))
+        yt = np.asarray(corrected_targets((post.item, post.ann, post.lab), n, conf, weights=wt))
+    has = np.isfinite(yt).all(axis=1)
+    yt = np.where(has[:, None], yt, 1.0 / k)
+    votes = np.zeros((n, k))
+    np.add.at(votes, (post.item, post.lab), 1)
+    labelled = votes.sum(axis=1) > 0
+    maj = votes.argmax(axis=1).astype(np.int64)
+    plug = {nm: kern.values(q, None, metrics) for nm, kern in kernels.items()}
+    corr = {nm: kern.values(yt, has.astype(np.float64), metrics) for nm, kern in kernels.items()}
+    naive = {nm: kern.values(maj, labelled.astype(np.float64), metrics) for nm, kern in kernels.items()}
+    rng = np.random.default_rng(seed)
+    which = use[_thin(use.size, n_replicates)]
+    step = max(1, _BLOCK_VALUES // (n * k))
+
+    def blocks():
+        for r0 in range(0, n_replicates, step):
+            b = min(step, n_replicates - r0)
+            qb = np.stack([post(s) for s in which[r0:r0 + b]])               # (b, n, K)
+            u = rng.random((b, n, 1))
+            y = np.minimum((u > np.cumsum(qb, axis=2)).sum(axis=2), k - 1).astype(np.int64)
+            yield r0, y, rng.standard_exponential((b, n)) if bootstrap else None
+
+    draws = _collect(kernels, blocks(), n_replicates, metrics)
+    notes = list(_notes(names, [cond[nm] for nm in names], fit_model))
+    if not has.all():
+        notes.append(f"{int((~has).sum())} items have no response of a usable annotator: the corrected_label column "
+                     "leaves them out.")
+    coarse = int(np.unique(post.group).size) < FINE_GROUPS
+    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, cond, coarse), draws=draws,
+                        models=names, kind="multiclass", level=level, target=TARGETS[bool(bootstrap)],
+                        threshold={nm: None for nm in names}, n_items=int(n), n_replicates=n_replicates,
+                        fit_model=fit_model, fit_method=fit_method, n_groups=n_groups,
+                        parameter_uncertainty=parameter_uncertainty if post.n_samples > 1 else
+                        "none (point estimate)", notes=tuple(notes))

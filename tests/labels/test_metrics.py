@@ -1,0 +1,260 @@
+"""Tests for noisycal_bayes/labels/metrics.py: clean-label metrics (issue 37, parts 1 and 2).
+
+Independent implementation: scikit-learn's metrics (weighted) for the kernel; known truth in simulations for the
+estimates (tolerances from the intervals' and the corrected labels' standard errors); negative controls (the
+majority vote is biased on the same data); invariances (K = 2 against binary, soft one-hot targets against hard).
+"""
+import warnings
+
+import numpy as np
+import pytest
+from sklearn import metrics as skm
+
+from noisycal_bayes import simulate_annotations
+from noisycal_bayes.data import AnnotationSet
+from noisycal_bayes.inference import fit_em
+from noisycal_bayes.labels import MetricKernel, clean_metrics
+from noisycal_bayes.labels.accuracy import threshold_bins
+from noisycal_bayes.labels.metrics import BINARY_METRICS
+from noisycal_bayes.simulate import simulate_multiclass
+
+
+def _sklearn_binary(y, z, w, t=0.5):
+    yhat = (z >= t).astype(int)
+    return {"accuracy": skm.accuracy_score(y, yhat, sample_weight=w),
+            "balanced_accuracy": skm.balanced_accuracy_score(y, yhat, sample_weight=w),
+            "sensitivity": skm.recall_score(y, yhat, sample_weight=w),
+            "specificity": skm.recall_score(1 - y, 1 - yhat, sample_weight=w),
+            "ppv": skm.precision_score(y, yhat, sample_weight=w),
+            "npv": skm.precision_score(1 - y, 1 - yhat, sample_weight=w),
+            "f1": skm.f1_score(y, yhat, sample_weight=w), "auc": skm.roc_auc_score(y, z, sample_weight=w),
+            "brier": skm.brier_score_loss(y, z, sample_weight=w), "log_loss": skm.log_loss(y, z, sample_weight=w)}
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.3])
+def test_kernel_binary_matches_sklearn_with_weights_and_ties(threshold):
+    rng = np.random.default_rng(0)
+    z = np.round(rng.random(400), 2)  # ties in the scores
+    y = (rng.random(400) < z).astype(np.int64)
+    w = rng.exponential(size=400)
+    got = MetricKernel(scores=z, threshold=threshold).values(np.stack([y, y]), np.stack([w, np.ones(400)]))
+    fast = MetricKernel(scores=z, threshold=threshold).values(np.stack([y, y]).astype(bool),
+                                                              np.stack([w, np.ones(400)]).astype(np.float32))
+    for weights, r in ((w, 0), (None, 1)):
+        ref = _sklearn_binary(y, z, weights, threshold)
+        for m in BINARY_METRICS:
+            assert got[m][r] == pytest.approx(ref[m], rel=1e-10), m
+            assert fast[m][r] == pytest.approx(ref[m], rel=1e-5), m  # the replicates' float32 path
+
+
+def test_kernel_multiclass_matches_sklearn():
+    rng = np.random.default_rng(1)
+    p = rng.dirichlet(np.ones(4), size=500)
+    y = np.array([rng.choice(4, p=q) for q in p])
+    w = rng.exponential(size=500)
+    got = {k: v[0] for k, v in MetricKernel(probs=p, classes=list("abcd")).values(y, w).items()}
+    yhat = p.argmax(axis=1)
+    assert got["accuracy"] == pytest.approx(skm.accuracy_score(y, yhat, sample_weight=w))
+    assert got["balanced_accuracy"] == pytest.approx(skm.balanced_accuracy_score(y, yhat, sample_weight=w))
+    assert got["macro_f1"] == pytest.approx(skm.f1_score(y, yhat, average="macro", sample_weight=w))
+    assert got["macro_precision"] == pytest.approx(skm.precision_score(y, yhat, average="macro", sample_weight=w))
+    assert got["auc"] == pytest.approx(skm.roc_auc_score(y, p, multi_class="ovr", average="macro", sample_weight=w))
+    assert got["log_loss"] == pytest.approx(skm.log_loss(y, p, sample_weight=w))
+    onehot = np.eye(4)[y]
+    assert got["brier"] == pytest.approx(np.average(((p - onehot) ** 2).sum(axis=1), weights=w))
+    rec = skm.recall_score(y, yhat, average=None, sample_weight=w)
+    assert [got[f"recall[{c}]"] for c in "abcd"] == pytest.approx(rec)
+    assert got["auc[c]"] == pytest.approx(skm.roc_auc_score(y == 2, p[:, 2], sample_weight=w))
+
+
+def test_kernel_soft_targets_invariances():
+    """One-hot soft targets give the hard values (the i = j AUC pairs vanish); K = 2 equals binary."""
+    rng = np.random.default_rng(2)
+    z = rng.random(300)
+    y = (rng.random(300) < z).astype(np.int64)
+    kb = MetricKernel(scores=z)
+    hard, soft, prob = kb.values(y), kb.values(np.eye(2)[y]), kb.values(y.astype(np.float64))
+    for m in BINARY_METRICS:
+        assert soft[m][0] == pytest.approx(hard[m][0]) and prob[m][0] == pytest.approx(hard[m][0])
+    kk = MetricKernel(probs=np.stack([1 - z, z], axis=1)).values(y)
+    zz = z.copy()
+    zz[zz == 0.5] = 0.4  # argmax and the 0.5 threshold differ only at a tie
+    assert kk["auc"][0] == pytest.approx(hard["auc"][0]) and kk["auc[1]"][0] == pytest.approx(hard["auc"][0])
+    assert kk["log_loss"][0] == pytest.approx(hard["log_loss"][0])
+    assert kk["brier"][0] == pytest.approx(2 * hard["brier"][0])
+    assert kk["recall[1]"][0] == pytest.approx(hard["sensitivity"][0])
+    # Soft AUC = the U-statistic over i != j: by brute force.
+    q = rng.random(40)
+    s = rng.random(40)
+    num = den = 0.0
+    for i in range(40):
+        for j in range(40):
+            if i != j:
+                pair = q[i] * (1 - q[j])
+                num += pair * ((s[i] > s[j]) + 0.5 * (s[i] == s[j]))
+                den += pair
+    assert MetricKernel(scores=s).values(q)["auc"][0] == pytest.approx(num / den)
+
+
+def test_perfect_annotators_give_the_true_metrics():
+    """A degenerate posterior (every label right): estimate, interval ends and corrected labels equal sklearn's
+    metrics on the true labels (bootstrap=False: the sample target)."""
+    rng = np.random.default_rng(3)
+    z = rng.beta(0.7, 0.7, size=1200)
+    y = (rng.random(1200) < z).astype(np.int64)
+    labels = np.stack([y, y, y], axis=1)
+    labels[:30, 0] = 1 - labels[:30, 0]  # one annotator errs a little (EM needs a non-degenerate channel)
+    data = AnnotationSet.from_wide(labels, z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = clean_metrics(data, n_replicates=50, bootstrap=False)
+    ref = _sklearn_binary(y, z, None)
+    t = res.table.set_index("metric")
+    for m in BINARY_METRICS:
+        assert t.loc[m, "estimate"] == pytest.approx(ref[m], abs=2e-3), m
+        assert t.loc[m, "lower"] <= ref[m] + 2e-3 and ref[m] - 2e-3 <= t.loc[m, "upper"], m
+
+
+@pytest.fixture(scope="module")
+def noisy():
+    sim = simulate_annotations(12000, fpr=[0.15, 0.25, 0.2], tpr=[0.8, 0.75, 0.85], curve="overconfident",
+                               seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_em(sim.data, model="histogram", groups=threshold_bins(sim.data.scores, [0.5], 12000), n_starts=2)
+        res = clean_metrics(sim.data, fit, n_replicates=200, bootstrap=False, seed=1)
+    truth = {m: float(v[0]) for m, v in MetricKernel(scores=sim.data.scores).values(sim.clean_labels.astype(np.int64)).items()}
+    return sim, res, truth, fit
+
+
+def test_simulation_ours_unbiased_majority_vote_biased(noisy):
+    """Known truth (the metrics of these items' clean labels): each estimate within 3.5 of its standard errors
+    (interval width / 3.29) of the truth; the majority vote's further than 3.5 of them for the metrics it biases."""
+    _, res, truth, _ = noisy
+    t = res.table.set_index("metric")
+    biased = 0
+    for m in BINARY_METRICS:
+        se = (t.loc[m, "upper"] - t.loc[m, "lower"]) / 3.29
+        assert abs(t.loc[m, "estimate"] - truth[m]) < 3.5 * se, (m, t.loc[m, "estimate"], truth[m], se)
+        biased += abs(t.loc[m, "majority_vote"] - truth[m]) > 3.5 * se
+    assert biased >= 6  # accuracy, sensitivity, specificity, AUC, Brier, log loss... all visibly off
+
+
+def test_corrected_label_agrees_with_posterior_on_linear_metrics(noisy):
+    """For accuracy, Brier and log loss the corrected-label estimate is unbiased: it agrees with the posterior one
+    within its own Monte Carlo (annotation-noise) standard error, estimated from its per-item terms."""
+    sim, res, _, _ = noisy
+    t = res.table.set_index("metric")
+    z = sim.data.scores
+    # per-item terms of the corrected-label estimate vary with Ytilde: SE ~ sd(Ytilde * loss difference) / sqrt(n)
+    spread = {"accuracy": np.ones_like(z), "brier": np.abs(1 - 2 * z), "log_loss": np.abs(np.log(z / (1 - z)))}
+    for m, d in spread.items():
+        se = 2.0 * np.std(d) / np.sqrt(z.size) + 1e-3  # sd(Ytilde) <= 2 for these channels
+        assert abs(t.loc[m, "corrected_label"] - t.loc[m, "estimate"]) < 4 * se, m
+
+
+def test_compare_is_paired_and_orders_models(noisy):
+    """Several models on one fit (the noisy fixture's: only "good" and "same" are a function of its groups, which
+    the test does not need), sharing the replicates."""
+    sim, _, _, fit = noisy
+    z = sim.data.scores
+    noise = np.random.default_rng(9).normal(scale=0.3, size=z.size)
+    worse = np.clip(z + noise, 0, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = clean_metrics(sim.data, fit, scores={"good": z, "worse": worse, "same": z.copy()}, n_replicates=60,
+                            metrics=["accuracy", "auc", "brier"])
+    assert res.probability_better("good", "worse", metric="auc") > 0.99
+    assert res.probability_better("good", "worse", metric="brier") > 0.99
+    assert res.probability_better("good", "same", metric="auc") == 0.5  # identical scores: every replicate ties
+    c = res.compare("good", "worse").set_index("metric")
+    assert c.loc["auc", "lower"] > 0 and c.loc["brier", "upper"] < 0
+    assert (res.compare("good", "same")[["difference", "lower", "upper"]].abs().to_numpy() < 1e-12).all()
+
+
+def test_multiclass_clean_metrics_cover_and_beat_majority():
+    sim = simulate_multiclass(3000, 3, 3, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = clean_metrics(sim.data, n_replicates=200, bootstrap=False)
+    truth = {m: float(v[0]) for m, v in MetricKernel(probs=sim.probs).values(np.asarray(sim.y)).items()}
+    t = res.table.set_index("metric")
+    assert res.kind == "multiclass" and "recall[2]" in t.index
+    for m in ("accuracy", "balanced_accuracy", "macro_f1"):
+        se = (t.loc[m, "upper"] - t.loc[m, "lower"]) / 3.29
+        assert abs(t.loc[m, "estimate"] - truth[m]) < 4 * se, m
+        assert abs(t.loc[m, "majority_vote"] - truth[m]) > abs(t.loc[m, "estimate"] - truth[m])
+
+
+def test_coarse_groups_warn():
+    sim = simulate_multiclass(600, 3, 3, seed=1)
+    with pytest.warns(Warning, match="use the score inside"):
+        res = clean_metrics(sim.data, n_replicates=20, metrics=["auc", "accuracy"])
+    t = res.table.set_index("metric")
+    assert t.loc["auc", "centre"] == "corrected labels" and t.loc["accuracy", "centre"] == "posterior"
+    assert t.loc["auc", "estimate"] == t.loc["auc", "corrected_label"]
+    shift = t.loc["auc", "corrected_label"] - t.loc["auc", "posterior"]
+    assert np.quantile(res.draws["model"]["auc"] - shift, 0.95) == pytest.approx(t.loc["auc", "upper"] - shift)
+
+
+def test_bad_inputs():
+    sim = simulate_annotations(200, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.85], seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        clean_metrics(sim.data, scores=np.full(10, 0.5))
+    with pytest.raises(ValueError, match="unknown metrics"):
+        clean_metrics(sim.data, metrics=["aucc"])
+    with pytest.raises(ValueError, match="not `probs`"):
+        clean_metrics(sim.data, probs=np.full((200, 2), 0.5))
+    with pytest.raises(ValueError, match="level"):
+        clean_metrics(sim.data, level=1.5)
+    with pytest.raises(ValueError, match="exactly one"):
+        MetricKernel()
+    with pytest.raises(ValueError, match="hard labels"):
+        MetricKernel(scores=np.array([0.2, 0.7])).values(np.array([0, 2]))
+    with pytest.raises(ValueError, match="soft targets"):
+        MetricKernel(scores=np.array([0.2, 0.7])).values(np.ones((2, 3)))
+
+
+def test_evaluate_carries_the_metrics_and_the_cli_flags(tmp_path):
+    """evaluate: metrics in the result, the text and the JSON (additive key); --threshold reaches them; metrics=False
+    leaves them out; K-class data refuse a threshold."""
+    import json
+
+    from noisycal_bayes import evaluate
+    from noisycal_bayes.cli import main
+
+    sim = simulate_annotations(600, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=2)
+    ev = evaluate(sim.data, method="em", n_boot=0, checks=False, threshold=0.4)
+    assert ev.metrics.threshold == {"model": 0.4} and "Clean-label metrics" in ev.summary()
+    d = ev.to_dict()["clean_metrics"]
+    assert d["threshold"] == 0.4 and {r["metric"] for r in d["metrics"]} == set(BINARY_METRICS)
+    assert "clean_metrics" not in evaluate(sim.data, method="em", n_boot=0, checks=False, metrics=False).to_dict()
+    k = simulate_multiclass(300, 3, 3, seed=0).data
+    with pytest.raises(ValueError, match="threshold"):
+        evaluate(k, threshold=0.3)
+    labels = tmp_path / "a.csv"
+    sim.data.to_long().to_csv(labels, index=False)  # labels and a score column
+    out = tmp_path / "o.json"
+    assert main(["evaluate", str(labels), "--method", "em", "--n-boot", "0", "--no-checks", "--threshold", "0.3",
+                 "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["clean_metrics"]["threshold"] == 0.3
+
+
+def test_multiclass_compare_on_every_metric():
+    """K classes, models on the same items: the classifier beats a copy whose probabilities are scrambled on 40% of
+    the items (on accuracy and AUC), and the paired differences of a model with itself are exactly 0."""
+    sim = simulate_multiclass(1500, 3, 3, seed=7)
+    p = sim.probs
+    rng = np.random.default_rng(0)
+    blurred = p.copy()
+    hit = rng.random(1500) < 0.4
+    blurred[hit] = rng.permuted(p[hit], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = clean_metrics(sim.data, probs={"sharp": p, "blurred": blurred, "copy": p.copy()}, n_replicates=100,
+                            metrics=["accuracy", "log_loss", "auc"])
+    assert res.probability_better("sharp", "copy", metric="accuracy") == 0.5
+    assert res.probability_better("sharp", "blurred", metric="accuracy") > 0.95
+    assert res.probability_better("sharp", "blurred", metric="auc") > 0.95
+    c = res.compare("sharp", "copy")
+    assert (c[["difference", "lower", "upper"]].abs().to_numpy() < 1e-12).all()
