@@ -13,7 +13,8 @@ from noisycal_bayes import Binning
 from noisycal_bayes.diagnostics import gap_diagnostics
 from noisycal_bayes.diagnostics.alternatives import fit_alternative
 from noisycal_bayes.inference import fit_em, fit_map, fit_nuts
-from noisycal_bayes.labels import annotation_posteriors, corrected_accuracy, item_posteriors, label_issues, plan_labels
+from noisycal_bayes.labels import (annotation_posteriors, clean_metrics, corrected_accuracy, item_posteriors,
+                                   label_issues, plan_labels)
 from noisycal_bayes.propagate import posterior_nc_ece
 from noisycal_bayes.propagate.group_channels import posterior_nc_ece_group_channels
 from noisycal_bayes.recalibration.posterior import PosteriorTemperature
@@ -104,6 +105,7 @@ def test_label_posteriors_read_each_items_group_channel(data, map_pair):
 def test_consumers_of_one_channel_refuse_a_group_channel_fit(data, map_pair):
     fit, _ = map_pair
     for call in (lambda f: corrected_accuracy(data, f, n_replicates=20, n_draws=10),
+                 lambda f: clean_metrics(data, f, n_replicates=20, n_draws=10),
                  lambda f: plan_labels(data, f, budget=5), lambda f: gap_diagnostics(data, f),
                  lambda f: PosteriorTemperature().fit(data, f)):
         with pytest.raises(ValueError, match="channels per score group"):
