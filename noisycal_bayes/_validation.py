@@ -93,6 +93,19 @@ def binary_only(value, func: str, instead: str | None, *, name: str = "data") ->
                      f"shape (n_items,)); {got}.{alternative}{two if k == 2 else ''}")
 
 
+def shared_channels_only(fit, func: str, instead: str | None) -> None:
+    """Refuse a fit whose channels differ across score groups (``fit.group_channels`` not None: the registered
+    ``"score_dependent"`` and ``"correlated"`` models of ``fit_map`` / ``fit_nuts``) in ``func``, which reads one
+    channel per annotator: one ``ValueError`` naming ``instead``, never a silent answer from the fit's item-weighted
+    average channel. Anything else passes unchanged (the pattern of :func:`binary_only`)."""
+    if getattr(fit, "group_channels", None) is None:
+        return
+    alternative = f" Use {instead}." if instead else ""
+    raise ValueError(f"{func} reads one channel per annotator, and this {fit.model!r} fit has channels per score group "
+                     f"({getattr(fit, 'n_groups', '?')} groups; its `channel` is only their item-weighted average)."
+                     f"{alternative} Or fit the shared-channel model (model='grouped').")
+
+
 def check_scores(scores, *, name: str = "scores", ids=None) -> np.ndarray:
     """Return ``scores`` as a float64 copy of shape (n,), checked to lie in [0, 1] and be finite."""
     arr = as_float_vector(scores, name=name, what="numeric probabilities in [0, 1]")

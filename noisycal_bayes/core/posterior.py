@@ -3,6 +3,8 @@ a batch of posterior draws (or bootstrap replicates) in one compiled call. Detai
 *noisycal_bayes.core.posterior*.
 """
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from .likelihood import pattern_loglik, posterior_positive
 
@@ -41,3 +43,46 @@ def posterior_positive_draws(patterns, group, fpr, tpr, prevalence=None, *, prio
 
         return jax.vmap(one)(fpr, tpr, prior_logit)
     return jax.vmap(lambda f, t, p: posterior_positive(patterns, group, f, t, p))(fpr, tpr, prevalence)
+
+
+def posterior_positive_group_channels(patterns, group, fpr_group, tpr_group, prevalence) -> np.ndarray:
+    """``P(Y = 1 | row r, theta_s)`` when every score group has its own channels (the score-dependent model):
+    row ``r`` of group ``g = group[r]`` is evaluated by :func:`posterior_positive_draws` at ``(fpr_group[:, g],
+    tpr_group[:, g])`` and the prevalence ``prevalence[:, g]``.
+
+    Parameters
+    ----------
+    patterns : array of shape (n_rows, n_annotators), int (0/1, -1 missing)
+    group : array of shape (n_rows,), int
+    fpr_group, tpr_group : arrays of shape (n_draws, n_groups, n_annotators)
+    prevalence : array of shape (n_draws, n_groups)
+
+    Returns
+    -------
+    ndarray of shape (n_draws, n_rows), float64
+
+    Examples
+    --------
+    With the same channel in every group it is :func:`posterior_positive_draws`:
+
+    >>> import numpy as np
+    >>> pat, grp = np.array([[1, 1], [0, -1], [1, 0]]), np.array([0, 1, 1])
+    >>> f, t, p = np.array([[0.1, 0.2]]), np.array([[0.9, 0.8]]), np.array([[0.3, 0.6]])
+    >>> a = posterior_positive_group_channels(pat, grp, np.stack([f, f], 1), np.stack([t, t], 1), p)
+    >>> bool(np.allclose(a, posterior_positive_draws(pat, grp, f, t, p)))
+    True
+    """
+    from ._x64 import x64
+
+    patterns, group = np.asarray(patterns), np.asarray(group)
+    f, t = np.asarray(fpr_group, np.float64), np.asarray(tpr_group, np.float64)
+    prev = np.asarray(prevalence, np.float64).reshape(f.shape[0], -1)
+    out = np.zeros((f.shape[0], group.size))
+    with x64():
+        for g in range(f.shape[1]):
+            rows = np.flatnonzero(group == g)
+            if rows.size:
+                out[:, rows] = np.asarray(posterior_positive_draws(
+                    jnp.asarray(patterns[rows], jnp.int32), jnp.zeros(rows.size, jnp.int32), jnp.asarray(f[:, g]),
+                    jnp.asarray(t[:, g]), jnp.asarray(prev[:, g:g + 1])))
+    return out

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress
-from .._validation import _preview, binary_only, check_level, check_positive_int, check_weights
+from .._validation import _preview, binary_only, check_level, check_positive_int, check_weights, shared_channels_only
 from ..core import x64
 from ..core.weights import annotator_noise_variance, weights_for_labels
 from ..data import AnnotationSet, Binning, Channel, as_binning, bin_index
@@ -163,6 +163,7 @@ def _check_diagnostics_args(data, fit, func, *, min_gap, level, alarm_probabilit
         raise ValueError(f"{func}: `alarm_probability` must lie in [0, 1); got {float(alarm_probability)}.")
     rule, _ = check_weights(weights, data.n_annotators, allow_zero=False)
     src = extract_draws(check_fit(fit, func, allow_channel=True))
+    shared_channels_only(fit, func, None)
     if src.fpr.shape[1] != data.n_annotators:
         raise ValueError(f"{func}: the fit has {src.fpr.shape[1]} annotators but `data` has {data.n_annotators}.")
     return z, level, rule, src
@@ -369,6 +370,7 @@ def _perturb_sweep(data, fit, func, *, factors, bins, weights, level, n_draws, s
                          "Channel); for a simulated sweep use mode='simulate'.")
     f = check_factors(factors, func)
     src = extract_draws(check_fit(fit, func, allow_channel=True))
+    shared_channels_only(fit, func, None)
     fpr0, gap0 = src.fpr.mean(axis=0), src.gap.mean(axis=0)
     rows = []
     for k, fac in progress(list(enumerate(f)), enabled=progress_bar, desc="gap sensitivity (factors)"):

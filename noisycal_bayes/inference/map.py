@@ -41,6 +41,7 @@ from ..models.inputs import (check_class_data, check_data, check_model, patterns
 from .em import em_starts, fit_em_multiclass, start_point
 from ..models.result import FitResult, channel_from, point_dict
 from ..data.binning import Binning
+from .alternatives import GROUP_CHANNEL_MODELS, registered_fit
 
 _PROGRAMS: dict = {}
 
@@ -177,7 +178,11 @@ def fit_map(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_sta
     Parameters
     ----------
     data : AnnotationSet
-    model : {"grouped", "dawid_skene", "histogram", "monotone", "platt"}, default "grouped"
+    model : {"grouped", "dawid_skene", "histogram", "monotone", "platt", "score_dependent", "correlated"}
+        Default "grouped". ``"score_dependent"`` and ``"correlated"`` (channels per score group) are the mode of
+        :func:`~noisycal_bayes.inference.alternatives.fit_alternative` (``method="map"``; ``n_starts`` unused)
+        returned by :func:`~noisycal_bayes.inference.alternatives.registered_fit`: ``channel`` is the
+        item-weighted average of the group channels, ``group_channels`` the channels of each group.
     groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
         Score groups (bins), as in :func:`~noisycal_bayes.inference.fit_em` (an int ``k`` is
         ``Binning.equal_width(k)``); ignored by ``"dawid_skene"`` and ``"platt"``.
@@ -239,6 +244,11 @@ def fit_map(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_sta
     ('map', True)
     """
     func = "fit_map"
+    if model in GROUP_CHANNEL_MODELS:
+        if pooling != "none" or init != "em":
+            raise ValueError(f"{func}: `pooling` and `init` cannot be set for model={model!r} (channels per score "
+                             "group; its mode is found by L-BFGS from the shared-channel EM estimate).")
+        return registered_fit(data, model, method="map", groups=groups, seed=seed, prior=prior, func=func)
     data = check_data(data, func)
     model = check_model(model, func)
     n_starts = check_positive_int(n_starts, name="n_starts")

@@ -59,6 +59,7 @@ from ..models.pooled import posterior_scales, precondition_start, unprecondition
 from ..models.result import FitResult, MulticlassPosterior, channel_from, point_dict
 from ..warnings import IdentifiabilityWarning, PriorWarning
 from ..data.binning import Binning
+from .alternatives import GROUP_CHANNEL_MODELS, registered_fit
 
 PRECISIONS = ("float64", "float32")
 #: ``precision`` of :func:`fit_nuts_multiclass` (``"auto"``: float32 on compressed patterns, float64 on responses).
@@ -94,7 +95,12 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
     Parameters
     ----------
     data, model, groups
-        As in :func:`~noisycal_bayes.inference.fit_map` (``groups`` ignored by ``"dawid_skene"`` and ``"platt"``).
+        As in :func:`~noisycal_bayes.inference.fit_map` (``groups`` ignored by ``"dawid_skene"`` and ``"platt"``),
+        including the richer models ``"score_dependent"`` and ``"correlated"`` (channels per score group), sampled
+        by :func:`~noisycal_bayes.inference.alternatives.fit_alternative` and returned by
+        :func:`~noisycal_bayes.inference.alternatives.registered_fit` (their ``channel`` is the item-weighted
+        average of the group channels; read ``fit.group_channels``); the sampler options below except ``n_chains``,
+        ``n_warmup``, ``n_draws``, ``seed``, ``prior`` cannot be set for them.
     n_chains, n_warmup, n_draws : int, defaults 4, 1000, 1000
     seed : int, default 0
         Seeds the EM start, and through ``numpy.random.SeedSequence(seed)`` one JAX key per chain (its
@@ -173,6 +179,11 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
     (2, 200, 3)
     """
     func = "fit_nuts"
+    if model in GROUP_CHANNEL_MODELS:
+        _check_registered(func, target_accept=target_accept, max_tree_depth=max_tree_depth, dense_mass=dense_mass,
+                          chain_method=chain_method, precision=precision, compress=compress, pooling=pooling)
+        return registered_fit(data, model, method="nuts", groups=groups, n_chains=n_chains, n_warmup=n_warmup,
+                              n_draws=n_draws, seed=seed, prior=prior, func=func)
     data = check_data(data, func)
     model = check_model(model, func)
     pooling = check_pooling(pooling, model, func)
@@ -210,6 +221,22 @@ def fit_nuts(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_ch
     converged = not any(("R-hat" in m or "divergent" in m) for m in notes)
     return dataclasses.replace(result, channel=channel_from(fpr_mean, tpr_mean, ids), diagnostics=table,
                                warnings=tuple(notes), converged=converged)
+
+
+#: Sampler options of :func:`fit_nuts` that the registered richer models do not take (their sampler is
+#: :func:`~noisycal_bayes.inference.alternatives.fit_alternative`'s), with the values that mean "not set".
+_REGISTERED_DEFAULTS = {"target_accept": 0.8, "max_tree_depth": 10, "dense_mass": None, "chain_method": None,
+                        "precision": "float64", "compress": True, "pooling": "none"}
+
+
+def _check_registered(func, **given):
+    """ValueError naming the options set for a registered richer model that its sampler does not take."""
+    bad = [k for k, v in given.items() if v != _REGISTERED_DEFAULTS[k]]
+    if bad:
+        raise ValueError(f"{func}: {', '.join(bad)} cannot be set for the models with channels per score group "
+                         f"({list(GROUP_CHANNEL_MODELS)}): they are sampled by "
+                         "inference.alternatives.fit_alternative (diagonal mass matrix, target acceptance 0.9, "
+                         "maximum tree depth 10, float64, compressed rows, no annotator pooling).")
 
 
 def _check_settings(model, *, n_chains, n_warmup, n_draws, seed, target_accept, max_tree_depth, dense_mass,

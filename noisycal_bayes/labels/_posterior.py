@@ -13,12 +13,13 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import _preview, binary_only, check_level, check_positive_int
+from .._validation import _preview, binary_only, check_level, check_positive_int, shared_channels_only
 from ..core import clipped_logit, x64
-from ..core.posterior import posterior_positive_draws
+from ..core.posterior import posterior_positive_draws, posterior_positive_group_channels
 from ..data import AnnotationSet, compress_patterns
-from ..models.inputs import differing_items
-from ..propagate.draws import extract_draws
+from ..models.inputs import item_groups as _item_groups
+from ..propagate.draws import extract_draws, thin_index
+from ..models.result import CORRELATED_POSTERIOR
 from ..reference.calibration import PROBS_ROW_TOL, check_responses
 
 #: Cap on (draws x rows) posterior values held at once for per-item (Platt) models: 1e7 float64 = 80 MB.
@@ -42,47 +43,22 @@ def check_fit(fit, func: str):
         raise ValueError(f"{func}: `fit` must be a FitResult from fit_em, fit_map or fit_nuts; got "
                          f"{type(fit).__name__}.")
     binary_only(fit, func, "fit.clean_label_probability(data) of the K-class fit", name="fit")
+    if fit.model == "correlated" and getattr(fit, "group_channels", None) is not None:
+        raise ValueError(f"{func}: {CORRELATED_POSTERIOR}")
     if fit.draws is None and not fit.point:
         raise ValueError(f"{func}: this fit has no estimate (every EM start failed: {fit.reason}). Refit with more "
                          "starts, or check for uninformative annotators.")
     return fit
 
 
+#: What to use instead of the replicate-based label functions for a fit with channels per score group.
+_PER_GROUP_INSTEAD = ("item_posteriors, annotation_posteriors or label_issues (they read each item's group channel), "
+                      "fit.clean_label_probability() or posterior_nc_ece(data, fit)")
+
+
 def level_and_draws(level, n_draws) -> tuple[float, int | None]:
     """Validated ``level`` and ``n_draws`` (None: every draw) of a public function."""
     return check_level(level), None if n_draws is None else check_positive_int(n_draws, name="n_draws")
-
-
-def _item_groups(data: AnnotationSet, fit, func: str) -> np.ndarray:
-    """Group of each item of ``data`` under the fit's partition.
-
-    The fit's own assignment when ``data`` holds the items it was fitted on; otherwise the fitted score
-    edges applied to ``data.scores``.
-    """
-    g = fit.groups
-    if g.n_groups == 1 and g.edges is None:
-        return np.zeros(data.n_items, dtype=np.int32)
-    if _same_items(data, fit):
-        return np.asarray(g.index, dtype=np.int32)
-    if g.edges is None:
-        raise ValueError(f"{func}: the fit's groups were integer labels for its own {g.index.size} items, and `data` "
-                         "holds other items; pass the AnnotationSet the fit was made on.")
-    z = data.require_scores()
-    idx = g.assign(z)
-    bad = idx < 0
-    if bad.any():
-        raise ValueError(f"{func}: items {_preview(data.item_ids[bad])} fall in score bins that held no item when the "
-                         "fit was made, so the fit has no prevalence for them.")
-    return idx
-
-
-def _same_items(data: AnnotationSet, fit) -> bool:
-    inputs = getattr(fit, "inputs", None)
-    if inputs is None or inputs.n_items != data.n_items or inputs.n_annotators != data.n_annotators:
-        return False
-    if inputs.inverse is None:  # a fit from SufficientStats: no items to compare
-        return False
-    return differing_items(inputs, data).size == 0
 
 
 @dataclass(frozen=True)
@@ -120,6 +96,9 @@ class Rows:
                                                f64(params["tpr"]), prior_logit=prior_logit)
                 return np.asarray(out)
             s = np.shape(params["fpr"])[0]
+            if np.ndim(params["fpr"]) == 3:  # channels per score group (S, G, J): each row at its group's channel
+                return posterior_positive_group_channels(self.patterns, self.group, params["fpr"], params["tpr"],
+                                                         np.asarray(params["prevalence"]).reshape(s, -1))
             # Pad the rows to a power of two so that one compiled function serves many data sets (padding
             # rows are all-missing and are dropped again).
             n_rows, j = self.patterns.shape
@@ -162,8 +141,11 @@ class ItemRows:
         """``P(Y = 1 | item, theta_s)`` for a batch of parameters (leading axis S), shape (S, n_items)."""
         fpr = np.clip(np.asarray(params["fpr"], np.float64), 1e-12, 1 - 1e-12)
         tpr = np.clip(np.asarray(params["tpr"], np.float64), 1e-12, 1 - 1e-12)
-        # Log-likelihood ratio of a label 0 / 1 per draw and annotator: (S, J, 2).
+        # Log-likelihood ratio of a label 0 / 1 per draw and annotator: (S, J, 2) (channels per score group:
+        # (S, G, J, 2), read at each response's item's group).
         llr = np.stack([np.log1p(-tpr) - np.log1p(-fpr), np.log(tpr) - np.log(fpr)], axis=-1)
+        terms = llr[:, self.group[self.item], self.annotator, self.label] if llr.ndim == 4 else \
+            llr[:, self.annotator, self.label]
         s, n = fpr.shape[0], self.n_rows
         if self.model == "platt":
             prior = (np.asarray(params["slope"], np.float64)[:, None] * self.logit_score[None, :]
@@ -172,7 +154,7 @@ class ItemRows:
             pi = np.clip(np.asarray(params["prevalence"], np.float64).reshape(s, -1), 1e-12, 1 - 1e-12)
             prior = (np.log(pi) - np.log1p(-pi))[:, self.group]
         flat = (np.arange(s)[:, None] * n + self.item[None, :]).ravel()
-        sums = np.bincount(flat, weights=llr[:, self.annotator, self.label].ravel(), minlength=s * n).reshape(s, n)
+        sums = np.bincount(flat, weights=terms.ravel(), minlength=s * n).reshape(s, n)
         # sigmoid via log-odds: exp(-logaddexp(0, -x)) is stable at both ends.
         return np.exp(-np.logaddexp(0.0, -(prior + sums)))
 
@@ -255,7 +237,14 @@ def row_posteriors(data: AnnotationSet, fit, *, n_draws: int | None = 1000,
     if (fit.model == "platt" or isinstance(rows, ItemRows)) and n_draws is not None and n_fit:
         width = max(rows.n_rows, rows.item.size) if isinstance(rows, ItemRows) else rows.n_rows
         n_draws = max(1, min(n_draws, MAX_VALUES // width))
-    params, n_s = parameter_draws(fit, n_draws)
+    if getattr(fit, "group_channels", None) is not None:  # each row at its score group's channel
+        f, t = fit.group_channels
+        prev = fit._samples(("prevalence",))["prevalence"].reshape(f.shape[0], -1)
+        pick = thin_index(f.shape[0], n_draws) if n_draws is not None and n_draws < f.shape[0] else slice(None)
+        params = {"fpr": f[pick], "tpr": t[pick], "prevalence": prev[pick]}
+        n_s = params["fpr"].shape[0]
+    else:
+        params, n_s = parameter_draws(fit, n_draws)
     if fit.model != "platt":
         n_prev = np.asarray(params["prevalence"]).reshape(n_s, -1).shape[1]
         if n_prev != rows.n_groups:
@@ -270,6 +259,7 @@ def parameter_draws(fit, n_draws: int | None) -> tuple[dict, int]:
     (S, ...) draws of a NUTS (or bootstrap) fit, or (1, ...) for a point fit; keys ``fpr``, ``tpr`` and, where
     the model has them, ``prevalence``, ``slope``, ``intercept`` (see :class:`~noisycal_bayes.propagate.draws.Draws`).
     """
+    shared_channels_only(fit, "parameter_draws", _PER_GROUP_INSTEAD)
     draws = extract_draws(fit).thinned(n_draws)
     return draws.params(), draws.n_source
 

@@ -37,13 +37,13 @@ import numpy as np
 import pandas as pd
 
 from .._validation import (_preview, binary_only, check_level, check_positive_int, check_probability, check_scores,
-                           check_weights)
+                           check_weights, shared_channels_only)
 from ..data import Binning, bin_index
 from ..propagate.draws import thin_index
 from ..reference.calibration import check_probs
 from ..warnings import DataWarning
-from ._posterior import (_item_groups, check_clean_probs, check_data, check_fit, class_votes, equal_tailed,
-                         level_and_draws, posterior_mean_accuracy, row_posteriors)
+from ._posterior import (_PER_GROUP_INSTEAD, _item_groups, check_clean_probs, check_data, check_fit, class_votes,
+                         equal_tailed, level_and_draws, posterior_mean_accuracy, row_posteriors)
 from ._replicates import _BLOCK_VALUES, SOURCES, Replicates
 from .issues import DEFAULT_BINS, MIN_ITEMS_PER_BIN
 
@@ -107,6 +107,7 @@ def fitted_posteriors(data, fit, yhat: np.ndarray, names, *, model: str, groups,
 
         fit = fit_em(data, model=model, groups=groups(), n_starts=5, seed=seed)
     fit = check_fit(fit, func)
+    shared_channels_only(fit, func, _PER_GROUP_INSTEAD)  # the replicates correct labels with one channel
     rp = row_posteriors(data, fit, n_draws=n_draws, func=func)
     conditioned = [conditioned_on(data, fit, yhat[:, m], func) for m in range(yhat.shape[1])]
     if not all(conditioned):

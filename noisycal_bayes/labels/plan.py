@@ -75,9 +75,9 @@ import numpy as np
 import pandas as pd
 from scipy.special import erf
 
-from .._validation import _preview, check_choice, check_level, check_positive_int
+from .._validation import _preview, check_choice, check_level, check_positive_int, shared_channels_only
 from ..data import AnnotationSet, Binning
-from ._posterior import row_posteriors
+from ._posterior import _PER_GROUP_INSTEAD, row_posteriors
 
 KINDS = ("label", "gold")
 TARGETS = ("nc_ece", "top_label_nc_ece")
@@ -178,6 +178,7 @@ def _fit_arrays(data, fit, func: str, n_draws=None):
         raise ValueError(f"{func}: `fit` must be a FitResult from fit_em, fit_map or fit_nuts with an estimate; got "
                          f"{type(fit).__name__}" + (" without one (every EM start failed)." if hasattr(
                              fit, "clean_label_probability") else "."))
+    shared_channels_only(fit, func, _PER_GROUP_INSTEAD)  # its Kalman gains read one channel per annotator
     binary = getattr(data, "kind", None) == "binary"
     if binary != (fit.n_classes == 2 and getattr(fit, "channel", None) is not None):
         raise ValueError(f"{func}: `data` ({'binary' if binary else 'K classes'}) and `fit` "

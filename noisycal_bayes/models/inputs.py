@@ -578,3 +578,36 @@ def table_args(table):
     """A table's arrays as NumPy float64 / int32 (the traced arguments of a compiled program)."""
     return tuple(np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a, np.int32)
                  for a in table)
+
+
+def item_groups(data: AnnotationSet, fit, func: str) -> np.ndarray:
+    """Group of each item of ``data`` under the fit's partition, int array of shape (n_items,).
+
+    The fit's own assignment when ``data`` holds the items it was fitted on; otherwise the fitted score
+    edges applied to ``data.scores`` (``ValueError`` for integer-label groups or items in bins the fit never saw).
+    Read by the label posteriors and by the NC-ECE of a fit with channels per score group.
+    """
+    g = fit.groups
+    if g.n_groups == 1 and g.edges is None:
+        return np.zeros(data.n_items, dtype=np.int32)
+    if _same_items(data, fit):
+        return np.asarray(g.index, dtype=np.int32)
+    if g.edges is None:
+        raise ValueError(f"{func}: the fit's groups were integer labels for its own {g.index.size} items, and `data` "
+                         "holds other items; pass the AnnotationSet the fit was made on.")
+    z = data.require_scores()
+    idx = g.assign(z)
+    bad = idx < 0
+    if bad.any():
+        raise ValueError(f"{func}: items {_preview(data.item_ids[bad])} fall in score bins that held no item when the "
+                         "fit was made, so the fit has no prevalence for them.")
+    return idx
+
+
+def _same_items(data: AnnotationSet, fit) -> bool:
+    inputs = getattr(fit, "inputs", None)
+    if inputs is None or inputs.n_items != data.n_items or inputs.n_annotators != data.n_annotators:
+        return False
+    if inputs.inverse is None:  # a fit from SufficientStats: no items to compare
+        return False
+    return differing_items(inputs, data).size == 0

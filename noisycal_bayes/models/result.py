@@ -51,6 +51,20 @@ def point_dict(model, fpr, tpr, prevalence=None, slope=None, intercept=None) -> 
     return out
 
 
+#: Trailing dims of the variables of a fit with channels per score group (``fit_map`` / ``fit_nuts`` with
+#: ``model="score_dependent"`` or ``"correlated"``; :func:`noisycal_bayes.inference.alternatives.registered_fit`).
+GROUP_CHANNEL_DIMS = {**{k: ("annotator",) for k in ("fpr", "tpr", "gap", "fpr_centre", "u_centre", "tpr_centre",
+                                                     "gap_centre", "fpr_marginal", "tpr_marginal")},
+                      **{k: ("group", "annotator") for k in ("fpr_group", "tpr_group", "gap_group", "e_fpr", "e_u")},
+                      "prevalence": ("group",), "tau_fpr": (), "tau_u": (), "dependence": ()}
+
+
+#: Why the clean-label posterior of a ``model="correlated"`` fit is refused.
+CORRELATED_POSTERIOR = ("under the correlated model the clean label's posterior integrates the item effect shared by "
+                        "the annotators, which is not computed here; fit model='score_dependent' or the shared-channel "
+                        "model (model='grouped').")
+
+
 class view:
     """A computed read-only attribute that a subclass may store as a dataclass field (declared ``= field()``) instead:
     a non-data descriptor, so a value in the instance's ``__dict__`` wins (a ``property`` would refuse it)."""
@@ -93,12 +107,15 @@ class FitResult(ChannelAccess):
     Attributes
     ----------
     model : str
-        ``"dawid_skene"``, ``"grouped"``, ``"histogram"``, ``"monotone"`` or ``"platt"``.
+        ``"dawid_skene"``, ``"grouped"``, ``"histogram"``, ``"monotone"`` or ``"platt"``; or, with channels per
+        score group (:attr:`group_channels`), ``"score_dependent"`` or ``"correlated"`` (``fit_map`` / ``fit_nuts``;
+        :func:`~noisycal_bayes.inference.alternatives.registered_fit` lists their variables).
     method : str
         ``"em"``, ``"map"`` or ``"nuts"``.
     channel : Channel or None
         The EM/MAP estimate, or the posterior mean of ``fpr`` and ``tpr`` for NUTS (None if every EM
-        start failed).
+        start failed). With channels per score group: their item-weighted average ``sum_g (n_g / n) fpr_gj``,
+        which is no item's channel (read :attr:`group_channels`).
     point : dict of name -> ndarray
         EM/MAP estimate with the names and trailing shapes of ``draws`` (for NUTS: the EM/MAP fit the
         chains started from).
@@ -201,8 +218,22 @@ class FitResult(ChannelAccess):
 
     # ------------------------------------------------------------------ views
     @property
+    def group_channels(self) -> tuple | None:
+        """Channels per score group ``(fpr_group, tpr_group)``, each of shape (n_samples, n_groups, n_annotators):
+        the draws flattened over chains (chain-major) or the estimate as one sample; None for the shared-channel
+        models. Item ``i`` in group ``g = groups.index[i]`` has the channel ``(fpr_group[:, g], tpr_group[:, g])``.
+        """
+        values = self.draws if self.draws is not None else self.point
+        if not values or "fpr_group" not in values:
+            return None
+        src = self._samples(("fpr_group", "tpr_group"))
+        return src["fpr_group"], src["tpr_group"]
+
+    @property
     def dims(self) -> dict:
         """Trailing dimension names of each variable in ``draws`` / ``point`` (after ``chain, draw``)."""
+        if self.group_channels is not None:
+            return {k: GROUP_CHANNEL_DIMS[k] for k in self._values()[0]}
         dims = {"fpr": ("annotator",), "u": ("annotator",), "tpr": ("annotator",), "gap": ("annotator",)}
         if self.model == "platt":
             return {**dims, "slope": (), "intercept": ()}
@@ -214,7 +245,7 @@ class FitResult(ChannelAccess):
     def coords(self) -> dict:
         """Labels of each dimension: annotator ids, group / bin numbers, increment numbers."""
         out = {"annotator": list(self.annotator_ids)}
-        pdim = PREVALENCE_DIM[self.model]
+        pdim = "group" if self.group_channels is not None else PREVALENCE_DIM[self.model]
         if pdim is not None:
             out[pdim] = list(range(self.groups.n_groups))
         if self.model == "monotone":
@@ -347,6 +378,13 @@ class FitResult(ChannelAccess):
 
         if per not in ("item", "row"):
             raise ValueError(f"`per` must be 'item' or 'row'; got {per!r}.")
+        if self.details.get("loglik_rows") is not None:  # channels per score group: stored by the fit, per table row
+            rows = np.asarray(self.details["loglik_rows"], np.float64)
+            rows = rows.reshape((-1,) + rows.shape[2:])
+            rows = rows[:, self.inputs.item_rows()] if per == "item" else rows
+            if max_values is not None and rows.size > max_values:
+                raise ValueError(f"the log-likelihood would have {rows.size} values (> max_values={max_values}).")
+            return self._per_draw(rows)
         if self.inputs.sparse:
             return self._sparse_item_values("loglik", per=per, max_values=max_values)
         if per == "row" and self.model == "platt":
@@ -461,6 +499,14 @@ class FitResult(ChannelAccess):
         from ..core import posterior_positive
 
         src, inp = self._samples(), self.inputs
+        channels = self.group_channels
+        if channels is not None:
+            if self.model == "correlated":
+                raise ValueError(f"clean_label_probability: {CORRELATED_POSTERIOR}")
+            from ..core.posterior import posterior_positive_group_channels
+
+            prev = src["prevalence"].reshape(n_samples, -1)
+            return posterior_positive_group_channels(inp.patterns, inp.row_group, *channels, prev)[:, inp.item_rows()]
         with x64():
             if self.model == "platt":
                 dense, col = _platt_columns(inp)

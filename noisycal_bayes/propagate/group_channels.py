@@ -16,7 +16,7 @@ from .._validation import check_level, check_weights
 from ..data import AnnotationSet, as_binning, bin_index
 from ..data.columns import response_columns
 from ._sums import item_cells, plugin_sums
-from .intervals import read_interval
+from .intervals import check_interval, read_interval
 from .nc_ece import TARGETS
 from .result import PosteriorNCECE, _bin_table
 
@@ -38,6 +38,7 @@ def _group_sums(cols, keep_groups, z, bin_idx, n_bins, fpr, gap, rule, *, bootst
 
 def posterior_nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group, *, point=None, bins=10,
                                     weights="iv", level: float = 0.9, seed: int = 0, usable=None,
+                                    interval: str = "debiased",
                                     source: str = "channel posterior per score group",
                                     model: str = "score_dependent") -> PosteriorNCECE:
     """Posterior of the plug-in NC-ECE when every score group has its own channels (module docstring).
@@ -59,13 +60,17 @@ def posterior_nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group,
         Seeds the Bayesian bootstrap.
     usable : bool array of shape (n_annotators,), optional
         Annotators whose labels enter the corrected labels (default all).
+    interval : {"debiased", "posterior"}, default "debiased"
+        As in :func:`~noisycal_bayes.propagate.posterior_nc_ece`.
     source, model : str
         What the draws are and the model's name (for ``uncertainty`` and ``model``).
 
     Returns
     -------
     PosteriorNCECE
-        As :func:`~noisycal_bayes.propagate.posterior_nc_ece` with ``method="plugin"`` and the debiased interval.
+        As :func:`~noisycal_bayes.propagate.posterior_nc_ece` with ``method="plugin"``. ``posterior_nc_ece`` of a
+        fit with channels per score group (``fit_nuts(model="score_dependent")``) is this function on the fit's
+        :attr:`~noisycal_bayes.models.result.FitResult.group_channels`.
 
     Examples
     --------
@@ -87,6 +92,7 @@ def posterior_nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group,
         raise ValueError(f"{func}: `data` must be a binary AnnotationSet; got {type(data).__name__}.")
     z = data.require_scores()
     level = check_level(level)
+    check_interval(interval, func)
     rule, rule_label = check_weights(weights, data.n_annotators, allow_zero=False)
     f = np.asarray(fpr_group, np.float64)
     t = np.asarray(tpr_group, np.float64)
@@ -126,7 +132,7 @@ def posterior_nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group,
     obs_count = np.bincount(bin_idx, minlength=n_bins).astype(np.float64)
     obs_score = np.bincount(bin_idx, weights=zk, minlength=n_bins)
     return PosteriorNCECE(
-        value=float(np.abs(resid).sum() / n), **read_interval(count, score, freq, level=level, interval="debiased"),
+        value=float(np.abs(resid).sum() / n), **read_interval(count, score, freq, level=level, interval=interval),
         target=TARGETS["plugin"], method="plugin",
         uncertainty=f"{source} + Bayesian bootstrap of the evaluated items", edges=edges,
         table=_bin_table(edges, obs_count, obs_score, count, score, freq, level), weights_rule=rule_label,

@@ -67,7 +67,11 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
         summarise, evaluated on their own bins.
     fit : FitResult or Channel
         ``fit_nuts(...)`` (posterior draws), ``fit_em(...)`` / ``fit_map(...)`` (a point estimate), or for
-        ``"plugin"`` a known :class:`~noisycal_bayes.data.Channel`. With a point estimate the channels are
+        ``"plugin"`` a known :class:`~noisycal_bayes.data.Channel`. A fit with channels per score group
+        (``model="score_dependent"`` or ``"correlated"``) goes to
+        :func:`~noisycal_bayes.propagate.group_channels.posterior_nc_ece_group_channels` with its
+        ``group_channels`` (each item corrected with its group's channel; the plug-in route with the bootstrap on an
+        AnnotationSet only). With a point estimate the channels are
         treated as known and the interval carries only the Bayesian bootstrap (plug-in) or the label
         draws (latent); ``"model"`` needs posterior draws.
     bins : int or Binning, optional
@@ -147,6 +151,9 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
     """
     binary_only(data, "posterior_nc_ece", "posterior_top_label_nc_ece or posterior_classwise_nc_ece")
     func = "posterior_nc_ece"
+    if getattr(fit, "group_channels", None) is not None:
+        return _group_channel_route(data, fit, func, bins=bins, weights=weights, level=level, seed=seed, method=method,
+                                    interval=interval, bootstrap=bootstrap, n_draws=n_draws, usable=usable)
     z, level, rule, rule_label, fit = _check_inputs(data, fit, func, method=method, interval=interval,
                                                    weights=weights, level=level)
     ev = _evaluation_bins(data, z, bins, func)
@@ -178,6 +185,35 @@ def posterior_nc_ece(data, fit, *, bins=None, weights="iv", level: float = 0.9, 
         weights_rule=rule_label if method == "plugin" else "-", fit_method=src.source, model=src.model,
         bootstrap=bool(bootstrap and method == "plugin"), n_items=data.n_items if z is None else int(z.size),
         seed=seed)
+
+
+def _group_channel_route(data, fit, func, *, bins, weights, level, seed, method, interval, bootstrap, n_draws, usable):
+    """:func:`posterior_nc_ece` of a fit with channels per score group: the plug-in route of
+    :func:`~noisycal_bayes.propagate.group_channels.posterior_nc_ece_group_channels` on ``fit.group_channels``
+    (thinned or cycled to ``n_draws`` as for any fit), each item of ``data`` in its group under the fit's partition
+    (the fitted items' own groups, or the fitted score edges for other items). ``value`` is at the per-group mean
+    of the used draws; ``usable`` defaults to the rule of :func:`usable_annotators_of` on the fit's item-weighted
+    average gap."""
+    from ..models.inputs import item_groups
+    from .group_channels import posterior_nc_ece_group_channels
+
+    if not isinstance(data, AnnotationSet) or method != "plugin" or not bootstrap:
+        raise ValueError(f"{func}: a {fit.model!r} fit has channels per score group, propagated by the plug-in route "
+                         "with the Bayesian bootstrap on an AnnotationSet (method='plugin', bootstrap=True); got "
+                         f"{type(data).__name__}, method={method!r}, bootstrap={bootstrap}. For the other routes fit "
+                         "the shared-channel model (model='histogram' or 'grouped').")
+    fit = check_fit(fit, func, allow_channel=False)
+    if fit.inputs.n_annotators != data.n_annotators:
+        raise ValueError(f"{func}: the fit has {fit.inputs.n_annotators} annotators but `data` has "
+                         f"{data.n_annotators}.")
+    f, t = fit.group_channels
+    pick = output_index(f.shape[0], n_draws, is_posterior=fit.draws is not None)
+    if usable is None:
+        usable = usable_annotators_of(fit)
+    return posterior_nc_ece_group_channels(
+        data, item_groups(data, fit, func), f[pick], t[pick], bins=10 if bins is None else bins, weights=weights,
+        level=level, seed=seed, usable=usable, interval=interval, model=fit.model,
+        source=f"{fit.method.upper()} channels per score group ({fit.model})")
 
 
 def _check_inputs(data, fit, func, *, method, interval, weights, level):

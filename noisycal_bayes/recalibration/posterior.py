@@ -29,7 +29,8 @@ import numpy as np
 from scipy import sparse
 from scipy.special import softmax
 
-from .._validation import _preview, binary_only, check_bounds, check_confusion, check_level, check_scores, check_weights
+from .._validation import (_preview, binary_only, check_bounds, check_confusion, check_level, check_scores, check_weights,
+                           shared_channels_only)
 from ..core import annotator_weights, clipped_logit, corrected_vectors, item_corrected_label, usable_confusions, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
@@ -386,6 +387,7 @@ class PosteriorTemperature(_PosteriorMap):
         if not (np.isfinite(t_min) and np.isfinite(t_max) and 0 < t_min < t_max):
             raise ValueError(f"{func}: `bounds` must satisfy 0 < T_min < T_max; got {self.bounds!r}.")
         result = check_fit(result, func, allow_channel=True)
+        shared_channels_only(result, func, None)
         src = extract_draws(result)
         if src.fpr.shape[1] != data.n_annotators:
             raise ValueError(f"{func}: the fit has {src.fpr.shape[1]} annotators but `data` has {data.n_annotators}.")
