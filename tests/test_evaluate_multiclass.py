@@ -406,3 +406,19 @@ def test_em_route_on_a_sparse_crowd_fits_the_pooled_model_and_keeps_every_annota
     assert ev.nc_ece.lower <= ev.nc_ece.upper and np.isfinite(ev.nc_ece.value)
     grouped = evaluate_multiclass(data, method="em", groups=2, n_boot=0, checks=False, seed=0)
     assert grouped.fit.model == "grouped" and not grouped.usable.all()
+
+
+def test_a_plug_in_value_below_the_draws_interval_gets_a_note():
+    """The plug-in NC-ECE at the point channels below the draws' interval (adult's IBCC fit in the real-data matrix:
+    0.119 against [0.128, 0.230]) is said in a note; above it (the debiasing at work) and inside it say nothing."""
+    from types import SimpleNamespace as NS
+
+    from noisycal_bayes.evaluation.engines import Settings, _nc_ece_summary
+
+    post = NS(debiased=0.15, lower=0.128, upper=0.23, interval_to_read="two_sided", upper_one_sided=0.22,
+              interval_method="debiased", target="sample", calibration_p_value=0.0)
+    s = Settings(level=0.9)
+    _, notes = _nc_ece_summary(0.119, post, s, None, "how")
+    assert len(notes) == 1 and "lies below the 90% interval [0.128, 0.230]" in notes[0]
+    assert _nc_ece_summary(0.24, post, s, None, "how")[1] == []
+    assert _nc_ece_summary(0.15, post, s, None, "how")[1] == []

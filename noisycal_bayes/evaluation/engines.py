@@ -312,6 +312,13 @@ def _nc_ece_summary(value: float, post, s: Settings, target: str, interval_metho
                      f"{post.calibration_p_value:.2f}); a two-sided interval undercovers near ECE = 0 (see "
                      f"docs/coverage.md), so the interval is the one-sided {pct} bound [0, {upper:.3f}]: read "
                      "the upper bound.")
+    elif value < lower:
+        # The plug-in value is biased upwards (a sum of absolute values), so a value above the debiased interval is
+        # the debiasing at work; one below it means the point channels and the draws correct the labels differently.
+        notes.append(f"the plug-in NC-ECE {value:.3f} (at the point estimate of the channels) lies below the {pct} "
+                     f"interval [{lower:.3f}, {upper:.3f}] of the draws: the point estimate and the draws correct the "
+                     "labels differently (annotators with few labels, or chains that disagree: see the diagnostics); "
+                     f"read the debiased estimate {debiased:.3f} and the interval.")
     centre = "debiased" if post.interval_method == "debiased" else "posterior median"
     return NCECESummary(value, debiased, lower, upper, float(post.upper_one_sided), s.level, post.target,
                         interval_method, post.interval_to_read, float(post.calibration_p_value), centre), notes
