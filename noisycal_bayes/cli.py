@@ -368,6 +368,10 @@ def _cmd_plan(args) -> int:
     with collect_warnings(notes):
         kw = {} if multiclass else {"groups": Binning.equal_mass(BINARY_GROUPS if args.groups is None else args.groups)}
         if args.method == "nuts":
+            if not multiclass:  # crowds (EM's sparse path: many annotators, repeated or gold labels): pooled channels,
+                from .models.em_result import choose_path  # as `evaluate` fits them
+
+                kw["pooling"] = "partial" if choose_path(data, "auto", func="plan")[0] == "sparse" else "none"
             fit = fit_nuts(data, seed=args.seed, n_chains=args.chains, n_warmup=args.warmup, n_draws=args.draws,
                            progress_bar=sys.stderr.isatty(), **kw)
         else:
