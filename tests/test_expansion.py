@@ -101,9 +101,12 @@ def test_well_specified_keeps_the_shared_headline_em():
     """Shared channels simulated: the entry rule keeps the weight on the shared model and the headline is
     today's (expand=False) exactly, with the comparison reported beside it."""
     sim = simulate_annotations(3000, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident", seed=3)
-    kw = dict(method="em", n_boot=30, checks=False, groups=Binning.equal_mass(5))
+    kw = dict(method="em", n_boot=30, checks=False, groups=Binning.equal_mass(5), recalibration=True)
     on, off = evaluate(sim.data, expand=True, **kw), evaluate(sim.data, **kw)  # auto without checks: off
     assert off.expansion is None and off.headline_model == "shared"
+    # The held-out recalibration follows the weights: all on the shared model, so the same table and text.
+    assert on.recalibration == off.recalibration and on.recalibration[1].fitted_to == "noisy labels, corrected"
+    assert on.to_dict()["recalibration_labels"]["model"] == "shared"
     assert on.headline_model == "shared" and on.expansion.weights == {"shared": 1.0, "score_dependent": 0.0}
     assert on.nc_ece == off.nc_ece and on.nc_ece_shared == off.nc_ece
     table = on.expansion.table.set_index("model")
@@ -120,10 +123,18 @@ def test_strong_score_dependent_noise_moves_the_headline_em():
     score-dependent model, it takes > 0.9 of the weight, and the headline interval covers the population ECE
     0.100 where the shared model's [0.1025, 0.1194] (measured) does not. About 25 s (EM, Laplace draws)."""
     data = _grouped_noise(10_000, 2)
-    ev = evaluate(data, method="em", n_boot=50)  # auto: the checks warn
+    ev = evaluate(data, method="em", n_boot=50, recalibration=True)  # auto: the checks warn
     assert ev.expansion.weights["score_dependent"] > 0.9 and ev.headline_model == "stacking"
     assert ev.nc_ece.lower <= TRUE_ECE <= ev.nc_ece.upper
     assert not ev.nc_ece_shared.lower <= TRUE_ECE <= ev.nc_ece_shared.upper
+    # The held-out recalibration follows the same models: its corrected rows, text and JSON name them.
+    corrected = [r for r in ev.recalibration if r.fitted_to.startswith("noisy labels, corrected")]
+    w = ev.expansion.weights
+    assert len(corrected) == 3 and all(f"shared {w['shared']:.2f}, score_dependent {w['score_dependent']:.2f}"
+                                       in r.fitted_to for r in corrected)
+    labels = ev.to_dict()["recalibration_labels"]
+    assert labels["model"] == "stacking" and labels["weights"]["score_dependent"] > 0.9
+    assert "follow the headline's channel models" in ev.summary()
 
 
 @pytest.mark.slow

@@ -106,8 +106,7 @@ def test_consumers_of_one_channel_refuse_a_group_channel_fit(data, map_pair):
     fit, _ = map_pair
     for call in (lambda f: corrected_accuracy(data, f, n_replicates=20, n_draws=10),
                  lambda f: clean_metrics(data, f, n_replicates=20, n_draws=10),
-                 lambda f: plan_labels(data, f, budget=5), lambda f: gap_diagnostics(data, f),
-                 lambda f: PosteriorTemperature().fit(data, f)):
+                 lambda f: plan_labels(data, f, budget=5), lambda f: gap_diagnostics(data, f)):
         with pytest.raises(ValueError, match="channels per score group"):
             call(fit)
     # Negative control: the shared-channel fit of the same data is accepted by the same calls.
@@ -117,6 +116,89 @@ def test_consumers_of_one_channel_refuse_a_group_channel_fit(data, map_pair):
         assert corrected_accuracy(data, shared, n_replicates=20, n_draws=10).accuracy >= 0
         gap_diagnostics(data, shared)
         PosteriorTemperature().fit(data, shared)
+
+
+def _numpy_corrected(labels, group, fpr_g, tpr_g, w):
+    """Corrected label of each item at its own group's channel, explicit annotator weights ``w`` renormalised over
+    the annotators who labelled it, by a loop over items in plain NumPy."""
+    out = np.empty(labels.shape[0])
+    for i, (row, g) in enumerate(zip(labels, group)):
+        obs = row >= 0
+        out[i] = np.sum(w[obs] * (row[obs] - fpr_g[g, obs]) / (tpr_g[g, obs] - fpr_g[g, obs])) / w[obs].sum()
+    return out
+
+
+def test_corrected_labels_of_a_group_channel_fit_read_each_items_group_channel(data, map_pair):
+    """Independent computation (a loop over items with the item's group channel) for equal and explicit weights, on
+    the fitted items and on new items (the fit's score edges); IV weights per group equal the shared-channel route
+    on that group's items at its channel; negative control: the average channel."""
+    from noisycal_bayes import Channel
+    from noisycal_bayes.reference.recalibration import corrected_item_labels
+
+    fit, alt = map_pair
+    f, t = alt.fpr_group[0], alt.tpr_group[0]
+    for w in ("equal", np.array([1.0, 2.0, 3.0])):
+        ref = _numpy_corrected(data.labels, alt.group_index, f, t, np.ones(3) if isinstance(w, str) else w)
+        np.testing.assert_allclose(corrected_item_labels(data, fit, weights=w).values, ref, rtol=0, atol=1e-12)
+    other = simulate_annotations(300, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.85], seed=11).data
+    g_other = fit.groups.assign(other.scores)
+    assert g_other.min() >= 0 and np.unique(g_other).size == fit.n_groups
+    np.testing.assert_allclose(corrected_item_labels(other, fit, weights="equal").values,
+                               _numpy_corrected(other.labels, g_other, f, t, np.ones(3)), rtol=0, atol=1e-12)
+    iv = corrected_item_labels(data, fit, weights="iv").values
+    for g in range(fit.n_groups):
+        rows = np.flatnonzero(alt.group_index == g)
+        shared = corrected_item_labels(data.subset(rows), Channel(f[g], t[g]), weights="iv").values
+        np.testing.assert_allclose(iv[rows], shared, rtol=0, atol=1e-12)
+    average = corrected_item_labels(data, fit.channel, weights="equal").values
+    assert np.max(np.abs(average - corrected_item_labels(data, fit, weights="equal").values)) > 1e-2
+
+
+def test_posterior_temperature_reads_each_items_group_channel(data, map_pair):
+    """A MAP group-channel fit without the bootstrap: every draw is the corrected-loss temperature on the labels
+    corrected at each item's group channel, i.e. the point map TemperatureScaling on those labels."""
+    from noisycal_bayes.recalibration import TemperatureScaling
+    from noisycal_bayes.reference.recalibration import corrected_item_labels
+
+    fit, _ = map_pair
+    pt = PosteriorTemperature(bootstrap=False, n_draws=4).fit(data, fit)
+    point = TemperatureScaling().fit(data.scores, corrected_item_labels(data, fit))
+    np.testing.assert_allclose(pt.temperature_draws_, point.temperature_, rtol=1e-6)
+    average = TemperatureScaling().fit(data.scores, data, channel=fit.channel)
+    assert abs(average.temperature_ - point.temperature_) > 1e-3   # negative control
+
+
+def test_held_out_recalibration_follows_the_expansion_weights(data):
+    """compare_recalibration after an expansion: all weight on shared is the comparison without one (same rows);
+    stacked weights fit and judge on the weighted mixture of the shared EM's and the score-dependent MAP's corrected
+    labels of each half (recomputed here from the two fits), and the rows name the models."""
+    from types import SimpleNamespace
+
+    from noisycal_bayes.evaluation.engines import Settings
+    from noisycal_bayes.evaluation.recalibration import compare_recalibration
+    from noisycal_bayes.reference.recalibration import corrected_item_labels, fit_temperature
+
+    s = Settings(method="em", groups=GROUPS, n_starts=3, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = compare_recalibration(data, s, maps=("temperature",))
+        same = compare_recalibration(data, s, maps=("temperature",),
+                                     expansion=SimpleNamespace(weights={"shared": 1.0, "score_dependent": 0.0}))
+        mixed = compare_recalibration(data, s, maps=("temperature",),
+                                      expansion=SimpleNamespace(weights={"shared": 0.3, "score_dependent": 0.7}))
+        perm = np.random.default_rng(1).permutation(data.n_items)
+        halves = [data.subset(np.sort(perm[:200])), data.subset(np.sort(perm[200:]))]
+        ch = fit_em(halves[0], groups=GROUPS, n_starts=3, seed=1).channel
+        rich = fit_map(halves[0], model="score_dependent", groups=GROUPS, seed=1)
+    assert same == plain
+    y = [0.3 * corrected_item_labels(h, ch).values + 0.7 * corrected_item_labels(h, rich).values for h in halves]
+    z = halves[1].scores
+    edges = np.linspace(0, 1, 11)
+    k = np.minimum(np.searchsorted(edges, z, side="right") - 1, 9)
+    assert mixed[0].nc_ece == pytest.approx(np.abs(np.bincount(k, y[1] - z, 10)).sum() / z.size, rel=1e-9)
+    assert mixed[1].fitted_to == "noisy labels, corrected (stacked channels: shared 0.30, score_dependent 0.70)"
+    assert mixed[1].params == f"T = {fit_temperature(halves[0].scores, y[0]).temperature:.3f}"
+    assert mixed[0].nc_ece != pytest.approx(plain[0].nc_ece, rel=1e-3)   # negative control: the labels moved
 
 
 def test_registered_models_refuse_options_their_sampler_does_not_take(data):

@@ -107,8 +107,7 @@ def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group
     >>> bool(np.isclose(v, nc_ece(sim.data, sim.channel, weights="equal").value))
     True
     """
-    from ..core import x64
-    from ..core.weights import weights_for_labels
+    from ..reference.recalibration import group_corrected_labels
 
     f = np.asarray(fpr_group, np.float64)
     t = np.asarray(tpr_group, np.float64)
@@ -116,24 +115,13 @@ def nc_ece_group_channels(data: AnnotationSet, group_index, fpr_group, tpr_group
     f, t = np.atleast_3d(f[None] if single else f), np.atleast_3d(t[None] if single else t)
     z = data.require_scores()
     labels = data.labels
-    obs = labels >= 0
     idx = np.asarray(group_index)
     edges = as_binning(bins).edges_for(z)
     k = bin_index(z, edges)
     n_bins = edges.size - 1
     out = np.empty(f.shape[0])
-    members = [np.flatnonzero(idx == g) for g in range(f.shape[1])]
     for s in range(f.shape[0]):
-        ytil = np.empty(z.size)
-        for g, rows in enumerate(members):
-            if rows.size == 0:
-                continue
-            gap = t[s, g] - f[s, g]
-            with x64():
-                w = np.asarray(weights_for_labels(weights, labels[rows], f[s, g], gap), np.float64)
-            wi = np.where(obs[rows], w, 0.0)
-            wi = wi / wi.sum(axis=1, keepdims=True)
-            ytil[rows] = np.sum(wi * np.where(obs[rows], (labels[rows] - f[s, g]) / gap, 0.0), axis=1)
+        ytil, _ = group_corrected_labels(labels, idx, f[s], t[s], weights)
         resid = np.bincount(k, weights=ytil - z, minlength=n_bins)
         out[s] = np.abs(resid).sum() / z.size
     return out[0] if single else out

@@ -120,7 +120,9 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
     recalibration : bool, default False
         Also compare temperature, Platt and histogram maps fitted on half the items (to corrected labels,
         majority vote and vote fractions) and judged on the other half (:func:`compare_recalibration`);
-        stored in ``Evaluation.recalibration``.
+        stored in ``Evaluation.recalibration``. After a model expansion that moved the headline, the corrected
+        labels (of the fitted maps and of the held-out judge) follow the same stacked channel models, and the
+        table says so.
     progress_bar : bool, default False
     checks : bool, default True
         Run the predictive checks of the channel model (:func:`noisycal_bayes.diagnostics.model_checks`:
@@ -194,9 +196,11 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         est = nc_ece(data, res.fit.channel, bins=Binning.equal_width(s.bins), weights=s.weights,
                      usable=usable_annotators_of(res.fit))
         naive = naive_calibration(data, bins=s.bins, clean_labels=clean_labels)
-        recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels))
         checks = run_checks(data, res.fit, s) if s.checks else ((), None)
         expansion = expand_models(data, s, res) if wants_expansion(s.expand, checks[0]) else None
+        # After the expansion: the corrected labels of the held-out comparison follow the headline's channel model.
+        recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels,
+                                                                           expansion=expansion))
     clean = (None, None)
     if metrics:
         from .metrics import binary_metrics

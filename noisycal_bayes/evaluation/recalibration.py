@@ -6,7 +6,7 @@ import numpy as np
 from .engines import Settings, _require_identified
 from .result import RecalibrationRow
 
-__all__ = ["MAPS", "compare_recalibration", "describe_map"]
+__all__ = ["MAPS", "compare_recalibration", "describe_labels", "describe_map", "label_weights"]
 
 MAPS = {"temperature": "TemperatureScaling", "platt": "PlattScaling", "histogram": "ProjectedHistogram"}
 
@@ -28,13 +28,62 @@ def describe_map(m) -> str:
     return ""
 
 
+def label_weights(expansion) -> dict:
+    """The channel models the held-out comparison's corrected labels come from, with their weights: the model
+    expansion's stacking weights (:class:`~noisycal_bayes.evaluation.expansion.ModelExpansion`) restricted to the
+    models with weight, or ``{"shared": 1.0}`` without an expansion."""
+    if expansion is None:
+        return {"shared": 1.0}
+    return {m: float(w) for m, w in expansion.weights.items() if w > 0}
+
+
+def describe_labels(weights: dict) -> str:
+    """The corrected labels' channel model, as the recalibration table's ``fitted to`` says it.
+
+    >>> describe_labels({"shared": 1.0}), describe_labels({"score_dependent": 1.0})
+    ('noisy labels, corrected', 'noisy labels, corrected (score-dependent channels)')
+    >>> describe_labels({"shared": 0.25, "score_dependent": 0.75})
+    'noisy labels, corrected (stacked channels: shared 0.25, score_dependent 0.75)'
+    """
+    if set(weights) == {"shared"}:
+        return "noisy labels, corrected"
+    if len(weights) == 1:
+        return f"noisy labels, corrected ({next(iter(weights)).replace('_', '-')} channels)"
+    return "noisy labels, corrected (stacked channels: " + ", ".join(f"{m} {w:.2f}" for m, w in weights.items()) + ")"
+
+
+def _stacked_labels(parts: list, weights: list):
+    """The weighted mixture of :class:`~noisycal_bayes.reference.recalibration.CorrectedLabels` (values and annotator
+    weights), the weights summing to 1."""
+    from ..reference.recalibration import CorrectedLabels
+
+    w = np.asarray(weights, np.float64) / np.sum(weights)
+    return CorrectedLabels(sum(wk * p.values for wk, p in zip(w, parts)),
+                           sum(wk * np.asarray(p.weights, np.float64) for wk, p in zip(w, parts)), parts[0].weights_rule)
+
+
 def compare_recalibration(data, settings: Settings, *, clean_labels=None,
-                          maps=("temperature", "platt", "histogram")) -> list:
+                          maps=("temperature", "platt", "histogram"), expansion=None) -> list:
     """Fit each map on one half of the items (corrected, and naive against votes); judge on the other half.
 
     Channels are fitted by EM (:func:`noisycal_bayes.fit_em`) on the fitting half; NC-ECE on the held-out
     half uses those channels (independent samples, paper §3 variant (i)). With ``clean_labels`` the
     oracle ECE is added. Reached through ``evaluate(..., recalibration=True)``.
+
+    **After a model expansion** (``expansion``, :func:`~noisycal_bayes.evaluation.expansion.expand_models`) whose
+    weight is not all on the shared channels, the corrected labels follow the headline's model: the score-dependent
+    model is fitted on the fitting half too (``fit_map(model="score_dependent")``, the registered fit, MAP), every
+    item of either half is corrected at its own score group's channel
+    (:func:`~noisycal_bayes.reference.recalibration.corrected_item_labels` of that fit) and the labels used to fit
+    the corrected maps and to judge every map are the stacking-weighted mixture ``sum_m w_m Ytilde_m,i`` of the
+    models' corrected labels (the expansion's weights, from all items). Why corrected labels and not the models'
+    clean-label probabilities ``P_m(Y_i = 1 | labels, group)``: those shrink every item towards its group's
+    prevalence ``pi_g``, which is the calibration curve being judged (a map that follows the group prevalences
+    would look calibrated by construction), while ``Ytilde_m`` is unbiased for ``Y_i`` given model ``m``'s channels
+    and involves no prevalence; and the corrected losses of the maps (and the held-out NC-ECE's bin sums) are
+    linear in the labels, so fitting to the mixture minimises ``sum_m w_m`` times each model's unbiased estimate of
+    the clean loss. With the weight all on the shared model nothing changes (no second fit). The rows' ``fitted_to``
+    names the model (:func:`describe_labels`).
 
     Returns
     -------
@@ -58,9 +107,25 @@ def compare_recalibration(data, settings: Settings, *, clean_labels=None,
     _require_identified(ch, "EM on the fitting half")
     y_test = None if clean_labels is None else np.asarray(clean_labels)[test_rows]
     z_fit, z_test = fit_data.scores, test_data.scores
-    # The held-out items' corrected labels do not depend on the map, only their scores do: NC-ECE of a
-    # recalibrated score vector is then sum_k |sum_{B_k} (Ytilde_i - z_i)| / n with Ytilde fixed.
-    y_corr = corrected_item_labels(test_data, ch.channel, weights=s.weights).values
+    mix = label_weights(expansion)
+    if set(mix) == {"shared"}:
+        corrected = ("noisy labels, corrected", fit_data, {"channel": ch.channel, "weights": s.weights})
+        # The held-out items' corrected labels do not depend on the map, only their scores do: NC-ECE of a
+        # recalibrated score vector is then sum_k |sum_{B_k} (Ytilde_i - z_i)| / n with Ytilde fixed.
+        y_corr = corrected_item_labels(test_data, ch.channel, weights=s.weights).values
+    else:
+        from ..inference import fit_map
+
+        rich = fit_map(fit_data, model="score_dependent", groups=s.groups, seed=s.seed)
+        _require_identified(rich, "the score-dependent MAP on the fitting half")
+        fits = {"shared": ch.channel, "score_dependent": rich}
+
+        def stacked(part):
+            return _stacked_labels([corrected_item_labels(part, fits[m], weights=s.weights) for m in mix],
+                                   list(mix.values()))
+
+        corrected = (describe_labels(mix), stacked(fit_data), {})
+        y_corr = stacked(test_data).values
     edges = as_binning(s.bins).edges_for(z_test)
 
     def judge(name, fitted_to, params, z):
@@ -70,8 +135,8 @@ def compare_recalibration(data, settings: Settings, *, clean_labels=None,
         return RecalibrationRow(name, fitted_to, params, nc, orc)
 
     rows = [judge("none", "-", "raw scores", z_test)]
-    targets = [("noisy labels, corrected", fit_data, {"channel": ch.channel, "weights": s.weights}),
-               ("majority vote", fit_data.majority_vote(), {}), ("vote fraction", fit_data.vote_fraction(), {})]
+    targets = [corrected, ("majority vote", fit_data.majority_vote(), {}),
+               ("vote fraction", fit_data.vote_fraction(), {})]
     classes = _map_classes()
     for name in maps:
         for fitted_to, y, kw in targets:

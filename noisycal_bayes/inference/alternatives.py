@@ -367,19 +367,44 @@ def _nuts(model, data_args, prior, n_groups, n_annotators, n_chains, n_warmup, n
 _SCALE_SITES = ("tau_", "dependence")
 
 
+def _potential(fn, args, kw, seed, init):
+    """``(z0, potential_fn, postprocess_fn)`` of the MAP: the unconstrained start, the potential (negative log
+    density) and the map back to the constrained sites, as ``numpyro.infer.util.initialize_model`` gives them.
+
+    With a start (``init``, every sample site's constrained value: :func:`_init_values`) they are built from
+    NumPyro's ``unconstrain_fn``, ``potential_energy`` and ``constrain_fn`` and only ever evaluated compiled:
+    ``initialize_model`` checks the start by evaluating the potential and its gradient op by op, compiling each of
+    its ~300 primitives separately, which took 52 of the EM route's 81 s Laplace fit on CIFAR-10N vehicle
+    (docs/performance.md). The functions are the same (so is the optimum); without a start, ``initialize_model``."""
+    import jax
+    from numpyro.infer.util import constrain_fn, initialize_model, potential_energy, unconstrain_fn
+
+    if init is None:
+        info = initialize_model(jax.random.PRNGKey(seed), fn, model_args=args, model_kwargs=kw,
+                                init_strategy=_init_strategy(init))
+        return info.param_info.z, info.potential_fn, info.postprocess_fn
+    start = {k: jax.numpy.asarray(v) for k, v in init.items()}
+    z0 = jax.jit(lambda p: unconstrain_fn(fn, args, kw, p))(start)
+
+    def potential(z):
+        return potential_energy(fn, args, kw, z)
+
+    def postprocess(z):
+        return constrain_fn(fn, args, kw, z, return_deterministic=True)
+
+    return z0, potential, postprocess
+
+
 def _map(fn, args, kw, seed, init=None, n_laplace: int = 0):
     """Posterior mode in NumPyro's unconstrained space: L-BFGS on the potential (negative log density); with
     ``n_laplace > 0`` that many draws from the normal approximation at the mode (one chain)."""
     import jax
     from jax.flatten_util import ravel_pytree
-    from numpyro.infer.util import initialize_model
     from scipy.optimize import minimize
 
-    info = initialize_model(jax.random.PRNGKey(seed), fn, model_args=args, model_kwargs=kw,
-                            init_strategy=_init_strategy(init))
-    z0 = info.param_info.z
+    z0, potential_fn, postprocess_fn = _potential(fn, args, kw, seed, init)
     flat0, unravel = ravel_pytree(z0)
-    vg = jax.jit(jax.value_and_grad(lambda x: info.potential_fn(unravel(x))))
+    vg = jax.jit(jax.value_and_grad(lambda x: potential_fn(unravel(x))))
 
     def obj(x):
         v, g = vg(np.asarray(x, np.float64))
@@ -408,9 +433,9 @@ def _map(fn, args, kw, seed, init=None, n_laplace: int = 0):
         eps = np.random.default_rng(seed).standard_normal((int(n_laplace), int(free.sum())))
         pts = np.repeat(x[None], int(n_laplace), axis=0)
         pts[:, free] += eps @ root.T
-        constrained = jax.jit(jax.vmap(lambda v: info.postprocess_fn(unravel(v))))(jax.numpy.asarray(pts))
+        constrained = jax.jit(jax.vmap(lambda v: postprocess_fn(unravel(v))))(jax.numpy.asarray(pts))
         samples = {k: np.asarray(v)[None] for k, v in constrained.items() if k in z0}
         return samples, diag, (1, int(n_laplace))
-    constrained = info.postprocess_fn(unravel(res.x))
+    constrained = jax.jit(lambda v: postprocess_fn(unravel(v)))(jax.numpy.asarray(res.x))
     samples = {k: np.asarray(v)[None, None] for k, v in constrained.items() if k in z0}
     return samples, diag, (1, 1)

@@ -6,6 +6,10 @@ Each estimator wraps a pure fitting function of :mod:`noisycal_bayes.reference.r
 * ``fit(scores, data, channel=channel)`` with an :class:`~noisycal_bayes.data.AnnotationSet` and a
   channel: the **noise-corrected** fit on the combined corrected labels (corrected log loss for the
   temperature / Platt maps, clipped corrected bin means for the histogram);
+* ``fit(scores, corrected)`` with a :class:`~noisycal_bayes.reference.recalibration.CorrectedLabels` made
+  beforehand (:func:`~noisycal_bayes.reference.recalibration.corrected_item_labels`, or a weighted mixture of
+  them over channel models, as ``evaluate(..., recalibration=True)`` makes after a model expansion): the same
+  noise-corrected fit on those labels;
 * ``fit(scores, labels)`` with an array of 0/1 labels or soft labels in [0, 1]: the **naive** fit,
   e.g. ``fit(scores, data.majority_vote())`` or ``fit(scores, data.vote_fraction())``, as a baseline
   (or with clean labels, when known, as the oracle).
@@ -32,7 +36,7 @@ from scipy.special import logsumexp, softmax
 from .._validation import _preview, binary_only, check_bounds, check_soft_labels
 from ..data import AnnotationSet, as_binning, bin_index
 from ..reference.recalibration import (PLATT_ALPHA_BOUNDS, PLATT_BETA_BOUNDS, TEMPERATURE_BOUNDS,
-                                       corrected_item_labels, fit_platt, fit_projected_histogram, fit_temperature,
+                                       CorrectedLabels, corrected_item_labels, fit_platt, fit_projected_histogram, fit_temperature,
                                        inverse_temperature_root, predict_histogram, predict_platt,
                                        predict_temperature)
 from ..warnings import BoundaryWarning, ConvergenceWarning, DataWarning
@@ -58,6 +62,16 @@ def _targets(scores, data, channel, weights, func: str, instead: str):
     K-class ``scores`` or ``data`` are refused (``func`` is the binary map's ``fit``, ``instead`` its K-class map)."""
     binary_only(scores, func, instead, name="scores")
     binary_only(data, func, instead)
+    if isinstance(data, CorrectedLabels):
+        if channel is not None or weights is not None:
+            raise ValueError("the labels are already corrected (a CorrectedLabels); drop `channel` and `weights`, "
+                             "which were used to make them.")
+        n = np.shape(scores)[0] if np.ndim(scores) == 1 else None
+        values = np.asarray(data.values, np.float64)
+        if n is not None and n != values.size:
+            raise ValueError(f"`scores` has {n} entries but the corrected labels have {values.size}; pass one score "
+                             "per item.")
+        return values, "corrected", np.asarray(data.weights, np.float64)
     if isinstance(data, AnnotationSet) and data.kind == "binary":
         if channel is None:
             raise ValueError(
@@ -179,9 +193,10 @@ class TemperatureScaling(_Map):
         Parameters
         ----------
         scores : array-like of shape (n_items,), in [0, 1]
-        data : AnnotationSet (with ``channel``) or array-like of shape (n_items,) of 0/1 or soft labels
-        channel : Channel, optional
-            Required with an AnnotationSet: the noise-corrected fit uses its corrected labels.
+        data : AnnotationSet (with ``channel``), CorrectedLabels, or array-like of shape (n_items,) of 0/1 or soft labels
+        channel : Channel or a fit with channels per score group, optional
+            Required with an AnnotationSet: the noise-corrected fit uses its corrected labels
+            (:func:`~noisycal_bayes.reference.recalibration.corrected_item_labels`).
         weights : {"iv", "equal", "gap", "squared_gap"} or array of shape (n_annotators,), optional
             Annotator weights of the corrected labels (default "iv"); only with ``channel``.
 

@@ -29,8 +29,7 @@ import numpy as np
 from scipy import sparse
 from scipy.special import softmax
 
-from .._validation import (_preview, binary_only, check_bounds, check_confusion, check_level, check_scores, check_weights,
-                           shared_channels_only)
+from .._validation import _preview, binary_only, check_bounds, check_confusion, check_level, check_scores, check_weights
 from ..core import annotator_weights, clipped_logit, corrected_vectors, item_corrected_label, usable_confusions, x64
 from ..core.weights import weights_for_labels
 from ..data import AnnotationSet, bin_index
@@ -177,14 +176,17 @@ class PosteriorHistogram(_ThinnedDrawsMap):
     """
 
     def fit(self, data: AnnotationSet, result) -> "PosteriorHistogram":
-        """Take the bin prevalence draws of ``result`` (a histogram / monotone / grouped NUTS fit on score bins).
+        """Take the bin prevalence draws of ``result`` (a histogram / monotone / grouped NUTS fit on score bins, or a
+        score-dependent / correlated one, whose prevalence per score group is the same map).
 
         ``data`` is the fitted AnnotationSet (checked for size). Returns self.
         """
         binary_only(data, "PosteriorHistogram.fit", "PosteriorTopLabelHistogram")
         func = "PosteriorHistogram.fit"
         _check_data(data, func)
-        result = _need_draws(result, func, ("histogram", "monotone", "grouped"))
+        # The richer channel models have a prevalence per score group too: with groups on score bins it is the
+        # histogram map (their channels differ across groups, which this map does not read).
+        result = _need_draws(result, func, ("histogram", "monotone", "grouped", "score_dependent", "correlated"))
         if result.groups.edges is None:
             raise ValueError(f"{func}: the fit's groups were integer labels, not score bins; fit with groups=<int or "
                              "Binning> so that new scores can be placed in bins.")
@@ -373,7 +375,11 @@ class PosteriorTemperature(_PosteriorMap):
         """Fit on ``data`` (scores and noisy labels) with channel draws from ``result``.
 
         ``result`` is a FitResult (NUTS draws, or an EM / MAP point) or a known Channel, for the
-        annotators of ``data``. Returns self.
+        annotators of ``data``. A fit with channels per score group (``fit_nuts`` / ``fit_map`` with
+        ``model="score_dependent"`` or ``"correlated"``, :attr:`~noisycal_bayes.models.result.FitResult.group_channels`)
+        corrects each item at its own group's channel in every draw (the fit's score edges applied to ``data.scores``,
+        or its own assignment on the fitted items), with the rule's weights estimated from the group's items, as
+        :func:`~noisycal_bayes.reference.recalibration.group_corrected_labels`. Returns self.
         """
         binary_only(data, "PosteriorTemperature.fit", "PosteriorMulticlassTemperature")
         func = "PosteriorTemperature.fit"
@@ -387,7 +393,6 @@ class PosteriorTemperature(_PosteriorMap):
         if not (np.isfinite(t_min) and np.isfinite(t_max) and 0 < t_min < t_max):
             raise ValueError(f"{func}: `bounds` must satisfy 0 < T_min < T_max; got {self.bounds!r}.")
         result = check_fit(result, func, allow_channel=True)
-        shared_channels_only(result, func, None)
         src = extract_draws(result)
         if src.fpr.shape[1] != data.n_annotators:
             raise ValueError(f"{func}: the fit has {src.fpr.shape[1]} annotators but `data` has {data.n_annotators}.")
@@ -395,9 +400,21 @@ class PosteriorTemperature(_PosteriorMap):
             rule, _ = check_weights(self.weights, data.n_annotators, allow_zero=False)
         except ValueError as exc:
             raise ValueError(f"{func}: {exc}") from None
-        src = src.take(output_index(src.n_source, self.n_draws, is_posterior=src.is_posterior))
+        idx = output_index(src.n_source, self.n_draws, is_posterior=src.is_posterior)
+        src = src.take(idx)
         n_out = src.n_source
-        targets = _corrected_label_draws(data.labels, src.fpr, src.gap, rule)
+        channels = getattr(result, "group_channels", None)
+        if channels is None:
+            targets = _corrected_label_draws(data.labels, src.fpr, src.gap, rule)
+        else:  # each item at its score group's channel draws (the rule's weights from the group's items)
+            from ..models.inputs import item_groups
+
+            f, t = (np.asarray(c, np.float64)[idx] for c in channels)
+            group = item_groups(data, result, func)
+            targets = np.empty((n_out, data.n_items))
+            for g in np.unique(group):
+                rows = np.flatnonzero(group == g)
+                targets[:, rows] = _corrected_label_draws(data.labels[rows], f[:, g], t[:, g] - f[:, g], rule)
         logits = _logits(z)[None, :]
         rng = np.random.default_rng(self.seed)
         temps, at_min, at_max = np.empty(n_out), np.zeros(n_out, bool), np.zeros(n_out, bool)

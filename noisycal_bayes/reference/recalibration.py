@@ -45,15 +45,76 @@ class CorrectedLabels(NamedTuple):
     weights_rule: str
 
 
+def group_corrected_labels(labels, group_index, fpr_group, tpr_group, weights="iv") -> tuple:
+    """Combined corrected labels when every score group has its own channels (the score-dependent and correlated
+    models, :attr:`~noisycal_bayes.models.result.FitResult.group_channels`).
+
+    Item ``i`` of group ``g`` gets ``sum_j W_gij (A_ij - fpr_gj) / gap_gj``: the paper's corrected label (§3) at its
+    group's channel, so it is unbiased for ``Y_i`` when that channel is the item's, as the shared-channel label is
+    under shared channels. The weights are the rule's at the group's channel, estimated from the group's items (IV:
+    ``mu`` the group's mean equally weighted corrected label), renormalised per item over the annotators who
+    labelled it. With one group this is :func:`corrected_item_labels` at that channel.
+
+    Parameters
+    ----------
+    labels : int array of shape (n_items, n_annotators), -1 = missing
+    group_index : int array of shape (n_items,), values in ``0 .. n_groups - 1``
+    fpr_group, tpr_group : arrays of shape (n_groups, n_annotators)
+    weights : {"iv", "equal", "gap", "squared_gap"} or array of shape (n_annotators,)
+
+    Returns
+    -------
+    (values, group_weights)
+        ``values`` (n_items,) (NaN for an item without a label); ``group_weights`` (n_groups, n_annotators), each
+        group's convex weights (NaN for a group without items).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lab = np.array([[1, 0], [1, 1]])
+    >>> f, t = np.array([[0.2, 0.2], [0.1, 0.3]]), np.array([[0.7, 0.7], [0.9, 0.8]])
+    >>> v, _ = group_corrected_labels(lab, np.array([0, 1]), f, t, weights="equal")
+    >>> v.round(4).tolist()   # item 0 at group 0's channel, item 1 at group 1's: ((1-.1)/.8 + (1-.3)/.5) / 2
+    [0.6, 1.2625]
+    """
+    f = np.asarray(fpr_group, np.float64)
+    t = np.asarray(tpr_group, np.float64)
+    labels = np.asarray(labels)
+    obs = labels >= 0
+    idx = np.asarray(group_index)
+    values = np.full(labels.shape[0], np.nan)
+    group_weights = np.full(f.shape, np.nan)
+    for g in range(f.shape[0]):
+        rows = np.flatnonzero(idx == g)
+        if rows.size == 0:
+            continue
+        gap = t[g] - f[g]
+        with x64():
+            w = np.asarray(weights_for_labels(weights, labels[rows], f[g], gap), np.float64)
+        group_weights[g] = w
+        wi = np.where(obs[rows], w, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            wi = wi / wi.sum(axis=1, keepdims=True)
+        values[rows] = np.sum(wi * np.where(obs[rows], (labels[rows] - f[g]) / gap, 0.0), axis=1)
+    return values, group_weights
+
+
 def corrected_item_labels(data: AnnotationSet, channel, *, weights="iv") -> CorrectedLabels:
     """Combined corrected labels ``Ytilde_i`` of every item under ``channel`` (paper §3, §5.1).
 
     Parameters
     ----------
     data : AnnotationSet
-    channel : Channel of shape (n_annotators,)
+    channel : Channel of shape (n_annotators,), or a fit with channels per score group
+        A :class:`~noisycal_bayes.models.result.FitResult` with ``group_channels`` (``fit_map`` / ``fit_nuts`` with
+        ``model="score_dependent"`` or ``"correlated"``): each item reads its own score group's channel (the fit's
+        score edges applied to ``data.scores``; the fit's own assignment on the items it was fitted on), at the
+        point estimate (MAP) or the posterior mean of the group channels (NUTS), by :func:`group_corrected_labels`;
+        one label per (item, annotator) pair. ``weights`` of the result are then the item-weighted mean of the
+        groups' weights.
     weights : {"iv", "equal", "gap", "squared_gap"} or array of shape (n_annotators,)
-        IV weights use ``mu`` = the equally weighted mean corrected label (DESIGN §3).
+        IV weights use ``mu`` = the equally weighted mean corrected label (DESIGN §3); per score group with group
+        channels.
 
     Returns
     -------
@@ -69,6 +130,8 @@ def corrected_item_labels(data: AnnotationSet, channel, *, weights="iv") -> Corr
     """
     if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
         raise ValueError(f"`data` must be an AnnotationSet; got {type(data).__name__}.")
+    if getattr(channel, "group_channels", None) is not None:
+        return _group_fit_labels(data, channel, weights)
     channel = check_channel(channel, data)
     rule, label = check_weights(weights, data.n_annotators)
     # One column per (annotator, k-th label of an item): a repeated label is one more response with its
@@ -85,6 +148,23 @@ def corrected_item_labels(data: AnnotationSet, channel, *, weights="iv") -> Corr
     if a.size != data.n_annotators:
         w = np.bincount(a, weights=w, minlength=data.n_annotators)  # per annotator (repeat columns added up)
     return CorrectedLabels(np.asarray(values, dtype=np.float64), w, label)
+
+
+def _group_fit_labels(data: AnnotationSet, fit, weights) -> CorrectedLabels:
+    """:func:`corrected_item_labels` of a fit with channels per score group (its docstring)."""
+    from ..models.inputs import item_groups
+
+    func = "corrected_item_labels"
+    data.require_one_label_per_pair(func, "Channels per score group are read from one label per pair.")
+    f, t = (np.asarray(x, np.float64).mean(axis=0) for x in fit.group_channels)
+    if f.shape[1] != data.n_annotators:
+        raise ValueError(f"{func}: the fit has {f.shape[1]} annotators but the data has {data.n_annotators}.")
+    rule, label = check_weights(weights, data.n_annotators)
+    group = item_groups(data, fit, func)
+    values, group_weights = group_corrected_labels(data.labels, group, f, t, rule)
+    sizes = np.bincount(group, minlength=f.shape[0]).astype(np.float64)
+    w = np.nansum(sizes[:, None] * group_weights, axis=0) / sizes.sum()
+    return CorrectedLabels(values, w, label)
 
 
 def _pad(x, value=0.0):

@@ -40,7 +40,8 @@ from .rows import (SCHEMA_VERSION, _calibration_rows,
                    _calibration_rows_k, _channel_rows, _check_lines, _classwise_line, _comparison_rows, _data_text_k,
                    _expansion_lines,
                    _diagnostic_text_k, _diagonal_rows, _headline, _html_table, _interval_lines, _is_crowd, _is_k,
-                   _md_table, _metric_lines, _metric_rows, _metrics_dict, _num, _oracle, _per_class_rows, _population_lines, _recal_rows, _text_table,
+                   _md_table, _metric_lines, _metric_rows, _metrics_dict, _num, _oracle, _per_class_rows, _population_lines, _recal_caption, _recal_note, _recal_rows,
+                   _text_table,
                    annotator_table, typical_confusion)
 
 __all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format_multiclass_summary", "format_summary",
@@ -82,6 +83,7 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
     if recalibration:
         out += ["", "Recalibration (fitted on one half of the items, judged on the other half)",
                 _text_table(*_recal_rows(recalibration))]
+        out += [_recal_note(ev)] if _recal_note(ev) else []
     if ev.warnings:
         out += ["", "Warnings:"] + [f"  - {w}" for w in ev.warnings]
     return "\n".join(out)
@@ -152,7 +154,7 @@ def summary_markdown(ev, *, truth=None, recalibration=None, figures=(), title: s
     if comparison and len(comparison) > 1:
         out += ["## Engines side by side", "", _md_table(*_comparison_rows(comparison, truth)), ""]
     if recalibration:
-        out += ["## Recalibration", "", "Maps fitted on one half of the items and judged on the other half.", "",
+        out += ["## Recalibration", "", _recal_caption(ev), "",
                 _md_table(*_recal_rows(recalibration)), ""]
     d = ev.diagnostics or {}
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):
@@ -193,6 +195,7 @@ def evaluation_html(ev) -> str:
                    f"divergences {d.get('divergences')}.</p>")
     if ev.recalibration:
         out += ["<p><b>Recalibration</b> (held-out half)</p>", _html_table(*_recal_rows(ev.recalibration))]
+        out += [f"<p>{esc(_recal_note(ev))}</p>"] if _recal_note(ev) else []
     if ev.warnings:
         out.append("<p><b>Warnings</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in ev.warnings) + "</ul>")
     return "\n".join(out) + "</div>"
@@ -299,6 +302,12 @@ def evaluation_to_dict(ev) -> dict:
     _expansion_keys(ev, out)
     if ev.recalibration is not None:
         out["recalibration"] = [r.__dict__ for r in ev.recalibration]
+        if getattr(ev, "expansion", None) is not None:  # schema 2, additive: the corrected labels' channel models
+            from ..evaluation.recalibration import describe_labels, label_weights
+
+            w = label_weights(ev.expansion)
+            out["recalibration_labels"] = {"model": ev.expansion.headline, "weights": w,
+                                           "fitted_to": describe_labels(w)}
     if _metrics_dict(ev) is not None:  # schema 2, additive
         out["clean_metrics"] = _metrics_dict(ev)
     return _clean(out)

@@ -16,7 +16,7 @@ from . import _CAPTIONS
 from .rows import (SCHEMA_VERSION, _calibration_rows, _calibration_rows_k, _channel_rows, _check_lines, _comparison_rows,
                    _expansion_lines,
                    _data_text_k, _diagnostic_text_k, _diagonal_rows, _headline, _html_table, _interval_lines, _is_k,
-                   _num, _oracle, _per_class_rows, _population_lines, _recal_rows)
+                   _num, _oracle, _per_class_rows, _population_lines, _recal_caption, _recal_rows)
 
 __all__ = ["multiclass_report_page", "report_page"]
 
@@ -141,7 +141,7 @@ def report_page(ev, *, figures=None, truth=None, recalibration=None, comparison=
         parts.append(_section("comparison", "Engines side by side", _html_table(*_comparison_rows(comparison, truth))))
     if recalibration:
         parts.append(_section("recalibration", "Recalibration",
-                              _p("Maps fitted on one half of the items and judged on the other half."),
+                              _p(_recal_caption(ev)),
                               _html_table(*_recal_rows(recalibration))))
     d = ev.diagnostics or {}
     if any(d.get(k) is not None for k in ("rhat_max", "ess_min", "divergences")):

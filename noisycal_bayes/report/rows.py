@@ -300,6 +300,24 @@ def _calibration_rows(ev, oracle_ece=None):
     return ["metric", "value", "note"], rows
 
 
+def _recal_note(ev) -> str:
+    """After a model expansion that moved the headline, the sentence saying which channel models the recalibration
+    section's corrected labels (fitted and judged) came from; "" otherwise."""
+    from ..evaluation.recalibration import label_weights
+
+    weights = label_weights(getattr(ev, "expansion", None))
+    if set(weights) == {"shared"}:
+        return ""
+    parts = ", ".join(f"{m} {w:.2f}" for m, w in weights.items())
+    return (f"The corrected labels, of the fitted maps and of the held-out NC-ECE, follow the headline's channel models "
+            f"({parts}; the score-dependent model's MAP on the fitting half).")
+
+
+def _recal_caption(ev) -> str:
+    """The recalibration section's caption (markdown and HTML): how the maps were compared, and :func:`_recal_note`."""
+    return " ".join(x for x in ("Maps fitted on one half of the items and judged on the other half.", _recal_note(ev)) if x)
+
+
 def _recal_rows(recal):
     header = ["map", "fitted to", "parameters", "NC-ECE (held out)"]
     oracle = any(r.oracle_ece is not None for r in recal)
