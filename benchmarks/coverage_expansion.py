@@ -1,0 +1,157 @@
+"""Coverage of the model expansion of ``evaluate`` (issue 36, binary, EM route) over many simulated data sets.
+
+Two questions of issue 36's goals, answered on repeated data sets with known truth:
+
+* **Well specified** (shared channels simulated; the coverage study's settings ``overconfident``,
+  ``underconfident``, ``five_annotators`` of ``benchmarks/coverage_study.py``, 2,000 items): with the expansion
+  forced on (``expand=True``, the stricter test: ``"auto"`` fits the richer model only when a check warned), how
+  often does the shared model keep >= 0.9 of the weight, and is the headline's coverage of the population binned ECE
+  unchanged against ``expand=False``?
+* **Score-dependent noise** (channels constant within each of the 5 equal-mass score groups, ``fpr`` 0.02 -> 0.28
+  and ``fnr`` 0.30 -> 0.04 around their means, scaled by ``strength``; calibration curve ``m(z) = z^1.5``, uniform
+  scores, population ECE 0.100 on 10 equal-width bins; 5,000 items, 3 annotators; the generator of
+  ``tests/test_expansion.py``): with evaluate's defaults (``expand="auto"``, checks on), how often does the
+  headline interval cover 0.100, against the shared model's interval on the same data?
+
+Route: ``evaluate(data, method="em")`` (grouped EM, 5 equal-mass groups, Bayesian-bootstrap refits; the richer model
+by MAP and Laplace draws), one process, so compilation is paid once. Every replicate is written to
+``benchmarks/results/coverage_expansion.json`` with the summary (coverage with its binomial standard error, the
+fraction of data sets whose shared weight is >= 0.9, mean width).
+
+Run: ``PYTHONPATH=. python benchmarks/coverage_expansion.py [--reps 100] [--settings NAME ...]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coverage_study import population_ece, setting_kwargs  # noqa: E402
+
+from noisycal_bayes import evaluate  # noqa: E402
+from noisycal_bayes.data import AnnotationSet  # noqa: E402
+from noisycal_bayes.simulate import simulate_annotations  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results" / "coverage_expansion.json"
+WELL_SPECIFIED = ("overconfident", "underconfident", "five_annotators")
+STRENGTHS = {"score_dependent_0.5": 0.5, "score_dependent_1.0": 1.0}
+#: Population binned ECE of m(z) = z^1.5 with uniform scores on 10 equal-width bins (the curve is below the
+#: diagonal on every bin, so it is the integral of z - z^1.5 = 1/2 - 2/5).
+SCORE_DEPENDENT_ECE = 0.1
+N_SCORE_DEPENDENT = 5000
+
+
+def grouped_noise(n: int, seed: int, strength: float) -> AnnotationSet:
+    """Score-dependent channels, the form the score-dependent model assumes (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    z = rng.uniform(size=n)
+    y = rng.random(n) < z**1.5
+    g = np.minimum((np.argsort(np.argsort(z)) * 5) // n, 4)
+    f = np.array([0.02, 0.05, 0.10, 0.18, 0.28])
+    r = np.array([0.30, 0.22, 0.15, 0.08, 0.04])
+    f, r = f.mean() + strength * (f - f.mean()), r.mean() + strength * (r - r.mean())
+    fpr = f[g][:, None] * np.array([1.0, 1.2, 0.8])
+    fnr = r[g][:, None] * np.array([1.0, 0.8, 1.2])
+    labels = (rng.random((n, 3)) < np.where(y[:, None], 1 - fnr, fpr)).astype(np.int8)
+    return AnnotationSet.from_wide(labels, z)
+
+
+def _interval(s) -> dict:
+    return {"value": float(s.value), "lower": float(s.lower), "upper": float(s.upper)}
+
+
+def run_rep(setting: str, rep: int) -> dict:
+    if setting in WELL_SPECIFIED:
+        kw = setting_kwargs(setting)
+        seed = 36_000 + 1000 * WELL_SPECIFIED.index(setting) + rep
+        sim = simulate_annotations(kw["n_items"], fpr=kw["fpr"], tpr=kw["tpr"], curve=kw["curve"],
+                                   score_beta=kw["score_beta"], missing=kw["missing"], seed=seed)
+        data, truth = sim.data, population_ece(kw["curve"], kw["score_beta"])
+        opts = dict(expand=True, checks=False)
+    else:
+        seed = 37_000 + 1000 * list(STRENGTHS).index(setting) + rep
+        data, truth = grouped_noise(N_SCORE_DEPENDENT, seed, STRENGTHS[setting]), SCORE_DEPENDENT_ECE
+        opts = {}
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = evaluate(data, method="em", seed=rep, **opts)
+    row = {"setting": setting, "rep": rep, "seed": seed, "truth": truth, "seconds": time.perf_counter() - t,
+           "headline_model": ev.headline_model, "headline": _interval(ev.nc_ece),
+           "shared": _interval(ev.nc_ece_shared if ev.nc_ece_shared is not None else ev.nc_ece)}
+    exp = ev.expansion
+    row["expanded"] = exp is not None
+    row["weights"] = dict(exp.weights) if exp is not None else {"shared": 1.0}
+    if exp is not None:
+        table = exp.table.set_index("model")
+        if "score_dependent" in table.index:
+            row["elpd_diff"] = float(table.loc["score_dependent", "elpd_diff"])
+            row["se_diff"] = float(table.loc["score_dependent", "se_diff"])
+    for key in ("headline", "shared"):
+        iv = row[key]
+        row[key]["covered"] = bool(iv["lower"] <= truth <= iv["upper"])
+    return row
+
+
+def summarise(rows: list) -> list:
+    out = []
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        rs = [r for r in rows if r["setting"] == setting]
+        n = len(rs)
+        line = {"setting": setting, "n": n, "truth": rs[0]["truth"],
+                "weight_shared_ge_0.9": float(np.mean([r["weights"].get("shared", 1.0) >= 0.9 for r in rs])),
+                "expanded": float(np.mean([r["expanded"] for r in rs])),
+                "median_seconds": float(np.median([r["seconds"] for r in rs]))}
+        for key in ("headline", "shared"):
+            c = float(np.mean([r[key]["covered"] for r in rs]))
+            line[f"coverage_{key}"] = c
+            line[f"coverage_{key}_se"] = float(np.sqrt(max(c * (1 - c), 0.9 * 0.1) / n))
+            line[f"mean_width_{key}"] = float(np.mean([r[key]["upper"] - r[key]["lower"] for r in rs]))
+            line[f"mean_{key}"] = float(np.mean([r[key]["value"] for r in rs]))
+        out.append(line)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--settings", nargs="*", default=list(WELL_SPECIFIED) + list(STRENGTHS))
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    rows = []
+    if args.out.exists():  # resume: keep the replicates already run for other settings or reps
+        rows = [r for r in json.loads(args.out.read_text())["rows"]]
+    done = {(r["setting"], r["rep"]) for r in rows}
+    t0 = time.perf_counter()
+    for setting in args.settings:
+        for rep in range(args.reps):
+            if (setting, rep) in done:
+                continue
+            rows.append(run_rep(setting, rep))
+            r = rows[-1]
+            print(f"{setting} {rep}: {r['headline_model']} w_shared={r['weights'].get('shared', 1.0):.2f} "
+                  f"headline [{r['headline']['lower']:.4f}, {r['headline']['upper']:.4f}] "
+                  f"shared [{r['shared']['lower']:.4f}, {r['shared']['upper']:.4f}] truth {r['truth']:.4f} "
+                  f"{r['seconds']:.1f}s", flush=True)
+            if rep % 10 == 9:
+                _write(args.out, rows, t0)
+    _write(args.out, rows, t0)
+    for line in summarise(rows):
+        print(json.dumps(line))
+
+
+def _write(path: Path, rows: list, t0: float) -> None:
+    path.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "seconds": time.perf_counter() - t0,
+                                "load_avg_1min": os.getloadavg()[0], "summary": summarise(rows), "rows": rows},
+                               indent=1))
+
+
+if __name__ == "__main__":
+    main()
