@@ -300,10 +300,7 @@ def test_replicate_draws_have_their_distributions():
 def test_crowd_with_adversaries_gets_channel_uncertainty_from_sparse_refits():
     """A crowd fitted on the sparse responses (20 annotators, two adversaries): the replicates refit it by its own
     sparse EM and orientation rule. The dense refits' `tpr > fpr` check failed every one of them (the estimate keeps
-    the adversaries' negative gaps), leaving an interval without channel uncertainty; now none fails and the
-    refitted channels vary around the estimate."""
-    from noisycal_bayes.labels._posterior import row_posteriors
-    from noisycal_bayes.labels._replicates import Replicates
+    the adversaries' negative gaps), leaving an interval without channel uncertainty; now none fails."""
     from noisycal_bayes.simulate import simulate_crowd
 
     sim = simulate_crowd(400, 20, labels_per_item=4, spammers=0.1, adversaries=0.1, curve="overconfident", seed=3)
