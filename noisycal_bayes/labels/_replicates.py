@@ -250,23 +250,17 @@ class Replicates:
         rule (a crowd fit keeps annotators with negative gaps) as :func:`~noisycal_bayes.inference.bootstrap_em`
         does. A refit that is not finite falls back to the estimate. The batch is padded to a power of two."""
         from ..core.starts import orient, orient_crowd
-        from ..inference._em_loop import _sparse_program
-        from ..inference.bootstrap import _warm_start
-        from ..models.em_result import sparse_args
-        from ..models.priors import em_prior_counts
+        from ..inference.bootstrap import sparse_refits
 
         inp = self.fit.inputs
-        j, g = inp.n_annotators, inp.n_groups
+        j = inp.n_annotators
         w = item_w if self._order is None else np.empty_like(item_w)
         if self._order is not None:
             w[:, self._order] = item_w                                   # back to the items' order
         size = max(8, 1 << (b - 1).bit_length())
-        counts = np.concatenate([w, np.repeat(w[-1:], size - b, axis=0)]).astype(np.float64)
-        program = _sparse_program(j, g, em_prior_counts(self.fit.prior), _REFIT_MAX_ITER, keep_trace=False)
-        theta0 = np.repeat(_warm_start(self.fit), size, axis=0)
+        counts = np.concatenate([w, np.repeat(w[-1:], size - b, axis=0)])
         with x64():
-            theta = np.array(program(theta0, *sparse_args(inp), np.float64(_REFIT_TOL),
-                                     np.ascontiguousarray(counts.T))[0])[:b]
+            theta = np.array(sparse_refits(self.fit, counts, np.float64(_REFIT_TOL), _REFIT_MAX_ITER)[0])[:b]
         crowd = (self.fit.details or {}).get("orientation", "every") == "crowd"
         n_labels = inp.labels_per_annotator() if crowd else None
         prev0 = np.atleast_1d(np.asarray(point["prevalence"], dtype=np.float64))
