@@ -7,7 +7,8 @@ Each replicate ``r`` has parameters ``theta_r`` and, when asked, Bayesian-bootst
 - an EM / MAP fit of a grouped model: ``theta_r`` is the **weighted-likelihood bootstrap** refit
   (Newton & Raftery 1994): EM on the compressed (group, pattern) counts re-weighted by ``w_r``, started at
   the fit's estimate. It approximates posterior draws of the channel and prevalences at no NUTS cost
-  (the counts have one entry per distinct row, so a refit costs ``O(rows x J)`` per iteration);
+  (the counts have one entry per distinct row, so a refit costs ``O(rows x J)`` per iteration); a fit made on
+  the sparse responses (crowds) is refitted by its own sparse EM on the responses and oriented by its own rule;
 - otherwise (Platt / monotone MAP fits) ``theta_r`` is the point estimate: no channel uncertainty.
 
 Given ``theta_r``: latent clean labels are drawn from their posterior. Items sharing a *cell* (the same
