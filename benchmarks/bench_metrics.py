@@ -2,20 +2,27 @@
 ``evaluate``'s wall time at 1e5 items).
 
 Per configuration and repeat (alternating, in one process, after one warm-up run of each that compiles the JAX
-kernels): ``evaluate(data, metrics=False)`` and ``evaluate(data, metrics=True)``; the row reports both medians and
-the ratio of the medians. Binary: ``simulate_annotations`` (3 annotators, overconfident scores), the CLI's EM route
-(``method="em"``, 200 bootstrap replicates, checks on). K = 3: ``simulate_multiclass`` (3 annotators),
-``evaluate_multiclass`` (EM, 200 item-bootstrap refits, checks on).
+kernels): ``evaluate(data, metrics=False)`` and ``evaluate(data, metrics=True)``; the row reports both medians of the
+wall time and the ratio of the medians, and the same for the process's CPU time (``time.process_time``, every
+thread: on a shared machine the wall time also holds the waits for a core). Binary: ``simulate_annotations`` (3
+annotators, overconfident scores), the CLI's EM route (``method="em"``, 200 bootstrap replicates, checks on).
+K = 3: ``simulate_multiclass`` (3 annotators), ``evaluate_multiclass`` (EM, 200 item-bootstrap refits, checks on).
+``sp`` (``--kinds sp``; needs the shared data folder): the sp sentiment crowd (4999 items, 203 annotators, gold;
+synthetic scores, :func:`noisycal_bayes.experiments.real_data.write_real_set`), ``evaluate`` on the EM route with its
+defaults (200 bootstrap refits on the sparse path); ``--sizes`` does not apply.
 
 Usage::
 
     python benchmarks/bench_metrics.py                 # 1e5 items, 3 repeats
     python benchmarks/bench_metrics.py --sizes 1e4 --repeats 1
+    python benchmarks/bench_metrics.py --kinds sp --repeats 2
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -37,7 +44,13 @@ def main(argv=None):
     rows = []
     for n in sizes_arg(args.sizes):
         for kind in args.kinds:
-            if kind == "binary":
+            if kind == "sp" and n != sizes_arg(args.sizes)[0]:
+                continue
+            if kind == "sp":
+                data = _sp()
+                n = data.n_items
+                run = lambda m: nb.evaluate(data, method="em", metrics=m)  # noqa: E731
+            elif kind == "binary":
                 data = simulate_annotations(n, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident",
                                             seed=0).data
                 run = lambda m: nb.evaluate(data, method="em", n_boot=200, metrics=m)  # noqa: E731
@@ -47,16 +60,29 @@ def main(argv=None):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 run(False), run(True)  # warm-up: compile
-                off, on = [], []
+                off, on, cpu_off, cpu_on = [], [], [], []
                 for _ in range(args.repeats):
-                    off.append(timed(run, False)[1])
-                    on.append(timed(run, True)[1])
-            row = {"stage": f"evaluate {kind}", "n_items": n, "n_annotators": 3, "median_s": median(on),
-                   "median_s_without_metrics": median(off), "ratio": median(on) / median(off),
-                   "added_fraction": median(on) / median(off) - 1, "repeats": args.repeats}
+                    for m, wall, cpu in ((False, off, cpu_off), (True, on, cpu_on)):
+                        c0 = time.process_time()
+                        wall.append(timed(run, m)[1])
+                        cpu.append(time.process_time() - c0)
+            row = {"stage": f"evaluate {kind}", "n_items": n, "n_annotators": data.n_annotators,
+                   "median_s": median(on), "median_s_without_metrics": median(off), "ratio": median(on) / median(off),
+                   "added_fraction": median(on) / median(off) - 1,
+                   "cpu_s": median(cpu_on), "cpu_s_without_metrics": median(cpu_off),
+                   "cpu_added_fraction": median(cpu_on) / median(cpu_off) - 1, "repeats": args.repeats}
             rows.append(row)
             print_table([row], list(row))
     write_json("bench_metrics", info, {"sizes": args.sizes, "repeats": args.repeats}, rows, args.out)
+
+
+def _sp():
+    """The sp crowd as ``noisycal-bayes evaluate`` loads it (synthetic scores from gold)."""
+    from noisycal_bayes.cli import _load, build_parser
+    from noisycal_bayes.experiments.real_data import write_real_set
+
+    info = write_real_set("sp", Path(tempfile.mkdtemp(prefix="bench_metrics_sp.")))
+    return _load(build_parser().parse_args(["evaluate", *info["args"]]), [])
 
 
 if __name__ == "__main__":

@@ -104,9 +104,10 @@ SECTIONS = [
      "`evaluate` with and without its clean-label metrics (issue 37: `clean_metrics`, every binary metric with its "
      "interval over 300 replicates; K = 3: from the EM route's bootstrap refits), alternating in one process after a "
      "warm-up of each, by `benchmarks/bench_metrics.py`. Goal (issue 37): the metrics add at most 20% "
-     "(`added_fraction` <= 0.2) at 1e5 items.",
+     "(`added_fraction` <= 0.2) at 1e5 items. `cpu_s`: the process's CPU time (every thread), steadier than the wall "
+     "time on a shared machine; rows marked \"before\" ran the same script on the code before the change.",
      ["stage", "n_items", "n_annotators", "median_s", "median_s_without_metrics", "ratio", "added_fraction",
-      "repeats"]),
+      "cpu_s", "cpu_s_without_metrics", "cpu_added_fraction", "repeats"]),
 ]
 
 #: Lines of the log-log figure: (benchmark, stage, row filter, label, panel).

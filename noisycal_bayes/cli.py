@@ -83,6 +83,7 @@ class Options:
     expand: object = Settings.expand
     threshold: float = 0.5
     metrics: bool = True
+    plan: int | None = None
 
     def evaluate_kwargs(self) -> dict:
         """Keyword arguments of :func:`noisycal_bayes.evaluate` for these settings."""
@@ -91,7 +92,8 @@ class Options:
                     level=self.level,
                     seed=self.seed, n_boot=self.n_boot, n_starts=self.n_starts, n_chains=self.n_chains,
                     n_warmup=self.n_warmup, n_draws=self.n_draws, progress_bar=self.progress,
-                    checks=self.checks, expand=self.expand, threshold=self.threshold, metrics=self.metrics)
+                    checks=self.checks, expand=self.expand, threshold=self.threshold, metrics=self.metrics,
+                    plan=self.plan)
 
 
 def bayes_available() -> bool:
@@ -157,6 +159,8 @@ def _check_flags(args, method: str, bins: int) -> None:
         raise CommandError(f"--level must lie strictly between 0 and 1; got {args.level}.")
     if args.n_boot < 0:
         raise CommandError(f"--n-boot must be 0 or more; got {args.n_boot}.")
+    if getattr(args, "plan", None) is not None and args.plan < 0:
+        raise CommandError(f"--plan must be a number of extra labels (0 or more); got {args.plan}.")
     if method == "nuts":
         _bayes_api()
     for flag, value in (("--chains", args.chains), ("--warmup", args.warmup), ("--draws", args.draws)):
@@ -174,7 +178,8 @@ def _options(args, method: str) -> Options:
                    seed=args.seed, n_boot=args.n_boot, n_chains=args.chains, n_warmup=args.warmup,
                    n_draws=args.draws, progress=sys.stderr.isatty(), checks=not args.no_checks,
                    expand={"auto": "auto", "on": True, "off": False}[getattr(args, "expand", "auto")],
-                   threshold=getattr(args, "threshold", 0.5), metrics=not getattr(args, "no_metrics", False))
+                   threshold=getattr(args, "threshold", 0.5), metrics=not getattr(args, "no_metrics", False),
+                   plan=getattr(args, "plan", None))
 
 
 def _default_method(requested):
@@ -291,7 +296,7 @@ def _cmd_evaluate_multiclass(args, json_path, out_dir) -> int:
     ev = evaluate_multiclass(data, method=method, bins=bins, groups=args.groups, weights=args.weights,
                              level=args.level, seed=args.seed, n_boot=args.n_boot, n_chains=args.chains,
                              n_warmup=args.warmup, n_draws=args.draws, checks=not args.no_checks,
-                             progress_bar=sys.stderr.isatty(), metrics=not args.no_metrics,
+                             progress_bar=sys.stderr.isatty(), metrics=not args.no_metrics, plan=args.plan,
                              expand={"auto": "auto", "on": True, "off": False}[getattr(args, "expand", "auto")])
     if notes:
         ev = replace(ev, warnings=tuple(n for n in notes if n not in ev.warnings) + tuple(ev.warnings))
@@ -300,6 +305,8 @@ def _cmd_evaluate_multiclass(args, json_path, out_dir) -> int:
         ev.write_report(out_dir, source=str(args.annotations))
         print(f"\nReport written to {out_dir}/ (report.html, summary.md, results.json, annotators.csv, "
               "top_label_reliability.png, confusion_matrices.png).")
+        if ev.plan is not None:
+            print(f"Labelling plan written to {out_dir}/plan.csv ({len(ev.plan.table)} rows, best first).")
     if json_path is not None:
         atomic_write_text(json_path, ev.to_json())
         print(f"Results written to {json_path}.")
@@ -325,6 +332,8 @@ def _cmd_evaluate(args) -> int:
     if out_dir is not None:
         ev.write_report(out_dir, source=str(args.annotations))
         print(f"\nReport written to {out_dir}/ (report.html, summary.md, results.json, figures).")
+        if ev.plan is not None:
+            print(f"Labelling plan written to {out_dir}/plan.csv ({len(ev.plan.table)} rows, best first).")
     if json_path is not None:
         atomic_write_text(json_path, ev.to_json())
         print(f"Results written to {json_path}.")
@@ -580,6 +589,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-metrics", action="store_true",
                    help="skip the clean-label metrics (accuracy, sensitivity, AUC, Brier, log loss...; computed by "
                         "default, docs/metrics.md)")
+    p.add_argument("--plan", type=int, default=None, metavar="N",
+                   help="also plan the N extra labels ((item, annotator) pairs) expected to narrow the NC-ECE "
+                        "interval most: the top rows in the summary and the report, the whole plan as plan.csv in the "
+                        "--out folder and under label_plan in the JSON (docs/planning.md; the plan subcommand offers "
+                        "gold checks and more options)")
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("recalibrate", help="fit a recalibration map against noise-corrected labels")

@@ -75,3 +75,66 @@ def test_nuts_plan_takes_repeated_labels_as_a_crowd(folder, capsys):
                          "--method", "nuts", "--chains", 1, "--warmup", 100, "--draws", 100, "--out", out_csv)
     assert code == 0, err
     assert len(pd.read_csv(out_csv)) == 4
+
+
+# ------------------------------------------------------------------------------ the plan inside evaluate's report
+def test_evaluate_plan_is_the_planner_on_the_route_fit_and_reaches_every_output(tmp_path):
+    """evaluate(plan=N): the plan is plan_labels on the route's own fit at the evaluation's bins and level (an
+    independent call gives the same table); it reaches the text, Markdown, HTML, JSON and plan.csv; without it (None
+    or 0) none of them carries a plan."""
+    import json
+
+    from noisycal_bayes import evaluate, simulate_annotations
+    from noisycal_bayes.labels import plan_labels
+
+    sim = simulate_annotations(400, fpr=[0.1, 0.3, 0.2], tpr=[0.9, 0.7, 0.8], curve="overconfident", seed=1)
+    kw = dict(method="em", n_boot=0, checks=False, metrics=False, bins=8, level=0.8)
+    ev = evaluate(sim.data, plan=6, **kw)
+    ref = plan_labels(sim.data, ev.fit, budget=6, bins=8, level=0.8)
+    pd.testing.assert_frame_equal(ev.plan.table, ref.table)
+    assert ev.plan.width_after < ev.plan.width_before and ev.plan.level == 0.8
+    text = ev.summary()
+    assert "Where the next labels help most" in text and f"{ev.plan.width_after:.3f} after the plan" in text
+    top = ev.plan.table.iloc[0]
+    assert any(line.split()[:3] == ["1", str(top["item"]), str(top["annotator"])] for line in text.splitlines())
+    d = json.loads(ev.to_json())["label_plan"]
+    assert d["budget"] == 6 and [a["item"] for a in d["actions"]] == list(ev.plan.table["item"])
+    files = ev.write_report(tmp_path / "rep")
+    names = {f.name for f in files}
+    assert "plan.csv" in names
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "rep" / "plan.csv"), ev.plan.table, check_dtype=False)
+    assert "## Where the next labels help most" in (tmp_path / "rep" / "summary.md").read_text()
+    assert '<section id="plan">' in (tmp_path / "rep" / "report.html").read_text()
+    for off in (None, 0):
+        ev0 = evaluate(sim.data, plan=off, **kw)
+        assert ev0.plan is None and "label_plan" not in ev0.to_dict() and "next labels" not in ev0.summary()
+        assert "plan.csv" not in {f.name for f in ev0.write_report(tmp_path / f"off{off}")}
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="plan"):
+            evaluate(sim.data, plan=bad, **kw)
+
+
+def test_evaluate_multiclass_plan_targets_the_top_label_nc_ece():
+    from noisycal_bayes import evaluate_multiclass
+    from noisycal_bayes.simulate import simulate_multiclass
+
+    ev = evaluate_multiclass(simulate_multiclass(300, 3, 3, seed=0).data, n_boot=0, checks=False, metrics=False,
+                             plan=4)
+    assert ev.plan.target == "top_label_nc_ece" and len(ev.plan.table) == 4
+    assert ev.to_dict()["label_plan"]["budget"] == 4 and "Where the next labels help most" in ev.summary()
+
+
+def test_evaluate_cli_plan_writes_plan_csv_beside_the_report(folder, capsys):
+    import json
+
+    code, out, err = run(capsys, "evaluate", folder / "ann.csv", "--scores", folder / "scores.csv", "--method", "em",
+                         "--n-boot", 0, "--no-checks", "--no-metrics", "--plan", 4, "--out", folder / "rep",
+                         "--json", folder / "r.json")
+    assert code == 0, err
+    assert "Where the next labels help most" in out and "plan.csv (4 rows" in out
+    plan = pd.read_csv(folder / "rep" / "plan.csv", keep_default_na=False)
+    assert list(plan["rank"]) == [1, 2, 3, 4]
+    assert json.loads((folder / "r.json").read_text())["label_plan"]["budget"] == 4
+    code, out, err = run(capsys, "evaluate", folder / "ann.csv", "--scores", folder / "scores.csv", "--method", "em",
+                         "--plan", -2)
+    assert code != 0 and "--plan" in err

@@ -77,7 +77,7 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
              level: float = 0.9, seed: int = 0, n_boot: int = 200, n_starts: int = 10, n_chains: int = 4,
              n_warmup: int = 1000, n_draws: int = 1000, clean_labels=None, recalibration: bool = False,
              progress_bar: bool = False, checks: bool = True, expand="auto", threshold: float = 0.5,
-             metrics: bool = True):
+             metrics: bool = True, plan: int | None = None):
     """Channels with intervals, NC-ECE with an interval for a named target, and the naive metrics.
 
     K classes: when ``data`` is a :class:`~noisycal_bayes.data.MulticlassAnnotationSet`, this returns
@@ -143,6 +143,12 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         Brier, log loss, accuracy) with intervals, the corrected-label and majority-vote values beside them
         (:func:`noisycal_bayes.labels.clean_metrics`, :mod:`noisycal_bayes.evaluation.metrics`); stored in
         ``Evaluation.metrics``.
+    plan : int, optional
+        Also plan where ``plan`` extra labels narrow the NC-ECE interval most
+        (:func:`noisycal_bayes.labels.plan_labels` on the route's own fit, at these ``bins`` and ``level``): the
+        ranked (item, annotator) pairs and the expected interval narrowing, in ``Evaluation.plan``, the summary,
+        the report (its top rows; ``plan.csv`` beside it) and the JSON (``label_plan``). None or 0 (default): no
+        plan, at no cost. docs/planning.md.
 
     Returns
     -------
@@ -185,6 +191,9 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
                   progress_bar=bool(progress_bar), checks=bool(checks), expand=expand)
     data.require_scores()
     threshold = check_probability(threshold, name="threshold")
+    from .metrics import check_plan
+
+    plan = check_plan(plan, "evaluate")
     if clean_labels is not None:  # checked before any fitting (the same check naive_calibration makes)
         clean_labels = check_binary_labels(clean_labels, name="clean_labels")
         if clean_labels.shape != (data.n_items,):
@@ -206,4 +215,9 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         from .metrics import binary_metrics
 
         clean = binary_metrics(data, s, threshold)
-    return assemble(data, s, res, est, naive, recal, caught, clean_labels, checks, expansion, clean)
+    planned = (None, None)
+    if plan:
+        from .metrics import label_plan
+
+        planned = label_plan(data, res.fit, s, plan)
+    return assemble(data, s, res, est, naive, recal, caught, clean_labels, checks, expansion, clean, planned)

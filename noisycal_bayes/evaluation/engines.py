@@ -370,7 +370,7 @@ def _stacked_summary(expansion, shared: NCECESummary, s: Settings):
 
 
 def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: list, clean_labels,
-             checks=((), None), expansion=None, metrics=(None, None)) -> Evaluation:
+             checks=((), None), expansion=None, metrics=(None, None), plan=(None, None)) -> Evaluation:
     """The :class:`Evaluation` of one run: an engine's result, the point NC-ECE ``est`` (reference
     ``nc_ece`` at the point channel), the naive metrics, the recalibration rows and the caught warnings; with a
     model ``expansion`` (:func:`~noisycal_bayes.evaluation.expansion.expand_models`) the headline follows its
@@ -402,7 +402,7 @@ def assemble(data, s: Settings, res: EngineResult, est, naive, recal, caught: li
         bins=s.bins, groups=int(res.fit.groups.n_groups), weights=s.weights, seed=s.seed, recalibration=recal,
         data=data, clean_labels=None if clean_labels is None else np.asarray(clean_labels), checks=tuple(checks[0]),
         model_checks=checks[1], fit=res.fit, expansion=expansion, nc_ece_shared=shared_summary, metrics=metrics[0],
-        metrics_note=metrics[1])
+        metrics_note=metrics[1], plan=plan[0], plan_note=plan[1])
 
 
 # ============================================================================================ K classes
@@ -641,7 +641,8 @@ def _naive(data, s: Settings, clean_labels):
 def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None, weights: str = "iv",
                         level: float = 0.9, seed: int = 0, n_boot: int = 200, n_chains: int = 2, n_warmup: int = 500,
                         n_draws: int = 500, prior=None, clean_labels=None, checks: bool = True,
-                        progress_bar: bool = False, expand="auto", metrics: bool = True) -> MulticlassEvaluation:
+                        progress_bar: bool = False, expand="auto", metrics: bool = True,
+                        plan: int | None = None) -> MulticlassEvaluation:
     """K x K confusion matrices with intervals, top-label and class-wise NC-ECE with intervals, naive ECEs.
 
     Parameters
@@ -692,6 +693,10 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         Also estimate the clean-label metrics (top-1 accuracy, per-class and macro recall / precision / F1,
         one-vs-rest AUC, Brier, log loss) from the route's clean-label posterior, with intervals
         (:mod:`noisycal_bayes.evaluation.metrics`); stored in ``MulticlassEvaluation.metrics``.
+    plan : int, optional
+        Also plan where ``plan`` extra labels narrow the top-label NC-ECE interval most
+        (:func:`noisycal_bayes.labels.plan_labels` on the route's fit), as :func:`~noisycal_bayes.evaluate` does;
+        in ``MulticlassEvaluation.plan``. None or 0 (default): no plan, at no cost.
 
     Returns
     -------
@@ -729,6 +734,9 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
                   seed=seed, n_boot=n_boot, n_starts=N_STARTS_K, n_chains=n_chains, n_warmup=n_warmup,
                   n_draws=n_draws, progress_bar=bool(progress_bar), checks=bool(checks), prior=prior, expand=expand)
     data.require_probs()
+    from .metrics import check_plan
+
+    plan = check_plan(plan, "evaluate_multiclass")
     clean_labels = _check_clean_labels(clean_labels, data)
     group_of = score_groups(data.probs, n_quantiles=s.groups)
     n_nonempty = int(np.unique(group_of).size)
@@ -765,6 +773,11 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         from .metrics import multiclass_metrics_of
 
         clean, note = multiclass_metrics_of(data, s, res)
+    planned = (None, None)
+    if plan:
+        from .metrics import label_plan
+
+        planned = label_plan(data, fit, s, plan)
     return MulticlassEvaluation(
         method=s.method, method_detail=res["detail"], n_items=int(data.n_items), n_annotators=int(data.n_annotators),
         n_classes=int(data.n_classes), classes=tuple(data.classes), annotator_ids=tuple(data.annotator_ids),
@@ -774,4 +787,4 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         warnings=tuple(caught + list(res["notes"]) + notes), diagnostics=res["diagnostics"], checks=tuple(rows),
         draws=draws, level=s.level, bins=s.bins, weights=s.weights, seed=s.seed,
         groups=n_groups, n_groups=n_groups, fit=fit, data=data, clean_labels=clean_labels, expansion=expansion,
-        nc_ece_shared=shared_top, metrics=clean, metrics_note=note)
+        nc_ece_shared=shared_top, metrics=clean, metrics_note=note, plan=planned[0], plan_note=planned[1])

@@ -68,3 +68,30 @@ def _with_notes(res, caught):
     import dataclasses
 
     return dataclasses.replace(res, notes=tuple(res.notes) + tuple(caught))
+
+
+def check_plan(plan, func: str):
+    """``plan`` of :func:`~noisycal_bayes.evaluate`: None / 0 (off) or a positive number of extra labels."""
+    if plan is None or (isinstance(plan, (int, np.integer)) and not isinstance(plan, bool) and plan == 0):
+        return None
+    if isinstance(plan, bool) or not isinstance(plan, (int, np.integer)) or plan < 0:
+        raise ValueError(f"{func}: `plan` must be None or a number of extra labels (a positive integer); got {plan!r}.")
+    return int(plan)
+
+
+def label_plan(data, fit, s, budget: int):
+    """``(LabelPlan or None, note or None)``: :func:`~noisycal_bayes.labels.plan_labels` of ``budget`` extra labels on
+    the route's own fit (the channels behind the headline), for the headline's target (binary NC-ECE, K classes the
+    top-label NC-ECE) on the evaluation's bins and level; its warnings kept in ``LabelPlan.warnings``. A data set the
+    planner cannot handle gets a note instead."""
+    import dataclasses
+
+    from ..labels.plan import plan_labels
+
+    caught: list = []
+    try:
+        with collect_warnings(caught):
+            plan = plan_labels(data, fit, budget=budget, bins=s.bins, level=s.level, n_draws=s.n_draws)
+    except ValueError as exc:
+        return None, f"labelling plan not computed: {one_line(exc)}"
+    return dataclasses.replace(plan, warnings=tuple(plan.warnings) + tuple(caught)), None

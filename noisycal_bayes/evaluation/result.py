@@ -130,6 +130,11 @@ class Evaluation:
         estimate, interval, corrected-label and majority-vote values per metric, at ``threshold`` for binary data.
     metrics_note : str or None
         Why the metrics are missing when they were asked for but could not be computed.
+    plan : LabelPlan or None
+        The labelling plan (``evaluate(..., plan=budget)``; :func:`noisycal_bayes.labels.plan_labels`): where the next
+        labels narrow the headline interval most. None by default.
+    plan_note : str or None
+        Why the plan is missing when it was asked for but could not be computed.
     """
 
     method: str
@@ -162,6 +167,8 @@ class Evaluation:
     nc_ece_shared: NCECESummary | None = field(default=None, repr=False)
     metrics: object = field(default=None, repr=False, compare=False)
     metrics_note: str | None = None
+    plan: object = field(default=None, repr=False, compare=False)
+    plan_note: str | None = None
     #: Which report schema renders it: ``"binary"`` (schema version 2, no ``kind`` key) or ``"multiclass"``.
     kind: ClassVar[str] = "binary"
 

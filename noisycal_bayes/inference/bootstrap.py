@@ -127,6 +127,18 @@ def _warm_start(fit) -> np.ndarray:
     return np.clip(theta, START_CLIP, 1 - START_CLIP)[None]
 
 
+def sparse_refits(fit, counts, tol, max_iter: int):
+    """EM refits of a fit made on the sparse responses (``fit.inputs.sparse``), one per row of the item weights
+    ``counts`` (S, n_items), each started at the fit's estimate: the fit's compiled sparse EM loop with the replicates
+    as its batch axis. Returns its ``(theta (S, 2 J + G), objective, n_iter, status, trace)``, not oriented. Call
+    inside ``x64()``. Used by :func:`bootstrap_em` and the weighted-likelihood refits of
+    :mod:`noisycal_bayes.labels` (corrected accuracy, clean-label metrics)."""
+    inp = fit.inputs
+    program = _sparse_program(inp.n_annotators, inp.n_groups, em_prior_counts(fit.prior), max_iter, keep_trace=False)
+    theta = np.repeat(_warm_start(fit), counts.shape[0], axis=0)
+    return program(theta, *_sparse_args(inp), tol, np.ascontiguousarray(np.asarray(counts, np.float64).T))
+
+
 def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict:
     """EM refits on the weighted counts of ``weight_rows`` (an iterable of ``n_boot`` item-weight vectors).
 
@@ -141,13 +153,8 @@ def _refit(fit, weight_rows, n_boot: int, *, progress_bar: bool = False) -> dict
     tol = float(settings.get("tol", 1e-8))
     theta0 = _warm_start(fit)[0]
     if inp.sparse:
-        sparse = _sparse_program(j, g, em_prior_counts(fit.prior), max_iter, keep_trace=False)
-        sargs = _sparse_args(inp)
-
         def program(theta0, counts, tol):
-            # Replicates are the batch axis of the sparse loop; the item weights its per-replicate weights.
-            theta = np.broadcast_to(theta0, (counts.shape[0], theta0.size)).copy()
-            out = sparse(theta, *sargs, tol, np.ascontiguousarray(counts.T))
+            out = sparse_refits(fit, counts, tol, max_iter)
             return out[0], out[2], out[3]
     else:
         batch = _batch_program(j, g, em_prior_counts(fit.prior), max_iter)

@@ -40,8 +40,8 @@ from .rows import (SCHEMA_VERSION, _calibration_rows,
                    _calibration_rows_k, _channel_rows, _check_lines, _classwise_line, _comparison_rows, _data_text_k,
                    _expansion_lines,
                    _diagnostic_text_k, _diagonal_rows, _headline, _html_table, _interval_lines, _is_crowd, _is_k,
-                   _md_table, _metric_lines, _metric_rows, _metrics_dict, _num, _oracle, _per_class_rows, _population_lines, _recal_caption, _recal_note, _recal_rows,
-                   _text_table,
+                   _md_table, _metric_lines, _metric_rows, _metrics_dict, _num, _oracle, _per_class_rows, _plan_dict,
+                   _plan_lines, _plan_rows, _population_lines, _recal_caption, _recal_note, _recal_rows, _text_table,
                    annotator_table, typical_confusion)
 
 __all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format_multiclass_summary", "format_summary",
@@ -89,31 +89,43 @@ def format_summary(ev, *, truth=None, recalibration=None, title: str | None = No
     return "\n".join(out)
 
 
+_PLAN_HEADING = "Where the next labels help most"
+
+
 def _metric_text(ev) -> list:
-    """The plain-text clean-label metrics block (empty without metrics)."""
-    table, lines = _metric_rows(ev), _metric_lines(ev)
+    """The plain-text clean-label metrics block, then the labelling plan's (each empty when absent)."""
+    return _text_block(_metric_rows(ev), _metric_lines(ev), "Clean-label metrics (noise-corrected; majority vote = "
+                       "naive)") + _text_block(_plan_rows(ev), _plan_lines(ev), _PLAN_HEADING)
+
+
+def _text_block(table, lines, heading) -> list:
     if table is None:
         return ["", *lines] if lines else []
-    return ["", "Clean-label metrics (noise-corrected; majority vote = naive)", _text_table(*table)] + \
-        [f"  {line}" for line in lines]
+    return ["", heading, _text_table(*table)] + [f"  {line}" for line in lines]
 
 
 def _metric_md(ev) -> list:
-    """The Markdown "Clean-label metrics" section (empty without metrics)."""
-    table, lines = _metric_rows(ev), _metric_lines(ev)
+    """The Markdown "Clean-label metrics" section, then the labelling plan's (each empty when absent)."""
+    return (_md_block(_metric_rows(ev), _metric_lines(ev), "Clean-label metrics")
+            + _md_block(_plan_rows(ev), _plan_lines(ev), _PLAN_HEADING))
+
+
+def _md_block(table, lines, heading) -> list:
     if table is None and not lines:
         return []
-    return ["## Clean-label metrics", ""] + ([] if table is None else [_md_table(*table), ""]) + \
-        [line + "\n" for line in lines]
+    return [f"## {heading}", ""] + ([] if table is None else [_md_table(*table), ""]) + [line + "\n" for line in lines]
 
 
 def _metric_html(ev, wrap) -> list:
-    """The HTML metrics section (``wrap(key, heading, *body)``) as a list of 0 or 1 parts."""
-    table, lines = _metric_rows(ev), _metric_lines(ev)
-    if table is None and not lines:
-        return []
-    body = ([] if table is None else [_html_table(*table)]) + [f"<p>{html.escape(line)}</p>" for line in lines]
-    return [wrap("metrics", "Clean-label metrics", *body)]
+    """The HTML metrics section and the labelling plan's (``wrap(key, heading, *body)``), 0 to 2 parts."""
+    parts = []
+    for key, heading, table, lines in (("metrics", "Clean-label metrics", _metric_rows(ev), _metric_lines(ev)),
+                                       ("plan", _PLAN_HEADING, _plan_rows(ev), _plan_lines(ev))):
+        if table is None and not lines:
+            continue
+        body = ([] if table is None else [_html_table(*table)]) + [f"<p>{html.escape(line)}</p>" for line in lines]
+        parts.append(wrap(key, heading, *body))
+    return parts
 
 
 def _md_checks_and_warnings(ev) -> list:
@@ -310,6 +322,8 @@ def evaluation_to_dict(ev) -> dict:
                                            "fitted_to": describe_labels(w)}
     if _metrics_dict(ev) is not None:  # schema 2, additive
         out["clean_metrics"] = _metrics_dict(ev)
+    if _plan_dict(ev) is not None:  # additive
+        out["label_plan"] = _plan_dict(ev)
     return _clean(out)
 
 
@@ -442,6 +456,8 @@ def multiclass_to_dict(ev) -> dict:
     _expansion_keys(ev, out)
     if _metrics_dict(ev) is not None:  # additive
         out["clean_metrics"] = _metrics_dict(ev)
+    if _plan_dict(ev) is not None:  # additive
+        out["label_plan"] = _plan_dict(ev)
     if _is_crowd(ev):
         t = annotator_table(ev)
         out["crowd"] = {"typical_confusion": typical_confusion(ev),
@@ -603,6 +619,8 @@ def write_report(out_dir, ev, *, data=None, truth=None, recalibration=None, extr
             payload["comparison"] = {c.method: evaluation_to_dict(c) for c in comparison}
         (tmp / "results.json").write_text(json_text(payload), encoding="utf-8")
         annotator_table(ev).to_csv(tmp / "annotators.csv", index=False)
+        if getattr(ev, "plan", None) is not None:
+            ev.plan.to_csv(tmp / "plan.csv")
         from .page import report_page
 
         page = report_page(ev, figures={name: (tmp / name).read_bytes() for name in figs}, truth=truth,
@@ -671,6 +689,8 @@ def write_multiclass_report(out_dir, ev, *, title: str = "Calibration report (K 
                                                                      source=source), encoding="utf-8")
         (tmp / "results.json").write_text(json_text(multiclass_to_dict(ev)), encoding="utf-8")
         annotator_table(ev).to_csv(tmp / "annotators.csv", index=False)
+        if getattr(ev, "plan", None) is not None:
+            ev.plan.to_csv(tmp / "plan.csv")
         page = multiclass_report_page(ev, figures={n: (tmp / n).read_bytes() for n in figs}, title=title,
                                       source=source)
         (tmp / "report.html").write_text(page, encoding="utf-8")

@@ -583,3 +583,47 @@ def _metrics_dict(ev):
             "n_replicates": m.n_replicates, "fit_model": m.fit_model, "fit_method": m.fit_method,
             "n_groups": m.n_groups, "parameter_uncertainty": m.parameter_uncertainty, "notes": list(m.notes),
             "metrics": m.table.drop(columns=["model"]).to_dict(orient="records")}
+
+
+# ------------------------------------------------------------------------------------------ labelling plan
+#: Rows of the plan shown in the summary and the report (the whole plan: plan.csv and the JSON).
+_PLAN_TABLE_ROWS = 10
+
+
+def _plan_rows(ev):
+    """Header and the top rows of the labelling plan (``ev.plan``, a LabelPlan): rank, item, annotator, expected
+    variance reduction and the width expected after the actions up to that row; None without a plan."""
+    p = getattr(ev, "plan", None)
+    if p is None:
+        return None
+    rows = [[str(r.rank), str(r.item), "" if r.annotator is None or r.annotator != r.annotator else str(r.annotator),
+             r.action, f"{r.gain:.3g}", _num(r.width_after)] for r in p.table.head(_PLAN_TABLE_ROWS).itertuples(index=False)]
+    return ["rank", "item", "annotator", "action", "expected gain", f"{100 * p.level:.0f}% width after"], rows
+
+
+def _plan_lines(ev) -> list:
+    """The lines under the plan table: budget, target, expected narrowing, where the whole plan is; its warnings."""
+    p = getattr(ev, "plan", None)
+    note = getattr(ev, "plan_note", None)
+    if p is None:
+        return [note] if note else []
+    what = "extra labels" if p.kind == "label" else "gold checks"
+    shown = min(len(p.table), _PLAN_TABLE_ROWS)
+    return [f"Labelling plan: the {p.budget} {what} expected to narrow the {p.target} interval most ({p.fit_method} "
+            f"fit; best first, the top {shown} shown, all in plan.csv). Expected {100 * p.level:.0f}% width "
+            f"{_num(p.width_before)} now, {_num(p.width_after)} after the plan (sample target, normal approximation; "
+            f"reducible variance {p.variance_label:.3g} from the clean labels + {p.variance_channel:.3g} from the "
+            "channels). Measure the actual interval after relabelling with evaluate; docs/planning.md."] + \
+        [f"Note: {w}" for w in p.warnings]
+
+
+def _plan_dict(ev):
+    """The ``label_plan`` JSON object, or None."""
+    p = getattr(ev, "plan", None)
+    if p is None:
+        note = getattr(ev, "plan_note", None)
+        return None if note is None else {"note": note}
+    return {"target": p.target, "kind": p.kind, "budget": p.budget, "value": p.value,
+            "variance_label": p.variance_label, "variance_channel": p.variance_channel,
+            "width_before": p.width_before, "width_after": p.width_after, "level": p.level,
+            "fit_method": p.fit_method, "warnings": list(p.warnings), "actions": p.table.to_dict(orient="records")}

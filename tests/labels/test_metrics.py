@@ -258,3 +258,55 @@ def test_multiclass_compare_on_every_metric():
     assert res.probability_better("sharp", "blurred", metric="auc") > 0.95
     c = res.compare("sharp", "copy")
     assert (c[["difference", "lower", "upper"]].abs().to_numpy() < 1e-12).all()
+
+
+@pytest.mark.parametrize("n", [5, 8192, 8193, 30_011])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pairs_below_equals_the_cumulative_sum(n, dtype):
+    """The chunked pair sums of the AUC equal sum(p * cumsum(q)) computed in float64 (an independent reference), for
+    sizes below, at and beyond one matrix-product call (8192 items), in both dtypes."""
+    from noisycal_bayes.labels.metrics import _pairs_below
+
+    rng = np.random.default_rng(n)
+    p, q = rng.exponential(size=(3, n)).astype(dtype), rng.exponential(size=(3, n)).astype(dtype)
+    num, ps, qs = _pairs_below(p, q)
+    p64, q64 = p.astype(np.float64), q.astype(np.float64)
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(num, (p64 * np.cumsum(q64, axis=1)).sum(axis=1), rtol=tol)
+    np.testing.assert_allclose(ps, p64.sum(axis=1), rtol=tol)
+    np.testing.assert_allclose(qs, q64.sum(axis=1), rtol=tol)
+
+
+def test_replicate_draws_have_their_distributions():
+    """The replicates' fast draws: Exp(1) weights by inversion (mean, variance and a tail probability within 5
+    standard errors) and 16-bit Bernoulli labels (frequency within 5 standard errors of p, p = 0 and 1 exact up to
+    2**-16)."""
+    from noisycal_bayes.labels._replicates import exponential_weights
+    from noisycal_bayes.labels.metrics import _bernoulli16
+
+    rng = np.random.default_rng(7)
+    n = 400_000
+    w = exponential_weights(rng, (n,)).astype(np.float64)
+    assert abs(w.mean() - 1) < 5 / np.sqrt(n) and abs(w.var() - 1) < 5 * np.sqrt(8 / n)
+    tail = np.exp(-3)
+    assert abs(np.mean(w > 3) - tail) < 5 * np.sqrt(tail * (1 - tail) / n) and w.min() >= 0
+    p = np.array([[0.0, 0.02, 0.5, 0.97, 1.0]])
+    y = _bernoulli16(rng, p, np.repeat(np.arange(5), n // 5))
+    freq = np.array([y[0, k * (n // 5):(k + 1) * (n // 5)].mean() for k in range(5)])
+    assert freq[0] == 0 and freq[4] > 1 - 1e-4
+    assert np.all(np.abs(freq[1:4] - p[0, 1:4]) < 5 * np.sqrt(p[0, 1:4] * (1 - p[0, 1:4]) / (n // 5)))
+
+
+def test_crowd_with_adversaries_gets_channel_uncertainty_from_sparse_refits():
+    """A crowd fitted on the sparse responses (20 annotators, two adversaries): the replicates refit it by its own
+    sparse EM and orientation rule. The dense refits' `tpr > fpr` check failed every one of them (the estimate keeps
+    the adversaries' negative gaps), leaving an interval without channel uncertainty; now none fails."""
+    from noisycal_bayes.simulate import simulate_crowd
+
+    sim = simulate_crowd(400, 20, labels_per_item=4, spammers=0.1, adversaries=0.1, curve="overconfident", seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = clean_metrics(sim.data, n_replicates=40)
+        fit = fit_em(sim.data, model="histogram", groups=threshold_bins(sim.data.scores, [0.5], 400), n_starts=5)
+    assert fit.inputs.sparse and np.any(fit.channel.tpr < fit.channel.fpr)
+    assert res.failed_refits == 0 and res.parameter_uncertainty.startswith("weighted-likelihood")
