@@ -440,7 +440,10 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         fit = fit_em_multiclass(data, model="pooled")
         detail = (f"EM (partially pooled Dawid-Skene: each of the {data.n_annotators} annotators' confusion rows "
                   "shrunk towards a population learned from the crowd)")
-        refit = multiclass_em_estimator(model="pooled")
+        # Replicates keep the full fit's population: refitted on resampled items it loses concentration, and the
+        # few-label annotators' rows then scatter several times wider than their posterior and shift, which the
+        # interval's bias correction reads as bias (docs/coverage.md, *Sparse K-class crowds*).
+        refit = multiclass_em_estimator(model="pooled", population=fit.prior[0])
     else:
         fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS_K, seed=s.seed, path=path)
         detail = f"EM (grouped model, {fit.n_groups} score groups, {N_STARTS_K + 1} starts)"
