@@ -63,7 +63,7 @@ def top_label_target(k: int, curve: str, n: int, seed: int = 12345) -> float:
 
 
 def one(k, n_annotators, n_items, per_item, rep, args, target):
-    from noisycal_bayes import evaluate_multiclass
+    from noisycal_bayes import MulticlassAnnotationSet, evaluate_multiclass
     from noisycal_bayes.simulate import random_confusion, simulate_multiclass
 
     rng = np.random.default_rng(1_000_003 * k + 7919 * n_annotators + rep)
@@ -71,7 +71,10 @@ def one(k, n_annotators, n_items, per_item, rep, args, target):
     conf = random_confusion(n_annotators, k, accuracy=acc, seed=rng)
     sim = simulate_multiclass(n_items, n_annotators, k, confusion=conf, labels_per_item=per_item,
                               curve=args.curve, seed=rng)
-    data = sim.data
+    # An annotator drawn for no item (possible at a few labels each) is not in the data set.
+    present, ann = np.unique(sim.annotator, return_inverse=True)
+    data = MulticlassAnnotationSet.from_responses(sim.item, ann, sim.label, n_items=n_items, n_annotators=present.size,
+                                                  n_classes=k, probs=sim.probs)
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -83,12 +86,12 @@ def one(k, n_annotators, n_items, per_item, rep, args, target):
     lo, hi = (0.0, s.upper_bound) if one_sided else (s.lower, s.upper)
     usable = np.asarray(res.usable, dtype=bool)
     labelled_by_usable = np.zeros(n_items, dtype=bool)
-    labelled_by_usable[sim.item[usable[sim.annotator]]] = True
+    labelled_by_usable[sim.item[usable[ann]]] = True
     labels_each = np.bincount(sim.annotator, minlength=n_annotators)
     return {"k": k, "n_annotators": n_annotators, "n_items": n_items, "labels_per_item": per_item, "rep": rep,
             "value": float(s.value), "debiased": float(s.debiased), "lower": float(lo), "upper": float(hi), "target": target,
             "covers": bool(lo <= target <= hi), "interval_to_read": s.interval_to_read, "width": float(hi - lo), "wall_s": wall,
-            "method_detail": res.method_detail, "n_unusable": int((~usable).sum()),
+            "method_detail": res.method_detail, "n_unusable": int((~usable).sum()), "n_annotators_labelling": int(present.size),
             "n_items_left_out": int((~labelled_by_usable).sum()),
             "labels_per_annotator_median": float(np.median(labels_each)),
             "labels_per_annotator_min": int(labels_each.min()), "labels_per_annotator_max": int(labels_each.max())}

@@ -342,12 +342,14 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
         As in :func:`~noisycal_bayes.inference.fit_em_multiclass`; the grouped model's groups are
         :func:`~noisycal_bayes.core.score_groups` ``(probs, n_quantiles=n_quantiles)`` of the items passed (the
         replicate's items: the same recipe, predicted class x confidence quantile, on every replicate).
-        ``"pooled"`` (crowds) refits the partially pooled Dawid-Skene, population included, from the warm start;
+        ``"pooled"`` (crowds) refits the partially pooled Dawid-Skene from the warm start (population included unless
+        ``population`` is given);
         it takes no starts, groups, ``prior`` or ``path`` of its own.
     population : array of shape (K, K), optional
         ``"pooled"`` only: the population ``alpha`` (the full-sample fit's ``prior[0]``) that every replicate (a call
-        with ``init``) keeps fixed instead of refitting it (:func:`~noisycal_bayes.inference.population.fit_em_population`;
-        why: docs/coverage.md, *Sparse K-class crowds*). None refits the population too.
+        with ``init``) keeps fixed instead of refitting it
+        (:func:`~noisycal_bayes.inference.population.fit_em_population`; why: docs/coverage.md, *Sparse K-class
+        crowds on the EM route*). None refits the population too.
     n_quantiles : int, default 2
     n_starts : int, default 4
         Random starts besides the majority-vote start for a call without ``init`` (the full-sample fit).
