@@ -428,9 +428,10 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
     """EM on the full sample; item bootstrap with the EM refitted per replicate, the refits propagated.
 
     ``groups`` None (a crowd, :func:`_pooled_crowd`): the partially pooled Dawid-Skene
-    (``fit_em_multiclass(model="pooled")``), refitted the same way, population included. ``path``: the grouped
-    EM's path (the model expansion's stratified annotators take ``"patterns"``: each item has the labels of one
-    stratum's annotators, few patterns although most cells are missing)."""
+    (``fit_em_multiclass(model="pooled")``), refitted the same way twice: with the full fit's population kept (the
+    NC-ECE draws) and with it refitted (the confusion intervals, the metrics' draws). ``path``: the grouped EM's path
+    (the model expansion's stratified annotators take ``"patterns"``: each item has the labels of one stratum's
+    annotators, few patterns although most cells are missing)."""
     from ..inference import fit_em_multiclass, multiclass_em_estimator
     from ..propagate.nc_ece import posterior_classwise_nc_ece, posterior_top_label_nc_ece
     from ..reference.calibration import classwise_nc_ece, top_label_nc_ece
@@ -440,7 +441,13 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         fit = fit_em_multiclass(data, model="pooled")
         detail = (f"EM (partially pooled Dawid-Skene: each of the {data.n_annotators} annotators' confusion rows "
                   "shrunk towards a population learned from the crowd)")
-        refit = multiclass_em_estimator(model="pooled")
+        # The NC-ECE's refits keep the full fit's population: refitted on resampled items it loses concentration, and
+        # the few-label annotators' rows then scatter several times wider than their posterior and shift, which the
+        # interval's bias correction reads as bias. The confusion intervals (and the metrics' draws) still come from
+        # refits with the population refitted: those with it fixed covered the true entries far less often
+        # (docs/coverage.md, *Sparse K-class crowds on the EM route*).
+        refit = multiclass_em_estimator(model="pooled", population=fit.prior[0])
+        refit_free = multiclass_em_estimator(model="pooled")
     else:
         fit = fit_em_multiclass(data, model="grouped", groups=groups, n_starts=N_STARTS_K, seed=s.seed, path=path)
         detail = f"EM (grouped model, {fit.n_groups} score groups, {N_STARTS_K + 1} starts)"
@@ -460,7 +467,9 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         out["notes"].append("no interval: n_boot = 0 (--n-boot 0).")
         out["detail"] = detail
         return out
-    refits, counts, refit_prev = [], [], []
+    if groups is not None:
+        refit_free = None
+    refits, counts, refit_prev, free = [], [], [], []
     # The bootstrap draws its replicates' rows from default_rng(seed), one `integers(0, n, n)` per replicate; the
     # same stream here, matched on the replicate's probabilities (a failed refit skips one), gives each refit's item
     # multiplicities for the class-wise joint draws.
@@ -471,6 +480,7 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         if init is None:  # the bootstrap's full-sample call: the fit above (no second full fit)
             return np.asarray(fit.confusion), np.asarray(fit.prevalence)
         conf, prev = refit(r, n_rep, p, init=init, gold=gold)
+        conf_free, prev_free = (conf, prev) if refit_free is None else refit_free(r, n_rep, p, init=init, gold=gold)
         for _ in range(s.n_boot):
             rows = rows_stream.integers(0, n, size=n)
             if np.array_equal(probs64[rows], p):
@@ -478,7 +488,8 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         else:  # never: the stream is the bootstrap's own
             raise RuntimeError("evaluate_multiclass: could not match a bootstrap replicate to its rows; please report.")
         refits.append(np.asarray(conf))
-        refit_prev.append(np.asarray(prev))  # with the refits: the clean-label metrics' draws
+        free.append(np.asarray(conf_free))
+        refit_prev.append(np.asarray(prev_free))  # with the refits: the clean-label metrics' draws
         mult = np.bincount(rows, minlength=n)
         counts.append(mult.astype(np.uint16) if mult.max() <= np.iinfo(np.uint16).max else mult)  # small ints
         return conf, prev
@@ -491,8 +502,8 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         out["detail"] = detail
         return out
     reps = np.stack(refits)
-    out["refits"] = (reps, np.stack(refit_prev))
-    out["lower"], out["upper"] = _intervals(reps, s.level)
+    out["refits"] = (np.stack(free), np.stack(refit_prev))
+    out["lower"], out["upper"] = _intervals(out["refits"][0], s.level)
     # The intervals: the refitted confusions propagated as the binary EM route propagates its bootstrap replicates
     # (debiased, bias-corrected bin centres), as joint draws (each refit with its own replicate's item
     # multiplicities) read at the calibrated level, top-label and class-wise mean; per class: fresh Bayesian
@@ -660,7 +671,8 @@ def evaluate_multiclass(data, *, method: str = "em", bins: int = 15, groups=None
         (:func:`~noisycal_bayes.core.score_groups`); None means 2, except for a crowd (more than 12 annotators,
         ``prior`` None): there the EM fits the partially pooled Dawid-Skene (``fit_em_multiclass(model="pooled")``:
         every annotator's confusion rows shrunk towards a population learned from the crowd, one group), refitted on
-        each bootstrap replicate, and NUTS samples IBCC with that population (``fit_nuts_multiclass(model="ibcc")``).
+        each bootstrap replicate (the NC-ECE's refits keep the full fit's population), and NUTS samples IBCC with that
+        population (``fit_nuts_multiclass(model="ibcc")``).
         Set ``groups`` to keep the grouped model.
     weights : {"iv", "equal"}, default "iv"
         Per-coordinate annotator weights of the corrected targets.

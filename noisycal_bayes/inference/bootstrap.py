@@ -339,7 +339,8 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
 
 
 def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_starts: int = 4, refit_starts: int = 0,
-                            seed: int = 0, max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto"):
+                            seed: int = 0, max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto",
+                            population=None):
     """The ``estimator`` of :func:`~noisycal_bayes.reference.bootstrap_multiclass_nc_ece`: EM, warm-started refits.
 
     Parameters
@@ -348,8 +349,14 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
         As in :func:`~noisycal_bayes.inference.fit_em_multiclass`; the grouped model's groups are
         :func:`~noisycal_bayes.core.score_groups` ``(probs, n_quantiles=n_quantiles)`` of the items passed (the
         replicate's items: the same recipe, predicted class x confidence quantile, on every replicate).
-        ``"pooled"`` (crowds) refits the partially pooled Dawid-Skene, population included, from the warm start;
+        ``"pooled"`` (crowds) refits the partially pooled Dawid-Skene from the warm start (population included unless
+        ``population`` is given);
         it takes no starts, groups, ``prior`` or ``path`` of its own.
+    population : array of shape (K, K), optional
+        ``"pooled"`` only: the population ``alpha`` (the full-sample fit's ``prior[0]``) that every replicate (a call
+        with ``init``) keeps fixed instead of refitting it
+        (:func:`~noisycal_bayes.inference.population.fit_em_population`; why: docs/coverage.md, *Sparse K-class
+        crowds on the EM route*). None refits the population too.
     n_quantiles : int, default 2
     n_starts : int, default 4
         Random starts besides the majority-vote start for a call without ``init`` (the full-sample fit).
@@ -387,6 +394,9 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
     if model not in ("grouped", "dawid_skene", "pooled"):
         raise ValueError(f"multiclass_em_estimator: `model` must be 'grouped', 'dawid_skene' or 'pooled'; got "
                          f"{model!r}.")
+    if population is not None and model != "pooled":
+        raise ValueError(f"multiclass_em_estimator: `population` is the pooled model's (model='pooled'); got "
+                         f"model={model!r}.")
     n_quantiles = check_positive_int(n_quantiles, name="n_quantiles")
     n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)
     refit_starts = check_positive_int(refit_starts, name="refit_starts", minimum=0)
@@ -397,6 +407,11 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
         K = probs.shape[1]
         J = int(ann.max()) + 1 if init is None else int(np.shape(init[0])[0])
         data = ClassData(Responses(item, ann, lab), int(n_items), J, K, probs, gold)
+        if model == "pooled" and population is not None and init is not None:
+            from .population import fit_em_population
+
+            fit = fit_em_population(data, max_iter=max_iter, tol=tol, init=init, population=population)
+            return np.asarray(fit.confusion), np.asarray(fit.prevalence[0])
         if model == "pooled":
             fit = fit_em_multiclass(data, model=model, max_iter=max_iter, tol=tol, init=init)
             return np.asarray(fit.confusion), np.asarray(fit.prevalence[0])

@@ -97,12 +97,13 @@ def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7):
     return a / s[:, None], s
 
 
-def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight, real, tol, prevalence_prior, power, *,
-                 n_annotators: int, max_iter: int):
+def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight, real, tol, prevalence_prior, power,
+                 alpha_fixed, *, n_annotators: int, max_iter: int, fixed: bool = False):
     """The EM iterations of :func:`fit_em_population` (module docstring, steps 1-4) in one ``lax.while_loop``, on
     the coded sparse responses of the K-class EM (:func:`~noisycal_bayes.inference._em_loop.padded_class_responses`;
-    padded items have weight 0 and ``real`` False, and do not enter the stopping rule). Returns ``(C, pi, m, s, T,
-    n_iter, converged, delta, trace)``."""
+    padded items have weight 0 and ``real`` False, and do not enter the stopping rule). ``fixed``: step 2 is skipped
+    and the population is ``alpha_fixed`` (K, K) throughout. Returns ``(C, pi, m, s, T, n_iter, converged, delta,
+    trace)``."""
     import jax
     import jax.numpy as jnp
 
@@ -115,7 +116,11 @@ def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight,
     def body(c):
         it, T, alpha, _, _, _, _, _, tr = c
         counts = coded_class_counts(coded, J, T[:, :, None], item_weight, by_code)[0][0]          # (J, y, a)
-        m, s = _dm_fit(jnp.swapaxes(counts, 0, 1), alpha, it > 0, power, steps=DM_STEPS)
+        if fixed:
+            s = alpha_fixed.sum(axis=1)
+            m = alpha_fixed / s[:, None]
+        else:
+            m, s = _dm_fit(jnp.swapaxes(counts, 0, 1), alpha, it > 0, power, steps=DM_STEPS)
         alpha_new = s[:, None] * m
         num = counts + alpha_new[None]
         C = num / num.sum(axis=2, keepdims=True)
@@ -146,7 +151,7 @@ def _orient_population(C, pi, m, s):
 
 
 def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalence_prior: float = 1.0,
-                      concentration_power: float = 2.5, weights=None, init=None) -> MulticlassEMFit:
+                      concentration_power: float = 2.5, weights=None, init=None, population=None) -> MulticlassEMFit:
     """Partially pooled Dawid-Skene by EM with empirical-Bayes population rows (module docstring).
 
     Parameters
@@ -166,6 +171,12 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
     init : MulticlassEMFit or tuple (confusion (J, K, K), prevalence (K,) or (1, K)), optional
         Start from its confusion and prevalence (E-step first) instead of the majority vote (a bootstrap
         replicate's warm start from the full-sample fit).
+    population : array of shape (K, K), optional
+        A fixed population ``alpha`` (row ``y`` = ``s_y m_y``, e.g. a previous fit's ``prior[0]``): step 2 is
+        skipped and every row is the posterior mean under it. The EM route's bootstrap refits keep the full-sample
+        fit's population this way: refitting it on resampled items (duplicated items look like over-dispersion)
+        lowers its concentration, and with a few labels per row the refits then scatter several times wider than
+        the rows' posterior and shift their accuracies (docs/coverage.md, *Sparse K-class crowds*).
 
     Returns
     -------
@@ -208,10 +219,17 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
     n_pad = grp.size
     T0 = np.concatenate([T, np.full((n_pad - n, K), 1.0 / K)])
     real = np.arange(n_pad) < n
+    fixed = population is not None
+    if fixed:
+        population = np.asarray(population, dtype=np.float64)
+        if population.shape != (K, K) or not np.all(np.isfinite(population)) or (population <= 0).any():
+            raise ValueError(f"{func}: `population` must be None or positive finite numbers of shape ({K}, {K}) (a "
+                             f"fit's prior[0]); got shape {population.shape}.")
     with x64():
         out = _call(_pooled_loop, (T0, item, code, padded, by_code, grp, gold, w_pad, real, np.float64(tol),
-                                   np.float64(prevalence_prior), np.float64(concentration_power)),
-                    n_annotators=J, max_iter=max_iter)
+                                   np.float64(prevalence_prior), np.float64(concentration_power),
+                                   population if fixed else np.ones((K, K))),
+                    n_annotators=J, max_iter=max_iter, fixed=fixed)
         C, pi, m, s, T, it, converged, delta, trace = (np.asarray(v) for v in out)
     it, converged, delta = int(it), bool(converged), float(delta)
     T, trace = T[:n], trace[:it]

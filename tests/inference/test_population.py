@@ -216,3 +216,25 @@ def test_jax_pooled_loop_is_the_numpy_loop():
     np.testing.assert_allclose(fit.confusion, C, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(fit.prevalence[0], pi, rtol=1e-9)
     np.testing.assert_allclose(fit.log_likelihood, loglik, rtol=1e-12)
+
+
+def test_fixed_population_is_kept_and_rows_are_its_posterior_means():
+    # A fixed population (the EM route's bootstrap refits): the returned population is the one given, and at the
+    # fixed point each row is the posterior mean under it, (n + alpha) / (N + s), with the expected counts of the
+    # returned posteriors (core.population's NumPy formulas: an independent route). Without it the refit on the
+    # same resampled items refits the population too (its concentration moves), which is what the option is for.
+    data, _, _ = _crowd(3, 60, 300, 6, 14, seed=4)
+    full = _quiet(fit_em_population, data)
+    w = np.bincount(np.random.default_rng(1).integers(0, 300, 300), minlength=300).astype(float)
+    fixed = _quiet(fit_em_population, data, weights=w, init=full, population=full.prior[0], tol=1e-10)
+    np.testing.assert_allclose(fixed.prior[0], full.prior[0], rtol=1e-12)
+    item, ann, lab = data.responses
+    T = fixed.clean_label_probability(data)
+    counts = expected_counts(item, ann, lab, T, 60, item_weight=w)
+    alpha = full.prior[0]
+    want = population_m_step(counts, alpha / alpha.sum(axis=1, keepdims=True), alpha.sum(axis=1))
+    np.testing.assert_allclose(fixed.confusion, want, atol=1e-6)
+    free = _quiet(fit_em_population, data, weights=w, init=full)
+    assert np.max(np.abs(free.prior[0].sum(axis=1) / alpha.sum(axis=1) - 1)) > 0.05   # negative control
+    with pytest.raises(ValueError, match="`population` must be .* shape \\(3, 3\\)"):
+        fit_em_population(data, population=np.ones((2, 2)))
