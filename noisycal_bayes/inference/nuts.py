@@ -711,8 +711,8 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
     scaling = log_ratio_scaling(counts, post.sum(axis=0)[None], prior, confusion_alpha=alpha)
     # Confusion rows in Gamma-quantile coordinates centred on each row's conjugate Dir(n + alpha) (models.ibcc).
     quantiles = GammaQuantiles(*gamma_quantile_table(np.maximum(counts, 0.0) + alpha), counts.sum(axis=-1))
-    item, code, padded, _, grp, gold, weight = padded_class_responses(x, group)
-    args = (item, code, padded, grp, gold, weight, scaling, alpha, quantiles)
+    item, code, padded, by_code, grp, gold, weight = padded_class_responses(x, group)
+    args = (item, code, padded, grp, gold, weight, scaling, alpha, quantiles, by_code)
     sites = {"confusion_t": np.zeros((J, K, K)), "prevalence_u": np.zeros(scaling.prev_scale.shape)}
     if learn:
         s0 = alpha.sum(axis=1)

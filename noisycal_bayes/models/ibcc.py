@@ -45,7 +45,7 @@ import numpyro.distributions as dist
 
 from typing import NamedTuple
 
-from ..core.sparse import CodedResponses, coded_class_log_joint
+from ..core.sparse import CodedResponses, coded_class_log_joint, coded_class_marginal_loglik
 from .log_ratio import _dirichlet_log_ratio_density, insert_diagonal_zero, log_ratio_prevalence
 from .priors import DEFAULT_MULTICLASS_PRIOR
 
@@ -125,7 +125,7 @@ def gamma_quantile_point(t, log_g, slope, knots=QUANTILE_KNOTS):
     s = pos - i
     sc = xp.clip(s, 0.0, 1.0)
     cell = xp.arange(int(np.prod(log_g.shape[:-1]))).reshape(log_g.shape[:-1]) * n_knots
-    flat_g, flat_m = log_g.reshape(-1), slope.reshape(-1)
+    flat_g, flat_m = xp.asarray(log_g).reshape(-1), xp.asarray(slope).reshape(-1)
     at = cell + i
     x0, x1, m0, m1 = flat_g[at], flat_g[at + 1], flat_m[at] * dt, flat_m[at + 1] * dt
     s2 = sc * sc
@@ -148,7 +148,7 @@ def gamma_quantile_log_density(t, quantiles: GammaQuantiles, alpha):
     return x - lse[..., None], density
 
 
-def ibcc_multiclass(item, code, padded, item_group, gold, item_weight, scaling, alpha, quantiles,
+def ibcc_multiclass(item, code, padded, item_group, gold, item_weight, scaling, alpha, quantiles, by_code=None,
                     prior=DEFAULT_MULTICLASS_PRIOR, *, n_annotators: int, n_classes: int, learn_population: bool = False):
     """IBCC (module docstring): confusion rows in Gamma-quantile coordinates, prevalence in scaled log-ratio
     coordinates, likelihood on coded responses.
@@ -172,6 +172,10 @@ def ibcc_multiclass(item, code, padded, item_group, gold, item_weight, scaling, 
         Empirical Bayes: the population ``s_y m_y`` (row y). Hierarchical: the start of the population.
     quantiles : GammaQuantiles
         The confusion rows' coordinates (:func:`gamma_quantile_table` of ``n + alpha`` at the start's counts).
+    by_code : (item, code) int32 arrays or None
+        The responses sorted by code: the likelihood's gradient is then the E-step's expected counts, one sorted
+        scatter (:func:`~noisycal_bayes.core.sparse.coded_class_marginal_loglik`); None: reverse-mode through the
+        gathers (the same numbers, slower).
     prior : MulticlassPrior or MulticlassPriorParams
         ``prevalence``; hierarchical also ``diagonal`` and ``off_diagonal`` (the population mean's hyperprior).
     n_annotators, n_classes : int
@@ -196,6 +200,10 @@ def ibcc_multiclass(item, code, padded, item_group, gold, item_weight, scaling, 
     numpyro.factor("confusion_prior", density)
     numpyro.factor("prevalence_prior", _dirichlet_log_ratio_density(
         log_prev, jnp.full((1, k), 1.0) * prior.prevalence, scaling.prev_scale))
-    lp = coded_class_log_joint(CodedResponses(item, code, padded), item_group, log_conf[None], log_prev[None],
-                               gold)[:, :, 0]
-    numpyro.factor("responses", jnp.sum(item_weight * jax.nn.logsumexp(lp, axis=1)))
+    coded = CodedResponses(item, code, padded)
+    if by_code is not None:
+        loglik = coded_class_marginal_loglik(coded, item_group, log_conf, log_prev, gold, item_weight, by_code)
+    else:
+        lp = coded_class_log_joint(coded, item_group, log_conf[None], log_prev[None], gold)[:, :, 0]
+        loglik = jnp.sum(item_weight * jax.nn.logsumexp(lp, axis=1))
+    numpyro.factor("responses", loglik)

@@ -64,8 +64,8 @@ def test_log_density_matches_an_independent_implementation(crowd, learn):
     counts = rng.random((J, K, K)) * 3
     scaling = log_ratio_scaling(counts, rng.random((1, K)) * 10, prior, confusion_alpha=alpha)
     quantiles = GammaQuantiles(*gamma_quantile_table(counts + alpha), counts.sum(axis=-1))
-    item, code, padded, _, grp, gold, w = padded_class_responses(x, np.zeros(x.n_items, np.int32))
-    args = (item, code, padded, grp, gold, w, scaling, alpha, quantiles, prior.params())
+    item, code, padded, by_code, grp, gold, w = padded_class_responses(x, np.zeros(x.n_items, np.int32))
+    args = (item, code, padded, grp, gold, w, scaling, alpha, quantiles, by_code, prior.params())
     values = []
     for seed in (1, 2):
         r = np.random.default_rng(seed)
@@ -116,5 +116,34 @@ def test_gamma_quantile_coordinates_are_the_gamma_quantile_map(b):
     np.testing.assert_allclose(np.exp(log_dx), (xp - x) / h, rtol=1e-4)
     # log f_b(x) + log dx/dt = log phi(t): the induced density is the standard normal's.
     # (within 1e-3 for b >= 0.01; measured 0.016 at b = 1e-6, the floor ALPHA_MIN of the pooled EM's population)
-    np.testing.assert_allclose(b * x - np.exp(x) - gammaln(b) + log_dx, norm.logpdf(t), atol=2e-3 if b >= 0.01 else 2e-2)
+    np.testing.assert_allclose(b * x - np.exp(x) - gammaln(b) + log_dx, norm.logpdf(t),
+                               atol=2e-3 if b >= 0.01 else 2e-2)
     assert np.all(np.diff(x) > 0)  # monotone
+
+
+def test_marginal_loglik_gradient_is_the_expected_counts(crowd):
+    """core.sparse.coded_class_marginal_loglik (gradient written out as the E-step's expected counts, Fisher's
+    identity) against reverse-mode differentiation of the plain log joint, with gold items, repeated labels and
+    item weights."""
+    from noisycal_bayes.core.sparse import CodedResponses, coded_class_log_joint, coded_class_marginal_loglik
+
+    x = crowd
+    J, K = x.n_annotators, x.n_classes
+    item, code, padded, by_code, grp, gold, w = padded_class_responses(x, np.zeros(x.n_items, np.int32))
+    w = w * np.random.default_rng(1).random(w.size)
+    coded = CodedResponses(item, code, padded)
+    r = np.random.default_rng(0)
+    with x64():
+        lc = jax.nn.log_softmax(r.normal(size=(J, K, K)), -1)
+        lpv = jax.nn.log_softmax(r.normal(size=(1, K)), -1)
+
+        def plain(a, b):
+            lp = coded_class_log_joint(coded, grp, a[None], b[None], gold)[:, :, 0]
+            return jax.numpy.sum(w * jax.nn.logsumexp(lp, axis=1))
+
+        v1, g1 = jax.value_and_grad(plain, (0, 1))(lc, lpv)
+        v2, g2 = jax.jit(jax.value_and_grad(
+            lambda a, b: coded_class_marginal_loglik(coded, grp, a, b, gold, w, by_code), (0, 1)))(lc, lpv)
+    np.testing.assert_allclose(float(v2), float(v1), rtol=1e-12)
+    for a, b in zip(g2, g1):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-12)
