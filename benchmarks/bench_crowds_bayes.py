@@ -12,8 +12,16 @@ of the clean-label posterior against gold on the items that have one. Routes: ``
 ``vote`` = majority vote (ties to the lowest class index); with ``--ibcc`` also ``ibcc`` =
 ``fit_nuts_multiclass(data, model="ibcc")`` (2 chains x (300 warm-up + 300 draws), the matrix's NUTS settings; its
 posterior mean's argmax; K-class sets only, binary ones go through ``evaluate``'s binary route).
-``first_s`` is the first call in the process, ``warm_s`` the median of ``--reps`` later calls.
+``first_s`` is the first call in the process, ``warm_s`` the median of ``--reps`` later calls (IBCC: one call,
+``first_s`` with its compilation; ``first_cpu_s`` its CPU seconds, steadier than wall time on a shared machine).
 Results: ``benchmarks/results/crowds_bayes.json``; table in docs/crowds.md.
+
+Two versions of the Bayesian route side by side (each run in its own process on its own checkout)::
+
+    PYTHONPATH=OLD python benchmarks/bench_crowds_bayes.py --routes vote pooled ibcc --reps 0 --sets crowds/cf \
+        crowds/ms crowds/zencrowd_us crowds/sp crowds/adult --label before --out before.json
+    PYTHONPATH=$PWD python benchmarks/bench_crowds_bayes.py ... --label after --out after.json
+    python benchmarks/bench_crowds_bayes.py --pair before.json after.json   # results/crowds_ibcc.json + table
 """
 from __future__ import annotations
 
@@ -125,6 +133,30 @@ def run(name, reps, ibcc=False, routes=("vote", "ds", "pooled", "pooled_refit"))
     return row
 
 
+def pair(before_path, after_path, out):
+    """Two runs of ``--routes ... ibcc`` (e.g. two commits, each in its own process) as one file, row by row, and their
+    IBCC rows as a Markdown table (the docs' before / after table)."""
+    runs = [json.loads(Path(p).read_text()) for p in (before_path, after_path)]
+    after_rows = {r["data"]: r for r in runs[1]["rows"]}
+    rows = [{"data": b["data"], "n_classes": b["n_classes"], "n_gold": b["n_gold"],
+             "pooled_em_accuracy": b.get("pooled", {}).get("accuracy"), "before": b.get("ibcc"),
+             "after": after_rows[b["data"]].get("ibcc")} for b in runs[0]["rows"] if b["data"] in after_rows]
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _benchutil import machine, write_json
+
+    write_json("crowds_ibcc", machine(start=False), {"before": runs[0]["settings"], "after": runs[1]["settings"]}, rows,
+               out)
+    print("| set | K | before: wall (CPU) s / R-hat / min bulk ESS / leapfrog steps / accuracy | after: the same | "
+          "pooled EM |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        cell = [f"{x['first_s']:.0f} ({x['first_cpu_s']:.0f}) / {x['max_rhat']:.3f} / {x['min_ess_bulk']:.0f} / "
+                f"{x['mean_leapfrog_steps']:.0f} / {x['accuracy']:.3f}" for x in (r["before"], r["after"])]
+        print(f"| {r['data']} | {r['n_classes']} | {cell[0]} | {cell[1]} | {r['pooled_em_accuracy']:.3f} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -136,7 +168,11 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=NUTS["n_warmup"])
     ap.add_argument("--draws", type=int, default=NUTS["n_samples"])
     ap.add_argument("--label", default="", help="recorded in the settings (e.g. the commit measured)")
+    ap.add_argument("--pair", nargs=2, metavar=("BEFORE", "AFTER"),
+                    help="write two runs' results side by side (results/crowds_ibcc.json unless --out) and stop")
     args = ap.parse_args(argv)
+    if args.pair:
+        return pair(*args.pair, None if args.out == ap.get_default("out") else args.out)
     NUTS.update(n_warmup=args.warmup, n_samples=args.draws)
     if "ibcc" in args.routes or args.ibcc:
         from noisycal_bayes.inference import configure_jax
