@@ -18,7 +18,7 @@ from .likelihood import _EPS, _log_clip, _segment_sum, _xp  # _EPS: rates are cl
 from .tables import Responses
 
 __all__ = ["CodedResponses", "SparseTotals", "batched_e_step", "batched_m_step", "channel_tables", "class_codes",
-           "code_sums", "coded_class_counts", "coded_class_e_step", "coded_class_m_step", "coded_e_step", "coded_m_step", "coded_responses", "materialise", "padded_codes", "rate_or_half",
+           "code_sums", "coded_class_counts", "coded_class_e_step", "coded_class_marginal_loglik", "coded_class_m_step", "coded_e_step", "coded_m_step", "coded_responses", "materialise", "padded_codes", "rate_or_half",
            "response_codes", "response_loglik", "sparse_e_step", "sparse_item_loglik", "sparse_m_step",
            "sparse_multiclass_e_step", "sparse_multiclass_m_step", "sparse_totals"]
 
@@ -457,6 +457,41 @@ def coded_class_log_joint(coded: CodedResponses, item_group, log_confusion, log_
         keep = (gold[:, None] < 0) | (gold[:, None] == jnp.arange(K)[None, :])
         lp = jnp.where(keep[:, :, None], lp, -jnp.inf)
     return lp
+
+
+def coded_class_marginal_loglik(coded: CodedResponses, item_group, log_confusion, log_prevalence, gold, item_weight,
+                                by_code):
+    """``sum_i w_i log sum_y P(Y_i = y, A_i)`` for one parameter set (``log_confusion`` (J, K, K), ``log_prevalence``
+    (G, K)): the K-class samplers' likelihood on responses, with its gradient written out.
+
+    The gradient of the log marginal likelihood is the E-step's expected counts (Fisher's identity):
+    ``d/d log C[j, y, a] = sum_{r: j_r = j, A_r = a} w T_{i_r}(y)`` and ``d/d log pi[g, y] = sum_{i in g} w T_i(y)``
+    with ``T`` the clean-label posteriors, computed by :func:`coded_class_counts` (a scatter on responses sorted by
+    code, ``by_code``), where reverse-mode differentiation of the gathers would scatter in response order.
+    ``item_group``, ``gold``, ``item_weight`` and the codes are data (no gradient)."""
+    return _marginal_loglik(log_confusion, log_prevalence, coded, item_group, gold, item_weight, by_code)
+
+
+@jax.custom_vjp
+def _marginal_loglik(log_confusion, log_prevalence, coded, item_group, gold, item_weight, by_code):
+    return _marginal_loglik_fwd(log_confusion, log_prevalence, coded, item_group, gold, item_weight, by_code)[0]
+
+
+def _marginal_loglik_fwd(log_confusion, log_prevalence, coded, item_group, gold, item_weight, by_code):
+    lp = coded_class_log_joint(coded, item_group, log_confusion[None], log_prevalence[None], gold)[:, :, 0]
+    ll = jax.nn.logsumexp(lp, axis=1)
+    post = jnp.exp(lp - ll[:, None])
+    return jnp.sum(item_weight * ll), (post, log_confusion, log_prevalence, coded, item_group, item_weight, by_code)
+
+
+def _marginal_loglik_bwd(res, g):
+    post, log_confusion, log_prevalence, coded, item_group, item_weight, by_code = res
+    counts, wt = coded_class_counts(coded, log_confusion.shape[0], post[:, :, None], item_weight, by_code)
+    d_prev = jax.ops.segment_sum(wt, item_group, num_segments=log_prevalence.shape[0])
+    return g * counts[0], g * d_prev, None, None, None, None, None
+
+
+_marginal_loglik.defvjp(_marginal_loglik_fwd, _marginal_loglik_bwd)
 
 
 def coded_class_counts(coded: CodedResponses, n_annotators: int, posterior, item_weight=None, by_code=None):

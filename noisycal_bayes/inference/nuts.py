@@ -497,7 +497,8 @@ def fit_nuts_multiclass(data, *, model: str = "grouped", groups=None, n_chains: 
         shape"). ``"simplex"``: NumPyro's
         stick-breaking coordinates of the Dirichlet sites
         (:func:`~noisycal_bayes.models.dawid_skene.grouped_multiclass`), the earlier default. The pooled
-        model has its own log-odds coordinates and ignores this; ``"ibcc"`` is always sampled in log-ratio coordinates.
+        model has its own log-odds coordinates and ignores this; ``"ibcc"`` samples its confusion rows in Gamma-quantile
+        coordinates (:mod:`noisycal_bayes.models.ibcc`) and its prevalence in log-ratio coordinates.
     population : {"empirical", "learned"}, default "empirical"
         ``"ibcc"`` only. ``"empirical"``: the population ``s_y m_y`` of the pooled EM plugged in (empirical Bayes);
         ``"learned"``: sampled too (hierarchical IBCC, :mod:`noisycal_bayes.models.ibcc`). Measured on five real crowds
@@ -671,11 +672,13 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
 
     The partially pooled EM (``init`` when it is such a fit, else ``fit_em_multiclass(model="pooled")``) gives the
     population ``alpha = s_y m_y`` (oriented: diagonally dominant mean rows) and the start; its expected counts ``n``
-    give each row's conjugate ``Dirichlet(n + alpha)``, whose log-ratio mean and sd centre and scale the sampler's
-    coordinates (the chains start at u = 0 plus the sampler's jitter).
+    give each row's conjugate ``Dirichlet(n + alpha)``, whose Gamma quantiles are the confusion rows' coordinates
+    (:mod:`noisycal_bayes.models.ibcc`; standard normal if that were the posterior), and whose log-ratio mean and sd
+    centre and scale the prevalence's (the chains start at 0 plus the sampler's jitter).
     """
     from ..core.population import expected_counts
-    from ..models.ibcc import ibcc_multiclass
+    from ..models.ibcc import GammaQuantiles, gamma_quantile_point, gamma_quantile_table, ibcc_multiclass
+    from ..models.log_ratio import log_ratio_prevalence
     from ..models.inputs import class_arrays, sorted_responses
     from ..core.tables import SparseTable
     from .population import fit_em_population
@@ -706,9 +709,11 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
     post = start.clean_label_probability(x)
     counts = expected_counts(x.item, x.annotator, x.label, post, J)
     scaling = log_ratio_scaling(counts, post.sum(axis=0)[None], prior, confusion_alpha=alpha)
-    item, code, padded, _, grp, gold, weight = padded_class_responses(x, group)
-    args = (item, code, padded, grp, gold, weight, scaling, alpha)
-    sites = {"confusion_u": np.zeros(scaling.conf_scale.shape), "prevalence_u": np.zeros(scaling.prev_scale.shape)}
+    # Confusion rows in Gamma-quantile coordinates centred on each row's conjugate Dir(n + alpha) (models.ibcc).
+    quantiles = GammaQuantiles(*gamma_quantile_table(np.maximum(counts, 0.0) + alpha), counts.sum(axis=-1))
+    item, code, padded, by_code, grp, gold, weight = padded_class_responses(x, group)
+    args = (item, code, padded, grp, gold, weight, scaling, alpha, quantiles, by_code)
+    sites = {"confusion_t": np.zeros((J, K, K)), "prevalence_u": np.zeros(scaling.prev_scale.shape)}
     if learn:
         s0 = alpha.sum(axis=1)
         log_m = np.log(alpha / s0[:, None])
@@ -718,7 +723,7 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
     width = parallel_width(n_chains) if chain_method == "parallel" else 1
     layout = {"sequential": None, "parallel": width}.get(chain_method, n_chains)
     static = dict(n_annotators=J, n_classes=K, learn_population=learn)
-    key = ("nuts-multiclass", "ibcc", tuple(sorted(static.items())),
+    key = ("nuts-multiclass", "ibcc-gamma-quantile", tuple(sorted(static.items())),
            tuple(None if a is None else np.shape(a) for a in args[:6]), layout, n_warmup, chunk, chain_method,
            target_accept, max_tree_depth, bool(dense_mass))
 
@@ -737,8 +742,9 @@ def _fit_nuts_ibcc(data, *, init, prior, n_chains, n_warmup, n_samples, seed, ta
         got, stats = program.run(chain_keys(seed, n_chains), sites, args + (prior.params(),), n_draws=n_samples,
                                  progress_bar=progress_bar, desc="NUTS multiclass ibcc")
     got = {k_: np.asarray(v, np.float64) for k_, v in got.items()}
-    log_c, log_p = log_ratio_point(jax.tree.map(np.asarray, scaling), got["confusion_u"], got["prevalence_u"])
-    conf, prev = np.exp(log_c), np.exp(log_p)
+    x_draws, _ = gamma_quantile_point(got["confusion_t"], quantiles.log_g, quantiles.slope)
+    conf = np.exp(x_draws - np.logaddexp.reduce(x_draws, axis=-1, keepdims=True))
+    prev = np.exp(log_ratio_prevalence(jax.tree.map(np.asarray, scaling), got["prevalence_u"]))
     if learn:
         eta = insert_diagonal_zero(got["population_u"], np)
         pop = softmax_rows(eta)

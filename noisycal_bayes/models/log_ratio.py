@@ -22,7 +22,7 @@ from .dawid_skene import add_class_likelihood, dirichlet_alpha
 from .priors import DEFAULT_MULTICLASS_PRIOR
 
 __all__ = ["LogRatioScaling", "grouped_multiclass_log_ratio", "insert_diagonal_zero", "log_ratio_coordinates",
-           "log_ratio_point", "log_ratio_scaling"]
+           "log_ratio_point", "log_ratio_prevalence", "log_ratio_scaling"]
 
 
 def insert_diagonal_zero(off, xp=None):
@@ -133,11 +133,17 @@ def log_ratio_point(scaling: LogRatioScaling, u, v):
     xp = jnp if isinstance(u, jax.Array) or isinstance(v, jax.Array) else np
     eta = scaling.conf_loc + scaling.conf_scale * u
     # Off-diagonal log-odds plus a 0 on the diagonal, then log-softmax (shift-invariant, no exp/log round trip).
-    log_c = _log_softmax(xp, insert_diagonal_zero(eta, xp))
+    return _log_softmax(xp, insert_diagonal_zero(eta, xp)), log_ratio_prevalence(scaling, v)
+
+
+def log_ratio_prevalence(scaling: LogRatioScaling, v):
+    """``log pi (..., G, K)`` from the sampler's prevalence coordinates ``v`` (..., G, K-1) (the prevalence half of
+    :func:`log_ratio_point`; NumPy or JAX arrays)."""
+    xp = jnp if isinstance(v, jax.Array) or isinstance(scaling.prev_loc, jax.Array) else np
     xi = scaling.prev_loc + scaling.prev_scale * v
     ext = xp.concatenate([xi, xp.zeros(xi.shape[:-1] + (1,), xi.dtype)], axis=-1)
     index = xp.broadcast_to(scaling.prev_index, ext.shape)
-    return log_c, _log_softmax(xp, xp.take_along_axis(ext, index, axis=-1))
+    return _log_softmax(xp, xp.take_along_axis(ext, index, axis=-1))
 
 
 def _log_softmax(xp, x):
