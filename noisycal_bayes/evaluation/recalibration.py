@@ -5,6 +5,7 @@ import numpy as np
 
 from .engines import Settings, _require_identified
 from .result import RecalibrationRow
+from ..report.rows import describe_labels, label_weights  # re-exported: the corrected labels' models
 
 __all__ = ["MAPS", "compare_recalibration", "describe_labels", "describe_map", "label_weights"]
 
@@ -26,30 +27,6 @@ def describe_map(m) -> str:
     if hasattr(m, "bin_values_"):
         return f"{len(m.bin_values_)} bins, {len(m.clipped_bins_)} clipped"
     return ""
-
-
-def label_weights(expansion) -> dict:
-    """The channel models the held-out comparison's corrected labels come from, with their weights: the model
-    expansion's stacking weights (:class:`~noisycal_bayes.evaluation.expansion.ModelExpansion`) restricted to the
-    models with weight, or ``{"shared": 1.0}`` without an expansion."""
-    if expansion is None:
-        return {"shared": 1.0}
-    return {m: float(w) for m, w in expansion.weights.items() if w > 0}
-
-
-def describe_labels(weights: dict) -> str:
-    """The corrected labels' channel model, as the recalibration table's ``fitted to`` says it.
-
-    >>> describe_labels({"shared": 1.0}), describe_labels({"score_dependent": 1.0})
-    ('noisy labels, corrected', 'noisy labels, corrected (score-dependent channels)')
-    >>> describe_labels({"shared": 0.25, "score_dependent": 0.75})
-    'noisy labels, corrected (stacked channels: shared 0.25, score_dependent 0.75)'
-    """
-    if set(weights) == {"shared"}:
-        return "noisy labels, corrected"
-    if len(weights) == 1:
-        return f"noisy labels, corrected ({next(iter(weights)).replace('_', '-')} channels)"
-    return "noisy labels, corrected (stacked channels: " + ", ".join(f"{m} {w:.2f}" for m, w in weights.items()) + ")"
 
 
 def _stacked_labels(parts: list, weights: list):

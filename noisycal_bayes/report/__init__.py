@@ -42,7 +42,7 @@ from .rows import (SCHEMA_VERSION, _calibration_rows,
                    _diagnostic_text_k, _diagonal_rows, _headline, _html_table, _interval_lines, _is_crowd, _is_k,
                    _md_table, _metric_lines, _metric_rows, _metrics_dict, _num, _oracle, _per_class_rows, _plan_dict,
                    _plan_lines, _plan_rows, _population_lines, _recal_caption, _recal_note, _recal_rows, _text_table,
-                   annotator_table, typical_confusion)
+                   annotator_table, describe_labels, label_weights, typical_confusion)
 
 __all__ = ["atomic_write_text", "evaluation_html", "evaluation_to_dict", "format_multiclass_summary", "format_summary",
            "json_text", "multiclass_html", "multiclass_report_page", "multiclass_to_dict", "summary_markdown",
@@ -315,8 +315,6 @@ def evaluation_to_dict(ev) -> dict:
     if ev.recalibration is not None:
         out["recalibration"] = [r.__dict__ for r in ev.recalibration]
         if getattr(ev, "expansion", None) is not None:  # schema 2, additive: the corrected labels' channel models
-            from ..evaluation.recalibration import describe_labels, label_weights
-
             w = label_weights(ev.expansion)
             out["recalibration_labels"] = {"model": ev.expansion.headline, "weights": w,
                                            "fitted_to": describe_labels(w)}

@@ -300,11 +300,33 @@ def _calibration_rows(ev, oracle_ece=None):
     return ["metric", "value", "note"], rows
 
 
+def label_weights(expansion) -> dict:
+    """The channel models the held-out comparison's corrected labels come from, with their weights: the model
+    expansion's stacking weights (:class:`~noisycal_bayes.evaluation.expansion.ModelExpansion`) restricted to the
+    models with weight, or ``{"shared": 1.0}`` without an expansion."""
+    if expansion is None:
+        return {"shared": 1.0}
+    return {m: float(w) for m, w in expansion.weights.items() if w > 0}
+
+
+def describe_labels(weights: dict) -> str:
+    """The corrected labels' channel model, as the recalibration table's ``fitted to`` says it.
+
+    >>> describe_labels({"shared": 1.0}), describe_labels({"score_dependent": 1.0})
+    ('noisy labels, corrected', 'noisy labels, corrected (score-dependent channels)')
+    >>> describe_labels({"shared": 0.25, "score_dependent": 0.75})
+    'noisy labels, corrected (stacked channels: shared 0.25, score_dependent 0.75)'
+    """
+    if set(weights) == {"shared"}:
+        return "noisy labels, corrected"
+    if len(weights) == 1:
+        return f"noisy labels, corrected ({next(iter(weights)).replace('_', '-')} channels)"
+    return "noisy labels, corrected (stacked channels: " + ", ".join(f"{m} {w:.2f}" for m, w in weights.items()) + ")"
+
+
 def _recal_note(ev) -> str:
     """After a model expansion that moved the headline, the sentence saying which channel models the recalibration
     section's corrected labels (fitted and judged) came from; "" otherwise."""
-    from ..evaluation.recalibration import label_weights
-
     weights = label_weights(getattr(ev, "expansion", None))
     if set(weights) == {"shared"}:
         return ""
