@@ -10,7 +10,7 @@ Two questions of issue 36's goals, answered on repeated data sets with known tru
 * **Score-dependent noise** (channels constant within each of the 5 equal-mass score groups, ``fpr`` 0.02 -> 0.28
   and ``fnr`` 0.30 -> 0.04 around their means, scaled by ``strength``; calibration curve ``m(z) = z^1.5``, uniform
   scores, population ECE 0.100 on 10 equal-width bins; 5,000 items, 3 annotators; the generator of
-  ``tests/test_expansion.py``): with evaluate's defaults (``expand="auto"``, checks on), how often does the
+  ``tests/test_expansion.py``, imported from there): with evaluate's defaults (``expand="auto"``, checks on), how often does the
   headline interval cover 0.100, against the shared model's interval on the same data?
 
 Route: ``evaluate(data, method="em")`` (grouped EM, 5 equal-mass groups, Bayesian-bootstrap refits; the richer model
@@ -35,8 +35,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coverage_study import population_ece, setting_kwargs  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_expansion import _grouped_noise as grouped_noise  # noqa: E402  (the slow test's generator, one copy)
+
 from noisycal_bayes import evaluate  # noqa: E402
-from noisycal_bayes.data import AnnotationSet  # noqa: E402
 from noisycal_bayes.simulate import simulate_annotations  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "coverage_expansion.json"
@@ -46,21 +48,6 @@ STRENGTHS = {"score_dependent_0.5": 0.5, "score_dependent_1.0": 1.0}
 #: diagonal on every bin, so it is the integral of z - z^1.5 = 1/2 - 2/5).
 SCORE_DEPENDENT_ECE = 0.1
 N_SCORE_DEPENDENT = 5000
-
-
-def grouped_noise(n: int, seed: int, strength: float) -> AnnotationSet:
-    """Score-dependent channels, the form the score-dependent model assumes (see the module docstring)."""
-    rng = np.random.default_rng(seed)
-    z = rng.uniform(size=n)
-    y = rng.random(n) < z**1.5
-    g = np.minimum((np.argsort(np.argsort(z)) * 5) // n, 4)
-    f = np.array([0.02, 0.05, 0.10, 0.18, 0.28])
-    r = np.array([0.30, 0.22, 0.15, 0.08, 0.04])
-    f, r = f.mean() + strength * (f - f.mean()), r.mean() + strength * (r - r.mean())
-    fpr = f[g][:, None] * np.array([1.0, 1.2, 0.8])
-    fnr = r[g][:, None] * np.array([1.0, 0.8, 1.2])
-    labels = (rng.random((n, 3)) < np.where(y[:, None], 1 - fnr, fpr)).astype(np.int8)
-    return AnnotationSet.from_wide(labels, z)
 
 
 def _interval(s) -> dict:
