@@ -7,7 +7,8 @@ without the expansion; ``expand=True``) one fresh Python process loads the data 
 method=...)`` with the defaults (checks on; for 10 classes ``evaluate_multiclass``'s: EM with 200 refits or NUTS 2 x
 500, 15 bins), so compilation is included as a command-line user pays it. The order alternates (off, on, off, on,
 ...) ``--reps`` times so that both settings see the same machine load; the load average is recorded. Each row: wall
-time, headline NC-ECE, interval, headline model, weights, the shared model's figure, whether the interval covers the
+time, CPU seconds of the child process (all its threads; steadier than wall time on a loaded shared machine),
+headline NC-ECE, interval, headline model, weights, the shared model's figure, whether the interval covers the
 reference-label ECE (0.0163 binary, top-label 0.0931 for 10 classes; docs/model_checks.md), and for the binary
 expansion where its time went (the richer fit, the PSIS-LOO, the propagation of its channels).
 
@@ -66,11 +67,11 @@ else:
     raw = pd.read_csv(shared_data_path("cifar10n_10class.csv"))
     data = MulticlassAnnotationSet.from_wide(raw.set_index("item")[["ann1", "ann2", "ann3"]],
                                              raw[[f"p{k}" for k in range(10)]].to_numpy(), classes=range(10))
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 ev = evaluate(data, method=os.environ["ROUTE"], expand=os.environ["EXPAND"] == "1")
-wall = time.perf_counter() - t
+wall, cpu = time.perf_counter() - t, time.process_time() - c
 nc, exp = ev.nc_ece, ev.expansion
-row = {"wall_s": wall, "value": nc.value, "debiased": nc.debiased, "lower": nc.lower, "upper": nc.upper,
+row = {"wall_s": wall, "cpu_s": cpu, "value": nc.value, "debiased": nc.debiased, "lower": nc.lower, "upper": nc.upper,
        "headline_model": ev.headline_model, "load_avg_1min": os.getloadavg()[0]}
 if os.environ["SET"] == "vehicle":
     row.update(spent)
@@ -111,7 +112,8 @@ def main(argv=None):
             for expand in (False, True):
                 rows.append(run_one(dataset, route, expand))
                 r = rows[-1]
-                print(f"{dataset:8s} {route:4s} expand={expand!s:5s} {r['wall_s']:6.1f} s  NC-ECE {r['value']:.4f} "
+                print(f"{dataset:8s} {route:4s} expand={expand!s:5s} {r['wall_s']:6.1f} s (CPU {r['cpu_s']:6.1f} s)  "
+                      f"NC-ECE {r['value']:.4f} "
                       f"[{r['lower']:.4f}, {r['upper']:.4f}] {r['headline_model']} load {r['load_avg_1min']:.1f}"
                       + (f" rich fit {r['rich_fit_s']:.1f} s" if r.get("rich_fit_s") else ""), flush=True)
     summary = []
@@ -119,10 +121,14 @@ def main(argv=None):
         mine = [r for r in rows if r["dataset"] == dataset and r["route"] == route]
         off = median([r["wall_s"] for r in mine if not r["expand"]])
         on = median([r["wall_s"] for r in mine if r["expand"]])
+        off_cpu = median([r["cpu_s"] for r in mine if not r["expand"]])
+        on_cpu = median([r["cpu_s"] for r in mine if r["expand"]])
         summary.append({"stage": f"evaluate {dataset} {route}: expand on / off", "dataset": dataset, "route": route,
                         "n_items": 50_000, "n_annotators": 3, "reps": len(mine) // 2, "median_s": on, "median_off_s": off,
-                        "ratio": on / off})
-        print(f"{dataset} {route}: median {off:.1f} s off, {on:.1f} s on, ratio {on / off:.2f}")
+                        "ratio": on / off, "median_cpu_s": on_cpu, "median_cpu_off_s": off_cpu,
+                        "ratio_cpu": on_cpu / off_cpu})
+        print(f"{dataset} {route}: median {off:.1f} s off, {on:.1f} s on, ratio {on / off:.2f}; CPU {off_cpu:.1f} s "
+              f"off, {on_cpu:.1f} s on, ratio {on_cpu / off_cpu:.2f}")
     write_json("bench_expansion", info, {"reps": args.reps, "reps_k": args.reps_k, "reference_ece": REFERENCE_ECE,
                                        "sets": args.sets,
                                        "routes": args.routes}, summary + rows, out=args.out)

@@ -13,12 +13,18 @@ Two questions of issue 36's goals, answered on repeated data sets with known tru
   ``tests/test_expansion.py``, imported from there): with evaluate's defaults (``expand="auto"``, checks on), how often does the
   headline interval cover 0.100, against the shared model's interval on the same data?
 
+* **K classes, well specified** (``k3_overconfident``, ``k3_underconfident``, ``k10_overconfident``: the
+  simulation of ``benchmarks/coverage_multiclass.py``, one confusion matrix per annotator, 3 annotators, 2,000
+  items): ``evaluate_multiclass(data, method="em", expand=True, checks=False)`` (the richer model: a confusion
+  matrix per confidence stratum); the top-label headline against the top-label population ECE (15 bins).
+
 Route: ``evaluate(data, method="em")`` (grouped EM, 5 equal-mass groups, Bayesian-bootstrap refits; the richer model
 by MAP and Laplace draws), one process, so compilation is paid once. Every replicate is written to
 ``benchmarks/results/coverage_expansion.json`` with the summary (coverage with its binomial standard error, the
 fraction of data sets whose shared weight is >= 0.9, mean width).
 
-Run: ``PYTHONPATH=. python benchmarks/coverage_expansion.py [--reps 100] [--settings NAME ...]``.
+Run: ``PYTHONPATH=. python benchmarks/coverage_expansion.py [--reps 100] [--settings NAME ...] [--method nuts]``
+(``--method nuts``: the NUTS route with evaluate's defaults, rows named ``SETTING@nuts``).
 """
 from __future__ import annotations
 
@@ -43,6 +49,11 @@ from noisycal_bayes.simulate import simulate_annotations  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "coverage_expansion.json"
 WELL_SPECIFIED = ("overconfident", "underconfident", "five_annotators")
+#: K-class well-specified settings: ``coverage_multiclass.py``'s simulation (one confusion matrix per annotator,
+#: every annotator labels every item, 2,000 items, 3 annotators) and its top-label population target (15 bins).
+MULTICLASS = {"k3_overconfident": (3, "overconfident"), "k3_underconfident": (3, "underconfident"),
+              "k10_overconfident": (10, "overconfident")}
+N_MULTICLASS = 2000
 STRENGTHS = {"score_dependent_0.5": 0.5, "score_dependent_1.0": 1.0}
 #: Population binned ECE of m(z) = z^1.5 with uniform scores on 10 equal-width bins (the curve is below the
 #: diagonal on every bin, so it is the integral of z - z^1.5 = 1/2 - 2/5).
@@ -50,11 +61,23 @@ SCORE_DEPENDENT_ECE = 0.1
 N_SCORE_DEPENDENT = 5000
 
 
+_TARGETS: dict = {}
+
+
+def _multiclass_target(k: int, curve: str) -> float:
+    """Top-label population ECE of ``coverage_multiclass.py`` (2,000,000 fresh outputs, computed once per setting)."""
+    if (k, curve) not in _TARGETS:
+        from coverage_multiclass import population_target
+
+        _TARGETS[k, curve] = population_target(k, curve)[0]
+    return _TARGETS[k, curve]
+
+
 def _interval(s) -> dict:
     return {"value": float(s.value), "lower": float(s.lower), "upper": float(s.upper)}
 
 
-def run_rep(setting: str, rep: int) -> dict:
+def run_rep(setting: str, rep: int, method: str = "em") -> dict:
     if setting in WELL_SPECIFIED:
         kw = setting_kwargs(setting)
         seed = 36_000 + 1000 * WELL_SPECIFIED.index(setting) + rep
@@ -62,6 +85,19 @@ def run_rep(setting: str, rep: int) -> dict:
                                    score_beta=kw["score_beta"], missing=kw["missing"], seed=seed)
         data, truth = sim.data, population_ece(kw["curve"], kw["score_beta"])
         opts = dict(expand=True, checks=False)
+    elif setting in MULTICLASS:
+        from coverage_multiclass import population_target, simulate
+
+        from noisycal_bayes import MulticlassAnnotationSet
+
+        k, curve = MULTICLASS[setting]
+        seed = 38_000 + 1000 * list(MULTICLASS).index(setting) + rep
+        p, _, labels, _ = simulate(np.random.default_rng(seed), N_MULTICLASS, k, 3, curve)
+        data = MulticlassAnnotationSet.from_responses(np.repeat(np.arange(N_MULTICLASS), 3),
+                                                      np.tile(np.arange(3), N_MULTICLASS), labels.reshape(-1),
+                                                      probs=p, n_classes=k)
+        truth = _multiclass_target(k, curve)
+        opts = dict(expand=True, checks=False, metrics=False)
     else:
         seed = 37_000 + 1000 * list(STRENGTHS).index(setting) + rep
         data, truth = grouped_noise(N_SCORE_DEPENDENT, seed, STRENGTHS[setting]), SCORE_DEPENDENT_ECE
@@ -69,8 +105,13 @@ def run_rep(setting: str, rep: int) -> dict:
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ev = evaluate(data, method="em", seed=rep, **opts)
-    row = {"setting": setting, "rep": rep, "seed": seed, "truth": truth, "seconds": time.perf_counter() - t,
+        if setting in MULTICLASS:
+            from noisycal_bayes.evaluation import evaluate_multiclass
+
+            ev = evaluate_multiclass(data, method=method, seed=rep, **opts)
+        else:
+            ev = evaluate(data, method=method, seed=rep, **opts)
+    row = {"setting": setting if method == "em" else f"{setting}@{method}", "method": method, "rep": rep, "seed": seed, "truth": truth, "seconds": time.perf_counter() - t,
            "headline_model": ev.headline_model, "headline": _interval(ev.nc_ece),
            "shared": _interval(ev.nc_ece_shared if ev.nc_ece_shared is not None else ev.nc_ece)}
     exp = ev.expansion
@@ -78,9 +119,10 @@ def run_rep(setting: str, rep: int) -> dict:
     row["weights"] = dict(exp.weights) if exp is not None else {"shared": 1.0}
     if exp is not None:
         table = exp.table.set_index("model")
-        if "score_dependent" in table.index:
-            row["elpd_diff"] = float(table.loc["score_dependent", "elpd_diff"])
-            row["se_diff"] = float(table.loc["score_dependent", "se_diff"])
+        richer = [m for m in table.index if m != "shared"]
+        if richer and "elpd_diff" in table.columns:
+            row["elpd_diff"] = float(table.loc[richer[0], "elpd_diff"])
+            row["se_diff"] = float(table.loc[richer[0], "se_diff"])
     for key in ("headline", "shared"):
         iv = row[key]
         row[key]["covered"] = bool(iv["lower"] <= truth <= iv["upper"])
@@ -109,19 +151,21 @@ def summarise(rows: list) -> list:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=100)
-    ap.add_argument("--settings", nargs="*", default=list(WELL_SPECIFIED) + list(STRENGTHS))
+    ap.add_argument("--settings", nargs="*", default=list(WELL_SPECIFIED) + list(STRENGTHS) + list(MULTICLASS))
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--method", choices=("em", "nuts"), default="em",
+                    help="the route (rows of the NUTS route are named SETTING@nuts)")
     args = ap.parse_args(argv)
     rows = []
     if args.out.exists():  # resume: keep the replicates already run for other settings or reps
         rows = [r for r in json.loads(args.out.read_text())["rows"]]
     done = {(r["setting"], r["rep"]) for r in rows}
     t0 = time.perf_counter()
-    for setting in args.settings:
+    for setting in (s if args.method == "em" else f"{s}@{args.method}" for s in args.settings):
         for rep in range(args.reps):
             if (setting, rep) in done:
                 continue
-            rows.append(run_rep(setting, rep))
+            rows.append(run_rep(setting.split("@")[0], rep, args.method))
             r = rows[-1]
             print(f"{setting} {rep}: {r['headline_model']} w_shared={r['weights'].get('shared', 1.0):.2f} "
                   f"headline [{r['headline']['lower']:.4f}, {r['headline']['upper']:.4f}] "
