@@ -260,8 +260,8 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
     """``fit_em(model="score_dependent")``: the posterior mode of the score-dependent channel model by EM.
 
     The start is the shared-channel fit ``fit_em(data, model="grouped", groups=groups, n_starts=n_starts, seed=seed,
-    starts=starts, orientation=orientation, min_gap=min_gap)`` (its starts, orientation rule and screen; its warnings
-    are re-issued), at ``tau_f = tau_u = 0.1`` and zero deviations, as the start of ``fit_map(model="score_dependent")``.
+    starts=starts, orientation=orientation, min_gap=min_gap)`` (its starts, orientation rule and screen, its own
+    ``max_iter`` and ``tol``; its warnings are re-issued), at ``tau_f = tau_u = 0.1`` and zero deviations, as the start of ``fit_map(model="score_dependent")``.
     The parametrisation keeps every group gap ``tpr_gj - fpr_gj > 0``, so the orientation chosen there holds in every
     group. The iterations stop by :func:`fit_em`'s rule: every rate (group channels, prevalences) and both scales moved
     by at most ``tol`` and the objective by at most ``tol (1 + |objective|)``.
@@ -310,7 +310,7 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
     with _warnings.catch_warnings(record=True) as caught:
         _warnings.simplefilter("always")
         start = fit_em(data, model="grouped", groups=assignment.index, n_starts=n_starts, seed=seed, starts=starts,
-                       orientation=orientation, min_gap=min_gap, max_iter=max_iter, tol=tol, path="patterns")
+                       orientation=orientation, min_gap=min_gap, path="patterns")
     notes = [(w.category, str(w.message)) for w in caught]
     for cls, text in notes:
         _warnings.warn(text, cls, stacklevel=3)
