@@ -41,7 +41,7 @@ import numpy as np
 from .._validation import check_em_settings, check_positive_int
 from ..data import AnnotationSet, Binning
 
-__all__ = ["NEWTON_STEPS", "fit_em_score_dependent", "log_posterior_score_dependent"]
+__all__ = ["NEWTON_STEPS", "fit_em_score_dependent", "log_posterior_score_dependent", "run_score_em"]
 
 #: Newton steps per M-step (at most; fewer when the block's gradient vanishes). One suffices for the monotone
 #: generalised EM; a few make each M-step close to exact, so the EM iteration count is that of the missing
@@ -254,6 +254,35 @@ def _m_step(rows, layout, v, post, prior, scale, n_items):
     return v_new, z
 
 
+def run_score_em(rows, layout, v, z, *, prior, scale, max_iter, tol):
+    """The EM iterations from ``(v, z)`` (channel block, logit prevalences) on ``rows`` (:class:`_Rows`; their counts
+    may be weights, e.g. a bootstrap replicate's). Returns ``(v, z, objective, loglik, trace, converged, n_iter)``:
+    the last iterate, its log posterior and log-likelihood, the objective at the start and after each iteration, and
+    whether :func:`fit_em_score_dependent`'s stopping rule was met within ``max_iter``."""
+    n_items = float(rows.counts.sum())
+
+    def rates(v, z):
+        f, t = _channels(layout, v)
+        return np.concatenate([f.ravel(), t.ravel(), _sigmoid(z), np.exp([v[layout.sf], v[layout.su]])])
+
+    obj, ll, post = log_posterior_score_dependent(rows, layout, v, z, prior, scale)
+    trace, converged, it = [obj], False, 0
+    while it < max_iter:
+        it += 1
+        v_new, z_new = _m_step(rows, layout, v, post, prior, scale, n_items)
+        obj_new, ll_new, post_new = log_posterior_score_dependent(rows, layout, v_new, z_new, prior, scale)
+        if not np.isfinite(obj_new):
+            break
+        small = (np.max(np.abs(rates(v_new, z_new) - rates(v, z))) <= tol
+                 and abs(obj_new - obj) <= tol * (1 + abs(obj_new)))
+        v, z, obj, ll, post = v_new, z_new, obj_new, ll_new, post_new
+        trace.append(obj)
+        if small:
+            converged = True
+            break
+    return v, z, obj, ll, np.asarray(trace), converged, it
+
+
 def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None, seed: int = 0, prior=None,
                            max_iter: int = 1000, tol: float = 1e-8, min_gap: float = 0.05, starts=None,
                            orientation: str = "auto", scale: float | None = None, func: str = "fit_em"):
@@ -320,7 +349,6 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
     G, J = assignment.n_groups, data.n_annotators
     layout = _Layout(G, J)
     rows = _Rows(inp.patterns, inp.row_group, inp.counts, G)
-    n_items = float(rows.counts.sum())
     fpr0 = np.clip(np.asarray(start.channel.fpr), 1e-3, 0.98)
     tpr0 = np.clip(np.asarray(start.channel.tpr), fpr0 + 1e-3, 0.999)
     u0 = (tpr0 - fpr0) / (1 - fpr0)
@@ -330,25 +358,8 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
     pi0 = np.clip(np.asarray(start.prevalence, np.float64).reshape(-1), 1e-3, 1 - 1e-3)
     z = np.log(pi0) - np.log1p(-pi0)
 
-    def rates(v, z):
-        f, t = _channels(layout, v)
-        return np.concatenate([f.ravel(), t.ravel(), _sigmoid(z), np.exp([v[layout.sf], v[layout.su]])])
-
-    obj, ll, post = log_posterior_score_dependent(rows, layout, v, z, prior, scale)
-    trace, converged, it = [obj], False, 0
-    while it < max_iter:
-        it += 1
-        v_new, z_new = _m_step(rows, layout, v, post, prior, scale, n_items)
-        obj_new, ll_new, post_new = log_posterior_score_dependent(rows, layout, v_new, z_new, prior, scale)
-        if not np.isfinite(obj_new):
-            break
-        small = (np.max(np.abs(rates(v_new, z_new) - rates(v, z))) <= tol
-                 and abs(obj_new - obj) <= tol * (1 + abs(obj_new)))
-        v, z, obj, ll, post = v_new, z_new, obj_new, ll_new, post_new
-        trace.append(obj)
-        if small:
-            converged = True
-            break
+    v, z, obj, ll, trace, converged, it = run_score_em(rows, layout, v, z, prior=prior, scale=scale,
+                                                       max_iter=max_iter, tol=tol)
     if not converged:
         msg = (f"{func}: EM on the score-dependent model stopped after {it} iterations with rates or the log "
                f"posterior ({obj:.6g}) still moving by more than tol={tol}; the last iterate is returned "
@@ -368,6 +379,6 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
         converged=converged, loglik=ll, n_iter=it, warnings=tuple(t for _, t in notes),
         settings=dict(seed=seed, start="em", n_starts=start.settings.get("n_starts"), max_iter=max_iter, tol=tol,
                       min_gap=min_gap, orientation=orientation, scale=scale, newton_steps=NEWTON_STEPS),
-        extra_details={"objective": obj, "loglik_trace": np.asarray(trace), "orientation":
+        extra_details={"objective": obj, "loglik_trace": trace, "orientation":
                        start.details.get("orientation"), "start": {"n_iter": start.n_iter, "loglik": start.loglik,
                                                                    "converged": start.converged}})
