@@ -1,7 +1,8 @@
 """Fitting the channel models of :mod:`noisycal_bayes.diagnostics.alternatives` (shared, score-dependent and
 correlated noise) by NUTS, MAP or Laplace on compressed ``(score group, response pattern)`` counts, and registering the
 richer two with ``fit_map`` / ``fit_nuts`` as a :class:`~noisycal_bayes.models.result.FitResult`
-(:func:`registered_fit`). The comparison by PSIS-LOO, stacking and the NC-ECE with channels per group are in
+(:func:`registered_fit`; ``fit_em(model="score_dependent")``, :mod:`~noisycal_bayes.inference.score_em`, returns the
+same layout through :func:`group_channel_result`). The comparison by PSIS-LOO, stacking and the NC-ECE with channels per group are in
 :mod:`noisycal_bayes.diagnostics.alternatives`, which re-exports these names.
 """
 from __future__ import annotations

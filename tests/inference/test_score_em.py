@@ -159,6 +159,10 @@ def test_convergence_contract_and_errors(data):
         short = fit_em(data, model="score_dependent", groups=GROUPS, n_starts=3, max_iter=2)
     assert not short.converged and short.n_iter == 2 and np.isfinite(short.point["fpr_group"]).all()
     assert any("stopped after 2 iterations" in w for w in short.warnings)
+    from noisycal_bayes.inference.bootstrap import bootstrap_em
+
+    with pytest.raises(ValueError, match="refits of the score-dependent model are not implemented"):
+        bootstrap_em(data, short)
     with pytest.raises(ValueError, match="model='correlated' has no EM.*fit_map.*fit_nuts"):
         fit_em(data, model="correlated")
     with pytest.raises(ValueError, match="path='sparse', accelerate='auto'"):
