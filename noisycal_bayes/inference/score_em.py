@@ -315,6 +315,28 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
         ``gap_centre``, ``tau_fpr``, ``tau_u``, ``e_fpr``, ``e_u``), so :attr:`~noisycal_bayes.models.result.FitResult.group_channels` is set;
         ``details``: ``objective`` (log posterior at the estimate), ``loglik_trace`` (objective after each
         iteration), ``loglik_rows``, ``start`` (the shared-channel fit's ``n_iter``, ``loglik``).
+
+    Raises
+    ------
+    ValueError
+        Not an AnnotationSet with scores; one annotator; gold labels or repeated labels (the rows hold neither); bad
+        numeric settings.
+
+    Warns
+    -----
+    ConvergenceWarning
+        The stopping rule was not met within ``max_iter`` (the last iterate, ``converged=False``).
+    IdentifiabilityWarning, SmallGapWarning, ConvergenceWarning
+        Those of the shared-channel start, re-issued.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(2000, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.7], seed=1)
+    >>> fit = fit_em_score_dependent(sim.data, groups=Binning.equal_mass(3), n_starts=2)
+    >>> trace = fit.details["loglik_trace"]   # the log posterior after each iteration: never decreasing
+    >>> fit.converged, bool(np.all(np.diff(trace) > -1e-9 * abs(trace[-1])))
+    (True, True)
     """
     from ..models import DEFAULT_PRIOR
     from ..models.score_noise import DEFAULT_SCALE
@@ -328,6 +350,12 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
     if data.n_annotators < 2:
         raise ValueError(f"{func}: model='score_dependent' needs at least two annotators; got {data.n_annotators}.")
     data.require_scores()
+    n_gold = 0 if data.gold is None else int((np.asarray(data.gold) >= 0).sum())
+    if n_gold or getattr(data, "has_repeats", False):
+        what = f"{n_gold} gold labels" if n_gold else "repeated (item, annotator) labels"
+        raise ValueError(f"{func}: model='score_dependent' is fitted on compressed (group, response pattern) rows, "
+                         f"which hold one label per (item, annotator) and no gold label; these data have {what}. "
+                         "Fit model='grouped' (its sparse path uses them), or drop them for this model.")
     _, max_iter, tol, min_gap = check_em_settings(1, max_iter, tol, min_gap)
     if n_starts is not None:
         n_starts = check_positive_int(n_starts, name="n_starts")

@@ -171,6 +171,12 @@ def test_convergence_contract_and_errors(data):
         score_em.fit_em_score_dependent(data, scale=0.0)
     with pytest.raises(ValueError, match="at least two annotators"):
         fit_em(_one_annotator(data), model="score_dependent")
+    from noisycal_bayes.data import AnnotationSet
+
+    gold = np.full(data.n_items, -1)
+    gold[:7] = 1
+    with pytest.raises(ValueError, match="these data have 7 gold labels"):
+        fit_em(AnnotationSet.from_wide(data.labels, data.scores, gold=gold), model="score_dependent")
 
 
 def _one_annotator(data):
