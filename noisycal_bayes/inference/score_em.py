@@ -23,13 +23,13 @@ group on items of class ``y``), plus the log priors. It has no closed form; a fe
 (:func:`noisycal_bayes.inference.map._newton`) with the exact gradient and Hessian (chain rule through ``x_gj = a_j +
 tau_f e_gj``, ``w_gj = b_j + tau_u h_gj``, written out in :func:`_channel_block`) from the current iterate raise it
 (a generalised EM, Dempster, Laird and Rubin 1977, section 3), so the observed log posterior never decreases, and a
-fixed point is a stationary point of it. The M-step solves the joint block, scales and deviations together: a
-cyclic update (scales given deviations, deviations given scales) would crawl along ``tau e = const``.
+fixed point is a stationary point of it. The Newton steps move the whole block, scales and deviations together
+(they enter the rates only through their products ``tau e``).
 
 The observed log posterior is ``sum_r c_r log P(A_r) + log p(theta)`` with every normalising constant, the value of
-NumPyro's ``-potential_energy`` at the same point (tests/inference/test_score_em.py checks both against NumPyro).
-Everything is NumPy on the compressed ``(group, pattern)`` rows except the jitted E-step: nothing of the model is
-compiled. Why no SQUAREM: docs/model_checks.md, "registration".
+NumPyro's ``-potential_energy`` at the same point (tests/inference/test_score_em.py checks it against ``fit_map``'s
+density at its mode). Everything is NumPy on the compressed ``(group, pattern)`` rows except the jitted E-step: nothing
+of the model is compiled. Measurements, and why no SQUAREM: docs/model_checks.md, "Registration".
 """
 from __future__ import annotations
 
