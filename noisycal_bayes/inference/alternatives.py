@@ -1,7 +1,8 @@
 """Fitting the channel models of :mod:`noisycal_bayes.diagnostics.alternatives` (shared, score-dependent and
 correlated noise) by NUTS, MAP or Laplace on compressed ``(score group, response pattern)`` counts, and registering the
 richer two with ``fit_map`` / ``fit_nuts`` as a :class:`~noisycal_bayes.models.result.FitResult`
-(:func:`registered_fit`). The comparison by PSIS-LOO, stacking and the NC-ECE with channels per group are in
+(:func:`registered_fit`; ``fit_em(model="score_dependent")``, :mod:`~noisycal_bayes.inference.score_em`, returns the
+same layout through :func:`group_channel_result`). The comparison by PSIS-LOO, stacking and the NC-ECE with channels per group are in
 :mod:`noisycal_bayes.diagnostics.alternatives`, which re-exports these names.
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 from .._validation import check_positive_int
 from ..data import AnnotationSet, Binning
 
-__all__ = ["ALTERNATIVE_MODELS", "AlternativeFit", "GROUP_CHANNEL_MODELS", "fit_alternative", "registered_fit"]
+__all__ = ["ALTERNATIVE_MODELS", "AlternativeFit", "GROUP_CHANNEL_MODELS", "fit_alternative", "group_channel_result",
+           "registered_fit"]
 
 #: Model names of :func:`fit_alternative`.
 ALTERNATIVE_MODELS = ("shared", "score_dependent", "correlated")
@@ -250,17 +252,19 @@ def registered_fit(data: AnnotationSet, model: str, *, method: str, groups=Binni
     keep = np.asarray(inp.counts) > 0
     rows = np.zeros(shape + (keep.size,))
     rows[..., keep] = alt.loglik_rows
+    if method == "map":
+        sites = {k: v[0, 0] for k, v in values.items() if k not in ("fpr_group", "tpr_group", "fpr", "tpr", "gap")}
+        return group_channel_result(data, model, "map", assignment, inp, prior, sites, values["fpr_group"][0, 0],
+                                    values["tpr_group"][0, 0], rows[0, 0], func=func,
+                                    converged=bool(alt.diagnostics.get("success", True)),
+                                    loglik=float(np.sum(alt.counts * alt.loglik_rows[0, 0])),
+                                    settings=dict(seed=seed, start="em"),
+                                    extra_details={"alternative": dict(alt.diagnostics)}, design=design)
     ids = tuple(data.annotator_ids)
     details = {"loglik_rows": rows, "labels": data.labels, "scores": data.scores, "group_weights": w,
                "alternative": dict(alt.diagnostics)}
     common = dict(model=model, groups=assignment, inputs=inp, prior=prior, annotator_ids=ids,
                   identified=not design, reason=design[0] if design else "")
-    if method == "map":
-        point = {k: v[0, 0] for k, v in values.items()}
-        loglik = float(np.sum(alt.counts * alt.loglik_rows[0, 0]))
-        return FitResult(method="map", channel=channel_from(point["fpr"], point["tpr"], ids), point=point,
-                         converged=bool(alt.diagnostics.get("success", True)), loglik=loglik, warnings=tuple(design),
-                         settings=dict(seed=seed, start="em"), details=details, **common)
     stats = {k: np.asarray(v) for k, v in (alt.sample_stats or {}).items()}
     n_divergent = int(stats["diverging"].sum()) if "diverging" in stats else 0
     mean = {k: v.mean(axis=(0, 1)) for k, v in values.items()}
@@ -275,6 +279,37 @@ def registered_fit(data: AnnotationSet, model: str, *, method: str, groups=Binni
                                 max_tree_depth=_MAX_TREE_DEPTH, func=func)
     converged = not any(("R-hat" in m or "divergent" in m) for m in notes)
     return dataclasses.replace(result, diagnostics=table, warnings=tuple(notes), converged=converged)
+
+
+def group_channel_result(data, model, method, assignment, inp, prior, sites, fpr_group, tpr_group, loglik_rows, *,
+                         func, converged, loglik, settings, n_iter: int = 0, warnings=(), extra_details=None,
+                         design=None):
+    """The :class:`~noisycal_bayes.models.result.FitResult` of a point estimate (MAP or EM) with channels per score
+    group, the layout :func:`registered_fit` documents: ``point`` holds the model's own ``sites`` (the centre already
+    named ``fpr_centre``, ``u_centre``), ``fpr_group``, ``tpr_group`` (G, J) and the item-weighted average ``fpr``,
+    ``tpr``, ``gap``; ``channel`` that average; ``details["loglik_rows"]`` (1, 1, n_rows) the per-item log-likelihood of
+    each row of the padded table ``inp`` (``loglik_rows`` (n_rows,), 0 on padding rows). ``design``: the design notes
+    (:func:`~noisycal_bayes.data.design.check_design`; computed when None), put first in ``warnings``."""
+    from ..data.design import check_design
+    from ..models.result import FitResult, channel_from
+
+    if design is None:
+        design = list(check_design(data, "grouped", n_groups=assignment.n_groups, func=func))
+    sizes = np.bincount(np.asarray(assignment.index), minlength=assignment.n_groups).astype(np.float64)
+    w = sizes / sizes.sum()
+    point = {k: np.asarray(v, np.float64) for k, v in sites.items()}
+    point["fpr_group"], point["tpr_group"] = np.asarray(fpr_group, np.float64), np.asarray(tpr_group, np.float64)
+    # The weighted average as registered_fit's NUTS branch computes it (the same einsum: the same bits).
+    point["fpr"] = np.einsum("g,cdgj->cdj", w, point["fpr_group"][None, None])[0, 0]
+    point["tpr"] = np.einsum("g,cdgj->cdj", w, point["tpr_group"][None, None])[0, 0]
+    point["gap"] = point["tpr"] - point["fpr"]
+    ids = tuple(data.annotator_ids)
+    details = {"loglik_rows": np.asarray(loglik_rows, np.float64)[None, None], "labels": data.labels,
+               "scores": data.scores, "group_weights": w, **(extra_details or {})}
+    return FitResult(model=model, method=method, channel=channel_from(point["fpr"], point["tpr"], ids), point=point,
+                     groups=assignment, inputs=inp, prior=prior, annotator_ids=ids, identified=not design,
+                     reason=design[0] if design else "", converged=bool(converged), loglik=float(loglik),
+                     n_iter=int(n_iter), warnings=tuple(design) + tuple(warnings), settings=settings, details=details)
 
 
 def _init_values(data, groups, model, n_groups, seed, em=None):

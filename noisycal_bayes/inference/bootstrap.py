@@ -97,6 +97,11 @@ def _check(data, fit, n_boot):
     if fit.method != "em":
         raise ValueError(f"{func}: `fit` must be an EM fit (fit_em); got a {fit.method!r} fit. For NUTS the "
                          "posterior draws already carry the channel uncertainty.")
+    if fit.model == "score_dependent":
+        raise ValueError(f"{func}: refits of the score-dependent model are not implemented: 200 warm-started EM refits "
+                         "took ten times the CPU of its Laplace draws on CIFAR-10N vehicle (docs/model_checks.md, "
+                         "registration). Use fit_nuts(data, model='score_dependent') for its posterior, or "
+                         "diagnostics.alternatives.fit_alternative(data, 'score_dependent', method='laplace').")
     if fit.model not in EM_MODELS:
         raise ValueError(f"{func}: model {fit.model!r} has no closed-form EM; expected one of {list(EM_MODELS)}.")
     if fit.channel is None or not fit.point:

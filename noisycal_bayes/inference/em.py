@@ -184,10 +184,16 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     ----------
     data : AnnotationSet
         Labels (n_items, n_annotators), -1 = missing (missing at random; they drop out of the likelihood).
-    model : {"grouped", "dawid_skene", "histogram"}, default "grouped"
+    model : {"grouped", "dawid_skene", "histogram", "score_dependent"}, default "grouped"
         ``"dawid_skene"``: one prevalence (``groups`` ignored). ``"grouped"``: one prevalence per score
         group, channels shared (the paper's model). ``"histogram"``: the same with the dimension called
-        ``bin``. ``"monotone"`` and ``"platt"`` have no closed-form M-step: use :func:`fit_map`.
+        ``bin``. ``"score_dependent"``: channels per score group partially pooled toward a shared centre (the
+        model of ``fit_map(model="score_dependent")``); its posterior mode by EM with Newton M-steps
+        (:func:`~noisycal_bayes.inference.score_em.fit_em_score_dependent`: the same mode as ``fit_map``'s, the
+        result's :attr:`~noisycal_bayes.models.result.FitResult.group_channels` set; ``prior=None`` is the
+        model's default prior, ``path`` the compressed rows, no SQUAREM). ``"monotone"`` and ``"platt"`` have no
+        closed-form M-step: use :func:`fit_map`. ``"correlated"`` raises: its E-step would integrate a latent item
+        effect; use ``fit_map`` or ``fit_nuts``.
     groups : Binning, int or int array of shape (n_items,), default ``Binning.equal_mass(5)``
         Score groups: a Binning (the default: five equal-mass groups), an int ``k`` meaning
         ``Binning.equal_width(k)`` as for ``bins`` (it warns: it used to mean equal mass), or a group label
@@ -278,8 +284,29 @@ def fit_em(data, *, model: str = "grouped", groups=Binning.equal_mass(5), n_star
     >>> fit = fit_em(sim.data, model="grouped", groups=Binning.equal_mass(5), n_starts=3)
     >>> bool(np.allclose(fit.channel.fpr, [0.1, 0.2, 0.1], atol=0.05))
     True
+
+    Channels per score group (every consumer of the fit reads ``group_channels``):
+
+    >>> rich = fit_em(sim.data, model="score_dependent", n_starts=3)
+    >>> rich.method, rich.group_channels[0].shape, rich.converged
+    ('em', (1, 5, 3), True)
     """
     func = "fit_em"
+    if model == "correlated":
+        raise ValueError(f"{func}: model='correlated' has no EM here: its latent item effect b_i enters every "
+                         "annotator's label, so the E-step is a joint posterior over (Y_i, b_i) and the M-step has no "
+                         "closed form in the dependence scale (a Monte Carlo or quadrature EM, no cheaper than the "
+                         "direct optimisation). Use fit_map(data, model='correlated') for its mode or "
+                         "fit_nuts(data, model='correlated') for its posterior.")
+    if model == "score_dependent":
+        if path not in ("auto", "patterns") or accelerate not in ("auto", False):
+            raise ValueError(f"{func}: model='score_dependent' runs on the compressed (group, pattern) rows without "
+                             f"SQUAREM; `path` must be 'auto' or 'patterns' and `accelerate` 'auto' or False; got "
+                             f"path={path!r}, accelerate={accelerate!r}.")
+        from .score_em import fit_em_score_dependent
+        return fit_em_score_dependent(data, groups=groups, n_starts=n_starts, seed=seed, prior=prior,
+                                      max_iter=max_iter, tol=tol, min_gap=min_gap, starts=starts,
+                                      orientation=orientation, func=func)
     prior_counts = em_prior_counts(prior)
     data, model, assignment, notes, inputs, settings = prepare_em(
         data, model=model, groups=groups, n_starts=DEFAULT_N_STARTS if n_starts is None else n_starts, seed=seed,

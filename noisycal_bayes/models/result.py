@@ -108,8 +108,9 @@ class FitResult(ChannelAccess):
     ----------
     model : str
         ``"dawid_skene"``, ``"grouped"``, ``"histogram"``, ``"monotone"`` or ``"platt"``; or, with channels per
-        score group (:attr:`group_channels`), ``"score_dependent"`` or ``"correlated"`` (``fit_map`` / ``fit_nuts``;
-        :func:`~noisycal_bayes.inference.alternatives.registered_fit` lists their variables).
+        score group (:attr:`group_channels`), ``"score_dependent"`` (``fit_em`` / ``fit_map`` / ``fit_nuts``) or
+        ``"correlated"`` (``fit_map`` / ``fit_nuts``); :func:`~noisycal_bayes.inference.alternatives.registered_fit`
+        lists their variables.
     method : str
         ``"em"``, ``"map"`` or ``"nuts"``.
     channel : Channel or None
