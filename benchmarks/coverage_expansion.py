@@ -1,4 +1,4 @@
-"""Coverage of the model expansion of ``evaluate`` (issue 36: binary and K classes, EM and NUTS routes) over many simulated data sets.
+"""Coverage of ``evaluate``'s model expansion (issue 36; binary and K classes, EM and NUTS routes) over data sets.
 
 Two questions of issue 36's goals, answered on repeated data sets with known truth:
 
