@@ -9,13 +9,17 @@ annotators, overconfident scores), the CLI's EM route (``method="em"``, 200 boot
 K = 3: ``simulate_multiclass`` (3 annotators), ``evaluate_multiclass`` (EM, 200 item-bootstrap refits, checks on).
 ``sp`` (``--kinds sp``; needs the shared data folder): the sp sentiment crowd (4999 items, 203 annotators, gold;
 synthetic scores, :func:`noisycal_bayes.experiments.real_data.write_real_set`), ``evaluate`` on the EM route with its
-defaults (200 bootstrap refits on the sparse path); ``--sizes`` does not apply.
+defaults (200 bootstrap refits on the sparse path); ``--sizes`` does not apply. ``alone`` (``--kinds alone``): the
+binary data set's ``clean_metrics`` by itself as ``evaluate`` calls it (300 replicates), after one warm-up; the
+``*_without_metrics`` columns are then empty (a steadier number than a difference of two ``evaluate`` times when
+comparing two versions of the metrics).
 
 Usage::
 
     python benchmarks/bench_metrics.py                 # 1e5 items, 3 repeats
     python benchmarks/bench_metrics.py --sizes 1e4 --repeats 1
     python benchmarks/bench_metrics.py --kinds sp --repeats 2
+    python benchmarks/bench_metrics.py --kinds alone --repeats 9
 """
 from __future__ import annotations
 
@@ -54,6 +58,11 @@ def main(argv=None):
                 data = simulate_annotations(n, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident",
                                             seed=0).data
                 run = lambda m: nb.evaluate(data, method="em", n_boot=200, metrics=m)  # noqa: E731
+            elif kind == "alone":
+                row = _alone(n, args.repeats)
+                rows.append(row)
+                print_table([row], list(row))
+                continue
             else:
                 data = simulate_multiclass(n, 3, 3, seed=0).data
                 run = lambda m: nb.evaluate_multiclass(data, method="em", n_boot=200, metrics=m)  # noqa: E731
@@ -74,6 +83,25 @@ def main(argv=None):
             rows.append(row)
             print_table([row], list(row))
     write_json("bench_metrics", info, {"sizes": args.sizes, "repeats": args.repeats}, rows, args.out)
+
+
+def _alone(n, repeats):
+    """``clean_metrics`` alone on the binary data set, as ``evaluate`` calls it: medians of wall and CPU seconds."""
+    from noisycal_bayes.evaluation.metrics import N_METRIC_REPLICATES
+    from noisycal_bayes.labels import clean_metrics
+
+    data = simulate_annotations(n, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident", seed=0).data
+    run = lambda: clean_metrics(data, threshold=0.5, level=0.9, seed=0, n_replicates=N_METRIC_REPLICATES)  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run()  # warm-up: compile
+        wall, cpu = [], []
+        for _ in range(repeats):
+            c0 = time.process_time()
+            wall.append(timed(run)[1])
+            cpu.append(time.process_time() - c0)
+    return {"stage": "clean_metrics binary alone", "n_items": n, "n_annotators": data.n_annotators,
+            "median_s": median(wall), "cpu_s": median(cpu), "repeats": repeats}
 
 
 def _sp():
