@@ -97,7 +97,7 @@ def population(cell):
     return {m: float(v[0]) for m, v in kern.values(y).items()}
 
 
-def one(cell, n, seed):
+def one(cell, n, seed, n_boot=50):
     """One data set's row: ``{metric: [estimate, lower, upper, corrected_label, majority_vote]}`` and its CPU s."""
     data, _, _ = simulate(cell, n, seed)
     t0 = time.process_time()
@@ -106,7 +106,7 @@ def one(cell, n, seed):
         if CELLS[cell]["kind"] == "binary":
             res = clean_metrics(data, n_replicates=300, seed=seed)
         else:
-            res = nb.evaluate_multiclass(data, method="em", n_boot=50, checks=False, seed=seed).metrics
+            res = nb.evaluate_multiclass(data, method="em", n_boot=n_boot, checks=False, seed=seed).metrics
     t = res.table.set_index("metric")
     return {"seed": seed, "cpu_s": time.process_time() - t0,
             "metrics": {m: [float(t.loc[m, c]) for c in COLUMNS] for m in t.index}}
@@ -128,12 +128,19 @@ def summarise(cell, rows, truth):
     return out
 
 
-def run(cells, reps, n, max_minutes=None, rows_path=ROWS):
-    """Round-robin over ``cells`` up to ``reps`` data sets each (seeds 1000, 1001, ...), resuming from ``rows_path``."""
+def label(cell, n_boot, seed0=1000):
+    """A cell's name in the summary: the K-class cells at another ``n_boot`` than 50 carry it, other seeds theirs."""
+    name = cell if n_boot == 50 or CELLS[cell]["kind"] == "binary" else f"{cell}_nboot{n_boot}"
+    return name if seed0 == 1000 else f"{name}_seeds{seed0}"
+
+
+def run(cells, reps, n, max_minutes=None, rows_path=ROWS, n_boot=50, seed0=1000):
+    """Round-robin over ``cells`` up to ``reps`` data sets each (seeds ``seed0``, ``seed0 + 1``, ...), resuming from
+    ``rows_path`` (rows stored under :func:`label`)."""
     store = json.loads(rows_path.read_text()) if rows_path.exists() else {}
     truths = {}
     for cell in cells:
-        part = store.setdefault(cell, {"n_items": n, "rows": {}})
+        part = store.setdefault(label(cell, n_boot, seed0), {"n_items": n, "rows": {}})
         if part["n_items"] != n:
             raise SystemExit(f"{cell}: the stored rows have {part['n_items']} items, not {n}; use another --rows file.")
         truths[cell] = part.setdefault("truth", population(cell))
@@ -142,19 +149,119 @@ def run(cells, reps, n, max_minutes=None, rows_path=ROWS):
         for cell in cells:
             if max_minutes is not None and time.time() - t0 > 60 * max_minutes:
                 break
-            seed = 1000 + r
-            if str(seed) in store[cell]["rows"]:
+            seed = seed0 + r
+            rows = store[label(cell, n_boot, seed0)]["rows"]
+            if str(seed) in rows:
                 continue
-            store[cell]["rows"][str(seed)] = one(cell, n, seed)
+            rows[str(seed)] = one(cell, n, seed, n_boot)
             rows_path.write_text(json.dumps(store) + "\n")
-            print(f"{cell} seed {seed}: {store[cell]['rows'][str(seed)]['cpu_s']:.1f} s CPU", flush=True)
+            print(f"{label(cell, n_boot, seed0)} seed {seed}: {rows[str(seed)]['cpu_s']:.1f} s CPU", flush=True)
     summary = []
     for cell in cells:
-        rows = list(store[cell]["rows"].values())
+        name = label(cell, n_boot, seed0)
+        rows = list(store[name]["rows"].values())
         if rows:
-            summary += summarise(cell, rows, truths[cell])
-            print(pd.DataFrame([s for s in summary if s["cell"] == cell]).round(4).to_string(), flush=True)
-    return summary, {c: len(store[c]["rows"]) for c in cells}
+            summary += summarise(name, rows, truths[cell])
+            print(pd.DataFrame([s for s in summary if s["cell"] == name]).round(4).to_string(), flush=True)
+    return summary, {label(c, n_boot, seed0): len(store[label(c, n_boot, seed0)]["rows"]) for c in cells}
+
+
+DIAGNOSIS = RESULTS / "coverage_metrics_diagnosis.json"
+#: The replicate rules compared by ``--diagnose`` on the same EM refits: item weights fresh Exp(1) (``f``) or each
+#: refit's own multiplicities (``j``, joint); clean labels drawn (``y``) or the posterior probabilities themselves
+#: (``q``); ``jc``: the corrected-label estimate recomputed per refit with its items. ``fy`` was the shipped rule
+#: until 2026-12-05, ``jy`` is it since.
+RULES = ("fy", "fq", "jy", "jq", "jc")
+
+
+def diagnose_one(cell, n, seed):
+    """One data set of ``--diagnose``: the route's own refits (``evaluate_multiclass``, n_boot=50) turned into metric
+    replicates by each rule of ``RULES``; per metric the plug-in estimates and each rule's 5/50/95% quantiles and sd."""
+    import noisycal_bayes.evaluation.metrics as em
+    from noisycal_bayes.core import annotator_weights, corrected_targets, usable_confusions
+    from noisycal_bayes.labels.metrics import ClassPosterior
+    from noisycal_bayes.models.inputs import class_arrays
+
+    data, _, _ = simulate(cell, n, seed)
+    captured, shipped = {}, em.multiclass_metrics_of
+    em.multiclass_metrics_of = lambda d, s, res: (captured.setdefault("res", res), shipped(d, s, res))[1]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tab = nb.evaluate_multiclass(data, method="em", n_boot=50, checks=False, seed=seed).metrics.table
+    finally:
+        em.multiclass_metrics_of = shipped
+    res = captured["res"]
+    conf, prev = res["refits"]
+    mult = res["refit_counts"].astype(np.float64)
+    x = class_arrays(data, "diagnose")
+    post = ClassPosterior((x.item, x.annotator, x.label, x.gold), data.n_items, np.asarray(res["fit"].groups), conf,
+                          prev)
+    kern = MetricKernel(probs=np.asarray(data.probs))
+    n_s, k = conf.shape[0], data.n_classes
+    qs = np.stack([post(s) for s in range(n_s)])
+    rng = np.random.default_rng(seed)
+    which = np.arange(300) % n_s
+    u = rng.random((which.size, n, 1))
+    y = np.minimum((u > np.cumsum(qs[which], axis=2)).sum(axis=2), k - 1).astype(np.int64)
+    fresh = rng.standard_exponential((which.size, n))
+    yts = []
+    for s in range(n_s):
+        with np.errstate(all="ignore"):
+            wt = annotator_weights(conf[s], np.asarray(prev[s]).reshape(-1, k).mean(axis=0), rule="iv",
+                                   usable=np.asarray(usable_confusions(conf[s])))
+            yts.append(np.asarray(corrected_targets((x.item, x.annotator, x.label), n, conf[s], weights=np.asarray(wt))))
+    yt = np.stack(yts)
+    has = np.isfinite(yt).all(axis=2)
+    draws = {"fy": kern.values(y, fresh), "fq": kern.values(qs[which], fresh), "jy": kern.values(y, mult[which]),
+             "jq": kern.values(qs, mult), "jc": kern.values(np.where(has[..., None], yt, 1.0 / k), mult * has)}
+    t = tab.set_index("metric")
+    out = {}
+    for m in t.index:
+        out[m] = {c: float(t.loc[m, c]) for c in ("estimate", "posterior", "corrected_label", "majority_vote")}
+        for rule in RULES:
+            d = draws[rule][m][np.isfinite(draws[rule][m])]
+            out[m][rule] = [float(v) for v in np.quantile(d, [0.05, 0.5, 0.95])] + [float(d.std())]
+    return {"seed": seed, "metrics": out}
+
+
+def diagnosis_summary(cell, rows, truth):
+    """Per metric: the sampling sd of the posterior and corrected-label estimates across data sets, each rule's mean
+    replicate sd over it (the corrected-label rule ``jc`` over the corrected-label sd), and each rule's coverage (the
+    coarse metrics' rules shifted to the corrected-label centre, as the table does)."""
+    out = []
+    for m in rows[0]["metrics"]:
+        g = [r["metrics"][m] for r in rows]
+        post = np.array([x["posterior"] for x in g])
+        corr = np.array([x["corrected_label"] for x in g])
+        est = np.array([x["estimate"] for x in g])
+        shift = est - post
+        s = {"cell": cell, "metric": m, "n_sets": len(g), "target": truth[m], "sd_posterior": float(post.std(ddof=1)),
+             "sd_corrected_label": float(corr.std(ddof=1)), "centre": "corrected labels" if np.any(shift) else
+             "posterior"}
+        for rule in RULES:
+            ref = s["sd_corrected_label"] if rule == "jc" else s["sd_posterior"]
+            s[f"sd_ratio_{rule}"] = float(np.mean([x[rule][3] for x in g]) / ref)
+            sh = np.zeros_like(shift) if rule == "jc" else shift
+            s[f"coverage_{rule}"] = float(np.mean([x[rule][0] + d <= truth[m] <= x[rule][2] + d
+                                                   for x, d in zip(g, sh)]))
+        out.append(s)
+    return out
+
+
+def diagnose(cell, reps, n, path=DIAGNOSIS):
+    """``--diagnose``: resumable, rows and summary in ``coverage_metrics_diagnosis.json``."""
+    body = json.loads(path.read_text()) if path.exists() else {}
+    part = body.setdefault(cell, {"n_items": n, "rows": {}})
+    truth = part.setdefault("truth", population(cell))
+    for r in range(reps):
+        if str(1000 + r) not in part["rows"]:
+            part["rows"][str(1000 + r)] = diagnose_one(cell, n, 1000 + r)
+            path.write_text(json.dumps(body) + "\n")
+            print(f"{cell} seed {1000 + r}", flush=True)
+    part["summary"] = diagnosis_summary(cell, list(part["rows"].values()), truth)
+    path.write_text(json.dumps(body) + "\n")
+    print(pd.DataFrame(part["summary"]).round(3).to_string(), flush=True)
 
 
 def cifar():
@@ -214,14 +321,21 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--n-items", type=int, default=2000)
     ap.add_argument("--cells", nargs="*", default=list(CELLS))
+    ap.add_argument("--seed0", type=int, default=1000, help="the first data set's seed (the cells share 1000, ...)")
+    ap.add_argument("--n-boot", type=int, default=50, help="the K-class route's refits (evaluate's default: 200)")
     ap.add_argument("--max-minutes", type=float, default=None, help="start no new data set after this many minutes")
     ap.add_argument("--rows", default=str(ROWS), help="the per-data-set rows (resumed)")
     ap.add_argument("--cifar", action="store_true", help="the CIFAR-10N check only")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--render", default=None)
+    ap.add_argument("--diagnose", default=None, metavar="CELL",
+                    help="compare the replicate rules (RULES) on one K-class cell's refits")
     args = ap.parse_args(argv)
     if args.render:
         render(args.render)
+        return
+    if args.diagnose:
+        diagnose(args.diagnose, args.reps, args.n_items)
         return
     out_path = Path(args.out)
     body = json.loads(out_path.read_text()) if out_path.exists() else {}
@@ -230,8 +344,8 @@ def main(argv=None):
     if args.cifar:
         body["cifar"] = cifar()
     else:
-        summary, counts = run(args.cells, args.reps, args.n_items, args.max_minutes, Path(args.rows))
-        old = [s for s in body.get("summary", []) if s["cell"] not in args.cells]
+        summary, counts = run(args.cells, args.reps, args.n_items, args.max_minutes, Path(args.rows), args.n_boot, args.seed0)
+        old = [s for s in body.get("summary", []) if s["cell"] not in counts]
         body["summary"] = old + summary
         settings = body.setdefault("settings", {})
         settings.update({"n_items": args.n_items, "n_pop": N_POP, "level": 0.9, "rows": Path(args.rows).name})
