@@ -62,19 +62,28 @@ def top_label_target(k: int, curve: str, n: int, seed: int = 12345) -> float:
     return float(np.sum(np.abs(total)) / n)
 
 
-def one(k, n_annotators, n_items, per_item, rep, args, target):
-    from noisycal_bayes import MulticlassAnnotationSet, evaluate_multiclass
+def crowd_data(k, n_annotators, n_items, per_item, rep, *, acc_low=0.5, acc_high=0.9, curve="overconfident"):
+    """One simulated sparse crowd (module docstring): ``(data, sim, ann)`` with ``sim`` the
+    :class:`~noisycal_bayes.simulate.MulticlassSimulation` and ``ann`` each response's annotator index in ``data``
+    (an annotator drawn for no item, possible at a few labels each, is not in the data set)."""
+    from noisycal_bayes import MulticlassAnnotationSet
     from noisycal_bayes.simulate import random_confusion, simulate_multiclass
 
     rng = np.random.default_rng(1_000_003 * k + 7919 * n_annotators + rep)
-    acc = rng.uniform(args.acc_low, args.acc_high, size=n_annotators)
+    acc = rng.uniform(acc_low, acc_high, size=n_annotators)
     conf = random_confusion(n_annotators, k, accuracy=acc, seed=rng)
-    sim = simulate_multiclass(n_items, n_annotators, k, confusion=conf, labels_per_item=per_item,
-                              curve=args.curve, seed=rng)
-    # An annotator drawn for no item (possible at a few labels each) is not in the data set.
+    sim = simulate_multiclass(n_items, n_annotators, k, confusion=conf, labels_per_item=per_item, curve=curve, seed=rng)
     present, ann = np.unique(sim.annotator, return_inverse=True)
     data = MulticlassAnnotationSet.from_responses(sim.item, ann, sim.label, n_items=n_items, n_annotators=present.size,
                                                   n_classes=k, probs=sim.probs)
+    return data, sim, ann
+
+
+def one(k, n_annotators, n_items, per_item, rep, args, target):
+    from noisycal_bayes import evaluate_multiclass
+
+    data, sim, ann = crowd_data(k, n_annotators, n_items, per_item, rep, acc_low=args.acc_low, acc_high=args.acc_high,
+                                curve=args.curve)
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -91,7 +100,7 @@ def one(k, n_annotators, n_items, per_item, rep, args, target):
     return {"k": k, "n_annotators": n_annotators, "n_items": n_items, "labels_per_item": per_item, "rep": rep,
             "value": float(s.value), "debiased": float(s.debiased), "lower": float(lo), "upper": float(hi), "target": target,
             "covers": bool(lo <= target <= hi), "interval_to_read": s.interval_to_read, "width": float(hi - lo), "wall_s": wall,
-            "method_detail": res.method_detail, "n_unusable": int((~usable).sum()), "n_annotators_labelling": int(present.size),
+            "method_detail": res.method_detail, "n_unusable": int((~usable).sum()), "n_annotators_labelling": int(data.n_annotators),
             "n_items_left_out": int((~labelled_by_usable).sum()),
             "labels_per_annotator_median": float(np.median(labels_each)),
             "labels_per_annotator_min": int(labels_each.min()), "labels_per_annotator_max": int(labels_each.max())}

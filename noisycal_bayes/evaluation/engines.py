@@ -503,6 +503,7 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         return out
     reps = np.stack(refits)
     out["refits"] = (np.stack(free), np.stack(refit_prev))
+    out["refit_counts"] = np.stack(counts)  # refit s's item multiplicities: the metrics' joint draws
     out["lower"], out["upper"] = _intervals(out["refits"][0], s.level)
     # The intervals: the refitted confusions propagated as the binary EM route propagates its bootstrap replicates
     # (debiased, bias-corrected bin centres), as joint draws (each refit with its own replicate's item

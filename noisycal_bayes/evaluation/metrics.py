@@ -41,13 +41,15 @@ def multiclass_metrics_of(data, s, res: dict):
 
     fit = res["fit"]
     conf, prev = np.asarray(fit.confusion), np.asarray(fit.prevalence)
-    source = "posterior draws"
+    source, item_weights = "posterior draws", None
     refits = res.get("refits")
     if conf.ndim == 3:  # an EM point fit: its bootstrap refits as draws
         if refits is not None and len(refits[0]) >= 2:
             conf = np.asarray(refits[0])
             prev = np.asarray(refits[1]) if np.shape(refits[1])[1:] == prev.shape else prev[None]
-            source = f"bootstrap refits (EM, {conf.shape[0]})"
+            # Each refit with its own resample's item multiplicities (joint draws; multiclass_metrics).
+            item_weights = res.get("refit_counts")
+            source = f"bootstrap refits (EM, {conf.shape[0]}, each with its items)"
         else:
             source = "none (point estimate)"
     x = class_arrays(data, "evaluate")
@@ -58,7 +60,7 @@ def multiclass_metrics_of(data, s, res: dict):
             out = multiclass_metrics(data, {"model": np.asarray(data.probs)}, post, level=s.level,
                                      n_replicates=N_METRIC_REPLICATES, weights=s.weights, n_draws=s.n_draws,
                                      seed=s.seed, fit_model=str(fit.model), fit_method=s.method,
-                                     parameter_uncertainty=source)
+                                     parameter_uncertainty=source, item_weights=item_weights)
     except ValueError as exc:
         return None, f"clean-label metrics not computed: {one_line(exc)}"
     return _with_notes(out, caught), None

@@ -363,3 +363,43 @@ def test_row_sums_equal_the_float64_product(m):
     rng = np.random.default_rng(m)
     s, f = rng.exponential(size=(m, 10_007)).astype(np.float32), rng.random((10_007, 6)).astype(np.float32)
     np.testing.assert_allclose(_row_sums(s, f), s.astype(np.float64) @ f.astype(np.float64), rtol=2e-6)
+
+
+def test_multiclass_joint_item_weights_pair_each_draw_with_its_items():
+    """EM route's refits as draws: a replicate on draw ``s`` weighs the items with draw ``s``'s own multiplicities
+    (joint draws), not fresh Exp(1) weights. Perfect annotators make the clean labels known; draw 0 weighs only the
+    items the classifier gets right, draw 1 only those it gets wrong, so every replicate's accuracy is exactly 1 or 0
+    (fresh weights would give about the items' accuracy), half of them each."""
+    from noisycal_bayes.labels.metrics import ClassPosterior, multiclass_metrics
+    from noisycal_bayes.models.inputs import class_arrays
+
+    sim = simulate_multiclass(300, 3, 3, accuracy=1.0, seed=3)
+    right = sim.probs.argmax(axis=1) == sim.y
+    assert 0.3 < right.mean() < 0.95
+    x = class_arrays(sim.data, "test")
+    conf = np.broadcast_to(np.eye(3), (2, 3, 3, 3))
+    post = ClassPosterior((x.item, x.annotator, x.label, x.gold), 300, np.zeros(300, np.int32), conf,
+                          np.full((2, 1, 3), 1 / 3))
+    w = np.stack([right, ~right]).astype(float)
+    res = multiclass_metrics(sim.data, {"model": sim.probs}, post, metrics=["accuracy"], n_replicates=40,
+                             item_weights=w)
+    acc = res.draws["model"]["accuracy"]
+    assert set(np.round(acc, 12)) == {0.0, 1.0} and acc.mean() == 0.5
+    free = multiclass_metrics(sim.data, {"model": sim.probs}, post, metrics=["accuracy"], n_replicates=40)
+    assert abs(free.draws["model"]["accuracy"].mean() - right.mean()) < 0.05
+    with pytest.raises(ValueError, match="item_weights"):
+        multiclass_metrics(sim.data, {"model": sim.probs}, post, metrics=["accuracy"], item_weights=w[:, :10])
+
+
+@pytest.mark.slow
+def test_evaluate_multiclass_em_metrics_use_joint_refit_draws():
+    """evaluate_multiclass's EM route hands each bootstrap refit's item multiplicities to the metrics (joint draws)."""
+    from noisycal_bayes import evaluate_multiclass
+
+    sim = simulate_multiclass(400, 3, 3, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = evaluate_multiclass(sim.data, method="em", n_boot=4, checks=False, seed=1)
+    assert ev.metrics.parameter_uncertainty == "bootstrap refits (EM, 4, each with its items)"
+    t = ev.metrics.table.set_index("metric")
+    assert t.loc["accuracy", "lower"] < t.loc["accuracy", "estimate"] < t.loc["accuracy", "upper"]
