@@ -264,7 +264,7 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
         then the population (and the factors of ``spread``) averaged over their second half is kept fixed while the
         EM converges. The soft counts of an annotator's few labels are spread over the rows its items might belong
         to, which looks like agreement with the crowd: on simulated crowds the soft-count fit put the concentration
-        at 270-350 where the draws' fit gives 10-14 and the true labels' counts 5-6 (docs/crowds.md, *Outlying
+        at 270-350 where the draws' fit gives 9-15 and the true labels' counts 5-6 (docs/crowds.md, *Outlying
         annotators*). Not the default: on the real crowd cf it costs accuracy (0.890 -> 0.840).
     n_draws : int, default 16
         Clean-label draws per iteration for ``objective="sampled_labels"``.
