@@ -345,7 +345,7 @@ def _bootstrap(fit, weight_rows, n_boot: int, *, settings: dict, progress_bar: b
 
 def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_starts: int = 4, refit_starts: int = 0,
                             seed: int = 0, max_iter: int = 1000, tol: float = 1e-8, prior=None, path: str = "auto",
-                            population=None):
+                            population=None, population_options=None):
     """The ``estimator`` of :func:`~noisycal_bayes.reference.bootstrap_multiclass_nc_ece`: EM, warm-started refits.
 
     Parameters
@@ -362,6 +362,11 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
         with ``init``) keeps fixed instead of refitting it
         (:func:`~noisycal_bayes.inference.population.fit_em_population`; why: docs/coverage.md, *Sparse K-class
         crowds on the EM route*). None refits the population too.
+    population_options : dict, optional
+        ``"pooled"`` only: keyword arguments of :func:`~noisycal_bayes.inference.population.fit_em_population` for
+        every fit whose population is refitted (e.g. ``{"objective": "sampled_labels", "spread": 1.5}``, the
+        population fitted to clean-label draws with per-annotator concentrations: docs/crowds.md, *Outlying
+        annotators*); None: its defaults.
     n_quantiles : int, default 2
     n_starts : int, default 4
         Random starts besides the majority-vote start for a call without ``init`` (the full-sample fit).
@@ -399,6 +404,12 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
     if model not in ("grouped", "dawid_skene", "pooled"):
         raise ValueError(f"multiclass_em_estimator: `model` must be 'grouped', 'dawid_skene' or 'pooled'; got "
                          f"{model!r}.")
+    if population_options is not None and model != "pooled":
+        raise ValueError(f"multiclass_em_estimator: `population_options` are the pooled model's (model='pooled'); "
+                         f"got model={model!r}.")
+    if population_options is not None and not isinstance(population_options, dict):
+        raise ValueError("multiclass_em_estimator: `population_options` must be None or a dict of "
+                         f"fit_em_population keyword arguments; got {type(population_options).__name__}.")
     if population is not None and model != "pooled":
         raise ValueError(f"multiclass_em_estimator: `population` is the pooled model's (model='pooled'); got "
                          f"model={model!r}.")
@@ -416,6 +427,11 @@ def multiclass_em_estimator(*, model: str = "grouped", n_quantiles: int = 2, n_s
             from .population import fit_em_population
 
             fit = fit_em_population(data, max_iter=max_iter, tol=tol, init=init, population=population)
+            return np.asarray(fit.confusion), np.asarray(fit.prevalence[0])
+        if model == "pooled" and population_options:
+            from .population import fit_em_population
+
+            fit = fit_em_population(data, max_iter=max_iter, tol=tol, init=init, **population_options)
             return np.asarray(fit.confusion), np.asarray(fit.prevalence[0])
         if model == "pooled":
             fit = fit_em_multiclass(data, model=model, max_iter=max_iter, tol=tol, init=init)

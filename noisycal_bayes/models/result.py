@@ -824,6 +824,9 @@ class MulticlassEMFit(_ConfusionEstimate):
         Dirichlet concentrations ``(alpha_confusion (K, K), alpha_prevalence (K,))`` for MAP, None for ML.
     n_labels : ndarray of shape (n_annotators,)
         Responses per annotator.
+    annotator_scale : ndarray of shape (n_annotators,) or None
+        ``model="pooled"`` with ``spread``: annotator ``j``'s rows are ``Dirichlet(annotator_scale[j] * prior[0][y])``
+        (:func:`~noisycal_bayes.inference.population.fit_em_population`); None otherwise (every factor 1).
     """
 
     objective: float = np.nan
@@ -835,6 +838,7 @@ class MulticlassEMFit(_ConfusionEstimate):
     label_permutation: tuple | None = None
     prior: tuple | None = None
     n_labels: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    annotator_scale: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False, kw_only=True, repr=False)

@@ -1,0 +1,170 @@
+"""Coverage of 90% intervals of each annotator's confusion entries (K classes) on crowds with spammers and adversaries.
+
+Goal (issue 34): the intervals of each annotator's K x K confusion entries cover at the nominal rate, by annotator
+kind, as binary's do (docs/crowds.md, *recovery*). The population of the partially pooled EM
+(:func:`~noisycal_bayes.inference.population.fit_em_population`) is compared under its options:
+
+- ``soft``: the default (Dirichlet-multinomial type-II ML on the expected counts);
+- ``sampled``: ``objective="sampled_labels"`` (the population fitted to clean-label draws from the posteriors);
+- ``sampled_spread``: the same with per-annotator concentrations ``lambda_j`` (``spread=1.5``).
+
+Crowd (the design of docs/coverage.md, *Second goal*): K classes, ``--annotators`` annotators, ``--items`` items,
+3 distinct annotators per item (about 12 labels per annotator at the defaults); 85% honest annotators with accuracy
+U(0.5, 0.9), 10% spammers with accuracy 1/K, 5% adversaries with accuracy 0.05, the rest of every row a flat
+Dirichlet split (:func:`~noisycal_bayes.simulate.random_confusion`).
+
+Two sources of intervals per fit (equal-tailed 90%):
+
+- ``conditional``: 400 draws of every row from its conditional posterior ``Dirichlet(n_jy + lambda_j alpha_y)`` at
+  the fit (``n`` the expected counts, ``alpha`` the fitted population): one fit per crowd;
+- ``refits`` (the first ``--refit-crowds`` crowds): ``--n-refits`` item-bootstrap refits (item multiplicities as
+  weights, warm-started at the fit, the population refitted with the same options: what
+  ``multiclass_em_estimator(model="pooled", population_options=...)`` does on each replicate).
+
+Coverage by kind with its clustered standard error (spread of the per-crowd coverages / sqrt(crowds)) and the
+binomial standard error of that many entries. Usage::
+
+    PYTHONPATH=$PWD python benchmarks/coverage_confusion_crowds.py --crowds 20 --refit-crowds 4 --out FILE
+
+Results: ``benchmarks/results/coverage_confusion_crowds.json``; docs/crowds.md, *Outlying annotators*.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _benchutil import machine  # noqa: E402
+
+CONFIGS = {"soft": {}, "sampled": {"objective": "sampled_labels", "n_draws": 8},
+           "sampled_spread": {"objective": "sampled_labels", "n_draws": 8, "spread": 1.5}}
+KINDS = ("honest", "spammer", "adversary")
+
+
+def crowd(seed, k, n_annotators, n_items, per_item=3, spammers=0.10, adversaries=0.05):
+    """The crowd (module docstring): ``(data, true confusion (J, K, K), kind (J,))`` of the annotators present."""
+    from noisycal_bayes import MulticlassAnnotationSet
+    from noisycal_bayes.simulate import random_confusion, simulate_multiclass
+
+    rng = np.random.default_rng(seed)
+    kind = np.array(["honest"] * n_annotators, dtype=object)
+    ns, na = int(round(spammers * n_annotators)), int(round(adversaries * n_annotators))
+    perm = rng.permutation(n_annotators)
+    kind[perm[:ns]], kind[perm[ns:ns + na]] = "spammer", "adversary"
+    acc = rng.uniform(0.5, 0.9, size=n_annotators)
+    acc[kind == "spammer"], acc[kind == "adversary"] = 1.0 / k, 0.05
+    conf = random_confusion(n_annotators, k, accuracy=acc, seed=rng)
+    sim = simulate_multiclass(n_items, n_annotators, k, confusion=conf, labels_per_item=per_item, seed=rng)
+    present, ann = np.unique(sim.annotator, return_inverse=True)
+    data = MulticlassAnnotationSet.from_responses(sim.item, ann, sim.label, n_items=n_items, n_annotators=present.size,
+                                                  n_classes=k, probs=sim.probs)
+    return data, sim, conf[present], kind[present].astype(str)
+
+
+def conditional_interval(fit, data, rng, n_draws=400):
+    from noisycal_bayes.core.population import expected_counts
+    from noisycal_bayes.models.inputs import class_arrays
+
+    x = class_arrays(data, "coverage_confusion_crowds")
+    T = fit.clean_label_probability(data)
+    n = expected_counts(x.item, x.annotator, x.label, T, x.n_annotators)
+    lam = np.ones(x.n_annotators) if fit.annotator_scale is None else fit.annotator_scale
+    post = n + lam[:, None, None] * fit.prior[0][None]
+    g = rng.gamma(np.broadcast_to(post, (n_draws,) + post.shape))
+    return np.quantile(g / g.sum(axis=3, keepdims=True), [0.05, 0.95], axis=0)
+
+
+def refit_interval(fit, data, opts, rng, n_refits):
+    from noisycal_bayes.inference.population import fit_em_population
+
+    n = data.n_items
+    reps = []
+    for _ in range(n_refits):
+        w = np.bincount(rng.integers(0, n, n), minlength=n).astype(np.float64)
+        reps.append(fit_em_population(data, weights=w, init=fit, **opts).confusion)
+    return np.quantile(np.asarray(reps), [0.05, 0.95], axis=0)
+
+
+def one(seed, args, refits):
+    from noisycal_bayes.inference.population import fit_em_population
+
+    data, sim, conf, kind = crowd(seed, args.k, args.annotators, args.items)
+    rows = []
+    for name, opts in CONFIGS.items():
+        if args.configs and name not in args.configs:
+            continue
+        t = time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = fit_em_population(data, **opts)
+            acc = float(np.mean(fit.clean_label_probability(data).argmax(axis=1) == sim.y))
+            cpu_fit = time.process_time() - t
+            sources = {"conditional": conditional_interval(fit, data, np.random.default_rng(seed))}
+            if refits:
+                sources["refits"] = refit_interval(fit, data, opts, np.random.default_rng(10_000 + seed), args.n_refits)
+        for src, (lo, hi) in sources.items():
+            cov = (lo <= conf) & (conf <= hi)
+            rows.append({"seed": seed, "config": name, "source": src, "accuracy": acc, "cpu_fit_s": cpu_fit,
+                         "cpu_s": time.process_time() - t, "n_iter": int(fit.n_iter), "converged": bool(fit.converged),
+                         "concentration": np.round(fit.prior[0].sum(axis=1), 2).tolist(),
+                         "width": float(np.mean(hi - lo)), "coverage": float(cov.mean()),
+                         **{f"coverage_{k}": float(cov[kind == k].mean()) for k in KINDS},
+                         **{f"n_{k}": int(cov[kind == k].size) for k in KINDS},
+                         **({"scale_median": {k: float(np.median(fit.annotator_scale[kind == k])) for k in KINDS}}
+                            if fit.annotator_scale is not None else {})})
+            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in rows[-1].items()}),
+                  flush=True)
+    return rows
+
+
+def summarise(rows):
+    out = []
+    for key in sorted({(r["config"], r["source"]) for r in rows}):
+        got = [r for r in rows if (r["config"], r["source"]) == key]
+        s = {"config": key[0], "source": key[1], "n_crowds": len(got),
+             "accuracy": float(np.mean([r["accuracy"] for r in got])),
+             "width": float(np.mean([r["width"] for r in got]))}
+        for k in ("",) + tuple(f"_{k}" for k in KINDS):
+            v = np.array([r[f"coverage{k}"] for r in got])
+            m = int(sum(r[f"n{k}"] for r in got)) if k else int(sum(sum(r[f"n_{q}"] for q in KINDS) for r in got))
+            s[f"coverage{k}"] = float(v.mean())
+            s[f"se{k}"] = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else None
+            s[f"se_binomial{k}"] = float(np.sqrt(0.09 / m))
+        out.append(s)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--crowds", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--refit-crowds", type=int, default=4)
+    ap.add_argument("--n-refits", type=int, default=20)
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--annotators", type=int, default=500)
+    ap.add_argument("--items", type=int, default=2000)
+    ap.add_argument("--configs", nargs="+")
+    ap.add_argument("--max-minutes", type=float)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_confusion_crowds.json"))
+    args = ap.parse_args(argv)
+    t0, rows = time.perf_counter(), []
+    for i in range(args.crowds):
+        if args.max_minutes and i >= 2 and time.perf_counter() - t0 > 60 * args.max_minutes:
+            break
+        seed = args.first_seed + i
+        rows += one(seed, args, refits=i < args.refit_crowds)
+        Path(args.out).write_text(json.dumps({"benchmark": "coverage_confusion_crowds", "machine": machine(),
+                                              "settings": vars(args), "configs": CONFIGS,
+                                              "summary": summarise(rows), "rows": rows}, indent=1) + "\n")
+    print(json.dumps(summarise(rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
