@@ -47,7 +47,8 @@ channel assumptions. The AUC, the Brier score and the log loss use the score ins
 model treats as independent of ``Y`` within it: their posterior estimate is pulled towards what the group-level
 score would give, more the coarser the groups (about one group per 100 items by default for binary data,
 :data:`~noisycal_bayes.labels.issues.MIN_ITEMS_PER_BIN`). When a fit has fewer than :data:`FINE_GROUPS` groups
-(e.g. ``evaluate_multiclass``'s predicted class x 2 confidence quantiles) these three are centred on the
+(10 per predicted class, ``10 K`` for K classes; e.g. ``evaluate_multiclass``'s predicted class x 2 confidence
+quantiles) these three are centred on the
 corrected-label estimate, which does not depend on the groups (their replicates shifted by ``corrected -
 posterior``: the spread of the posterior replicates around a consistent centre), and a
 :class:`~noisycal_bayes.warnings.DataWarning` says so.
@@ -80,7 +81,9 @@ LOWER_IS_BETTER = ("brier", "log_loss")
 LINEAR = ("accuracy", "brier", "log_loss")
 #: Metrics that use the score inside a group (their posterior estimate needs fine groups).
 WITHIN_GROUP = ("auc", "brier", "log_loss")
-#: Fewer groups than this in the fit: the within-group metrics get a DataWarning.
+#: Fewer groups than this in the fit: the within-group metrics get a DataWarning. It is 10 score levels per
+#: predicted class for binary data; K classes need as many per predicted class, ``10 K`` in all
+#: (:func:`_fine_groups`).
 FINE_GROUPS = 20
 #: Floor of the probabilities inside the log loss.
 LOG_FLOOR = 1e-15
@@ -567,9 +570,22 @@ def _table(models, kernels, plug, corr, naive, draws, level, conditioned, coarse
     return pd.DataFrame(rows)
 
 
-def _coarse_warning(n_groups, wanted, func):
+def _fine_groups(n_classes: int) -> int:
+    """Fewest groups of a fit for its posterior AUC, Brier and log loss: 10 per predicted class.
+
+    ``FINE_GROUPS // 2 * K``: 20 for binary data (10 score levels per predicted class), 30 for three classes, 100 for
+    ten, so ``evaluate_multiclass``'s groups (predicted class x 2 confidence quantiles: 20 at K = 10) are coarse at
+    K = 10 as at K = 3; counting all groups against 20 let their bias through at K = 10 (docs/metrics.md).
+
+    >>> _fine_groups(2), _fine_groups(3), _fine_groups(10)
+    (20, 30, 100)
+    """
+    return FINE_GROUPS // 2 * max(int(n_classes), 2)
+
+
+def _coarse_warning(n_groups, wanted, func, fine=FINE_GROUPS):
     within = [m for m in wanted if _base(m) in WITHIN_GROUP]
-    if within and n_groups < FINE_GROUPS:
+    if within and n_groups < fine:
         warnings.warn(f"{func}: {sorted(set(map(_base, within)))} use the score inside the fit's {n_groups} groups, "
                       "which its model treats as independent of the clean label within a group, so their posterior "
                       "estimates are pulled towards what the group-level score would give: their estimates and "
@@ -797,7 +813,7 @@ def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_re
     metrics = _check_metrics(metrics, all_names, func)
     n, k = data.n_items, data.n_classes
     n_groups = int(np.max(post.group)) + 1
-    _coarse_warning(int(np.unique(post.group).size), metrics or all_names, func)
+    _coarse_warning(int(np.unique(post.group).size), metrics or all_names, func, _fine_groups(k))
     cond = {nm: mixed_groups(post.group, kern.yhat).size == 0 for nm, kern in kernels.items()}
     n_s = post.n_samples if n_draws is None else min(post.n_samples, n_draws)
     use = _thin(post.n_samples, n_s)
@@ -845,7 +861,7 @@ def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_re
     if not has.all():
         notes.append(f"{int((~has).sum())} items have no response of a usable annotator: the corrected_label column "
                      "leaves them out.")
-    coarse = int(np.unique(post.group).size) < FINE_GROUPS
+    coarse = int(np.unique(post.group).size) < _fine_groups(k)
     return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, cond, coarse), draws=draws,
                         models=names, kind="multiclass", level=level, target=TARGETS[bool(bootstrap)],
                         threshold={nm: None for nm in names}, n_items=int(n), n_replicates=n_replicates,

@@ -197,6 +197,20 @@ def test_coarse_groups_warn():
     assert np.quantile(res.draws["model"]["auc"] - shift, 0.95) == pytest.approx(t.loc["auc", "upper"] - shift)
 
 
+def test_coarse_rule_counts_groups_per_predicted_class():
+    """Ten classes x 2 confidence levels are 20 groups, as coarse per class as 3 x 2: before the per-class rule they
+    passed the 20-group threshold and the posterior AUC / log loss were biased (docs/metrics.md, K = 10)."""
+    from noisycal_bayes.labels.metrics import _fine_groups
+
+    assert [_fine_groups(k) for k in (2, 3, 10)] == [20, 30, 100]
+    sim = simulate_multiclass(1500, 3, 10, seed=2)
+    with pytest.warns(Warning, match="use the score inside the fit's 20 groups"):
+        res = clean_metrics(sim.data, n_replicates=20, metrics=["auc", "log_loss", "accuracy"])
+    t = res.table.set_index("metric")
+    assert t.loc["auc", "centre"] == "corrected labels" and t.loc["log_loss", "centre"] == "corrected labels"
+    assert t.loc["accuracy", "centre"] == "posterior"
+
+
 def test_bad_inputs():
     sim = simulate_annotations(200, fpr=[0.1, 0.2, 0.1], tpr=[0.9, 0.8, 0.85], seed=0)
     with pytest.raises(ValueError, match="shape"):
