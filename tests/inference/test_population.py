@@ -298,6 +298,7 @@ def test_per_annotator_scale_newton_matches_scipy():
     assert l[0] == pytest.approx(0.0, abs=1e-12)
 
 
+@pytest.mark.slow  # 11 s; the scipy checks of the two M-steps above stay in `make test`
 def test_sampled_labels_recovers_the_spread_that_soft_counts_overstate():
     # A crowd drawn from one Dirichlet population (s = 8 per class, 5-14 labels per annotator). Type-II ML on the
     # expected (soft) counts reads the posteriors' smoothing as agreement and overstates s (negative control: > 2x);
@@ -317,7 +318,18 @@ def test_sampled_labels_recovers_the_spread_that_soft_counts_overstate():
     assert soft.annotator_scale is None and samp.annotator_scale is None
 
 
-def test_adversaries_get_small_factors_and_bad_options_are_refused():
+def test_bad_population_options_are_refused():
+    data, _, _ = _crowd(3, 20, 60, 3, 6, seed=12)
+    with pytest.raises(ValueError, match="`objective` must be one of"):
+        fit_em_population(data, objective="hard")
+    with pytest.raises(ValueError, match="`spread` must be None or a positive number"):
+        fit_em_population(data, spread=-1.0)
+    with pytest.raises(ValueError, match="exclude each other"):
+        fit_em_population(data, spread=1.0, population=np.ones((3, 3)))
+
+
+@pytest.mark.slow  # 7 s
+def test_adversaries_get_small_factors():
     # Negative control for the factors: adversaries (always wrong) among honest annotators get smaller factors than
     # the honest ones (one-sided Mann-Whitney p < 1e-3; seed 12: medians 0.71 and 1.37, i.e. only partly released,
     # docs/crowds.md, *Outlying annotators*).
@@ -335,12 +347,6 @@ def test_adversaries_get_small_factors_and_bad_options_are_refused():
     lam = fit.annotator_scale
     assert mannwhitneyu(lam[adv], lam[~adv], alternative="less").pvalue < 1e-3, (np.median(lam[adv]),
                                                                                 np.median(lam[~adv]))
-    with pytest.raises(ValueError, match="`objective` must be one of"):
-        fit_em_population(data, objective="hard")
-    with pytest.raises(ValueError, match="`spread` must be None or a positive number"):
-        fit_em_population(data, spread=-1.0)
-    with pytest.raises(ValueError, match="exclude each other"):
-        fit_em_population(data, spread=1.0, population=np.ones((3, 3)))
 
 
 def test_estimator_passes_population_options_to_refits():
