@@ -4,7 +4,9 @@
 Per configuration and repeat (alternating, in one process, after one warm-up run of each that compiles the JAX
 kernels): ``evaluate(data, metrics=False)`` and ``evaluate(data, metrics=True)``; the row reports both medians of the
 wall time and the ratio of the medians, and the same for the process's CPU time (``time.process_time``, every
-thread: on a shared machine the wall time also holds the waits for a core). Binary: ``simulate_annotations`` (3
+thread: on a shared machine the wall time also holds the waits for a core). Binary and sp also time a third
+alternative, ``*_serial``: the metrics' replicates in ``evaluate``'s own thread instead of a worker thread beside
+its fit (the layout before 2026-12-05). Binary: ``simulate_annotations`` (3
 annotators, overconfident scores), the CLI's EM route (``method="em"``, 200 bootstrap replicates, checks on).
 K = 3: ``simulate_multiclass`` (3 annotators), ``evaluate_multiclass`` (EM, 200 item-bootstrap refits, checks on).
 ``sp`` (``--kinds sp``; needs the shared data folder): the sp sentiment crowd (4999 items, 203 annotators, gold;
@@ -24,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -66,23 +69,44 @@ def main(argv=None):
             else:
                 data = simulate_multiclass(n, 3, 3, seed=0).data
                 run = lambda m: nb.evaluate_multiclass(data, method="em", n_boot=200, metrics=m)  # noqa: E731
+            # Binary: also with the metrics' replicates in the caller's thread ("serial"), as before 2026-12-05.
+            modes = (False, True, "serial") if kind in ("binary", "sp") else (False, True)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 run(False), run(True)  # warm-up: compile
-                off, on, cpu_off, cpu_on = [], [], [], []
+                wall = {m: [] for m in modes}
+                cpu = {m: [] for m in modes}
                 for _ in range(args.repeats):
-                    for m, wall, cpu in ((False, off, cpu_off), (True, on, cpu_on)):
+                    for m in modes:
                         c0 = time.process_time()
-                        wall.append(timed(run, m)[1])
-                        cpu.append(time.process_time() - c0)
+                        with _serial(m == "serial"):
+                            wall[m].append(timed(run, bool(m))[1])
+                        cpu[m].append(time.process_time() - c0)
+            on, off = median(wall[True]), median(wall[False])
             row = {"stage": f"evaluate {kind}", "n_items": n, "n_annotators": data.n_annotators,
-                   "median_s": median(on), "median_s_without_metrics": median(off), "ratio": median(on) / median(off),
-                   "added_fraction": median(on) / median(off) - 1,
-                   "cpu_s": median(cpu_on), "cpu_s_without_metrics": median(cpu_off),
-                   "cpu_added_fraction": median(cpu_on) / median(cpu_off) - 1, "repeats": args.repeats}
+                   "median_s": on, "median_s_without_metrics": off, "ratio": on / off, "added_fraction": on / off - 1,
+                   "cpu_s": median(cpu[True]), "cpu_s_without_metrics": median(cpu[False]),
+                   "cpu_added_fraction": median(cpu[True]) / median(cpu[False]) - 1, "repeats": args.repeats}
+            if "serial" in modes:
+                row.update(median_s_serial=median(wall["serial"]),
+                           added_fraction_serial=median(wall["serial"]) / off - 1)
             rows.append(row)
             print_table([row], list(row))
     write_json("bench_metrics", info, {"sizes": args.sizes, "repeats": args.repeats}, rows, args.out)
+
+
+@contextlib.contextmanager
+def _serial(on: bool):
+    """Inside: ``evaluate`` runs the binary metrics' replicates in its own thread (no worker thread)."""
+    import noisycal_bayes.evaluation.metrics as em
+
+    start = em.start_binary_metrics
+    if on:
+        em.start_binary_metrics = lambda *a, **k: start(*a, **k, thread=False)
+    try:
+        yield
+    finally:
+        em.start_binary_metrics = start
 
 
 def _alone(n, repeats):

@@ -199,6 +199,12 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         if clean_labels.shape != (data.n_items,):
             raise ValueError(f"`clean_labels` must have shape ({data.n_items},), one per item; got "
                              f"{clean_labels.shape}.")
+    clean = (None, None)
+    if metrics:
+        # The metrics' set-up now; their replicates in a worker thread beside the fit below (a second core).
+        from .metrics import start_binary_metrics
+
+        metrics_result = start_binary_metrics(data, s, threshold)
     caught: list = []
     with collect_warnings(caught):
         res = ENGINES[s.method](data, s)
@@ -210,11 +216,8 @@ def evaluate(data, *, method: str = "nuts", bins: int = 10, groups=DEFAULT_GROUP
         # After the expansion: the corrected labels of the held-out comparison follow the headline's channel model.
         recal = None if not recalibration else tuple(compare_recalibration(data, s, clean_labels=clean_labels,
                                                                            expansion=expansion))
-    clean = (None, None)
     if metrics:
-        from .metrics import binary_metrics
-
-        clean = binary_metrics(data, s, threshold)
+        clean = metrics_result()
     planned = (None, None)
     if plan:
         from .metrics import label_plan

@@ -3,7 +3,8 @@ run beside the calibration error, its warnings kept with it (``CleanMetrics.note
 
 Binary data: ``clean_metrics(data, threshold=...)`` with its default fit (EM of the histogram model on equal-mass
 score bins with the threshold as an edge, weighted-likelihood bootstrap refits), independent of the route that
-estimated the NC-ECE (whose coarse score groups would bias the threshold metrics). K classes: the route's own
+estimated the NC-ECE (whose coarse score groups would bias the threshold metrics); its replicates run in a worker
+thread while ``evaluate`` fits (:func:`start_binary_metrics`). K classes: the route's own
 clean-label posterior (NUTS draws, or the EM route's bootstrap refits) on its groups (predicted class x confidence
 quantile), so that the intervals carry the channel uncertainty at no extra fit. Cost: docs/metrics.md.
 """
@@ -18,16 +19,36 @@ from .engines import collect_warnings
 N_METRIC_REPLICATES = 300
 
 
-def binary_metrics(data, s, threshold: float):
-    """``(CleanMetrics or None, note or None)`` for binary data; a data set the replicates cannot handle gets a
-    note instead (e.g. repeated labels)."""
-    from ..labels.metrics import clean_metrics
+def start_binary_metrics(data, s, threshold: float, *, thread: bool = True):
+    """The binary clean-label metrics of ``evaluate``, started: the set-up of
+    :func:`~noisycal_bayes.labels.metrics.prepare_clean_metrics` (its default fit, checks and warnings) now, in the
+    caller's thread; its replicates in a worker thread when ``thread``, so that they run on a second core beside
+    ``evaluate``'s own fit. Returns ``result()``, which waits for them and gives ``(CleanMetrics or None, note or
+    None)``: a data set the replicates cannot handle (e.g. repeated labels) gets a note instead. The numbers do not
+    depend on ``thread`` (the replicates' random stream is their own)."""
+    from ..labels.metrics import prepare_clean_metrics
 
     caught: list = []
     try:
         with collect_warnings(caught):
-            res = clean_metrics(data, threshold=threshold, level=s.level, seed=s.seed,
-                                n_replicates=N_METRIC_REPLICATES, weights=s.weights)
+            finish = prepare_clean_metrics(data, threshold=threshold, level=s.level, seed=s.seed,
+                                           n_replicates=N_METRIC_REPLICATES, weights=s.weights)
+    except ValueError as exc:
+        note = f"clean-label metrics not computed: {one_line(exc)}"
+        return lambda: (None, note)
+    if not thread:
+        return lambda: _finished(finish, caught)
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="noisycal-metrics")
+    future = pool.submit(finish)
+    pool.shutdown(wait=False)
+    return lambda: _finished(future.result, caught)
+
+
+def _finished(run, caught):
+    try:
+        res = run()
     except ValueError as exc:
         return None, f"clean-label metrics not computed: {one_line(exc)}"
     return _with_notes(res, caught), None

@@ -515,6 +515,39 @@ def clean_metrics(data, fit=None, *, scores=None, probs=None, threshold=0.5, met
     >>> bool(row.lower < truth < row.upper)
     True
     """
+    return prepare_clean_metrics(data, fit, scores=scores, probs=probs, threshold=threshold, metrics=metrics,
+                                 level=level, n_replicates=n_replicates, bootstrap=bootstrap, weights=weights,
+                                 n_draws=n_draws, seed=seed)()
+
+
+def prepare_clean_metrics(data, fit=None, *, scores=None, probs=None, threshold=0.5, metrics=None, level: float = 0.9,
+                          n_replicates: int = 1000, bootstrap: bool = True, weights="iv", n_draws: int | None = 1000,
+                          seed: int = 0):
+    """:func:`clean_metrics` in two steps: the set-up now, the replicates when the returned function is called.
+
+    Binary data: the set-up (checks, the default fit, the point estimates; every error and warning of
+    ``clean_metrics``) runs here; the returned ``finish()`` runs the replicate blocks (array work and compiled refits,
+    which release the GIL and emit no warnings: NumPy's floating-point warnings are silenced there, in a
+    thread-local ``errstate``) and returns the :class:`CleanMetrics`, identical to ``clean_metrics`` with the same
+    arguments. :func:`~noisycal_bayes.evaluate` runs ``finish`` in a worker thread beside its own fit, so that the
+    metrics' replicates use a second core (docs/metrics.md, *Measured*). K-class data: everything runs in
+    ``finish()``.
+
+    Parameters and errors: :func:`clean_metrics`.
+
+    Returns
+    -------
+    callable
+        ``finish() -> CleanMetrics``.
+
+    Examples
+    --------
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> sim = simulate_annotations(500, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=0)
+    >>> finish = prepare_clean_metrics(sim.data, n_replicates=50)
+    >>> finish().table.equals(clean_metrics(sim.data, n_replicates=50).table)
+    True
+    """
     from ..data import MulticlassAnnotationSet
 
     level = check_level(level)
@@ -523,7 +556,8 @@ def clean_metrics(data, fit=None, *, scores=None, probs=None, threshold=0.5, met
     if isinstance(data, MulticlassAnnotationSet):
         if scores is not None:
             raise ValueError("clean_metrics: K-class data take `probs`, not `scores`.")
-        return _multiclass(data, fit, probs, metrics, level, n_replicates, bool(bootstrap), weights, n_draws, seed)
+        res = _multiclass(data, fit, probs, metrics, level, n_replicates, bool(bootstrap), weights, n_draws, seed)
+        return lambda: res
     if probs is not None:
         raise ValueError("clean_metrics: binary data take `scores`, not `probs` (K-class data: a "
                          "MulticlassAnnotationSet).")
@@ -583,7 +617,7 @@ def _fine_groups(n_classes: int) -> int:
     return FINE_GROUPS // 2 * max(int(n_classes), 2)
 
 
-def _coarse_warning(n_groups, wanted, func, fine=FINE_GROUPS):
+def _coarse_warning(n_groups, wanted, func, fine=FINE_GROUPS, stacklevel=4):
     within = [m for m in wanted if _base(m) in WITHIN_GROUP]
     if within and n_groups < fine:
         warnings.warn(f"{func}: {sorted(set(map(_base, within)))} use the score inside the fit's {n_groups} groups, "
@@ -591,7 +625,7 @@ def _coarse_warning(n_groups, wanted, func, fine=FINE_GROUPS):
                       "estimates are pulled towards what the group-level score would give: their estimates and "
                       "intervals are centred on the corrected-label estimate (consistent for any groups; column "
                       "`centre`), the posterior one kept in column `posterior`. Finer groups avoid this.",
-                      DataWarning, stacklevel=4)
+                      DataWarning, stacklevel=stacklevel)
 
 
 def _collect(kernels, blocks, n_replicates, metrics):
@@ -634,7 +668,7 @@ def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstra
         groups, model = (lambda: comparison_groups(yhat, list(sc.values()))), "grouped"
     fit, rp, cond = fitted_posteriors(data, fit, yhat, names, model=model, groups=groups, n_draws=n_draws,
                                       seed=seed, func=func)
-    _coarse_warning(int(fit.groups.n_groups), metrics or BINARY_METRICS, func)
+    _coarse_warning(int(fit.groups.n_groups), metrics or BINARY_METRICS, func, stacklevel=5)  # clean_metrics' caller
     # Every per-item array in the order of the first model's scores: its AUC then needs no gather (the metrics do
     # not depend on the order of the items).
     order = np.argsort(sc[names[0]], kind="stable")
@@ -660,18 +694,22 @@ def _binary(data, fit, scores, threshold, metrics, level, n_replicates, bootstra
             y = _bernoulli16(rng, p, inverse)
             yield r0, y, item_w if bootstrap else None
 
-    draws = _collect(kernels, blocks(), n_replicates, metrics)
-    notes = _notes(names, cond, fit.model)
-    if failed[0]:
-        notes += (f"{failed[0]} of {n_replicates} bootstrap refits broke down or lost their orientation (a refit "
-                  "needs tpr > fpr for every annotator, which adversarial annotators break) and used the estimate: "
-                  "the interval omits that much of the channel uncertainty.",)
-    coarse = int(fit.groups.n_groups) < FINE_GROUPS
-    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, dict(zip(names, cond)), coarse),
-                        draws=draws, models=names, kind="binary", level=level, target=TARGETS[bootstrap], threshold=th,
-                        n_items=data.n_items, n_replicates=n_replicates, fit_model=fit.model, fit_method=fit.method,
-                        n_groups=int(fit.groups.n_groups), parameter_uncertainty=SOURCES[engine.source],
-                        failed_refits=failed[0], notes=notes)
+    def finish():
+        with np.errstate(all="ignore"):      # thread-local: nothing of the worker thread reaches `warnings`
+            draws = _collect(kernels, blocks(), n_replicates, metrics)
+        notes = _notes(names, cond, fit.model)
+        if failed[0]:
+            notes += (f"{failed[0]} of {n_replicates} bootstrap refits broke down or lost their orientation (a refit "
+                      "needs tpr > fpr for every annotator, which adversarial annotators break) and used the "
+                      "estimate: the interval omits that much of the channel uncertainty.",)
+        coarse = int(fit.groups.n_groups) < FINE_GROUPS
+        table = _table(names, kernels, plug, corr, naive, draws, level, dict(zip(names, cond)), coarse)
+        return CleanMetrics(table=table, draws=draws, models=names, kind="binary", level=level,
+                            target=TARGETS[bootstrap], threshold=th, n_items=data.n_items, n_replicates=n_replicates,
+                            fit_model=fit.model, fit_method=fit.method, n_groups=int(fit.groups.n_groups),
+                            parameter_uncertainty=SOURCES[engine.source], failed_refits=failed[0], notes=notes)
+
+    return finish
 
 
 def _bernoulli16(rng, p, inverse) -> np.ndarray:

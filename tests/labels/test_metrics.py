@@ -254,6 +254,31 @@ def test_evaluate_carries_the_metrics_and_the_cli_flags(tmp_path):
     assert json.loads(out.read_text())["clean_metrics"]["threshold"] == 0.3
 
 
+def test_evaluate_runs_the_replicates_beside_its_fit_with_the_same_numbers():
+    """evaluate starts the binary metrics' replicates in a worker thread: the table equals clean_metrics' own (same
+    arguments), with the thread and without; a set-up error (repeated labels) becomes the note, not a crash; the
+    worker's errors come back to the caller as the same note."""
+    import pandas as pd
+
+    from noisycal_bayes import evaluate
+    from noisycal_bayes.evaluation import metrics as em
+    from noisycal_bayes.labels.metrics import clean_metrics
+
+    sim = simulate_annotations(800, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], seed=4)
+    ev = evaluate(sim.data, method="em", n_boot=20, checks=False, threshold=0.45, seed=3)
+    ref = clean_metrics(sim.data, threshold=0.45, seed=3, n_replicates=em.N_METRIC_REPLICATES)
+    pd.testing.assert_frame_equal(ev.metrics.table, ref.table)
+    settings = type("S", (), {"level": 0.9, "seed": 3, "weights": "iv"})()
+    threaded, plain = (em.start_binary_metrics(sim.data, settings, 0.45, thread=t)()[0] for t in (True, False))
+    pd.testing.assert_frame_equal(threaded.table, plain.table)
+    pd.testing.assert_frame_equal(threaded.table, ref.table)
+
+    def boom():
+        raise ValueError("broken\nreplicates")
+
+    assert em._finished(boom, []) == (None, "clean-label metrics not computed: broken replicates")
+
+
 def test_multiclass_compare_on_every_metric():
     """K classes, models on the same items: the classifier beats a copy whose probabilities are scrambled on 40% of
     the items (on accuracy and AUC), and the paired differences of a model with itself are exactly 0."""
