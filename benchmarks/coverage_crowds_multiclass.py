@@ -141,6 +141,9 @@ def main(argv=None):
     ap.add_argument("--acc-high", type=float, default=0.9)
     ap.add_argument("--target-items", type=int, default=2_000_000)
     ap.add_argument("--only-k", type=int, nargs="+")
+    ap.add_argument("--first-rep", type=int, default=0, help="the first data set's seed (append to an earlier run "
+                    "with --first-rep N --merge FILE)")
+    ap.add_argument("--merge", default=None, help="an earlier run's JSON whose rows are kept (seeds must not overlap)")
     ap.add_argument("--max-minutes", type=float, default=None, help="start no new data set after this many minutes")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "coverage_crowds_multiclass.json"))
     ap.add_argument("--render")
@@ -151,8 +154,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     settings = [s for s in SETTINGS if not args.only_k or s[0] in args.only_k]
     targets = {k: top_label_target(k, args.curve, args.target_items) for k in sorted({s[0] for s in settings})}
-    rows = []
-    for rep in range(args.reps):  # round-robin over settings, so that a time limit leaves each setting sampled
+    rows = json.loads(Path(args.merge).read_text())["rows"] if args.merge else []
+    for rep in range(args.first_rep, args.first_rep + args.reps):  # round-robin over settings, so that a time limit leaves each setting sampled
         for k, j, n, per in settings:
             if args.max_minutes and time.perf_counter() - t0 > 60 * args.max_minutes:
                 break

@@ -61,6 +61,9 @@ CELLS = {
     "binary_J3": dict(kind="binary", fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], missing=0.0),
     "binary_J10_sparse": dict(kind="binary", fpr=list(np.linspace(0.15, 0.3, 10)), tpr=list(np.linspace(0.7, 0.85, 10)),
                               missing=0.6),
+    # Small gaps (tpr - fpr 0.25-0.35): labels barely better than chance, the corrected labels' variance 10-15x
+    # that of binary_J3's.
+    "binary_J3_small_gap": dict(kind="binary", fpr=[0.3, 0.35, 0.3], tpr=[0.6, 0.6, 0.65], missing=0.0),
     "k3_J3": dict(kind="multiclass", n_classes=3, n_annotators=3),
     "k3_J5": dict(kind="multiclass", n_classes=3, n_annotators=5),
     "k10_J3": dict(kind="multiclass", n_classes=10, n_annotators=3),
