@@ -6,6 +6,7 @@ import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from noisycal_bayes import evaluate, nc_ece
@@ -239,3 +240,30 @@ def test_k_expansion_skipped_on_a_pooled_crowd_with_a_warning():
     ev = evaluate_multiclass(data, n_boot=5, checks=False, expand=True)
     assert ev.expansion is None
     assert any("model expansion skipped" in w for w in ev.warnings)
+
+
+def test_richer_models_refuse_gold_labels_and_the_expansion_says_why():
+    """The score-dependent model's compressed rows hold no gold label: fit_map / fit_nuts / fit_alternative refuse
+    gold-labelled data by name (before, the gold labels were dropped silently), and evaluate's expansion is skipped
+    with a warning naming them; the same data without gold are fitted (negative control)."""
+    from noisycal_bayes.data import AnnotationSet
+    from noisycal_bayes.inference import fit_map, fit_nuts
+    from noisycal_bayes.inference.alternatives import fit_alternative
+
+    sim = simulate_annotations(600, fpr=[0.1, 0.2, 0.15], tpr=[0.85, 0.8, 0.9], curve="overconfident", seed=5)
+    gold = np.full(sim.data.n_items, -1)
+    gold[:9] = sim.clean_labels[:9]
+    data = AnnotationSet.from_wide(sim.data.labels, sim.data.scores, gold=gold)
+    for fit in (lambda: fit_map(data, model="score_dependent"), lambda: fit_nuts(data, model="score_dependent"),
+                lambda: fit_alternative(data, "shared", method="map")):
+        with pytest.raises(ValueError, match="these data have 9 gold labels"):
+            fit()
+    kw = dict(method="em", n_boot=10, checks=False, groups=Binning.equal_mass(5), expand=True)
+    ev = evaluate(data, **kw)
+    assert ev.expansion is None and ev.headline_model == "shared"
+    assert any("model expansion skipped: these data have 9 gold labels" in w for w in ev.warnings)
+    from noisycal_bayes.inference.alternatives import check_row_data
+
+    assert check_row_data(sim.data, "fit_map", "score_dependent") is None
+    with pytest.raises(ValueError, match="repeated"):
+        check_row_data(AnnotationSet.from_long(pd.concat([sim.data.to_long()] * 2)), "fit_map", "score_dependent")

@@ -214,7 +214,7 @@ def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion
     Returns
     -------
     ModelExpansion, or None when the shared model has no draws (``n_boot=0``) or no grouped fit, and (with a
-    warning) on a crowd's partially pooled fit or data with repeated (item, annotator) labels.
+    warning) on a crowd's partially pooled fit or data with gold or repeated (item, annotator) labels.
     """
     from ..data import Binning
     from ..diagnostics.alternatives import _weighted_total, fit_alternative, row_loo, shared_fit_from_draws
@@ -224,12 +224,15 @@ def expand_models(data, s, res, *, entry_se: float = ENTRY_SE) -> ModelExpansion
     if res.post is None or res.draws_fit is None or res.draws_fit.draws is None or res.fit.model != "grouped":
         return None
     crowd = (res.fit.settings or {}).get("pooling") == "partial"
-    if crowd or getattr(data, "has_repeats", False):
-        # The score-dependent model is written on (group, pattern) rows: one label per (item, annotator) and
-        # channels shared by every item of a group. A crowd's partially pooled fit has no such counterpart.
+    n_gold = 0 if data.gold is None else int((np.asarray(data.gold) >= 0).sum())
+    if crowd or n_gold or getattr(data, "has_repeats", False):
+        # The score-dependent model is written on (group, pattern) rows: one label per (item, annotator), no gold
+        # label and channels shared by every item of a group. A crowd's partially pooled fit has no such
+        # counterpart; gold labels would be dropped from the richer fit (inference.alternatives.check_row_data).
         import warnings
 
         why = ("the shared model here is the crowd's partially pooled fit" if crowd else
+               f"these data have {n_gold} gold labels" if n_gold else
                "these data have repeated (item, annotator) labels")
         warnings.warn(f"evaluate: model expansion skipped: {why}, and the score-dependent channel model reads one "
                       "label per (item, annotator) pair with unpooled channels; the headline is the shared model's. "

@@ -102,6 +102,22 @@ def _channels(model, samples, n_groups):
     return (np.repeat(f[:, None, :], n_groups, axis=1), np.repeat(t[:, None, :], n_groups, axis=1))
 
 
+def check_row_data(data, func: str, model: str) -> None:
+    """Refuse data the compressed ``(score group, response pattern)`` rows cannot hold: gold labels or repeated
+    (item, annotator) labels (a row holds one label per annotator and no clean label). Fitting them anyway would
+    silently drop the gold labels (or fail on the repeats), so the richer models refuse them by name.
+
+    >>> from noisycal_bayes.simulate import simulate_annotations
+    >>> check_row_data(simulate_annotations(50, fpr=[0.1, 0.2], tpr=[0.9, 0.8], seed=0).data, "f", "shared")
+    """
+    n_gold = 0 if getattr(data, "gold", None) is None else int((np.asarray(data.gold) >= 0).sum())
+    if n_gold or getattr(data, "has_repeats", False):
+        what = f"{n_gold} gold labels" if n_gold else "repeated (item, annotator) labels"
+        raise ValueError(f"{func}: model={model!r} is fitted on compressed (group, response pattern) rows, which hold "
+                         f"one label per (item, annotator) and no gold label; these data have {what}. Fit "
+                         "model='grouped' (its sparse path uses them), or drop them for this model.")
+
+
 def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mass(5), method: str = "nuts",
                     n_chains: int = 2, n_warmup: int = 500, n_draws: int = 500, seed: int = 0,
                     prior=None, init=None) -> AlternativeFit:
@@ -139,7 +155,8 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     Raises
     ------
     ValueError
-        Unknown model or method; data without scores; fewer than two annotators.
+        Unknown model or method; data without scores; fewer than two annotators; gold or repeated labels
+        (:func:`check_row_data`).
     """
     import jax
 
@@ -156,6 +173,7 @@ def fit_alternative(data: AnnotationSet, model: str, *, groups=Binning.equal_mas
     if data.n_annotators < 2:
         raise ValueError(f"{func}: at least two annotators are needed; got {data.n_annotators}.")
     data.require_scores()
+    check_row_data(data, func, model)
     for name, v in (("n_chains", n_chains), ("n_warmup", n_warmup), ("n_draws", n_draws)):
         check_positive_int(v, name=name)
     prior = DEFAULT_PRIOR if prior is None else prior

@@ -341,7 +341,7 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
     from ..models import DEFAULT_PRIOR
     from ..models.score_noise import DEFAULT_SCALE
     from ..warnings import ConvergenceWarning
-    from .alternatives import _table, group_channel_result
+    from .alternatives import _table, check_row_data, group_channel_result
     from .em import fit_em
 
     if not (isinstance(data, AnnotationSet) and data.kind == "binary"):
@@ -350,12 +350,7 @@ def fit_em_score_dependent(data, *, groups=Binning.equal_mass(5), n_starts=None,
     if data.n_annotators < 2:
         raise ValueError(f"{func}: model='score_dependent' needs at least two annotators; got {data.n_annotators}.")
     data.require_scores()
-    n_gold = 0 if data.gold is None else int((np.asarray(data.gold) >= 0).sum())
-    if n_gold or getattr(data, "has_repeats", False):
-        what = f"{n_gold} gold labels" if n_gold else "repeated (item, annotator) labels"
-        raise ValueError(f"{func}: model='score_dependent' is fitted on compressed (group, response pattern) rows, "
-                         f"which hold one label per (item, annotator) and no gold label; these data have {what}. "
-                         "Fit model='grouped' (its sparse path uses them), or drop them for this model.")
+    check_row_data(data, func, "score_dependent")
     _, max_iter, tol, min_gap = check_em_settings(1, max_iter, tol, min_gap)
     if n_starts is not None:
         n_starts = check_positive_int(n_starts, name="n_starts")
