@@ -313,6 +313,27 @@ def _pooled_squarem(T0, item, code, padded, by_code, item_group, gold, item_weig
             l_new, ll)
 
 
+def _squarem_after(plain, T0, args, tol, hyper, population, l0, spread, *, n_annotators: int, max_iter: int,
+                   fixed: bool, per_annotator: bool):
+    """:func:`_pooled_squarem` from where the plain loop's first iterations (``plain``, :func:`_pooled_loop`'s output;
+    None: from ``T0``) stopped, for the rest of ``max_iter``. Returns :func:`_pooled_loop`'s first ten outputs:
+    ``n_iter`` the plain iterations plus the cycles, the trace the plain iterations' log-likelihoods and then the
+    final one (the cycles' merit is not a log-likelihood)."""
+    from ._em_loop import _call
+
+    first = 0 if plain is None else int(plain[5])
+    if plain is None:
+        state = (T0, population, l0)
+    else:   # the plain loop's last state: its posteriors, population alpha = s m (or the fixed one), factors
+        alpha = population if fixed else np.asarray(plain[3])[:, None] * np.asarray(plain[2])
+        state = (np.asarray(plain[4]), alpha, np.asarray(plain[9]))
+    out = _call(_pooled_squarem, state[:1] + args + (np.float64(tol),) + hyper + state[1:] + (spread,),
+                n_annotators=n_annotators, max_iter=max_iter - first, fixed=fixed, per_annotator=per_annotator,
+                warm=plain is not None)
+    head = np.zeros(0) if plain is None else np.asarray(plain[8])[:first]
+    return out[:5] + (first + int(out[5]),) + out[6:8] + (np.append(head, float(out[10])),) + out[9:10]
+
+
 def _resolve_accelerate(accelerate, sampled: bool, warm: bool, n_responses: int, func: str):
     """``(accelerated, plain_steps)`` for :func:`fit_em_population`'s ``accelerate``: ``"auto"`` is the K-class
     sparse EM's rule (:func:`~noisycal_bayes.inference.fit_em_multiclass`: SQUAREM after
@@ -480,18 +501,8 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
                         n_annotators=J, max_iter=first, fixed=population is not None, sampled=False,
                         per_annotator=per and population is None)
         if accelerated and (not first or (not out[6] and first < max_iter)):
-            plain = out[:10] if first else None
-            state = (pop if first == 0 or population is not None else np.asarray(out[3])[:, None] * np.asarray(out[2]),
-                     np.asarray(out[9]) if first else l0)
-            out = _call(_pooled_squarem, (np.asarray(out[4]) if first else T0,) + args + (np.float64(tol),) + hyper
-                        + state + (sp,), n_annotators=J, max_iter=max_iter - first, fixed=population is not None,
-                        per_annotator=per and population is None, warm=bool(first))
-            ll_final = float(out[10])
-            if first:   # the plain iterations' log-likelihoods, then the cycles' end (module docstring)
-                out = out[:5] + (int(plain[5]) + int(out[5]),) + out[6:8] + (np.append(np.asarray(plain[8])[:first],
-                                                                                    ll_final),) + out[9:]
-            else:
-                out = out[:8] + (np.array([ll_final]),) + out[9:]
+            out = _squarem_after(out if first else None, T0, args, tol, hyper, pop, l0, sp, n_annotators=J,
+                                 max_iter=max_iter, fixed=population is not None, per_annotator=per and population is None)
         C, pi, m, s, T, it, converged, delta, trace, l = (np.asarray(v) for v in out[:10])
         lam = np.exp(l)
     if sampled:

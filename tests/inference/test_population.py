@@ -372,7 +372,7 @@ def test_estimator_passes_population_options_to_refits():
 
 # --- SQUAREM cycles on the pooled EM (issue 34 part 4) ---
 
-def test_accelerated_and_plain_reach_one_fixed_point():
+def test_accelerated_and_plain_reach_one_fixed_point(monkeypatch):
     # The SQUAREM cycles (_em_loop.em_loop on the state (T, log alpha)) and the plain loop iterate one map: at a tight
     # tol both stop within the plain loop's own distance to the fixed point (tol r / (1 - r) for an EM rate r < 1),
     # far below 1e-5, with the same population. "auto" runs the plain loop's first 100 iterations and is the plain
@@ -387,6 +387,13 @@ def test_accelerated_and_plain_reach_one_fixed_point():
     np.testing.assert_allclose(fast.prior[0], plain.prior[0], rtol=1e-4)
     np.testing.assert_allclose(fast.log_likelihood, plain.log_likelihood, rtol=1e-8)
     assert fast.n_iter < plain.n_iter / 2, (fast.n_iter, plain.n_iter)
+    import noisycal_bayes.inference.population as population
+
+    monkeypatch.setattr(population, "ACCELERATE_MIN_RESPONSES", 0)   # "auto" on this small crowd: cycles after 100
+    after = _quiet(fit_em_population, data, tol=1e-10)
+    assert after.converged and 100 < after.n_iter < plain.n_iter, (after.n_iter, plain.n_iter)
+    np.testing.assert_array_equal(after.loglik_trace[:100], plain.loglik_trace[:100])   # the plain iterates first
+    assert np.abs(after.clean_label_probability(data) - T_p).max() < 1e-5
     early = _quiet(fit_em_population, data, tol=1e-2, accelerate=False)
     assert np.abs(early.clean_label_probability(data) - T_p).max() > 1e-3   # negative control
     quick = _quiet(fit_em_population, data, tol=1e-4)   # "auto", stopped by the plain loop within 100 iterations
