@@ -81,7 +81,8 @@ def main():
     ap.add_argument("--n-starts", type=int, default=None)
     ap.add_argument("--model", default="dawid_skene", choices=["dawid_skene", "pooled"],
                     help="pooled: the partially pooled Dawid-Skene (the EM route's fit on crowds); with --accelerate "
-                         "other than false also max_T_diff_vs_plain, the largest posterior difference from the plain fit")
+                         "other than false also max_T_diff_vs_plain, the largest posterior difference from the plain "
+                         "fit")
     ap.add_argument("--only", nargs="+", default=list(CROWDS))
     ap.add_argument("--label", default="")
     ap.add_argument("--cache", help="turn on the persistent compilation cache in this folder (threshold 0 s)")

@@ -16,8 +16,8 @@ float64 as one compiled ``lax.while_loop`` on the K-class EM's coded sparse step
    the population mean where it has no label of class ``y``); ``pi`` the posterior mean under its Dirichlet;
 4. E-step as in :func:`~noisycal_bayes.inference.fit_em_multiclass` (gold items fixed at their label).
 
-Acceleration: SQUAREM cycles after 100 plain iterations on large crowds (``accelerate``; :func:`_pooled_squarem`). Options
-(issue 34, outlying annotators): ``objective="sampled_labels"`` fits step 2 to clean-label draws instead of
+Acceleration: SQUAREM cycles after 100 plain iterations on large crowds (``accelerate``; :func:`_pooled_squarem`).
+Options (issue 34, outlying annotators): ``objective="sampled_labels"`` fits step 2 to clean-label draws instead of
 the expected counts, and ``spread`` gives every annotator its own concentration factor ``lambda_j``
 (:func:`fit_em_population`).
 
@@ -56,12 +56,17 @@ LAMBDA_STEPS = 4
 
 #: ``accelerate="auto"`` runs SQUAREM cycles (after 100 plain iterations) on crowds of at least this many responses.
 #: Measured on the five public crowds (docs/performance.md, *K classes: sparse EM on the five crowds*): on adult
-#: (92,721 labels) 868 plain iterations -> 100 + 52 cycles, CPU 3.9 -> 2.5 s; on cf, ms and zencrowd_us (1,720-12,190
+#: (92,721 labels) 868 plain iterations -> 100 + 43 cycles, CPU 3.9 -> 1.7 s; on cf, ms and zencrowd_us (1,720-12,190
 #: labels, 119-149 plain iterations) no CPU saved while the cycles' program costs 20-40 s more to compile.
 ACCELERATE_MIN_RESPONSES = 50_000
 
 #: Minka fixed-point steps per EM iteration (warm-started: a generalised EM step on the population).
 DM_STEPS = 20
+#: Minka steps per EM step inside the SQUAREM cycles (:func:`_pooled_squarem`). The fit does not depend on it: at a
+#: fixed point of the map the warm-started population no longer moves, i.e. it is a fixed point of Minka's iteration
+#: for the counts (the type-II maximum), whatever the number of steps; it sets the cost of a map and the path. On
+#: adult 1 step against 20: 143 iterations against 152, CPU 1.7 against 2.5 s, the plain fit's fixed point to 5.5e-7.
+SQUAREM_DM_STEPS = 1
 
 
 def _posterior(x, C, pi, group):
@@ -236,8 +241,8 @@ def _pooled_squarem(T0, item, code, padded, by_code, item_group, gold, item_weig
     The map is made a function of its argument by carrying its state: ``theta = (T, log alpha, l)``, the posteriors
     (n_pad, K; padded items 0), the population's log ``alpha`` (K, K; the warm start of the Minka steps) and the
     per-annotator log factors ``l`` (J; ``l_fixed`` without ``spread``). One map ``F``: the counts of ``T``; the
-    population by :data:`DM_STEPS` Minka steps from ``alpha`` (and the factors by :func:`_scale_fit`), or the fixed
-    one; ``C``, ``pi`` their posterior means; the E-step. An extrapolation is clipped into ``T`` in [0, 1],
+    population by :data:`SQUAREM_DM_STEPS` Minka steps from ``alpha`` (and the factors by :func:`_scale_fit`), or
+    the fixed one; ``C``, ``pi`` their posterior means; the E-step. An extrapolation is clipped into ``T`` in [0, 1],
     ``log alpha`` in ``[log ALPHA_MIN, log S_MAX]`` and ``l`` in ``[-L_BOUND, L_BOUND]`` before its stabilising map.
 
     Merit (the safeguard's objective and the trace): ``-||F(theta) - theta||^2``, the fixed-point residual, whose
@@ -279,7 +284,7 @@ def _pooled_squarem(T0, item, code, padded, by_code, item_group, gold, item_weig
         if fixed:
             alpha_new, l_new = alpha_fixed, l
         else:
-            m, s = _dm_fit(jnp.swapaxes(counts, 0, 1), alpha, warm, power, steps=DM_STEPS,
+            m, s = _dm_fit(jnp.swapaxes(counts, 0, 1), alpha, warm, power, steps=SQUAREM_DM_STEPS if warm else DM_STEPS,
                            row_scale=jnp.exp(l) if per_annotator else None)
             alpha_new = s[:, None] * m
             l_new = _scale_fit(counts[None], alpha_new, l, spread, row_weight=1.0) if per_annotator else l
@@ -417,7 +422,8 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
         Run the iterations as SQUAREM cycles (Varadhan & Roland 2008; :func:`_pooled_squarem`, on the K-class EM's
         loop :func:`~noisycal_bayes.inference._em_loop.em_loop`). ``"auto"``: on crowds of at least
         :data:`ACCELERATE_MIN_RESPONSES` responses, the K-class sparse EM's rule, the first 100 iterations plain (a
-        fit that stops by then is the plain fit), SQUAREM cycles after them; a warm refit (``init``) plain. Off for ``objective="sampled_labels"`` (its population is fitted to Monte Carlo
+        fit that stops by then is the plain fit), SQUAREM cycles after them; a warm refit (``init``) plain. Off for
+        ``objective="sampled_labels"`` (its population is fitted to Monte Carlo
         label draws for a fixed number of iterations and averaged: no fixed point to extrapolate towards).
         ``n_iter`` then counts plain iterations and cycles (three EM steps each), and ``loglik_trace`` holds the
         plain iterations' log-likelihoods and the final one. Measured on the five crowds: docs/performance.md.
@@ -502,7 +508,8 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
                         per_annotator=per and population is None)
         if accelerated and (not first or (not out[6] and first < max_iter)):
             out = _squarem_after(out if first else None, T0, args, tol, hyper, pop, l0, sp, n_annotators=J,
-                                 max_iter=max_iter, fixed=population is not None, per_annotator=per and population is None)
+                                 max_iter=max_iter, fixed=population is not None,
+                                 per_annotator=per and population is None)
         C, pi, m, s, T, it, converged, delta, trace, l = (np.asarray(v) for v in out[:10])
         lam = np.exp(l)
     if sampled:
