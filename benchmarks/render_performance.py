@@ -82,7 +82,7 @@ SECTIONS = [
      "Goal (issues 34, 35): converged on all five and no slower than crowd-kit's DawidSkene at 100 iterations "
      "(measured side by side in the section \"The five public crowds of any K\" of the crowd benchmark below).",
      ["label", "data", "n_classes", "n_labels", "em_stopped_by_rule", "converged", "n_iter", "warm_s", "first_s",
-      "accuracy", "loglik"]),
+      "cpu_s", "accuracy", "loglik", "objective", "max_T_diff_vs_plain"]),
     ("bench_multiclass_nuts", "K classes: NUTS on the CIFAR-10N shape",
      "`fit_nuts_multiclass(model=\"grouped\")` on CIFAR-10N (K = 10, 50,000 images x 3 annotators, 20 score groups: "
      "predicted class x 2 confidence quantiles), 2 chains in parallel, 300 warm-up + 1,500 draws, in the log-ratio "

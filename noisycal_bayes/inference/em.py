@@ -417,7 +417,8 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts=Non
         only. ``"auto"``: on the sparse path without ``init``, after :data:`PLAIN_STEPS` plain iterations (a fit
         that plain EM stops by then is the plain fit; a warm refit from ``init`` stays plain); True: from the first
         iteration. ``n_iter``, ``max_iter`` and ``loglik_trace``
-        then count the plain iterations and the cycles (three EM steps each).
+        then count the plain iterations and the cycles (three EM steps each). ``model="pooled"``: the same rule
+        (:func:`~noisycal_bayes.inference.population.fit_em_population`'s ``accelerate``).
     orientation : {"auto", "every", "crowd"}, default "auto"
         Which labelling of the latent classes is accepted (rule K3, binary's ``orientation``): ``"every"``: every
         row of the crowd's average confusion has its maximum on the diagonal; ``"crowd"``: the crowd gap
@@ -479,7 +480,7 @@ def fit_em_multiclass(data, *, model: str = "grouped", groups=None, n_starts=Non
                              f"sparse path, with one prevalence vector; {', '.join(unused)} cannot be set with it "
                              "(use model='grouped' or 'dawid_skene' for them).")
         from .population import fit_em_population
-        return fit_em_population(data, max_iter=max_iter, tol=tol, weights=weights, init=init)
+        return fit_em_population(data, max_iter=max_iter, tol=tol, weights=weights, init=init, accelerate=accelerate)
     x = _stats_rows(data, func) if stats else class_arrays(data, func)
     if n_starts is not None:
         n_starts = check_positive_int(n_starts, name="n_starts", minimum=0)

@@ -368,3 +368,54 @@ def test_estimator_passes_population_options_to_refits():
     assert np.max(np.abs(plain - conf)) > 1e-3          # negative control: the options change the refit
     with pytest.raises(ValueError, match="population_options"):
         multiclass_em_estimator(model="grouped", population_options=opts)
+
+
+# --- SQUAREM cycles on the pooled EM (issue 34 part 4) ---
+
+def test_accelerated_and_plain_reach_one_fixed_point(monkeypatch):
+    # The SQUAREM cycles (_em_loop.em_loop on the state (T, log alpha)) and the plain loop iterate one map: at a tight
+    # tol both stop within the plain loop's own distance to the fixed point (tol r / (1 - r) for an EM rate r < 1),
+    # far below 1e-5, with the same population. "auto" runs the plain loop's first 100 iterations and is the plain
+    # fit when that stops by then (identical numbers). Negative control: the plain loop stopped at tol 1e-2 is more
+    # than 1e-3 from that point, so the comparison's tolerance can fail.
+    data, y, _ = _crowd(3, 120, 400, 4, 12, seed=11, gold_frac=0.05)
+    plain = _quiet(fit_em_population, data, tol=1e-10, accelerate=False)
+    fast = _quiet(fit_em_population, data, tol=1e-10, accelerate=True)
+    assert plain.converged and fast.converged
+    T_p, T_f = plain.clean_label_probability(data), fast.clean_label_probability(data)
+    assert np.abs(T_p - T_f).max() < 1e-5
+    np.testing.assert_allclose(fast.prior[0], plain.prior[0], rtol=1e-4)
+    np.testing.assert_allclose(fast.log_likelihood, plain.log_likelihood, rtol=1e-8)
+    assert fast.n_iter < plain.n_iter / 2, (fast.n_iter, plain.n_iter)
+    import noisycal_bayes.inference.population as population
+
+    monkeypatch.setattr(population, "ACCELERATE_MIN_RESPONSES", 0)   # "auto" on this small crowd: cycles after 100
+    after = _quiet(fit_em_population, data, tol=1e-10)
+    assert after.converged and 100 < after.n_iter < plain.n_iter, (after.n_iter, plain.n_iter)
+    np.testing.assert_array_equal(after.loglik_trace[:100], plain.loglik_trace[:100])   # the plain iterates first
+    assert np.abs(after.clean_label_probability(data) - T_p).max() < 1e-5
+    early = _quiet(fit_em_population, data, tol=1e-2, accelerate=False)
+    assert np.abs(early.clean_label_probability(data) - T_p).max() > 1e-3   # negative control
+    quick = _quiet(fit_em_population, data, tol=1e-4)   # "auto", stopped by the plain loop within 100 iterations
+    assert quick.n_iter < 100
+    same = _quiet(fit_em_population, data, tol=1e-4, accelerate=False)
+    np.testing.assert_array_equal(quick.confusion, same.confusion)
+    with pytest.raises(ValueError, match="`accelerate=True` cannot be combined with objective='sampled_labels'"):
+        fit_em_population(data, objective="sampled_labels", accelerate=True)
+    with pytest.raises(ValueError, match="`accelerate` must be 'auto', True or False"):
+        fit_em_population(data, accelerate="yes")
+
+
+@pytest.mark.slow   # 5 fits, 4 compiled programs
+def test_accelerated_fixed_population_and_spread():
+    # The state carries what the map needs: a fixed population (the bootstrap refits) and the per-annotator factors
+    # of `spread` reach the plain loop's fixed point too.
+    data, _, _ = _crowd(3, 80, 300, 5, 12, seed=5)
+    full = _quiet(fit_em_population, data)
+    for kw in ({"population": full.prior[0], "init": full}, {"spread": 1.5}):
+        plain = _quiet(fit_em_population, data, tol=1e-10, accelerate=False, **kw)
+        fast = _quiet(fit_em_population, data, tol=1e-10, accelerate=True, **kw)
+        assert fast.converged
+        assert np.abs(plain.clean_label_probability(data) - fast.clean_label_probability(data)).max() < 1e-5, kw
+        if "spread" in kw:
+            np.testing.assert_allclose(fast.annotator_scale, plain.annotator_scale, rtol=1e-4)
