@@ -551,15 +551,17 @@ def _check_metrics(metrics, names, func):
     return metrics
 
 
-def _table(models, kernels, plug, corr, naive, draws, level, conditioned, coarse: bool):
-    """The result table; with ``coarse`` groups the within-group metrics are centred on the corrected-label estimate
-    (their draws shifted by ``corrected - posterior``, in place, so that comparisons use the same centre)."""
+def _table(models, kernels, plug, corr, naive, draws, level, conditioned, coarse: bool, own=()):
+    """The result table; with ``coarse`` groups the within-group metrics are centred on the corrected-label estimate:
+    the metrics in ``own`` have replicates of the corrected-label estimator already, the others' draws are shifted by
+    ``corrected - posterior`` (in place, so that comparisons use the same centre)."""
     rows = []
     for name in models:
         for m in plug[name]:
             est, centre = float(plug[name][m][0]), "posterior"
             if coarse and _base(m) in WITHIN_GROUP and np.isfinite(corr[name][m][0]):
-                draws[name][m] = draws[name][m] + (float(corr[name][m][0]) - est)
+                if m not in own:
+                    draws[name][m] = draws[name][m] + (float(corr[name][m][0]) - est)
                 est, centre = float(corr[name][m][0]), "corrected labels"
             lo, hi = _interval(draws[name][m], level)
             rows.append({"model": name, "metric": m, "estimate": est, "lower": lo, "upper": hi,
@@ -595,13 +597,20 @@ def _coarse_warning(n_groups, wanted, func, fine=FINE_GROUPS):
 
 
 def _collect(kernels, blocks, n_replicates, metrics):
-    """Run the replicate blocks: ``blocks`` yields ``(r0, target (b, n) int, weights (b, n) or None)``."""
+    """Run the replicate blocks: ``blocks`` yields ``(r0, target (b, n) int, weights (b, n) or None)``, or
+    ``(r0, target, weights, metrics_of_target, (other_target, other_weights, other_metrics))`` when some metrics
+    have replicates of another estimator (K classes, coarse groups: the corrected targets)."""
     draws = {name: {} for name in kernels}
-    for r0, target, w in blocks:
+    for block in blocks:
+        r0, target, w = block[:3]
+        parts = [(target, w, metrics)] if len(block) == 3 else [(target, w, block[3]), block[4]]
         b = np.shape(target)[0]
-        for name, k in kernels.items():
-            for m, v in k.values(target, w, metrics).items():
-                draws[name].setdefault(m, np.empty(n_replicates))[r0:r0 + b] = v
+        for t, wt, ms in parts:
+            if ms is not None and not ms:
+                continue
+            for name, k in kernels.items():
+                for m, v in k.values(t, wt, ms).items():
+                    draws[name].setdefault(m, np.empty(n_replicates))[r0:r0 + b] = v
     return draws
 
 
@@ -741,6 +750,69 @@ class ClassPosterior:
         q = np.exp(lj - logsumexp_rows(lj)[:, None])
         return q if self.inverse is None else np.take(q, self.inverse, axis=0)
 
+    def refined(self, group) -> "ClassPosterior":
+        """The same responses and draws on finer groups ``group`` (n,), each inside one of this posterior's groups;
+        every draw's prevalence copied from the coarse group containing it (:meth:`conditional`'s start)."""
+        group = np.asarray(group, dtype=np.int64)
+        parent = np.zeros(int(group.max()) + 1, np.int64)
+        parent[group] = self.group
+        return ClassPosterior((self.item, self.ann, self.lab, self.gold), self.n, group, self.conf,
+                              self.prev[:, parent])
+
+    def conditional(self, which, weights=None, start=None, *, tol: float = 1e-8, max_iter: int = 500):
+        """Posteriors ``(b, n, K)`` and prevalences ``(b, G, K)`` with the prevalence of every group re-estimated
+        for each draw ``which[r]``, its confusion held fixed: EM over the prevalences only.
+
+        Given draw ``s``'s confusion the rows' class log-likelihoods ``L_rk = log P(A_r | Y = k)`` are fixed, so EM
+        iterates ``pi_gk <- sum_{r in g} c_r q_rk / sum_{r in g} c_r`` with ``q_r = softmax(L_r + log pi_g)`` and
+        row weights ``c`` (the items' ``weights`` (b, n), default 1): a concave maximisation (the prevalence
+        log-likelihood), stopped when no entry moves by more than ``tol``. Under the shared-channel assumption (the
+        annotators' confusion does not depend on the group) this is the conditional maximum-likelihood prevalence,
+        so ``q`` is ``P(Y_i | A_i, g_i)`` for groups the fit did not condition on. ``start`` (G, K): the first
+        iterate (default: the draws' own prevalences). Groups without weight keep their start.
+        """
+        from ..core.likelihood import rows_class_log_joint
+
+        floor = 1e-12
+        row, ann, lab, n_rows, group, gold = self.rows
+        n_groups = self.prev.shape[1]
+        zero = np.zeros((n_groups, self.conf.shape[-1]))
+        ll = np.stack([rows_class_log_joint(row, ann, lab, n_rows, group, gold,
+                                            np.log(np.clip(self.conf[s], floor, 1.0)), zero) for s in which])
+        b, k = ll.shape[0], ll.shape[2]
+        ll -= ll.max(axis=2, keepdims=True)
+        lik = np.exp(ll)                                                     # (b, rows, K), row maximum 1
+        if weights is None:
+            c = np.broadcast_to(np.bincount(self.inverse, minlength=n_rows).astype(np.float64) if self.inverse
+                                is not None else np.ones(n_rows), (b, n_rows))
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            c = w if self.inverse is None else np.stack([np.bincount(self.inverse, weights=x, minlength=n_rows)
+                                                         for x in w])
+        flat = (np.arange(b)[:, None] * n_groups + group[None]).ravel()
+        total = np.bincount(flat, weights=c.ravel(), minlength=b * n_groups).reshape(b, n_groups)
+        if start is None:
+            pi = np.stack([self.prev[s if self.prev.shape[0] > 1 else 0] for s in which])
+        else:
+            pi = np.broadcast_to(np.asarray(start, dtype=np.float64), (b, n_groups, k)).copy()
+        pi = np.clip(pi, floor, None)
+        pi /= pi.sum(axis=2, keepdims=True)
+        empty = (total <= 0)[..., None]
+        for _ in range(max_iter):
+            q = lik * pi[:, group]
+            q /= q.sum(axis=2, keepdims=True)
+            num = np.stack([np.bincount(flat, weights=(c * q[..., j]).ravel(), minlength=b * n_groups)
+                            for j in range(k)], axis=1).reshape(b, n_groups, k)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                new = np.where(empty, pi, num / total[..., None])
+            moved = float(np.max(np.abs(new - pi)))
+            pi = new
+            if moved < tol:
+                break
+        q = lik * np.clip(pi, floor, None)[:, group]
+        q /= q.sum(axis=2, keepdims=True)
+        return (q if self.inverse is None else np.take(q, self.inverse, axis=1)), pi
+
 
 def _multiclass(data, fit, probs, metrics, level, n_replicates, bootstrap, weights, n_draws, seed):
     from .._validation import check_probs
@@ -813,15 +885,36 @@ def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_re
     metrics = _check_metrics(metrics, all_names, func)
     n, k = data.n_items, data.n_classes
     n_groups = int(np.max(post.group)) + 1
-    _coarse_warning(int(np.unique(post.group).size), metrics or all_names, func, _fine_groups(k))
+    item_w = None if item_weights is None else np.asarray(item_weights, dtype=np.float64)
+    if item_w is not None and item_w.shape != (post.n_samples, n):
+        raise ValueError(f"{func}: `item_weights` must have shape (n_draws, n_items) = ({post.n_samples}, {n}); got "
+                         f"{item_w.shape}.")
     cond = {nm: mixed_groups(post.group, kern.yhat).size == 0 for nm, kern in kernels.items()}
+    unconditioned = [nm for nm in names if not cond[nm]]
+    coarse_post = post
+    if unconditioned:
+        # The fit's groups do not determine some predictions (a crowd's pooled fit: one group): refine them by every
+        # model's predicted class and re-estimate each draw's prevalence there, its confusion fixed (conditional ML
+        # under the shared channel), so the tower property holds for the confusion metrics (docs/metrics.md).
+        g = post.group.astype(np.int64)
+        for kern in kernels.values():
+            g = g * k + kern.yhat
+        post = post.refined(np.unique(g, return_inverse=True)[1].reshape(-1))
+        cond = {nm: True for nm in names}
+    n_fine = int(np.unique(post.group).size)
+    _coarse_warning(n_fine, metrics or all_names, func, _fine_groups(k))
     n_s = post.n_samples if n_draws is None else min(post.n_samples, n_draws)
     use = _thin(post.n_samples, n_s)
     # Plug-in: the clean-label posterior averaged over (at most 100 of) the draws.
     mean_of = use[_thin(use.size, min(use.size, 100))]
-    q = np.mean([post(s) for s in mean_of], axis=0)
+    start = None
+    if unconditioned:
+        qs, pis = post.conditional(mean_of)
+        q, start = qs.mean(axis=0), pis.mean(axis=0)
+    else:
+        q = np.mean([post(s) for s in mean_of], axis=0)
     conf = post.conf[use].mean(axis=0)
-    prev = post.prev.mean(axis=0)
+    prev = coarse_post.prev.mean(axis=0)
     with np.errstate(all="ignore"):
         usable = np.asarray(usable_confusions(conf))
         wt = np.asarray(annotator_weights(conf, prev.mean(axis=0), rule=weights, usable=usable))
@@ -835,34 +928,70 @@ def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_re
     plug = {nm: kern.values(q, None, metrics) for nm, kern in kernels.items()}
     corr = {nm: kern.values(yt, has.astype(np.float64), metrics) for nm, kern in kernels.items()}
     naive = {nm: kern.values(maj, labelled.astype(np.float64), metrics) for nm, kern in kernels.items()}
+    coarse = n_fine < _fine_groups(k)
+    # With coarse groups the within-group metrics are centred on the corrected-label estimate; their replicates are
+    # that estimator's own (each draw's corrected targets on the replicate's items), so that the interval has its
+    # spread. Only where every model's corrected-label value is defined (else the posterior ones, as before).
+    wanted = list(metrics or all_names)
+    own = [m for m in wanted if coarse and _base(m) in WITHIN_GROUP
+           and all(np.isfinite(corr[nm][m][0]) for nm in names)]
+    rest = [m for m in wanted if m not in own]
     rng = np.random.default_rng(seed)
     which = use[_thin(use.size, n_replicates)]
     step = max(1, _BLOCK_VALUES // (n * k))
-    item_w = None if item_weights is None else np.asarray(item_weights, dtype=np.float64)
-    if item_w is not None and item_w.shape != (post.n_samples, n):
-        raise ValueError(f"{func}: `item_weights` must have shape (n_draws, n_items) = ({post.n_samples}, {n}); got "
-                         f"{item_w.shape}.")
+    targets = {}
+
+    def corrected_of(s):
+        """Draw ``s``'s corrected targets (n, K) and their item mask, as the point ``yt`` with the draw's channel."""
+        if s not in targets:
+            pv = np.asarray(coarse_post.prev[s if coarse_post.prev.shape[0] > 1 else 0]).mean(axis=0)
+            with np.errstate(all="ignore"):
+                w_s = np.asarray(annotator_weights(post.conf[s], pv, rule=weights,
+                                                   usable=np.asarray(usable_confusions(post.conf[s]))))
+                t_s = np.asarray(corrected_targets((post.item, post.ann, post.lab), n, post.conf[s], weights=w_s))
+            ok = np.isfinite(t_s).all(axis=1)
+            if len(targets) >= 64:
+                targets.clear()
+            targets[s] = (np.where(ok[:, None], t_s, 1.0 / k), ok)
+        return targets[s]
 
     def blocks():
         for r0 in range(0, n_replicates, step):
             b = min(step, n_replicates - r0)
-            qb = np.stack([post(s) for s in which[r0:r0 + b]])               # (b, n, K)
+            ss = which[r0:r0 + b]
             u = rng.random((b, n, 1))
-            y = np.minimum((u > np.cumsum(qb, axis=2)).sum(axis=2), k - 1).astype(np.int64)
             if not bootstrap:
-                yield r0, y, None
+                w = None
             elif item_w is None:
-                yield r0, y, rng.standard_exponential((b, n))
+                w = rng.standard_exponential((b, n))
             else:
-                yield r0, y, item_w[which[r0:r0 + b]]
+                w = item_w[ss]
+            if unconditioned:
+                qb = post.conditional(ss, w, start)[0]
+            else:
+                qb = np.stack([post(s) for s in ss])                        # (b, n, K)
+            y = np.minimum((u > np.cumsum(qb, axis=2)).sum(axis=2), k - 1).astype(np.int64)
+            if not own:
+                yield r0, y, w
+                continue
+            tb = [corrected_of(s) for s in ss]
+            wo = np.stack([ok for _, ok in tb]).astype(np.float64)
+            yield r0, y, w, rest, (np.stack([t for t, _ in tb]), wo if w is None else w * wo, own)
 
     draws = _collect(kernels, blocks(), n_replicates, metrics)
-    notes = list(_notes(names, [cond[nm] for nm in names], fit_model))
+    draws = {nm: {m: draws[nm][m] for m in plug[nm]} for nm in names}   # table order
+    notes = []
+    if unconditioned:
+        notes.append(f"the predictions of {unconditioned} are not a function of the {fit_model!r} fit's groups: the "
+                     "clean-label posterior's prevalence was re-estimated per fit group x predicted class, each "
+                     "draw's confusion held fixed (conditional maximum likelihood, assuming the annotators' channel "
+                     "does not depend on the classifier's prediction), so that the confusion metrics' posterior "
+                     "estimates are consistent.")
     if not has.all():
         notes.append(f"{int((~has).sum())} items have no response of a usable annotator: the corrected_label column "
                      "leaves them out.")
-    coarse = int(np.unique(post.group).size) < _fine_groups(k)
-    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, cond, coarse), draws=draws,
+    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, cond, coarse, own),
+                        draws=draws,
                         models=names, kind="multiclass", level=level, target=TARGETS[bool(bootstrap)],
                         threshold={nm: None for nm in names}, n_items=int(n), n_replicates=n_replicates,
                         fit_model=fit_model, fit_method=fit_method, n_groups=n_groups,
