@@ -5,7 +5,9 @@ Binary data: ``clean_metrics(data, threshold=...)`` with its default fit (EM of 
 score bins with the threshold as an edge, weighted-likelihood bootstrap refits), independent of the route that
 estimated the NC-ECE (whose coarse score groups would bias the threshold metrics). K classes: the route's own
 clean-label posterior (NUTS draws, or the EM route's bootstrap refits) on its groups (predicted class x confidence
-quantile), so that the intervals carry the channel uncertainty at no extra fit. Cost: docs/metrics.md.
+quantile), so that the intervals carry the channel uncertainty at no extra fit; on a crowd (the pooled
+Dawid-Skene, one group) ``multiclass_metrics`` re-estimates the prevalence per predicted class for each refit.
+Cost: docs/metrics.md.
 """
 from __future__ import annotations
 
