@@ -6,7 +6,9 @@ score bins with the threshold as an edge, weighted-likelihood bootstrap refits),
 estimated the NC-ECE (whose coarse score groups would bias the threshold metrics); its replicates run in a worker
 thread while ``evaluate`` fits (:func:`start_binary_metrics`). K classes: the route's own
 clean-label posterior (NUTS draws, or the EM route's bootstrap refits) on its groups (predicted class x confidence
-quantile), so that the intervals carry the channel uncertainty at no extra fit. Cost: docs/metrics.md.
+quantile), so that the intervals carry the channel uncertainty at no extra fit; on a crowd (the pooled
+Dawid-Skene, one group) ``multiclass_metrics`` re-estimates the prevalence per predicted class for each refit.
+Cost: docs/metrics.md.
 """
 from __future__ import annotations
 

@@ -49,9 +49,18 @@ score would give, more the coarser the groups (about one group per 100 items by 
 :data:`~noisycal_bayes.labels.issues.MIN_ITEMS_PER_BIN`). When a fit has fewer than :data:`FINE_GROUPS` groups
 (10 per predicted class, ``10 K`` for K classes; e.g. ``evaluate_multiclass``'s predicted class x 2 confidence
 quantiles) these three are centred on the
-corrected-label estimate, which does not depend on the groups (their replicates shifted by ``corrected -
-posterior``: the spread of the posterior replicates around a consistent centre), and a
-:class:`~noisycal_bayes.warnings.DataWarning` says so.
+corrected-label estimate, which does not depend on the groups, and a :class:`~noisycal_bayes.warnings.DataWarning`
+says so. Their interval: binary, the posterior replicates shifted by ``corrected - posterior``; K classes (since
+2026-12-05) replicates of the corrected-label estimator itself (draw ``s``'s confusion and annotator weights, the
+replicate's item weights), whose spread is its own (at K = 10 the shifted posterior spread was far too narrow).
+
+**Predictions the fit did not condition on** (K classes; e.g. a crowd's pooled Dawid-Skene: one group). The
+posterior is refined to the groups (fit group x every model's predicted class) and, for each replicate, the
+prevalence of each refined group is re-estimated with the draw's confusion held fixed (:meth:`ClassPosterior.
+conditional`, with the replicate's item weights): under the shared-channel assumption (the annotators' confusion
+does not depend on the prediction) the conditional maximum-likelihood prevalence, so the tower property holds for
+the confusion metrics again (before, a sparse K = 3 crowd's accuracy was 0.17 too low). The binary route refits with
+groups instead (:func:`~noisycal_bayes.labels.comparison_groups`).
 Coverage, bias and the CIFAR-10N check: docs/metrics.md.
 """
 from __future__ import annotations
@@ -371,8 +380,9 @@ class CleanMetrics:
         ``centre``, the corrected-label one), ``lower, upper`` (the equal-tailed ``level`` interval of ``target``),
         ``corrected_label`` (the corrected-label estimate), ``majority_vote`` (the naive metric), ``posterior``
         (the posterior-mean plug-in), ``centre`` (``"posterior"``, or ``"corrected labels"`` for AUC, Brier and log
-        loss when the fit has fewer than :data:`FINE_GROUPS` groups: their replicates are then shifted by
-        ``corrected_label - posterior``), ``higher_is_better``, ``linear`` (linear in the clean label: the
+        loss when the fit has fewer than :data:`FINE_GROUPS` groups, ``10 K`` for K classes: their replicates are then
+        the corrected-label estimator's own (K classes) or shifted by ``corrected_label - posterior`` (binary)),
+        ``higher_is_better``, ``linear`` (linear in the clean label: the
         corrected-label estimate is unbiased), ``conditioned`` (the metric is a function of what the fit
         conditions on: its posterior estimate is unbiased given the channel model).
     draws : dict of model -> dict of metric -> ndarray (n_replicates,)
@@ -501,9 +511,10 @@ def clean_metrics(data, fit=None, *, scores=None, probs=None, threshold=0.5, met
     Warns
     -----
     DataWarning
-        Some model's predictions are not a function of the fit's groups, or AUC / Brier / log loss are asked of a
-        fit with fewer than :data:`FINE_GROUPS` groups (their posterior estimate is then pulled towards the
-        group-level score; the corrected-label column is not).
+        Binary: some model's predictions are not a function of the fit's groups (K classes: the posterior's
+        prevalence is re-estimated per predicted class instead, and ``notes`` says so). AUC / Brier / log loss are
+        asked of a fit with fewer than :data:`FINE_GROUPS` (K classes ``10 K``) groups (their posterior estimate is
+        then pulled towards the group-level score; the corrected-label column is not).
 
     Examples
     --------
@@ -585,15 +596,17 @@ def _check_metrics(metrics, names, func):
     return metrics
 
 
-def _table(models, kernels, plug, corr, naive, draws, level, conditioned, coarse: bool):
-    """The result table; with ``coarse`` groups the within-group metrics are centred on the corrected-label estimate
-    (their draws shifted by ``corrected - posterior``, in place, so that comparisons use the same centre)."""
+def _table(models, kernels, plug, corr, naive, draws, level, conditioned, coarse: bool, own=()):
+    """The result table; with ``coarse`` groups the within-group metrics are centred on the corrected-label estimate:
+    the metrics in ``own`` have replicates of the corrected-label estimator already, the others' draws are shifted by
+    ``corrected - posterior`` (in place, so that comparisons use the same centre)."""
     rows = []
     for name in models:
         for m in plug[name]:
             est, centre = float(plug[name][m][0]), "posterior"
             if coarse and _base(m) in WITHIN_GROUP and np.isfinite(corr[name][m][0]):
-                draws[name][m] = draws[name][m] + (float(corr[name][m][0]) - est)
+                if m not in own:
+                    draws[name][m] = draws[name][m] + (float(corr[name][m][0]) - est)
                 est, centre = float(corr[name][m][0]), "corrected labels"
             lo, hi = _interval(draws[name][m], level)
             rows.append({"model": name, "metric": m, "estimate": est, "lower": lo, "upper": hi,
@@ -629,13 +642,20 @@ def _coarse_warning(n_groups, wanted, func, fine=FINE_GROUPS, stacklevel=4):
 
 
 def _collect(kernels, blocks, n_replicates, metrics):
-    """Run the replicate blocks: ``blocks`` yields ``(r0, target (b, n) int, weights (b, n) or None)``."""
+    """Run the replicate blocks: ``blocks`` yields ``(r0, target (b, n) int, weights (b, n) or None)``, or
+    ``(r0, target, weights, metrics_of_target, (other_target, other_weights, other_metrics))`` when some metrics
+    have replicates of another estimator (K classes, coarse groups: the corrected targets)."""
     draws = {name: {} for name in kernels}
-    for r0, target, w in blocks:
+    for block in blocks:
+        r0, target, w = block[:3]
+        parts = [(target, w, metrics)] if len(block) == 3 else [(target, w, block[3]), block[4]]
         b = np.shape(target)[0]
-        for name, k in kernels.items():
-            for m, v in k.values(target, w, metrics).items():
-                draws[name].setdefault(m, np.empty(n_replicates))[r0:r0 + b] = v
+        for t, wt, ms in parts:
+            if ms is not None and not ms:
+                continue
+            for name, k in kernels.items():
+                for m, v in k.values(t, wt, ms).items():
+                    draws[name].setdefault(m, np.empty(n_replicates))[r0:r0 + b] = v
     return draws
 
 
@@ -779,6 +799,103 @@ class ClassPosterior:
         q = np.exp(lj - logsumexp_rows(lj)[:, None])
         return q if self.inverse is None else np.take(q, self.inverse, axis=0)
 
+    def refined(self, group) -> "ClassPosterior":
+        """The same responses and draws on finer groups ``group`` (n,), each inside one of this posterior's groups;
+        every draw's prevalence copied from the coarse group containing it (:meth:`conditional`'s start). The rows
+        are this posterior's rows split by the new group (no new pass over the response patterns)."""
+        group = np.asarray(group, dtype=np.int64)
+        n_new = int(group.max()) + 1
+        parent = np.zeros(n_new, np.int64)
+        parent[group] = self.group
+        out = object.__new__(ClassPosterior)
+        out.__dict__.update({a: v for a, v in self.__dict__.items() if a != "_by_group"})
+        out.group, out.prev = group, self.prev[:, parent]
+        row, ann, lab, n_rows, _, gold = self.rows
+        if self.inverse is None:   # one row per item
+            out.rows = (row, ann, lab, n_rows, group, gold)
+            return out
+        key, inverse = np.unique(self.inverse * n_new + group, return_inverse=True)
+        old, new_group = key // n_new, key % n_new
+        # Each new row carries its old row's responses: responses sorted by old row, repeated per new row.
+        by_row = np.argsort(row, kind="stable")
+        count = np.bincount(row, minlength=n_rows)
+        first = np.concatenate([[0], np.cumsum(count)[:-1]])
+        reps = count[old]
+        within = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
+        take = by_row[np.repeat(first[old], reps) + within]
+        new_row = np.repeat(np.arange(key.size), reps)
+        out.rows = (new_row, ann[take], lab[take], key.size, new_group, None if gold is None else gold[old])
+        out.inverse = inverse.reshape(-1)
+        return out
+
+    def conditional(self, which, weights=None, start=None, *, tol: float = 1e-8, max_iter: int = 500):
+        """Posteriors ``(b, n, K)`` and prevalences ``(b, G, K)`` with the prevalence of every group re-estimated
+        for each draw ``which[r]``, its confusion held fixed: EM over the prevalences only.
+
+        Given draw ``s``'s confusion the rows' likelihoods ``l_rk = P(A_r | Y = k)`` are fixed, so EM iterates
+        ``pi_gk <- pi_gk sum_{r in g} c_r l_rk / (l_r . pi_g) / sum_{r in g} c_r`` (the weighted mean of the rows'
+        posteriors in ``g``) with row weights ``c`` (the items' ``weights`` (b, n), default 1): the maximisation of a
+        concave log-likelihood, stopped when no entry moves by more than ``tol``. Under the shared-channel assumption
+        (the annotators' confusion does not depend on the group) this is the conditional maximum-likelihood
+        prevalence, so ``q`` is ``P(Y_i | A_i, g_i)`` for groups the fit did not condition on. ``start`` (G, K): the
+        first iterate (default: the draws' own prevalences). Groups without weight keep their start. Two
+        matrix-vector products per group and iteration (rows sorted by group once).
+        """
+        from ..core.likelihood import rows_class_log_joint
+
+        floor = 1e-12
+        row, ann, lab, n_rows, group, gold = self.rows
+        n_groups, k = self.prev.shape[1], self.conf.shape[-1]
+        which = np.asarray(which, dtype=np.int64)
+        b = which.size
+        if "_by_group" not in self.__dict__:
+            order = np.argsort(group, kind="stable")
+            bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+            self._by_group = (order, bounds)
+        order, bounds = self._by_group
+        uniq, pos = np.unique(which, return_inverse=True)
+        zero = np.zeros((n_groups, k))
+        lik = []
+        for s in uniq:
+            ll = rows_class_log_joint(row, ann, lab, n_rows, group, gold, np.log(np.clip(self.conf[s], floor, 1.0)),
+                                      zero)[order]
+            lik.append(np.exp(ll - ll.max(axis=1, keepdims=True)))           # (rows, K), row maximum 1
+        if weights is None:
+            c1 = np.ones(n_rows) if self.inverse is None else np.bincount(self.inverse, minlength=n_rows) * 1.0
+            c = np.broadcast_to(c1[order], (b, n_rows))
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            c = (w if self.inverse is None else np.stack([np.bincount(self.inverse, weights=x, minlength=n_rows)
+                                                          for x in w]))[:, order]
+        if start is None:
+            pi = np.stack([self.prev[s if self.prev.shape[0] > 1 else 0] for s in which])
+        else:
+            pi = np.broadcast_to(np.asarray(start, dtype=np.float64), (b, n_groups, k)).copy()
+        pi = np.clip(pi, floor, None)
+        pi /= pi.sum(axis=2, keepdims=True)
+        spans = [(g, bounds[g], bounds[g + 1]) for g in range(n_groups) if bounds[g + 1] > bounds[g]]
+        q = np.empty((b, n_rows, k))
+        for j in range(b):
+            el, cj, p = lik[pos[j]], c[j], pi[j]
+            for g, lo, hi in spans:
+                lg, cg = el[lo:hi], cj[lo:hi]
+                total = cg.sum()
+                if total <= 0:
+                    continue
+                for _ in range(max_iter):
+                    new = p[g] * ((cg / (lg @ p[g])) @ lg) / total
+                    moved = float(np.max(np.abs(new - p[g])))
+                    p[g] = new
+                    if moved < tol:
+                        break
+            for g, lo, hi in spans:
+                qg = el[lo:hi] * np.clip(p[g], floor, None)
+                q[j, lo:hi] = qg / qg.sum(axis=1, keepdims=True)
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
+        q = np.take(q, back, axis=1)
+        return (q if self.inverse is None else np.take(q, self.inverse, axis=1)), pi
+
 
 def _multiclass(data, fit, probs, metrics, level, n_replicates, bootstrap, weights, n_draws, seed):
     from .._validation import check_probs
@@ -836,7 +953,15 @@ def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_re
     ``bootstrap``) a replicate on draw ``s`` weighs the items with them instead of fresh Exp(1) weights (joint draws,
     as the binary refits): the refit's channel error and its items' sampling error come from one resample. With fresh
     weights the channel part is under-propagated (the posteriors ``q_i(theta_s)`` of the original items move by only
-    a fraction of the refit's shift) and the intervals were about 10% too narrow (docs/metrics.md, *Measured*)."""
+    a fraction of the refit's shift) and the intervals were about 10% too narrow (docs/metrics.md, *Measured*).
+
+    Coarse groups (fewer than ``10 K``): AUC, Brier and log loss are centred on the corrected-label estimate and
+    their replicate ``r`` on draw ``s`` is that estimator with draw ``s``'s confusion (and annotator weights from it)
+    on the replicate's item weights, items without a usable annotator under that draw left out (as in the point
+    estimate). Predictions not a function of ``post.group``: the posterior is refined by predicted class and each
+    replicate's prevalence re-estimated with its draw's confusion fixed and its item weights
+    (:meth:`ClassPosterior.conditional`; ``conditioned`` is then True and a note says so). Both only change K-class
+    outputs; the draws stay paired across models (same draw, weights and labels per replicate)."""
     from .accuracy import mixed_groups
     from ..core import annotator_weights, corrected_targets, usable_confusions
     from ..propagate.draws import thin_index as _thin
@@ -851,15 +976,36 @@ def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_re
     metrics = _check_metrics(metrics, all_names, func)
     n, k = data.n_items, data.n_classes
     n_groups = int(np.max(post.group)) + 1
-    _coarse_warning(int(np.unique(post.group).size), metrics or all_names, func, _fine_groups(k))
+    item_w = None if item_weights is None else np.asarray(item_weights, dtype=np.float64)
+    if item_w is not None and item_w.shape != (post.n_samples, n):
+        raise ValueError(f"{func}: `item_weights` must have shape (n_draws, n_items) = ({post.n_samples}, {n}); got "
+                         f"{item_w.shape}.")
     cond = {nm: mixed_groups(post.group, kern.yhat).size == 0 for nm, kern in kernels.items()}
+    unconditioned = [nm for nm in names if not cond[nm]]
+    coarse_post = post
+    if unconditioned:
+        # The fit's groups do not determine some predictions (a crowd's pooled fit: one group): refine them by every
+        # model's predicted class and re-estimate each draw's prevalence there, its confusion fixed (conditional ML
+        # under the shared channel), so the tower property holds for the confusion metrics (docs/metrics.md).
+        g = post.group.astype(np.int64)
+        for kern in kernels.values():
+            g = g * k + kern.yhat
+        post = post.refined(np.unique(g, return_inverse=True)[1].reshape(-1))
+        cond = {nm: True for nm in names}
+    n_fine = int(np.unique(post.group).size)
+    _coarse_warning(n_fine, metrics or all_names, func, _fine_groups(k))
     n_s = post.n_samples if n_draws is None else min(post.n_samples, n_draws)
     use = _thin(post.n_samples, n_s)
     # Plug-in: the clean-label posterior averaged over (at most 100 of) the draws.
     mean_of = use[_thin(use.size, min(use.size, 100))]
-    q = np.mean([post(s) for s in mean_of], axis=0)
+    start = None
+    if unconditioned:
+        qs, pis = post.conditional(mean_of)
+        q, start = qs.mean(axis=0), pis.mean(axis=0)
+    else:
+        q = np.mean([post(s) for s in mean_of], axis=0)
     conf = post.conf[use].mean(axis=0)
-    prev = post.prev.mean(axis=0)
+    prev = coarse_post.prev.mean(axis=0)
     with np.errstate(all="ignore"):
         usable = np.asarray(usable_confusions(conf))
         wt = np.asarray(annotator_weights(conf, prev.mean(axis=0), rule=weights, usable=usable))
@@ -873,34 +1019,73 @@ def multiclass_metrics(data, probs: dict, post, *, metrics=None, level=0.9, n_re
     plug = {nm: kern.values(q, None, metrics) for nm, kern in kernels.items()}
     corr = {nm: kern.values(yt, has.astype(np.float64), metrics) for nm, kern in kernels.items()}
     naive = {nm: kern.values(maj, labelled.astype(np.float64), metrics) for nm, kern in kernels.items()}
+    coarse = n_fine < _fine_groups(k)
+    # With coarse groups the within-group metrics are centred on the corrected-label estimate; their replicates are
+    # that estimator's own (each draw's corrected targets on the replicate's items), so that the interval has its
+    # spread. Only where every model's corrected-label value is defined (else the posterior ones, as before).
+    wanted = list(metrics or all_names)
+    own = [m for m in wanted if coarse and _base(m) in WITHIN_GROUP
+           and all(np.isfinite(corr[nm][m][0]) for nm in names)]
+    rest = [m for m in wanted if m not in own]
     rng = np.random.default_rng(seed)
     which = use[_thin(use.size, n_replicates)]
     step = max(1, _BLOCK_VALUES // (n * k))
-    item_w = None if item_weights is None else np.asarray(item_weights, dtype=np.float64)
-    if item_w is not None and item_w.shape != (post.n_samples, n):
-        raise ValueError(f"{func}: `item_weights` must have shape (n_draws, n_items) = ({post.n_samples}, {n}); got "
-                         f"{item_w.shape}.")
+    targets = {}
+
+    def corrected_of(s):
+        """Draw ``s``'s corrected targets (n, K) and their item mask, as the point ``yt`` with the draw's channel."""
+        if s not in targets:
+            pv = np.asarray(coarse_post.prev[s if coarse_post.prev.shape[0] > 1 else 0]).mean(axis=0)
+            with np.errstate(all="ignore"):
+                w_s = np.asarray(annotator_weights(post.conf[s], pv, rule=weights,
+                                                   usable=np.asarray(usable_confusions(post.conf[s]))))
+                t_s = np.asarray(corrected_targets((post.item, post.ann, post.lab), n, post.conf[s], weights=w_s))
+            ok = np.isfinite(t_s).all(axis=1)
+            if len(targets) >= 64:
+                targets.clear()
+            targets[s] = (np.where(ok[:, None], t_s, 1.0 / k), ok)
+        return targets[s]
 
     def blocks():
         for r0 in range(0, n_replicates, step):
             b = min(step, n_replicates - r0)
-            qb = np.stack([post(s) for s in which[r0:r0 + b]])               # (b, n, K)
+            ss = which[r0:r0 + b]
             u = rng.random((b, n, 1))
-            y = np.minimum((u > np.cumsum(qb, axis=2)).sum(axis=2), k - 1).astype(np.int64)
             if not bootstrap:
-                yield r0, y, None
+                w = None
             elif item_w is None:
-                yield r0, y, rng.standard_exponential((b, n))
+                w = rng.standard_exponential((b, n))
             else:
-                yield r0, y, item_w[which[r0:r0 + b]]
+                w = item_w[ss]
+            if unconditioned and w is not None and item_w is None:
+                qb = post.conditional(ss, w, start)[0]                      # fresh weights: per replicate
+            elif unconditioned:                                             # weights of the draw: once per draw
+                us, at = np.unique(ss, return_inverse=True)
+                qb = post.conditional(us, None if w is None else item_w[us], start)[0][at.reshape(-1)]
+            else:
+                qb = np.stack([post(s) for s in ss])                        # (b, n, K)
+            y = np.minimum((u > np.cumsum(qb, axis=2)).sum(axis=2), k - 1).astype(np.int64)
+            if not own:
+                yield r0, y, w
+                continue
+            tb = [corrected_of(s) for s in ss]
+            wo = np.stack([ok for _, ok in tb]).astype(np.float64)
+            yield r0, y, w, rest, (np.stack([t for t, _ in tb]), wo if w is None else w * wo, own)
 
     draws = _collect(kernels, blocks(), n_replicates, metrics)
-    notes = list(_notes(names, [cond[nm] for nm in names], fit_model))
+    draws = {nm: {m: draws[nm][m] for m in plug[nm]} for nm in names}   # table order
+    notes = []
+    if unconditioned:
+        notes.append(f"the predictions of {unconditioned} are not a function of the {fit_model!r} fit's groups: the "
+                     "clean-label posterior's prevalence was re-estimated per fit group x predicted class, each "
+                     "draw's confusion held fixed (conditional maximum likelihood, assuming the annotators' channel "
+                     "does not depend on the classifier's prediction), so that the confusion metrics' posterior "
+                     "estimates are consistent.")
     if not has.all():
         notes.append(f"{int((~has).sum())} items have no response of a usable annotator: the corrected_label column "
                      "leaves them out.")
-    coarse = int(np.unique(post.group).size) < _fine_groups(k)
-    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, cond, coarse), draws=draws,
+    return CleanMetrics(table=_table(names, kernels, plug, corr, naive, draws, level, cond, coarse, own),
+                        draws=draws,
                         models=names, kind="multiclass", level=level, target=TARGETS[bool(bootstrap)],
                         threshold={nm: None for nm in names}, n_items=int(n), n_replicates=n_replicates,
                         fit_model=fit_model, fit_method=fit_method, n_groups=n_groups,
