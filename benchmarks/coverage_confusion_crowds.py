@@ -6,7 +6,10 @@ kind, as binary's do (docs/crowds.md, *recovery*). The population of the partial
 
 - ``soft``: the default (Dirichlet-multinomial type-II ML on the expected counts);
 - ``sampled``: ``objective="sampled_labels"`` (the population fitted to clean-label draws from the posteriors);
-- ``sampled_spread``: the same with per-annotator concentrations ``lambda_j`` (``spread=1.5``).
+- ``sampled_spread``: the same with per-annotator concentrations ``lambda_j`` (``spread=1.5``);
+- ``mixture``: ``objective="sampled_labels"`` with a mixture population of three annotator types (``components=3``:
+  typical / spammer / adversary, learned);
+- ``mixture_soft``: the mixture on the expected counts (``components=3``, default objective).
 
 Crowd (the design of docs/coverage.md, *Second goal*): K classes, ``--annotators`` annotators, ``--items`` items,
 3 distinct annotators per item (about 12 labels per annotator at the defaults); 85% honest annotators with accuracy
@@ -16,7 +19,9 @@ Dirichlet split (:func:`~noisycal_bayes.simulate.random_confusion`).
 Two sources of intervals per fit (equal-tailed 90%):
 
 - ``conditional``: 400 draws of every row from its conditional posterior ``Dirichlet(n_jy + lambda_j alpha_y)`` at
-  the fit (``n`` the expected counts, ``alpha`` the fitted population): one fit per crowd;
+  the fit (``n`` the expected counts, ``alpha`` the fitted population): one fit per crowd; with a mixture
+  population, each draw first takes annotator ``j``'s type ``z ~ type_probability[j]`` (shared by its K rows), then
+  the rows from ``Dirichlet(n_jy + mixture_alpha[z, y])``;
 - ``refits`` (the first ``--refit-crowds`` crowds): ``--n-refits`` item-bootstrap refits (item multiplicities as
   weights, warm-started at the fit, the population refitted with the same options: what
   ``multiclass_em_estimator(model="pooled", population_options=...)`` does on each replicate).
@@ -44,7 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchutil import machine  # noqa: E402
 
 CONFIGS = {"soft": {}, "sampled": {"objective": "sampled_labels", "n_draws": 8},
-           "sampled_spread": {"objective": "sampled_labels", "n_draws": 8, "spread": 1.5}}
+           "sampled_spread": {"objective": "sampled_labels", "n_draws": 8, "spread": 1.5},
+           "mixture": {"objective": "sampled_labels", "n_draws": 8, "components": 3},
+           "mixture_soft": {"components": 3}}
 KINDS = ("honest", "spammer", "adversary")
 
 
@@ -75,9 +82,15 @@ def conditional_interval(fit, data, rng, n_draws=400):
     x = class_arrays(data, "coverage_confusion_crowds")
     T = fit.clean_label_probability(data)
     n = expected_counts(x.item, x.annotator, x.label, T, x.n_annotators)
-    lam = np.ones(x.n_annotators) if fit.annotator_scale is None else fit.annotator_scale
-    post = n + lam[:, None, None] * fit.prior[0][None]
-    g = rng.gamma(np.broadcast_to(post, (n_draws,) + post.shape))
+    if fit.mixture_alpha is not None:   # the type first (one per annotator and draw), then the rows given the type
+        u = rng.random((n_draws, x.n_annotators, 1))
+        z = np.minimum((u > np.cumsum(fit.type_probability, axis=1)[None]).sum(axis=2),
+                       fit.mixture_alpha.shape[0] - 1)
+        post = n[None] + fit.mixture_alpha[z]                                      # (draws, J, K, K)
+    else:
+        lam = np.ones(x.n_annotators) if fit.annotator_scale is None else fit.annotator_scale
+        post = np.broadcast_to(n + lam[:, None, None] * fit.prior[0][None], (n_draws,) + n.shape)
+    g = rng.gamma(post)
     return np.quantile(g / g.sum(axis=3, keepdims=True), [0.05, 0.95], axis=0)
 
 
@@ -118,7 +131,10 @@ def one(seed, args, refits):
                          **{f"coverage_{k}": float(cov[kind == k].mean()) for k in KINDS},
                          **{f"n_{k}": int(cov[kind == k].size) for k in KINDS},
                          **({"scale_median": {k: float(np.median(fit.annotator_scale[kind == k])) for k in KINDS}}
-                            if fit.annotator_scale is not None else {})})
+                            if fit.annotator_scale is not None else {}),
+                         **({"type_weight": np.round(fit.mixture_weight, 3).tolist(),
+                             "type_mean": {k: np.round(fit.type_probability[kind == k].mean(axis=0), 3).tolist()
+                                           for k in KINDS}} if fit.mixture_alpha is not None else {})})
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in rows[-1].items()}),
                   flush=True)
     return rows
