@@ -41,7 +41,8 @@ binomial standard error of that many entries. Usage::
 
     PYTHONPATH=$PWD python benchmarks/coverage_confusion_crowds.py --crowds 20 --refit-crowds 4 --out FILE
 
-Results: ``benchmarks/results/coverage_confusion_crowds.json``; docs/crowds.md, *Outlying annotators*.
+Results: ``benchmarks/results/coverage_confusion_crowds.json``; docs/crowds.md, *Outlying annotators* and *A mixture
+population*.
 """
 from __future__ import annotations
 
