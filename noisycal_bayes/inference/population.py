@@ -220,10 +220,10 @@ def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight,
     start, or fixed with ``fixed``), ``w_mix`` (M,) their weights, ``r_fixed`` (J, M) the responsibilities kept with
     ``fixed``. Each iteration: per draw ``d`` (or the expected counts), the type responsibilities ``r_djc`` from
     :func:`_type_log_joint` at the previous components; each component by the weighted fixed point
-    (:func:`_dm_fit`, rows weighted ``r_djc / M``); ``r_jc`` the mean over draws; weights ``w_c = (sum_j r_jc +
-    1) / (J_labelled + M)`` (a Dirichlet(2) prior keeps a component alive); annotator ``j``'s row the
-    responsibility-weighted mixture of the components' posterior means ``(n_jy + alpha_cy) / (N_jy + s_cy)``;
-    ``m, s`` those of the typical component (the largest weight).
+    (:func:`_dm_fit`, rows weighted ``r_djc / D`` for ``D`` draws; concentrations floored at ``MIXTURE_S_MIN * K``);
+    ``r_jc`` the mean over draws; weights ``w_c = (sum_j r_jc + 1) / (J_labelled + M)`` (a Dirichlet(2) prior keeps
+    a component alive); annotator ``j``'s row the responsibility-weighted mixture of the components' posterior means
+    ``(n_jy + alpha_cy) / (N_jy + s_cy)``; ``m, s`` those of the typical component (the largest weight).
     Returns ``(C, pi, m, s, T, n_iter, converged, delta, trace, lambda, mean alpha, mean lambda, alpha_mix, w_mix,
     r, mean alpha_mix, mean w_mix, mean r)`` (the means over the iterations from ``avg_from``)."""
     import jax
@@ -236,7 +236,7 @@ def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight,
     J = n_annotators
     M = n_components
 
-    def draws(T):   # counts of M clean-label draws Y ~ T at the fixed uniforms: (M, J, y, a)
+    def draws(T):   # counts of D clean-label draws Y ~ T at the fixed uniforms: (D, J, y, a)
         D = uniforms.shape[1]
         draw = jnp.sum(uniforms[:, None, :] > jnp.cumsum(T, axis=1)[:, :, None], axis=1)    # (n, D)
         onehot = (jnp.minimum(draw, K - 1)[:, None, :] == jnp.arange(K)[None, :, None]).astype(T.dtype)
