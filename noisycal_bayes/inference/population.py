@@ -18,8 +18,8 @@ float64 as one compiled ``lax.while_loop`` on the K-class EM's coded sparse step
 
 Acceleration: SQUAREM cycles after 100 plain iterations on large crowds (``accelerate``; :func:`_pooled_squarem`).
 Options (issue 34, outlying annotators): ``objective="sampled_labels"`` fits step 2 to clean-label draws instead of
-the expected counts, and ``spread`` gives every annotator its own concentration factor ``lambda_j``
-(:func:`fit_em_population`).
+the expected counts, ``spread`` gives every annotator its own concentration factor ``lambda_j``, and ``components``
+makes the population a mixture of annotator types (typical, spammer, adversary) (:func:`fit_em_population`).
 
 The start is the majority vote (or ``init``'s E-step); iterations stop when no posterior moves by more than
 ``tol``. Orientation is hard, at the crowd's level: the population mean confusion (rows ``m_y``) must have its row
@@ -68,6 +68,46 @@ DM_STEPS = 20
 #: adult 1 step against 20: 143 iterations against 152, CPU 1.7 against 2.5 s, the plain fit's fixed point to 5.5e-7.
 SQUAREM_DM_STEPS = 1
 
+#: Floor of a mixture component's concentrations, per class: ``s_cy >= MIXTURE_S_MIN * K``. Without it a component
+#: that holds little weight dies: near ``s = 0`` the weighted fixed point multiplies ``s`` by about
+#: ``sum_rows r (non-zero cells) / (sum_rows r + power)``, below 1 when the component's weighted rows are fewer than
+#: ``power / (cells per row - 1)``, so ``s`` runs to 0 and its marginal excludes every annotator for good (seen on
+#: the first simulated crowd: the adversary component at ``s`` < 0.01 after five iterations).
+MIXTURE_S_MIN = 1.0
+
+#: Numbers of annotator types of the mixture population (``components`` of :func:`fit_em_population`).
+COMPONENTS = (1, 2, 3)
+
+
+def _type_log_joint(n, alpha, log_weight):
+    """Log joint of each annotator's counts and type in the mixture population (``components``):
+    ``log w_c + sum_y log DirMult(n[..., j, y, :] | alpha[c, y, :])`` without the multinomial coefficients (they do
+    not depend on the type, so they cancel in the responsibilities), in JAX. ``n`` (..., J, K, K) counts (rows: the
+    clean class ``y``), ``alpha`` (M, K, K) the components' Dirichlet parameters, ``log_weight`` (M,). A row without
+    counts contributes 0. Returns (..., J, M); the responsibilities are its softmax over the last axis."""
+    import jax.numpy as jnp
+    from jax.scipy.special import gammaln
+
+    n = n[..., None, :, :]                                  # (..., J, 1, K, K)
+    N = n.sum(axis=-1)                                      # (..., J, 1, K)
+    s = alpha.sum(axis=-1)                                  # (M, K)
+    t = gammaln(s) - gammaln(N + s) + jnp.sum(gammaln(n + alpha) - gammaln(alpha), axis=-1)
+    return log_weight + t.sum(axis=-1)
+
+
+def _mixture_start(K: int, M: int):
+    """Start of the mixture population's components (then learned): ``typical`` (diagonal 0.7), ``spammer`` (every
+    row uniform), ``adversary`` (diagonal 0.1), the rest of a row split evenly, each row with concentration ``2 K``;
+    weights 0.8 / 0.1 / 0.1 (M = 3) or 0.9 / 0.1 (M = 2, typical and spammer). Returns ``(alpha (M, K, K), w
+    (M,))``."""
+    rows = []
+    for d in (0.7, 1.0 / K, 0.1)[:M]:
+        m = np.full((K, K), (1.0 - d) / (K - 1))
+        np.fill_diagonal(m, d)
+        rows.append(2.0 * K * m)
+    w = np.array({1: [1.0], 2: [0.9, 0.1], 3: [0.8, 0.1, 0.1]}[M])
+    return np.stack(rows), w
+
 
 def _posterior(x, C, pi, group):
     lj = class_log_joint_items(x, group, C, pi[None])
@@ -87,7 +127,8 @@ def _vote(x):
     return T
 
 
-def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7, row_weight: float = 1.0, row_scale=None):
+def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7, row_weight: float = 1.0, row_scale=None,
+            row_weights=None):
     """:func:`~noisycal_bayes.core.population.fit_dirichlet_multinomial` for every class at once, in JAX: ``n``
     (K_y, J, K) the expected counts (rows without counts drop out), ``alpha`` (K_y, K) the warm start (used where
     ``has_alpha``). The same fixed point, bounds and per-class stopping (``den <= 0``: stop before the step;
@@ -95,7 +136,10 @@ def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7, row_we
     M`` for the ``M`` stacked label draws of ``objective="sampled_labels"``: the mean over draws, against which the
     hyperprior keeps its weight). ``row_scale`` (J,), optional: row ``j``'s Dirichlet is ``lambda_j alpha`` (the
     per-annotator concentrations of ``spread``); Minka's fixed point for that objective multiplies each row's digamma
-    differences by ``lambda_j`` at ``lambda_j alpha``. Returns ``(m (K_y, K), s (K_y,))``."""
+    differences by ``lambda_j`` at ``lambda_j alpha``. ``row_weights`` (J,), optional: row ``j``'s term of the
+    objective is weighted by ``row_weights[j]`` (times ``row_weight``; the responsibilities of one component of
+    ``components``), so the fixed point is the weighted one (numerator and denominator sums weighted). Returns
+    ``(m (K_y, K), s (K_y,))``."""
     import jax
     import jax.numpy as jnp
     from jax.scipy.special import digamma
@@ -109,7 +153,13 @@ def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7, row_we
     def body(c):
         k, a, done = c
         a0 = a.sum(axis=-1)
-        if row_scale is None:
+        if row_weights is not None:
+            wv = row_weight * row_weights
+            den = jnp.sum(jnp.where(valid, wv * (digamma(N + a0[:, None]) - digamma(a0[:, None])), 0.0),
+                          axis=1) + power / a0
+            num = jnp.sum(jnp.where(valid[..., None], wv[None, :, None] * (digamma(n + a[:, None, :])
+                                                                          - digamma(a[:, None, :])), 0.0), axis=1)
+        elif row_scale is None:
             den = row_weight * jnp.sum(jnp.where(valid, digamma(N + a0[:, None]) - digamma(a0[:, None]), 0.0),
                                        axis=1) + power / a0
             num = row_weight * jnp.sum(jnp.where(valid[..., None], digamma(n + a[:, None, :]) - digamma(a[:, None, :]),
@@ -166,8 +216,9 @@ def _scale_fit(n, alpha, log_scale, spread, *, row_weight: float, steps: int = L
 
 
 def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight, real, tol, prevalence_prior, power,
-                 alpha_fixed, l_fixed, uniforms, spread, avg_from, *, n_annotators: int, max_iter: int,
-                 fixed: bool = False, sampled: bool = False, per_annotator: bool = False):
+                 alpha_fixed, l_fixed, uniforms, spread, avg_from, alpha_mix, w_mix, r_fixed, *, n_annotators: int,
+                 max_iter: int, fixed: bool = False, sampled: bool = False, per_annotator: bool = False,
+                 n_components: int = 1):
     """The EM iterations of :func:`fit_em_population` (module docstring, steps 1-4) in one ``lax.while_loop``, on
     the coded sparse responses of the K-class EM (:func:`~noisycal_bayes.inference._em_loop.padded_class_responses`;
     padded items have weight 0 and ``real`` False, and do not enter the stopping rule). ``fixed``: step 2 is skipped
@@ -177,7 +228,16 @@ def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight,
     weighted ``1 / M`` (``objective="sampled_labels"`` of :func:`fit_em_population`). ``per_annotator``: annotator
     ``j``'s rows are ``Dirichlet(lambda_j s_y m_y)``, the factors by :func:`_scale_fit` after the population (prior
     ``log lambda_j ~ N(0, spread^2)``), and the population's fixed point weighs each row at its ``lambda_j``.
-    Returns ``(C, pi, m, s, T, n_iter, converged, delta, trace, lambda)``."""
+    ``n_components`` > 1 (``components``): the mixture population, ``alpha_mix`` (M, K, K) its components (the
+    start, or fixed with ``fixed``), ``w_mix`` (M,) their weights, ``r_fixed`` (J, M) the responsibilities kept with
+    ``fixed``. Each iteration: per draw ``d`` (or the expected counts), the type responsibilities ``r_djc`` from
+    :func:`_type_log_joint` at the previous components; each component by the weighted fixed point
+    (:func:`_dm_fit`, rows weighted ``r_djc / D`` for ``D`` draws; concentrations floored at ``MIXTURE_S_MIN * K``);
+    ``r_jc`` the mean over draws; weights ``w_c = (sum_j r_jc + 1) / (J_labelled + M)`` (a Dirichlet(2) prior keeps
+    a component alive); annotator ``j``'s row the responsibility-weighted mixture of the components' posterior means
+    ``(n_jy + alpha_cy) / (N_jy + s_cy)``; ``m, s`` those of the typical component (the largest weight).
+    Returns ``(C, pi, m, s, T, n_iter, converged, delta, trace, lambda, mean alpha, mean lambda, alpha_mix, w_mix,
+    r, mean alpha_mix, mean w_mix, mean r)`` (the means over the iterations from ``avg_from``)."""
     import jax
     import jax.numpy as jnp
 
@@ -186,44 +246,69 @@ def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight,
     coded = CodedResponses(item, code, padded)
     n, K = T0.shape
     J = n_annotators
+    M = n_components
+
+    def draws(T):   # counts of D clean-label draws Y ~ T at the fixed uniforms: (D, J, y, a)
+        D = uniforms.shape[1]
+        draw = jnp.sum(uniforms[:, None, :] > jnp.cumsum(T, axis=1)[:, :, None], axis=1)    # (n, D)
+        onehot = (jnp.minimum(draw, K - 1)[:, None, :] == jnp.arange(K)[None, :, None]).astype(T.dtype)
+        return D, coded_class_counts(coded, J, onehot, item_weight, by_code)[0]
 
     def body(c):
-        it, T, alpha, l, _, _, _, _, _, tr, acc_a, acc_l = c
+        it, T, alpha, l, _, _, _, _, _, tr, acc_a, acc_l, a_mix, w, r, acc_am, acc_w, acc_r = c
         counts = coded_class_counts(coded, J, T[:, :, None], item_weight, by_code)[0][0]          # (J, y, a)
-        if fixed:
+        if M > 1:
+            if fixed:
+                a_mix, w, r = alpha_mix, w_mix, r_fixed
+            else:
+                D, pop = draws(T) if sampled else (1, counts[None])
+                rd = jax.nn.softmax(_type_log_joint(pop, a_mix, jnp.log(w)), axis=-1)            # (D, J, M)
+                flat = jnp.swapaxes(pop.reshape(D * J, K, K), 0, 1)
+                fits = [_dm_fit(flat, a_mix[q], True, power, steps=DM_STEPS, row_weight=1.0 / D,
+                                row_weights=rd[..., q].reshape(D * J)) for q in range(M)]
+                a_mix = jnp.stack([jnp.maximum(sq, MIXTURE_S_MIN * K)[:, None] * mq for mq, sq in fits])
+                r = rd.mean(axis=0)
+                has = (counts.sum(axis=(1, 2)) > 0).astype(T.dtype)
+                w = (has @ r + 1.0) / (has.sum() + M)
+            typ = jnp.argmax(w)
+            alpha_new = a_mix[typ]
+            s = alpha_new.sum(axis=1)
+            m = alpha_new / s[:, None]
+            post = counts[None] + a_mix[:, None]                                                 # (M, J, y, a)
+            C = jnp.einsum("jc,cjya->jya", r, post / post.sum(axis=3, keepdims=True))
+        elif fixed:
             s = alpha_fixed.sum(axis=1)
             m = alpha_fixed / s[:, None]
             alpha_new, l = alpha_fixed, l_fixed
         else:
-            if sampled:   # the counts the population and the factors are fitted to: M clean-label draws
-                M = uniforms.shape[1]
-                draw = jnp.sum(uniforms[:, None, :] > jnp.cumsum(T, axis=1)[:, :, None], axis=1)    # (n, M)
-                onehot = (jnp.minimum(draw, K - 1)[:, None, :] == jnp.arange(K)[None, :, None]).astype(T.dtype)
-                pop = coded_class_counts(coded, J, onehot, item_weight, by_code)[0]                  # (M, J, y, a)
-            else:
-                M, pop = 1, counts[None]
-            scale = jnp.tile(jnp.exp(l), M) if per_annotator else None
-            m, s = _dm_fit(jnp.swapaxes(pop.reshape(M * J, K, K), 0, 1), alpha, it > 0, power, steps=DM_STEPS,
-                           row_weight=1.0 / M, row_scale=scale)
+            D, pop = draws(T) if sampled else (1, counts[None])   # the counts the population is fitted to
+            scale = jnp.tile(jnp.exp(l), D) if per_annotator else None
+            m, s = _dm_fit(jnp.swapaxes(pop.reshape(D * J, K, K), 0, 1), alpha, it > 0, power, steps=DM_STEPS,
+                           row_weight=1.0 / D, row_scale=scale)
             alpha_new = s[:, None] * m
             if per_annotator:
-                l = _scale_fit(pop, alpha_new, l, spread, row_weight=1.0 / M)
+                l = _scale_fit(pop, alpha_new, l, spread, row_weight=1.0 / D)
         take = (it >= avg_from).astype(T.dtype)
         acc_a, acc_l = acc_a + take * alpha_new, acc_l + take * l
-        num = counts + jnp.exp(l)[:, None, None] * alpha_new[None]
-        C = num / num.sum(axis=2, keepdims=True)
+        acc_am, acc_w, acc_r = acc_am + take * a_mix, acc_w + take * w, acc_r + take * r
+        if M == 1:
+            num = counts + jnp.exp(l)[:, None, None] * alpha_new[None]
+            C = num / num.sum(axis=2, keepdims=True)
         pi = item_weight @ T + prevalence_prior
         pi = pi / pi.sum()
         ll, T_new = coded_class_e_step(coded, item_group, C[None], pi[None, None, :], gold, item_weight)
         delta = jnp.max(jnp.where(real[:, None], jnp.abs(T_new[:, :, 0] - T), 0.0))
-        return it + 1, T_new[:, :, 0], alpha_new, l, C, pi, m, s, delta, tr.at[it].set(ll[0]), acc_a, acc_l
+        return (it + 1, T_new[:, :, 0], alpha_new, l, C, pi, m, s, delta, tr.at[it].set(ll[0]), acc_a, acc_l,
+                a_mix, w, r, acc_am, acc_w, acc_r)
 
     init = (jnp.int32(0), T0, jnp.ones((K, K)), l_fixed, jnp.zeros((J, K, K)), jnp.zeros(K), jnp.zeros((K, K)),
-            jnp.zeros(K), jnp.inf, jnp.full(max_iter, jnp.nan), jnp.zeros((K, K)), jnp.zeros(J))
-    it, T, _, l, C, pi, m, s, delta, tr, acc_a, acc_l = jax.lax.while_loop(
+            jnp.zeros(K), jnp.inf, jnp.full(max_iter, jnp.nan), jnp.zeros((K, K)), jnp.zeros(J),
+            alpha_mix, w_mix, r_fixed, jnp.zeros_like(alpha_mix), jnp.zeros_like(w_mix), jnp.zeros_like(r_fixed))
+    it, T, _, l, C, pi, m, s, delta, tr, acc_a, acc_l, a_mix, w, r, acc_am, acc_w, acc_r = jax.lax.while_loop(
         lambda c: (c[0] < max_iter) & ~(c[8] < tol), body, init)
     n_avg = jnp.maximum(it - avg_from, 1).astype(T.dtype)
-    return C, pi, m, s, T, it, delta < tol, delta, tr, l, acc_a / n_avg, acc_l / n_avg
+    return (C, pi, m, s, T, it, delta < tol, delta, tr, l, acc_a / n_avg, acc_l / n_avg, a_mix, w, r,
+            acc_am / n_avg, acc_w / n_avg, acc_r / n_avg)
 
 
 #: Bounds of the per-annotator log concentration factors ``l_j`` in a SQUAREM extrapolation (``spread``;
@@ -373,7 +458,7 @@ def _orient_population(C, pi, m, s):
 def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalence_prior: float = 1.0,
                       concentration_power: float = 2.5, weights=None, init=None, population=None,
                       objective: str = "soft_counts", n_draws: int = 16, spread=None,
-                      accelerate="auto") -> MulticlassEMFit:
+                      accelerate="auto", components: int = 1) -> MulticlassEMFit:
     """Partially pooled Dawid-Skene by EM with empirical-Bayes population rows (module docstring).
 
     Parameters
@@ -423,10 +508,26 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
         loop :func:`~noisycal_bayes.inference._em_loop.em_loop`). ``"auto"``: on crowds of at least
         :data:`ACCELERATE_MIN_RESPONSES` responses, the K-class sparse EM's rule, the first 100 iterations plain (a
         fit that stops by then is the plain fit), SQUAREM cycles after them; a warm refit (``init``) plain. Off for
-        ``objective="sampled_labels"`` (its population is fitted to Monte Carlo
+        ``objective="sampled_labels"`` and a mixture population (``components`` > 1; not measured with
+        cycles) (the sampled objective's population is fitted to Monte Carlo
         label draws for a fixed number of iterations and averaged: no fixed point to extrapolate towards).
         ``n_iter`` then counts plain iterations and cycles (three EM steps each), and ``loglik_trace`` holds the
         plain iterations' log-likelihoods and the final one. Measured on the five crowds: docs/performance.md.
+    components : {1, 2, 3}, default 1
+        Annotator types (a mixture population): annotator ``j`` has a latent type ``z_j``, shared by its ``K``
+        rows, with weights ``w``; given the type, ``C[j, y, :] ~ Dirichlet(alpha_{z, y})``. The components start
+        as typical (diagonal 0.7), spammer (uniform rows) and adversary (diagonal 0.1) (:func:`_mixture_start`)
+        and are learned: each iteration the responsibilities ``P(z_j = c)`` from the Dirichlet-multinomial marginal
+        of the annotator's counts (the expected counts, or each clean-label draw's counts with
+        ``objective="sampled_labels"``, averaged over the draws), each component's population by the weighted
+        fixed point, and annotator ``j``'s row the responsibility-weighted mixture of the components' posterior
+        means (:func:`_pooled_loop`). With ``"sampled_labels"`` the components, weights and responsibilities
+        averaged over the first stage's second half are kept while the EM converges. Orientation is read on the
+        typical component (the largest weight), whose population is ``prior[0]``; the components, weights and
+        responsibilities are ``mixture_alpha``, ``mixture_weight`` and ``type_probability`` of the result.
+        A single population pulls every spammer and adversary towards the honest crowd (docs/crowds.md,
+        *Outlying annotators*; measured: *A mixture population*). Cannot be combined with ``spread`` or a fixed
+        ``population``.
 
     Returns
     -------
@@ -477,6 +578,18 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
     if spread is not None and not (np.isfinite(spread) and spread > 0):
         raise ValueError(f"{func}: `spread` must be None or a positive number; got {spread!r}.")
     n_draws = check_positive_int(n_draws, name="n_draws")
+    if isinstance(components, bool) or components not in COMPONENTS:
+        raise ValueError(f"{func}: `components` must be one of {COMPONENTS} (annotator types: typical, spammer, "
+                         f"adversary); got {components!r}.")
+    M = int(components)
+    if M > 1 and accelerated:   # the mixture's cycles were not measured: plain
+        if accelerate is True:
+            raise ValueError(f"{func}: `accelerate=True` cannot be combined with `components` > 1 (the mixture "
+                             "population's SQUAREM cycles are not implemented); use accelerate='auto' or False.")
+        accelerated = False
+    if M > 1 and (spread is not None or fixed):
+        raise ValueError(f"{func}: `components` > 1 (a mixture population, learned) excludes `spread` and a fixed "
+                         "`population`; give one.")
     # Fixed uniforms (seed 0, item by item): the same draws on every call, so a fit is a deterministic function of
     # its data and a bootstrap refit's draws differ from the full fit's only through its weights and posteriors.
     uniforms = (np.random.default_rng(0).random((n_pad, n_draws)) if sampled else np.zeros((n_pad, 1)))
@@ -492,25 +605,31 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
     args = (item, code, padded, by_code, grp, gold, w_pad, real)
     hyper = (np.float64(prevalence_prior), np.float64(concentration_power))
     l0, sp = np.zeros(J), np.float64(1.0 if spread is None else spread)
+    mix = _mixture_start(K, M) + (np.full((J, M), 1.0 / M),)
     with x64():
         if sampled:   # stage 1: SAMPLED_ITER iterations on the label draws, the population averaged over the last half
             burn = _call(_pooled_loop, (T0,) + args + (np.float64(0.0),) + hyper
-                         + (np.ones((K, K)), l0, uniforms, sp, np.int32(SAMPLED_ITER // 2)),
-                         n_annotators=J, max_iter=SAMPLED_ITER, fixed=False, sampled=True, per_annotator=per)
+                         + (np.ones((K, K)), l0, uniforms, sp, np.int32(SAMPLED_ITER // 2)) + mix,
+                         n_annotators=J, max_iter=SAMPLED_ITER, fixed=False, sampled=True, per_annotator=per,
+                         n_components=M)
             T0, population, l0 = np.asarray(burn[4]), np.asarray(burn[10]), np.asarray(burn[11])
+            mix = tuple(np.asarray(v) for v in burn[15:18])
             trace0 = np.asarray(burn[8])
+        fixed_mix = M > 1 and sampled
         pop = population if population is not None else np.ones((K, K))
         first = min(plain_steps, max_iter) if accelerated else max_iter
         if first:
             out = _call(_pooled_loop, (T0,) + args + (np.float64(tol),) + hyper
-                        + (pop, l0, np.zeros((n_pad, 1)), sp, np.int32(max_iter)),
-                        n_annotators=J, max_iter=first, fixed=population is not None, sampled=False,
-                        per_annotator=per and population is None)
+                        + (pop, l0, np.zeros((n_pad, 1)), sp, np.int32(max_iter)) + mix,
+                        n_annotators=J, max_iter=first, fixed=population is not None or fixed_mix, sampled=False,
+                        per_annotator=per and population is None, n_components=M)
+        mixture = tuple(out[12:15]) if first else mix
         if accelerated and (not first or (not out[6] and first < max_iter)):
             out = _squarem_after(out if first else None, T0, args, tol, hyper, pop, l0, sp, n_annotators=J,
                                  max_iter=max_iter, fixed=population is not None,
                                  per_annotator=per and population is None)
         C, pi, m, s, T, it, converged, delta, trace, l = (np.asarray(v) for v in out[:10])
+        a_mix, w_mix, r_mix = (np.asarray(v) for v in mixture)   # M = 1: the unused start values
         lam = np.exp(l)
     if sampled:
         trace = np.concatenate([trace0, trace[:int(it)]])
@@ -520,12 +639,19 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
     counts = expected_counts(x.item, x.annotator, x.label, T, J, weights)
     from ..core.population import dirichlet_multinomial_loglik
 
-    if spread is None:
+    if M > 1:   # sum_j log sum_c w_c prod_y DirMult(n_jy | alpha_cy) at the expected counts
+        from scipy.special import logsumexp
+
+        with x64():
+            marginal = float(np.sum(logsumexp(np.asarray(_type_log_joint(counts, a_mix, np.log(w_mix))), axis=1)))
+    elif spread is None:
         marginal = sum(dirichlet_multinomial_loglik(counts[:, y, :], s[y] * m[y]) for y in range(K))
     else:   # every annotator at its own lambda_j, plus the factors' normal log prior
         marginal = sum(dirichlet_multinomial_loglik(counts[j:j + 1, y, :], lam[j] * s[y] * m[y])
                        for j in range(J) for y in range(K)) - float(np.sum(np.log(lam) ** 2)) / (2 * spread ** 2)
     C, pi, m, s, perm, ok = _orient_population(C, pi, m, s)
+    if perm is not None:
+        a_mix = a_mix[:, np.argsort(perm), :]
     notes = []
     if not converged:
         notes.append((ConvergenceWarning, f"{func}: the posteriors still moved by {delta:.3g} >= tol={tol:g} after "
@@ -545,4 +671,6 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
                            loglik_trace=np.asarray(trace), path_reason="population model: sparse EM",
                            groups_reason="population model: one group", label_permutation=perm,
                            prior=(s[:, None] * m, np.full(K, float(prevalence_prior))), n_labels=n_labels,
-                           annotator_scale=lam if spread is not None else None)
+                           annotator_scale=lam if spread is not None else None,
+                           mixture_alpha=a_mix if M > 1 else None, mixture_weight=w_mix if M > 1 else None,
+                           type_probability=r_mix if M > 1 else None)

@@ -827,6 +827,11 @@ class MulticlassEMFit(_ConfusionEstimate):
     annotator_scale : ndarray of shape (n_annotators,) or None
         ``model="pooled"`` with ``spread``: annotator ``j``'s rows are ``Dirichlet(annotator_scale[j] * prior[0][y])``
         (:func:`~noisycal_bayes.inference.population.fit_em_population`); None otherwise (every factor 1).
+    mixture_alpha, mixture_weight, type_probability : ndarray or None
+        ``model="pooled"`` with ``components`` > 1 (a mixture population of annotator types): the components'
+        Dirichlet parameters (M, K, K) (rows in the fit's class order), their weights (M,), and each annotator's
+        type responsibilities (n_annotators, M); annotator ``j``'s rows given type ``c`` are
+        ``Dirichlet(n_jy + mixture_alpha[c, y])`` a posteriori. None otherwise.
     """
 
     objective: float = np.nan
@@ -839,6 +844,9 @@ class MulticlassEMFit(_ConfusionEstimate):
     prior: tuple | None = None
     n_labels: np.ndarray = field(default_factory=lambda: np.zeros(0))
     annotator_scale: np.ndarray | None = None
+    mixture_alpha: np.ndarray | None = None
+    mixture_weight: np.ndarray | None = None
+    type_probability: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False, kw_only=True, repr=False)

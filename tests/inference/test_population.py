@@ -249,7 +249,7 @@ def _dm_objective(n, scale, alpha, weight, power):
     a = scale[:, None] * alpha[None]
     N = n.sum(axis=1)
     rows = gammaln(a.sum(axis=1)) - gammaln(N + a.sum(axis=1)) + np.sum(gammaln(n + a) - gammaln(a), axis=1)
-    return weight * rows.sum() - power * np.log(alpha.sum())
+    return np.sum(weight * rows) - power * np.log(alpha.sum())
 
 
 def test_weighted_scaled_dm_fixed_point_matches_scipy():
@@ -419,3 +419,105 @@ def test_accelerated_fixed_population_and_spread():
         assert np.abs(plain.clean_label_probability(data) - fast.clean_label_probability(data)).max() < 1e-5, kw
         if "spread" in kw:
             np.testing.assert_allclose(fast.annotator_scale, plain.annotator_scale, rtol=1e-4)
+
+
+def test_mixture_type_log_joint_matches_scipy_dirichlet_multinomial():
+    # _type_log_joint (the mixture population's per-annotator marginal): log w_c + sum_y log DirMult(n_jy | alpha_cy)
+    # without the multinomial coefficients, against scipy.stats.dirichlet_multinomial (which includes them) row by
+    # row; the responsibilities (softmax over types) are the same with or without the coefficients.
+    from scipy.special import gammaln, softmax
+    from scipy.stats import dirichlet_multinomial
+
+    from noisycal_bayes.core import x64
+    from noisycal_bayes.inference.population import _type_log_joint
+
+    rng = np.random.default_rng(21)
+    K, J, M = 3, 5, 3
+    alpha = rng.gamma(2.0, 1.0, size=(M, K, K)) + 0.05
+    w = np.array([0.7, 0.2, 0.1])
+    n = rng.integers(0, 6, size=(J, K, K)).astype(float)
+    n[0, 1] = 0.0                                       # a row without labels contributes nothing
+    want = np.zeros((J, M))
+    for j in range(J):
+        for c in range(M):
+            want[j, c] = np.log(w[c])
+            for y in range(K):
+                N = int(n[j, y].sum())
+                if N == 0:
+                    continue
+                coef = gammaln(N + 1) - gammaln(n[j, y] + 1).sum()
+                want[j, c] += dirichlet_multinomial.logpmf(n[j, y], alpha[c, y], N) - coef
+    with x64():
+        got = np.asarray(_type_log_joint(n, alpha, np.log(w)))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    full = want + np.array([[sum(gammaln(n[j, y].sum() + 1) - gammaln(n[j, y] + 1).sum() for y in range(K))]
+                            for j in range(J)])
+    np.testing.assert_allclose(softmax(got, axis=1), softmax(full, axis=1), rtol=1e-10)
+
+
+def test_weighted_dm_fixed_point_matches_scipy():
+    # _dm_fit with per-row weights (a mixture component's responsibilities) maximises
+    # sum_r w_r log DirMult(n_r | alpha) - power log alpha_0: checked against scipy.optimize on that objective.
+    from noisycal_bayes.core import x64
+    from noisycal_bayes.inference.population import _dm_fit
+
+    rng = np.random.default_rng(5)
+    alpha = np.array([3.0, 1.0, 0.6])
+    n = np.stack([rng.multinomial(rng.integers(2, 12), rng.dirichlet(alpha)) for _ in range(150)]).astype(float)
+    wr = rng.uniform(0.0, 1.0, 150)
+    with x64():
+        m, s = _dm_fit(n[None], np.ones((1, 3)), True, 2.5, steps=20000, tol=1e-13, row_weight=0.5, row_weights=wr)
+    got = np.asarray(s)[0] * np.asarray(m)[0]
+    res = minimize(lambda la: -_dm_objective(n, np.ones(150), np.exp(la), 0.5 * wr, 2.5), np.zeros(3),
+                   method="BFGS", options={"gtol": 1e-10})
+    np.testing.assert_allclose(got, np.exp(res.x), rtol=2e-4)
+
+
+def _adversarial_crowd(seed, n_adv=15, J=150):
+    """``_crowd`` (K = 3, honest rows around accuracy 0.75) with the first ``n_adv`` annotators always wrong."""
+    data, y, _ = _crowd(3, J, 600, 8, 16, seed=seed, s=20.0, acc=0.75)
+    item, ann, lab = data.responses
+    adv = np.arange(J) < n_adv
+    flip = adv[ann]
+    lab = lab.copy()
+    lab[flip] = (y[item[flip]] + np.random.default_rng(seed).integers(1, 3, flip.sum())) % 3
+    data.responses = (item, ann, lab)
+    return data, y, adv
+
+
+def test_mixture_recovers_planted_adversaries():
+    # 15 always-wrong annotators among 135 honest ones: the mixture population puts them off the typical component
+    # (the largest weight; median responsibility < 0.2, honest > 0.9), its weight near the honest share 0.9, and the
+    # typical component diagonal-dominant. Negative control: the single population has no types (fields None).
+    data, y, adv = _adversarial_crowd(12)
+    fit = _quiet(fit_em_population, data, components=3)
+    typ = int(np.argmax(fit.mixture_weight))
+    p_typ = fit.type_probability[:, typ]
+    assert np.median(p_typ[adv]) < 0.2 and np.median(p_typ[~adv]) > 0.9, (np.median(p_typ[adv]),
+                                                                          np.median(p_typ[~adv]))
+    assert 0.8 < fit.mixture_weight[typ] < 0.97, fit.mixture_weight
+    m = fit.mixture_alpha[typ] / fit.mixture_alpha[typ].sum(axis=1, keepdims=True)
+    assert np.all(np.argmax(m, axis=1) == np.arange(3)), m
+    np.testing.assert_allclose(fit.prior[0], fit.mixture_alpha[typ])
+    np.testing.assert_allclose(fit.type_probability.sum(axis=1), 1.0, rtol=1e-12)
+    single = _quiet(fit_em_population, data)
+    assert single.mixture_alpha is None and single.type_probability is None
+    assert _acc(fit, data, y) >= _acc(single, data, y) - 0.01
+
+
+def test_one_component_is_the_single_population():
+    # components=1 is the default path itself (same numbers, no mixture fields); bad values are refused.
+    data, _, _ = _crowd(3, 40, 200, 6, 14, seed=6)
+    a = _quiet(fit_em_population, data)
+    b = _quiet(fit_em_population, data, components=1)
+    np.testing.assert_array_equal(a.confusion, b.confusion)
+    np.testing.assert_array_equal(a.prior[0], b.prior[0])
+    assert a.n_iter == b.n_iter and b.mixture_weight is None
+    with pytest.raises(ValueError, match="`components` must be one of"):
+        fit_em_population(data, components=4)
+    with pytest.raises(ValueError, match="excludes `spread` and a fixed `population`"):
+        fit_em_population(data, components=3, spread=1.0)
+    with pytest.raises(ValueError, match="excludes `spread` and a fixed `population`"):
+        fit_em_population(data, components=2, population=np.ones((3, 3)))
+    with pytest.raises(ValueError, match="accelerate=True` cannot be combined with `components`"):
+        fit_em_population(data, components=2, accelerate=True)
