@@ -153,8 +153,12 @@ def main(argv=None):
     info = machine()
     t0 = time.perf_counter()
     settings = [s for s in SETTINGS if not args.only_k or s[0] in args.only_k]
-    targets = {k: top_label_target(k, args.curve, args.target_items) for k in sorted({s[0] for s in settings})}
-    rows = json.loads(Path(args.merge).read_text())["rows"] if args.merge else []
+    earlier = json.loads(Path(args.merge).read_text()) if args.merge else {"rows": [], "settings": {}}
+    same = all(earlier["settings"].get(k) == getattr(args, k) for k in ("curve", "target_items")) and args.merge
+    known = {int(k): v for k, v in earlier["settings"].get("targets", {}).items()} if same else {}
+    targets = {k: known[k] if k in known else top_label_target(k, args.curve, args.target_items)
+               for k in sorted({s[0] for s in settings})}   # a merged run's targets are reused (same generator)
+    rows = earlier["rows"]
     for rep in range(args.first_rep, args.first_rep + args.reps):  # round-robin over settings, so that a time limit leaves each setting sampled
         for k, j, n, per in settings:
             if args.max_minutes and time.perf_counter() - t0 > 60 * args.max_minutes:
