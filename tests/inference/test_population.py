@@ -372,6 +372,7 @@ def test_estimator_passes_population_options_to_refits():
 
 # --- SQUAREM cycles on the pooled EM (issue 34 part 4) ---
 
+@pytest.mark.slow   # 4-8 s: an option, not the default path (make test's budget)
 def test_accelerated_and_plain_reach_one_fixed_point(monkeypatch):
     # The SQUAREM cycles (_em_loop.em_loop on the state (T, log alpha)) and the plain loop iterate one map: at a tight
     # tol both stop within the plain loop's own distance to the fixed point (tol r / (1 - r) for an EM rate r < 1),
@@ -485,6 +486,7 @@ def _adversarial_crowd(seed, n_adv=15, J=150):
     return data, y, adv
 
 
+@pytest.mark.slow   # 4-8 s: an option, not the default path (make test's budget)
 def test_mixture_recovers_planted_adversaries():
     # 15 always-wrong annotators among 135 honest ones: the mixture population puts them off the typical component
     # (the largest weight; median responsibility < 0.2, honest > 0.9), its weight near the honest share 0.9, and the
