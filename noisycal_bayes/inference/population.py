@@ -54,13 +54,9 @@ SAMPLED_ITER = 100
 #: Newton steps on the per-annotator log concentration factors per EM iteration (warm-started).
 LAMBDA_STEPS = 4
 
-#: ``accelerate="auto"`` runs SQUAREM cycles (after 100 plain iterations) on crowds of at least this many responses.
-#: Measured on the five public crowds (docs/performance.md, *K classes: sparse EM on the five crowds*): on adult
-#: (92,721 labels) 868 plain iterations -> 100 + 43 cycles, CPU 3.9 -> 1.7 s; on cf, ms and zencrowd_us (1,720-12,190
-#: labels, 119-149 plain iterations) no CPU saved while the cycles' program costs 20-40 s more to compile. Set above
-#: every shared crowd since 2026-12-05 08:05 UTC: on adult the cycles' fixed point (the population converged too,
-#: where the plain loop stops on the posteriors) made ``evaluate``'s IBCC route 134 s against 114 s (NUTS's adaptation
-#: from another start; one run each, idle machine), more than the 2 s of EM they save; ``accelerate=True`` asks for them.
+#: ``accelerate="auto"`` runs SQUAREM cycles (after 100 plain iterations) on crowds of at least this many responses:
+#: set above every crowd of today's sizes, because the cycles saved less than they cost ``evaluate`` downstream
+#: (measured: docs/crowds.md, *Partially pooled Dawid-Skene*; CHANGELOG). ``accelerate=True`` asks for them.
 ACCELERATE_MIN_RESPONSES = 1_000_000_000
 
 #: Minka fixed-point steps per EM iteration (warm-started: a generalised EM step on the population).

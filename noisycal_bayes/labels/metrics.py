@@ -50,9 +50,9 @@ score would give, more the coarser the groups (about one group per 100 items by 
 (10 per predicted class, ``10 K`` for K classes; e.g. ``evaluate_multiclass``'s predicted class x 2 confidence
 quantiles) these three are centred on the
 corrected-label estimate, which does not depend on the groups, and a :class:`~noisycal_bayes.warnings.DataWarning`
-says so. Their interval: binary, the posterior replicates shifted by ``corrected - posterior``; K classes (since
-2026-12-05) replicates of the corrected-label estimator itself (draw ``s``'s confusion and annotator weights, the
-replicate's item weights), whose spread is its own (at K = 10 the shifted posterior spread was far too narrow).
+says so. Their interval: binary, the posterior replicates shifted by ``corrected - posterior``; K classes,
+replicates of the corrected-label estimator itself (draw ``s``'s confusion and annotator weights, the replicate's
+item weights), whose spread is its own (the shifted posterior spread is too narrow at K = 10: docs/metrics.md).
 
 **Predictions the fit did not condition on** (K classes; e.g. a crowd's pooled Dawid-Skene: one group). The
 posterior is refined to the groups (fit group x every model's predicted class) and, for each replicate, the
