@@ -65,14 +65,18 @@ def test_bad_options_are_one_line_errors(folder, capsys, argv, piece):
     assert not out_csv.exists()
 
 
-def test_nuts_plan_takes_repeated_labels_as_a_crowd(folder, capsys):
+# The NUTS case (a NUTS compile, about 7 s idle) is in make test-all; the EM case keeps the path in make test.
+@pytest.mark.parametrize("method, opts", [("em", ()), pytest.param("nuts", ("--chains", 1, "--warmup", 100,
+                                                                           "--draws", 100), marks=pytest.mark.slow)])
+def test_plan_takes_repeated_labels_as_a_crowd(folder, capsys, method, opts):
     """Repeated (item, annotator) labels send EM to its sparse path; the NUTS plan then fits the partially pooled
     channels, as ``evaluate`` does (the grouped model refused them: zencrowd_us stopped with an error)."""
-    pytest.importorskip("numpyro")
+    if method == "nuts":
+        pytest.importorskip("numpyro")
     (folder / "rep.csv").write_text(LABELS + "".join(f"{i},a,{int(i > 20)}\n" for i in range(1, 41, 3)))
     out_csv = folder / "plan.csv"
     code, out, err = run(capsys, "plan", folder / "rep.csv", "--scores", folder / "scores.csv", "--budget", 4,
-                         "--method", "nuts", "--chains", 1, "--warmup", 100, "--draws", 100, "--out", out_csv)
+                         "--method", method, *opts, "--out", out_csv)
     assert code == 0, err
     assert len(pd.read_csv(out_csv)) == 4
 

@@ -325,8 +325,11 @@ def test_nuts_route_and_its_check_on_a_sparse_crowd():  # ~10 s: evaluate's IBCC
     assert "could not run" not in ev.checks[0]["detail"]
 
 
+# The NUTS case is in make test-all: the same engine's NUTS route on repeated labels stays in make test
+# (tests/test_crowd_evaluation.py, K = 2).
 @pytest.mark.parametrize("method, opts", [("em", dict(n_boot=10)),
-                                          ("nuts", dict(n_chains=1, n_warmup=100, n_draws=100))])
+                                          pytest.param("nuts", dict(n_chains=1, n_warmup=100, n_draws=100),
+                                                       marks=pytest.mark.slow)])
 def test_both_routes_run_on_repeated_labels(method, opts, tmp_path):
     """K = 3 with repeated (item, annotator) labels: each is one more response, on both routes and in the
     naive targets; the majority-vote ECE is checked against votes counted from the triples by hand."""

@@ -22,7 +22,7 @@ def clear_cache(*, files: bool = False) -> None:
     Examples
     --------
     >>> from noisycal_bayes.inference import clear_cache
-    >>> clear_cache()
+    >>> clear_cache()  # doctest: +SKIP
     """
     _sampler.clear_programs(files=files)
     _em_loop._EM_PROGRAMS.clear()

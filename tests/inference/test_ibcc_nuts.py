@@ -92,6 +92,7 @@ def test_cf_gold_accuracy():
     assert np.mean(pred.astype(str) == gold.astype(str)) >= 0.873
 
 
+@pytest.mark.slow  # a speed regression (step size), not a correctness one: make test-all
 def test_rows_with_small_population_entries_do_not_hold_the_step_size_down():
     """Regression (issue 34, part 3 goals): a population with off-diagonal entries 0.05 (cf's and adult's regime) and
     annotators with 2-4 labels each. In the former log-odds coordinates such rows have exponential tails of scale

@@ -488,6 +488,8 @@ def _with_repeats(data, every=4):
                                         annotator_ids=data.annotator_ids)
 
 
+@pytest.mark.slow  # a NUTS compile of its own (14 s idle): make test-all; evaluate's NUTS route on repeated labels
+# stays in make test (tests/test_crowd_evaluation.py), as does the refusal below
 def test_pooled_fit_takes_repeated_labels_as_responses():
     """The pooled likelihood is a segment sum over responses: repeats are factors of their own, and the fit's
     downstream views (per-item log-likelihood, clean-label probabilities) sum over every response too."""
@@ -510,7 +512,12 @@ def test_pooled_fit_takes_repeated_labels_as_responses():
                                   np.atleast_1d(fit.draws["prevalence"][s]))
     np.testing.assert_allclose(ll[s], np.asarray(want), rtol=1e-10)
     assert fit.clean_label_probability().shape == (1, 100, data.n_items)
+
+
+def test_unpooled_nuts_refuses_repeated_labels_naming_the_pooled_fit():
     # The non-pooled models compress one label per (item, annotator): a clear error naming the fix.
+    base, _, _, _ = _sparse_crowd(60, 8, 3, seed=3)
+    data = _with_repeats(base)
     with pytest.raises(ValueError, match=r"fit_nuts \(model='dawid_skene'.* 45 repeated .*pooling='partial'"):
         fit_nuts(data, model="dawid_skene", n_chains=1, n_warmup=10, n_draws=10, progress_bar=False)
 

@@ -23,6 +23,7 @@ from noisycal_bayes.data import Binning
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # implied by test_global_random_state_is_neither_read_nor_changed (same results after reseeding)
 def test_same_seed_gives_identical_results_in_one_process(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     a, b = fingerprint(tmp_path / "a"), fingerprint(tmp_path / "b")
