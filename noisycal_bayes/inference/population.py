@@ -133,7 +133,7 @@ def _digamma(x):
     10 >= 10``, ``log y - 1 / (2 y) - sum_{k=1}^{7} B_2k / (2k y^2k)`` (Abramowitz & Stegun 6.3.18; the first omitted
     term is below 5e-17 there). Agrees with ``scipy.special.psi`` to a few units in the last place away from its
     root, as JAX's own does. The Minka steps of :func:`_dm_fit` evaluate it tens of thousands of times per EM
-    iteration (docs/performance.md, *Partially pooled EM*)."""
+    iteration (docs/performance.md, *K classes: sparse EM on the five crowds*)."""
     import jax.numpy as jnp
 
     s = 0.0
