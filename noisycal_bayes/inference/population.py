@@ -272,7 +272,8 @@ def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight,
                  n_components: int = 1):
     """The EM iterations of :func:`fit_em_population` (module docstring, steps 1-4) in one ``lax.while_loop``, on
     the coded sparse responses of the K-class EM (:func:`~noisycal_bayes.inference._em_loop.padded_class_responses`;
-    padded items have weight 0 and ``real`` False, and do not enter the stopping rule). ``fixed``: step 2 is skipped
+    padded items have weight 0 and ``real`` False, and do not enter the stopping rule); ``cells`` the count cells
+    with responses (:func:`_count_cells`) for Minka's sums. ``fixed``: step 2 is skipped
     and the population is ``alpha_fixed`` (K, K) throughout. ``sampled``: step 2 fits the population to the counts of
     ``M`` clean-label draws ``Y_i = #{k: u_im > sum_{c <= k} T_i(c)}`` from the posteriors, ``uniforms`` (n_pad, M)
     the fixed ``u`` (common random numbers: the same draws' map from one iteration to the next), every draw's rows
