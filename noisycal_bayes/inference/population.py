@@ -189,8 +189,8 @@ def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7, row_we
             num = jnp.sum(jnp.where(valid[..., None], wv[None, :, None] * (digamma(n + a[:, None, :])
                                                                           - digamma(a[:, None, :])), 0.0), axis=1)
         elif row_scale is None:
-            # digamma at the population once per step (XLA would otherwise evaluate it again for every row), and at
-            # the counts only in the cells that can hold any (the others add exactly 0)
+            # digamma at the population computed once per step, (K_y, K + 1), and at the counts only in the cells
+            # that can hold any (the others add exactly 0)
             dg = jax.lax.optimization_barrier(digamma(jnp.concatenate([a, a0[:, None]], axis=1)))
             dg_a, dg_a0 = dg[:, :K], dg[:, K]
             den = row_weight * jnp.sum(jnp.where(valid, digamma(N + a0[:, None]) - dg_a0[:, None], 0.0),
@@ -266,10 +266,9 @@ def _count_cells(x):
 
 
 def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight, real, cells, tol, prevalence_prior,
-                 power,
-                 alpha_fixed, l_fixed, uniforms, spread, avg_from, alpha_mix, w_mix, r_fixed, *, n_annotators: int,
-                 max_iter: int, fixed: bool = False, sampled: bool = False, per_annotator: bool = False,
-                 n_components: int = 1):
+                 power, alpha_fixed, l_fixed, uniforms, spread, avg_from, alpha_mix, w_mix, r_fixed, *,
+                 n_annotators: int, max_iter: int, fixed: bool = False, sampled: bool = False,
+                 per_annotator: bool = False, n_components: int = 1):
     """The EM iterations of :func:`fit_em_population` (module docstring, steps 1-4) in one ``lax.while_loop``, on
     the coded sparse responses of the K-class EM (:func:`~noisycal_bayes.inference._em_loop.padded_class_responses`;
     padded items have weight 0 and ``real`` False, and do not enter the stopping rule); ``cells`` the count cells
@@ -369,8 +368,8 @@ L_BOUND = 30.0
 
 
 def _pooled_squarem(T0, item, code, padded, by_code, item_group, gold, item_weight, real, cells, tol,
-                    prevalence_prior, power, alpha_fixed, l_fixed, spread, *, n_annotators: int, max_iter: int, fixed: bool = False,
-                    per_annotator: bool = False, warm: bool = False):
+                    prevalence_prior, power, alpha_fixed, l_fixed, spread, *, n_annotators: int, max_iter: int,
+                    fixed: bool = False, per_annotator: bool = False, warm: bool = False):
     """The iterations of :func:`_pooled_loop` (``objective="soft_counts"``, or a fixed population) as SQUAREM cycles
     of :func:`~noisycal_bayes.inference._em_loop.em_loop` (Varadhan & Roland 2008: its step length, clipping,
     safeguard, fallback and stopping rule).
