@@ -60,8 +60,14 @@ pass / fail; docs/performance.md renders them, ``benchmarks/render_performance.p
     it does not on these crowds once a confusion cell reaches 0, so the defaults stop after 2-34 iterations) and
     with 1000 (the converged reference), and majority vote. ``first_call_s`` is the first call in the process
     (compilation or a saved program), ``median_s`` over ``--reps`` later calls (crowd-kit at 1000 iterations:
-    one call). Goals (issue "Real crowds of any K"): accuracy >= crowd-kit at 1000 iterations - 0.005 and median
-    time <= crowd-kit at 100 iterations / 5.
+    one call). ``*_cpu_s`` the same calls' process CPU time (``time.process_time``; the machine is shared, so wall
+    times carry the other processes' load), ``crowdkit_100_over_ours(_cpu)`` the ratios of the medians.
+    ``ours_pooled_squarem`` (K > 2, an option, no goal): the pooled fit with ``accelerate="auto"``'s rule applied at
+    any size (100 plain iterations, then SQUAREM cycles; the default keeps today's crowds plain,
+    ``population.ACCELERATE_MIN_RESPONSES``), ``max_abs_diff_vs_plain`` its largest posterior difference from
+    ``ours_pooled``. ``--no-converged`` leaves out crowd-kit at 1000 iterations (timing only). Goals (issue "Real
+    crowds of any K"): accuracy >= crowd-kit at 1000 iterations - 0.005 and median time <= crowd-kit at 100
+    iterations / 5.
 ``recovery``
     ``--n-sims`` crowds ``simulate_crowd(2000, 100, labels_per_item=6, activity="heavy", spammers=0.05,
     adversaries=0.02, seed=s)``, ``fit_em(..., starts="vote", max_iter=5000)``: coverage of the 90% intervals of
@@ -157,17 +163,22 @@ def time_ours(data, reps, **kw):
     return fit, first, median(times)
 
 
-def time_crowdkit(frame, reps, **kw):
+def time_crowdkit(frame, reps, cpu=None, **kw):
+    """crowd-kit's ``DawidSkene(**kw).fit_predict(frame)`` ``reps`` times: ``(labels, median wall s, iterations)``;
+    ``cpu`` (a list), when given, receives the median process CPU time (``time.process_time``)."""
     from crowdkit.aggregation import DawidSkene
 
     w = _quiet()
-    times = []
+    times, cpus = [], []
     for _ in range(reps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         model = DawidSkene(**kw)
         labels = model.fit_predict(frame)
         times.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
     w.__exit__(None, None, None)
+    if cpu is not None:
+        cpu.append(median(cpus))
     return labels, median(times), len(getattr(model, "loss_history_", []) or [])
 
 
@@ -215,8 +226,24 @@ def section_gold(reps):
 CROWDS = {"zencrowd_us": 2, "sp": 2, "cf": 5, "ms": 10, "adult": 4}
 
 
-def section_crowds(reps):
-    """``crowds/*.csv``, any K, side by side with crowd-kit: accuracy against gold and wall time (module docstring)."""
+def _pooled_squarem_rule(fit_em):
+    """``fit_em`` with :func:`~noisycal_bayes.inference.population.fit_em_population`'s ``accelerate="auto"`` rule
+    applied at any size (100 plain iterations, then SQUAREM cycles): the option row ``ours_pooled_squarem``."""
+    from noisycal_bayes.inference import population
+
+    def fit(data, **kw):
+        saved = population.ACCELERATE_MIN_RESPONSES
+        population.ACCELERATE_MIN_RESPONSES = 0
+        try:
+            return fit_em(data, **kw)
+        finally:
+            population.ACCELERATE_MIN_RESPONSES = saved
+    return fit
+
+
+def section_crowds(reps, converged=True):
+    """``crowds/*.csv``, any K, side by side with crowd-kit: accuracy against gold and wall time (module docstring).
+    ``converged=False`` leaves out crowd-kit's 1000-iteration reference (and the accuracy goals that need it)."""
     from noisycal_bayes import fit_em, load_multiclass
 
     rows, goals = [], []
@@ -240,25 +267,29 @@ def section_crowds(reps):
         # exactly n_iter iterations: 100 is the goal's yardstick, 1000 the converged reference.
         for stage, kw, n_rep in (("crowdkit_default", {}, reps),
                                  ("crowdkit_100", {"n_iter": 100, "tol": -np.inf}, reps),
-                                 ("crowdkit_converged", {"n_iter": 1000, "tol": -np.inf}, 1)):
-            labels, med, n_iter = time_crowdkit(frame, n_rep, **kw)
+                                 ("crowdkit_converged", {"n_iter": 1000, "tol": -np.inf}, 1))[:3 if converged else 2]:
+            cpu = []
+            labels, med, n_iter = time_crowdkit(frame, n_rep, cpu=cpu, **kw)
             g = gold_by_item.reindex(labels.index)
             ok = (g >= 0).to_numpy()
             acc = float(np.mean(labels.to_numpy()[ok] == g.to_numpy()[ok]))
-            ck[stage] = {**base, "stage": stage, "median_s": med, "accuracy": acc, "n_iter": n_iter,
-                         "settings": str(kw or "defaults (n_iter=100, tol=1e-5)"), "reps": n_rep}
+            ck[stage] = {**base, "stage": stage, "median_s": med, "median_cpu_s": cpu[0], "accuracy": acc,
+                         "n_iter": n_iter, "settings": str(kw or "defaults (n_iter=100, tol=1e-5)"), "reps": n_rep}
         rows += list(ck.values())
-        stages = [("ours_dawid_skene", {"model": "dawid_skene"})]
-        if k > 2:  # evaluate's EM route on K-class crowds: the pooled Dawid-Skene
-            stages.append(("ours_pooled", {"model": "pooled"}))
-        for stage, kw in stages:
+        stages = [("ours_dawid_skene", {"model": "dawid_skene"}, fit_em)]
+        if k > 2:  # evaluate's EM route on K-class crowds: the pooled Dawid-Skene; and its SQUAREM rule (an option)
+            stages += [("ours_pooled", {"model": "pooled"}, fit_em),
+                       ("ours_pooled_squarem", {"model": "pooled"}, _pooled_squarem_rule(fit_em))]
+        plain_T = None
+        for stage, kw, fitter in stages:
             w = _quiet()
-            times = []
+            times, cpus = [], []
             try:
                 for _ in range(1 + reps):
-                    t = time.perf_counter()
-                    fit = fit_em(data if k > 2 else data.to_binary(), **kw)
+                    t, c = time.perf_counter(), time.process_time()
+                    fit = fitter(data if k > 2 else data.to_binary(), **kw)
                     times.append(time.perf_counter() - t)
+                    cpus.append(time.process_time() - c)
             except (TypeError, ValueError) as err:  # an option this route does not take: say so in the row
                 w.__exit__(None, None, None)
                 rows.append({**base, "stage": stage, "error": str(err)[:200]})
@@ -269,17 +300,30 @@ def section_crowds(reps):
             else:
                 pred = classes[(np.asarray(fit.clean_label_probability()) > 0.5).astype(int)]
             acc = float(np.mean(pred[known].astype(np.int64) == gold[known].astype(np.int64)))
-            row = {**base, "stage": stage, "settings": str(kw), "first_call_s": times[0],
-                   "median_s": median(times[1:]), "accuracy": acc, "converged": bool(fit.converged),
+            conv = ck.get("crowdkit_converged")
+            row = {**base, "stage": stage, "settings": str(kw) + (" accelerate='auto' rule at any size"
+                                                                  if stage == "ours_pooled_squarem" else ""),
+                   "first_call_s": times[0], "first_call_cpu_s": cpus[0],
+                   "median_s": median(times[1:]), "median_cpu_s": median(cpus[1:]), "accuracy": acc,
+                   "converged": bool(fit.converged),
                    "n_iter": int(fit.n_iter), "starts": (fit.settings or {}).get("starts"),
                    "n_start_runs": int(np.size(fit.start_logliks)), "selected_start": int(fit.selected_start),
                    "orientation": (fit.details or {}).get("orientation"),
-                   "crowdkit_100_over_ours": ck["crowdkit_100"]["median_s"]
-                   / median(times[1:]), "accuracy_minus_crowdkit_converged": acc - ck["crowdkit_converged"]["accuracy"]}
+                   "crowdkit_100_over_ours": ck["crowdkit_100"]["median_s"] / median(times[1:]),
+                   "crowdkit_100_over_ours_cpu": ck["crowdkit_100"]["median_cpu_s"] / median(cpus[1:]),
+                   "accuracy_minus_crowdkit_converged": None if conv is None else acc - conv["accuracy"]}
+            if k > 2:   # the SQUAREM rule's distance to the plain fit's posteriors (the same fixed point?)
+                T = np.asarray(fit.clean_label_probability(data))
+                if stage == "ours_pooled":
+                    plain_T = T
+                elif stage == "ours_pooled_squarem" and plain_T is not None:
+                    row["max_abs_diff_vs_plain"] = float(np.max(np.abs(T - plain_T)))
             rows.append(row)
-            if stage == "ours_dawid_skene":
+            if stage == "ours_pooled_squarem":
+                continue   # an option: no goal
+            if stage == "ours_dawid_skene" and conv is not None:
                 goals.append(_goal("crowds", f"{name} {stage}: accuracy >= crowd-kit converged - 0.005", acc,
-                                   ck["crowdkit_converged"]["accuracy"] - 0.005, ">="))
+                                   conv["accuracy"] - 0.005, ">="))
             if stage == "ours_dawid_skene" or k > 2:   # the EM route's fit: the pooled model on K-class crowds
                 goals.append(_goal("crowds", f"{name} {stage}: EM time <= crowd-kit 100 iterations / 5 (s)",
                                    row["median_s"], ck["crowdkit_100"]["median_s"] / 5, "<="))
@@ -778,11 +822,22 @@ def section_recovery_nuts(n_sims, settings, max_minutes=None):
 
 def combine(paths, out=None):
     """One results file from several runs (e.g. a run of the sections left after an interrupted one): rows
-    concatenated in order; ``settings["runs"]`` keeps each run's sections, machine (load) and settings."""
+    concatenated in order, a section measured by a later run replacing the earlier runs' rows of it (e.g. the
+    results file and a new ``--only crowds`` run); ``settings["runs"]`` keeps each run's sections, machine (load)
+    and settings."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     first = runs[0]
     def sections(r):  # the sections a run measured (an interrupted run lists more in its settings)
         return list(dict.fromkeys(row["section"] for row in r["rows"]))
+
+    # A section measured again by a later run replaces the earlier rows (and the earlier run's listing of it).
+    for i, r in enumerate(runs):
+        later = {x for q in runs[i + 1:] for x in sections(q)}
+        r["rows"] = [row for row in r["rows"] if row["section"] not in later]
+        for part in r["settings"].get("runs") or []:
+            part["only"] = [x for x in part.get("only") or [] if x not in later]
+        if r["settings"].get("runs"):
+            r["settings"]["runs"] = [part for part in r["settings"]["runs"] if part["only"]]
 
     def parts(r):  # a combined file keeps the runs it was made of
         return (r["settings"].get("runs")
@@ -808,6 +863,9 @@ def main(argv=None):
     ap.add_argument("--n-sims", type=int, default=20)
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="recovery_nuts: start no new crowd after this many minutes (the crowds done are the sample)")
+    ap.add_argument("--no-converged", action="store_true",
+                    help="crowds: leave out crowd-kit's converged reference (1000 iterations; ~3 of the section's "
+                         "minutes) and the accuracy goals that need it, when only timing")
     ap.add_argument("--out", default=None)
     ap.add_argument("--combine", nargs="+", metavar="JSON",
                     help="write the rows of these result files (runs of different sections) as one results file, "
@@ -829,7 +887,7 @@ def main(argv=None):
         if name == "gold":
             r, g = section_gold(2 if args.quick else args.reps)
         elif name == "crowds":
-            r, g = section_crowds(2 if args.quick else args.reps)
+            r, g = section_crowds(2 if args.quick else args.reps, converged=not args.no_converged)
         elif name == "rte":
             r, g = section_rte(settings)
         elif name == "scale":
@@ -845,6 +903,7 @@ def main(argv=None):
         goals += g
         # Written after every section, so that a long run keeps what it has measured.
         write_json("bench_crowds", info, {"quick": args.quick, "only": args.only, "reps": args.reps,
+                                          "no_converged": args.no_converged,
                                           "n_sims": args.n_sims, "max_minutes": args.max_minutes, "nuts": settings, "spark_crowd": SPARK_CROWD},
                    rows + goals, args.out)
     print_table(goals, ["section", "goal", "measured", "target", "pass"])

@@ -429,13 +429,17 @@ def coded_class_e_step(coded: CodedResponses, item_group, confusion, prevalence,
     :func:`sparse_multiclass_e_step`, whose numbers this returns start by start (to rounding).
     """
     lp = coded_class_log_joint(coded, item_group, _log_clip(confusion), _log_clip(prevalence), gold)
+    one = lp.shape[2] == 1   # one start (the sparse path's vote start, the pooled EM): the same numbers without
+    if one:                  # the trailing axis, whose (n, K, 1) reductions XLA runs about 1.4x slower on CPU
+        lp = lp[:, :, 0]
     m = jnp.max(lp, axis=1, keepdims=True)
     # logsumexp over the classes with the max shifted out; the posterior shares the same exponentials.
     e = jnp.exp(lp - m)
     s = jnp.sum(e, axis=1, keepdims=True)
-    row = m[:, 0] + jnp.log(s[:, 0])                                      # (n_items, S)
-    total = jnp.sum(row, axis=0) if item_weight is None else jnp.sum(item_weight[:, None] * row, axis=0)
-    return total, e / s
+    row = m[:, 0] + jnp.log(s[:, 0])                                      # (n_items, S) or (n_items,)
+    w = None if item_weight is None else (item_weight if one else item_weight[:, None])
+    total = jnp.sum(row, axis=0) if w is None else jnp.sum(w * row, axis=0)
+    return (total[None], (e / s)[:, :, None]) if one else (total, e / s)
 
 
 def coded_class_log_joint(coded: CodedResponses, item_group, log_confusion, log_prevalence, gold=None):

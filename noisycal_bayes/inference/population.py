@@ -126,8 +126,30 @@ def _vote(x):
     return T
 
 
+def _digamma(x):
+    """``digamma(x)`` for ``x > 0`` in JAX, about 4x cheaper than ``jax.scipy.special.digamma`` on CPU (no reflection
+    for negative arguments, no Lanczos sum): the recurrence ``psi(x) = psi(x + 10) - sum_{k<10} 1 / (x + k)`` (the
+    terms summed in pairs, ``(2u + 1) / (u (u + 1))`` for ``u = x + k``, k even) and the asymptotic series at ``y = x +
+    10 >= 10``, ``log y - 1 / (2 y) - sum_{k=1}^{7} B_2k / (2k y^2k)`` (Abramowitz & Stegun 6.3.18; the first omitted
+    term is below 5e-17 there). Agrees with ``scipy.special.psi`` to a few units in the last place away from its
+    root, as JAX's own does. The Minka steps of :func:`_dm_fit` evaluate it tens of thousands of times per EM
+    iteration (docs/performance.md, *K classes: sparse EM on the five crowds*)."""
+    import jax.numpy as jnp
+
+    s = 0.0
+    for k in range(0, 10, 2):
+        u = x + k
+        s = s + (2.0 * u + 1.0) / (u * (u + 1.0))
+    y = x + 10.0
+    r = 1.0 / y
+    r2 = r * r
+    tail = r2 * (1 / 12 - r2 * (1 / 120 - r2 * (1 / 252 - r2 * (1 / 240 - r2 * (1 / 132 - r2 * (691 / 32760
+                                                                                             - r2 / 12))))))
+    return jnp.log(y) - 0.5 * r - tail - s
+
+
 def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7, row_weight: float = 1.0, row_scale=None,
-            row_weights=None):
+            row_weights=None, cells=None):
     """:func:`~noisycal_bayes.core.population.fit_dirichlet_multinomial` for every class at once, in JAX: ``n``
     (K_y, J, K) the expected counts (rows without counts drop out), ``alpha`` (K_y, K) the warm start (used where
     ``has_alpha``). The same fixed point, bounds and per-class stopping (``den <= 0``: stop before the step;
@@ -137,17 +159,25 @@ def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7, row_we
     per-annotator concentrations of ``spread``); Minka's fixed point for that objective multiplies each row's digamma
     differences by ``lambda_j`` at ``lambda_j alpha``. ``row_weights`` (J,), optional: row ``j``'s term of the
     objective is weighted by ``row_weights[j]`` (times ``row_weight``; the responsibilities of one component of
-    ``components``), so the fixed point is the weighted one (numerator and denominator sums weighted). Returns
-    ``(m (K_y, K), s (K_y,))``."""
+    ``components``), so the fixed point is the weighted one (numerator and denominator sums weighted). ``cells``,
+    optional (without ``row_scale`` and ``row_weights``): ``(row (P,), label (P,))`` the cells of ``n`` that can be
+    non-zero (:func:`_count_cells`; row ``J`` pads): the others add exactly 0 to the sums and are skipped. The digamma
+    is :func:`_digamma`. Returns ``(m (K_y, K), s (K_y,))``."""
     import jax
     import jax.numpy as jnp
-    from jax.scipy.special import digamma
+
+    digamma = _digamma
 
     K = n.shape[-1]
     N = n.sum(axis=-1)                                            # (K_y, J)
     valid = N > 0
     tot = jnp.sum(jnp.where(valid[..., None], n, 0.0), axis=1) + 1e-3
     a = jnp.where(has_alpha, jnp.clip(alpha, ALPHA_MIN, S_MAX), K * tot / tot.sum(axis=-1, keepdims=True))
+    if cells is not None:   # the (row, label) cells that can hold counts; the padding row J has none
+        cj, ca = cells
+        n_c = jnp.concatenate([n, jnp.zeros_like(n[:, :1])], axis=1)[:, cj, ca]                # (K_y, P)
+        valid_c = jnp.concatenate([valid, jnp.zeros_like(valid[:, :1])], axis=1)[:, cj]
+        onehot = (ca[:, None] == jnp.arange(K)[None, :]).astype(n.dtype)                    # (P, K)
 
     def body(c):
         k, a, done = c
@@ -159,10 +189,17 @@ def _dm_fit(n, alpha, has_alpha, power, *, steps: int, tol: float = 1e-7, row_we
             num = jnp.sum(jnp.where(valid[..., None], wv[None, :, None] * (digamma(n + a[:, None, :])
                                                                           - digamma(a[:, None, :])), 0.0), axis=1)
         elif row_scale is None:
-            den = row_weight * jnp.sum(jnp.where(valid, digamma(N + a0[:, None]) - digamma(a0[:, None]), 0.0),
+            # digamma at the population computed once per step, (K_y, K + 1), and at the counts only in the cells
+            # that can hold any (the others add exactly 0)
+            dg = jax.lax.optimization_barrier(digamma(jnp.concatenate([a, a0[:, None]], axis=1)))
+            dg_a, dg_a0 = dg[:, :K], dg[:, K]
+            den = row_weight * jnp.sum(jnp.where(valid, digamma(N + a0[:, None]) - dg_a0[:, None], 0.0),
                                        axis=1) + power / a0
-            num = row_weight * jnp.sum(jnp.where(valid[..., None], digamma(n + a[:, None, :]) - digamma(a[:, None, :]),
-                                                 0.0), axis=1)
+            if cells is None:
+                num = row_weight * jnp.sum(jnp.where(valid[..., None], digamma(n + a[:, None, :]) - dg_a[:, None, :],
+                                                     0.0), axis=1)
+            else:
+                num = row_weight * (jnp.where(valid_c, digamma(n_c + a[:, ca]) - dg_a[:, ca], 0.0) @ onehot)
         else:
             la0, la = row_scale[None, :] * a0[:, None], row_scale[None, :, None] * a[:, None, :]
             den = row_weight * jnp.sum(jnp.where(valid, row_scale * (digamma(N + la0) - digamma(la0)), 0.0),
@@ -214,13 +251,28 @@ def _scale_fit(n, alpha, log_scale, spread, *, row_weight: float, steps: int = L
     return jax.lax.fori_loop(0, steps, step, log_scale)
 
 
-def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight, real, tol, prevalence_prior, power,
-                 alpha_fixed, l_fixed, uniforms, spread, avg_from, alpha_mix, w_mix, r_fixed, *, n_annotators: int,
-                 max_iter: int, fixed: bool = False, sampled: bool = False, per_annotator: bool = False,
-                 n_components: int = 1):
+def _count_cells(x):
+    """The (annotator, label) cells of the expected counts that can be non-zero, those with at least one response:
+    ``(annotator (P,), label (P,))`` int32, padded up to :func:`~noisycal_bayes.data.compress.bucket_size` ``(P)``
+    with annotator ``J`` (a row without counts). Every other cell holds 0 in every row ``y`` whatever the posteriors,
+    so :func:`_dm_fit` (``cells``) leaves it out of Minka's sums, to which it adds exactly 0."""
+    from ..data.compress import bucket_size
+
+    K = x.n_classes
+    pairs = np.unique(x.annotator.astype(np.int64) * K + x.label)
+    pad = bucket_size(pairs.size) - pairs.size
+    return (np.concatenate([pairs // K, np.full(pad, x.n_annotators)]).astype(np.int32),
+            np.concatenate([pairs % K, np.zeros(pad, np.int64)]).astype(np.int32))
+
+
+def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight, real, cells, tol, prevalence_prior,
+                 power, alpha_fixed, l_fixed, uniforms, spread, avg_from, alpha_mix, w_mix, r_fixed, *,
+                 n_annotators: int, max_iter: int, fixed: bool = False, sampled: bool = False,
+                 per_annotator: bool = False, n_components: int = 1):
     """The EM iterations of :func:`fit_em_population` (module docstring, steps 1-4) in one ``lax.while_loop``, on
     the coded sparse responses of the K-class EM (:func:`~noisycal_bayes.inference._em_loop.padded_class_responses`;
-    padded items have weight 0 and ``real`` False, and do not enter the stopping rule). ``fixed``: step 2 is skipped
+    padded items have weight 0 and ``real`` False, and do not enter the stopping rule); ``cells`` the count cells
+    with responses (:func:`_count_cells`) for Minka's sums. ``fixed``: step 2 is skipped
     and the population is ``alpha_fixed`` (K, K) throughout. ``sampled``: step 2 fits the population to the counts of
     ``M`` clean-label draws ``Y_i = #{k: u_im > sum_{c <= k} T_i(c)}`` from the posteriors, ``uniforms`` (n_pad, M)
     the fixed ``u`` (common random numbers: the same draws' map from one iteration to the next), every draw's rows
@@ -283,7 +335,7 @@ def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight,
             D, pop = draws(T) if sampled else (1, counts[None])   # the counts the population is fitted to
             scale = jnp.tile(jnp.exp(l), D) if per_annotator else None
             m, s = _dm_fit(jnp.swapaxes(pop.reshape(D * J, K, K), 0, 1), alpha, it > 0, power, steps=DM_STEPS,
-                           row_weight=1.0 / D, row_scale=scale)
+                           row_weight=1.0 / D, row_scale=scale, cells=None if sampled else cells)
             alpha_new = s[:, None] * m
             if per_annotator:
                 l = _scale_fit(pop, alpha_new, l, spread, row_weight=1.0 / D)
@@ -315,9 +367,9 @@ def _pooled_loop(T0, item, code, padded, by_code, item_group, gold, item_weight,
 L_BOUND = 30.0
 
 
-def _pooled_squarem(T0, item, code, padded, by_code, item_group, gold, item_weight, real, tol, prevalence_prior,
-                    power, alpha_fixed, l_fixed, spread, *, n_annotators: int, max_iter: int, fixed: bool = False,
-                    per_annotator: bool = False, warm: bool = False):
+def _pooled_squarem(T0, item, code, padded, by_code, item_group, gold, item_weight, real, cells, tol,
+                    prevalence_prior, power, alpha_fixed, l_fixed, spread, *, n_annotators: int, max_iter: int,
+                    fixed: bool = False, per_annotator: bool = False, warm: bool = False):
     """The iterations of :func:`_pooled_loop` (``objective="soft_counts"``, or a fixed population) as SQUAREM cycles
     of :func:`~noisycal_bayes.inference._em_loop.em_loop` (Varadhan & Roland 2008: its step length, clipping,
     safeguard, fallback and stopping rule).
@@ -369,7 +421,7 @@ def _pooled_squarem(T0, item, code, padded, by_code, item_group, gold, item_weig
             alpha_new, l_new = alpha_fixed, l
         else:
             m, s = _dm_fit(jnp.swapaxes(counts, 0, 1), alpha, warm, power, steps=SQUAREM_DM_STEPS if warm else DM_STEPS,
-                           row_scale=jnp.exp(l) if per_annotator else None)
+                           row_scale=jnp.exp(l) if per_annotator else None, cells=cells)
             alpha_new = s[:, None] * m
             l_new = _scale_fit(counts[None], alpha_new, l, spread, row_weight=1.0) if per_annotator else l
         num = counts + jnp.exp(l_new)[:, None, None] * alpha_new[None]
@@ -601,7 +653,7 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
         raise ValueError(f"{func}: `spread` (per-annotator concentrations, fitted) and a fixed `population` exclude "
                          "each other; give one.")
     per = spread is not None
-    args = (item, code, padded, by_code, grp, gold, w_pad, real)
+    args = (item, code, padded, by_code, grp, gold, w_pad, real, _count_cells(x))
     hyper = (np.float64(prevalence_prior), np.float64(concentration_power))
     l0, sp = np.zeros(J), np.float64(1.0 if spread is None else spread)
     mix = _mixture_start(K, M) + (np.full((J, M), 1.0 / M),)

@@ -220,6 +220,58 @@ def test_jax_pooled_loop_is_the_numpy_loop():
     np.testing.assert_allclose(fit.log_likelihood, loglik, rtol=1e-12)
 
 
+def test_positive_digamma_matches_scipy():
+    # _digamma (the Minka steps' digamma: recurrence to x + 10, asymptotic series) against scipy.special.psi, an
+    # independent implementation, from ALPHA_MIN to S_MAX and around psi's root (x0 = 1.4616...). Tolerance: both
+    # are accurate to a few units in the last place of the largest term (|psi| or 1/x), so the absolute error is
+    # bounded by ~1e-15 (1 + |psi(x)|). Negative control: the series cut after its B_8 term (error ~1 / (132 y^10),
+    # 8e-13 at y = 10) fails that tolerance.
+    from scipy.special import psi
+
+    import jax.numpy as jnp
+    from noisycal_bayes.core import x64
+    from noisycal_bayes.inference.population import _digamma
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([10.0 ** rng.uniform(-6, 6, 4000), rng.uniform(0.0, 30.0, 4000) + 1e-9,
+                        1.4616321449683622 + np.linspace(-1e-3, 1e-3, 101)])
+    with x64():
+        got = np.asarray(_digamma(jnp.asarray(x)))
+    want = psi(x)
+    assert np.all(np.abs(got - want) <= 4e-15 * (1.0 + np.abs(want)))
+    y = x + 10.0
+    short = np.log(y) - 0.5 / y - (1 / (12 * y ** 2) - 1 / (120 * y ** 4) + 1 / (252 * y ** 6)
+                                   - 1 / (240 * y ** 8)) - sum(1.0 / (x + k) for k in range(10))
+    assert np.any(np.abs(short - want) > 4e-15 * (1.0 + np.abs(want)))
+
+
+def test_dm_fit_on_count_cells_is_the_full_fit():
+    # _dm_fit on the cells that hold responses (_count_cells) gives the full sums' fixed point: the other cells add
+    # exactly 0 (digamma(0 + a) - digamma(a)); only the summation order differs (tolerance 1e-12, rounding). Counts
+    # with zero cells (annotators that never gave some labels), an annotator without labels (a row with N = 0), and
+    # the padding (a row J) included.
+    import jax.numpy as jnp
+    from noisycal_bayes.core import x64
+    from noisycal_bayes.inference.population import _count_cells, _dm_fit
+
+    data, _, _ = _crowd(4, 40, 200, 1, 5, seed=6)
+    item, ann, lab = data.responses
+    keep = ann != 3                                            # annotator 3 has no labels
+    x = SimpleNamespace(annotator=ann[keep], label=lab[keep], n_annotators=40, n_classes=4)
+    cells = _count_cells(x)
+    assert cells[0].size > np.unique(ann[keep] * 4 + lab[keep]).size and (cells[0] == 40).any()   # padded
+    T = np.random.default_rng(1).dirichlet(np.ones(4), 200)
+    n = expected_counts(item[keep], ann[keep], lab[keep], T, 40)
+    assert (n == 0).mean() > 0.3
+    with x64():
+        a = jnp.asarray(np.full((4, 4), 1.0) + 2 * np.eye(4))
+        full = _dm_fit(jnp.swapaxes(jnp.asarray(n), 0, 1), a, True, 2.5, steps=50, tol=0.0)
+        part = _dm_fit(jnp.swapaxes(jnp.asarray(n), 0, 1), a, True, 2.5, steps=50, tol=0.0,
+                       cells=tuple(jnp.asarray(c) for c in cells))
+    np.testing.assert_allclose(np.asarray(part[1]), np.asarray(full[1]), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(part[0]), np.asarray(full[0]), rtol=1e-12, atol=1e-15)
+
+
 def test_fixed_population_is_kept_and_rows_are_its_posterior_means():
     # A fixed population (the EM route's bootstrap refits): the returned population is the one given, and at the
     # fixed point each row is the posterior mean under it, (n + alpha) / (N + s), with the expected counts of the
