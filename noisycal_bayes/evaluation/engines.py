@@ -429,7 +429,7 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
 
     ``groups`` None (a crowd, :func:`_pooled_crowd`): the partially pooled Dawid-Skene
     (``fit_em_multiclass(model="pooled")``), refitted the same way twice: with the full fit's population kept (the
-    NC-ECE draws) and with it refitted (the confusion intervals, the metrics' draws). ``path``: the grouped EM's path
+    NC-ECE's and the clean-label metrics' draws) and with it refitted (the confusion intervals). ``path``: the grouped EM's path
     (the model expansion's stratified annotators take ``"patterns"``: each item has the labels of one stratum's
     annotators, few patterns although most cells are missing)."""
     from ..inference import fit_em_multiclass, multiclass_em_estimator
@@ -443,9 +443,11 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
                   "shrunk towards a population learned from the crowd)")
         # The NC-ECE's refits keep the full fit's population: refitted on resampled items it loses concentration, and
         # the few-label annotators' rows then scatter several times wider than their posterior and shift, which the
-        # interval's bias correction reads as bias. The confusion intervals (and the metrics' draws) still come from
-        # refits with the population refitted: those with it fixed covered the true entries far less often
-        # (docs/coverage.md, *Sparse K-class crowds on the EM route*).
+        # interval's bias correction reads as bias. The clean-label metrics' draws are these refits too: with the
+        # population refitted, the refits' channels put the classifier's accuracy 0.035 too low on average, their
+        # replicates a further 0.011 below (docs/metrics.md, *The crowd's metrics on the refits that keep the
+        # population*). The confusion intervals still come from refits with the population refitted: those with it
+        # fixed covered the true entries far less often (docs/coverage.md, *Sparse K-class crowds on the EM route*).
         refit = multiclass_em_estimator(model="pooled", population=fit.prior[0])
         refit_free = multiclass_em_estimator(model="pooled")
     else:
@@ -489,7 +491,7 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
             raise RuntimeError("evaluate_multiclass: could not match a bootstrap replicate to its rows; please report.")
         refits.append(np.asarray(conf))
         free.append(np.asarray(conf_free))
-        refit_prev.append(np.asarray(prev_free))  # with the refits: the clean-label metrics' draws
+        refit_prev.append(np.asarray(prev))  # with the refits: the clean-label metrics' draws
         mult = np.bincount(rows, minlength=n)
         counts.append(mult.astype(np.uint16) if mult.max() <= np.iinfo(np.uint16).max else mult)  # small ints
         return conf, prev
@@ -502,9 +504,9 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
         out["detail"] = detail
         return out
     reps = np.stack(refits)
-    out["refits"] = (np.stack(free), np.stack(refit_prev))
+    out["refits"] = (reps, np.stack(refit_prev))  # the clean-label metrics' draws: the NC-ECE's refits
     out["refit_counts"] = np.stack(counts)  # refit s's item multiplicities: the metrics' joint draws
-    out["lower"], out["upper"] = _intervals(out["refits"][0], s.level)
+    out["lower"], out["upper"] = _intervals(np.stack(free), s.level)
     # The intervals: the refitted confusions propagated as the binary EM route propagates its bootstrap replicates
     # (debiased, bias-corrected bin centres), as joint draws (each refit with its own replicate's item
     # multiplicities) read at the calibrated level, top-label and class-wise mean; per class: fresh Bayesian

@@ -7,7 +7,8 @@ estimated the NC-ECE (whose coarse score groups would bias the threshold metrics
 thread while ``evaluate`` fits (:func:`start_binary_metrics`). K classes: the route's own
 clean-label posterior (NUTS draws, or the EM route's bootstrap refits) on its groups (predicted class x confidence
 quantile), so that the intervals carry the channel uncertainty at no extra fit; on a crowd (the pooled
-Dawid-Skene, one group) ``multiclass_metrics`` re-estimates the prevalence per predicted class for each refit.
+Dawid-Skene, one group) the refits that keep the full fit's population (the NC-ECE's), on which ``multiclass_metrics``
+re-estimates the prevalence per predicted class.
 Cost: docs/metrics.md.
 """
 from __future__ import annotations
