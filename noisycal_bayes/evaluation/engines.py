@@ -429,7 +429,8 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
 
     ``groups`` None (a crowd, :func:`_pooled_crowd`): the partially pooled Dawid-Skene
     (``fit_em_multiclass(model="pooled")``), refitted the same way twice: with the full fit's population kept (the
-    NC-ECE draws) and with it refitted (the confusion intervals, the metrics' draws). ``path``: the grouped EM's path
+    NC-ECE draws) and with it refitted (the confusion intervals, the metrics' draws, which ``"metrics_centre"`` =
+    ``"fit"`` tells to centre on the full fit). ``path``: the grouped EM's path
     (the model expansion's stratified annotators take ``"patterns"``: each item has the labels of one stratum's
     annotators, few patterns although most cells are missing)."""
     from ..inference import fit_em_multiclass, multiclass_em_estimator
@@ -443,9 +444,11 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
                   "shrunk towards a population learned from the crowd)")
         # The NC-ECE's refits keep the full fit's population: refitted on resampled items it loses concentration, and
         # the few-label annotators' rows then scatter several times wider than their posterior and shift, which the
-        # interval's bias correction reads as bias. The confusion intervals (and the metrics' draws) still come from
-        # refits with the population refitted: those with it fixed covered the true entries far less often
-        # (docs/coverage.md, *Sparse K-class crowds on the EM route*).
+        # interval's bias correction reads as bias. The confusion intervals come from refits with the population
+        # refitted: those with it fixed covered the true entries far less often (docs/coverage.md, *Sparse K-class
+        # crowds on the EM route*). So do the clean-label metrics' replicates (the population's error is much of a
+        # per-class metric's), moved to the full fit's estimate: those refits' channels put the accuracy 0.036 too
+        # low (docs/metrics.md, *The crowd's metrics: centred on the full fit*).
         refit = multiclass_em_estimator(model="pooled", population=fit.prior[0])
         refit_free = multiclass_em_estimator(model="pooled")
     else:
@@ -504,6 +507,8 @@ def _engine_em_k(data, s: Settings, groups, path: str = "auto"):
     reps = np.stack(refits)
     out["refits"] = (np.stack(free), np.stack(refit_prev))
     out["refit_counts"] = np.stack(counts)  # refit s's item multiplicities: the metrics' joint draws
+    if refit_free is not None:  # the metrics' replicates moved to the full fit's estimate (multiclass_metrics_of)
+        out["metrics_centre"] = "fit"
     out["lower"], out["upper"] = _intervals(out["refits"][0], s.level)
     # The intervals: the refitted confusions propagated as the binary EM route propagates its bootstrap replicates
     # (debiased, bias-corrected bin centres), as joint draws (each refit with its own replicate's item
