@@ -564,6 +564,11 @@ def fit_em_population(data, *, max_iter: int = 1000, tol: float = 1e-6, prevalen
         label draws for a fixed number of iterations and averaged: no fixed point to extrapolate towards).
         ``n_iter`` then counts plain iterations and cycles (three EM steps each), and ``loglik_trace`` holds the
         plain iterations' log-likelihoods and the final one. Measured on the five crowds: docs/performance.md.
+        ``True`` runs the cycles from the first iteration. The pooled likelihood can have several fixed points, and
+        the path decides which one a fit reaches: on the adult and cf crowds cycles from the first iteration end at
+        another fixed point than the plain loop (clean-label posteriors up to 0.97 and 0.99 apart), while ``"auto"``'s
+        100 plain iterations first reach the plain fit's (within 6e-7)
+        (benchmarks/results/crowds_em_multiclass.notes.md).
     components : {1, 2, 3}, default 1
         Annotator types (a mixture population): annotator ``j`` has a latent type ``z_j``, shared by its ``K``
         rows, with weights ``w``; given the type, ``C[j, y, :] ~ Dirichlet(alpha_{z, y})``. The components start
