@@ -5,7 +5,10 @@ Each (set, route) runs the installed command line in its own process, as a user 
 gold; that module's docstring says how; sources and licences are in the shared data README). The run fails
 (exit 1) when any command exits non-zero, prints an internal error or a traceback, or takes longer than
 ``--timeout``; the table and ``benchmarks/results/real_data_matrix.json`` record exit code, wall time, the
-headline interval and the reference-label ECE beside it.
+headline interval and beside it the reference-label ECE: plug-in (``reference_ece``) and on the headline's target
+(``reference_ece_debiased`` with its interval ``reference_lower``, ``reference_upper``;
+:func:`~noisycal_bayes.experiments.real_data.reference_figures`). Why most crowd intervals still sit below it:
+docs/crowds.md, *Synthetic scores for the crowds* (``benchmarks/real_data_reference.py``).
 
     python benchmarks/real_data_matrix.py                      # every set, both routes, full size (make real-data)
     python benchmarks/real_data_matrix.py --n-items 300        # small sizes
@@ -25,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from noisycal_bayes.experiments.real_data import REAL_SETS, SHARED_DATA_ENV, shared_data_dir, write_real_set
+from noisycal_bayes.experiments.real_data import (REAL_SETS, REFERENCE_KEYS, SHARED_DATA_ENV, shared_data_dir,
+                                                  write_real_set)
 
 HERE = Path(__file__).resolve().parent
 ROUTES = ("em", "nuts")
@@ -58,7 +62,7 @@ def run_one(name: str, route: str, work: Path, *, n_items, timeout: float, extra
     except subprocess.TimeoutExpired as exc:
         code, err = -1, f"timed out after {timeout:.0f} s\n{(exc.stderr or b'')[-2000:]!r}"
     wall = time.perf_counter() - t0
-    row = {k: info[k] for k in ("n_items", "n_classes", "n_annotators", "n_labels", "reference_ece",
+    row = {k: info[k] for k in ("n_items", "n_classes", "n_annotators", "n_labels", *REFERENCE_KEYS,
                                 "reference", "synthetic_scores")}
     row.update(set=name, route=route, exit_code=code, wall_s=round(wall, 2), value=None, lower=None, upper=None)
     bad = code != 0 or "internal error" in err or "Traceback" in err
@@ -107,7 +111,7 @@ def main(argv=None) -> int:
                       f"{row['value']:.4f} [{row['lower']:.4f}, {row['upper']:.4f}]")
                 print(f"{'ok  ' if row['ok'] else 'FAIL'} {name:17s} {route:4s} {row['wall_s']:7.1f} s  "
                       f"K={row['n_classes']:<2d} n={row['n_items']:<6d} NC-ECE {iv:28s} "
-                      f"ref {row['reference_ece']:.4f}", flush=True)
+                      f"ref {row['reference_ece']:.4f} (debiased {row['reference_ece_debiased']:.4f})", flush=True)
                 if not row["ok"]:
                     print("      " + row["stderr_tail"].replace("\n", "\n      "), flush=True)
     total = time.perf_counter() - t_all

@@ -23,8 +23,11 @@ SEPARATION = 2.0
 SHARED_DATA_HINT = (f"set the environment variable {SHARED_DATA_ENV} to the shared data folder, or clone the project "
                     "beside shared/ (../shared/data relative to the checkout)")
 
-__all__ = ["REAL_SETS", "SEPARATION", "SHARED_DATA_ENV", "SHARED_DATA_HINT", "RealSet", "shared_data_dir",
-           "shared_data_path", "write_real_set"]
+#: The reference figures :func:`reference_figures` returns (and :func:`write_real_set` with them).
+REFERENCE_KEYS = ("reference_ece", "reference_ece_debiased", "reference_lower", "reference_upper")
+
+__all__ = ["REAL_SETS", "REFERENCE_KEYS", "SEPARATION", "SHARED_DATA_ENV", "SHARED_DATA_HINT", "RealSet",
+           "reference_figures", "shared_data_dir", "shared_data_path", "write_real_set"]
 
 
 @dataclass(frozen=True)
@@ -106,16 +109,50 @@ def _crowd_classes(frame: pd.DataFrame, n_classes: int) -> pd.Series:
     return gold.where(gold >= 0, vote.reindex(gold.index)).astype(np.int64)
 
 
-def _top_label_ece(probs: np.ndarray, y: np.ndarray, n_bins: int) -> float:
-    conf, pred = probs.max(axis=1), probs.argmax(axis=1)
-    idx = np.minimum((conf * n_bins).astype(int), n_bins - 1)
-    resid = np.bincount(idx, weights=(pred == y) - conf, minlength=n_bins)
-    return float(np.abs(resid).sum() / y.size)
+def reference_figures(scores, gold, n_classes: int) -> dict:
+    """The calibration error of ``scores`` against gold labels: plug-in, and on the headline's target with its interval.
 
+    Binary (``scores`` of shape (n,), the probability of class 1): 10 equal-width bins; K classes (``scores`` of
+    shape (n, K)): the top-label error on 15 equal-width confidence bins, as ``evaluate``'s headline.
 
-def _binary_ece(score: np.ndarray, y: np.ndarray, n_bins: int) -> float:
-    idx = np.minimum((score * n_bins).astype(int), n_bins - 1)
-    return float(np.abs(np.bincount(idx, weights=y - score, minlength=n_bins)).sum() / y.size)
+    ``reference_ece`` is the plug-in binned ECE against gold (:func:`noisycal_bayes.reference.calibration.ece`,
+    :func:`noisycal_bayes.core.top_label_ece`): the *sample oracle ECE* of DESIGN §2, biased upwards as an
+    estimate of the population error (each bin's ``|mean(y - z)|`` carries its labels' noise).
+    ``reference_ece_debiased``, ``reference_lower`` and ``reference_upper`` are the headline's own estimator with
+    gold as a noiseless annotator (channel ``fpr = 0, tpr = 1``; identity confusion): the debiased estimate and
+    90% interval of :func:`noisycal_bayes.propagate.posterior_nc_ece` (K: ``posterior_top_label_nc_ece``), whose
+    target is the headline's, the *population* binned ECE on the same bins (``seed`` 0, 1000 Bayesian-bootstrap
+    draws), read as ``evaluate`` reads the headline (``[0, upper bound]`` where the data cannot tell the error from
+    0). What the two differ by on the real sets: docs/crowds.md, *Synthetic scores for the crowds*.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> z = rng.uniform(size=400)
+    >>> ref = reference_figures(z, (rng.uniform(size=400) < z).astype(int), 2)  # calibrated: both near 0
+    >>> ref["reference_ece_debiased"] <= ref["reference_ece"]
+    True
+    """
+    from ..core import top_label_ece
+    from ..data import AnnotationSet, Binning, Channel
+    from ..propagate import posterior_nc_ece, posterior_top_label_nc_ece
+    from ..reference.calibration import ece
+
+    gold = np.asarray(gold, dtype=np.int64)
+    if n_classes == 2:
+        scores = np.asarray(scores, dtype=np.float64)
+        plug = ece(scores, gold, bins=10)
+        post = posterior_nc_ece(AnnotationSet.from_wide(gold[:, None], scores), Channel([0.0], [1.0]),
+                                bins=Binning.equal_width(10), seed=0)
+    else:
+        probs = np.asarray(scores, dtype=np.float64)
+        plug = top_label_ece(probs, np.eye(n_classes)[gold], bins=15).value
+        n = gold.size
+        post = posterior_top_label_nc_ece(probs, (np.arange(n), np.zeros(n, np.int64), gold),
+                                          np.eye(n_classes)[None], bins=15, seed=0)
+    lower, upper = post.reported_interval  # as the headline reads it: [0, upper bound] near 0
+    return dict(reference_ece=float(plug), reference_ece_debiased=float(post.debiased),
+                reference_lower=float(lower), reference_upper=float(upper))
 
 
 def write_real_set(name: str, out_dir, *, n_items: int | None = None, root=None) -> dict:
@@ -136,9 +173,11 @@ def write_real_set(name: str, out_dir, *, n_items: int | None = None, root=None)
     -------
     dict
         ``args`` (the CLI arguments after ``evaluate``, as strings), ``n_items``, ``n_classes``,
-        ``n_annotators``, ``n_labels``, ``reference_ece`` (binary: the 10-bin ECE of the scores against the
-        reference labels; K classes: the 15-bin top-label ECE; NaN where no item has gold), ``reference``
-        (what the reference labels are) and ``synthetic_scores`` (bool).
+        ``n_annotators``, ``n_labels``, the :data:`REFERENCE_KEYS` of :func:`reference_figures` on the items with
+        reference labels (``reference_ece``, the plug-in 10-bin ECE of the scores against them, K classes the
+        15-bin top-label ECE; ``reference_ece_debiased``, ``reference_lower``, ``reference_upper``, the same on
+        the headline's target: NaN where no item has gold), ``reference`` (what the reference labels are) and
+        ``synthetic_scores`` (bool).
 
     Raises
     ------
@@ -169,7 +208,7 @@ def write_real_set(name: str, out_dir, *, n_items: int | None = None, root=None)
                     synthetic_scores=False, reference="original CIFAR-10 labels (y_ref)")
         if spec.layout == "cifar_binary":
             frame[["item", "score", *cols]].to_csv(ann_path, index=False)
-            info["reference_ece"] = _binary_ece(frame["score"].to_numpy(), frame["y_ref"].to_numpy(), 10)
+            info.update(reference_figures(frame["score"].to_numpy(), frame["y_ref"].to_numpy(), 2))
             info["args"] = [str(ann_path), "--annotators", ",".join(cols)]
         else:
             probs = frame[[f"p{k}" for k in range(10)]].to_numpy(np.float64)
@@ -177,7 +216,7 @@ def write_real_set(name: str, out_dir, *, n_items: int | None = None, root=None)
             score_path = out / f"{name}_probs.csv"
             pd.DataFrame(probs, columns=[str(k) for k in range(10)]).assign(item=frame["item"].to_numpy())[
                 ["item", *map(str, range(10))]].to_csv(score_path, index=False)
-            info["reference_ece"] = _top_label_ece(probs, frame["y_ref"].to_numpy(), 15)
+            info.update(reference_figures(probs, frame["y_ref"].to_numpy(), 10))
             info["args"] = [str(ann_path), "--scores", str(score_path), "--annotators", ",".join(cols)]
         return info
     frame = frame.rename(columns={spec.annotator_col: "annotator"})
@@ -196,13 +235,11 @@ def write_real_set(name: str, out_dir, *, n_items: int | None = None, root=None)
             ["item", *map(str, range(k))]].to_csv(score_path, index=False)
     gold = frame.groupby("item")["gold"].first().reindex(classes.index).to_numpy()
     has = gold >= 0
-    if not has.any():
-        ref = float("nan")
-    elif k == 2:
-        ref = _binary_ece(probs[has, 1], gold[has], 10)
+    if has.any():
+        ref = reference_figures(probs[has, 1] if k == 2 else probs[has], gold[has], k)
     else:
-        ref = _top_label_ece(probs[has], gold[has], 15)
+        ref = dict.fromkeys(REFERENCE_KEYS, float("nan"))
     return dict(args=[str(ann_path), "--scores", str(score_path)], n_items=int(classes.size),
                 n_classes=k, n_annotators=int(frame["annotator"].nunique()), n_labels=int(len(frame)),
-                reference_ece=ref, synthetic_scores=True,
+                **ref, synthetic_scores=True,
                 reference=f"gold labels ({int(has.sum())} of {int(classes.size)} items)")
