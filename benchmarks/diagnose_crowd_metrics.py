@@ -23,8 +23,8 @@ width is compared with).
 
 ``--rules`` (issue 37, after the shipped rule's 200 data sets covered 0.85-0.97): interval rules side by side on the
 same data sets (seeds 1200, ...: those of ``coverage_metrics.py --cells k3_crowd --seed0 1200``). Per data set the
-route is run once (``n_boot=50``) and three sets of 300 metric replicates are made on its 50 item resamples (the
-same multiplicities ``refit_counts`` for all three, so that the sets differ only in their channels):
+route is run once (``n_boot=50``) and five sets of 300 metric replicates are made on its 50 item resamples (the
+same multiplicities ``refit_counts`` for all five, so that the sets differ only in their channels):
 
 * ``free``: the route's own replicates (refits that refit the population), as shipped (moved to the full fit's
   estimate);
@@ -40,18 +40,23 @@ same multiplicities ``refit_counts`` for all three, so that the sets differ only
   design: each drawn annotator's labels once per draw, as clones; items with their multiplicities), the population
   of the drawn annotators (as ``twolevel``) fixed, each draw's 6 replicates the metrics of its own resampled
   responses. The annotators' own randomness (which crowd labelled the items) is a crossed random effect that item
-  resampling holds fixed.
+  resampling holds fixed;
+* ``meanfree``: as ``twolevel``, but the population's mean rows ``m_y`` are refitted on the item resample too, its
+  concentrations held at the annotator draw's (:func:`refit_mean_free`): the full fit's estimator with every
+  parameter but the concentration (the one that duplicated items bias) refitted on the items.
 
 Each set's replicates ``d`` give the intervals of ``RULE_NAMES`` (:func:`rule_intervals`); per metric the data set's
 estimate (the route's), its sample value and each (set, rule)'s interval are stored, with, per refit, the
 population concentrations ``s_y`` (full fit, ``free`` refits, ``twolevel`` draws) and a few metrics' per-refit
 replicate means (the diagnosis of the ``free`` refits' spread and skew). Output:
-``benchmarks/results/coverage_metrics_crowd_rules.json`` (rows, resumable; summary per set, rule and metric).
+``benchmarks/results/coverage_metrics_crowd_rules.json`` (rows, resumable: a set added later is computed for the
+stored rows; summary per set, rule and metric, aggregates per set and rule, diagnosis). Measured: docs/metrics.md,
+*The crowd's replicates: too wide and skewed, and 35 rules side by side*.
 
 Usage::
 
     python benchmarks/diagnose_crowd_metrics.py --reps 12      # resumable: rows in the output file
-    python benchmarks/diagnose_crowd_metrics.py --rules --reps 60 --max-minutes 50
+    python benchmarks/diagnose_crowd_metrics.py --rules --reps 80 --max-minutes 60
 """
 from __future__ import annotations
 
@@ -157,7 +162,7 @@ def summarise(rows, truth):
 
 
 RULES_OUT = RESULTS / "coverage_metrics_crowd_rules.json"
-RULE_SETS = ("free", "kept", "twolevel", "pigeonhole")
+RULE_SETS = ("free", "kept", "twolevel", "pigeonhole", "meanfree")
 #: Interval rules on replicates ``d`` of a metric with estimate ``est`` (level 0.9, ``z = 1.645``):
 #: ``raw`` the percentile interval of ``d``; ``mean`` of ``d`` moved to mean ``est`` (the shipped rule on ``free``);
 #: ``median`` moved to median ``est``; ``basic`` the reflected interval of the mean-moved ``d`` (``2 est - q``);
@@ -202,8 +207,56 @@ def population_of(counts, alpha, v, power=2.5):
     return np.stack(out)
 
 
-def rules_one(seed, n=2000, n_boot=50):
-    """One data set of ``--rules``: the route once, then the three replicate sets and their rules' intervals."""
+def mean_m_step(counts, s, alpha, iters=200, tol=1e-10):
+    """Population rows ``alpha_y = s_y m_y`` with the concentrations ``s`` (K,) fixed and the means ``m_y`` by
+    type-II maximum likelihood of the Dirichlet-multinomial on ``counts[:, y, :]`` (Minka's fixed point for
+    ``alpha``, rescaled to total ``s_y`` after each step)."""
+    from scipy.special import digamma
+
+    out = []
+    for y in range(counts.shape[1]):
+        n = counts[:, y, :]
+        n = n[n.sum(axis=1) > 0]
+        N = n.sum(axis=1)
+        a = s[y] * alpha[y] / alpha[y].sum()
+        for _ in range(iters):
+            a0 = a.sum()
+            new = a * np.sum(digamma(n + a) - digamma(a), axis=0) / np.sum(digamma(N + a0) - digamma(a0))
+            new *= s[y] / new.sum()
+            done = np.max(np.abs(new - a) / a) < tol
+            a = new
+            if done:
+                break
+        out.append(a)
+    return np.stack(out)
+
+
+def refit_mean_free(data, x, weights, init, alpha, s, outer=30, tol=1e-6):
+    """A pooled refit on item weights ``weights`` whose population means are refitted with the concentrations ``s``
+    held: rows by :func:`~noisycal_bayes.inference.population.fit_em_population` under a fixed population, then
+    :func:`mean_m_step` on its expected counts, until the population moves by less than ``tol`` (relative).
+    Returns the confusion (J, K, K) and the population."""
+    from noisycal_bayes.core.population import expected_counts
+    from noisycal_bayes.inference.population import _posterior, fit_em_population
+
+    conf, prev = init
+    a = alpha
+    for _ in range(outer):
+        f = fit_em_population(data, weights=weights, init=(conf, prev), population=a, tol=1e-8)
+        conf, prev = np.asarray(f.confusion), np.asarray(f.prevalence)
+        T, _ = _posterior(x, conf, prev.reshape(-1)[-conf.shape[-1]:], np.zeros(x.n_items, np.int64))
+        new = mean_m_step(expected_counts(x.item, x.annotator, x.label, T, conf.shape[0], weights), s, a)
+        done = np.max(np.abs(new - a) / a) < tol
+        a = new
+        if done:
+            break
+    return conf, a
+
+
+def rules_one(seed, n=2000, n_boot=50, sets=None):
+    """One data set of ``--rules``: the route once, then the replicate sets ``sets`` (default ``RULE_SETS``; ``free``
+    always) and their rules' intervals."""
+    sets = RULE_SETS if sets is None else ("free",) + tuple(sets)
     import noisycal_bayes as nb
     import noisycal_bayes.evaluation.metrics as em
     import noisycal_bayes.inference.bootstrap as ib
@@ -247,15 +300,19 @@ def rules_one(seed, n=2000, n_boot=50):
     J = conf0.shape[0]
     counts = expected_counts(x.item, x.annotator, x.label, ClassPosterior(resp, n, g, conf0[None], prev)(0), J)
     rng = np.random.default_rng(10 ** 6 + seed)
-    two, two_pop = [], []
+    two_pop = [population_of(counts, alpha, rng.multinomial(J, np.full(J, 1.0 / J))) for _ in range(n_s)]
+    two, mfree, mfree_pop = [], [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for s in range(n_s):
-            a_s = population_of(counts, alpha, rng.multinomial(J, np.full(J, 1.0 / J)))
-            f = fit_em_population(data, weights=mult[s], init=(conf0, np.asarray(fit.prevalence)), population=a_s,
-                                  tol=1e-8)
-            two.append(np.asarray(f.confusion))
-            two_pop.append(a_s)
+            init = (conf0, np.asarray(fit.prevalence))
+            if "twolevel" in sets:
+                two.append(np.asarray(fit_em_population(data, weights=mult[s], init=init, population=two_pop[s],
+                                                        tol=1e-8).confusion))
+            if "meanfree" in sets:   # the population's means refitted on the items, its concentrations the draw's
+                conf_s, a_s = refit_mean_free(data, x, mult[s], init, alpha, two_pop[s].sum(axis=1))
+                mfree.append(conf_s)
+                mfree_pop.append(a_s)
     probs = {"model": np.asarray(data.probs)}
     # Pigeonhole: annotators resampled in the data too (each drawn annotator's labels once per draw, as clones), the
     # population of the same drawn annotators fixed, the items with their multiplicities; each draw's replicates are
@@ -268,7 +325,7 @@ def rules_one(seed, n=2000, n_boot=50):
     pig, pig_pop = {}, []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for s in range(n_s):
+        for s in range(n_s if "pigeonhole" in sets else 0):
             v = rng.multinomial(J, np.full(J, 1.0 / J))
             a_s = population_of(counts, alpha, v)
             clone_of = np.repeat(np.arange(J), v)                       # clone c is annotator clone_of[c]
@@ -289,26 +346,27 @@ def rules_one(seed, n=2000, n_boot=50):
     draws = {"free": ev.metrics.draws["model"], "pigeonhole": {m: np.concatenate(d) for m, d in pig.items()}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, conf in (("kept", np.asarray(res["confusion_draws"])), ("twolevel", np.stack(two))):
+        for name, conf in (("kept", res["confusion_draws"]), ("twolevel", two), ("meanfree", mfree)):
+            if name not in sets:
+                continue
+            conf = np.stack(conf) if isinstance(conf, list) else np.asarray(conf)
             draws[name] = multiclass_metrics(data, probs, ClassPosterior(resp, n, g, conf, prev), n_replicates=300,
                                              seed=seed, item_weights=mult).draws["model"]
     sample = {m: float(v[0]) for m, v in MetricKernel(probs=np.asarray(data.probs)).values(y).items()}
     t = ev.metrics.table.set_index("metric")
     which = thin_index(n_s, 300)   # replicate r's draw (multiclass_metrics' rule)
-    which_pig = np.repeat(np.arange(n_s), per)
     out = {}
     for m in t.index:
         est = float(t.loc[m, "estimate"])
         row = {"estimate": est, "shipped": [float(t.loc[m, "lower"]), float(t.loc[m, "upper"])],
                "corrected_label": float(t.loc[m, "corrected_label"]), "sample": sample[m]}
-        for name in RULE_SETS:
+        for name in sets:
             d = np.asarray(draws[name][m], dtype=np.float64)
             row[name] = {"mean": float(np.nanmean(d)), "sd": float(np.nanstd(d, ddof=1)),
                          "q": [float(v) for v in np.nanquantile(d, [0.05, 0.5, 0.95])],
                          "rules": {k: [float(a), float(b)] for k, (a, b) in rule_intervals(d, est).items()}}
-            if m in PER_DRAW:
-                w_d = which_pig if name == "pigeonhole" else which
-                row[name]["per_draw_mean"] = [float(np.nanmean(d[w_d == s])) for s in range(n_s)]
+            if m in PER_DRAW and name == "free":   # the diagnosis of the free refits' spread (rules_diagnosis)
+                row[name]["per_draw_mean"] = [float(np.nanmean(d[which == s])) for s in range(n_s)]
         out[m] = row
     conc = {"full": alpha.sum(axis=1).tolist(), "free": [p.sum(axis=1).tolist() for p in pops],
             "twolevel": [p.sum(axis=1).tolist() for p in two_pop],
@@ -316,6 +374,7 @@ def rules_one(seed, n=2000, n_boot=50):
             "full_mean_diag": np.diag(alpha / alpha.sum(axis=1, keepdims=True)).tolist(),
             "free_mean_diag": [np.diag(p / p.sum(axis=1, keepdims=True)).tolist() for p in pops],
             "twolevel_mean_diag": [np.diag(p / p.sum(axis=1, keepdims=True)).tolist() for p in two_pop],
+            "meanfree_mean_diag": [np.diag(p / p.sum(axis=1, keepdims=True)).tolist() for p in mfree_pop],
             "one_step_check": float(np.max(np.abs(population_of(counts, alpha, np.ones(J, np.int64)) - alpha)
                                            / alpha))}
     return {"seed": seed, "cpu_s": time.process_time() - t0, "cpu_route_s": t_route, "population": conc,
@@ -347,6 +406,63 @@ def rules_summary(rows, truth):
     return out
 
 
+def rules_aggregate(summary, n_sets):
+    """Per (set, rule): coverage range and median over the metrics, how many lie within 2 binomial SE of 0.90, the
+    mean |coverage - 0.90|, and against the shipped rule (``free``, ``mean``) how many metrics are closer to 0.90 /
+    as close / farther."""
+    tab = pd.DataFrame(summary)
+    se = np.sqrt(0.09 / n_sets)
+    ship = tab[(tab["set"] == "free") & (tab["rule"] == "mean")].set_index("metric")["coverage"]
+    out = []
+    for (name, rule), t in tab.groupby(["set", "rule"], sort=False):
+        gap = (t.set_index("metric")["coverage"] - 0.9).abs()
+        ref = (ship - 0.9).abs()[gap.index]
+        out.append({"set": name, "rule": rule, "min": t["coverage"].min(), "median": t["coverage"].median(),
+                    "max": t["coverage"].max(), "within_2se": int((gap <= 2 * se + 1e-12).sum()),
+                    "mean_abs_gap": gap.mean(), "closer_than_shipped": int((gap < ref - 1e-12).sum()),
+                    "farther_than_shipped": int((gap > ref + 1e-12).sum()),
+                    "median_half_width_over_1645sd": t["half_width_over_1645sd"].median(),
+                    "median_abs_mid_minus_est_over_sd": t["mid_minus_est_over_sd"].abs().median()})
+    return out
+
+
+def rules_diagnosis(rows):
+    """Why the ``free`` replicates are wide and skewed: the refits' population concentrations against the full fit's
+    and the annotator-resampled ones (medians over data sets of each set's median), the per-refit correlation of
+    ``log s`` (summed over classes) with the refit's replicate mean (median over data sets), and per metric the
+    replicates' Bowley skewness ``(q95 + q05 - 2 q50) / (q95 - q05)`` (mean over data sets) per set, with the
+    estimate's sd across data sets split into the items' part (the sample metric's sd) and the rest."""
+    pop = {k: np.median([np.median(np.atleast_2d(r["population"][k]), axis=0) for r in rows], axis=0).tolist()
+           for k in ("full", "free", "twolevel")}
+    corr = {}
+    for m in PER_DRAW:
+        cs = [np.corrcoef(np.log(np.sum(r["population"]["free"], axis=1)), r["metrics"][m]["free"]["per_draw_mean"])[0, 1]
+              for r in rows if len(r["population"]["free"]) == len(r["metrics"][m]["free"]["per_draw_mean"])]
+        corr[m] = float(np.median(cs))
+    per = []
+    for m in rows[0]["metrics"]:
+        est = np.array([r["metrics"][m]["estimate"] for r in rows])
+        samp = np.array([r["metrics"][m]["sample"] for r in rows])
+        o = {"metric": m, "sd_estimate": est.std(ddof=1), "sd_sample": samp.std(ddof=1),
+             "sd_estimate_minus_sample": (est - samp).std(ddof=1)}
+        for name in RULE_SETS:
+            q = np.array([r["metrics"][m][name]["q"] for r in rows])
+            o["bowley_" + name] = float(np.mean((q[:, 2] + q[:, 0] - 2 * q[:, 1]) / (q[:, 2] - q[:, 0])))
+        per.append(o)
+    return {"concentration_median": pop, "corr_log_concentration_vs_refit_mean": corr, "per_metric": per}
+
+
+def _rounded(x, digits=6):
+    """``x`` with every float rounded to ``digits`` significant digits (the rows file stays a few MB)."""
+    if isinstance(x, dict):
+        return {k: _rounded(v, digits) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_rounded(v, digits) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(f"{float(x):.{digits}g}")
+    return x
+
+
 def rules_main(args):
     path = Path(args.out if args.out != str(OUT) else RULES_OUT)
     body = json.loads(path.read_text()) if path.exists() else {"rows": {}}
@@ -356,15 +472,34 @@ def rules_main(args):
     for seed in range(1200, 1200 + args.reps):
         if args.max_minutes is not None and time.time() - t0 > 60 * args.max_minutes:
             break
-        if str(seed) not in body["rows"]:
+        row = body["rows"].get(str(seed))
+        if row is None:
             body["rows"][str(seed)] = rules_one(seed)
-            path.write_text(json.dumps(body, default=float) + "\n")
-            r = body["rows"][str(seed)]
-            print(f"seed {seed}: {r['cpu_s']:.0f} s CPU (route {r['cpu_route_s']:.0f})", flush=True)
-    body["summary"] = rules_summary(list(body["rows"].values()), truth)
-    path.write_text(json.dumps(body, default=float) + "\n")
+        elif any(name not in row["metrics"]["accuracy"] for name in RULE_SETS):   # a set added since: its part
+            new = rules_one(seed, sets=[nm for nm in RULE_SETS if nm not in row["metrics"]["accuracy"]])
+            for m, v in new["metrics"].items():
+                row["metrics"][m].update({k: x for k, x in v.items() if k not in row["metrics"][m]})
+            row["population"].update({k: x for k, x in new["population"].items() if k not in row["population"]})
+            row["cpu_s_added"] = new["cpu_s"]
+        else:
+            continue
+        path.write_text(json.dumps(_rounded(body)) + "\n")
+        r = body["rows"][str(seed)]
+        print(f"seed {seed}: {r.get('cpu_s_added', r['cpu_s']):.0f} s CPU (route {r['cpu_route_s']:.0f})", flush=True)
+    rows = [r for r in body["rows"].values() if all(nm in r["metrics"]["accuracy"] for nm in RULE_SETS)]
+    body["summary"] = rules_summary(rows, truth)
+    body["aggregate"] = rules_aggregate(body["summary"], len(rows))
+    body["diagnosis"] = rules_diagnosis(rows)
+    path.write_text(json.dumps(_rounded(body)) + "\n")
     tab = pd.DataFrame(body["summary"])
-    print(tab.pivot_table(index="metric", columns=["set", "rule"], values="coverage", sort=False).round(3).to_string())
+    print(f"{len(rows)} data sets")
+    for name in RULE_SETS:
+        print(tab[tab["set"] == name].pivot_table(index="metric", columns="rule", values="coverage",
+                                                  sort=False).round(3).add_prefix(name + ":").to_string())
+    print(pd.DataFrame(body["aggregate"]).round(3).to_string())
+    print(pd.DataFrame(body["diagnosis"]["per_metric"]).round(3).to_string())
+    print({k: np.round(v, 1).tolist() for k, v in body["diagnosis"]["concentration_median"].items()},
+          {k: round(v, 2) for k, v in body["diagnosis"]["corr_log_concentration_vs_refit_mean"].items()})
 
 
 def main(argv=None):
