@@ -3,9 +3,9 @@ the metrics of :func:`noisycal_bayes.evaluate_multiclass` (K = 3 and 10), and th
 
 Cells (``CELLS``): binary with 3 annotators (fpr 0.1-0.2, tpr 0.8-0.9), binary with 10 annotators each labelling
 an item with probability 0.4 (fpr 0.15-0.3, tpr 0.7-0.85); K = 3 with 3 and 5 annotators and K = 10 with 3
-(``simulate_multiclass`` defaults: accuracy 0.8, over-confident classifier); a sparse K = 3 crowd (200 annotators,
-3 labels per item, about 30 labels each, accuracies U(0.5, 0.9): the generator of
-``benchmarks/coverage_crowds_multiclass.py``, ``crowd_data``). ``n_items`` items per data set.
+(``simulate_multiclass`` defaults: accuracy 0.8, over-confident classifier), K = 3 with 3 at accuracy 0.6 (small
+gaps); a sparse K = 3 crowd (200 annotators, 3 labels per item, about 30 labels each, accuracies U(0.5, 0.9): the
+generator of ``benchmarks/coverage_crowds_multiclass.py``, ``crowd_data``). ``n_items`` items per data set.
 
 Per data set: the default route a user gets. Binary: ``clean_metrics(data, n_replicates=300)`` (EM of the histogram
 model on equal-mass score bins with the threshold 0.5 as an edge, weighted-likelihood bootstrap refits, Bayesian
@@ -67,6 +67,8 @@ CELLS = {
     "k3_J3": dict(kind="multiclass", n_classes=3, n_annotators=3),
     "k3_J5": dict(kind="multiclass", n_classes=3, n_annotators=5),
     "k10_J3": dict(kind="multiclass", n_classes=10, n_annotators=3),
+    # Small gaps at K = 3: accuracy 0.6 against chance 1/3 (off-diagonal entries up to 0.4).
+    "k3_J3_small_gap": dict(kind="multiclass", n_classes=3, n_annotators=3, accuracy=0.6),
     "k3_crowd": dict(kind="crowd", n_classes=3, n_annotators=200, labels_per_item=3),
 }
 
@@ -82,7 +84,7 @@ def simulate(cell, n, seed):
 
         data, sim, _ = crowd_data(c["n_classes"], c["n_annotators"], n, c["labels_per_item"], seed)
         return data, sim.probs, np.asarray(sim.y, dtype=np.int64)
-    sim = simulate_multiclass(n, c["n_annotators"], c["n_classes"], seed=seed)
+    sim = simulate_multiclass(n, c["n_annotators"], c["n_classes"], accuracy=c.get("accuracy", 0.8), seed=seed)
     return sim.data, sim.probs, np.asarray(sim.y, dtype=np.int64)
 
 
