@@ -80,9 +80,27 @@ VARIANTS = ("free", "kept", "centred", "full", "true")
 FIELDS = ("estimate", "lower", "upper", "corrected_label", "posterior")
 
 
-def one(seed, n=2000):
+def route_captured(data, seed, n_boot, patch):
+    """``evaluate_multiclass``'s EM route on ``data`` with its engine's result dict captured (the refits, their item
+    multiplicities, the fit), and ``patch = (module, name, replacement)`` in place for the call only."""
     import noisycal_bayes as nb
     import noisycal_bayes.evaluation.metrics as em
+
+    module, name, replacement = patch
+    cap, shipped, original = {}, em.multiclass_metrics_of, getattr(module, name)
+    setattr(module, name, replacement)
+    em.multiclass_metrics_of = lambda d, s, res: (cap.setdefault("res", res), shipped(d, s, res))[1]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ev = nb.evaluate_multiclass(data, method="em", n_boot=n_boot, checks=False, seed=seed)
+    finally:
+        setattr(module, name, original)
+        em.multiclass_metrics_of = shipped
+    return ev, cap["res"]
+
+
+def one(seed, n=2000):
     import noisycal_bayes.inference as inference
     from noisycal_bayes.labels.metrics import ClassPosterior, MetricKernel, multiclass_metrics
     from noisycal_bayes.models.inputs import class_arrays
@@ -106,16 +124,7 @@ def one(seed, n=2000):
             return out
         return run
 
-    cap, shipped = {}, em.multiclass_metrics_of
-    inference.multiclass_em_estimator = spy
-    em.multiclass_metrics_of = lambda d, s, res: (cap.setdefault("res", res), shipped(d, s, res))[1]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ev = nb.evaluate_multiclass(data, method="em", n_boot=50, checks=False, seed=seed)
-    finally:
-        inference.multiclass_em_estimator, em.multiclass_metrics_of = original, shipped
-    res = cap["res"]
+    ev, res = route_captured(data, seed, 50, (inference, "multiclass_em_estimator", spy))
     fit = res["fit"]
     x = class_arrays(data, "diagnose")
     resp, g, probs = (x.item, x.annotator, x.label, x.gold), np.asarray(fit.groups), {"model": np.asarray(data.probs)}
@@ -257,8 +266,6 @@ def rules_one(seed, n=2000, n_boot=50, sets=None):
     """One data set of ``--rules``: the route once, then the replicate sets ``sets`` (default ``RULE_SETS``; ``free``
     always) and their rules' intervals."""
     sets = RULE_SETS if sets is None else ("free",) + tuple(sets)
-    import noisycal_bayes as nb
-    import noisycal_bayes.evaluation.metrics as em
     import noisycal_bayes.inference.bootstrap as ib
     from noisycal_bayes.core.population import expected_counts
     from noisycal_bayes.inference.population import fit_em_population
@@ -280,17 +287,8 @@ def rules_one(seed, n=2000, n_boot=50, sets=None):
             pops.append(np.asarray(f.prior[0]))
         return f
 
-    cap, shipped = {}, em.multiclass_metrics_of
-    ib.fit_em_multiclass = spy
-    em.multiclass_metrics_of = lambda d, s, res: (cap.setdefault("res", res), shipped(d, s, res))[1]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ev = nb.evaluate_multiclass(data, method="em", n_boot=n_boot, checks=False, seed=seed)
-    finally:
-        ib.fit_em_multiclass, em.multiclass_metrics_of = fit_k, shipped
+    ev, res = route_captured(data, seed, n_boot, (ib, "fit_em_multiclass", spy))
     t_route = time.process_time() - t0
-    res = cap["res"]
     fit, mult = res["fit"], np.asarray(res["refit_counts"], dtype=np.float64)
     n_s = mult.shape[0]
     x = class_arrays(data, "diagnose")
